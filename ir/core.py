@@ -1,0 +1,173 @@
+"""The IR's containers: values, ops, blocks (regions), functions and modules.
+
+A ``Value`` is defined exactly once, by an op result or a block parameter; values compare by
+identity. An ``Op`` names its definition (``OpDef``), holds operands, results, static attributes,
+nested regions and a source location, and is never edited in place: passes build new ops, using
+``replace()`` for a changed copy. A ``Block`` is a region: parameters, ops, and the values it
+yields (like a jaxpr's outvars).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from minipallas.errors import MiniPallasError
+from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.types import Type
+
+
+class Value:
+    """An SSA value. Equality is identity: two values are the same only if they are one object."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, type: Type) -> None:  # noqa: A002 - the IR's own word
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"<Value {self.type} at {id(self):#x}>"
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class Op:
+    """One operation. Build with ``Builder`` (which checks types) or ``Op(...)`` then verify."""
+
+    __slots__ = ("name", "operands", "results", "attrs", "regions", "loc")
+
+    def __init__(
+        self,
+        name: str,
+        operands: tuple[Value, ...] = (),
+        results: tuple[Value, ...] = (),
+        attrs: Mapping[str, Any] | None = None,
+        regions: tuple[Block, ...] = (),
+        loc: Location = UNKNOWN,
+    ) -> None:
+        self.name = name
+        self.operands = tuple(operands)
+        self.results = tuple(results)
+        self.attrs = MappingProxyType(dict(attrs)) if attrs else _EMPTY
+        self.regions = tuple(regions)
+        self.loc = loc
+
+    def replace(self, **changes: Any) -> Op:
+        """A copy with some fields changed; the original is untouched."""
+        fields = {f: getattr(self, f) for f in Op.__slots__}
+        fields.update(changes)
+        return Op(**fields)
+
+    @property
+    def result(self) -> Value:
+        """The single result of a one-result op."""
+        (value,) = self.results
+        return value
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name} at {self.loc}>"
+
+
+class Block:
+    """A region: parameters bound on entry, ops run in order, values yielded on exit.
+
+    Regions are closed: a block sees only its own parameters and values it defines. Whatever a
+    region needs from outside arrives as an operand of the op that owns it.
+    """
+
+    __slots__ = ("params", "ops", "results")
+
+    def __init__(
+        self,
+        params: tuple[Value, ...] = (),
+        ops: list[Op] | tuple[Op, ...] = (),
+        results: tuple[Value, ...] = (),
+    ) -> None:
+        self.params = tuple(params)
+        self.ops = tuple(ops)
+        self.results = tuple(results)
+
+    @property
+    def param_types(self) -> tuple[Type, ...]:
+        return tuple(p.type for p in self.params)
+
+    @property
+    def result_types(self) -> tuple[Type, ...]:
+        return tuple(r.type for r in self.results)
+
+    def walk(self) -> Iterator[Op]:
+        """Every op in this block and, recursively, in the regions of its ops (pre-order)."""
+        for op in self.ops:
+            yield op
+            for region in op.regions:
+                yield from region.walk()
+
+
+class Function:
+    """A named, closed block: the unit minipallas traces, prints, passes and runs."""
+
+    __slots__ = ("name", "body")
+
+    def __init__(self, name: str, body: Block) -> None:
+        self.name = name
+        self.body = body
+
+    @property
+    def params(self) -> tuple[Value, ...]:
+        return self.body.params
+
+    @property
+    def param_types(self) -> tuple[Type, ...]:
+        return self.body.param_types
+
+    @property
+    def result_types(self) -> tuple[Type, ...]:
+        return self.body.result_types
+
+    def walk(self) -> Iterator[Op]:
+        return self.body.walk()
+
+    def callees(self) -> list[Function]:
+        """Functions this one calls, transitively, each once, callees before callers."""
+        order: list[Function] = []
+        seen: set[int] = {id(self)}
+
+        def visit(fn: Function) -> None:
+            for op in fn.walk():
+                callee = op.attrs.get("callee") if op.name == "call" else None
+                if isinstance(callee, Function) and id(callee) not in seen:
+                    seen.add(id(callee))
+                    visit(callee)
+                    order.append(callee)
+
+        visit(self)
+        return order
+
+    def __str__(self) -> str:
+        from minipallas.ir.printer import print_function
+
+        return print_function(self)
+
+    def __repr__(self) -> str:
+        return f"<Function @{self.name}>"
+
+
+class Module:
+    """An ordered collection of functions, the last one being the entry point."""
+
+    __slots__ = ("functions",)
+
+    def __init__(self, functions: list[Function] | tuple[Function, ...]) -> None:
+        self.functions = tuple(functions)
+
+    @property
+    def entry(self) -> Function:
+        return self.functions[-1]
+
+    def __getitem__(self, name: str) -> Function:
+        for fn in self.functions:
+            if fn.name == name:
+                return fn
+        raise MiniPallasError(f"no function named @{name} in this module")

@@ -1,0 +1,75 @@
+"""Element types: the closed set minipallas supports, their short printed names and numpy types.
+
+A dtype is carried through the IR by its canonical name (``"float32"``), which is hashable and
+prints stably; ``to_numpy`` gives the numpy dtype (bfloat16 comes from ``ml_dtypes``).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from minipallas.errors import MiniPallasError
+
+_NUMPY = {
+    "float32": np.dtype(np.float32),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float16": np.dtype(np.float16),
+    "int32": np.dtype(np.int32),
+    "int8": np.dtype(np.int8),
+    "uint32": np.dtype(np.uint32),
+    "bool": np.dtype(np.bool_),
+}
+SHORT = {
+    "float32": "f32",
+    "bfloat16": "bf16",
+    "float16": "f16",
+    "int32": "i32",
+    "int8": "i8",
+    "uint32": "u32",
+    "bool": "bool",
+}
+FROM_SHORT = {short: name for name, short in SHORT.items()}
+NAMES = tuple(_NUMPY)
+
+
+def canonicalize(dtype: object) -> str:
+    """Accepts a name, a short name, a numpy dtype or scalar type; returns the canonical name."""
+    if isinstance(dtype, str):
+        if dtype in _NUMPY:
+            return dtype
+        if dtype in FROM_SHORT:
+            return FROM_SHORT[dtype]
+        if dtype == "bool_":
+            return "bool"
+    else:
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            np_dtype = None
+        for name, candidate in _NUMPY.items():
+            if np_dtype == candidate:
+                return name
+    raise MiniPallasError(
+        f"unsupported dtype {dtype!r}", fix=f"use one of {', '.join(NAMES)}"
+    )
+
+
+def to_numpy(name: str) -> np.dtype:
+    return _NUMPY[name]
+
+
+def is_float(name: str) -> bool:
+    return name in ("float32", "bfloat16", "float16")
+
+
+def is_int(name: str) -> bool:
+    return name in ("int32", "int8", "uint32")
+
+
+def is_signed(name: str) -> bool:
+    return name in ("int32", "int8")
+
+
+def itemsize(name: str) -> int:
+    return _NUMPY[name].itemsize

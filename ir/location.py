@@ -1,0 +1,54 @@
+"""Source locations: where in the user's Python code, or in a text IR file, an op came from."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """``file:line`` for traced code, ``line:col`` (with ``file`` empty) for parsed text IR."""
+
+    file: str = ""
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if self.file:
+            return f"{self.file}:{self.line}"
+        if self.line:
+            return f"{self.line}:{self.col}"
+        return "<unknown>"
+
+    def __bool__(self) -> bool:
+        return bool(self.file or self.line)
+
+
+UNKNOWN = Location()
+
+
+@functools.cache
+def _package_roots() -> tuple[str, ...]:
+    """Folders of minipallas's own packages; frames inside them are not the user's code."""
+    roots = []
+    for name in ("minipallas", "minipallas.ir", "minipallas.passes", "minipallas.lowering"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            roots.extend(os.path.abspath(p) + os.sep for p in spec.submodule_search_locations)
+    return tuple(roots)
+
+
+def user_location() -> Location:
+    """The innermost stack frame outside minipallas itself: the user's line that made an op."""
+    roots = _package_roots()
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(roots) and "importlib" not in filename:
+            return Location(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return UNKNOWN

@@ -1,0 +1,62 @@
+"""The op registry: every op is declared once, with its type rule, effects and printed form.
+
+An ``OpDef`` is found by name in ``OPS``. Its ``infer`` function is the op's type rule: given
+operand types, static attributes and regions it returns the result types, or raises
+``TypeCheckError`` with a plain statement of what is wrong. The builder calls it to give new
+ops their result types, and the verifier calls it to check existing ops, so the two can never
+disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from minipallas.ir.types import Type
+
+InferFn = Callable[[tuple[Type, ...], Mapping[str, Any], tuple[Any, ...]], tuple[Type, ...]]
+
+
+class TypeCheckError(Exception):
+    """Raised by a type rule; the builder and verifier add the op name and location."""
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op kind.
+
+    ``effect`` is how the op touches the ref in operand 0 (``"read"``, ``"write"``, ``"accum"``,
+    a combination such as ``"read,write"``, or ``""`` when it touches none); effects of region
+    ops come from their regions. ``pure`` ops may be removed when their results are unused.
+    """
+
+    name: str
+    infer: InferFn
+    doc: str
+    regions: int | None = 0  # how many regions; None means one or more
+    effect: str = ""
+    pure: bool = True
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def declare(
+    name: str, *, regions: int | None = 0, effect: str = "", pure: bool = True
+) -> Callable[[InferFn], InferFn]:
+    """Register ``infer`` as the type rule of op ``name``; its docstring documents the op."""
+
+    def register(infer: InferFn) -> InferFn:
+        if name in OPS:
+            raise ValueError(f"op {name!r} declared twice")
+        OPS[name] = OpDef(name, infer, (infer.__doc__ or "").strip(), regions, effect, pure)
+        return infer
+
+    return register
+
+
+def require(condition: bool, message: str) -> None:
+    """State a fact a type rule needs; when false, raise it as a ``TypeCheckError``."""
+    if not condition:
+        raise TypeCheckError(message)

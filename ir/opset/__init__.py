@@ -1,0 +1,5 @@
+"""Declarations of every op, one file per family. Importing this package registers them all."""
+
+from minipallas.ir.opset import arrays, control, indexed, kernel, scoped, state, views
+
+__all__ = ["arrays", "control", "indexed", "kernel", "scoped", "state", "views"]

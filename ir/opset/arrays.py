@@ -1,0 +1,169 @@
+"""Pure array ops: constants, elementwise math, shape changes, reductions and ``dot``.
+
+Binary elementwise ops take operands of one type; the front end inserts broadcasts and
+conversions explicitly, so every op's types can be read off its line.
+"""
+
+from __future__ import annotations
+
+from minipallas.ir import dtypes
+from minipallas.ir.literal import Literal
+from minipallas.ir.opdef import declare, require
+from minipallas.ir.opset.common import array_operand, is_permutation, static_ints
+from minipallas.ir.types import ArrayType
+
+ARITHMETIC = ("add", "sub", "mul", "div", "rem", "pow", "max", "min")
+BITWISE = ("and", "or", "xor")
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+FLOAT_UNARY = ("exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")
+UNARY = ("neg", "abs", "not", *FLOAT_UNARY)
+
+
+def _operands(types, n: int) -> tuple[ArrayType, ...]:
+    require(len(types) == n, f"expected {n} operands, got {len(types)}")
+    return tuple(array_operand(t, f"operand {i}") for i, t in enumerate(types))
+
+
+def _binary_rule(name: str):
+    def rule(types, attrs, regions):
+        a, b = _operands(types, 2)
+        require(a == b, f"operands must have one type, got {a} and {b}")
+        if name in BITWISE:
+            require(a.dtype == "bool" or dtypes.is_int(a.dtype), f"needs ints or bools, got {a}")
+        elif name != "max" and name != "min":
+            require(a.dtype != "bool", f"not defined on bool, got {a}")
+        return (ArrayType(a.shape, "bool"),) if name in COMPARISONS else (a,)
+
+    rule.__doc__ = f"Elementwise ``{name}``: ``%z = {name} %x, %y : f32[8]``."
+    return rule
+
+
+def _unary_rule(name: str):
+    def rule(types, attrs, regions):
+        (a,) = _operands(types, 1)
+        if name in FLOAT_UNARY:
+            require(dtypes.is_float(a.dtype), f"needs a float operand, got {a}")
+        elif name == "not":
+            require(a.dtype == "bool" or dtypes.is_int(a.dtype), f"needs ints or bools, got {a}")
+        else:
+            require(a.dtype != "bool", f"not defined on bool, got {a}")
+        return (a,)
+
+    rule.__doc__ = f"Elementwise ``{name}``: ``%y = {name} %x : f32[8]``."
+    return rule
+
+
+for _name in (*ARITHMETIC, *BITWISE, *COMPARISONS):
+    declare(_name)(_binary_rule(_name))
+for _name in UNARY:
+    declare(_name)(_unary_rule(_name))
+
+
+@declare("constant")
+def constant(types, attrs, regions):
+    """A constant: ``%c = constant 1.5 : f32[8]`` (a splat) or ``constant [1, 2] : i32[2]``."""
+    require(not types, "takes no operands")
+    value = attrs.get("value")
+    require(isinstance(value, Literal), f"attribute 'value' must be a Literal, got {value!r}")
+    return (value.type,)
+
+
+@declare("iota")
+def iota(types, attrs, regions):
+    """Positions along one dimension: ``%i = iota dimension 0 : i32[8,128]``."""
+    require(not types, "takes no operands")
+    t = attrs.get("type")
+    require(isinstance(t, ArrayType) and t.dtype != "bool", f"bad result type {t!r}")
+    dim = attrs.get("dimension")
+    require(isinstance(dim, int) and 0 <= dim < t.ndim, f"dimension {dim!r} is not in {t}")
+    return (t,)
+
+
+@declare("select")
+def select(types, attrs, regions):
+    """Choose elementwise: ``%z = select %pred, %on_true, %on_false : f32[8]``."""
+    p, a, b = _operands(types, 3)
+    require(p == ArrayType(a.shape, "bool"), f"predicate must be bool{list(a.shape)}, got {p}")
+    require(a == b, f"branches must have one type, got {a} and {b}")
+    return (a,)
+
+
+@declare("convert")
+def convert(types, attrs, regions):
+    """Change dtype by value: ``%y = convert %x : i32[8]``."""
+    (a,) = _operands(types, 1)
+    return (ArrayType(a.shape, dtypes.canonicalize(attrs.get("dtype", ""))),)
+
+
+@declare("bitcast")
+def bitcast(types, attrs, regions):
+    """Reinterpret bits as a dtype of the same width: ``%y = bitcast %x : i32[8]``."""
+    (a,) = _operands(types, 1)
+    dtype = dtypes.canonicalize(attrs.get("dtype", ""))
+    require(dtypes.itemsize(dtype) == dtypes.itemsize(a.dtype) and "bool" not in (dtype, a.dtype),
+            f"cannot bitcast {a.dtype} to {dtype}: widths differ")
+    return (ArrayType(a.shape, dtype),)
+
+
+@declare("broadcast_in_dim")
+def broadcast_in_dim(types, attrs, regions):
+    """Broadcast, operand dim i going to result dim ``dims[i]``:
+    ``%y = broadcast_in_dim %x, dims (1) : f32[8,128]``."""
+    (a,) = _operands(types, 1)
+    shape = static_ints(attrs.get("shape"), "shape")
+    dims = static_ints(attrs.get("dims"), "dims")
+    require(len(dims) == a.ndim, f"dims {dims} must name one result dim per operand dim")
+    require(list(dims) == sorted(set(dims)) and all(0 <= d < len(shape) for d in dims),
+            f"dims {dims} must be increasing and within rank {len(shape)}")
+    for i, d in enumerate(dims):
+        require(a.shape[i] in (1, shape[d]), f"operand dim {i} ({a.shape[i]}) cannot broadcast "
+                                             f"to {shape[d]}")
+    return (ArrayType(shape, a.dtype),)
+
+
+@declare("reshape")
+def reshape(types, attrs, regions):
+    """Same elements, row-major, another shape: ``%y = reshape %x : f32[4,32]``."""
+    (a,) = _operands(types, 1)
+    shape = static_ints(attrs.get("shape"), "shape")
+    out = ArrayType(shape, a.dtype)
+    require(out.size == a.size, f"cannot reshape {a} to {out}: sizes differ")
+    return (out,)
+
+
+@declare("transpose")
+def transpose(types, attrs, regions):
+    """Permute dimensions: ``%y = transpose %x, permutation (1, 0) : f32[128,8]``."""
+    (a,) = _operands(types, 1)
+    perm = static_ints(attrs.get("permutation"), "permutation")
+    require(is_permutation(perm, a.ndim), f"{perm} is not a permutation of {a.ndim} dims")
+    return (ArrayType(tuple(a.shape[p] for p in perm), a.dtype),)
+
+
+def _reduce_rule(name: str):
+    def rule(types, attrs, regions):
+        (a,) = _operands(types, 1)
+        axes = static_ints(attrs.get("axes"), "axes")
+        require(len(set(axes)) == len(axes) and all(0 <= x < a.ndim for x in axes),
+                f"axes {axes} must be distinct dims of {a}")
+        if name == "reduce_sum":
+            require(a.dtype != "bool", f"cannot sum bools, got {a}")
+        return (ArrayType(tuple(d for i, d in enumerate(a.shape) if i not in axes), a.dtype),)
+
+    rule.__doc__ = f"``{name}`` over static axes: ``%y = {name} %x, axes (1) : f32[8]``."
+    return rule
+
+
+for _name in ("reduce_sum", "reduce_max", "reduce_min"):
+    declare(_name)(_reduce_rule(_name))
+
+
+@declare("dot")
+def dot(types, attrs, regions):
+    """2-D matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``."""
+    a, b = _operands(types, 2)
+    require(a.ndim == 2 and b.ndim == 2, f"needs 2-D operands, got {a} and {b}")
+    require(a.shape[1] == b.shape[0], f"contracting dims differ: {a} and {b}")
+    require(a.dtype == b.dtype and a.dtype != "bool", f"operands must share a numeric dtype, "
+                                                      f"got {a} and {b}")
+    return (ArrayType((a.shape[0], b.shape[1]), dtypes.canonicalize(attrs.get("dtype", a.dtype))),)

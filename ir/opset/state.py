@@ -1,0 +1,81 @@
+"""State ops: read, write and accumulate into a window of a ``Ref``.
+
+Operands are the ref, then the indexer's dynamic index values (``Dyn(k)`` is operand ``1+k``),
+then any value operands. The ``indexer`` attribute picks the window (see ``ir.indexing``).
+"""
+
+from __future__ import annotations
+
+from minipallas.ir import dtypes
+from minipallas.ir.opdef import declare, require
+from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
+from minipallas.ir.types import ArrayType
+
+
+def _split(types: tuple, attrs: dict) -> tuple:
+    ref = ref_operand(types)
+    n = count_dyn(attrs)
+    require(len(types) >= 1 + n, f"expected {n} dynamic index operands, got {len(types) - 1}")
+    dyn, rest = types[1:1 + n], types[1 + n:]
+    return ref, dyn, rest, ArrayType(window(ref.shape, attrs, dyn), ref.dtype)
+
+
+@declare("get", effect="read", pure=False)
+def get(types, attrs, regions):
+    """Read a window: ``%v = get %r[0, 2:6, ds(%i, 8)] : f32[4,8]``."""
+    _, _, rest, win = _split(types, attrs)
+    require(not rest, f"expected no value operands, got {len(rest)}")
+    return (win,)
+
+
+@declare("swap", effect="read,write", pure=False)
+def swap(types, attrs, regions):
+    """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``."""
+    _, _, rest, win = _split(types, attrs)
+    require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
+    same_type(rest[0], win, "stored value")
+    return (win,)
+
+
+@declare("addupdate", effect="accum", pure=False)
+def addupdate(types, attrs, regions):
+    """Add into a window in place: ``addupdate %r[ds(%i, 8)], %v``."""
+    _, _, rest, win = _split(types, attrs)
+    require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
+    same_type(rest[0], win, "added value")
+    require(win.dtype != "bool", "cannot accumulate into a bool ref")
+    return ()
+
+
+@declare("load", effect="read", pure=False)
+def load(types, attrs, regions):
+    """Masked read: ``%v = load %r[0:8], mask %m, other %o : f32[8]``.
+
+    Attributes ``masked`` and ``has_other`` say which of the trailing operands are present; a
+    masked-off lane reads ``other`` (a scalar or a window-shaped array), or is unspecified.
+    """
+    _, _, rest, win = _split(types, attrs)
+    masked, has_other = bool(attrs.get("masked")), bool(attrs.get("has_other"))
+    require(len(rest) == masked + has_other,
+            f"expected {masked + has_other} mask/other operands, got {len(rest)}")
+    require(masked or not has_other, "'other' needs a mask")
+    if masked:
+        mask = array_operand(rest[0], "mask")
+        same_type(mask, ArrayType(win.shape, "bool"), "mask")
+    if has_other:
+        other = array_operand(rest[1], "other")
+        require(other.dtype == win.dtype and other.shape in ((), win.shape),
+                f"other has type {other}, expected {win} or {dtypes.SHORT[win.dtype]}[]")
+    return (win,)
+
+
+@declare("store", effect="write", pure=False)
+def store(types, attrs, regions):
+    """Masked write: ``store %r[0:8], %v, mask %m``; masked-off lanes keep their value."""
+    _, _, rest, win = _split(types, attrs)
+    masked = bool(attrs.get("masked"))
+    require(len(rest) == 1 + masked, f"expected {1 + masked} value/mask operands, got {len(rest)}")
+    same_type(rest[0], win, "stored value")
+    if masked:
+        same_type(rest[1], ArrayType(win.shape, "bool"), "mask")
+    return ()

@@ -1,0 +1,119 @@
+"""Types of SSA values: immutable arrays (``ArrayType``) and mutable references (``RefType``).
+
+Both are frozen, hashable dataclasses that check themselves when built, so a malformed type can
+never enter the IR. A ``RefType`` also names the memory space the buffer lives in, following
+Pallas (``tpu.VMEM``, ``tpu.SMEM``, ``tpu.ANY``, ``gpu.GMEM``, ``gpu.SMEM``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from minipallas.errors import MiniPallasError
+from minipallas.ir import dtypes
+
+
+def _check_shape(shape: object) -> tuple[int, ...]:
+    try:
+        dims = tuple(shape)  # type: ignore[arg-type]
+    except TypeError:
+        raise MiniPallasError(f"shape must be a sequence of ints, got {shape!r}") from None
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0:
+            raise MiniPallasError(f"shape dimensions must be non-negative ints, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _shape_text(dtype: str, shape: tuple[int, ...]) -> str:
+    return f"{dtypes.SHORT[dtype]}[{','.join(map(str, shape))}]"
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """An immutable array value, e.g. ``f32[8,128]``; ``f32[]`` is a scalar."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _check_shape(self.shape))
+        object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __str__(self) -> str:
+        return _shape_text(self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class MemorySpace:
+    """Where a buffer lives. Calling one with ``(shape, dtype)`` gives a ``RefType``."""
+
+    name: str
+
+    def __call__(self, shape: tuple[int, ...], dtype: object) -> RefType:
+        return RefType(shape, dtype, self)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+ANY = MemorySpace("any")
+TPU_VMEM = MemorySpace("tpu.vmem")
+TPU_SMEM = MemorySpace("tpu.smem")
+GPU_GMEM = MemorySpace("gpu.gmem")
+GPU_SMEM = MemorySpace("gpu.smem")
+MEMORY_SPACES = {m.name: m for m in (ANY, TPU_VMEM, TPU_SMEM, GPU_GMEM, GPU_SMEM)}
+
+
+@dataclass(frozen=True)
+class RefType:
+    """A mutable buffer, e.g. ``Ref{f32[8,128], tpu.vmem}``."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    memory_space: MemorySpace = ANY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _check_shape(self.shape))
+        object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
+        space = self.memory_space
+        if isinstance(space, str):
+            space = MEMORY_SPACES.get(space)
+        if not isinstance(space, MemorySpace) or space.name not in MEMORY_SPACES:
+            raise MiniPallasError(
+                f"unknown memory space {self.memory_space!r}",
+                fix=f"use one of {', '.join(MEMORY_SPACES)}",
+            )
+        object.__setattr__(self, "memory_space", space)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def value_type(self) -> ArrayType:
+        """The type of the array the ref holds."""
+        return ArrayType(self.shape, self.dtype)
+
+    def __str__(self) -> str:
+        space = "" if self.memory_space == ANY else f", {self.memory_space}"
+        return f"Ref{{{_shape_text(self.dtype, self.shape)}{space}}}"
+
+
+Type = ArrayType | RefType
+
+
+def scalar(dtype: object) -> ArrayType:
+    return ArrayType((), dtype)

@@ -1,0 +1,67 @@
+"""minipallas: a small compiler that reimplements JAX/Pallas state discharge.
+
+The public API is gathered here; each name lives in the module listed in ``_PUBLIC`` and is
+imported on first use, so ``import minipallas`` stays cheap and free of import cycles.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from minipallas.errors import (
+    InterpretError,
+    MiniPallasError,
+    ParseError,
+    PassError,
+    TraceError,
+    VerificationError,
+)
+
+_PUBLIC = {
+    # types and memory spaces
+    "ArrayType": "minipallas.ir.types",
+    "RefType": "minipallas.ir.types",
+    "Function": "minipallas.ir.core",
+    "Module": "minipallas.ir.core",
+    # text, verifier, reference interpreter
+    "parse": "minipallas.ir.parser",
+    "parse_module": "minipallas.ir.parser",
+    "verify": "minipallas.ir.verifier",
+    "interpret": "minipallas.ir.interpret",
+    # tracing front end
+    "trace": "minipallas.frontend.tracing",
+    "ds": "minipallas.frontend.refs",
+    "addupdate": "minipallas.frontend.refs",
+    "load": "minipallas.frontend.refs",
+    "store": "minipallas.frontend.refs",
+    "run_scoped": "minipallas.frontend.control",
+    "fori_loop": "minipallas.frontend.control",
+    "while_loop": "minipallas.frontend.control",
+    "cond": "minipallas.frontend.control",
+    "switch": "minipallas.frontend.control",
+    "when": "minipallas.frontend.control",
+    "call": "minipallas.frontend.control",
+    "program_id": "minipallas.frontend.control",
+    "num_programs": "minipallas.frontend.control",
+    # passes
+    "effects": "minipallas.passes.effects",
+    "discharge": "minipallas.passes.discharge",
+}
+_SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering")
+
+__all__ = [
+    "InterpretError", "MiniPallasError", "ParseError", "PassError", "TraceError",
+    "VerificationError", *_PUBLIC, *_SUBMODULES,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"minipallas.{name}")
+    else:
+        raise AttributeError(f"module 'minipallas' has no attribute {name!r}")
+    globals()[name] = value
+    return value

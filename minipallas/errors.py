@@ -1,0 +1,47 @@
+"""One exception hierarchy for every rejection minipallas makes.
+
+Each error carries the op name and the source location so the message can point at the user's
+code (``file:line``) or at the text IR (``line:col``), and optionally a fix.
+"""
+
+from __future__ import annotations
+
+
+class MiniPallasError(Exception):
+    """Base class of every error minipallas raises on bad input."""
+
+    def __init__(self, message: str, *, op: str | None = None, loc: object = None,
+                 fix: str | None = None) -> None:
+        self.message = message
+        self.op = op
+        self.loc = loc
+        self.fix = fix
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f"{self.loc}: " if self.loc else ""
+        what = f"'{self.op}': " if self.op else ""
+        text = f"{where}{what}{self.message}"
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
+        return text
+
+
+class VerificationError(MiniPallasError):
+    """The IR breaks a structural or typing rule."""
+
+
+class ParseError(MiniPallasError):
+    """The text IR could not be parsed."""
+
+
+class TraceError(MiniPallasError):
+    """A mistake in user code found while tracing it."""
+
+
+class InterpretError(MiniPallasError):
+    """The reference interpreter found an error at run time (bad access, uninitialized read)."""
+
+
+class PassError(MiniPallasError):
+    """A pass was asked for something it cannot do."""
