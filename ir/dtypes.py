@@ -50,9 +50,7 @@ def canonicalize(dtype: object) -> str:
         for name, candidate in _NUMPY.items():
             if np_dtype == candidate:
                 return name
-    raise MiniPallasError(
-        f"unsupported dtype {dtype!r}", fix=f"use one of {', '.join(NAMES)}"
-    )
+    raise MiniPallasError(f"unsupported dtype {dtype!r}", fix=f"use one of {', '.join(NAMES)}")
 
 
 def to_numpy(name: str) -> np.dtype:

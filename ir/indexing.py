@@ -88,8 +88,9 @@ def has_arrays(indexer: Indexer) -> bool:
 
 def _dyn_type(entry_ref: Dyn, dyn_types: Sequence[Type]) -> Type:
     if not 0 <= entry_ref.pos < len(dyn_types):
-        raise IndexError_(f"indexer refers to dynamic index {entry_ref.pos}, "
-                          f"but the op has {len(dyn_types)}")
+        raise IndexError_(
+            f"indexer refers to dynamic index {entry_ref.pos}, but the op has {len(dyn_types)}"
+        )
     return dyn_types[entry_ref.pos]
 
 
@@ -98,39 +99,52 @@ def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> 
     if len(indexer) != len(shape):
         raise IndexError_(f"indexer has {len(indexer)} entries for an array of rank {len(shape)}")
     if sorted(dyn_positions(indexer)) != list(range(len(dyn_types))):
-        raise IndexError_(f"indexer uses dynamic indices {dyn_positions(indexer)}, "
-                          f"but the op has {len(dyn_types)}")
+        raise IndexError_(
+            f"indexer uses dynamic indices {dyn_positions(indexer)}, "
+            f"but the op has {len(dyn_types)}"
+        )
     for dim, (entry, extent) in enumerate(zip(indexer, shape, strict=True)):
         if isinstance(entry, Int):
             if isinstance(entry.index, Dyn):
                 t = _dyn_type(entry.index, dyn_types)
                 if not (isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)):
-                    raise IndexError_(f"dimension {dim}: a dynamic integer index must be an "
-                                      f"integer scalar, got {t}")
+                    raise IndexError_(
+                        f"dimension {dim}: a dynamic integer index must be an "
+                        f"integer scalar, got {t}"
+                    )
             elif not 0 <= entry.index < extent:
-                raise IndexError_(f"dimension {dim}: index {entry.index} is out of bounds "
-                                  f"for size {extent}")
+                raise IndexError_(
+                    f"dimension {dim}: index {entry.index} is out of bounds for size {extent}"
+                )
         elif isinstance(entry, Slice):
             if entry.size < 0 or entry.stride < 1:
-                raise IndexError_(f"dimension {dim}: slice size must be >= 0 and stride >= 1, "
-                                  f"got size {entry.size}, stride {entry.stride}")
+                raise IndexError_(
+                    f"dimension {dim}: slice size must be >= 0 and stride >= 1, "
+                    f"got size {entry.size}, stride {entry.stride}"
+                )
             span = (entry.size - 1) * entry.stride + 1 if entry.size else 0
             if isinstance(entry.start, Dyn):
                 t = _dyn_type(entry.start, dyn_types)
                 if not (isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)):
-                    raise IndexError_(f"dimension {dim}: a dynamic slice start must be an "
-                                      f"integer scalar, got {t}")
+                    raise IndexError_(
+                        f"dimension {dim}: a dynamic slice start must be an integer scalar, got {t}"
+                    )
                 if span > extent:
-                    raise IndexError_(f"dimension {dim}: slice of {entry.size} with stride "
-                                      f"{entry.stride} does not fit in size {extent}")
+                    raise IndexError_(
+                        f"dimension {dim}: slice of {entry.size} with stride "
+                        f"{entry.stride} does not fit in size {extent}"
+                    )
             elif entry.start < 0 or entry.start + span > extent:
-                raise IndexError_(f"dimension {dim}: slice {entry.start}+{entry.size}"
-                                  f"*{entry.stride} is out of bounds for size {extent}")
+                raise IndexError_(
+                    f"dimension {dim}: slice {entry.start}+{entry.size}"
+                    f"*{entry.stride} is out of bounds for size {extent}"
+                )
         elif isinstance(entry, Array):
             t = _dyn_type(entry.index, dyn_types)
             if not (isinstance(t, ArrayType) and dtypes.is_int(t.dtype)):
-                raise IndexError_(f"dimension {dim}: an array index must be an integer array, "
-                                  f"got {t}")
+                raise IndexError_(
+                    f"dimension {dim}: an array index must be an integer array, got {t}"
+                )
         else:
             raise IndexError_(f"dimension {dim}: {entry!r} is not an indexer entry")
 

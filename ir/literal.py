@@ -29,6 +29,9 @@ class Literal:
 
     def is_splat(self) -> bool:
         """All elements equal (bitwise), so the literal prints as one scalar."""
-        flat = np.frombuffer(self.data, dtype=np.uint8).reshape(max(self.type.size, 1), -1) \
-            if self.type.size else None
+        flat = (
+            np.frombuffer(self.data, dtype=np.uint8).reshape(max(self.type.size, 1), -1)
+            if self.type.size
+            else None
+        )
         return flat is None or bool((flat == flat[0]).all())

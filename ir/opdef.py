@@ -15,7 +15,10 @@ from typing import Any
 
 from minipallas.ir.types import Type
 
-InferFn = Callable[[tuple[Type, ...], Mapping[str, Any], tuple[Any, ...]], tuple[Type, ...]]
+Types = tuple[Type, ...]
+Attrs = Mapping[str, Any]
+Regions = tuple[Any, ...]  # tuple[Block, ...]; Block is not imported to keep this module a leaf
+InferFn = Callable[[Types, Attrs, Regions], Types]
 
 
 class TypeCheckError(Exception):

@@ -51,8 +51,14 @@ _PUBLIC = {
 _SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering")
 
 __all__ = [
-    "InterpretError", "MiniPallasError", "ParseError", "PassError", "TraceError",
-    "VerificationError", *_PUBLIC, *_SUBMODULES,
+    "InterpretError",
+    "MiniPallasError",
+    "ParseError",
+    "PassError",
+    "TraceError",
+    "VerificationError",
+    *_PUBLIC,
+    *_SUBMODULES,
 ]
 
 

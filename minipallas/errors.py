@@ -10,8 +10,9 @@ from __future__ import annotations
 class MiniPallasError(Exception):
     """Base class of every error minipallas raises on bad input."""
 
-    def __init__(self, message: str, *, op: str | None = None, loc: object = None,
-                 fix: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, op: str | None = None, loc: object = None, fix: str | None = None
+    ) -> None:
         self.message = message
         self.op = op
         self.loc = loc

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from minipallas.ir import dtypes
 from minipallas.ir.literal import Literal
-from minipallas.ir.opdef import declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, is_permutation, static_ints
 from minipallas.ir.types import ArrayType
 
@@ -19,13 +19,13 @@ FLOAT_UNARY = ("exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")
 UNARY = ("neg", "abs", "not", *FLOAT_UNARY)
 
 
-def _operands(types, n: int) -> tuple[ArrayType, ...]:
+def _operands(types: Types, n: int) -> tuple[ArrayType, ...]:
     require(len(types) == n, f"expected {n} operands, got {len(types)}")
     return tuple(array_operand(t, f"operand {i}") for i, t in enumerate(types))
 
 
 def _binary_rule(name: str):
-    def rule(types, attrs, regions):
+    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         a, b = _operands(types, 2)
         require(a == b, f"operands must have one type, got {a} and {b}")
         if name in BITWISE:
@@ -39,7 +39,7 @@ def _binary_rule(name: str):
 
 
 def _unary_rule(name: str):
-    def rule(types, attrs, regions):
+    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         (a,) = _operands(types, 1)
         if name in FLOAT_UNARY:
             require(dtypes.is_float(a.dtype), f"needs a float operand, got {a}")
@@ -60,7 +60,7 @@ for _name in UNARY:
 
 
 @declare("constant")
-def constant(types, attrs, regions):
+def constant(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A constant: ``%c = constant 1.5 : f32[8]`` (a splat) or ``constant [1, 2] : i32[2]``."""
     require(not types, "takes no operands")
     value = attrs.get("value")
@@ -69,7 +69,7 @@ def constant(types, attrs, regions):
 
 
 @declare("iota")
-def iota(types, attrs, regions):
+def iota(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Positions along one dimension: ``%i = iota dimension 0 : i32[8,128]``."""
     require(not types, "takes no operands")
     t = attrs.get("type")
@@ -80,7 +80,7 @@ def iota(types, attrs, regions):
 
 
 @declare("select")
-def select(types, attrs, regions):
+def select(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Choose elementwise: ``%z = select %pred, %on_true, %on_false : f32[8]``."""
     p, a, b = _operands(types, 3)
     require(p == ArrayType(a.shape, "bool"), f"predicate must be bool{list(a.shape)}, got {p}")
@@ -89,40 +89,46 @@ def select(types, attrs, regions):
 
 
 @declare("convert")
-def convert(types, attrs, regions):
+def convert(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Change dtype by value: ``%y = convert %x : i32[8]``."""
     (a,) = _operands(types, 1)
     return (ArrayType(a.shape, dtypes.canonicalize(attrs.get("dtype", ""))),)
 
 
 @declare("bitcast")
-def bitcast(types, attrs, regions):
+def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Reinterpret bits as a dtype of the same width: ``%y = bitcast %x : i32[8]``."""
     (a,) = _operands(types, 1)
     dtype = dtypes.canonicalize(attrs.get("dtype", ""))
-    require(dtypes.itemsize(dtype) == dtypes.itemsize(a.dtype) and "bool" not in (dtype, a.dtype),
-            f"cannot bitcast {a.dtype} to {dtype}: widths differ")
+    require(
+        dtypes.itemsize(dtype) == dtypes.itemsize(a.dtype) and "bool" not in (dtype, a.dtype),
+        f"cannot bitcast {a.dtype} to {dtype}: widths differ",
+    )
     return (ArrayType(a.shape, dtype),)
 
 
 @declare("broadcast_in_dim")
-def broadcast_in_dim(types, attrs, regions):
+def broadcast_in_dim(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Broadcast, operand dim i going to result dim ``dims[i]``:
     ``%y = broadcast_in_dim %x, dims (1) : f32[8,128]``."""
     (a,) = _operands(types, 1)
     shape = static_ints(attrs.get("shape"), "shape")
     dims = static_ints(attrs.get("dims"), "dims")
     require(len(dims) == a.ndim, f"dims {dims} must name one result dim per operand dim")
-    require(list(dims) == sorted(set(dims)) and all(0 <= d < len(shape) for d in dims),
-            f"dims {dims} must be increasing and within rank {len(shape)}")
+    require(
+        list(dims) == sorted(set(dims)) and all(0 <= d < len(shape) for d in dims),
+        f"dims {dims} must be increasing and within rank {len(shape)}",
+    )
     for i, d in enumerate(dims):
-        require(a.shape[i] in (1, shape[d]), f"operand dim {i} ({a.shape[i]}) cannot broadcast "
-                                             f"to {shape[d]}")
+        require(
+            a.shape[i] in (1, shape[d]),
+            f"operand dim {i} ({a.shape[i]}) cannot broadcast to {shape[d]}",
+        )
     return (ArrayType(shape, a.dtype),)
 
 
 @declare("reshape")
-def reshape(types, attrs, regions):
+def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Same elements, row-major, another shape: ``%y = reshape %x : f32[4,32]``."""
     (a,) = _operands(types, 1)
     shape = static_ints(attrs.get("shape"), "shape")
@@ -132,7 +138,7 @@ def reshape(types, attrs, regions):
 
 
 @declare("transpose")
-def transpose(types, attrs, regions):
+def transpose(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Permute dimensions: ``%y = transpose %x, permutation (1, 0) : f32[128,8]``."""
     (a,) = _operands(types, 1)
     perm = static_ints(attrs.get("permutation"), "permutation")
@@ -141,11 +147,13 @@ def transpose(types, attrs, regions):
 
 
 def _reduce_rule(name: str):
-    def rule(types, attrs, regions):
+    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         (a,) = _operands(types, 1)
         axes = static_ints(attrs.get("axes"), "axes")
-        require(len(set(axes)) == len(axes) and all(0 <= x < a.ndim for x in axes),
-                f"axes {axes} must be distinct dims of {a}")
+        require(
+            len(set(axes)) == len(axes) and all(0 <= x < a.ndim for x in axes),
+            f"axes {axes} must be distinct dims of {a}",
+        )
         if name == "reduce_sum":
             require(a.dtype != "bool", f"cannot sum bools, got {a}")
         return (ArrayType(tuple(d for i, d in enumerate(a.shape) if i not in axes), a.dtype),)
@@ -159,11 +167,13 @@ for _name in ("reduce_sum", "reduce_max", "reduce_min"):
 
 
 @declare("dot")
-def dot(types, attrs, regions):
+def dot(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """2-D matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``."""
     a, b = _operands(types, 2)
     require(a.ndim == 2 and b.ndim == 2, f"needs 2-D operands, got {a} and {b}")
     require(a.shape[1] == b.shape[0], f"contracting dims differ: {a} and {b}")
-    require(a.dtype == b.dtype and a.dtype != "bool", f"operands must share a numeric dtype, "
-                                                      f"got {a} and {b}")
+    require(
+        a.dtype == b.dtype and a.dtype != "bool",
+        f"operands must share a numeric dtype, got {a} and {b}",
+    )
     return (ArrayType((a.shape[0], b.shape[1]), dtypes.canonicalize(attrs.get("dtype", a.dtype))),)

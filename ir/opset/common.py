@@ -21,13 +21,16 @@ def array_operand(t: Type, what: str) -> ArrayType:
 
 
 def int_scalar(t: Type, what: str) -> ArrayType:
-    require(isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype),
-            f"{what} must be an integer scalar, got {t}")
+    require(
+        isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype),
+        f"{what} must be an integer scalar, got {t}",
+    )
     return t  # type: ignore[return-value]
 
 
-def window(shape: Sequence[int], attrs: Mapping[str, Any], dyn_types: Sequence[Type]
-           ) -> tuple[int, ...]:
+def window(
+    shape: Sequence[int], attrs: Mapping[str, Any], dyn_types: Sequence[Type]
+) -> tuple[int, ...]:
     """Checks the op's ``indexer`` against ``shape`` and returns the selected window's shape."""
     indexer = attrs.get("indexer")
     require(isinstance(indexer, tuple), "missing 'indexer' attribute")
@@ -54,9 +57,11 @@ def no_refs(types: Sequence[Type], what: str) -> None:
 
 
 def static_ints(value: object, what: str) -> tuple[int, ...]:
-    require(isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool)
-                                             for v in value),
-            f"attribute '{what}' must be a tuple of ints, got {value!r}")
+    require(
+        isinstance(value, tuple)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+        f"attribute '{what}' must be a tuple of ints, got {value!r}",
+    )
     return value  # type: ignore[return-value]
 
 

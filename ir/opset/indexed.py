@@ -15,7 +15,7 @@ unchanged. The op name says which kind of indexer it holds:
 from __future__ import annotations
 
 from minipallas.ir import indexing
-from minipallas.ir.opdef import declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, same_type, window
 from minipallas.ir.types import ArrayType
 
@@ -32,17 +32,21 @@ _KIND = {
 def _check_kind(name: str, indexer: tuple) -> None:
     kind = _KIND[name]
     if kind == "static":
-        require(indexing.is_static(indexer), "slice takes static indices only; "
-                                             "use dynamic_slice for dynamic ones")
+        require(
+            indexing.is_static(indexer),
+            "slice takes static indices only; use dynamic_slice for dynamic ones",
+        )
     elif kind == "no_arrays":
-        require(not indexing.has_arrays(indexer),
-                f"{name} cannot take integer-array indices; use gather/scatter")
+        require(
+            not indexing.has_arrays(indexer),
+            f"{name} cannot take integer-array indices; use gather/scatter",
+        )
     else:
         require(indexing.has_arrays(indexer), f"{name} needs an integer-array index")
 
 
 def _read_rule(name: str):
-    def rule(types, attrs, regions):
+    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         n = count_dyn(attrs)
         require(len(types) == 1 + n, f"expected {1 + n} operands, got {len(types)}")
         x = array_operand(types[0], "operand 0")
@@ -54,12 +58,12 @@ def _read_rule(name: str):
 
 
 def _write_rule(name: str):
-    def rule(types, attrs, regions):
+    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         n = count_dyn(attrs)
         require(len(types) == 2 + n, f"expected {2 + n} operands, got {len(types)}")
         x = array_operand(types[0], "operand 0")
         _check_kind(name, attrs["indexer"])
-        win = ArrayType(window(x.shape, attrs, types[1:1 + n]), x.dtype)
+        win = ArrayType(window(x.shape, attrs, types[1 : 1 + n]), x.dtype)
         same_type(types[-1], win, "update")
         if name == "scatter_add":
             require(x.dtype != "bool", "cannot accumulate bools")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from minipallas.ir.opdef import declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import no_refs, same_type
 from minipallas.ir.types import ArrayType, RefType
 
 
 @declare("run_scoped", regions=1, pure=False)
-def run_scoped(types, attrs, regions):
+def run_scoped(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Allocate fresh refs for the duration of a body::
 
         %out = run_scoped(%x) collective_axes ("x") {
@@ -23,8 +23,10 @@ def run_scoped(types, attrs, regions):
     """
     (body,) = regions
     axes = attrs.get("collective_axes", ())
-    require(isinstance(axes, tuple) and all(isinstance(a, str) for a in axes),
-            f"collective_axes must be a tuple of axis names, got {axes!r}")
+    require(
+        isinstance(axes, tuple) and all(isinstance(a, str) for a in axes),
+        f"collective_axes must be a tuple of axis names, got {axes!r}",
+    )
     n_alloc = len(body.params) - len(types)
     require(n_alloc >= 0, f"body has {len(body.params)} parameters for {len(types)} operands")
     for i, p in enumerate(body.params[:n_alloc]):
@@ -36,7 +38,7 @@ def run_scoped(types, attrs, regions):
 
 
 @declare("uninitialized")
-def uninitialized(types, attrs, regions):
+def uninitialized(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A value whose contents are unspecified: ``%u = uninitialized : f32[8]``.
 
     Discharge starts every scoped allocation from one. It reads as NaN for floats, the minimum

@@ -7,21 +7,21 @@ then any value operands. The ``indexer`` attribute picks the window (see ``ir.in
 from __future__ import annotations
 
 from minipallas.ir import dtypes
-from minipallas.ir.opdef import declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
 from minipallas.ir.types import ArrayType
 
 
-def _split(types: tuple, attrs: dict) -> tuple:
+def _split(types: Types, attrs: Attrs) -> tuple:
     ref = ref_operand(types)
     n = count_dyn(attrs)
     require(len(types) >= 1 + n, f"expected {n} dynamic index operands, got {len(types) - 1}")
-    dyn, rest = types[1:1 + n], types[1 + n:]
+    dyn, rest = types[1 : 1 + n], types[1 + n :]
     return ref, dyn, rest, ArrayType(window(ref.shape, attrs, dyn), ref.dtype)
 
 
 @declare("get", effect="read", pure=False)
-def get(types, attrs, regions):
+def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Read a window: ``%v = get %r[0, 2:6, ds(%i, 8)] : f32[4,8]``."""
     _, _, rest, win = _split(types, attrs)
     require(not rest, f"expected no value operands, got {len(rest)}")
@@ -29,7 +29,7 @@ def get(types, attrs, regions):
 
 
 @declare("swap", effect="read,write", pure=False)
-def swap(types, attrs, regions):
+def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``."""
     _, _, rest, win = _split(types, attrs)
     require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
@@ -38,7 +38,7 @@ def swap(types, attrs, regions):
 
 
 @declare("addupdate", effect="accum", pure=False)
-def addupdate(types, attrs, regions):
+def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Add into a window in place: ``addupdate %r[ds(%i, 8)], %v``."""
     _, _, rest, win = _split(types, attrs)
     require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
@@ -48,7 +48,7 @@ def addupdate(types, attrs, regions):
 
 
 @declare("load", effect="read", pure=False)
-def load(types, attrs, regions):
+def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked read: ``%v = load %r[0:8], mask %m, other %o : f32[8]``.
 
     Attributes ``masked`` and ``has_other`` say which of the trailing operands are present; a
@@ -56,21 +56,25 @@ def load(types, attrs, regions):
     """
     _, _, rest, win = _split(types, attrs)
     masked, has_other = bool(attrs.get("masked")), bool(attrs.get("has_other"))
-    require(len(rest) == masked + has_other,
-            f"expected {masked + has_other} mask/other operands, got {len(rest)}")
+    require(
+        len(rest) == masked + has_other,
+        f"expected {masked + has_other} mask/other operands, got {len(rest)}",
+    )
     require(masked or not has_other, "'other' needs a mask")
     if masked:
         mask = array_operand(rest[0], "mask")
         same_type(mask, ArrayType(win.shape, "bool"), "mask")
     if has_other:
         other = array_operand(rest[1], "other")
-        require(other.dtype == win.dtype and other.shape in ((), win.shape),
-                f"other has type {other}, expected {win} or {dtypes.SHORT[win.dtype]}[]")
+        require(
+            other.dtype == win.dtype and other.shape in ((), win.shape),
+            f"other has type {other}, expected {win} or {dtypes.SHORT[win.dtype]}[]",
+        )
     return (win,)
 
 
 @declare("store", effect="write", pure=False)
-def store(types, attrs, regions):
+def store(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked write: ``store %r[0:8], %v, mask %m``; masked-off lanes keep their value."""
     _, _, rest, win = _split(types, attrs)
     masked = bool(attrs.get("masked"))

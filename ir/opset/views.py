@@ -7,13 +7,13 @@ discharge follow the chain of views back to the root ref.
 from __future__ import annotations
 
 from minipallas.ir import dtypes, indexing
-from minipallas.ir.opdef import declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import count_dyn, is_permutation, ref_operand, static_ints, window
 from minipallas.ir.types import RefType
 
 
 @declare("ref.at")
-def at(types, attrs, regions):
+def at(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A window of a ref, as ``ref.at[...]``: ``%w = ref.at %r[ds(%i, 8), :] : Ref{f32[8,128]}``.
 
     Integer indices drop a dimension; integer-array indices are not allowed in views.
@@ -26,7 +26,7 @@ def at(types, attrs, regions):
 
 
 @declare("ref.reshape")
-def reshape(types, attrs, regions):
+def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The same buffer seen with another shape: ``%w = ref.reshape %r : Ref{f32[4,256]}``."""
     ref = ref_operand(types)
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
@@ -37,18 +37,20 @@ def reshape(types, attrs, regions):
 
 
 @declare("ref.bitcast")
-def bitcast(types, attrs, regions):
+def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The same bits as another dtype of equal width: ``%w = ref.bitcast %r : Ref{i32[8]}``."""
     ref = ref_operand(types)
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
     dtype = dtypes.canonicalize(attrs.get("dtype", ""))
-    require(dtypes.itemsize(dtype) == dtypes.itemsize(ref.dtype) and "bool" not in (dtype, ref.dtype),
-            f"cannot bitcast {ref.dtype} to {dtype}: widths differ")
+    require(
+        dtypes.itemsize(dtype) == dtypes.itemsize(ref.dtype) and "bool" not in (dtype, ref.dtype),
+        f"cannot bitcast {ref.dtype} to {dtype}: widths differ",
+    )
     return (RefType(ref.shape, dtype, ref.memory_space),)
 
 
 @declare("ref.transpose")
-def transpose(types, attrs, regions):
+def transpose(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Dimensions permuted: ``%w = ref.transpose %r, permutation (1, 0) : Ref{f32[128,8]}``."""
     ref = ref_operand(types)
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
