@@ -45,7 +45,7 @@ def canonicalize(dtype: object) -> str:
     else:
         try:
             np_dtype = np.dtype(dtype)
-        except TypeError:
+        except (TypeError, ValueError):
             np_dtype = None
         for name, candidate in _NUMPY.items():
             if np_dtype == candidate:

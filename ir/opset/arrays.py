@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from minipallas.ir import dtypes
 from minipallas.ir.literal import Literal
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, TypeCheckError, Types, declare, require
 from minipallas.ir.opset.common import array_operand, is_permutation, static_ints
 from minipallas.ir.types import ArrayType
 
@@ -27,11 +27,12 @@ def _operands(types: Types, n: int) -> tuple[ArrayType, ...]:
 def _binary_rule(name: str):
     def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         a, b = _operands(types, 2)
-        require(a == b, f"operands must have one type, got {a} and {b}")
-        if name in BITWISE:
-            require(a.dtype == "bool" or dtypes.is_int(a.dtype), f"needs ints or bools, got {a}")
-        elif name != "max" and name != "min":
-            require(a.dtype != "bool", f"not defined on bool, got {a}")
+        if a != b:
+            raise TypeCheckError(f"operands must have one type, got {a} and {b}")
+        if name in BITWISE and not (a.dtype == "bool" or dtypes.is_int(a.dtype)):
+            raise TypeCheckError(f"needs ints or bools, got {a}")
+        if name not in BITWISE and name not in ("max", "min") and a.dtype == "bool":
+            raise TypeCheckError(f"not defined on bool, got {a}")
         return (ArrayType(a.shape, "bool"),) if name in COMPARISONS else (a,)
 
     rule.__doc__ = f"Elementwise ``{name}``: ``%z = {name} %x, %y : f32[8]``."
@@ -41,12 +42,12 @@ def _binary_rule(name: str):
 def _unary_rule(name: str):
     def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         (a,) = _operands(types, 1)
-        if name in FLOAT_UNARY:
-            require(dtypes.is_float(a.dtype), f"needs a float operand, got {a}")
-        elif name == "not":
-            require(a.dtype == "bool" or dtypes.is_int(a.dtype), f"needs ints or bools, got {a}")
-        else:
-            require(a.dtype != "bool", f"not defined on bool, got {a}")
+        if name in FLOAT_UNARY and not dtypes.is_float(a.dtype):
+            raise TypeCheckError(f"needs a float operand, got {a}")
+        if name == "not" and not (a.dtype == "bool" or dtypes.is_int(a.dtype)):
+            raise TypeCheckError(f"needs ints or bools, got {a}")
+        if name in ("neg", "abs") and a.dtype == "bool":
+            raise TypeCheckError(f"not defined on bool, got {a}")
         return (a,)
 
     rule.__doc__ = f"Elementwise ``{name}``: ``%y = {name} %x : f32[8]``."
@@ -65,7 +66,15 @@ def constant(types: Types, attrs: Attrs, regions: Regions) -> Types:
     require(not types, "takes no operands")
     value = attrs.get("value")
     require(isinstance(value, Literal), f"attribute 'value' must be a Literal, got {value!r}")
-    return (value.type,)
+    t = value.type
+    require(isinstance(t, ArrayType), f"the literal's type must be an array type, got {t!r}")
+    nbytes = t.size * dtypes.itemsize(t.dtype)
+    require(
+        isinstance(value.data, bytes) and len(value.data) == nbytes,
+        f"the literal holds {len(value.data) if isinstance(value.data, bytes) else 'no'} bytes; "
+        f"{t} needs {nbytes}",
+    )
+    return (t,)
 
 
 @declare("iota")

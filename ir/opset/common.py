@@ -15,16 +15,19 @@ def ref_operand(types: Sequence[Type], what: str = "operand 0") -> RefType:
     return types[0]  # type: ignore[return-value]
 
 
+# The helpers below test before formatting their message: they run for every op the builder
+# makes or the verifier checks, and printing types on the success path would dominate the cost.
+
+
 def array_operand(t: Type, what: str) -> ArrayType:
-    require(isinstance(t, ArrayType), f"{what} must be an array, got {t}")
+    if not isinstance(t, ArrayType):
+        raise TypeCheckError(f"{what} must be an array, got {t}")
     return t  # type: ignore[return-value]
 
 
 def int_scalar(t: Type, what: str) -> ArrayType:
-    require(
-        isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype),
-        f"{what} must be an integer scalar, got {t}",
-    )
+    if not (isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)):
+        raise TypeCheckError(f"{what} must be an integer scalar, got {t}")
     return t  # type: ignore[return-value]
 
 
@@ -42,18 +45,46 @@ def window(
 
 
 def count_dyn(attrs: Mapping[str, Any]) -> int:
+    """How many dynamic index operands the op's ``indexer`` uses; checks each entry's form."""
     indexer = attrs.get("indexer")
     require(isinstance(indexer, tuple), "missing 'indexer' attribute")
+    for dim, entry in enumerate(indexer):
+        if not _well_formed(entry):
+            raise TypeCheckError(
+                f"indexer entry {dim} is {entry!r}; expected Int(int | Dyn), "
+                "Slice(int | Dyn, int, int) or Array(Dyn)"
+            )
     return indexing.num_dyn(indexer)
 
 
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _well_formed(entry: object) -> bool:
+    def index(x: object) -> bool:
+        return _is_int(x) or (isinstance(x, indexing.Dyn) and _is_int(x.pos))
+
+    if isinstance(entry, indexing.Int):
+        return index(entry.index)
+    if isinstance(entry, indexing.Slice):
+        return index(entry.start) and _is_int(entry.size) and _is_int(entry.stride)
+    return (
+        isinstance(entry, indexing.Array)
+        and isinstance(entry.index, indexing.Dyn)
+        and _is_int(entry.index.pos)
+    )
+
+
 def same_type(t: Type, expected: Type, what: str) -> None:
-    require(t == expected, f"{what} has type {t}, expected {expected}")
+    if t != expected:
+        raise TypeCheckError(f"{what} has type {t}, expected {expected}")
 
 
 def no_refs(types: Sequence[Type], what: str) -> None:
     for i, t in enumerate(types):
-        require(not isinstance(t, RefType), f"{what} {i} is a Ref ({t}); only arrays may flow here")
+        if isinstance(t, RefType):
+            raise TypeCheckError(f"{what} {i} is a Ref ({t}); only arrays may flow here")
 
 
 def static_ints(value: object, what: str) -> tuple[int, ...]:

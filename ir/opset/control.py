@@ -123,5 +123,10 @@ def call(types: Types, attrs: Attrs, regions: Regions) -> Types:
 
     callee = attrs.get("callee")
     require(isinstance(callee, Function), f"attribute 'callee' must be a function, got {callee!r}")
-    _params_match(callee.body, types, f"callee @{callee.name}")
+    params = callee.body.param_types
+    require(
+        len(types) == len(params), f"@{callee.name} takes {len(params)} arguments, got {len(types)}"
+    )
+    for i, (t, p) in enumerate(zip(types, params, strict=True)):
+        same_type(t, p, f"argument {i} of @{callee.name}")
     return callee.result_types
