@@ -42,13 +42,17 @@ def _package_roots() -> tuple[str, ...]:
     return tuple(roots)
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_internal(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_package_roots()) or "importlib" in path
+
+
 def user_location() -> Location:
     """The innermost stack frame outside minipallas itself: the user's line that made an op."""
-    roots = _package_roots()
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(roots) and "importlib" not in filename:
+        if not _is_internal(frame.f_code.co_filename):
             return Location(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return UNKNOWN

@@ -1,0 +1,267 @@
+"""``minipallas.numpy``: array functions named and typed like ``jax.numpy``, for traced code.
+
+They work on traced arrays, Python scalars and numpy arrays (which become constants), promote
+mixed dtypes as jax.numpy does (see ``minipallas.frontend.promotion``), and must be called while
+a function is being traced. Dtypes are numpy's scalar types (``float32``, ``bfloat16`` from
+ml_dtypes, ...), so ``x.dtype == minipallas.numpy.float32`` holds as in JAX; wherever a dtype is
+taken, a numpy dtype, one of these or a name (``"bfloat16"``, ``"bf16"``) will do.
+
+A few ``jax.lax`` names that kernels use are here too: ``rsqrt``, ``logistic``, ``iota`` and
+``broadcasted_iota``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from minipallas.frontend import values as _v
+from minipallas.frontend.promotion import canonical as _canonical
+from minipallas.frontend.promotion import default_dtype as _default_dtype
+from minipallas.frontend.promotion import is_python_scalar as _is_python_scalar
+from minipallas.frontend.scopes import Tracer as _Tracer
+from minipallas.frontend.scopes import trace_error as _trace_error
+from minipallas.frontend.values import TracedArray
+from minipallas.ir import dtypes as _dtypes
+from minipallas.ir.types import ArrayType as _ArrayType
+
+float32 = np.float32
+bfloat16 = ml_dtypes.bfloat16
+float16 = np.float16
+int32 = np.int32
+int8 = np.int8
+uint32 = np.uint32
+bool_ = np.bool_
+
+# ----- making arrays -----
+
+asarray = _v.asarray
+array = _v.asarray
+astype = _v.astype
+broadcast_to = _v.broadcast_to
+reshape = _v.reshape
+transpose = _v.transpose
+where = _v.where
+dot = _v.dot
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> TracedArray:
+    """An array of ``shape`` filled with ``fill_value`` (a scalar or a broadcastable array)."""
+    return _v.broadcast_to(_v.asarray(fill_value, dtype), _shape(shape))
+
+
+def zeros(shape: Any, dtype: Any = None) -> TracedArray:
+    return full(shape, 0, float32 if dtype is None else dtype)
+
+
+def ones(shape: Any, dtype: Any = None) -> TracedArray:
+    return full(shape, 1, float32 if dtype is None else dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None) -> TracedArray:
+    """Like ``full``, with the shape and dtype of ``a`` (an array, ref or numpy array)."""
+    like_shape, like_dtype = _shape_dtype(a)
+    return full(
+        like_shape if shape is None else shape, fill_value, like_dtype if dtype is None else dtype
+    )
+
+
+def zeros_like(a: Any, dtype: Any = None, shape: Any = None) -> TracedArray:
+    return full_like(a, 0, dtype, shape)
+
+
+def ones_like(a: Any, dtype: Any = None, shape: Any = None) -> TracedArray:
+    return full_like(a, 1, dtype, shape)
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> TracedArray:
+    """``start, start+step, ...`` below ``stop``; the bounds are static numbers.
+
+    Integer bounds give ``iota`` scaled and shifted (exact); float bounds a constant computed
+    by numpy, as jnp.arange does for static bounds.
+    """
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    bounds = (start, stop, step)
+    if any(isinstance(b, _Tracer) for b in bounds):
+        raise _trace_error(
+            "arange bounds must be static numbers",
+            fix="use iota and arithmetic for traced offsets: arange(n) + start",
+        )
+    if all(isinstance(b, int | np.integer) for b in bounds):
+        name = "int32" if dtype is None else _canonical(dtype)
+        out = iota(name, len(range(start, stop, step)))
+        out = out if step == 1 else out * step
+        return out if start == 0 else out + start
+    name = "float32" if dtype is None else _canonical(dtype)
+    return _v.constant(np.arange(start, stop, step, dtype=_dtypes.to_numpy(name)), name)
+
+
+def iota(dtype: Any, size: int) -> TracedArray:
+    """``0, 1, ..., size-1`` (lax.iota)."""
+    return broadcasted_iota(dtype, (size,), 0)
+
+
+def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> TracedArray:
+    """Each element's position along ``dimension`` (lax.broadcasted_iota)."""
+    return _v.emit_array(
+        "iota", [], type=_ArrayType(_shape(shape), _canonical(dtype)), dimension=int(dimension)
+    )
+
+
+def expand_dims(a: Any, axis: Any) -> TracedArray:
+    """``a`` with size-1 dimensions inserted at ``axis`` (an int or a tuple)."""
+    a = _v.asarray(a)
+    axes = _v.normalize_axes(axis, a.ndim + len(axis if isinstance(axis, Sequence) else [0]))
+    shape = list(a.shape)
+    for position in sorted(axes):
+        shape.insert(position, 1)
+    return _v.reshape(a, shape)
+
+
+def squeeze(a: Any, axis: Any = None) -> TracedArray:
+    """``a`` without the size-1 dimensions named by ``axis`` (all of them by default)."""
+    a = _v.asarray(a)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
+    else:
+        axes = _v.normalize_axes(axis, a.ndim)
+    if any(a.shape[i] != 1 for i in axes):
+        raise _trace_error(f"cannot squeeze axes {axis} of shape {a.shape}: not all are 1")
+    return _v.reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    dims = shape if isinstance(shape, Sequence) else (shape,)
+    if not all(isinstance(d, int | np.integer) and d >= 0 for d in dims):
+        raise _trace_error(f"a shape must be static non-negative ints, got {shape!r}")
+    return tuple(int(d) for d in dims)
+
+
+def _shape_dtype(a: Any) -> tuple[tuple[int, ...], str]:
+    if isinstance(a, _Tracer):
+        return a.shape, a.type.dtype
+    if _is_python_scalar(a):
+        return (), _default_dtype(a)
+    x = np.asarray(a)
+    return x.shape, _canonical(x.dtype)
+
+
+# ----- elementwise -----
+
+
+def _binary(name: str, doc: str) -> Any:
+    def fn(x: Any, y: Any, /) -> TracedArray:
+        return _v.elementwise(name, x, y)
+
+    fn.__name__, fn.__doc__ = doc.split(":")[0], doc
+    return fn
+
+
+add = _binary("add", "add: x + y")
+subtract = _binary("sub", "subtract: x - y")
+multiply = _binary("mul", "multiply: x * y")
+power = _binary("pow", "power: x ** y")
+maximum = _binary("max", "maximum: the larger of x and y, elementwise")
+minimum = _binary("min", "minimum: the smaller of x and y, elementwise")
+bitwise_and = _binary("and", "bitwise_and: x & y")
+bitwise_or = _binary("or", "bitwise_or: x | y")
+bitwise_xor = _binary("xor", "bitwise_xor: x ^ y")
+divide = true_divide = _v.true_divide
+floor_divide = _v.floor_divide
+remainder = mod = _v.remainder
+abs = absolute = _v.absolute  # noqa: A001 - jax.numpy's name
+
+
+def _comparison(name: str, doc: str) -> Any:
+    def fn(x: Any, y: Any, /) -> TracedArray:
+        return _v.compare(name, x, y)
+
+    fn.__name__, fn.__doc__ = doc.split(":")[0], doc
+    return fn
+
+
+equal = _comparison("eq", "equal: x == y")
+not_equal = _comparison("ne", "not_equal: x != y")
+less = _comparison("lt", "less: x < y")
+less_equal = _comparison("le", "less_equal: x <= y")
+greater = _comparison("gt", "greater: x > y")
+greater_equal = _comparison("ge", "greater_equal: x >= y")
+
+
+def negative(x: Any, /) -> TracedArray:
+    return _v.unary("neg", x)
+
+
+def invert(x: Any, /) -> TracedArray:
+    """``~x``: bitwise not of ints, logical not of bools."""
+    return _v.unary("not", x)
+
+
+bitwise_not = invert
+
+
+def logical_and(x: Any, y: Any, /) -> TracedArray:
+    return _v.elementwise("and", _v.astype(x, bool_), _v.astype(y, bool_))
+
+
+def logical_or(x: Any, y: Any, /) -> TracedArray:
+    return _v.elementwise("or", _v.astype(x, bool_), _v.astype(y, bool_))
+
+
+def logical_xor(x: Any, y: Any, /) -> TracedArray:
+    return _v.elementwise("xor", _v.astype(x, bool_), _v.astype(y, bool_))
+
+
+def logical_not(x: Any, /) -> TracedArray:
+    return _v.unary("not", _v.astype(x, bool_))
+
+
+def _transcendental(name: str, doc: str) -> Any:
+    def fn(x: Any, /) -> TracedArray:
+        x = _v.asarray(x)
+        if not _dtypes.is_float(x.type.dtype):
+            x = _v.astype(x, float32)  # integers and bools compute in float32, as in jnp
+        return _v.unary(name, x)
+
+    fn.__name__, fn.__doc__ = doc.split(":")[0], doc
+    return fn
+
+
+exp = _transcendental("exp", "exp: e ** x")
+log = _transcendental("log", "log: natural logarithm")
+tanh = _transcendental("tanh", "tanh: hyperbolic tangent")
+sqrt = _transcendental("sqrt", "sqrt: square root")
+rsqrt = _transcendental("rsqrt", "rsqrt: 1 / sqrt(x) (lax.rsqrt)")
+sin = _transcendental("sin", "sin: sine")
+cos = _transcendental("cos", "cos: cosine")
+logistic = _transcendental("logistic", "logistic: 1 / (1 + exp(-x)) (lax.logistic)")
+sigmoid = logistic
+
+# ----- reductions and products -----
+
+
+def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> TracedArray:  # noqa: A001
+    """Sum over ``axis`` (all by default); bools and int8 sum as int32, as in jnp.sum."""
+    a = _v.asarray(a, dtype)
+    return _v.reduction("reduce_sum", a, axis, keepdims)
+
+
+def max(a: Any, axis: Any = None, keepdims: bool = False) -> TracedArray:  # noqa: A001
+    return _v.reduction("reduce_max", a, axis, keepdims)
+
+
+def min(a: Any, axis: Any = None, keepdims: bool = False) -> TracedArray:  # noqa: A001
+    return _v.reduction("reduce_min", a, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+def matmul(a: Any, b: Any, *, preferred_element_type: Any = None) -> TracedArray:
+    """``a @ b`` for 1-D and 2-D operands (see ``dot``)."""
+    return _v.dot(a, b, preferred_element_type)
