@@ -8,7 +8,13 @@ from __future__ import annotations
 
 
 class MiniPallasError(Exception):
-    """Base class of every error minipallas raises on bad input."""
+    """Base class of every error minipallas raises on bad input.
+
+    A subclass that sets ``verbatim = True`` renders as its message alone, with no location or
+    fix: for errors that must read word for word like upstream's (they carry the rest in a note).
+    """
+
+    verbatim = False
 
     def __init__(
         self, message: str, *, op: str | None = None, loc: object = None, fix: str | None = None
@@ -20,6 +26,8 @@ class MiniPallasError(Exception):
         super().__init__(self._render())
 
     def _render(self) -> str:
+        if self.verbatim:
+            return self.message
         where = f"{self.loc}: " if self.loc else ""
         what = f"'{self.op}': " if self.op else ""
         text = f"{where}{what}{self.message}"

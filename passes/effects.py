@@ -20,18 +20,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.opdef import OPS
 
 KINDS = ("read", "write", "accum")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Effect:
-    """``kind`` ("read", "write" or "accum") on the ref at position ``input``."""
+    """``kind`` ("read", "write" or "accum") on the ref at position ``input``.
+
+    Effects sort by position, then kind in the order of ``KINDS``, which is how they print:
+    ``{read 0, write 0, accum 1}``.
+    """
 
     kind: str
     input: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS or not isinstance(self.input, int) or self.input < 0:
+            raise PassError(
+                f"bad effect {self.kind!r} on input {self.input!r}",
+                fix=f"kind is one of {', '.join(KINDS)}; input is an int >= 0",
+            )
+
+    def __lt__(self, other: Effect) -> bool:
+        return (self.input, KINDS.index(self.kind)) < (other.input, KINDS.index(other.kind))
 
     def __str__(self) -> str:
         return f"{self.kind} {self.input}"
@@ -69,7 +84,11 @@ def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
         return {k: offset + k for k in range(count)}
     if op.name == "cond":
         return {k: 1 + k for k in range(n_params)}
-    raise ValueError(f"op '{op.name}' has no region operand map")
+    raise PassError(
+        "the effects analysis does not know how this op's regions use its operands",
+        op=op.name,
+        loc=op.loc,
+    )
 
 
 class EffectsAnalysis:
@@ -90,8 +109,10 @@ class EffectsAnalysis:
                     if eff.input in to_operand:
                         found.add(Effect(eff.kind, to_operand[eff.input]))
             return frozenset(found)
-        declared = OPS[op.name].effect if op.name in OPS else ""
-        return frozenset(Effect(kind, 0) for kind in declared.split(",") if kind)
+        opdef = OPS.get(op.name)
+        if opdef is None:
+            raise PassError(f"unknown op '{op.name}'", op=op.name, loc=op.loc)
+        return frozenset(Effect(kind, 0) for kind in opdef.effect.split(",") if kind)
 
     def block(self, block: Block) -> frozenset[Effect]:
         """Effects of a region, at the positions of its parameters."""

@@ -1,0 +1,327 @@
+"""Cleanup: shrink a (discharged) program to what a careful person would have written.
+
+Discharge is mechanical: every read becomes a ``slice`` of the ref's current value, every write a
+``dynamic_update_slice``, every scoped ref starts as ``uninitialized``, and loops carry whatever
+their body writes. Most of that is removed here, without changing what the program computes.
+
+Algorithm (each step is linear in the program's size; the pair repeats while it removes ops):
+1. Simplify, forward, building a new program. For each op, take its operands after earlier
+   replacements, then:
+   a. inline a region whose op does nothing at run time: a ``run_scoped`` that allocates
+      nothing (and has no collective axes), a ``cond`` whose index is a constant or that has one
+      branch, a ``for`` that runs exactly once; a ``for`` that never runs gives its inits;
+   b. try the op's rewrite patterns (``cleanup_patterns``: forwarding a written window to a
+      read of it, dropping a write of what was read, a whole-window write, no-op reshapes ...)
+      until none matches (at most ``MAX_WALK`` times); a pattern may replace the op by an
+      existing value;
+   c. reuse an identical earlier pure op in the same block (common subexpressions).
+2. Prune, backward from each block's results: drop ops whose results are unused and that write
+   or accumulate into no ref (``pure`` ops, and region ops and calls whose effects only read).
+   A region op whose results are partly used loses the unused ones: ``cond`` branches stop
+   yielding them, loops drop carries that no live carry needs, and regions drop parameters
+   (loop constants, ``cond`` arguments, ``run_scoped`` operands and allocations) they no longer
+   use.
+Callees are cleaned once each and keep their signatures. The input is never changed: the new
+program shares only values and unchanged ops with it.
+
+Removing a dead ``while`` assumes it terminates, as XLA's dead-code elimination does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.opdef import OPS, OpDef
+from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
+from minipallas.passes.effects import EffectsAnalysis
+
+MAX_ROUNDS = 4
+
+
+def cleanup(fn: Function) -> Function:
+    """A new function computing what ``fn`` computes, with fewer ops (see the module doc)."""
+    size = count_ops(fn)
+    for _ in range(MAX_ROUNDS):
+        fn = _Prune().function(_Simplify().function(fn))
+        new_size = count_ops(fn)
+        if new_size >= size:
+            break
+        size = new_size
+    return fn
+
+
+def count_ops(fn: Function) -> int:
+    """Ops in ``fn``, its regions and (each once) the functions it calls."""
+    return sum(1 for f in (fn, *fn.callees()) for _ in f.walk())
+
+
+# --- step 1: simplify ----------------------------------------------------------------------
+
+
+class _Scope:
+    """The ops of one block being built, with what CSE and the patterns need to look up."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.defs: dict[Value, Op] = {}
+        self.seen: dict[Hashable, Op] = {}
+
+
+class _Simplify:
+    def __init__(self) -> None:
+        self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
+        self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
+
+    def function(self, fn: Function) -> Function:
+        if id(fn) not in self.done:
+            self.done[id(fn)] = Function(fn.name, self.block(fn.body))
+        return self.done[id(fn)]
+
+    def block(self, block: Block) -> Block:
+        scope = _Scope()
+        self.ops(block.ops, scope)
+        return Block(block.params, scope.ops, self.values(block.results))
+
+    def values(self, values: Sequence[Value]) -> tuple[Value, ...]:
+        return tuple(self.env.get(v, v) for v in values)
+
+    def ops(self, ops: Sequence[Op], scope: _Scope) -> None:
+        for op in ops:
+            operands = self.values(op.operands)
+            if op.regions and self.inline(op, operands, scope):
+                continue
+            changes: dict = {"operands": operands} if operands != op.operands else {}
+            if op.regions:
+                changes["regions"] = tuple(self.block(r) for r in op.regions)
+            if op.name == "call":
+                changes["attrs"] = {**op.attrs, "callee": self.function(op.attrs["callee"])}
+            self.emit(op.replace(**changes) if changes else op, scope)
+
+    def emit(self, op: Op, scope: _Scope) -> None:
+        """Rewrite ``op`` by its patterns, reuse an equal op, or append it."""
+        for _ in range(MAX_WALK):
+            rewritten = _rewrite(op, scope.defs)
+            if rewritten is None:
+                break
+            if isinstance(rewritten, Value):
+                self.env[op.results[0]] = rewritten
+                return
+            op = rewritten
+        key = _cse_key(op)
+        if key is not None and key in scope.seen:
+            for old, new in zip(op.results, scope.seen[key].results, strict=True):
+                self.env[old] = new
+            return
+        if key is not None:
+            scope.seen[key] = op
+        scope.ops.append(op)
+        for r in op.results:
+            scope.defs[r] = op
+
+    def inline(self, op: Op, operands: tuple[Value, ...], scope: _Scope) -> bool:
+        """Step 1a: emit the one region that runs, in place of ``op``; False if none applies."""
+        if op.name == "run_scoped":
+            (body,) = op.regions
+            if len(body.params) != len(operands) or op.attrs.get("collective_axes"):
+                return False
+            return self.splice(op, body, operands, scope)
+        if op.name == "cond":
+            index = _constant_int(operands[0], scope)
+            if index is None and len(op.regions) > 1:
+                return False
+            branch = op.regions[min(max(index or 0, 0), len(op.regions) - 1)]
+            return self.splice(op, branch, operands[1:], scope)
+        if op.name == "for":
+            lower, upper = (_constant_int(v, scope) for v in operands[:2])
+            if lower is None or upper is None or upper - lower > 1:
+                return False
+            n_consts = op.attrs["num_consts"]
+            if upper <= lower:
+                for old, init in zip(op.results, operands[2 + n_consts :], strict=True):
+                    self.env[old] = init
+                return True
+            return self.splice(op, op.regions[0], (operands[0], *operands[2:]), scope)
+        return False
+
+    def splice(self, op: Op, region: Block, args: Sequence[Value], scope: _Scope) -> bool:
+        """Bind ``region``'s parameters to ``args``, emit its ops here, and take its yields."""
+        for param, arg in zip(region.params, args, strict=True):
+            self.env[param] = arg
+        self.ops(region.ops, scope)
+        for old, new in zip(op.results, self.values(region.results), strict=True):
+            self.env[old] = new
+        return True
+
+
+def _rewrite(op: Op, defs: dict[Value, Op]) -> Value | Op | None:
+    for rule in PATTERNS.get(op.name, ()):
+        rewritten = rule(op, defs)
+        if rewritten is not None:
+            return rewritten
+    return None
+
+
+def _cse_key(op: Op) -> Hashable | None:
+    """What makes two pure, region-free ops interchangeable; None when ``op`` is not such."""
+    if op.regions or not _opdef(op).pure:
+        return None
+    key = (op.name, op.operands, tuple(sorted(op.attrs.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _opdef(op: Op) -> OpDef:
+    opdef = OPS.get(op.name)
+    if opdef is None:
+        raise PassError(f"unknown op '{op.name}'", op=op.name, loc=op.loc)
+    return opdef
+
+
+def _constant_int(value: Value, scope: _Scope) -> int | None:
+    source = scope.defs.get(value)
+    if source is None or source.name != "constant" or value.type.shape != ():
+        return None
+    return int(source.attrs["value"].array())
+
+
+# --- step 2: prune -------------------------------------------------------------------------
+
+
+class _Prune:
+    def __init__(self) -> None:
+        self.effects = EffectsAnalysis()
+        self.done: dict[int, Function] = {}
+
+    def function(self, fn: Function) -> Function:
+        if id(fn) not in self.done:
+            body, _ = self.block(fn.body, [True] * len(fn.body.results))
+            self.done[id(fn)] = Function(fn.name, body)
+        return self.done[id(fn)]
+
+    def block(self, block: Block, keep: Sequence[bool]) -> tuple[Block, set[Value]]:
+        """``block`` yielding only the results marked in ``keep``, and the values it uses."""
+        results = tuple(r for r, k in zip(block.results, keep, strict=True) if k)
+        used: set[Value] = set(results)
+        kept: list[Op] = []
+        for op in reversed(block.ops):
+            live = [r in used for r in op.results]
+            if not any(live) and self.removable(op):
+                continue
+            op = self.shrink(op, live)
+            kept.append(op)
+            used.update(op.operands)
+        return Block(block.params, kept[::-1], results), used
+
+    def removable(self, op: Op) -> bool:
+        """Unused, ``op`` can go if it changes no ref: only writes are visible from outside."""
+        if _opdef(op).pure:
+            return True
+        return all(e.kind == "read" for e in self.effects.op(op))
+
+    def shrink(self, op: Op, live: list[bool]) -> Op:
+        """``op`` with its regions pruned and whatever they no longer use dropped."""
+        if op.name == "call":
+            return op.replace(attrs={**op.attrs, "callee": self.function(op.attrs["callee"])})
+        if op.name == "cond":
+            return self.shrink_cond(op, live)
+        if op.name == "run_scoped":
+            return self.shrink_run_scoped(op, live)
+        if op.name == "for":
+            return self.shrink_for(op, live)
+        if op.name == "while":
+            return self.shrink_while(op, live)
+        return op
+
+    def shrink_cond(self, op: Op, live: list[bool]) -> Op:
+        pruned = [self.block(branch, live) for branch in op.regions]
+        needed = [
+            any(b.params[k] in used for b, used in pruned) for k in range(len(op.operands) - 1)
+        ]
+        branches = tuple(_select_params(b, needed) for b, _ in pruned)
+        return op.replace(
+            operands=(op.operands[0], *_select(op.operands[1:], needed)),
+            results=_select(op.results, live),
+            regions=branches,
+        )
+
+    def shrink_run_scoped(self, op: Op, live: list[bool]) -> Op:
+        body, used = self.block(op.regions[0], live)
+        needed = [p in used for p in body.params]
+        n_alloc = len(body.params) - len(op.operands)
+        return op.replace(
+            operands=_select(op.operands, needed[n_alloc:]),
+            results=_select(op.results, live),
+            regions=(_select_params(body, needed),),
+        )
+
+    def shrink_for(self, op: Op, live: list[bool]) -> Op:
+        """Keep the carries the results need and, to a fixed point, those kept carries need."""
+        n_consts = op.attrs["num_consts"]
+        (region,) = op.regions
+        carries = region.params[1 + n_consts :]
+        body, used, live = self.live_carries(region, carries, live)
+        needed = [True] + [p in used for p in region.params[1 : 1 + n_consts]] + live
+        lower_upper, consts, inits = (
+            op.operands[:2],
+            op.operands[2 : 2 + n_consts],
+            op.operands[2 + n_consts :],
+        )
+        return op.replace(
+            operands=(
+                *lower_upper,
+                *_select(consts, needed[1 : 1 + n_consts]),
+                *_select(inits, live),
+            ),
+            results=_select(op.results, live),
+            attrs={**op.attrs, "num_consts": sum(needed[1 : 1 + n_consts])},
+            regions=(_select_params(body, needed),),
+        )
+
+    def shrink_while(self, op: Op, live: list[bool]) -> Op:
+        nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+        cond_region, body_region = op.regions
+        cond, cond_used = self.block(cond_region, [True])
+        live = [k or p in cond_used for p, k in zip(cond_region.params[nc:], live, strict=True)]
+        carries = body_region.params[nb:]
+        body, used, live = self.live_carries(body_region, carries, live)
+        cond_needed = [p in cond_used for p in cond_region.params[:nc]] + live
+        body_needed = [p in used for p in body_region.params[:nb]] + live
+        operands = (
+            *_select(op.operands[:nc], cond_needed[:nc]),
+            *_select(op.operands[nc : nc + nb], body_needed[:nb]),
+            *_select(op.operands[nc + nb :], live),
+        )
+        return op.replace(
+            operands=operands,
+            results=_select(op.results, live),
+            attrs={
+                **op.attrs,
+                "cond_nconsts": sum(cond_needed[:nc]),
+                "body_nconsts": sum(body_needed[:nb]),
+            },
+            regions=(_select_params(cond, cond_needed), _select_params(body, body_needed)),
+        )
+
+    def live_carries(
+        self, body: Block, carries: Sequence[Value], live: list[bool]
+    ) -> tuple[Block, set[Value], list[bool]]:
+        """Prune a loop body, growing ``live`` until no kept carry needs a dropped one."""
+        while True:
+            pruned, used = self.block(body, live)
+            grown = [k or p in used for p, k in zip(carries, live, strict=True)]
+            if grown == live:
+                return pruned, used, live
+            live = grown
+
+
+def _select(values: Sequence[Value], keep: Sequence[bool]) -> tuple[Value, ...]:
+    return tuple(v for v, k in zip(values, keep, strict=True) if k)
+
+
+def _select_params(block: Block, keep: Sequence[bool]) -> Block:
+    return Block(_select(block.params, keep), block.ops, block.results)

@@ -1,0 +1,262 @@
+"""The cleanup pass's rewrite patterns: small local facts about pure ops, one function each.
+
+A pattern looks at one op (its operands already cleaned) and the ops that defined those operands,
+and returns what to use instead: an existing ``Value`` (the op disappears), a new ``Op`` with the
+same results (the pass tries the patterns again on it), or ``None`` (no match). Patterns are
+registered per op name with ``@pattern``. Each holds for every input, including the clamping of
+dynamic starts: two ops with the same indexer and the very same dynamic index values (identity)
+pick the same window.
+
+Windows written by ``scatter`` are not forwarded to later ``gather``s: duplicate and
+out-of-range indices make the read differ from the update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from minipallas.ir import indexing
+from minipallas.ir.core import Op, Value
+from minipallas.ir.indexing import Int, Slice
+
+
+class Pattern(Protocol):
+    """``(op, defs) -> Value | Op | None``; ``defs`` maps a value to the op that defined it."""
+
+    def __call__(self, op: Op, defs: Mapping[Value, Op]) -> Value | Op | None: ...
+
+
+PATTERNS: dict[str, list[Pattern]] = {}
+
+# How far a pattern looks back through a chain of writes, and how many times one op may be
+# rewritten: bounds that keep the pass linear in program size.
+MAX_WALK = 16
+
+
+def pattern(*names: str) -> Callable[[Pattern], Pattern]:
+    """Registers a pattern for the ops ``names``; patterns of one op are tried in order."""
+
+    def register(fn: Pattern) -> Pattern:
+        for name in names:
+            PATTERNS.setdefault(name, []).append(fn)
+        return fn
+
+    return register
+
+
+# --- windows -------------------------------------------------------------------------------
+
+
+def _dyn(op: Op) -> tuple[Value, ...]:
+    """The dynamic index operands of an indexed op."""
+    return op.operands[1 : 1 + indexing.num_dyn(op.attrs["indexer"])]
+
+
+def _same_window(a: Op, b: Op) -> bool:
+    return a.attrs["indexer"] == b.attrs["indexer"] and _dyn(a) == _dyn(b)
+
+
+def _is_whole(op: Op) -> bool:
+    """The indexer selects all of operand 0 (a full-size slice's dynamic start clamps to 0)."""
+    shape = op.operands[0].type.shape
+    return all(
+        isinstance(e, Slice) and e.size == d
+        for e, d in zip(op.attrs["indexer"], shape, strict=True)
+    )
+
+
+def _positions(entry: Int | Slice) -> range:
+    if isinstance(entry, Int):
+        return range(entry.index, entry.index + 1)
+    return range(entry.start, entry.start + entry.size * entry.stride, entry.stride)
+
+
+def _static_basic(op: Op) -> bool:
+    """Static ints and slices only: the window is known when the pass runs."""
+    indexer = op.attrs["indexer"]
+    return indexing.is_static(indexer) and not indexing.has_arrays(indexer)
+
+
+def _disjoint(a: tuple, b: tuple) -> bool:
+    """Two static windows of one array share no element: they are apart in some dimension."""
+    return any(_apart(_positions(ea), _positions(eb)) for ea, eb in zip(a, b, strict=True))
+
+
+def _apart(a: range, b: range) -> bool:
+    if not a or not b:
+        return True
+    if len(a) == 1:
+        return a[0] not in b
+    if len(b) == 1:
+        return b[0] not in a
+    if a.step == b.step == 1:
+        return a.stop <= b.start or b.stop <= a.start
+    return set(a).isdisjoint(b)
+
+
+def _relative(read: tuple, written: tuple) -> tuple | None:
+    """The static ``read`` window as an indexer into the ``written`` window's update, or None.
+
+    The update has one dimension per ``Slice`` of ``written``; an ``Int`` of ``written`` dropped
+    its dimension, so ``read`` must pick that same position with an ``Int`` too.
+    """
+    out = []
+    for r, w in zip(read, written, strict=True):
+        if isinstance(w, Int):
+            if not (isinstance(r, Int) and r.index == w.index):
+                return None
+            continue
+        if isinstance(r, Int):
+            offset, rem = divmod(r.index - w.start, w.stride)
+            if rem or not 0 <= offset < w.size:
+                return None
+            out.append(Int(offset))
+            continue
+        offset, rem = divmod(r.start - w.start, w.stride)
+        last = r.start + (r.size - 1) * r.stride
+        if rem or r.stride % w.stride or offset < 0 or not r.size or last not in _positions(w):
+            return None
+        out.append(Slice(offset, r.size, r.stride // w.stride))
+    return tuple(out)
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+@pattern("slice", "dynamic_slice")
+def read_whole(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """``slice x[:, :]`` is ``x``."""
+    return op.operands[0] if _is_whole(op) else None
+
+
+@pattern("slice", "dynamic_slice", "gather")
+def read_uninitialized(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """A window of an uninitialized value is a smaller uninitialized value."""
+    source = defs.get(op.operands[0])
+    if source is None or source.name != "uninitialized":
+        return None
+    return op.replace(name="uninitialized", operands=(), attrs={"type": op.results[0].type})
+
+
+@pattern("slice", "dynamic_slice")
+def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """Forward a written window to a read of it; read past writes to other static windows.
+
+    - ``x[I] = u`` then ``read x[I]`` (same indexer, same dynamic values) gives ``u``;
+    - static, the read inside the written window: a slice of ``u``;
+    - static, the read apart from the written window: read the array before the write.
+    """
+    write = defs.get(op.operands[0])
+    if write is None or write.name != "dynamic_update_slice":
+        return None
+    update = write.operands[-1]
+    if _same_window(op, write):
+        return update
+    if not (_static_basic(op) and _static_basic(write)):
+        return None
+    read, written = op.attrs["indexer"], write.attrs["indexer"]
+    inner = _relative(read, written)
+    if inner is not None:
+        return op.replace(name="slice", operands=(update,), attrs={"indexer": inner})
+    if _disjoint(read, written):
+        return op.replace(operands=(write.operands[0],))
+    return None
+
+
+# --- writes --------------------------------------------------------------------------------
+
+
+@pattern("dynamic_update_slice")
+def write_whole(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """Replacing every element gives the update (this folds a fully overwritten
+    ``uninitialized``)."""
+    return op.operands[-1] if _is_whole(op) else None
+
+
+@pattern("dynamic_update_slice", "scatter")
+def write_back_read(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """``x[I] = x[I]`` is ``x`` (for scatter too: a clamped gather's out-of-range lanes are
+    dropped by the scatter, duplicates write the same value). Static windows: also when ``x``
+    is the array read from after writes apart from ``I`` (they left ``x[I]`` as it was)."""
+    read = defs.get(op.operands[-1])
+    reads = {"dynamic_update_slice": ("slice", "dynamic_slice"), "scatter": ("gather",)}
+    if read is None or read.name not in reads[op.name] or not _same_window(op, read):
+        return None
+    x, source = op.operands[0], read.operands[0]
+    if x is source:
+        return x
+    if not _static_basic(op):
+        return None
+    window = op.attrs["indexer"]
+    current = x
+    for _ in range(MAX_WALK):
+        write = defs.get(current)
+        if write is None or write.name != "dynamic_update_slice" or not _static_basic(write):
+            return None
+        if not _disjoint(window, write.attrs["indexer"]):
+            return None
+        current = write.operands[0]
+        if current is source:
+            return x
+    return None
+
+
+@pattern("dynamic_update_slice", "scatter")
+def overwrite(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """A write hidden by a later write to the same (or, static, a larger) window is dropped."""
+    earlier = defs.get(op.operands[0])
+    if earlier is None or earlier.name != op.name:
+        return None
+    hidden = _same_window(op, earlier) or (
+        _static_basic(op)
+        and _static_basic(earlier)
+        and _relative(earlier.attrs["indexer"], op.attrs["indexer"]) is not None
+    )
+    return op.replace(operands=(earlier.operands[0], *op.operands[1:])) if hidden else None
+
+
+# --- selects --------------------------------------------------------------------------------
+
+
+@pattern("select")
+def select_known(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """``select`` with a constant all-true or all-false mask (a discharged masked access with a
+    full mask), or with two equal branches, is one of its branches."""
+    mask, on_true, on_false = op.operands
+    if on_true is on_false:
+        return on_true
+    source = defs.get(mask)
+    if source is None or source.name != "constant" or not source.attrs["value"].is_splat():
+        return None
+    bits = source.attrs["value"].array()
+    return on_true if bits.size == 0 or bool(bits.flat[0]) else on_false
+
+
+# --- shape changes -------------------------------------------------------------------------
+
+
+@pattern("reshape", "bitcast", "convert", "transpose", "broadcast_in_dim")
+def no_change(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """An op whose result type is its operand's type, and that moves no element, is a no-op."""
+    (x,) = op.operands
+    if op.results[0].type != x.type:
+        return None
+    if op.name == "transpose" and op.attrs["permutation"] != tuple(range(x.type.ndim)):
+        return None
+    if op.name == "broadcast_in_dim" and op.attrs["dims"] != tuple(range(x.type.ndim)):
+        return None
+    return x
+
+
+@pattern("reshape", "bitcast", "transpose")
+def compose(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
+    """Two reshapes (bitcasts, transposes) in a row are one; discharged views make such pairs."""
+    inner = defs.get(op.operands[0])
+    if inner is None or inner.name != op.name:
+        return None
+    attrs = dict(op.attrs)
+    if op.name == "transpose":
+        first, then = inner.attrs["permutation"], op.attrs["permutation"]
+        attrs["permutation"] = tuple(first[p] for p in then)
+    return op.replace(operands=inner.operands, attrs=attrs)
