@@ -1,0 +1,96 @@
+"""State discharge: a program over mutable ``Ref``s becomes a pure program over arrays.
+
+``discharge(fn)`` returns a new function (``fn`` is never edited). Each discharged ``Ref``
+parameter becomes an array parameter, and the function returns its original results followed
+by the final value of each discharged ref, in parameter order: upstream JAX's
+``discharge_state`` convention, so results compare with upstream one to one.
+
+The pass is an interpreter (``engine``) with one rule per op kind:
+
+- ``state``: ``get`` / ``swap`` / ``addupdate`` / ``load`` / ``store`` become ``slice``,
+  ``dynamic_slice``, ``gather``, ``dynamic_update_slice``, ``scatter``, ``scatter_add`` (with
+  the same indexer), ``add`` and ``select``;
+- ``views``: ``ref.at`` / ``ref.reshape`` / ``ref.bitcast`` / ``ref.transpose`` chains, for
+  reads and for writes;
+- ``scoped``: ``run_scoped`` allocations start ``uninitialized``; the scope is inlined;
+- ``control``: ``for`` / ``while`` carry the refs they write, ``cond`` returns them, ``call``
+  calls a discharged callee.
+
+Partial discharge: ``should_discharge`` may be one bool per parameter (array parameters ignore
+theirs); refs not discharged stay refs, and the ops on them are copied over. Scoped
+allocations are discharged by default; ``discharge_scoped`` (a bool, or a predicate on the
+allocation's ``RefType``) keeps some as refs, which is how a kernel backend turns scratch into
+registers while its operand refs stay in memory.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Function
+from minipallas.ir.types import RefType
+from minipallas.passes.collectives import check_collective_axes
+from minipallas.passes.discharge import (  # noqa: F401  (each registers its rules)
+    control,
+    scoped,
+    state,
+    views,
+)
+from minipallas.passes.discharge.engine import Context, DischargeRule, Handle, Scope, register
+
+__all__ = ["DischargeRule", "Handle", "Scope", "discharge", "register"]
+
+
+def discharge(
+    fn: Function,
+    should_discharge: bool | Sequence[bool] = True,
+    *,
+    discharge_scoped: bool | Callable[[RefType], bool] = True,
+) -> Function:
+    """``fn`` with the chosen ``Ref`` parameters (all, by default) turned into arrays.
+
+    Raises the collective-axes pass's error first when a ``run_scoped`` has collective axes,
+    and ``PassError`` when ``should_discharge`` does not give one bool per parameter.
+    """
+    if not isinstance(fn, Function):
+        raise PassError(f"discharge expects a Function, got {type(fn).__name__}")
+    check_collective_axes(fn, "discharge")
+    if isinstance(should_discharge, bool):
+        mask = (should_discharge,) * len(fn.params)
+    else:
+        mask = tuple(bool(m) for m in should_discharge)
+        if len(mask) != len(fn.params):
+            raise PassError(
+                f"should_discharge has {len(mask)} entries for {len(fn.params)} parameters",
+                fix="give one bool per parameter (array parameters ignore theirs), or one bool",
+            )
+    if isinstance(discharge_scoped, bool):
+        every = discharge_scoped
+
+        def predicate(_: RefType) -> bool:
+            return every
+
+    else:
+        predicate = discharge_scoped
+    with _collector_paused():
+        return Context(predicate).function(fn, mask)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pauses Python's cyclic garbage collector while the pass runs.
+
+    Discharge allocates a few objects per op and creates no reference cycles (refcounting frees
+    everything), but each burst of allocations makes the collector rescan every object alive,
+    the whole input program included: on a 100k-op program that triples the time per op.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -1,0 +1,189 @@
+"""State ops on discharged refs become pure windowed reads and writes.
+
+Each rule keeps the op's ``indexer`` attribute and dynamic index operands as they are, and picks
+the pure op that holds that indexer kind (``read_op_for`` / ``write_op_for``):
+
+- ``get``: read the window (``slice`` / ``dynamic_slice`` / ``gather``);
+- ``swap``: read the old window, then write the new one (``dynamic_update_slice`` / ``scatter``);
+- ``addupdate``: read, ``add``, write back; with an integer-array index a single ``scatter_add``,
+  which adds every update, duplicate positions included;
+- ``load``: read, then with a mask ``select(mask, window, fill)``. ``fill`` is ``other``
+  (broadcast when it is a scalar) or, without ``other``, the uninitialized fill value (NaN, the
+  integer minimum, False) broadcast to the window: the value the reference interpreter gives
+  masked-off lanes, so both agree bit for bit. (Upstream Pallas returns the window's current
+  contents there; both are "unspecified" lanes.)
+- ``store``: write; with a mask ``select(mask, new, old)`` over the old window first. With an
+  integer-array index a position may repeat, and a masked-off lane must not overwrite what a
+  masked-on lane wrote there; so such a store becomes one ``scatter`` whose every dimension is
+  an index array over the window, with masked-off lanes sent out of range (and so dropped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op, Value
+from minipallas.ir.indexing import Array as ArrayIndex
+from minipallas.ir.indexing import Dyn, Int, Slice, has_arrays, num_dyn
+from minipallas.ir.interpret import fill_value
+from minipallas.ir.literal import Literal
+from minipallas.ir.location import Location
+from minipallas.ir.types import ArrayType
+from minipallas.passes.discharge.engine import Scope, register
+from minipallas.passes.discharge.views import Access
+
+
+def _split(scope: Scope, op: Op) -> tuple[Access, tuple, list[Value], list[Value]]:
+    """The access to the op's ref, its indexer, new dynamic indices and new value operands."""
+    indexer = op.attrs["indexer"]
+    n = num_dyn(indexer)
+    access = Access(scope, scope.handles[op.operands[0]], op.loc)
+    dyn = [scope.value(v) for v in op.operands[1 : 1 + n]]
+    rest = [scope.value(v) for v in op.operands[1 + n :]]
+    return access, indexer, dyn, rest
+
+
+def _broadcast(scope: Scope, x: Value, shape: tuple[int, ...], loc: Location) -> Value:
+    if x.type.shape == shape:
+        return x
+    return scope.emit("broadcast_in_dim", [x], loc, shape=shape, dims=())
+
+
+def _fill(scope: Scope, window: ArrayType, loc: Location) -> Value:
+    """The uninitialized fill value of ``window``'s dtype, as an array of its shape."""
+    scalar = scope.emit(
+        "constant", [], loc, value=Literal.of(fill_value(window.dtype), window.dtype)
+    )
+    return _broadcast(scope, scalar, window.shape, loc)
+
+
+@register("get")
+def _get(scope: Scope, op: Op) -> Sequence[Value]:
+    access, indexer, dyn, _ = _split(scope, op)
+    return [access.read(indexer, dyn, op.result.type)]
+
+
+@register("swap")
+def _swap(scope: Scope, op: Op) -> Sequence[Value]:
+    access, indexer, dyn, (new,) = _split(scope, op)
+    old = access.read(indexer, dyn, new.type)
+    access.write_window(indexer, dyn, new)
+    return [old]
+
+
+@register("addupdate")
+def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
+    access, indexer, dyn, (delta,) = _split(scope, op)
+    if has_arrays(indexer):
+        access.write_window(indexer, dyn, delta, accumulate=True)
+    else:
+        old = access.read(indexer, dyn, delta.type)
+        total = scope.emit_typed("add", [old, delta], delta.type, op.loc)
+        access.write_window(indexer, dyn, total)
+    return []
+
+
+@register("load")
+def _load(scope: Scope, op: Op) -> Sequence[Value]:
+    access, indexer, dyn, rest = _split(scope, op)
+    window = access.read(indexer, dyn, op.result.type)
+    if not op.attrs.get("masked"):
+        return [window]
+    mask = rest[0]
+    if op.attrs.get("has_other"):
+        fill = _broadcast(scope, rest[1], window.type.shape, op.loc)
+    else:
+        fill = _fill(scope, window.type, op.loc)
+    return [scope.emit_typed("select", [mask, window, fill], window.type, op.loc)]
+
+
+@register("store")
+def _store(scope: Scope, op: Op) -> Sequence[Value]:
+    access, indexer, dyn, rest = _split(scope, op)
+    new = rest[0]
+    if op.attrs.get("masked"):
+        if has_arrays(indexer):
+            _masked_scatter(scope, access, indexer, dyn, new, rest[1], op.loc)
+            return []
+        old = access.read(indexer, dyn, new.type)
+        new = scope.emit_typed("select", [rest[1], new, old], new.type, op.loc)
+    access.write_window(indexer, dyn, new)
+    return []
+
+
+def _masked_scatter(
+    scope: Scope,
+    access: Access,
+    indexer: tuple,
+    dyn: list[Value],
+    new: Value,
+    mask: Value,
+    loc: Location,
+) -> None:
+    """A masked store through an indexer with integer arrays, exactly: one ``scatter`` whose
+    indices name every window lane's position, masked-off lanes pointing out of range.
+
+    Dynamic slice starts and integers are clamped first (as the store would); array indices
+    keep their values, so out-of-range ones are still dropped.
+    """
+    window = new.type.shape
+    shape = access.handle.type.shape
+    ints = [k for k, e in enumerate(indexer) if isinstance(e, Int | ArrayIndex)]
+    n_block = len(window) - (len(indexer) - len(ints))  # rank of the broadcast index block
+    together = ints == list(range(ints[0], ints[-1] + 1))
+    first = ints[0] if together else 0  # where the index block sits in the window
+
+    def splat(value: int) -> Value:
+        return _broadcast(scope, _constant(scope, value, "int32", loc), window, loc)
+
+    def clamped(v: Value, high: int) -> Value:
+        high = min(high, int(np.iinfo(dtypes.to_numpy(v.type.dtype)).max))
+        zero, top = (
+            _constant(scope, 0, v.type.dtype, loc),
+            _constant(scope, high, v.type.dtype, loc),
+        )
+        v = scope.emit("min", [scope.emit("max", [v, zero], loc), top], loc)
+        return _int32(scope, v, loc)
+
+    positions, n_slices = [], 0
+    for e, dim in zip(indexer, shape, strict=True):
+        if isinstance(e, Slice):
+            axis = n_slices if n_slices < first else n_slices + n_block
+            n_slices += 1
+            span = (e.size - 1) * e.stride + 1 if e.size else 0
+            start = (
+                splat(e.start)
+                if isinstance(e.start, int)
+                else _broadcast(scope, clamped(dyn[e.start.pos], dim - span), window, loc)
+            )
+            lane = scope.emit("iota", [], loc, type=ArrayType(window, "int32"), dimension=axis)
+            if e.stride != 1:
+                lane = scope.emit("mul", [lane, splat(e.stride)], loc)
+            positions.append(scope.emit("add", [lane, start], loc))
+        elif isinstance(e, Int):
+            positions.append(
+                splat(e.index)
+                if isinstance(e.index, int)
+                else _broadcast(scope, clamped(dyn[e.index.pos], dim - 1), window, loc)
+            )
+        else:
+            index = _int32(scope, dyn[e.index.pos], loc)
+            rank = index.type.ndim
+            dims = tuple(first + n_block - rank + j for j in range(rank))
+            if index.type.shape != window:
+                index = scope.emit("broadcast_in_dim", [index], loc, shape=window, dims=dims)
+            positions.append(index)
+    positions[0] = scope.emit("select", [mask, positions[0], splat(shape[0])], loc)
+    every = tuple(ArrayIndex(Dyn(k)) for k in range(len(shape)))
+    access.write(scope.emit("scatter", [access.value(), *positions, new], loc, indexer=every))
+
+
+def _constant(scope: Scope, value: object, dtype: str, loc: Location) -> Value:
+    return scope.emit("constant", [], loc, value=Literal.of(value, dtype))
+
+
+def _int32(scope: Scope, v: Value, loc: Location) -> Value:
+    return v if v.type.dtype == "int32" else scope.emit("convert", [v], loc, dtype="int32")

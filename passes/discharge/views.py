@@ -1,0 +1,155 @@
+"""Reading and writing a discharged ref through its chain of views.
+
+A view op on a discharged ref emits nothing: its rule just extends the parent's ``Handle`` with
+one ``View`` step. The work happens when a state op uses the view:
+
+- *read*: start from the root's current value and apply each step's array transform in order
+  (``ref.at`` -> ``slice``/``dynamic_slice`` with the view's indexer, ``ref.reshape`` ->
+  ``reshape``, ``ref.bitcast`` -> ``bitcast``, ``ref.transpose`` -> ``transpose``), then the
+  state op's own indexer;
+- *write*: compute the view's new full value (the old one with the op's window replaced), then
+  push it back through the chain in reverse: ``ref.at`` becomes a ``dynamic_update_slice`` into
+  the parent's value, reshape/bitcast are undone by their inverse, transpose by the inverse
+  permutation. The result is the root's new value.
+
+Static indices need no run-time clamping, and a window that covers the whole array (all full
+slices) emits no slice at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir.core import Op, Value
+from minipallas.ir.indexing import Indexer, Slice
+from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.opset.indexed import read_op_for, write_op_for
+from minipallas.ir.types import ArrayType
+from minipallas.passes.discharge.engine import Handle, Scope, View, register
+
+
+def is_full(indexer: Indexer, shape: Sequence[int]) -> bool:
+    """Whether ``indexer`` selects the whole array, unchanged in shape.
+
+    A dynamic start counts: a slice as long as its dimension is clamped to start at 0.
+    """
+    return all(
+        isinstance(e, Slice) and e.size == d and (e.stride == 1 or d <= 1)
+        for e, d in zip(indexer, shape, strict=True)
+    )
+
+
+def _apply(scope: Scope, view: View, x: Value) -> Value:
+    """The value a view shows, given its parent's value ``x``."""
+    out = view.type.value_type
+    if view.op == "ref.at":
+        indexer = view.attrs["indexer"]
+        if is_full(indexer, view.parent.shape):
+            return x
+        return scope.emit_typed(
+            read_op_for(indexer), [x, *view.dyn], out, view.loc, indexer=indexer
+        )
+    if view.op == "ref.reshape":
+        return scope.emit_typed("reshape", [x], out, view.loc, shape=out.shape)
+    if view.op == "ref.bitcast":
+        return scope.emit_typed("bitcast", [x], out, view.loc, dtype=out.dtype)
+    return scope.emit_typed("transpose", [x], out, view.loc, permutation=view.attrs["permutation"])
+
+
+def _unapply(scope: Scope, view: View, parent: Access, level: int, new: Value) -> Value:
+    """The parent's new value, given the view's new value ``new``."""
+    out = view.parent.value_type
+    if view.op == "ref.at":
+        indexer = view.attrs["indexer"]
+        if is_full(indexer, view.parent.shape):
+            return new
+        return scope.emit_typed(
+            write_op_for(indexer),
+            [parent.level(level), *view.dyn, new],
+            out,
+            view.loc,
+            indexer=indexer,
+        )
+    if view.op == "ref.reshape":
+        return scope.emit_typed("reshape", [new], out, view.loc, shape=out.shape)
+    if view.op == "ref.bitcast":
+        return scope.emit_typed("bitcast", [new], out, view.loc, dtype=out.dtype)
+    perm = view.attrs["permutation"]
+    inverse = tuple(sorted(range(len(perm)), key=perm.__getitem__))
+    return scope.emit_typed("transpose", [new], out, view.loc, permutation=inverse)
+
+
+class Access:
+    """One state op's access to a discharged ref: reads and writes through its views.
+
+    Values along the chain (the root seen through the first k views) are computed on demand and
+    kept, so a read-modify-write walks the chain once.
+    """
+
+    __slots__ = ("scope", "handle", "loc", "_levels")
+
+    def __init__(self, scope: Scope, handle: Handle, loc: Location = UNKNOWN) -> None:
+        self.scope = scope
+        self.handle = handle
+        self.loc = loc
+        self._levels = [handle.root.value]
+
+    def level(self, k: int) -> Value:
+        """The root's value seen through the first ``k`` views of the chain."""
+        levels = self._levels
+        while len(levels) <= k:
+            chain = self.handle.chain[: len(levels)]
+            derived = self.handle.root.derived
+            value = derived.get(chain)
+            if value is None:
+                value = derived[chain] = _apply(self.scope, chain[-1], levels[-1])
+            levels.append(value)
+        return levels[k]
+
+    def value(self) -> Value:
+        """The full current value of the ref the handle names."""
+        return self.level(len(self.handle.chain))
+
+    def read(self, indexer: Indexer, dyn: Sequence[Value], window: ArrayType) -> Value:
+        """The window ``indexer`` selects, of type ``window``."""
+        full = self.value()
+        if is_full(indexer, self.handle.type.shape):
+            return full
+        key = (self.handle.chain, indexer, *dyn)
+        derived = self.handle.root.derived
+        value = derived.get(key)
+        if value is None:
+            value = derived[key] = self.scope.emit_typed(
+                read_op_for(indexer), [full, *dyn], window, self.loc, indexer=indexer
+            )
+        return value
+
+    def write_window(
+        self, indexer: Indexer, dyn: Sequence[Value], window: Value, accumulate: bool = False
+    ) -> None:
+        """Replaces (or, with ``accumulate`` and an array indexer, adds into) a window."""
+        if is_full(indexer, self.handle.type.shape) and not accumulate:
+            self.write(window)
+            return
+        full = self.value()
+        op = write_op_for(indexer, accumulate)
+        self.write(
+            self.scope.emit_typed(op, [full, *dyn, window], full.type, self.loc, indexer=indexer)
+        )
+
+    def write(self, new: Value) -> None:
+        """Replaces the ref's whole value, pushing it back through the views to the root."""
+        chain = self.handle.chain
+        for k in range(len(chain) - 1, -1, -1):
+            new = _unapply(self.scope, chain[k], self, k, new)
+        self.handle.root.value = new
+        self._levels = [new]
+
+
+@register("ref.at", "ref.reshape", "ref.bitcast", "ref.transpose")
+def _view(scope: Scope, op: Op) -> Sequence[Handle]:
+    """A view of a discharged ref emits nothing; it extends the parent's chain."""
+    parent = scope.handles[op.operands[0]]
+    dyn = tuple(scope.value(v) for v in op.operands[1:])
+    step = View(op.name, op.attrs, dyn, parent.type, op.result.type, op.loc)
+    return [Handle(parent.root, (*parent.chain, step))]
