@@ -47,6 +47,11 @@ _PUBLIC = {
     # passes
     "effects": "minipallas.passes.effects",
     "discharge": "minipallas.passes.discharge",
+    "cleanup": "minipallas.passes.cleanup",
+    "count_ops": "minipallas.passes.cleanup",
+    # lowering and running
+    "lower": "minipallas.lowered",
+    "compile": "minipallas.compiled",
 }
 _SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering")
 

@@ -56,9 +56,20 @@ def test_no_module_imports_a_bare_subpackage_name():
 def test_non_editable_install_has_the_same_layout(tmp_path):
     target = tmp_path / "site"
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-         "--no-build-isolation", "--target", str(target), str(ROOT)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert build.returncode == 0, build.stderr
     assert (target / "minipallas" / "ir" / "core.py").is_file()
@@ -67,7 +78,8 @@ def test_non_editable_install_has_the_same_layout(tmp_path):
     done = _python(
         "import minipallas.ir, minipallas.passes, minipallas.lowering; "
         "print(minipallas.ir.__file__)",
-        tmp_path, env,
+        tmp_path,
+        env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(str(target))
