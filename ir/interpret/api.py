@@ -1,0 +1,156 @@
+"""``interpret``: check and bind a function's arguments, run it, return its results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from minipallas.errors import InterpretError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Function
+from minipallas.ir.interpret.engine import Interpreter, Ref, describe
+from minipallas.ir.types import RefType, Type
+
+
+def interpret(
+    fn: Function,
+    *args: Any,
+    uninitialized: str = "nan",
+    checks: bool = False,
+    program_ids: Sequence[int] | None = None,
+    grid: Sequence[int] | None = None,
+) -> tuple[np.ndarray, ...]:
+    """Evaluate ``fn`` with numpy; return its results as a tuple of arrays (empty if none).
+
+    ``Ref`` parameters take numpy arrays of exactly the ref's shape and dtype, which are
+    mutated in place, as references are. Array parameters take numpy arrays of exactly their
+    shape and dtype (copied); a 0-d parameter also takes a numpy scalar of its dtype or a Python
+    scalar: a bool for ``bool``, an int in range for an integer dtype, an int or float for a
+    float dtype (rounded to nearest).
+
+    Each entry into a ``run_scoped`` body allocates fresh buffers. With
+    ``uninitialized="nan"`` (the default) they hold what upstream JAX's discharge gives them:
+    NaN for floats, the dtype's minimum for integers, False for bool. With
+    ``uninitialized="error"``, reading an element never written raises ``InterpretError`` at
+    the reading op's location.
+
+    Out-of-range dynamic indices follow upstream: dynamic slice starts and integer indices are
+    clamped into range (``lax.dynamic_slice``), integer-array reads clamp and writes drop the
+    out-of-range positions; masked loads and stores honour their masks. ``checks=True`` instead
+    raises ``InterpretError`` at the op's location for any out-of-range dynamic index, and for
+    any uninitialized read.
+
+    Arithmetic is XLA's on CPU (``numerics``, ``arrays``): integers wrap, integer division by
+    zero is -1, float-to-int conversion saturates, bfloat16/float16 math is done in float32
+    and rounded once, float32/bfloat16 subnormals are flushed to zero by arithmetic.
+
+    ``program_ids`` and ``grid`` (one int per grid axis) are what ``program_id`` and
+    ``num_programs`` return; using those ops without them is an error.
+    """
+    if not isinstance(fn, Function):
+        raise InterpretError(
+            f"expected a Function, got {type(fn).__name__}",
+            fix="trace or parse a function first (minipallas.trace, minipallas.parse)",
+        )
+    interp = Interpreter(
+        uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid")
+    )
+    _check_grid(interp.program_ids, interp.grid)
+    if len(args) != len(fn.params):
+        raise InterpretError(f"@{fn.name} takes {len(fn.params)} arguments, got {len(args)}")
+    bound = [
+        _bind(interp, f"argument {i} of @{fn.name}", p.type, a)
+        for i, (p, a) in enumerate(zip(fn.params, args, strict=True))
+    ]
+    with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
+        results = interp.run(fn.body, bound)
+    return tuple(_result(fn, i, r) for i, r in enumerate(results))
+
+
+def _bind(interp: Interpreter, what: str, t: Type, value: Any) -> Any:
+    if isinstance(t, RefType):
+        if not isinstance(value, np.ndarray):
+            raise InterpretError(
+                f"{what} is a {t}: expected a numpy array, got {type(value).__name__}",
+                fix="pass a numpy array; the interpreter writes into it in place",
+            )
+        _check_array(what, t, value)
+        if not value.flags.writeable:
+            raise InterpretError(
+                f"{what} is a {t}, but the array is read-only",
+                fix="pass a writable array (e.g. a copy)",
+            )
+        return Ref(value, np.ones(t.shape, np.bool_) if interp.tracking else None)
+    if isinstance(value, np.ndarray | np.generic):
+        _check_array(what, t, value)
+        return np.array(value)
+    if isinstance(value, bool | int | float) and t.shape == ():
+        return _python_scalar(what, t, value)
+    raise InterpretError(f"{what} is a {t}: expected a numpy array, got {type(value).__name__}")
+
+
+def _check_array(what: str, t: Type, value: np.ndarray | np.generic) -> None:
+    if value.dtype != dtypes.to_numpy(t.dtype) or value.shape != t.shape:
+        raise InterpretError(
+            f"{what} must be {t.value_type if isinstance(t, RefType) else t}, "
+            f"got an array of {describe(value)}",
+            fix="convert with .astype(...) / reshape it first; the interpreter does not cast",
+        )
+
+
+def _python_scalar(what: str, t: Type, value: bool | int | float) -> np.ndarray:
+    np_dtype = dtypes.to_numpy(t.dtype)
+    if t.dtype == "bool":
+        fits = isinstance(value, bool)
+    elif dtypes.is_int(t.dtype):
+        info = np.iinfo(np_dtype)
+        fits = isinstance(value, int) and not isinstance(value, bool)
+        fits = fits and info.min <= value <= info.max
+    else:  # floats round to nearest; ints too large for a Python float do not fit
+        fits = not isinstance(value, bool)
+        try:
+            value = float(value)
+        except OverflowError:
+            fits = False
+    if not fits:
+        raise InterpretError(
+            f"{what} is a {t}: the Python value {value!r} does not convert to it exactly",
+            fix=f"pass a value of dtype {t.dtype}",
+        )
+    return np.array(value, np_dtype)
+
+
+def _axes(values: Sequence[int] | None, name: str) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    try:
+        axes = tuple(values)
+    except TypeError:
+        axes = None
+    if axes is None or not all(isinstance(v, int | np.integer) and v >= 0 for v in axes):
+        raise InterpretError(f"{name} must be a tuple of non-negative ints, got {values!r}")
+    return tuple(int(v) for v in axes)
+
+
+def _check_grid(program_ids: tuple[int, ...] | None, grid: tuple[int, ...] | None) -> None:
+    if program_ids is None or grid is None:
+        return
+    if len(program_ids) != len(grid) or any(p >= g for p, g in zip(program_ids, grid, strict=True)):
+        raise InterpretError(
+            f"program_ids={program_ids} is not a point of grid={grid}",
+            fix="give one id per grid axis, each below that axis's size",
+        )
+
+
+def _result(fn: Function, i: int, value: Any) -> np.ndarray:
+    """A fresh, writable copy; checks the interpreter produced the declared type."""
+    out = np.array(value)
+    t = fn.result_types[i]
+    if out.dtype != dtypes.to_numpy(t.dtype) or out.shape != t.shape:
+        raise InterpretError(
+            f"result {i} of @{fn.name} came out as {describe(out)}, declared {t}",
+            fix="this is an interpreter bug; please report it with the program",
+        )
+    return out

@@ -1,0 +1,50 @@
+"""Rules for control flow: ``for``, ``while``, ``cond`` and ``call``.
+
+Regions are closed, so each rule binds region parameters from its own operands (refs pass
+through as the same ``Ref`` objects: a body's writes are the caller's) and runs the region.
+Execution is sequential: a ``while`` condition sees the body's writes from the previous trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from minipallas.ir.core import Op
+from minipallas.ir.interpret.engine import Interpreter, rule
+
+
+@rule("for")
+def for_(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
+    """``i`` runs from ``lower`` to ``upper - 1`` (no trips when ``upper <= lower``)."""
+    (body,) = op.regions
+    lower, upper = args[0], args[1]
+    n = op.attrs["num_consts"]
+    consts, carries = list(args[2 : 2 + n]), list(args[2 + n :])
+    index_type = lower.dtype.type
+    for i in range(int(lower), int(upper)):
+        carries = interp.run(body, [index_type(i), *consts, *carries])
+    return carries
+
+
+@rule("while")
+def while_(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
+    cond, body = op.regions
+    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+    cond_consts, body_consts = list(args[:nc]), list(args[nc : nc + nb])
+    carries = list(args[nc + nb :])
+    while bool(interp.run(cond, [*cond_consts, *carries])[0]):
+        carries = interp.run(body, [*body_consts, *carries])
+    return carries
+
+
+@rule("cond")
+def cond(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
+    """The branch index is clamped into ``[0, N-1]``, as ``lax.switch`` does."""
+    index = min(max(int(args[0]), 0), len(op.regions) - 1)
+    return interp.run(op.regions[index], args[1:])
+
+
+@rule("call")
+def call(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
+    return interp.run(op.attrs["callee"].body, args)

@@ -1,0 +1,31 @@
+"""Rules for scoped allocation: ``run_scoped`` and the ``uninitialized`` value.
+
+Each entry into a ``run_scoped`` body allocates fresh buffers (a loop around it gets new ones
+every iteration), filled with ``engine.fill_value``; the ``uninitialized`` value discharge
+starts an allocation from holds the same fill, so both forms of a program read the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op
+from minipallas.ir.interpret.engine import Interpreter, fill_value, rule
+
+
+@rule("run_scoped")
+def run_scoped(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
+    (body,) = op.regions
+    n_alloc = len(body.params) - len(args)
+    allocations = [interp.allocate(p.type) for p in body.params[:n_alloc]]
+    return interp.run(body, [*allocations, *args])
+
+
+@rule("uninitialized")
+def uninitialized(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    t = op.attrs["type"]
+    return (np.full(t.shape, fill_value(t.dtype), dtypes.to_numpy(t.dtype)),)

@@ -1,0 +1,111 @@
+"""Rules for the state ops: ``get``, ``swap``, ``addupdate``, masked ``load`` and ``store``.
+
+Operands are the ref, the indexer's dynamic index values, then value operands. Each rule
+locates its window (``windows.locate``; out-of-range handling lives there) and acts on the
+ref's numpy storage in place, so every view and indexer of one buffer sees every write.
+
+Under initialization tracking a read of an element never written is an error: ``get``,
+``load`` (on the lanes its mask enables) and ``addupdate`` (which reads what it adds to).
+``swap`` is not checked: ``ref[...] = v`` is a ``swap`` whose old value is usually unused, and
+its old value from fresh scratch is the fill value. Writes mark their elements written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from minipallas.ir import indexing
+from minipallas.ir.core import Op
+from minipallas.ir.interpret import numerics
+from minipallas.ir.interpret.engine import Interpreter, Ref, fill_value, rule
+from minipallas.ir.interpret.windows import (
+    Access,
+    accumulate,
+    locate,
+    read,
+    through,
+    unwritten,
+    write,
+)
+
+
+def _window(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[Ref, Access, Sequence]:
+    """The ref, where the op's window lands in its storage, and the remaining operands."""
+    ref = args[0]
+    indexer = op.attrs["indexer"]
+    n = indexing.num_dyn(indexer)
+    access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
+    return ref, access, args[1 + n :]
+
+
+def check_initialized(
+    interp: Interpreter, op: Op, ref: Ref, access: Access, mask: Any = None
+) -> None:
+    """Under tracking, raise if the window (where ``mask`` is true) holds an unwritten element."""
+    if ref.written is None:
+        return
+    position = unwritten(ref, access, mask)
+    if position is not None:
+        raise interp.error(
+            op,
+            f"reads element {list(position)} of its window, which was never written",
+            fix="scoped buffers start uninitialized: write before reading (or pass "
+            "uninitialized='nan' to read the fill value upstream JAX gives it)",
+        )
+
+
+def _mark_written(ref: Ref, access: Access, mask: Any = None) -> None:
+    if ref.written is not None:
+        write(ref.written, access, True, mask)
+
+
+@rule("get")
+def get(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    ref, access, _ = _window(interp, op, args)
+    check_initialized(interp, op, ref, access)
+    return (read(ref.data, access),)
+
+
+@rule("swap")
+def swap(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    ref, access, (value,) = _window(interp, op, args)
+    old = read(ref.data, access)
+    write(ref.data, access, value)
+    _mark_written(ref, access)
+    return (old,)
+
+
+@rule("addupdate")
+def addupdate(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    ref, access, (value,) = _window(interp, op, args)
+    check_initialized(interp, op, ref, access)
+    dtype = op.operands[0].type.dtype
+    accumulate(ref.data, access, value, lambda old, new: numerics.add(old, new, dtype))
+    return ()
+
+
+@rule("load")
+def load(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    """Masked-off lanes read ``other``, or the fill value (NaN / int minimum / False)."""
+    ref, access, rest = _window(interp, op, args)
+    value = read(ref.data, access)
+    if not op.attrs.get("masked"):
+        check_initialized(interp, op, ref, access)
+        return (value,)
+    mask = rest[0]
+    check_initialized(interp, op, ref, access, mask)
+    other = rest[1] if op.attrs.get("has_other") else fill_value(op.results[0].type.dtype)
+    return (np.where(mask, value, other),)
+
+
+@rule("store")
+def store(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    """Masked-off lanes keep what they held."""
+    ref, access, rest = _window(interp, op, args)
+    mask = rest[1] if op.attrs.get("masked") else None
+    write(ref.data, access, rest[0], mask)
+    _mark_written(ref, access, mask)
+    return ()
