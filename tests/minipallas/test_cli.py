@@ -1,0 +1,204 @@
+"""``minipallas-opt``: called in-process through ``main`` (with capsys) and, once, as the
+installed console script."""
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+from minipallas.cli import main
+
+KERNEL = textwrap.dedent("""
+    func @kernel(%r: Ref{f32[8]}, %i: i32[]) -> (f32[]) {
+      %v = get %r[%i] : f32[]
+      %w = neg %v : f32[]
+      store %r[%i], %w
+      return %v
+    }
+""").lstrip()
+PRINTED = textwrap.dedent("""
+    func @kernel(%0: Ref{f32[8]}, %1: i32[]) -> (f32[]) effects {read 0, write 0} {
+      %2 = get %0[%1] : f32[]
+      %3 = neg %2 : f32[]
+      store %0[%1], %3
+      return %2
+    }
+""").lstrip()
+
+
+@pytest.fixture
+def kernel_file(tmp_path):
+    path = tmp_path / "kernel.mir"
+    path.write_text(KERNEL)
+    return path
+
+
+def test_parse_verify_print(kernel_file, capsys):
+    assert main([str(kernel_file)]) == 0
+    out, err = capsys.readouterr()
+    assert out == PRINTED
+    assert err == ""
+
+
+def test_reads_stdin(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(KERNEL))
+    assert main(["-"]) == 0
+    assert capsys.readouterr().out == PRINTED
+
+
+def test_parse_error_is_reported_at_line_and_column(tmp_path, capsys):
+    path = tmp_path / "bad.mir"
+    path.write_text(KERNEL.replace("%w = neg %v : f32[]", "%w = neg %v f32[]"))
+    assert main([str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"{path}:3:15: expected ':' after operand list, got 'f32'\n"
+
+
+def test_stdin_errors_name_stdin(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("func @f() -> () {\n  %x = what\n"))
+    assert main(["-"]) == 1
+    assert capsys.readouterr().err == "<stdin>:2:8: unknown op 'what'\n"
+
+
+def test_verifier_errors_are_reported(tmp_path, capsys):
+    # well formed text, every op well typed, but functions may not return refs
+    path = tmp_path / "ref_result.mir"
+    path.write_text("func @f(%r: Ref{f32[8]}) -> (Ref{f32[8]}) {\n  return %r\n}\n")
+    assert main([str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"{path}: ")
+    assert "result 0 of @f is a Ref (Ref{f32[8]})" in err
+    assert "Traceback" not in err
+
+
+def test_missing_file(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.mir")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_locations_flag(kernel_file, capsys):
+    assert main([str(kernel_file), "--locations"]) == 0
+    assert "%2 = get %0[%1] : f32[] loc(2:3)" in capsys.readouterr().out
+
+
+def test_print_effects(kernel_file, capsys):
+    assert main([str(kernel_file), "--print-effects"]) == 0
+    out = capsys.readouterr().out
+    assert out == "// effects of @kernel: {read 0, write 0}\n" + PRINTED
+
+
+def fake_pipeline(monkeypatch, calls):
+    """Stands in for ``minipallas.passes.pipeline`` to check what the CLI asks of it."""
+
+    def run(fn, pipeline, *, verify=False, after_each=None):
+        calls.append((pipeline, verify, after_each is not None))
+        for name in pipeline.split(","):
+            if after_each is not None:
+                after_each(name, fn)
+        return fn
+
+    module = types.ModuleType("minipallas.passes.pipeline")
+    module.run = run
+    monkeypatch.setitem(sys.modules, "minipallas.passes.pipeline", module)
+
+
+def test_pipeline_and_print_ir_after_all(kernel_file, capsys, monkeypatch):
+    calls = []
+    fake_pipeline(monkeypatch, calls)
+    assert main([str(kernel_file), "--pass-pipeline=a,b", "--print-ir-after-all"]) == 0
+    assert calls == [("a,b", True, True)]
+    out = capsys.readouterr().out
+    assert out == (
+        "// -----// IR Dump After a //----- //\n" + PRINTED + "\n"
+        "// -----// IR Dump After b //----- //\n" + PRINTED + "\n" + PRINTED
+    )
+
+
+def test_pipeline_without_dumps(kernel_file, capsys, monkeypatch):
+    calls = []
+    fake_pipeline(monkeypatch, calls)
+    assert main([str(kernel_file), "--pass-pipeline=a"]) == 0
+    assert calls == [("a", True, False)]
+    assert capsys.readouterr().out == PRINTED
+
+
+def test_real_pipeline_discharges(kernel_file, capsys):
+    assert main([str(kernel_file), "--pass-pipeline=collectives,discharge"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("func @kernel(%0: f32[8], %1: i32[]) -> (f32[], f32[8]) {")
+
+
+def test_unknown_pass_is_a_clean_error(kernel_file, capsys):
+    assert main([str(kernel_file), "--pass-pipeline=nonsense"]) == 1
+    out, err = capsys.readouterr()
+    assert "unknown pass 'nonsense'" in err
+    assert "Traceback" not in err
+    assert out == ""
+
+
+def test_collective_axes_error_keeps_upstream_message(tmp_path, capsys):
+    path = tmp_path / "shared.mir"
+    path.write_text(
+        textwrap.dedent("""
+        func @f() -> () {
+          run_scoped() collective_axes ("x") {
+          ^(%s: Ref{f32[8]}):
+            yield
+          }
+          return
+        }
+    """)
+    )
+    assert main([str(path), "--pass-pipeline=collectives"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{path}: run_scoped discharge does not support collective_axes yet."
+    assert "3:3" in err[1]
+
+
+def test_split_input_file(tmp_path, capsys):
+    path = tmp_path / "pieces.mir"
+    path.write_text(
+        "func @a() -> () {\n  return\n}\n// -----\nfunc @b() -> () {\n  %x = nope\n}\n"
+        "// -----\nfunc @c() -> () {\n  return\n}\n"
+    )
+    assert main([str(path), "--split-input-file"]) == 1
+    out, err = capsys.readouterr()
+    assert (
+        out
+        == "func @a() -> () {\n  return\n}\n// -----\n// -----\nfunc @c() -> () {\n  return\n}\n"
+    )
+    assert err == f"{path}:6:8: unknown op 'nope'\n"
+
+
+def test_bad_arguments_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--no-such-flag", "x.mir"])
+    assert info.value.code == 2
+
+
+def test_console_script_and_module(kernel_file):
+    bindir = os.path.dirname(sys.executable)
+    for command in (
+        [os.path.join(bindir, "minipallas-opt"), "-"],
+        [sys.executable, "-m", "minipallas.cli", "-"],
+    ):
+        run = subprocess.run(command, input=KERNEL, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == PRINTED
+    run = subprocess.run(
+        [os.path.join(bindir, "minipallas-opt"), "-"],
+        input="func @f(",
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 1
+    assert (
+        run.stderr == "<stdin>:1:9: expected a parameter name like %0 in the parameter "
+        "list, got end of input\n"
+    )
