@@ -83,3 +83,19 @@ def test_non_editable_install_has_the_same_layout(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(str(target))
+
+
+def test_every_source_package_is_listed_in_setup_cfg():
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = set(cfg["options"]["packages"].split())
+    roots = {"minipallas": "minipallas", "ir": "minipallas.ir", "passes": "minipallas.passes",
+             "lowering": "minipallas.lowering"}  # fmt: skip
+    found = set()
+    for folder, package in roots.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((package, *parts)))
+    assert found == listed

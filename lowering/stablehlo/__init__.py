@@ -1,0 +1,32 @@
+"""Lowering of pure minipallas functions to StableHLO, built with jaxlib's MLIR bindings.
+
+``lower_stablehlo(fn)`` takes a discharged (pure) function and returns a verified MLIR module
+whose public ``@main`` is ``fn``: one argument per parameter, one result per result; functions
+it calls become private ``func.func``s. The rules live one file per op family and register
+themselves in ``context.RULES`` when imported here.
+"""
+
+from __future__ import annotations
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Function
+from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.stablehlo import arrays, control, indexed, kernel, scoped  # noqa: F401
+from minipallas.lowering.stablehlo.context import RULES, LoweringContext, register
+
+__all__ = ["RULES", "LoweringContext", "lower_stablehlo", "register"]
+
+
+def lower_stablehlo(fn: Function) -> ir.Module:
+    """The StableHLO module of a pure function, checked by the MLIR verifier."""
+    ctx = LoweringContext()
+    ctx.lower_entry(fn)
+    with ctx.mlir:
+        try:
+            ctx.module.operation.verify()
+        except ir.MLIRError as e:
+            raise PassError(
+                f"the StableHLO module emitted for @{fn.name} fails the MLIR verifier: {e}",
+                fix="this is a bug in minipallas's lowering rules; please report it",
+            ) from None
+    return ctx.module

@@ -1,0 +1,275 @@
+"""StableHLO rules for the pure array ops: constants, elementwise math, shapes, reductions, dot.
+
+Most ops map one to one. Where StableHLO leaves a result implementation-defined, the rule
+spells out the reference interpreter's choice with selects, so the module means the same on
+every backend:
+
+- integer ``div`` by zero gives -1 (all ones for unsigned), ``rem`` by zero gives the dividend,
+  and ``INT_MIN / -1`` gives ``INT_MIN`` (``rem``: 0), as XLA defines them;
+- integer ``pow`` with a negative exponent gives 1 for base 1, else 0;
+- ``convert`` from a float to an integer rounds toward zero, saturates at the integer's range,
+  and maps NaN to 0;
+- transcendental functions of bfloat16/float16 are computed in float32 and rounded once,
+  except ``logistic``, whose steps each round to the dtype (XLA's expansion).
+
+Transcendentals match the interpreter (numpy) within a few ulps, not bit for bit; float sums
+and ``dot`` match it to rounding (the order of additions differs). XLA:CPU flushes float32 and
+bfloat16 subnormals to zero in arithmetic (FTZ/DAZ); the interpreter models that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op
+from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.stablehlo import emit
+from minipallas.lowering.stablehlo.context import LoweringContext, register
+
+_BINARY = {
+    "add": stablehlo.AddOp,
+    "sub": stablehlo.SubtractOp,
+    "mul": stablehlo.MulOp,
+    "max": stablehlo.MaxOp,
+    "min": stablehlo.MinOp,
+    "and": stablehlo.AndOp,
+    "or": stablehlo.OrOp,
+    "xor": stablehlo.XorOp,
+}
+_UNARY = {"neg": stablehlo.NegOp, "not": stablehlo.NotOp}
+_TRANSCENDENTAL = {
+    "exp": stablehlo.ExpOp,
+    "log": stablehlo.LogOp,
+    "tanh": stablehlo.TanhOp,
+    "sqrt": stablehlo.SqrtOp,
+    "rsqrt": stablehlo.RsqrtOp,
+    "sin": stablehlo.SineOp,
+    "cos": stablehlo.CosineOp,
+}
+_COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
+
+
+def _dtype(op: Op, i: int = 0) -> str:
+    return op.operands[i].type.dtype
+
+
+@register(*_BINARY)
+def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    return [_BINARY[op.name](x, y).result]
+
+
+@register("pow")
+def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    """Integer ``pow`` with a negative exponent is 1 for base 1 and 0 for any other base
+    (``jnp.power``'s rule, which the interpreter follows; ``stablehlo.power`` gives -1 to the
+    power of a negative odd exponent as -1). An unsigned exponent of 2**31 or more counts as
+    negative, its bits read as signed."""
+    dtype = _dtype(op)
+    power = stablehlo.PowOp(x, y).result
+    if dtypes.is_float(dtype):
+        return [power]
+    if dtype == "uint32":
+        negative = emit.compare(y, emit.like(2**31 - 1, y), "GT")
+    else:
+        negative = emit.compare(y, emit.like(0, y), "LT")
+    one = emit.compare(x, emit.like(1, x), "EQ")
+    inverse = emit.select(one, emit.like(1, x), emit.like(0, x))
+    return [emit.select(negative, inverse, power)]
+
+
+@register(*_UNARY)
+def unary(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_UNARY[op.name](x).result]
+
+
+@register(*_TRANSCENDENTAL)
+def transcendental(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_in_float32(_TRANSCENDENTAL[op.name], x, _dtype(op))]
+
+
+def _in_float32(kind: type, x: ir.Value, dtype: str) -> ir.Value:
+    """bfloat16/float16 computed in float32 and rounded once, whatever the backend does."""
+    if dtype in ("bfloat16", "float16"):
+        return emit.convert(kind(emit.convert(x, "float32")).result, dtype)
+    return kind(x).result
+
+
+@register("logistic")
+def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``1 / (1 + exp(-x))``, each step rounded to the dtype, as the interpreter defines it.
+
+    Spelled out rather than ``stablehlo.logistic``, whose rounding XLA:CPU picks per dtype
+    (bfloat16 once in float32, float16 step by step)."""
+    one = emit.like(1, x)
+    e = _in_float32(stablehlo.ExpOp, stablehlo.NegOp(x).result, _dtype(op))
+    return [stablehlo.DivOp(one, stablehlo.AddOp(one, e).result).result]
+
+
+@register("abs")
+def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    if _dtype(op) == "uint32":
+        return [x]  # every unsigned value is its own magnitude; stablehlo.abs rejects ui32
+    return [stablehlo.AbsOp(x).result]
+
+
+@register(*_COMPARE)
+def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    return [emit.compare(x, y, _COMPARE[op.name])]
+
+
+@register("div", "rem")
+def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    """Floats divide as IEEE says; integers get a defined result for the two C traps."""
+    dtype = _dtype(op)
+    kind = stablehlo.DivOp if op.name == "div" else stablehlo.RemOp
+    if dtypes.is_float(dtype):
+        return [kind(x, y).result]
+    by_zero = emit.compare(y, emit.like(0, y), "EQ")
+    trap = by_zero
+    if dtypes.is_signed(dtype):
+        int_min = emit.like(np.iinfo(dtypes.to_numpy(dtype)).min, x)
+        overflow = stablehlo.AndOp(
+            emit.compare(x, int_min, "EQ"), emit.compare(y, emit.like(-1, y), "EQ")
+        ).result
+        trap = stablehlo.OrOp(by_zero, overflow).result
+    # Divide by 1 where C would trap: x / 1 == x is INT_MIN / -1's answer, x % 1 == 0 its rem.
+    safe = kind(x, emit.select(trap, emit.like(1, y), y)).result
+    on_zero = emit.like(-1, x) if op.name == "div" else x
+    return [emit.select(by_zero, on_zero, safe)]
+
+
+@register("select")
+def select(
+    ctx: LoweringContext, op: Op, pred: ir.Value, x: ir.Value, y: ir.Value
+) -> Sequence[ir.Value]:
+    return [emit.select(pred, x, y)]
+
+
+@register("constant")
+def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    literal = op.attrs["value"]
+    return [emit.constant(literal.array(), literal.type.dtype, literal.type.shape)]
+
+
+@register("iota")
+def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    t = op.attrs["type"]
+    return [stablehlo.IotaOp(emit.tensor_type(t), op.attrs["dimension"]).result]
+
+
+@register("convert")
+def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_convert(x, _dtype(op), op.result.type.dtype)]
+
+
+def _convert(x: ir.Value, source: str, target: str) -> ir.Value:
+    if source == target:
+        return x
+    if dtypes.is_float(source) and dtypes.is_int(target):
+        return _float_to_int(x, source, target)
+    return emit.convert(x, target)
+
+
+def _float_to_int(x: ir.Value, source: str, target: str) -> ir.Value:
+    """Round toward zero, saturate, NaN to 0: clamp in the float type first, then convert.
+
+    The clamp's ends are the floats nearest the integer range from inside it (for f32 to i32
+    the top is 2147483520); values beyond an end that is not the integer limit itself map to
+    that limit.
+    """
+    info = np.iinfo(dtypes.to_numpy(target))
+    low, high = _inner_float(info.min, source), _inner_float(info.max, source)
+    x = emit.select(emit.compare(x, x, "NE"), emit.like(0, x), x)
+    clamped = stablehlo.ClampOp(emit.like(low, x), x, emit.like(high, x)).result
+    result = emit.convert(clamped, target)
+    for limit, end, direction in ((info.max, high, "GT"), (info.min, low, "LT")):
+        if int(end) != limit:
+            beyond = emit.compare(x, emit.like(end, x), direction)
+            result = emit.select(beyond, emit.like(limit, result), result)
+    return result
+
+
+def _inner_float(limit: int, dtype: str) -> np.generic:
+    """The float of ``dtype`` nearest ``limit`` on the zero side (never infinite)."""
+    float_t = dtypes.to_numpy(dtype).type
+    with np.errstate(over="ignore"):
+        end = float_t(limit)
+    if not np.isfinite(end) or abs(int(end)) > abs(limit):
+        end = np.nextafter(end, float_t(0))
+    return end
+
+
+@register("bitcast")
+def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [stablehlo.BitcastConvertOp(emit.tensor_type(op.result.type), x).result]
+
+
+@register("broadcast_in_dim")
+def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [emit.broadcast(x, op.attrs["shape"], op.attrs["dims"])]
+
+
+@register("reshape")
+def reshape(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [emit.reshape(x, op.attrs["shape"])]
+
+
+@register("transpose")
+def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [stablehlo.TransposeOp(x, list(op.attrs["permutation"])).result]
+
+
+_REDUCE = {
+    "reduce_sum": stablehlo.AddOp,
+    "reduce_max": stablehlo.MaxOp,
+    "reduce_min": stablehlo.MinOp,
+}
+_REDUCE_BOOL = {"reduce_max": stablehlo.OrOp, "reduce_min": stablehlo.AndOp}
+
+
+def _identity(name: str, dtype: str) -> object:
+    """The reduction's starting value: what an empty axis reduces to."""
+    if name == "reduce_sum":
+        return 0
+    if dtype == "bool":
+        return name == "reduce_min"
+    if dtypes.is_float(dtype):
+        return -np.inf if name == "reduce_max" else np.inf
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    return info.min if name == "reduce_max" else info.max
+
+
+@register(*_REDUCE)
+def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``stablehlo.reduce`` with a one-op body. bfloat16/float16 sums accumulate in float32 and
+    round once, as the interpreter does; float sums match it only to rounding (tree order)."""
+    dtype = _dtype(op)
+    combine = _REDUCE_BOOL[op.name] if dtype == "bool" else _REDUCE[op.name]
+    widen = op.name == "reduce_sum" and dtype in ("bfloat16", "float16")
+    work = "float32" if widen else dtype
+    scalar = ir.RankedTensorType.get([], emit.element_type(work))
+    result = ir.RankedTensorType.get(list(op.result.type.shape), emit.element_type(work))
+    reduce_op = stablehlo.ReduceOp(
+        [result],
+        [emit.convert(x, work) if widen else x],
+        [emit.constant(_identity(op.name, dtype), work)],
+        op.attrs["axes"],
+    )
+    body = reduce_op.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(body):
+        stablehlo.ReturnOp([combine(*body.arguments).result])
+    return [emit.convert(reduce_op.result, dtype) if widen else reduce_op.result]
+
+
+@register("dot")
+def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
+    """A 2-D ``dot_general`` in the result dtype: the operands are first converted to it (as
+    ``convert`` does), as the interpreter defines ``dot``; matches it only to rounding."""
+    source, target = _dtype(op), op.result.type.dtype
+    if source != target:
+        a, b = (_convert(x, source, target) for x in (a, b))
+    numbers = stablehlo.DotDimensionNumbers.get([], [], [1], [0])
+    return [stablehlo.DotGeneralOp(emit.tensor_type(op.result.type), a, b, numbers).result]

@@ -1,0 +1,139 @@
+"""The lowering context and the rule table: how a pure minipallas function becomes StableHLO.
+
+Lowering is an interpreter over the IR (autodidax's ``jaxpr_subcomp``): an environment maps each
+minipallas ``Value`` to the MLIR value that holds it, and each op is handed to the rule
+registered for its name, which emits MLIR ops at the current insertion point and returns the
+op's results. A rule file per op family (``arrays``, ``indexed``, ``control``, ``scoped``,
+``kernel``) registers its rules with ``@register``; an op without a rule is an error naming it.
+
+Algorithm of ``LoweringContext.lower_block``:
+1. Bind the block's parameters to the given MLIR values.
+2. For each op: look up its rule, set the op's source location as the MLIR location, call the
+   rule with the MLIR values of the operands, bind the op's results to what it returns.
+3. Return the MLIR values of the block's yielded values.
+
+Functions are emitted as ``func.func``: the entry one public as ``@main`` (what XLA runs), each
+callee once, private, on its first ``call``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.location import Location
+from minipallas.ir.opdef import OPS
+from minipallas.ir.types import RefType, Type
+from minipallas.lowering.jaxlib_shim import func, ir, make_context
+from minipallas.lowering.stablehlo.emit import tensor_type
+
+
+class Rule(Protocol):
+    """Lowers one op: emits MLIR at the current insertion point, returns one value per result.
+
+    ``args`` are the MLIR values of ``op.operands``, in order. The MLIR location is already set
+    to the op's source location.
+    """
+
+    def __call__(self, ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]: ...
+
+
+RULES: dict[str, Rule] = {}
+
+
+def register(*names: str) -> Callable[[Rule], Rule]:
+    """Registers a rule for the ops ``names``."""
+
+    def add(rule: Rule) -> Rule:
+        for name in names:
+            if name in RULES:
+                raise ValueError(f"StableHLO rule for {name!r} registered twice")
+            RULES[name] = rule
+        return rule
+
+    return add
+
+
+class LoweringContext:
+    """One lowering in progress: the MLIR module being built and the functions emitted so far."""
+
+    def __init__(self) -> None:
+        self.mlir = make_context()
+        self.module = ir.Module.create(loc=ir.Location.unknown(self.mlir))
+        self._symbols: dict[int, str] = {}  # id(Function) -> its func.func symbol
+        self._taken: set[str] = {"main"}
+        self._locs: dict[Location, ir.Location] = {}
+
+    # -- functions ----------------------------------------------------------------------------
+
+    def lower_entry(self, fn: Function) -> None:
+        """Emits ``fn`` as the public ``@main``."""
+        with self.mlir, ir.Location.unknown():
+            self._emit_function(fn, "main", public=True)
+
+    def callee(self, fn: Function) -> str:
+        """The symbol of ``fn``'s private ``func.func``, emitting it on first use."""
+        if id(fn) not in self._symbols:
+            name, k = fn.name, 0
+            while name in self._taken:
+                k += 1
+                name = f"{fn.name}_{k}"
+            self._taken.add(name)
+            self._symbols[id(fn)] = name
+            self._emit_function(fn, name, public=False)
+        return self._symbols[id(fn)]
+
+    def _emit_function(self, fn: Function, name: str, public: bool) -> None:
+        params = [self.array_type(p.type, f"parameter of @{fn.name}") for p in fn.params]
+        results = [self.array_type(t, f"result of @{fn.name}") for t in fn.result_types]
+        signature = ir.FunctionType.get(params, results)
+        with ir.InsertionPoint(self.module.body), ir.Location.unknown():
+            op = func.FuncOp(name, signature)
+            if not public:
+                op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            entry = op.add_entry_block()
+            with ir.InsertionPoint(entry):
+                func.ReturnOp(self.lower_block(fn.body, list(entry.arguments)))
+
+    # -- blocks and ops -----------------------------------------------------------------------
+
+    def lower_block(self, block: Block, args: Sequence[ir.Value]) -> list[ir.Value]:
+        """Emits ``block``'s ops at the current insertion point; returns its yielded values."""
+        env: dict[Value, ir.Value] = dict(zip(block.params, args, strict=True))
+        for op in block.ops:
+            rule = RULES.get(op.name)
+            if rule is None:
+                raise PassError(
+                    "has no StableHLO lowering rule", op=op.name, loc=op.loc, fix=_fix(op)
+                )
+            with self.location(op.loc):
+                outs = rule(self, op, *(env[v] for v in op.operands))
+            env.update(zip(op.results, outs, strict=True))
+        return [env[v] for v in block.results]
+
+    def location(self, loc: Location) -> ir.Location:
+        """The MLIR location of a source location: ``file:line:col``, or unknown."""
+        if loc not in self._locs:
+            if loc:
+                self._locs[loc] = ir.Location.file(loc.file or "<ir>", loc.line, loc.col)
+            else:
+                self._locs[loc] = ir.Location.unknown()
+        return self._locs[loc]
+
+    def array_type(self, t: Type, what: str) -> ir.Type:
+        """The tensor type of an array; a ``Ref`` here means the program was not discharged."""
+        if isinstance(t, RefType):
+            raise PassError(
+                f"{what} is a Ref ({t}); StableHLO has no mutable references",
+                fix="discharge the function first (minipallas.lower does)",
+            )
+        return tensor_type(t)
+
+
+def _fix(op: Op) -> str:
+    opdef = OPS.get(op.name)
+    if (opdef is not None and opdef.effect) or op.name.startswith("ref."):
+        return "state ops must be discharged before lowering (minipallas.lower does this)"
+    return "add a rule with @register in minipallas.lowering.stablehlo"

@@ -1,0 +1,115 @@
+"""StableHLO rules for control flow: ``for`` and ``while`` loops, ``cond``, ``call``.
+
+- ``for`` and ``while`` become ``stablehlo.while``. Its regions take the whole loop state, so
+  loop-invariant operands travel as carries that the body passes back unchanged; ``for`` also
+  carries its index and upper bound (state ``[i, upper, *consts, *carries]``).
+- ``cond`` clamps its index into ``[0, N-1]`` (``lax.switch`` semantics; ``stablehlo.case``
+  would run the last branch for a negative index instead) and becomes ``stablehlo.if`` for two
+  branches, ``stablehlo.case`` for more; one branch is inlined. Branch regions of ``if``/``case``
+  take no arguments: they use the ``cond``'s operands from the enclosing region.
+- ``call`` becomes ``func.call`` of the callee's private ``func.func``, emitted once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Block, Op
+from minipallas.lowering.jaxlib_shim import func, ir, stablehlo
+from minipallas.lowering.stablehlo import emit
+from minipallas.lowering.stablehlo.context import LoweringContext, register
+
+
+def _types(values: Sequence[ir.Value]) -> list[ir.Type]:
+    return [v.type for v in values]
+
+
+def _region_block(region: ir.Region, types: Sequence[ir.Type]) -> ir.Block:
+    return region.blocks.append(*types, arg_locs=[ir.Location.current] * len(types))
+
+
+@register("for")
+def for_loop(
+    ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: ir.Value
+) -> Sequence[ir.Value]:
+    n_consts = op.attrs["num_consts"]
+    state = [lower, upper, *rest]
+    loop = stablehlo.WhileOp(_types(state), state)
+    cond = _region_block(loop.cond, _types(state))
+    with ir.InsertionPoint(cond):
+        i, hi = cond.arguments[0], cond.arguments[1]
+        stablehlo.ReturnOp([emit.compare(i, hi, "LT")])
+    body = _region_block(loop.body, _types(state))
+    with ir.InsertionPoint(body):
+        i, hi, *values = body.arguments
+        consts, carries = values[:n_consts], values[n_consts:]
+        new = ctx.lower_block(op.regions[0], [i, *consts, *carries])
+        step = stablehlo.AddOp(i, emit.like(1, i)).result
+        stablehlo.ReturnOp([step, hi, *consts, *new])
+    return list(loop.results)[2 + n_consts :]
+
+
+@register("while")
+def while_loop(ctx: LoweringContext, op: Op, *state: ir.Value) -> Sequence[ir.Value]:
+    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+    cond_region, body_region = op.regions
+    loop = stablehlo.WhileOp(_types(state), list(state))
+    cond = _region_block(loop.cond, _types(state))
+    with ir.InsertionPoint(cond):
+        args = list(cond.arguments)
+        (pred,) = ctx.lower_block(cond_region, [*args[:nc], *args[nc + nb :]])
+        stablehlo.ReturnOp([pred])
+    body = _region_block(loop.body, _types(state))
+    with ir.InsertionPoint(body):
+        args = list(body.arguments)
+        new = ctx.lower_block(body_region, [*args[nc : nc + nb], *args[nc + nb :]])
+        stablehlo.ReturnOp([*args[: nc + nb], *new])
+    return list(loop.results)[nc + nb :]
+
+
+@register("cond")
+def cond(ctx: LoweringContext, op: Op, index: ir.Value, *args: ir.Value) -> Sequence[ir.Value]:
+    branches = op.regions
+    if len(branches) == 1:
+        return ctx.lower_block(branches[0], args)
+    result_types = [emit.tensor_type(v.type) for v in op.results]
+    dtype = op.operands[0].type.dtype
+    if len(branches) == 2:
+        # index <= 0 picks branch 0, anything above picks branch 1: the clamp, in one compare
+        pred = emit.compare(index, emit.like(0, index), "GT" if dtypes.is_signed(dtype) else "NE")
+        choice = stablehlo.IfOp(result_types, pred)
+        regions = [choice.true_branch, choice.false_branch]
+        chosen = [branches[1], branches[0]]
+    else:
+        choice = stablehlo.CaseOp(
+            result_types, _clamped_index(index, dtype, len(branches)), len(branches)
+        )
+        regions, chosen = list(choice.branches), list(branches)
+    for region, branch in zip(regions, chosen, strict=True):
+        _emit_branch(ctx, region, branch, args)
+    return list(choice.results)
+
+
+def _emit_branch(
+    ctx: LoweringContext, region: ir.Region, branch: Block, args: Sequence[ir.Value]
+) -> None:
+    block = region.blocks.append()
+    with ir.InsertionPoint(block):
+        stablehlo.ReturnOp(ctx.lower_block(branch, args))
+
+
+def _clamped_index(index: ir.Value, dtype: str, n: int) -> ir.Value:
+    """The branch index as i32 in ``[0, n-1]``."""
+    if dtype == "uint32":
+        capped = stablehlo.MinOp(index, emit.like(n - 1, index)).result
+        return emit.convert(capped, "int32")
+    index = emit.convert(index, "int32") if dtype != "int32" else index
+    return stablehlo.ClampOp(emit.like(0, index), index, emit.like(n - 1, index)).result
+
+
+@register("call")
+def call(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
+    symbol = ctx.callee(op.attrs["callee"])
+    result_types = [emit.tensor_type(v.type) for v in op.results]
+    return list(func.CallOp(result_types, symbol, list(args)).results)

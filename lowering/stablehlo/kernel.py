@@ -1,0 +1,25 @@
+"""StableHLO rules for the kernel-context ops, which only mean something inside a grid.
+
+``program_id`` and ``num_programs`` name a position in a kernel's grid. A plain function lowered
+on its own has no grid, so they are rejected here; the kernel path (``pallas_call``) will bind
+them to its grid loop's indices before lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Op
+from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.stablehlo.context import LoweringContext, register
+
+
+@register("program_id", "num_programs")
+def grid_query(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    raise PassError(
+        f"axis {op.attrs['axis']} of a grid, but this function is lowered outside any kernel",
+        op=op.name,
+        loc=op.loc,
+        fix="call it inside a kernel run by minipallas.pallas_call, which provides the grid",
+    )

@@ -1,0 +1,88 @@
+"""``minipallas.compile``: run a function's lowered StableHLO module on XLA's CPU backend.
+
+The module ``minipallas.lower`` emits is the one that runs: its text goes to XLA's CPU compiler
+through jaxlib, once per function object, and each call hands numpy arrays in and out.
+Results follow the discharged convention: the function's results, then the final values of
+its ref parameters, in parameter order.
+
+The cache keeps the ``CACHE_SIZE`` most recently compiled functions (keyed by identity, so a
+function object is compiled once while it stays among them; fuzzers compile thousands).
+
+This module is ``minipallas.compiled``, not ``minipallas.compile``: importing a submodule
+named like the public function would replace ``minipallas.compile`` on the package with the module.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from minipallas.errors import MiniPallasError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Function
+from minipallas.ir.types import ArrayType
+from minipallas.lowered import Lowered, lower
+from minipallas.lowering import jaxlib_shim
+
+CACHE_SIZE = 256
+_CACHE: OrderedDict[int, tuple[Function, Compiled]] = OrderedDict()
+
+
+def compile(fn: Function) -> Compiled:  # noqa: A001 - the public name, like jax.jit's role
+    """A callable running ``fn`` on XLA:CPU; compiled on first request, then cached."""
+    hit = _CACHE.get(id(fn))
+    if hit is not None and hit[0] is fn:  # the function object itself, not a reused id
+        _CACHE.move_to_end(id(fn))
+        return hit[1]
+    compiled = Compiled(lower(fn, target="stablehlo"))
+    _CACHE[id(fn)] = (fn, compiled)
+    if len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return compiled
+
+
+class Compiled:
+    """An XLA:CPU executable for one lowered function; call it with numpy arrays."""
+
+    def __init__(self, lowered: Lowered) -> None:
+        self.lowered = lowered
+        self.param_types: tuple[ArrayType, ...] = lowered.function.param_types
+        self.executable = jaxlib_shim.cpu_compile(lowered.as_text(debug_info=False))
+
+    def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
+        if len(args) != len(self.param_types):
+            raise MiniPallasError(
+                f"@{self.lowered.function.name} takes {len(self.param_types)} arguments, "
+                f"got {len(args)}"
+            )
+        arrays = [self._check(i, a) for i, a in enumerate(args)]
+        return tuple(jaxlib_shim.cpu_execute(self.executable, arrays))
+
+    def _check(self, i: int, arg: object) -> np.ndarray:
+        expected = self.param_types[i]
+        dtype = dtypes.to_numpy(expected.dtype)
+        if type(arg) in (bool, int, float) and expected.shape == ():
+            try:
+                return np.asarray(arg, dtype=dtype)  # a Python scalar takes the parameter's dtype
+            except OverflowError:
+                pass
+        array = np.asarray(arg)
+        if array.shape != expected.shape or array.dtype != dtype:
+            got = f"{_short(array.dtype)}[{','.join(map(str, array.shape))}]"
+            raise MiniPallasError(
+                f"argument {i} of @{self.lowered.function.name} must be {expected}, got {got}",
+                fix=f"pass a numpy array of shape {expected.shape} and dtype {dtype}",
+            )
+        return array
+
+    def __repr__(self) -> str:
+        return f"<Compiled @{self.lowered.function.name} for XLA:CPU>"
+
+
+def _short(dtype: np.dtype) -> str:
+    """``f32`` for a minipallas dtype, numpy's name (``float64``) for any other."""
+    try:
+        return dtypes.SHORT[dtypes.canonicalize(dtype)]
+    except MiniPallasError:
+        return str(dtype)

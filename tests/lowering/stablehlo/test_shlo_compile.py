@@ -1,0 +1,104 @@
+"""``minipallas.compile(fn)``: runs the emitted module itself on XLA:CPU, compiles once per
+function object, checks its arguments, and returns results then final ref values."""
+
+import numpy as np
+import pytest
+from shlo_util import check, const
+
+import minipallas
+from minipallas.errors import MiniPallasError
+from minipallas.ir import ArrayType, Builder, Dyn, Int, RefType, Slice, params
+from minipallas.lowering import jaxlib_shim
+
+VEC = ArrayType((8,), "float32")
+REF = RefType((8,), "float32")
+I32 = ArrayType((), "int32")
+
+
+def accumulate():
+    """``ref[i] += x`` for a dynamic ``i``; returns the sum of ``x`` and a copy of ``ref[0]``."""
+    b = Builder()
+    r, x, i = params([REF, VEC, I32])
+    b.create("addupdate", [r, x], {"indexer": (Slice(0, 8, 1),)})
+    v = b.create("get", [r, i], {"indexer": (Int(Dyn(0)),)}).result
+    s = b.create("reduce_sum", [x], {"axes": (0,)}).result
+    return b.function("accumulate", [r, x, i], [s, v])
+
+
+def test_results_are_fresh_writable_arrays():
+    r = np.zeros(8, np.float32)
+    out = minipallas.compile(accumulate())(r, np.ones(8, np.float32), np.int32(0))
+    assert all(o.flags.writeable for o in out)
+    minipallas.interpret(accumulate(), out[2], np.ones(8, np.float32), np.int32(0))  # as a ref
+
+
+def test_stateful_results_then_final_refs():
+    r = np.arange(8, dtype=np.float32)
+    x = np.ones(8, np.float32)
+    total, at_i, final = check(accumulate(), r, x, np.int32(3))
+    assert total == 8.0 and at_i == 4.0
+    np.testing.assert_array_equal(final, np.arange(8, dtype=np.float32) + 1)
+    np.testing.assert_array_equal(r, np.arange(8, dtype=np.float32))  # inputs are not mutated
+
+
+def test_compiled_once_per_function_and_callable_many_times(monkeypatch):
+    texts = []
+    real = jaxlib_shim.cpu_compile
+
+    def counting(text):
+        texts.append(text)
+        return real(text)
+
+    monkeypatch.setattr(jaxlib_shim, "cpu_compile", counting)
+    fn = accumulate()
+    compiled = minipallas.compile(fn)
+    assert minipallas.compile(fn) is compiled
+    for k in range(3):
+        out = compiled(np.zeros(8, np.float32), np.full(8, k, np.float32), np.int32(0))
+        assert out[1] == k
+    assert len(texts) == 1
+    assert minipallas.compile(accumulate()) is not compiled  # another function object
+    assert len(texts) == 2
+
+
+def test_the_emitted_module_is_what_runs(monkeypatch):
+    texts = []
+    real = jaxlib_shim.cpu_compile
+    monkeypatch.setattr(jaxlib_shim, "cpu_compile", lambda t: texts.append(t) or real(t))
+    fn = accumulate()
+    minipallas.compile(fn)
+    assert texts == [minipallas.lower(fn).as_text(debug_info=False)]
+
+
+def test_arguments_are_checked():
+    compiled = minipallas.compile(accumulate())
+    good = (np.zeros(8, np.float32), np.zeros(8, np.float32), np.int32(0))
+    with pytest.raises(MiniPallasError, match="takes 3 arguments, got 2"):
+        compiled(*good[:2])
+    with pytest.raises(
+        MiniPallasError, match=r"argument 1 of @accumulate must be f32\[8\], got f32\[7\]"
+    ):
+        compiled(good[0], np.zeros(7, np.float32), good[2])
+    with pytest.raises(
+        MiniPallasError, match=r"argument 0 of @accumulate must be f32\[8\], got float64\[8\]"
+    ):
+        compiled(np.zeros(8), *good[1:])
+    with pytest.raises(MiniPallasError, match=r"must be i32\[\], got int64\[\]"):
+        compiled(*good[:2], np.int64(0))
+    assert compiled(*good[:2], 5)[1] == 0.0  # a Python scalar takes the parameter's dtype
+    with pytest.raises(MiniPallasError, match=r"must be i32\[\], got float64\[\]"):
+        compiled(*good[:2], np.float64(0))  # a numpy scalar keeps its own
+    with pytest.raises(MiniPallasError, match=r"must be i32\[\]"):
+        compiled(*good[:2], 2**40)
+
+
+def test_bfloat16_and_bool_arguments_and_no_arguments():
+    b = Builder()
+    x, p = params([ArrayType((3,), "bfloat16"), ArrayType((3,), "bool")])
+    y = b.create("select", [p, x, b.create("neg", [x]).result]).result
+    fn = b.function("signs", [x, p], [y])
+    import ml_dtypes
+
+    check(fn, np.array([1.5, -2, 3], ml_dtypes.bfloat16), np.array([True, False, True]))
+    b = Builder()
+    assert minipallas.compile(b.function("nothing", [], [const(b, 7, "int8")]))()[0] == 7
