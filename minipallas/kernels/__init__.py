@@ -1,0 +1,1 @@
+"""Pallas kernels: a body over refs, a grid, and block specs that cut arrays into blocks."""

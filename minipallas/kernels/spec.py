@@ -1,0 +1,86 @@
+"""The traced form of a kernel, shared by every backend (CPU grid loop, Mosaic TPU, Triton).
+
+``pallas_call`` traces the user's Python kernel and index maps into a ``Kernel``; each backend
+reads only this object, so the model is defined once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from minipallas.ir.core import Function
+from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """How one operand is cut into blocks, as ``jax.experimental.pallas.BlockSpec``.
+
+    ``block_shape`` entries of ``None`` (or ``pl.Squeezed``-like) are squeezed: the kernel sees
+    the block without that dimension. ``index_map(*grid_indices)`` returns block indices, one per
+    dimension of the array (for a squeezed dimension, the element index). A missing spec, or one
+    with ``block_shape=None``, means the whole array in one block at every grid point.
+    """
+
+    block_shape: tuple[int | None, ...] | None = None
+    index_map: Callable[..., Any] | None = None
+    memory_space: MemorySpace | None = None
+
+
+@dataclass(frozen=True)
+class TracedBlockSpec:
+    """A block spec after tracing: the full array, the block, and the index map as IR.
+
+    ``index_map`` is a Function taking one ``i32[]`` per grid axis and returning one ``i32[]``
+    block index per array dimension. ``block_shape`` has ``None`` for squeezed dimensions;
+    ``ref_type`` is the kernel's view of the block (squeezed dimensions removed).
+    """
+
+    array: ArrayType
+    block_shape: tuple[int | None, ...]
+    index_map: Function
+    ref_type: RefType
+
+    @property
+    def memory_space(self) -> MemorySpace:
+        return self.ref_type.memory_space
+
+    @property
+    def squeezed(self) -> tuple[bool, ...]:
+        return tuple(b is None for b in self.block_shape)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A traced ``pallas_call``.
+
+    ``body`` takes refs ``[*inputs, *outputs, *scratch]`` (block-shaped, in the specs' memory
+    spaces; the default is ``ANY`` for the generic path and VMEM for TPU emission) and may use
+    ``program_id`` / ``num_programs``. It returns nothing. ``in_specs``/``out_specs`` line up
+    with the inputs and outputs.
+    """
+
+    name: str
+    body: Function
+    grid: tuple[int, ...]
+    in_specs: tuple[TracedBlockSpec, ...]
+    out_specs: tuple[TracedBlockSpec, ...]
+    scratch_types: tuple[RefType, ...] = ()
+    dimension_semantics: tuple[str, ...] | None = None
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.in_specs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.out_specs)
+
+    @property
+    def out_types(self) -> tuple[ArrayType, ...]:
+        return tuple(s.array for s in self.out_specs)
+
+
+DEFAULT_MEMORY_SPACE = ANY
