@@ -25,6 +25,8 @@ def test_tour_shows_every_stage():
     assert "run_scoped" not in pure and "swap" not in pure and "get " not in pure
     assert "dynamic_update_slice" in pure
     assert "the cleaned pure program gives the same bits: True" in out
+    assert "stablehlo.while" in out and "func.func @main" in out
+    assert "XLA's result equals the interpreter's, bit for bit: True" in out
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLES.glob("*.py")))
