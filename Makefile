@@ -27,6 +27,7 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/ir_bench.py
+	$(PY) bench/discharge_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,233 @@
+"""``python -m minipallas.fuzz``: a long campaign checking discharge on random programs.
+
+Each program is drawn by the hypothesis strategy ``minipallas.generate.programs`` and checked
+by ``minipallas.generate.check.check_all_modes``: full and random partial discharge, each with
+and without cleanup, bit for bit against the reference interpreter, every output verified.
+
+The campaign runs in batches of hypothesis runs, each with its own seed (derived from
+``--seed``), until ``--count`` programs or ``--seconds`` have passed, checked between batches
+(a test that stopped early on the clock would make hypothesis's replays disagree). When a
+program fails, hypothesis shrinks it; the smallest failing program is printed as text IR
+(with the output of the failing pass), saved under ``--save DIR`` if given, and the campaign
+goes on with the next batch. At the end it prints programs/second and a summary by failing
+stage; the exit code is 1 if anything failed.
+
+``--replay FILE`` re-checks a saved failure (its header holds the mode and the input seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minipallas.generate import Config, inputs
+from minipallas.generate.check import PropertyFailure, check_all_modes
+
+
+@dataclass
+class Failure:
+    stage: str
+    message: str
+    program: str
+    detail: str  # the failing pass's output, when it produced one
+    partial: list[bool]
+    input_seed: int
+
+
+@dataclass
+class Campaign:
+    """Counts and findings of one run; ``deadline`` is a ``time.monotonic()`` value."""
+
+    count: int
+    deadline: float
+    programs: int = 0
+    ops: int = 0
+    shrink_runs: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    last_failure: Failure | None = None
+
+    def done(self) -> bool:
+        return self.programs >= self.count or time.monotonic() >= self.deadline
+
+
+def _failing_output(fn: object, error: PropertyFailure) -> str:
+    """The failing pass's output for the failing mode, as text (empty if the pass crashed)."""
+    from minipallas.passes.cleanup import cleanup
+    from minipallas.passes.discharge import discharge
+
+    if error.mode is None or error.stage in ("original", "discharge"):
+        return ""
+    mode, clean = error.mode
+    try:
+        out = discharge(fn, mode)  # type: ignore[arg-type]
+        return str(cleanup(out) if clean and error.stage != "cleanup" else out)
+    except Exception as e:  # the failure itself is what we report
+        return f"(could not rebuild the output: {type(e).__name__}: {e})"
+
+
+def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
+    """One hypothesis run of up to ``batch`` programs; records a shrunk failure if any."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
+    from minipallas.generate import programs
+
+    strategy = programs(config)
+    failed = False
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=batch,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )
+    @given(st.data())
+    def one(data: st.DataObject) -> None:
+        nonlocal failed
+        try:
+            fn = data.draw(strategy)
+        except Exception as e:  # a generator bug: it must only draw well-typed programs
+            failed = True
+            campaign.last_failure = Failure("generate", f"{type(e).__name__}: {e}", "", "", [], 0)
+            raise
+        partial = [data.draw(st.booleans()) for _ in fn.params]
+        input_seed = data.draw(st.integers(0, 2**16))
+        if failed:
+            campaign.shrink_runs += 1
+        else:
+            campaign.programs += 1
+            campaign.ops += sum(1 for f in (fn, *fn.callees()) for _ in f.walk())
+        try:
+            check_all_modes(fn, inputs(fn, input_seed), partial)
+        except PropertyFailure as e:
+            failed = True
+            campaign.last_failure = Failure(
+                e.stage, str(e), str(fn), _failing_output(fn, e), partial, input_seed
+            )
+            for note in getattr(e, "__notes__", ()):
+                campaign.last_failure.message += f"\n{note}"
+            raise
+
+    try:
+        one()
+    except Exception:  # hypothesis re-raises the shrunk example's failure last
+        if campaign.last_failure is None:
+            raise  # not a finding: hypothesis itself failed
+        campaign.failures.append(campaign.last_failure)
+        campaign.last_failure = None
+
+
+def report(failure: Failure, number: int, save: Path | None) -> None:
+    text = (
+        f"# stage: {failure.stage}\n"
+        f"# should_discharge (partial mode): {failure.partial}\n"
+        f"# input seed: {failure.input_seed}\n"
+        + "".join(f"# {line}\n" for line in failure.message.splitlines())
+        + failure.program
+        + "\n"
+    )
+    print(f"\n=== failure {number}: {failure.stage} ===")
+    print(text)
+    if failure.detail:
+        print("--- output of the failing pass ---")
+        print(failure.detail)
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        path = save / f"failure-{number:03d}-{failure.stage}.mlir"
+        path.write_text(text)
+        print(f"saved to {path}")
+
+
+def replay(path: Path) -> int:
+    """Re-checks a saved failure; 0 if it now passes."""
+    from minipallas.ir.parser import parse
+
+    text = path.read_text()
+    header = dict(
+        line[2:].split(": ", 1)
+        for line in text.splitlines()
+        if line.startswith("# ") and ": " in line
+    )
+    fn = parse("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    partial = [
+        p.strip() == "True"
+        for p in header["should_discharge (partial mode)"].strip("[]").split(",")
+        if p.strip()
+    ]
+    args = inputs(fn, int(header["input seed"]))
+    try:
+        check_all_modes(fn, args, partial)
+    except PropertyFailure as e:
+        print(e)
+        return 1
+    print(f"{path}: passes now")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m minipallas.fuzz", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--count", type=int, default=100_000, help="stop after N programs")
+    parser.add_argument("--seconds", type=float, default=60.0, help="stop after S seconds")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the whole campaign")
+    parser.add_argument("--save", type=Path, metavar="DIR", help="save failures here as text IR")
+    parser.add_argument("--batch", type=int, default=50, help="programs per hypothesis run")
+    parser.add_argument(
+        "--max-stmts", type=int, default=16, help="statements per program body, at most"
+    )
+    parser.add_argument("--max-failures", type=int, default=10, help="stop after N failures")
+    parser.add_argument("--replay", type=Path, metavar="FILE", help="re-check a saved failure")
+    args = parser.parse_args(argv)
+    if args.replay:
+        return replay(args.replay)
+
+    config = Config(max_stmts=args.max_stmts)
+    start = time.monotonic()
+    campaign = Campaign(args.count, start + args.seconds)
+    seeds = random.Random(args.seed)
+    next_progress = start + 5
+    print(f"fuzzing discharge: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
+    while not campaign.done() and len(campaign.failures) < args.max_failures:
+        before = len(campaign.failures)
+        run_batch(
+            campaign, config, min(args.batch, args.count - campaign.programs), seeds.getrandbits(64)
+        )
+        for k in range(before, len(campaign.failures)):
+            report(campaign.failures[k], k + 1, args.save)
+        if time.monotonic() >= next_progress:
+            next_progress = time.monotonic() + 5
+            rate = campaign.programs / (time.monotonic() - start)
+            print(
+                f"  {campaign.programs} programs, {len(campaign.failures)} failures, "
+                f"{rate:.1f} programs/s",
+                flush=True,
+            )
+
+    elapsed = time.monotonic() - start
+    stages = Counter(f.stage for f in campaign.failures)
+    print(
+        f"\n{campaign.programs} programs ({campaign.ops} ops) in {elapsed:.1f} s: "
+        f"{campaign.programs / elapsed:.1f} programs/second, "
+        f"{campaign.ops / elapsed:.0f} ops/second"
+    )
+    print(f"shrink runs: {campaign.shrink_runs}")
+    if not campaign.failures:
+        print("no failures")
+        return 0
+    print(f"{len(campaign.failures)} failures: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,438 @@
+"""The sampler: draws a random, well-typed stateful ``Program`` one statement at a time.
+
+Algorithm:
+1. Draw the parameters: one to four refs of random shapes and dtypes (0-d included) and a few
+   arrays (often integer scalars, which then serve as dynamic indices).
+2. Draw statements into the top-level body until the statement budget (hypothesis) or the op
+   target (benchmarks) is reached. Each statement comes from a weighted menu, simplest first:
+   array computation, ``get``, ``swap``, ``addupdate``, masked ``load``/``store``, a view, and
+   the region statements ``run_scoped``, ``for``, ``while``, ``cond`` and ``call``, which draw
+   their bodies the same way, one level deeper, up to ``Config.max_depth``.
+3. Yield a few arrays as the program's results.
+
+Values come from *pools*: every array a statement defines is filed under its type in its
+scope, and a statement that needs an operand of type ``T`` either reuses a visible variable of
+that type (inner or outer scope: outer ones become captures in the IR) or makes a fresh one
+(a constant, or a small expression). Picks look only at the most recent few candidates, so
+drawing a statement costs the same at op 100 000 as at op 10: the sampler is linear.
+
+Every statement's result types come from the op's own type rule (``infer_result_types``), so
+a program that samples is well typed by construction. What keeps results bit-reproducible:
+float sums and products of matrices are never drawn (order-dependent); floats are never
+converted to integers (undefined for NaN); masked-off lanes of a load without ``other`` are
+always replaced through a ``select`` with the same mask; integer-array writes use distinct
+in-range positions (duplicates only for integer ``addupdate``, where order cannot matter).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from minipallas.generate.choices import Choices
+from minipallas.generate.program import Body, Program, Stmt, Var
+from minipallas.ir import dtypes
+from minipallas.ir.builder import infer_result_types
+from minipallas.ir.literal import Literal
+from minipallas.ir.types import ArrayType, RefType, Type
+
+ALL_DTYPES = ("float32", "bfloat16", "float16", "int32", "int8", "uint32", "bool")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the generator may draw. Switch a feature off to isolate a bug or suit a back end."""
+
+    dtypes: tuple[str, ...] = ALL_DTYPES
+    max_stmts: int = 10  # statements drawn into the top-level body; nested bodies get half
+    max_depth: int = 3  # how deeply regions (run_scoped, loops, cond, call) nest
+    max_rank: int = 3
+    max_dim: int = 4
+    view_kinds: tuple[str, ...] = ("at", "reshape", "bitcast", "transpose")
+    max_view_chain: int = 3  # views of views of ... of a root ref, at most this deep
+    array_indexers: bool = True
+    masked: bool = True
+    scoped: bool = True
+    loops: bool = True
+    conds: bool = True
+    calls: bool = True
+    memory_spaces: tuple[str, ...] = ("any", "tpu.vmem", "tpu.smem", "gpu.smem")
+    read_uninitialized: bool = True  # scratch may be read before anything is written to it
+    transcendental: bool = True  # exp and tanh on floats
+
+
+class Scope:
+    """The variables one body defines, filed for quick picking, and what it may write."""
+
+    __slots__ = (
+        "parent", "body", "depth", "arrays", "all_arrays", "refs", "roots", "readonly", "windows"
+    )  # fmt: skip
+
+    def __init__(
+        self, parent: Scope | None, body: Body, readonly: frozenset[Var] = frozenset()
+    ) -> None:
+        self.parent = parent
+        self.body = body
+        self.depth = parent.depth + 1 if parent else 0
+        self.arrays: dict[Type, list[Var]] = {}
+        self.all_arrays: list[Var] = []
+        self.refs: list[Var] = []
+        self.roots: list[Var] = []  # parameters and allocations: refs no view is built from
+        self.readonly = readonly  # roots this body must not write (``None`` member: none)
+        self.windows: list[tuple] = []  # (ref, indexer, dyn, unique) state ops used here
+
+    def chain(self) -> list[Scope]:
+        scopes, s = [], self
+        while s is not None:
+            scopes.append(s)
+            s = s.parent
+        return scopes
+
+    def add(self, v: Var) -> None:
+        if isinstance(v.type, ArrayType):
+            self.arrays.setdefault(v.type, []).append(v)
+            self.all_arrays.append(v)
+
+
+NO_WRITES = frozenset({None})  # a ``readonly`` set that forbids every write (while conditions)
+RECENT = 8  # picks look at this many most recent candidates of a scope
+
+
+class Sampler:
+    """Draws one ``Program`` from a ``Choices`` source under a ``Config``."""
+
+    def __init__(self, choices: Choices, config: Config | None = None) -> None:
+        self.c = choices
+        self.cfg = config or Config()
+        self._ids = itertools.count()
+        self.root: dict[Var, Var] = {}  # ref variable -> the parameter or allocation it views
+        self.chain_length: dict[Var, int] = {}  # view -> how many views it is from its root
+        self.ops = 0
+        self.callees: list[Program] = []  # drawn callees, which a later call may call again
+
+    # -- programs and bodies -------------------------------------------------------------
+
+    def program(self, n_ops: int | None = None, name: str = "generated") -> Program:
+        """Draws a program; ``n_ops`` asks for about that many ops instead of a small budget."""
+        body = Body()
+        scope = Scope(None, body)
+        refs = [self.ref_param(scope) for _ in range(self.c.integer(1, 4))]
+        arrays = [self.array_param(scope) for _ in range(self.c.integer(0, 3))]
+        body.params = (*refs, *arrays)
+        if n_ops is None:
+            self.fill(scope, self.c.integer(min(2, self.cfg.max_stmts), self.cfg.max_stmts))
+        else:
+            while self.ops < n_ops:
+                self.statement(scope)
+        body.results = tuple(self.some_arrays(scope, self.c.integer(0, 3)))
+        return Program(name, body)
+
+    def ref_param(self, scope: Scope) -> Var:
+        space = "any" if self.c.chance(0.7) else self.c.pick(self.cfg.memory_spaces)
+        return self.new_root(scope, RefType(self.shape(), self.dtype(), space))
+
+    def array_param(self, scope: Scope) -> Var:
+        t = ArrayType((), "int32") if self.c.chance(0.6) else ArrayType(self.shape(), self.dtype())
+        v = self.var(t)
+        scope.add(v)
+        return v
+
+    def new_root(self, scope: Scope, t: RefType) -> Var:
+        v = self.var(t)
+        self.root[v] = v
+        scope.refs.append(v)
+        scope.roots.append(v)
+        return v
+
+    def fill(self, scope: Scope, n: int) -> None:
+        for _ in range(n):
+            self.statement(scope)
+
+    def nested_count(self) -> int:
+        return self.c.integer(0, self.cfg.max_stmts // 2 + 1)
+
+    def statement(self, scope: Scope) -> None:
+        from minipallas.generate import regions, state  # they build on this module
+
+        cfg, deep = self.cfg, scope.depth < self.cfg.max_depth
+        menu: list[tuple[int, Callable[[Sampler, Scope], None]]] = [
+            (6, compute),
+            (8, state.get),
+            (6, state.swap),
+            (4, state.addupdate),
+            (3 * cfg.masked, state.load),
+            (3 * cfg.masked, state.store),
+            (4 * bool(cfg.view_kinds), state.view),
+            (2 * (cfg.scoped and deep), regions.run_scoped),
+            (2 * (cfg.loops and deep), regions.for_loop),
+            (1 * (cfg.loops and deep), regions.while_loop),
+            (2 * (cfg.conds and deep), regions.cond),
+            (1 * (cfg.calls and deep), regions.call),
+        ]
+        self.c.weighted([(w, f) for w, f in menu if w])(self, scope)
+
+    # -- variables and statements --------------------------------------------------------
+
+    def var(self, t: Type) -> Var:
+        return Var(t, next(self._ids))
+
+    def emit(
+        self,
+        scope: Scope,
+        op: str,
+        args: Sequence[Var],
+        attrs: dict | None = None,
+        *,
+        out_types: Sequence[Type] | None = None,
+        bodies: tuple[Body, ...] = (),
+        pool: bool = True,
+    ) -> tuple[Var, ...]:
+        """Appends a statement; plain ops get their result types from the op's type rule."""
+        attrs = attrs or {}
+        if out_types is None:
+            out_types = infer_result_types(op, [a.type for a in args], attrs, ())
+        outs = tuple(self.var(t) for t in out_types)
+        scope.body.stmts.append(Stmt(op, tuple(args), attrs, outs, bodies))
+        self.ops += 1
+        if pool:
+            for v in outs:
+                scope.add(v)
+        return outs
+
+    def emit1(self, scope: Scope, op: str, args: Sequence[Var], attrs: dict | None = None) -> Var:
+        (out,) = self.emit(scope, op, args, attrs)
+        return out
+
+    # -- picking what is visible ---------------------------------------------------------
+
+    def recent(self, items: list) -> object:
+        return items[-1 - self.c.integer(0, min(len(items), RECENT) - 1)]
+
+    def find(self, scope: Scope, t: Type) -> Var | None:
+        """A visible array variable of type ``t``, or None."""
+        lists = [lst for s in scope.chain() if (lst := s.arrays.get(t))]
+        return self.recent(self.c.pick(lists)) if lists else None  # type: ignore[return-value]
+
+    def any_array(self, scope: Scope) -> Var | None:
+        lists = [s.all_arrays for s in scope.chain() if s.all_arrays]
+        return self.recent(self.c.pick(lists)) if lists else None  # type: ignore[return-value]
+
+    def some_arrays(self, scope: Scope, n: int) -> list[Var]:
+        found = (self.any_array(scope) for _ in range(n))
+        return [v for v in found if v is not None]
+
+    def writable(self, scope: Scope, ref: Var) -> bool:
+        return None not in scope.readonly and self.root[ref] not in scope.readonly
+
+    def pick_ref(
+        self, scope: Scope, write: bool = False, ok: Callable[[Var], bool] | None = None
+    ) -> Var | None:
+        """A visible ref (a writable one when ``write``), tried a few times; None if none fit."""
+        if write and None in scope.readonly:
+            return None
+        lists = [s.refs for s in scope.chain() if s.refs]
+        for _ in range(4):
+            ref: Var = self.recent(self.c.pick(lists))  # type: ignore[assignment]
+            if (not write or self.writable(scope, ref)) and (ok is None or ok(ref)):
+                return ref
+        return None
+
+    def region_readonly(self, scope: Scope) -> frozenset[Var]:
+        """For a loop or branch body: the enclosing read-only roots plus a random few more."""
+        roots = [r for s in scope.chain() for r in s.roots]
+        return scope.readonly | frozenset(self.c.subset(roots, 0.3))
+
+    # -- types -----------------------------------------------------------------------------
+
+    def dtype(self) -> str:
+        return self.c.pick(self.cfg.dtypes)
+
+    def shape(self) -> tuple[int, ...]:
+        rank = self.c.integer(0, self.cfg.max_rank)
+        return tuple(
+            0 if self.c.chance(0.02) else self.c.integer(1, self.cfg.max_dim) for _ in range(rank)
+        )
+
+    # -- values ------------------------------------------------------------------------------
+
+    def obtain(self, scope: Scope, t: ArrayType, depth: int = 0) -> Var:
+        """A variable of type ``t``: reused from a visible pool, a constant, or an expression."""
+        how = self.c.weighted([(6, "reuse"), (2, "constant"), (3 * (depth < 2), "derive")])
+        if how == "reuse":
+            found = self.find(scope, t) or self.adapt(scope, t)
+            if found is not None:
+                return found
+        if how == "derive":
+            return derive(self, scope, t, depth + 1)
+        return self.constant(scope, t)
+
+    def adapt(self, scope: Scope, t: ArrayType) -> Var | None:
+        """A visible value of ``t``'s shape converted to ``t``'s dtype, or None if none is."""
+        for dtype in self.cfg.dtypes:
+            if dtype != t.dtype and convertible(dtype, t.dtype):
+                found = self.find(scope, ArrayType(t.shape, dtype))
+                if found is not None:
+                    return self.emit1(scope, "convert", (found,), {"dtype": t.dtype})
+        return None
+
+    def constant(self, scope: Scope, t: ArrayType) -> Var:
+        if t.size <= 1 or self.c.chance(0.6):
+            value = np.full(t.shape, self.c.pick(_SPLATS[_kind(t.dtype)]))
+        else:
+            value = random_values(np.random.default_rng(self.c.integer(0, 1 << 16)), t)
+        return self.emit1(scope, "constant", (), {"value": Literal.of(value, t.dtype)})
+
+    def index_constant(self, scope: Scope, value: np.ndarray, dtype: str = "int32") -> Var:
+        return self.emit1(scope, "constant", (), {"value": Literal.of(value, dtype)})
+
+
+def _kind(dtype: str) -> str:
+    if dtypes.is_float(dtype):
+        return "float"
+    return dtype if dtype in ("bool", "uint32", "int8") else "int"
+
+
+_SPLATS = {
+    "float": (0.0, 1.0, -1.0, 0.5, 2.0, -0.0, 3.25, -7.5, float("nan"), float("inf")),
+    "int": (0, 1, -1, 2, 3, -5, 7, 1 << 30, -(1 << 31)),
+    "int8": (0, 1, -1, 2, 3, -5, 127, -128),
+    "uint32": (0, 1, 2, 3, 7, 1 << 31, (1 << 32) - 1),
+    "bool": (False, True),
+}
+
+
+def random_values(rng: np.random.Generator, t: ArrayType) -> np.ndarray:
+    """Random contents of type ``t``, with a sprinkle of edge values for floats."""
+    np_dtype = dtypes.to_numpy(t.dtype)
+    if t.dtype == "bool":
+        return rng.random(t.shape) < 0.5
+    if dtypes.is_float(t.dtype):
+        x = np.round(rng.standard_normal(t.shape) * 4, 2)
+        specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0])
+        x = np.where(rng.random(t.shape) < 0.05, rng.choice(specials, t.shape), x)
+        return x.astype(np_dtype)
+    info = np.iinfo(np_dtype)
+    if rng.random() < 0.2:
+        return rng.integers(info.min, info.max, t.shape, endpoint=True, dtype=np_dtype)
+    return rng.integers(max(info.min, -6), 14, t.shape, dtype=np.int64).astype(np_dtype)
+
+
+# -- array computation ------------------------------------------------------------------------
+
+BINARY = {
+    "float": ("add", "sub", "mul", "div", "max", "min"),
+    "int": ("add", "sub", "mul", "max", "min", "and", "or", "xor"),
+    "bool": ("and", "or", "xor", "max", "min"),
+}
+UNARY = {"float": ("neg", "abs"), "int": ("neg", "abs", "not"), "bool": ("not",)}
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+BITCAST_PARTNERS = {
+    "float32": ("int32", "uint32"),
+    "int32": ("float32", "uint32"),
+    "uint32": ("float32", "int32"),
+    "bfloat16": ("float16",),
+    "float16": ("bfloat16",),
+}
+
+
+def _family(dtype: str) -> str:
+    return "float" if dtypes.is_float(dtype) else ("bool" if dtype == "bool" else "int")
+
+
+def derive(s: Sampler, scope: Scope, t: ArrayType, depth: int) -> Var:
+    """A small expression of type ``t`` over visible values."""
+    fam = _family(t.dtype)
+    menu = [(3, "binary"), (2, "unary"), (2, "convert"), (1, "select"), (1, "broadcast")]
+    if fam != "bool" and t.ndim:
+        menu.append((1, "iota"))
+    if fam == "bool":
+        menu.append((4, "compare"))
+    how = s.c.weighted(menu)
+    if how == "binary":
+        op = s.c.pick(BINARY[fam])
+        return s.emit1(scope, op, (s.obtain(scope, t, depth), s.obtain(scope, t, depth)))
+    if how == "unary":
+        ops = UNARY[fam]
+        if fam == "float" and s.cfg.transcendental:
+            ops = (*ops, "exp", "tanh")
+        return s.emit1(scope, s.c.pick(ops), (s.obtain(scope, t, depth),))
+    if how == "compare":
+        src = ArrayType(t.shape, s.c.pick([d for d in s.cfg.dtypes if d != "bool"] or ["int32"]))
+        op = s.c.pick(COMPARE)
+        return s.emit1(scope, op, (s.obtain(scope, src, depth), s.obtain(scope, src, depth)))
+    if how == "select":
+        pred = s.obtain(scope, ArrayType(t.shape, "bool"), depth)
+        return s.emit1(
+            scope, "select", (pred, s.obtain(scope, t, depth), s.obtain(scope, t, depth))
+        )
+    if how == "broadcast":
+        x = s.obtain(scope, ArrayType((), t.dtype), depth)
+        return s.emit1(scope, "broadcast_in_dim", (x,), {"shape": t.shape, "dims": ()})
+    if how == "iota":
+        return s.emit1(scope, "iota", (), {"type": t, "dimension": s.c.integer(0, t.ndim - 1)})
+    sources = [d for d in s.cfg.dtypes if d != t.dtype and convertible(d, t.dtype)]
+    if not sources:
+        return s.constant(scope, t)
+    x = s.obtain(scope, ArrayType(t.shape, s.c.pick(sources)), depth)
+    return s.emit1(scope, "convert", (x,), {"dtype": t.dtype})
+
+
+def convertible(src: str, dst: str) -> bool:
+    """Conversions with one defined result on every input (no float -> integer)."""
+    return not (dtypes.is_float(src) and dtypes.is_int(dst))
+
+
+def compute(s: Sampler, scope: Scope) -> None:
+    """One array statement reshaping, reducing, converting or combining a visible value."""
+    x = s.any_array(scope)
+    if x is None:
+        s.constant(scope, ArrayType(s.shape(), s.dtype()))
+        return
+    t: ArrayType = x.type  # type: ignore[assignment]
+    how = s.c.pick(("elementwise", "convert", "bitcast", "reshape", "transpose", "reduce", "dot"))
+    if how == "convert":
+        targets = [d for d in s.cfg.dtypes if convertible(t.dtype, d)]
+        s.emit1(scope, "convert", (x,), {"dtype": s.c.pick(targets)})
+    elif how == "bitcast" and t.dtype in BITCAST_PARTNERS:
+        s.emit1(scope, "bitcast", (x,), {"dtype": s.c.pick(BITCAST_PARTNERS[t.dtype])})
+    elif how == "reshape":
+        s.emit1(scope, "reshape", (x,), {"shape": factor_shape(s.c, t.size, t.shape)})
+    elif how == "transpose" and t.ndim >= 2:
+        perm = tuple(permutation(s.c, t.ndim))
+        s.emit1(scope, "transpose", (x,), {"permutation": perm})
+    elif how == "reduce" and t.ndim >= 1:
+        ops = ["reduce_max", "reduce_min"] + (["reduce_sum"] * dtypes.is_int(t.dtype))
+        axes = tuple(a for a in range(t.ndim) if s.c.chance(0.5))
+        s.emit1(scope, s.c.pick(ops), (x,), {"axes": axes})
+    elif how == "dot" and t.ndim == 2 and t.dtype == "int32":
+        y = s.obtain(scope, ArrayType((t.shape[1], s.c.integer(1, s.cfg.max_dim)), "int32"))
+        s.emit1(scope, "dot", (x, y), {"dtype": "int32"})
+    else:
+        derive(s, scope, t, 1)
+
+
+def factor_shape(c: Choices, size: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    """A random shape with ``size`` elements (rank 0 to 3); ``old`` itself when size is 0."""
+    if size == 0:
+        return old
+    factors, n, p = [], size, 2
+    while n > 1:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    dims = [1] * c.integer(1 if size > 1 else 0, 3)
+    for f in factors:
+        dims[c.integer(0, len(dims) - 1)] *= f
+    return tuple(dims)
+
+
+def permutation(c: Choices, n: int) -> list[int]:
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = c.integer(0, i)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm

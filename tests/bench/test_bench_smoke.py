@@ -1,0 +1,63 @@
+"""The benchmarks run at a tiny size and print the rows they should: one per size, whose op
+counts are those of the generated (and discharged, cleaned) programs, and a ratio row."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import common  # noqa: E402
+import discharge_bench  # noqa: E402
+import ir_bench  # noqa: E402
+
+from minipallas.passes.cleanup import cleanup  # noqa: E402
+from minipallas.passes.discharge import discharge  # noqa: E402
+
+SIZES = [150, 300]
+
+
+def _rows(text, title):
+    """The data rows (split into cells) of the table printed after the line starting ``title``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = []
+    for line in lines[start + 3 :]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_ir_bench_prints_one_row_per_size_with_the_generated_op_counts(capsys):
+    ir_bench.main(["--sizes", ",".join(map(str, SIZES)), "--seed", "3"])
+    out = capsys.readouterr().out
+    rows = _rows(out, "generated programs")
+    expected = [common.op_count(common.generated(n, 3)) for n in SIZES]
+    assert [int(r[0]) for r in rows[:-1]] == expected
+    assert all(abs(ops - n) <= n // 5 for ops, n in zip(expected, SIZES, strict=True))
+    assert rows[-1][:2] == ["ratio", f"{expected[-1]}/{expected[0]}"]
+    assert all(float(cell) > 0 for row in rows[:-1] for cell in row[1:])
+
+    traced = _rows(out, "traced Python kernel")
+    assert len(traced) == len(SIZES) + 1
+    assert int(traced[0][0]) < int(traced[1][0])
+
+
+def test_discharge_bench_prints_op_counts_before_and_after(capsys):
+    discharge_bench.main(["--sizes", ",".join(map(str, SIZES))])
+    rows = _rows(capsys.readouterr().out, "discharge of generated programs")
+    assert len(rows) == len(SIZES) + 1 and rows[-1][0] == "ratio"
+    for row, n in zip(rows, SIZES, strict=False):
+        fn = common.generated(n, 0)
+        pure = discharge(fn)
+        counts = [common.op_count(f) for f in (fn, pure, cleanup(pure))]
+        assert [int(c) for c in row[:3]] == counts
+
+
+@pytest.mark.parametrize("bad", ["x", "10,y"])
+def test_sizes_flag_rejects_non_integers(bad):
+    with pytest.raises(SystemExit):
+        common.parse_args("bench", ["--sizes", bad])
