@@ -32,3 +32,16 @@ def test_tour_shows_every_stage():
 @pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLES.glob("*.py")))
 def test_example_runs(path):
     assert _run(path).strip()
+
+
+def test_discharge_chapter_shows_carries_and_cond_results():
+    out = _run("discharge.py")
+    stateful, rest = out.split("--- effects ---")
+    effects, discharged = rest.split("--- discharged")
+    assert "addupdate" in stateful and "ref.at" in stateful
+    assert "function: read 0, read 1, accum 1, read 2, write 2" in effects
+    # x is only read: a loop constant; acc is accumulated: a carry; out: the cond's only result.
+    assert "for %4 to %5 (%0) iter (%6, %1)" in discharged
+    assert "}] : f32[8]" in discharged
+    assert "addupdate" not in discharged and "ref.at" not in discharged
+    assert "agree bit for bit: True" in out

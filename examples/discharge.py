@@ -1,0 +1,72 @@
+"""Discharge, step by step: from a program over refs to a pure function.
+
+The program below touches three refs in different ways: ``x`` is only read, ``acc`` is
+accumulated into through a view, and ``out`` is written in one branch of a ``cond``. We print
+the stateful IR, its effects (per function and per region op), the discharged IR, and the
+cleaned IR, and check at each step that the meaning did not change.
+"""
+
+import numpy as np
+
+import minipallas as mp
+import minipallas.numpy as jnp
+
+
+def program(x_ref, acc_ref, out_ref, flag):
+    def body(i, carry):
+        row = x_ref[i, :]  # read-only: becomes a loop constant
+        mp.addupdate(acc_ref.at[0], (slice(None),), row)  # accumulate through a view
+        return carry + row.sum()
+
+    total = mp.fori_loop(0, 4, body, jnp.float32(0))
+
+    @mp.when(flag > 0)
+    def _():
+        out_ref[...] = acc_ref[0, :] * 2  # written in one branch only
+
+    return total
+
+
+def show(title: str, fn: mp.Function) -> None:
+    print(f"\n--- {title} ({mp.count_ops(fn)} ops) ---")
+    print(fn)
+
+
+def main() -> None:
+    types = (
+        mp.RefType((4, 8), jnp.float32),
+        mp.RefType((2, 8), jnp.float32),
+        mp.RefType((8,), jnp.float32),
+        mp.ArrayType((), jnp.int32),
+    )
+    fn = mp.trace(program, *types)
+    show("stateful IR", fn)
+
+    print("\n--- effects ---")
+    print("function:", ", ".join(str(e) for e in sorted(mp.effects(fn))))
+    for op in fn.body.ops:
+        if op.regions:
+            effects = ", ".join(str(e) for e in sorted(mp.effects(op)))
+            print(f"{op.name} at line {op.loc.line}: {{{effects}}} (positions are its operands)")
+
+    pure = mp.discharge(fn)
+    mp.verify(pure)
+    show("discharged: refs became arrays, results gained their final values", pure)
+    clean = mp.cleanup(pure)
+    mp.verify(clean)
+    show("cleaned", clean)
+
+    rng = np.random.default_rng(1)
+    x = rng.integers(-4, 4, (4, 8)).astype(np.float32)
+    acc = np.zeros((2, 8), np.float32)
+    out = np.zeros(8, np.float32)
+    refs = (x.copy(), acc.copy(), out.copy())
+    (total,) = mp.interpret(fn, *refs, np.int32(1))
+    total2, *finals = mp.interpret(clean, x, acc, out, np.int32(1))
+    assert total2 == total and all(np.array_equal(a, b) for a, b in zip(refs, finals, strict=True))
+    assert np.array_equal(refs[2], 2 * x.sum(axis=0))
+    print("\nstateful and cleaned pure program agree bit for bit: True")
+
+
+if __name__ == "__main__":
+    main()
