@@ -69,3 +69,131 @@ def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarra
     buffers = [jax.device_put(a, device) for a in arrays]
     results = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
     return [np.array(shards[0]) for shards in results]
+
+
+# --- Triton (the GPU path) -------------------------------------------------------------------
+
+
+def triton_bindings() -> tuple[Any, Any, Any, Any]:
+    """jaxlib's Triton dialect bindings (``tt``) and the ``arith``, ``scf``, ``math`` dialects."""
+    from jaxlib.mlir.dialects import arith, math, scf
+    from jaxlib.triton import dialect as tt
+
+    return tt, arith, scf, math
+
+
+def make_triton_context() -> ir.Context:
+    """An MLIR context with ``make_context``'s dialects plus Triton's ``tt``, registered the way
+    upstream Pallas's Triton lowering registers it."""
+    tt, *_ = triton_bindings()
+    context = make_context()
+    tt.register_dialect(context)
+    context.load_all_available_dialects()
+    return context
+
+
+def gpu_available() -> bool:
+    """Whether jax sees a CUDA GPU in this process."""
+    import jax
+
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False
+
+
+def gpu_triton_function(
+    module: ir.Module,
+    name: str,
+    grid: Sequence[int],
+    out_types: Sequence[tuple[tuple[int, ...], np.dtype]],
+    *,
+    num_warps: int = 4,
+    num_stages: int = 3,
+) -> Any:
+    """A jitted jax function launching a Triton module once over ``grid`` (up to 3 axes), its
+    arguments then its outputs as the kernel's pointers, through XLA's Triton custom call: the
+    path upstream Pallas takes with jaxlib 0.10.2 (``__gpu$xla.gpu.triton``, the module as
+    bytecode). Lowers for ``"cuda"`` on any machine; runs only where jax sees a CUDA GPU."""
+    import io
+
+    import jax
+    from jax._src import core as jax_core
+    from jax._src.interpreters import mlir as jax_mlir
+
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    x, y, z = (*grid, 1, 1, 1)[:3]
+    avals = [jax_core.ShapedArray(shape, dtype) for shape, dtype in out_types]
+    call = jax_core.Primitive(f"minipallas_triton_{name}")
+    call.multiple_results = True
+    call.def_abstract_eval(lambda *_: avals)
+
+    def lowering(ctx: Any, *operands: Any) -> Any:
+        config = dict(
+            name=ir.StringAttr.get(name),
+            ir=ir.StringAttr.get(buf.getvalue()),
+            num_stages=jax_mlir.i32_attr(num_stages),
+            num_warps=jax_mlir.i32_attr(num_warps),
+            grid_x=jax_mlir.i32_attr(x),
+            grid_y=jax_mlir.i32_attr(y),
+            grid_z=jax_mlir.i32_attr(z),
+            debug=ir.BoolAttr.get(False),
+        )
+        return jax_mlir.custom_call(
+            call_target_name="__gpu$xla.gpu.triton",
+            result_types=[jax_mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out],
+            operands=list(operands),
+            backend_config=config,
+            api_version=4,
+        ).results
+
+    jax_mlir.register_lowering(call, lowering, platform="cuda")
+    return jax.jit(lambda *a: call.bind(*a))
+
+
+def gpu_triton_call(
+    module: ir.Module,
+    name: str,
+    grid: Sequence[int],
+    arrays: Sequence[np.ndarray],
+    out_types: Sequence[tuple[tuple[int, ...], np.dtype]],
+    *,
+    num_warps: int = 4,
+    num_stages: int = 3,
+) -> list[np.ndarray]:
+    """Runs ``gpu_triton_function`` on the first CUDA device; returns numpy arrays."""
+    import jax
+
+    fn = gpu_triton_function(
+        module, name, grid, out_types, num_warps=num_warps, num_stages=num_stages
+    )
+    device = jax.devices("cuda")[0]
+    outs = fn(*(jax.device_put(a, device) for a in arrays))
+    return [np.asarray(o) for o in outs]
+
+
+# --- Mosaic TPU (``minipallas.lowering.tpu``) ---------------------------------------------------
+# The dialects a Mosaic kernel is written in: arith, math, memref, scf, vector and jaxlib's own
+# ``tpu`` dialect (``jaxlib.mosaic.python.tpu``), whose bindings are registered per context.
+
+from jaxlib.mlir import passmanager  # noqa: E402
+from jaxlib.mlir.dialects import arith, math, memref, scf, vector  # noqa: E402
+from jaxlib.mosaic.python import tpu  # noqa: E402
+
+__all__ += ["arith", "canonicalize", "make_tpu_context", "math", "memref", "scf", "tpu", "vector"]
+
+
+def make_tpu_context() -> ir.Context:
+    """``make_context()`` with Mosaic's ``tpu`` dialect registered, as Pallas TPU lowering does."""
+    context = make_context()
+    tpu.register_dialect(context)
+    return context
+
+
+def canonicalize(module: ir.Module) -> None:
+    """Runs MLIR's ``canonicalize`` pass on ``module`` in place: folds constants, removes dead
+    ops and applies each loaded dialect's patterns (``tpu``'s included). Upstream Pallas runs the
+    same pipeline before printing a Mosaic module (``pallas_call(..., debug=True)``)."""
+    with module.context:
+        passmanager.PassManager.parse("builtin.module(canonicalize)").run(module.operation)

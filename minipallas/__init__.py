@@ -52,8 +52,14 @@ _PUBLIC = {
     # lowering and running
     "lower": "minipallas.lowered",
     "compile": "minipallas.compiled",
+    # interop with upstream JAX
+    "from_jaxpr": "minipallas.interop",
+    "to_jax": "minipallas.interop",
+    # kernels
+    "pallas_call": "minipallas.kernels.pallas_call",
+    "BlockSpec": "minipallas.kernels.spec",
 }
-_SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering")
+_SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering", "difftest")
 
 __all__ = [
     "InterpretError",

@@ -7,7 +7,16 @@
     minipallas-opt kernel.mir --pass-pipeline=collectives,discharge,cleanup --print-ir-after-all
     minipallas-opt kernel.mir --print-effects --locations
 
-The text's last function is the one worked on; the functions before it are its callees. With
+    minipallas-opt kernel.mir --emit=stablehlo        # discharge and lower to StableHLO
+    minipallas-opt kernel.py --emit=tpu               # a pallas_call's Mosaic TPU kernel
+    minipallas-opt kernel.py --emit=stablehlo         # a pallas_call's CPU program
+    minipallas-opt kernel.py --emit=gpu               # a pallas_call's Triton GPU kernel
+    minipallas-opt kernel.py --emit=ptx               # ... compiled to PTX by triton
+
+The text's last function is the one worked on; the functions before it are its callees.
+``--emit`` prints MLIR instead of minipallas IR: for a text IR file, ``stablehlo`` lowers the
+(transformed) function with ``minipallas.lower``; a Python kernel file (see ``KERNEL_FILE``)
+is lowered with its ``pallas_call``'s ``lower(..., target=...)``. With
 ``--split-input-file`` the input is cut at lines reading ``// -----`` and each piece is handled
 on its own (an error in one does not stop the others), as ``mlir-opt`` does; line numbers in
 messages stay those of the whole file. Errors in the input are printed to stderr as
@@ -28,13 +37,31 @@ from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
+EMIT_TARGETS = ("ir", "stablehlo", "tpu", "gpu", "ptx")
+KERNEL_ONLY = ("tpu", "gpu", "ptx")
+KERNEL_FILE = """\
+kernel files: a Python file (ending in .py) that defines a minipallas.pallas_call named
+`kernel` or `KERNEL` and its example inputs, a sequence of minipallas.ArrayType (or arrays)
+named `args` or `ARGS`; with --emit=tpu or --emit=stablehlo it is lowered for that target:
+
+    import minipallas as mp
+    def add(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+    f32 = mp.ArrayType((64, 256), "float32")
+    spec = mp.BlockSpec((8, 128), lambda i, j: (i, j))
+    KERNEL = mp.pallas_call(add, f32, grid=(8, 2), in_specs=[spec, spec], out_specs=spec)
+    ARGS = (f32, f32)
+"""
 
 
 def _arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="minipallas-opt", description="Parse, verify, transform and print minipallas IR."
+        prog="minipallas-opt",
+        description="Parse, verify, transform and print minipallas IR; emit MLIR.",
+        epilog=KERNEL_FILE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("file", help="text IR file, or '-' for stdin")
+    ap.add_argument("file", help="text IR file, kernel file (.py), or '-' for stdin")
     ap.add_argument(
         "--pass-pipeline",
         metavar="PASSES",
@@ -54,6 +81,18 @@ def _arguments() -> argparse.ArgumentParser:
         action="store_true",
         help="handle each '// -----'-separated piece of the input on its own",
     )
+    ap.add_argument(
+        "--emit",
+        choices=EMIT_TARGETS,
+        default="ir",
+        help="what to print: minipallas IR (default), StableHLO, or a kernel file's Mosaic TPU "
+        "module, Triton GPU module (gpu), or that module compiled to PTX by triton (ptx)",
+    )
+    ap.add_argument(
+        "--promote-scratch",
+        action="store_true",
+        help="with --emit=tpu: keep register-sized scoped scratch in vector registers",
+    )
     return ap
 
 
@@ -61,6 +100,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit code (0 ok, 1 bad input, 2 bad arguments)."""
     args = _arguments().parse_args(argv)
     name = "<stdin>" if args.file == "-" else args.file
+    if args.promote_scratch and args.emit != "tpu":
+        print("minipallas-opt: --promote-scratch goes with --emit=tpu", file=sys.stderr)
+        return 2
+    if args.file.endswith(".py"):
+        return _kernel_file(args, name)
+    if args.emit in KERNEL_ONLY:
+        print(
+            f"minipallas-opt: --emit={args.emit} takes a kernel file (.py defining a "
+            "pallas_call named kernel or KERNEL), not text IR",
+            file=sys.stderr,
+        )
+        return 2
     try:
         text = sys.stdin.read() if args.file == "-" else open(args.file).read()
     except OSError as e:
@@ -108,7 +159,55 @@ def _process(text: str, args: argparse.Namespace) -> None:
         fn = run(fn, args.pass_pipeline, verify=True, after_each=after_each)
     if args.print_effects:
         print(_effects_report(fn))
+    if args.emit == "stablehlo":
+        from minipallas.lowered import lower
+
+        print(lower(fn).as_text(debug_info=args.locations), end="")
+        return
     print(print_function(fn, locations=args.locations))
+
+
+def _kernel_file(args: argparse.Namespace, name: str) -> int:
+    """Lowers the ``pallas_call`` a Python kernel file defines (``KERNEL_FILE``)."""
+    import runpy
+
+    if args.emit == "ir":
+        print(
+            f"minipallas-opt: {name} is a kernel file; choose --emit=tpu, gpu, ptx or stablehlo",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        namespace = runpy.run_path(args.file, run_name="__minipallas_kernel__")
+    except MiniPallasError as e:
+        print(_describe(e, name), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"minipallas-opt: cannot read {name}: {e.strerror}", file=sys.stderr)
+        return 1
+    calls = [namespace[k] for k in ("kernel", "KERNEL") if hasattr(namespace.get(k), "lower")]
+    inputs = namespace.get("args", namespace.get("ARGS"))
+    if not calls or inputs is None:
+        print(
+            f"minipallas-opt: {name} must define a pallas_call named kernel or KERNEL and its "
+            "example inputs named args or ARGS",
+            file=sys.stderr,
+        )
+        return 1
+    options = {"promote_scratch": True} if args.promote_scratch else {}
+    target = "gpu" if args.emit == "ptx" else args.emit
+    try:
+        lowered = calls[0].lower(*inputs, target=target, **options)
+        if args.emit == "ptx":
+            from minipallas.lowering.gpu.ptx import compile_ptx
+
+            print(compile_ptx(lowered).ptx, end="")
+            return 0
+    except MiniPallasError as e:
+        print(_describe(e, name), file=sys.stderr)
+        return 1
+    print(lowered.as_text(debug_info=args.locations), end="")
+    return 0
 
 
 def _effects_report(fn: Function) -> str:

@@ -13,6 +13,9 @@ named like the public function would replace ``minipallas.lower`` on the package
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from minipallas.errors import PassError
 from minipallas.ir.core import Function
 from minipallas.lowering.jaxlib_shim import ir
@@ -22,12 +25,21 @@ TARGETS = ("stablehlo",)
 
 class Lowered:
     """A lowered function: ``str()`` is the MLIR text (with source locations), ``.module`` the
-    bindings' module, ``.function`` the pure minipallas function it was emitted from."""
+    bindings' module, ``.function`` the minipallas function it was emitted from (pure for
+    StableHLO; a kernel body for TPU), ``.info`` what the backend reports about the lowering
+    (TPU: the dimension semantics and why, the scratch promotion's op counts)."""
 
-    def __init__(self, target: str, module: ir.Module, function: Function) -> None:
+    def __init__(
+        self,
+        target: str,
+        module: ir.Module,
+        function: Function,
+        info: Mapping[str, Any] | None = None,
+    ) -> None:
         self.target = target
         self.module = module
         self.function = function
+        self.info = dict(info or {})
 
     def as_text(self, debug_info: bool = True) -> str:
         """The module's MLIR text; ``debug_info`` prints each op's ``loc(...)``."""

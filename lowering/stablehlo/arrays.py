@@ -87,6 +87,11 @@ def unary(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 @register(*_TRANSCENDENTAL)
 def transcendental(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """bfloat16 is emitted as is, as jax emits it: XLA:CPU computes it in float32 and rounds
+    once anyway, while an explicit ``convert`` of the operand would let XLA skip rounding an
+    arithmetic result to bfloat16 (excess precision), unlike the interpreter and upstream."""
+    if _dtype(op) == "bfloat16":
+        return [_TRANSCENDENTAL[op.name](x).result]
     return [_in_float32(_TRANSCENDENTAL[op.name], x, _dtype(op))]
 
 
@@ -267,9 +272,12 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 @register("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
     """A 2-D ``dot_general`` in the result dtype: the operands are first converted to it (as
-    ``convert`` does), as the interpreter defines ``dot``; matches it only to rounding."""
+    ``convert`` does), as the interpreter defines ``dot``; matches it only to rounding.
+    bfloat16/float16 operands with a float32 result go in as they are (jax's
+    ``preferred_element_type``): the products are the same, and XLA:CPU then sums them in
+    the order it uses for jax's dots."""
     source, target = _dtype(op), op.result.type.dtype
-    if source != target:
+    if source != target and not (source in ("bfloat16", "float16") and target == "float32"):
         a, b = (_convert(x, source, target) for x in (a, b))
     numbers = stablehlo.DotDimensionNumbers.get([], [], [1], [0])
     return [stablehlo.DotGeneralOp(emit.tensor_type(op.result.type), a, b, numbers).result]

@@ -27,6 +27,11 @@ def test_tour_shows_every_stage():
     assert "the cleaned pure program gives the same bits: True" in out
     assert "stablehlo.while" in out and "func.func @main" in out
     assert "XLA's result equals the interpreter's, bit for bit: True" in out
+    kernels = out.split("== 7.")[1]
+    assert "pallas_call on CPU equals numpy: True" in kernels
+    tpu, gpu = kernels.split("-- Triton GPU --")
+    assert "window_params" in tpu and "tpu.vector_store" in tpu
+    assert "tt.get_program_id" in gpu and "tt.store" in gpu
 
 
 @pytest.mark.parametrize("path", sorted(p.name for p in EXAMPLES.glob("*.py")))

@@ -1,0 +1,79 @@
+"""Triton GPU emission of kernels, with scoped allocations discharged into registers.
+
+``lower_kernel(kernel)`` takes a traced ``pallas_call`` (``minipallas.kernels.spec.Kernel``) and
+returns a ``Lowered`` whose module is a Triton (``tt``) module built with jaxlib's Triton
+dialect bindings, checked by the MLIR verifier. Pipeline:
+
+1. the collective-axes check for this path (``"triton"``): a ``run_scoped`` with collective
+   axes is rejected with the discharge error, since this path discharges scratch;
+2. partial discharge: the kernel's operand refs stay refs (global memory, read and written
+   through pointers); every scoped allocation and every scratch operand becomes SSA values
+   (registers). Upstream Pallas's Triton backend rejects ``run_scoped`` and scratch outright;
+3. cleanup of the partially discharged body (what discharge left mechanical goes away);
+4. emission (``kernel``): program ids for the launched grid axes, loops for the axes each
+   program iterates (``grid``), pointer tensors and masked loads/stores for the operands
+   (``memory``), ``arith``/``math``/``tt.reduce``/``tt.dot`` (``arrays``), ``scf``
+   (``control``), register-array indexing (``indexed``).
+
+The result's ``function`` is the partially discharged body the module was emitted from;
+``simulate`` runs it over the grid with the reference interpreter, as the GPU would, and
+``ptx.compile_ptx`` compiles the module with the ``triton`` package.
+"""
+
+from __future__ import annotations
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Function
+from minipallas.kernels.spec import Kernel
+from minipallas.lowered import Lowered
+from minipallas.lowering.gpu import arrays, control, indexed, memory  # noqa: F401
+from minipallas.lowering.gpu.context import RULES, LoweringContext, register
+from minipallas.lowering.gpu.grid import Schedule, schedule
+from minipallas.lowering.gpu.kernel import emit_kernel
+from minipallas.lowering.jaxlib_shim import ir
+
+__all__ = ["RULES", "GpuLowered", "LoweringContext", "lower_kernel", "register"]
+
+
+class GpuLowered(Lowered):
+    """A kernel lowered to Triton: ``Lowered`` plus what a launch needs.
+
+    ``kernel``: the traced kernel; ``schedule``: which grid axes are launched and which each
+    program loops over; ``launch_grid``: the CUDA grid (x, y, z order).
+    """
+
+    def __init__(self, module: ir.Module, function: Function, kernel: Kernel, plan: Schedule):
+        super().__init__("gpu", module, function)
+        self.kernel = kernel
+        self.schedule = plan
+        self.launch_grid = plan.launch_grid(kernel.grid)
+
+
+def lower_kernel(kernel: Kernel) -> GpuLowered:
+    """Steps 1-4 of the module doc; raises ``PassError`` for what Triton cannot express."""
+    from minipallas.passes.cleanup import cleanup
+    from minipallas.passes.collectives import check_collective_axes
+    from minipallas.passes.discharge import discharge
+
+    if not isinstance(kernel, Kernel):
+        raise PassError(
+            f"lower_kernel takes a traced Kernel, got {type(kernel).__name__}",
+            fix="build one with minipallas.pallas_call(...).trace(*arrays_or_types)",
+        )
+    check_collective_axes(kernel.body, "triton")
+    n_operands = kernel.num_inputs + kernel.num_outputs
+    to_registers = [False] * n_operands + [True] * len(kernel.scratch_types)
+    body = cleanup(discharge(kernel.body, to_registers, discharge_scoped=True))
+    plan = schedule(kernel)
+    ctx = LoweringContext(kernel.name)
+    ctx.note_uses(body)
+    emit_kernel(ctx, kernel, body, plan)
+    with ctx.mlir:
+        try:
+            ctx.module.operation.verify()
+        except ir.MLIRError as e:
+            raise PassError(
+                f"the Triton module emitted for @{kernel.name} fails the MLIR verifier: {e}",
+                fix="this is a bug in minipallas's Triton rules; please report it",
+            ) from None
+    return GpuLowered(ctx.module, body, kernel, plan)

@@ -1,0 +1,345 @@
+"""Triton rules for the pure array ops: ``arith``/``math`` elementwise, shapes, ``tt.reduce``,
+``tt.dot``.
+
+The module means what the reference interpreter means, as the StableHLO rules do:
+
+- integer ``div`` by zero gives -1 (all ones for unsigned), ``rem`` by zero the dividend, and
+  ``INT_MIN / -1`` gives ``INT_MIN`` (``rem``: 0); the GPU would trap or return garbage;
+- float ``max``/``min`` propagate NaN (``arith.maximumf``), ``ne`` is unordered;
+- float-to-int ``convert`` rounds toward zero, saturates and maps NaN to 0;
+- transcendentals of bfloat16/float16 are computed in float32 and rounded once (``logistic``:
+  each step rounded, XLA's expansion); sums of bfloat16/float16 accumulate in float32;
+- ``dot`` is exact in its products: float32 operands use ``inputPrecision = ieee`` (Triton
+  would otherwise use TF32), 16-bit float operands with a float32 result go to the tensor
+  cores as they are (their products are exact in float32).
+
+Integer ``pow`` has no Triton op and is rejected. Transcendentals (CUDA's libdevice, as upstream
+calls them) match the interpreter to a few ulps, float sums and ``dot`` to rounding (the order of
+additions differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from minipallas.errors import PassError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op
+from minipallas.lowering.gpu import emit
+from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.emit import arith, ir, math, tt
+
+_FLOAT = {
+    "add": arith.addf,
+    "sub": arith.subf,
+    "mul": arith.mulf,
+    "div": arith.divf,
+    "rem": arith.remf,
+    "max": arith.maximumf,
+    "min": arith.minimumf,
+}
+_INT = {
+    "add": arith.addi,
+    "sub": arith.subi,
+    "mul": arith.muli,
+    "and": arith.andi,
+    "or": arith.ori,
+    "xor": arith.xori,
+}
+_SIGNED = {"max": arith.maxsi, "min": arith.minsi}
+_UNSIGNED = {"max": arith.maxui, "min": arith.minui}
+# CUDA's libdevice functions, called through ``tt.extern_elementwise`` as upstream Pallas does
+# (Triton links libdevice itself); ``math.exp`` & co. would lower to the fast approximations.
+_LIBDEVICE = {
+    "exp": "__nv_expf",
+    "log": "__nv_logf",
+    "tanh": "__nv_tanhf",
+    "sqrt": "__nv_sqrtf",
+    "rsqrt": "__nv_rsqrtf",
+    "sin": "__nv_sinf",
+    "cos": "__nv_cosf",
+    "pow": "__nv_powf",
+}
+_P = arith.CmpIPredicate
+_F = arith.CmpFPredicate
+_CMP_FLOAT = {"eq": _F.OEQ, "ne": _F.UNE, "lt": _F.OLT, "le": _F.OLE, "gt": _F.OGT, "ge": _F.OGE}
+_CMP_SIGNED = {"eq": _P.eq, "ne": _P.ne, "lt": _P.slt, "le": _P.sle, "gt": _P.sgt, "ge": _P.sge}
+_CMP_UNSIGNED = {"eq": _P.eq, "ne": _P.ne, "lt": _P.ult, "le": _P.ule, "gt": _P.ugt, "ge": _P.uge}
+
+
+def _dtype(op: Op, i: int = 0) -> str:
+    return op.operands[i].type.dtype
+
+
+def _int_kind(name: str, dtype: str) -> Callable[..., ir.Value]:
+    if name in ("max", "min"):
+        if dtype == "bool":
+            return arith.ori if name == "max" else arith.andi
+        return (_SIGNED if dtypes.is_signed(dtype) else _UNSIGNED)[name]
+    return _INT[name]
+
+
+@register("add", "sub", "mul", "max", "min", "and", "or", "xor")
+def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    dtype = _dtype(op)
+    if dtypes.is_float(dtype):
+        return [_FLOAT[op.name](x, y)]
+    return [_int_kind(op.name, dtype)(x, y)]
+
+
+@register("pow")
+def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    dtype = _dtype(op)
+    if not dtypes.is_float(dtype):
+        raise PassError(
+            "on integers has no Triton op",
+            op=op.name,
+            loc=op.loc,
+            fix="compute the power with multiplications in a loop, or in floating point",
+        )
+    return [_in_float32(_libdevice("pow"), dtype, x, y)]
+
+
+@register("div", "rem")
+def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    """Floats divide as IEEE says; integers get a defined result where C would trap."""
+    dtype = _dtype(op)
+    if dtypes.is_float(dtype):
+        return [_FLOAT[op.name](x, y)]
+    signed = dtypes.is_signed(dtype)
+    if op.name == "div":
+        kind = arith.divsi if signed else arith.divui
+    else:
+        kind = arith.remsi if signed else arith.remui
+    if emit.known_int(y) not in (None, 0, -1):  # a constant divisor cannot trap
+        return [kind(x, y)]
+    by_zero = _compare("eq", dtype, y, emit.like(0, y, dtype))
+    trap = by_zero
+    if signed:
+        int_min = emit.like(np.iinfo(dtypes.to_numpy(dtype)).min, x, dtype)
+        overflow = arith.andi(
+            _compare("eq", dtype, x, int_min), _compare("eq", dtype, y, emit.like(-1, y, dtype))
+        )
+        trap = arith.ori(by_zero, overflow)
+    safe = kind(x, arith.select(trap, emit.like(1, y, dtype), y))
+    on_zero = emit.like(-1, x, dtype) if op.name == "div" else x
+    return [arith.select(by_zero, on_zero, safe)]
+
+
+def _compare(name: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    if dtypes.is_float(dtype):
+        return arith.cmpf(_CMP_FLOAT[name], x, y)
+    table = _CMP_SIGNED if dtypes.is_signed(dtype) else _CMP_UNSIGNED
+    return arith.cmpi(table[name], x, y)
+
+
+@register("eq", "ne", "lt", "le", "gt", "ge")
+def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    return [_compare(op.name, _dtype(op), x, y)]
+
+
+@register("neg")
+def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    if dtypes.is_float(_dtype(op)):
+        return [arith.negf(x)]
+    return [arith.subi(emit.like(0, x, _dtype(op)), x)]
+
+
+@register("not")
+def not_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    ones = True if _dtype(op) == "bool" else -1
+    return [arith.xori(x, emit.like(ones, x, _dtype(op)))]
+
+
+@register("abs")
+def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    dtype = _dtype(op)
+    if dtypes.is_float(dtype):
+        return [math.absf(x)]
+    if dtype == "uint32":
+        return [x]
+    return [math.absi(x)]
+
+
+@register("exp", "log", "tanh", "sqrt", "rsqrt", "sin", "cos")
+def transcendental(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_in_float32(_libdevice(op.name), _dtype(op), x)]
+
+
+def _libdevice(name: str) -> Callable[..., ir.Value]:
+    """A float32 function of libdevice, applied elementwise."""
+
+    def call(*xs: ir.Value) -> ir.Value:
+        symbol = _LIBDEVICE[name]
+        return tt.extern_elementwise(xs[0].type, list(xs), "", "", symbol, True)
+
+    return call
+
+
+def _in_float32(kind: Callable[..., ir.Value], dtype: str, *xs: ir.Value) -> ir.Value:
+    """bfloat16/float16 computed in float32 and rounded once."""
+    if dtype == "float32":
+        return kind(*xs)
+    wide = kind(*(_convert(x, dtype, "float32") for x in xs))
+    return _convert(wide, "float32", dtype)
+
+
+@register("logistic")
+def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``1 / (1 + exp(-x))``, each step rounded to the dtype."""
+    dtype = _dtype(op)
+    one = emit.like(1, x, dtype)
+    e = _in_float32(_libdevice("exp"), dtype, arith.negf(x))
+    return [arith.divf(one, arith.addf(one, e))]
+
+
+@register("select")
+def select(ctx: LoweringContext, op: Op, p: ir.Value, x: ir.Value, y: ir.Value) -> Sequence:
+    return [arith.select(p, x, y)]
+
+
+@register("constant")
+def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    literal = op.attrs["value"]
+    t = literal.type
+    array = literal.array()
+    if literal.is_splat():
+        return [emit.constant(array.reshape(-1)[0] if array.size else 0, t.dtype, t.shape)]
+    return [emit.dense(array, t.dtype)]
+
+
+@register("iota")
+def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    t = op.attrs["type"]
+    dim = op.attrs["dimension"]
+    steps = tt.make_range(emit.shaped(emit.element_type("int32"), [t.shape[dim]]), 0, t.shape[dim])
+    steps = emit.broadcast_to(emit.expand(steps, t.ndim, [dim]), t.shape)
+    return [_convert(steps, "int32", t.dtype)]
+
+
+@register("convert")
+def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_convert(x, _dtype(op), op.result.type.dtype)]
+
+
+def _convert(x: ir.Value, source: str, target: str) -> ir.Value:
+    if source == target or {source, target} == {"int32", "uint32"}:
+        return x
+    to = emit.shaped(emit.element_type(target), emit.shape_of(x))
+    if target == "bool":
+        zero = emit.like(0, x, source)
+        return _compare("ne", source, x, zero)
+    if source == "bool":
+        return arith.uitofp(to, x) if dtypes.is_float(target) else arith.extui(to, x)
+    if dtypes.is_float(source) and dtypes.is_float(target):
+        wider = dtypes.itemsize(target) > dtypes.itemsize(source)
+        if dtypes.itemsize(target) == dtypes.itemsize(source):  # bf16 <-> f16, via f32
+            return _convert(_convert(x, source, "float32"), "float32", target)
+        return arith.extf(to, x) if wider else arith.truncf(to, x)
+    if dtypes.is_float(target):
+        return arith.sitofp(to, x) if dtypes.is_signed(source) else arith.uitofp(to, x)
+    if dtypes.is_float(source):
+        return _float_to_int(x, source, target, to)
+    wide, narrow = dtypes.itemsize(target), dtypes.itemsize(source)
+    if wide < narrow:
+        return arith.trunci(to, x)
+    return arith.extsi(to, x) if dtypes.is_signed(source) else arith.extui(to, x)
+
+
+def _float_to_int(x: ir.Value, source: str, target: str, to: ir.Type) -> ir.Value:
+    """Round toward zero, saturate, NaN to 0: clamp in the float type, then convert (the
+    clamp's ends are the floats nearest the integer range from inside it)."""
+    info = np.iinfo(dtypes.to_numpy(target))
+    low, high = _inner_float(info.min, source), _inner_float(info.max, source)
+    x = arith.select(_compare("ne", source, x, x), emit.like(0, x, source), x)
+    clamped = arith.minimumf(
+        arith.maximumf(x, emit.like(low, x, source)), emit.like(high, x, source)
+    )
+    signed = dtypes.is_signed(target)
+    result = arith.fptosi(to, clamped) if signed else arith.fptoui(to, clamped)
+    for limit, end, name in ((info.max, high, "gt"), (info.min, low, "lt")):
+        if int(end) != limit:
+            beyond = _compare(name, source, x, emit.like(end, x, source))
+            result = arith.select(beyond, emit.like(limit, result, target), result)
+    return result
+
+
+def _inner_float(limit: int, dtype: str) -> np.generic:
+    float_t = dtypes.to_numpy(dtype).type
+    with np.errstate(over="ignore"):
+        end = float_t(limit)
+    if not np.isfinite(end) or abs(int(end)) > abs(limit):
+        end = np.nextafter(end, float_t(0))
+    return end
+
+
+@register("bitcast")
+def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    target = emit.value_type(op.result.type)
+    return [x if target == x.type else arith.bitcast(target, x)]
+
+
+@register("broadcast_in_dim")
+def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    shape, dims = op.attrs["shape"], list(op.attrs["dims"])
+    if not emit.is_tensor(x):
+        return [emit.splat(x, shape)]
+    if dims != sorted(dims):
+        order = sorted(range(len(dims)), key=lambda i: dims[i])
+        x = tt.trans(x, order)
+        dims = sorted(dims)
+    return [emit.broadcast_to(emit.expand(x, len(shape), dims), shape)]
+
+
+@register("reshape")
+def reshape(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [emit.reshape(x, op.attrs["shape"])]
+
+
+@register("transpose")
+def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    perm = list(op.attrs["permutation"])
+    return [x if perm == sorted(perm) else tt.trans(x, perm)]
+
+
+# --- reductions and dot ------------------------------------------------------------------------
+
+
+def _combine(name: str, dtype: str) -> Callable[..., ir.Value]:
+    if name == "reduce_sum":
+        return arith.addf if dtypes.is_float(dtype) else arith.addi
+    kind = "max" if name == "reduce_max" else "min"
+    return _FLOAT[kind] if dtypes.is_float(dtype) else _int_kind(kind, dtype)
+
+
+@register("reduce_sum", "reduce_max", "reduce_min")
+def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """One ``tt.reduce`` per axis, innermost first; 16-bit float sums accumulate in float32."""
+    dtype = _dtype(op)
+    work = "float32" if op.name == "reduce_sum" and dtype in ("bfloat16", "float16") else dtype
+    x = _convert(x, dtype, work)
+    combine = _combine(op.name, work)
+    for axis in sorted(op.attrs["axes"], reverse=True):
+        reduce_op = tt.ReduceOp([x], axis)
+        element = emit.element_type(work)
+        body = reduce_op.regions[0].blocks.append(element, element)
+        with ir.InsertionPoint(body):
+            tt.reduce_return([combine(*body.arguments)])
+        x = reduce_op.results[0]
+    return [_convert(x, work, dtype)]
+
+
+@register("dot")
+def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
+    """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit results)."""
+    source, target = _dtype(op), op.result.type.dtype
+    acc_dtype = "float32" if target in ("bfloat16", "float16") else target
+    exact = source in ("bfloat16", "float16") and acc_dtype == "float32"
+    if not exact and source != acc_dtype:
+        a, b = _convert(a, source, acc_dtype), _convert(b, source, acc_dtype)
+    zero = emit.constant(0, acc_dtype, op.result.type.shape)
+    precision = tt.InputPrecision.IEEE if acc_dtype == "float32" else None
+    out = tt.dot(a, b, zero, input_precision=precision)
+    return [_convert(out, acc_dtype, target)]

@@ -1,0 +1,117 @@
+"""Triton rules for control flow and what is left of scoped allocation after discharge.
+
+- ``for`` becomes ``scf.for`` over the same integer type; ``while`` becomes ``scf.while``;
+  carries are ``iter_args`` (the scratch that discharge turned into values travels this way).
+  Loop constants are not carried: ``scf`` regions see the enclosing values, refs included.
+- ``cond`` clamps its index into ``[0, N-1]`` (``lax.switch`` semantics) and becomes
+  ``scf.if`` (two branches: ``index > 0`` picks branch 1), nested for more branches.
+- ``call`` is inlined (upstream Pallas inlines calls too; Triton would anyway).
+- ``run_scoped`` that allocates nothing is inlined; one that still allocates was not
+  discharged and is an error. ``uninitialized`` is the fill value (NaN / int minimum / False),
+  what the CPU path and upstream's discharge give fresh scratch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from minipallas.errors import PassError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Block, Op
+from minipallas.ir.interpret import fill_value
+from minipallas.lowering.gpu import emit
+from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.emit import arith, ir, scf
+
+
+def _result_types(op: Op) -> list[ir.Type]:
+    return [emit.value_type(v.type) for v in op.results]
+
+
+@register("for")
+def for_loop(
+    ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Any
+) -> Sequence[Any]:
+    n_consts = op.attrs["num_consts"]
+    consts, inits = rest[:n_consts], list(rest[n_consts:])
+    step = emit.constant(1, op.operands[0].type.dtype)
+    loop = scf.ForOp(lower, upper, step, inits)
+    with ir.InsertionPoint(loop.body):
+        new = ctx.lower_block(
+            op.regions[0], [loop.induction_variable, *consts, *loop.inner_iter_args]
+        )
+        scf.YieldOp(new)
+    return list(loop.results)
+
+
+@register("while")
+def while_loop(ctx: LoweringContext, op: Op, *operands: Any) -> Sequence[Any]:
+    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+    cond_consts, body_consts = operands[:nc], operands[nc : nc + nb]
+    inits = list(operands[nc + nb :])
+    types = [v.type for v in inits]
+    loop = scf.WhileOp(types, inits)
+    before = loop.before.blocks.append(*types, arg_locs=[ir.Location.current] * len(types))
+    with ir.InsertionPoint(before):
+        (pred,) = ctx.lower_block(op.regions[0], [*cond_consts, *before.arguments])
+        scf.ConditionOp(pred, list(before.arguments))
+    after = loop.after.blocks.append(*types, arg_locs=[ir.Location.current] * len(types))
+    with ir.InsertionPoint(after):
+        scf.YieldOp(ctx.lower_block(op.regions[1], [*body_consts, *after.arguments]))
+    return list(loop.results)
+
+
+@register("cond")
+def cond(ctx: LoweringContext, op: Op, index: ir.Value, *args: Any) -> Sequence[Any]:
+    return _branch(ctx, op, index, op.operands[0].type.dtype, list(op.regions), args)
+
+
+def _branch(
+    ctx: LoweringContext, op: Op, index: ir.Value, dtype: str, branches: list[Block], args: Any
+) -> list[Any]:
+    """Branch 0 when ``index <= 0``, else the rest with ``index - 1`` (nested ``scf.if``)."""
+    if len(branches) == 1:
+        return ctx.lower_block(branches[0], args)
+    if dtype == "bool":
+        pred = index
+    else:
+        zero = emit.constant(0, dtype)
+        predicate = arith.CmpIPredicate.sgt if dtypes.is_signed(dtype) else arith.CmpIPredicate.ne
+        pred = arith.cmpi(predicate, index, zero)
+    has_else = bool(op.results or branches[0].ops)
+    choice = scf.IfOp(pred, _result_types(op), has_else=has_else)
+    with ir.InsertionPoint(choice.then_block):
+        rest = branches[1:]
+        if len(rest) > 1:
+            index = arith.subi(index, emit.constant(1, dtype))
+        scf.YieldOp(_branch(ctx, op, index, dtype, rest, args))
+    if has_else:
+        with ir.InsertionPoint(choice.else_block):
+            scf.YieldOp(ctx.lower_block(branches[0], args))
+    return list(choice.results)
+
+
+@register("call")
+def call(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
+    return ctx.lower_block(op.attrs["callee"].body, args)
+
+
+@register("run_scoped")
+def run_scoped(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
+    (body,) = op.regions
+    n_alloc = len(body.params) - len(args)
+    if n_alloc:
+        raise PassError(
+            f"still allocates {n_alloc} ref(s); the GPU path keeps scratch in registers",
+            op=op.name,
+            loc=op.loc,
+            fix="discharge scoped allocations first (minipallas.lowering.gpu.lower_kernel does)",
+        )
+    return ctx.lower_block(body, args)
+
+
+@register("uninitialized")
+def uninitialized(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    t = op.attrs["type"]
+    return [emit.constant(fill_value(t.dtype), t.dtype, t.shape)]

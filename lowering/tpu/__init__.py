@@ -1,0 +1,116 @@
+"""Mosaic TPU emission: a traced ``pallas_call`` becomes the module upstream Pallas hands Mosaic.
+
+``lower_kernel(kernel)`` takes a ``minipallas.kernels.spec.Kernel`` and returns a ``Lowered``
+(``str()`` is the MLIR text, ``.module`` the module) whose kernel function follows Pallas TPU's
+calling convention (``module``). Unlike the StableHLO path, the body is *not* discharged: refs
+stay in memory as ``memref``s and the rules (one file per op family, registered in
+``context.RULES``) turn state ops into ``vector.load`` / ``tpu.vector_store``.
+
+Pipeline:
+1. the collective-axes check in its Mosaic form (a ``run_scoped`` with collective axes raises
+   upstream Mosaic's ``NotImplementedError``, with the location note);
+2. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
+   (``semantics``), the reasons kept in the module and in ``Lowered.info``;
+3. with ``promote_scratch=True``, scoped scratch that fits in registers is discharged into SSA
+   values (``promote``), and the op counts with and without are reported;
+4. emission (the integer ranges of the body first, so index clamps that cannot fire are left
+   out), the MLIR verifier with the dialects registered, then MLIR's canonicalizer.
+"""
+
+from __future__ import annotations
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Function
+from minipallas.kernels.spec import Kernel
+from minipallas.lowered import Lowered
+from minipallas.lowering.jaxlib_shim import canonicalize, ir
+from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
+    arrays,
+    control,
+    indexed,
+    promote,
+    scoped,
+    state,
+    views,
+)
+from minipallas.lowering.tpu import kernel as kernel_rules  # noqa: F401
+from minipallas.lowering.tpu.context import RULES, KernelContext, register
+from minipallas.lowering.tpu.module import kernel_function
+from minipallas.lowering.tpu.promote import PromotionReport
+from minipallas.lowering.tpu.ranges import int_ranges
+from minipallas.lowering.tpu.semantics import DimensionSemantics, dimension_semantics
+
+__all__ = [
+    "RULES",
+    "DimensionSemantics",
+    "KernelContext",
+    "PromotionReport",
+    "count_ops",
+    "lower_kernel",
+    "register",
+]
+
+REASONS_ATTR = "minipallas.dimension_semantics_reasons"
+
+
+def lower_kernel(kernel: Kernel, *, promote_scratch: bool = False) -> Lowered:
+    """The Mosaic TPU module of ``kernel``, verified and canonicalized.
+
+    ``Lowered.info`` holds ``"dimension_semantics"`` (a ``DimensionSemantics``: values, one
+    reason per axis, whether inferred) and ``"promotion"`` (a ``PromotionReport``, or None
+    when ``promote_scratch`` is False).
+    """
+    from minipallas.passes.collectives import check_collective_axes
+
+    if not isinstance(kernel, Kernel):
+        raise PassError(
+            f"lower_kernel takes a traced Kernel, got {type(kernel).__name__}",
+            fix="trace the kernel with minipallas.pallas_call(...).trace(*arrays) first",
+        )
+    check_collective_axes(kernel.body, "mosaic")
+    semantics = dimension_semantics(kernel)
+    body, report = kernel.body, None
+    if promote_scratch:
+        promotion = promote.promote_scratch(kernel.body)
+        baseline = _emit(kernel, kernel.body, semantics)
+        body = promotion.body
+        module = _emit(kernel, body, semantics)
+        report = PromotionReport(promotion.promoted, count_ops(baseline), count_ops(module))
+    else:
+        module = _emit(kernel, body, semantics)
+    return Lowered(
+        "tpu", module, body, info={"dimension_semantics": semantics, "promotion": report}
+    )
+
+
+def _emit(kernel: Kernel, body: Function, semantics: DimensionSemantics) -> ir.Module:
+    ctx = KernelContext(kernel.grid, int_ranges(body.body, kernel.grid))
+    with ctx.mlir, ir.Location.unknown():
+        fn = kernel_function(ctx, kernel, body, semantics.values)
+        fn.attributes[REASONS_ATTR] = ir.ArrayAttr.get(
+            [ir.StringAttr.get(r) for r in semantics.reasons]
+        )
+        try:
+            ctx.module.operation.verify()
+        except ir.MLIRError as e:
+            raise PassError(
+                f"the Mosaic module emitted for kernel '{kernel.name}' fails the MLIR "
+                f"verifier: {e}",
+                fix="this is a bug in minipallas's TPU lowering rules; please report it",
+            ) from None
+    canonicalize(ctx.module)
+    return ctx.module
+
+
+def count_ops(module: ir.Module) -> int:
+    """Operations in ``module``, nested ones included, the module itself not."""
+
+    def count(op: ir.Operation) -> int:
+        return sum(
+            1 + count(inner)
+            for region in op.regions
+            for block in region.blocks
+            for inner in block.operations
+        )
+
+    return count(module.operation)

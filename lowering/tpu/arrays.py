@@ -1,0 +1,277 @@
+"""Mosaic rules for the pure array ops: elementwise math, shapes, reductions and ``dot``.
+
+Elementwise ops are ``arith`` / ``math`` on scalars and vectors alike, picked by dtype (signed,
+unsigned or float). Shapes: ``broadcast_in_dim`` is a ``vector.shape_cast`` placing the kept
+dimensions then a ``vector.broadcast``; ``reshape`` a ``vector.shape_cast``; ``transpose``
+``tpu.transpose``. Reductions are ``vector.multi_reduction`` (a full reduction to a scalar goes
+through a leading unit dimension and ``vector.extract``, as upstream does); ``dot`` is
+``tpu.matmul`` accumulating into zeros.
+
+Where minipallas's meaning and upstream's lowering part ways, minipallas's meaning wins:
+``neg`` of a float is ``arith.negf`` (upstream emits ``0 - x``, which turns ``-0.0`` into
+``+0.0``); ``pow`` of integers is ``math.ipowi``. Integer division and ``rem`` by zero, and
+float-to-integer conversion out of range, are the TPU's, as upstream leaves them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op
+from minipallas.ir.types import ArrayType
+from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
+from minipallas.lowering.tpu import emit
+from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+
+
+def _kind(dtype: str) -> str:
+    """``f`` (float), ``s`` (signed int), ``u`` (unsigned int) or ``b`` (bool)."""
+    if dtypes.is_float(dtype):
+        return "f"
+    if dtype == "bool":
+        return "b"
+    return "s" if dtypes.is_signed(dtype) else "u"
+
+
+# op -> kind -> arith builder; a missing kind is rejected by the op's type rule.
+_BINARY = {
+    "add": {"f": arith.addf, "s": arith.addi, "u": arith.addi},
+    "sub": {"f": arith.subf, "s": arith.subi, "u": arith.subi},
+    "mul": {"f": arith.mulf, "s": arith.muli, "u": arith.muli},
+    "div": {"f": arith.divf, "s": arith.divsi, "u": arith.divui},
+    "rem": {"f": arith.remf, "s": arith.remsi, "u": arith.remui},
+    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": arith.maxui, "b": arith.ori},
+    "min": {"f": arith.minimumf, "s": arith.minsi, "u": arith.minui, "b": arith.andi},
+    "and": {"s": arith.andi, "u": arith.andi, "b": arith.andi},
+    "or": {"s": arith.ori, "u": arith.ori, "b": arith.ori},
+    "xor": {"s": arith.xori, "u": arith.xori, "b": arith.xori},
+    "pow": {"f": math.powf, "s": math.ipowi, "u": math.ipowi},
+}
+_CMPF = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
+_CMPI = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_FLOAT_UNARY = {
+    "exp": math.exp,
+    "log": math.log,
+    "tanh": math.tanh,
+    "sqrt": math.sqrt,
+    "rsqrt": math.rsqrt,
+    "sin": math.sin,
+    "cos": math.cos,
+}
+
+
+def _type(op: Op, i: int = 0) -> ArrayType:
+    return op.operands[i].type
+
+
+@register(*_BINARY)
+def binary(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    return [_BINARY[op.name][_kind(_type(op).dtype)](x, y)]
+
+
+@register(*_CMPF)
+def compare(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    kind = _kind(_type(op).dtype)
+    if kind == "f":
+        return [arith.cmpf(getattr(arith.CmpFPredicate, _CMPF[op.name]), x, y)]
+    prefix = "" if op.name in ("eq", "ne") else ("s" if kind == "s" else "u")
+    return [arith.cmpi(getattr(arith.CmpIPredicate, prefix + _CMPI[op.name]), x, y)]
+
+
+@register(*_FLOAT_UNARY)
+def float_unary(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_FLOAT_UNARY[op.name](x)]
+
+
+@register("logistic")
+def logistic(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``1 / (1 + exp(-x))``, upstream's expansion."""
+    one = emit.constant(1.0, _type(op))
+    return [arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))]
+
+
+@register("neg")
+def neg(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    t = _type(op)
+    if _kind(t.dtype) == "f":
+        return [arith.negf(x)]
+    return [arith.subi(emit.constant(0, t), x)]
+
+
+@register("abs")
+def abs_(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    if _kind(_type(op).dtype) == "f":
+        return [math.absf(x)]
+    if _kind(_type(op).dtype) == "u":
+        return [x]
+    return [math.absi(x)]
+
+
+@register("not")
+def not_(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    t = _type(op)
+    return [arith.xori(x, emit.constant(True if t.dtype == "bool" else -1, t))]
+
+
+@register("select")
+def select(
+    ctx: KernelContext, op: Op, pred: ir.Value, on_true: ir.Value, on_false: ir.Value
+) -> Sequence[ir.Value]:
+    return [arith.select(pred, on_true, on_false)]
+
+
+@register("constant")
+def constant(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+    literal = op.attrs["value"]
+    return [emit.constant(literal.array(), literal.type)]
+
+
+@register("iota")
+def iota(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+    """``tpu.iota`` (``i32``; Mosaic has no 1-D iota, so a 1-D one is a row of a 2-D one)."""
+    t: ArrayType = op.attrs["type"]
+    dim = op.attrs["dimension"]
+    shape, dims = (t.shape, dim) if t.ndim >= 2 else ((1, *t.shape), dim + 1)
+    x = tpu.iota(emit.value_type(ArrayType(shape, "int32")), [dims])
+    x = emit.shape_cast(x, ArrayType(t.shape, "int32"))
+    return [_convert(x, "int32", t.dtype, t.shape)]
+
+
+@register("convert")
+def convert(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    t = _type(op)
+    return [_convert(x, t.dtype, op.attrs["dtype"], t.shape)]
+
+
+def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Value:
+    """Upstream's table of ``arith`` casts (bool goes through ``i32``, and compares with 0)."""
+    if src == dst:
+        return x
+    out = emit.value_type(ArrayType(shape, dst))
+    a, b = _kind(src), _kind(dst)
+    if a == "b":
+        x = arith.extui(emit.value_type(ArrayType(shape, "int32")), x)
+        return _convert(x, "int32", dst, shape)
+    if b == "b":
+        zero = emit.constant(0, ArrayType(shape, src))
+        if a == "f":
+            return arith.cmpf(arith.CmpFPredicate.UNE, x, zero)
+        return arith.cmpi(arith.CmpIPredicate.ne, x, zero)
+    wide = dtypes.itemsize(dst) > dtypes.itemsize(src)
+    narrow = dtypes.itemsize(dst) < dtypes.itemsize(src)
+    if a == "f" and b == "f":
+        return arith.extf(out, x) if wide else arith.truncf(out, x)
+    if a != "f" and b != "f":
+        if wide:
+            return (arith.extui if a == "u" else arith.extsi)(out, x)
+        return arith.trunci(out, x) if narrow else x
+    if a == "f":
+        return (arith.fptoui if b == "u" else arith.fptosi)(out, x)
+    return (arith.uitofp if a == "u" else arith.sitofp)(out, x)
+
+
+@register("bitcast")
+def bitcast(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    out = emit.value_type(op.result.type)
+    return [tpu.bitcast(out, x) if _type(op).shape else arith.bitcast(out, x)]
+
+
+@register("broadcast_in_dim")
+def broadcast_in_dim(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    src, out = _type(op), op.result.type
+    if src.shape == out.shape:
+        return [x]
+    if src.shape:
+        placed = [1] * out.ndim
+        for d, size in zip(op.attrs["dims"], src.shape, strict=True):
+            placed[d] = size
+        x = emit.shape_cast(x, ArrayType(placed, src.dtype))
+    return [emit.broadcast(x, out)]
+
+
+@register("reshape")
+def reshape(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [emit.shape_cast(x, op.result.type)]
+
+
+@register("transpose")
+def transpose(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    perm = op.attrs["permutation"]
+    if list(perm) == sorted(perm):
+        return [x]
+    return [tpu.transpose(emit.value_type(op.result.type), x, list(perm))]
+
+
+_REDUCE_KIND = {
+    "reduce_sum": {"f": "ADD", "s": "ADD", "u": "ADD"},
+    "reduce_max": {"f": "MAXIMUMF", "s": "MAXSI", "u": "MAXUI"},
+    "reduce_min": {"f": "MINIMUMF", "s": "MINSI", "u": "MINUI"},
+}
+
+
+def _identity(name: str, dtype: str) -> object:
+    if name == "reduce_sum":
+        return 0
+    if dtypes.is_float(dtype):
+        return -np.inf if name == "reduce_max" else np.inf
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    return info.min if name == "reduce_max" else info.max
+
+
+@register(*_REDUCE_KIND)
+def reduce(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    t, out = _type(op), op.result.type
+    axes = list(op.attrs["axes"])
+    if t.dtype == "bool":  # as upstream: reduce 1.0 / 0.0 in f32, then compare with 0
+        ones = emit.constant(1.0, ArrayType(t.shape, "float32"))
+        zeros = emit.constant(0.0, ArrayType(t.shape, "float32"))
+        as_float = arith.select(x, ones, zeros)
+        y = _reduce(op.name, as_float, ArrayType(t.shape, "float32"), axes)
+        zero = emit.constant(0.0, ArrayType(out.shape, "float32"))
+        return [arith.cmpf(arith.CmpFPredicate.OGT, y, zero)]
+    return [_reduce(op.name, x, t, axes)]
+
+
+def _reduce(name: str, x: ir.Value, t: ArrayType, axes: list[int]) -> ir.Value:
+    if not axes:
+        return x
+    out_shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+    scalar = not out_shape
+    if scalar:  # Mosaic has no 0-d vectors: reduce (1, *shape) over all but the unit dim
+        x = emit.shape_cast(x, ArrayType((1, *t.shape), t.dtype))
+        axes, out_shape = [a + 1 for a in axes], (1,)
+    out = ArrayType(out_shape, t.dtype)
+    kind = getattr(vector.CombiningKind, _REDUCE_KIND[name][_kind(t.dtype)])
+    acc = emit.constant(_identity(name, t.dtype), out)
+    y = vector.multi_reduction(kind, x, acc, axes)
+    return vector.extract(y, [], [0]) if scalar else y
+
+
+_DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []>"
+
+
+@register("dot")
+def dot(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator."""
+    out = op.result.type
+    if _kind(_type(op).dtype) == "u":
+        raise unsupported(
+            op,
+            "dot of unsigned integers has no Mosaic TPU lowering (upstream: matmul "
+            "interprets integer inputs as signed)",
+            fix="convert the operands to a signed type before the dot",
+        )
+    acc = emit.constant(0, out)
+    return [
+        tpu.matmul(
+            emit.value_type(out),
+            x,
+            y,
+            acc,
+            transpose_lhs_hint=False,
+            dimension_numbers=ir.Attribute.parse(_DOT_DIMS),
+        )
+    ]

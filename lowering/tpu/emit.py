@@ -1,0 +1,136 @@
+"""Small Mosaic builders shared by the rule files: types, constants, casts and broadcasts.
+
+Mosaic's conventions, as upstream Pallas writes them:
+- an array of shape ``()`` is a plain scalar (``f32``, ``i32``, ``i1``); any other is a
+  ``vector<...>``;
+- integers are signless (``uint32`` is ``i32``; the rules pick unsigned ops from the dtype);
+- ``bool`` is ``i1`` in values but ``i32`` in memory (a ``memref`` of ``bool`` holds ``i32``);
+- memory indices are ``index`` values; grid indices and loop counters are ``i32``.
+Each function emits at the current insertion point and location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.types import ANY, TPU_SMEM, ArrayType, MemorySpace, RefType
+from minipallas.lowering.jaxlib_shim import arith, ir, vector
+
+_WIDTH = {"float32": 32, "bfloat16": 16, "float16": 16, "int32": 32, "int8": 8, "uint32": 32}
+MEMORY_SPACE = {ANY: "any", TPU_SMEM: "smem"}  # everything else is VMEM
+
+
+def element_type(dtype: str, in_memory: bool = False) -> ir.Type:
+    """The MLIR element type of a dtype; ``bool`` is ``i1``, or ``i32`` when ``in_memory``."""
+    if dtype == "float32":
+        return ir.F32Type.get()
+    if dtype == "bfloat16":
+        return ir.BF16Type.get()
+    if dtype == "float16":
+        return ir.F16Type.get()
+    if dtype == "bool":
+        return ir.IntegerType.get_signless(32 if in_memory else 1)
+    return ir.IntegerType.get_signless(_WIDTH[dtype])
+
+
+def value_type(t: ArrayType) -> ir.Type:
+    """A scalar type for shape ``()``, else a vector type."""
+    if not t.shape:
+        return element_type(t.dtype)
+    return ir.VectorType.get(list(t.shape), element_type(t.dtype))
+
+
+def space_name(space: MemorySpace) -> str:
+    """Mosaic's name for a memory space: ``vmem`` (the default), ``smem`` or ``any``."""
+    return MEMORY_SPACE.get(space, "vmem")
+
+
+def memory_space_attr(space: MemorySpace) -> ir.Attribute:
+    return ir.Attribute.parse(f"#tpu.memory_space<{space_name(space)}>")
+
+
+def memref_type(shape: Sequence[int], dtype: str, space: MemorySpace) -> ir.MemRefType:
+    return ir.MemRefType.get(
+        list(shape), element_type(dtype, in_memory=True), memory_space=memory_space_attr(space)
+    )
+
+
+def ref_memref_type(t: RefType) -> ir.MemRefType:
+    return memref_type(t.shape, t.dtype, t.memory_space)
+
+
+def i32(value: int) -> ir.Value:
+    return arith.constant(ir.IntegerType.get_signless(32), value)
+
+
+def index(value: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), value)
+
+
+def constant(value: object, t: ArrayType) -> ir.Value:
+    """A constant of type ``t``: ``value`` is a scalar (a splat) or an array of ``t``'s shape.
+
+    Vectors travel as their bits, so NaN payloads and signed zeros survive exactly.
+    """
+    array = np.asarray(value).astype(dtypes.to_numpy(t.dtype))
+    element = element_type(t.dtype)
+    if not t.shape:
+        scalar = array.reshape(())
+        if dtypes.is_float(t.dtype):
+            return arith.constant(element, ir.FloatAttr.get(element, float(scalar)))
+        return arith.constant(element, ir.IntegerAttr.get(element, _signless(scalar, t.dtype)))
+    flat = array.reshape(-1)
+    if flat.size and (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all():
+        array = flat[:1]  # a splat: one element stands for all
+    if dtypes.is_float(t.dtype):
+        array = array.view(np.uint16 if _WIDTH[t.dtype] == 16 else np.uint32)
+    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=value_type(t))
+    return arith.constant(value_type(t), attr)
+
+
+def _signless(scalar: np.ndarray, dtype: str) -> int:
+    """An integer's value as MLIR's signless attribute wants it (uint32 above 2**31 wraps)."""
+    if dtype == "bool":
+        return int(bool(scalar))
+    value = int(scalar)
+    width = _WIDTH[dtype]
+    return value - (1 << width) if value >= 1 << (width - 1) else value
+
+
+def broadcast(x: ir.Value, t: ArrayType) -> ir.Value:
+    """A scalar or vector broadcast to the vector type of ``t`` (no-op when it already is)."""
+    target = value_type(t)
+    if x.type == target:
+        return x
+    return vector.broadcast(target, x)
+
+
+def shape_cast(x: ir.Value, t: ArrayType) -> ir.Value:
+    """Same elements, another shape: ``vector.shape_cast``, or a broadcast / extract when one
+    side is a scalar (Mosaic has no 0-d vectors)."""
+    target = value_type(t)
+    if x.type == target:
+        return x
+    if not t.shape:
+        rank = len(ir.VectorType(x.type).shape)
+        return vector.extract(x, [], [0] * rank)
+    if not isinstance(x.type, ir.VectorType):
+        return vector.broadcast(target, x)
+    return vector.shape_cast(target, x)
+
+
+def to_index(x: ir.Value, dtype: str) -> ir.Value:
+    """An integer scalar as an ``index`` (unsigned values zero-extend)."""
+    if dtype == "uint32":
+        return arith.index_castui(ir.IndexType.get(), x)
+    return arith.index_cast(ir.IndexType.get(), x)
+
+
+def to_i32(x: ir.Value, dtype: str) -> ir.Value:
+    """An integer scalar widened to ``i32`` (``int8`` sign-extends); ``i32``/``u32`` unchanged."""
+    if _WIDTH[dtype] == 32:
+        return x
+    return arith.extsi(ir.IntegerType.get_signless(32), x)

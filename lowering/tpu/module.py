@@ -1,0 +1,182 @@
+"""The Mosaic module's shape: the kernel ``func.func`` and one index-map function per block spec.
+
+This is the calling convention Pallas TPU hands to Mosaic (upstream's
+``lower_jaxpr_into_pipelined_module``)::
+
+    func.func @kernel(%i: i32, %j: i32,                       // one per grid axis
+                      %x: memref<128x128xf32, #tpu.memory_space<vmem>>, ...,   // operands
+                      %acc: memref<128x128xf32, #tpu.memory_space<vmem>>)       // scratch
+        attributes {dimension_semantics = [...], iteration_bounds = array<i64: 2, 2>,
+                    scalar_prefetch = 0, scratch_operands = 1, tpu.core_type = #tpu.core_type<tc>,
+                    window_params = [{transform_indices = @transform_0,
+                                      window_bounds = array<i64: 128, 128>}, ...]}
+    func.func @transform_0(%i: i32, %j: i32) -> (i32, i32)   // the block spec's index map
+
+An operand's memref is one block (a squeezed dimension is 1); ANY-space operands are not
+windowed (``{}``) and get no index-map function. A whole-array VMEM block with an all-zero
+index map is fetched once (``pipeline_mode = synchronous``). Without a grid there are no
+windows, iteration bounds or grid arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from minipallas.errors import PassError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Function
+from minipallas.kernels.spec import Kernel, TracedBlockSpec
+from minipallas.lowering.jaxlib_shim import func, ir
+from minipallas.lowering.tpu import emit
+from minipallas.lowering.tpu.context import KernelContext, MemRef
+from minipallas.lowering.tpu.scoped import scratch_space
+
+
+def kernel_function(
+    ctx: KernelContext, kernel: Kernel, body: Function, semantics: Sequence[str]
+) -> func.FuncOp:
+    """Emits the kernel function (and its index-map functions) into ``ctx.module``."""
+    specs = (*kernel.in_specs, *kernel.out_specs)
+    for k, spec in enumerate(specs):
+        check_block(kernel, k, spec)
+    scratch = [scratch_space(t) for t in kernel.scratch_types]
+    i32 = ir.IntegerType.get_signless(32)
+    arg_types = [
+        *([i32] * len(kernel.grid)),
+        *(_block_memref(s) for s in specs),
+        *(emit.ref_memref_type(t) for t in scratch),
+    ]
+    with ir.InsertionPoint(ctx.module.body), ir.Location.unknown():
+        fn = func.FuncOp(_symbol(kernel.name), ir.FunctionType.get(arg_types, []))
+        entry = fn.add_entry_block()
+    n_grid, args = len(kernel.grid), list(entry.arguments)
+    ctx.grid_indices = args[:n_grid]
+    operands, scratch_args = args[n_grid : n_grid + len(specs)], args[n_grid + len(specs) :]
+    refs = [
+        MemRef(a, s.array.dtype, s.memory_space, s.squeezed)
+        for a, s in zip(operands, specs, strict=True)
+    ] + [
+        MemRef(a, t.dtype, t.memory_space, (False,) * t.ndim)
+        for a, t in zip(scratch_args, scratch, strict=True)
+    ]
+    with ir.InsertionPoint(entry), ir.Location.unknown():
+        ctx.lower_block(body.body, refs)
+        func.ReturnOp([])
+    _attributes(ctx, fn, kernel, specs, semantics)
+    return fn
+
+
+def _attributes(
+    ctx: KernelContext,
+    fn: func.FuncOp,
+    kernel: Kernel,
+    specs: Sequence[TracedBlockSpec],
+    semantics: Sequence[str],
+) -> None:
+    attrs = fn.attributes
+    i64 = ir.IntegerType.get_signless(64)
+    if kernel.grid:
+        attrs["window_params"] = ir.ArrayAttr.get(
+            [_window(ctx, kernel, k, s) for k, s in enumerate(specs)]
+        )
+        attrs["iteration_bounds"] = ir.DenseI64ArrayAttr.get(list(kernel.grid))
+    attrs["scalar_prefetch"] = ir.IntegerAttr.get(i64, 0)
+    attrs["scratch_operands"] = ir.IntegerAttr.get(i64, len(kernel.scratch_types))
+    attrs["dimension_semantics"] = ir.ArrayAttr.get(
+        [ir.Attribute.parse(f"#tpu.dimension_semantics<{s}>") for s in semantics]
+    )
+    attrs["tpu.core_type"] = ir.Attribute.parse("#tpu.core_type<tc>")
+
+
+def _window(ctx: KernelContext, kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:
+    """``window_params`` entry ``k``, emitting its ``@transform_k`` index-map function."""
+    if emit.space_name(spec.memory_space) == "any":
+        return ir.DictAttr.get({})
+    name = f"transform_{k}"
+    i32 = ir.IntegerType.get_signless(32)
+    n_grid = len(kernel.grid)
+    with ir.InsertionPoint(ctx.module.body), ir.Location.unknown():
+        fn = func.FuncOp(name, ir.FunctionType.get([i32] * n_grid, [i32] * spec.array.ndim))
+        entry = fn.add_entry_block()
+    with ir.InsertionPoint(entry), ir.Location.unknown():
+        func.ReturnOp(ctx.lower_block(spec.index_map.body, list(entry.arguments)))
+    params = {
+        "transform_indices": ir.FlatSymbolRefAttr.get(name),
+        "window_bounds": ir.DenseI64ArrayAttr.get(_block_shape(spec)),
+    }
+    if emit.space_name(spec.memory_space) == "vmem" and trivial_window(spec):
+        params["pipeline_mode"] = ir.Attribute.parse("#tpu.pipeline_mode<synchronous>")
+    return ir.DictAttr.get(params)
+
+
+def _block_shape(spec: TracedBlockSpec) -> list[int]:
+    return [1 if b is None else b for b in spec.block_shape]
+
+
+def _block_memref(spec: TracedBlockSpec) -> ir.MemRefType:
+    return emit.memref_type(_block_shape(spec), spec.array.dtype, spec.memory_space)
+
+
+def _symbol(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.$-]", "_", name) or "kernel"
+
+
+def trivial_window(spec: TracedBlockSpec) -> bool:
+    """The block is the whole array and the index map returns constant zeros (upstream's
+    ``has_trivial_window``): the same block at every grid step."""
+    if tuple(_block_shape(spec)) != spec.array.shape:
+        return False
+    defs = {r: op for op in spec.index_map.body.ops for r in op.results}
+    for r in spec.index_map.body.results:
+        op = defs.get(r)
+        if op is None or op.name != "constant" or int(op.attrs["value"].array()) != 0:
+            return False
+    return True
+
+
+def check_block(kernel: Kernel, k: int, spec: TracedBlockSpec) -> None:
+    """Upstream's block-shape rules for TPU (``_check_block_mappings``), with its reasons."""
+    space = emit.space_name(spec.memory_space)
+    trivial = trivial_window(spec)
+    where = (
+        f"block spec {k} (array {spec.array}, block shape {spec.block_shape}, memory space {space})"
+    )
+    if not kernel.grid and not trivial:
+        raise PassError(
+            f"{where}: non-trivial windowing is not supported for a pallas_call without a grid",
+            fix="give the pallas_call a grid, or use whole-array blocks",
+        )
+    if space == "smem" and trivial:
+        return
+    if space == "any" and not trivial:
+        raise PassError(
+            f"{where}: the Pallas TPU lowering supports blocks in memory space ANY only when "
+            "they are the whole array with an index map returning all 0s",
+            fix="use a whole-array block for ANY operands and copy windows with DMAs",
+        )
+    block, shape = _block_shape(spec), spec.array.shape
+    if not block:
+        raise PassError(
+            f"{where}: the Pallas TPU lowering supports only blocks of rank >= 1",
+            fix="reshape the operand to at least 1-D",
+        )
+    if len(block) >= 2:
+        ok = (block[-1] == shape[-1] or block[-1] % 128 == 0) and (
+            block[-2] == shape[-2] or block[-2] % 8 == 0
+        )
+        rule = "the last two dimensions of a block shape are divisible by 8 and 128"
+    else:
+        bits = 32 if spec.array.dtype == "bool" else 8 * dtypes.itemsize(spec.array.dtype)
+        b = block[0]
+        ok = b == shape[0] or b % 1024 == 0 or (b >= 128 * (32 // bits) and b & (b - 1) == 0)
+        rule = (
+            "a rank-1 block equals the array, is a multiple of 1024, or is a power of 2 of at "
+            f"least {128 * (32 // bits)}"
+        )
+    if not ok:
+        raise PassError(
+            f"{where}: the Pallas TPU lowering requires that {rule} (or equal the array's "
+            "dimensions)",
+            fix="pick block dimensions that are multiples of (8, 128) or span the array",
+        )

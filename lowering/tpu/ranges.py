@@ -1,0 +1,190 @@
+"""Integer ranges: which values each integer scalar of a kernel body can take.
+
+minipallas clamps a dynamic index into its dimension (a dynamic slice start into
+``[0, dim - span]``), as ``lax.dynamic_slice`` does; Mosaic's ``vector.load`` does not clamp.
+The TPU rules therefore clamp with ``arith.maxsi`` / ``arith.minsi`` — unless this analysis
+proves the index already in range, which is the common case (a loop counter times a block
+size, a grid index), so the emitted kernel is the one upstream Pallas writes.
+
+Algorithm (one forward walk, regions included):
+1. ``constant`` is its own range; ``program_id`` on axis ``a`` is ``[0, grid[a] - 1]``;
+   ``num_programs`` is ``grid[a]``; a ``bool`` converted to an integer is ``[0, 1]``.
+2. ``add``, ``sub``, ``mul``, ``max``, ``min``, ``div`` and ``rem`` by a positive constant and
+   ``select`` combine their operands' ranges (interval arithmetic); a result that could leave
+   its dtype's range is unknown. Booleans are ranges in ``[0, 1]``: a comparison whose operand
+   ranges decide it is a constant, and so are ``and``/``or``/``xor``/``not`` of constants; a
+   ``select`` on a decided predicate has its chosen side's range (the floor corrections
+   ``//`` and ``%`` trace to drop out this way).
+3. A ``for`` counter is ``[lower.lo, upper.hi - 1]``; region parameters get the ranges of the
+   operands they stand for (loop carries and ``while`` values are unknown). A callee's
+   parameters join the ranges of every call site.
+Unknown values are simply absent from the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.types import ArrayType
+
+Interval = tuple[int, int]
+
+
+def int_ranges(body: Block, grid: Sequence[int]) -> dict[Value, Interval]:
+    """The range of every integer scalar of ``body`` (and its regions) the walk can bound."""
+    analysis = _Ranges(tuple(grid))
+    analysis.block(body)
+    return analysis.ranges
+
+
+def _bounds(dtype: str) -> Interval:
+    if dtype == "bool":
+        return 0, 1
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    return int(info.min), int(info.max)
+
+
+def _int_scalar(v: Value) -> bool:
+    t = v.type
+    return (
+        isinstance(t, ArrayType) and t.shape == () and (dtypes.is_int(t.dtype) or t.dtype == "bool")
+    )
+
+
+def _decided(true: bool, false: bool) -> Interval | None:
+    """A comparison's range: 1 when it surely holds, 0 when it surely fails, else unknown."""
+    return (1, 1) if true else (0, 0) if false else None
+
+
+_COMPARE: dict[str, Callable[[Interval, Interval], Interval | None]] = {
+    "lt": lambda a, b: _decided(a[1] < b[0], a[0] >= b[1]),
+    "le": lambda a, b: _decided(a[1] <= b[0], a[0] > b[1]),
+    "gt": lambda a, b: _decided(a[0] > b[1], a[1] <= b[0]),
+    "ge": lambda a, b: _decided(a[0] >= b[1], a[1] < b[0]),
+    "eq": lambda a, b: _decided(a[0] == a[1] == b[0] == b[1], a[1] < b[0] or b[1] < a[0]),
+    "ne": lambda a, b: _decided(a[1] < b[0] or b[1] < a[0], a[0] == a[1] == b[0] == b[1]),
+}
+_LOGIC = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y}
+
+
+def _logic(name: str, a: Interval | None, b: Interval | None) -> Interval | None:
+    """``and``/``or``/``xor`` of booleans: decided when both are, or when one side decides
+    (``False and _``, ``True or _``)."""
+    known = [x[0] for x in (a, b) if x is not None and x[0] == x[1]]
+    if len(known) == 2:
+        bit = _LOGIC[name](*known)
+        return bit, bit
+    if name == "and" and 0 in known:
+        return 0, 0
+    if name == "or" and 1 in known:
+        return 1, 1
+    return None
+
+
+_ARITH: dict[str, Callable[[Interval, Interval], Interval | None]] = {
+    "add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
+    "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
+    "mul": lambda a, b: (
+        min(x * y for x in a for y in b),
+        max(x * y for x in a for y in b),
+    ),
+    "max": lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
+    "min": lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),
+    "div": lambda a, b: (a[0] // b[0], a[1] // b[0]) if a[0] >= 0 and b[0] == b[1] > 0 else None,
+    "rem": lambda a, b: (0, min(a[1], b[0] - 1)) if a[0] >= 0 and b[0] == b[1] > 0 else None,
+}
+
+
+class _Ranges:
+    def __init__(self, grid: tuple[int, ...]) -> None:
+        self.grid = grid
+        self.ranges: dict[Value, Interval] = {}
+
+    def set(self, v: Value, r: Interval | None) -> None:
+        if r is None or not _int_scalar(v):
+            return
+        lo, hi = _bounds(v.type.dtype)
+        if not lo <= r[0] <= r[1] <= hi:
+            return
+        if v in self.ranges:  # a callee parameter seen from another call site: join
+            old = self.ranges[v]
+            r = (min(old[0], r[0]), max(old[1], r[1]))
+        self.ranges[v] = r
+
+    def get(self, v: Value) -> Interval | None:
+        return self.ranges.get(v)
+
+    def bind(self, params: Sequence[Value], operands: Sequence[Value]) -> None:
+        for p, v in zip(params, operands, strict=True):
+            self.set(p, self.get(v))
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op: Op) -> None:
+        name, ins = op.name, [self.get(v) for v in op.operands]
+        if name == "constant" and _int_scalar(op.result):
+            value = int(op.attrs["value"].array())
+            self.set(op.result, (value, value))
+        elif name == "program_id" and op.attrs["axis"] < len(self.grid):
+            self.set(op.result, (0, self.grid[op.attrs["axis"]] - 1))
+        elif name == "num_programs" and op.attrs["axis"] < len(self.grid):
+            size = self.grid[op.attrs["axis"]]
+            self.set(op.result, (size, size))
+        elif name == "convert" and op.operands[0].type.dtype == "bool":
+            self.set(op.result, (0, 1))
+        elif name == "convert" and ins[0] is not None:
+            self.set(op.result, ins[0])
+        elif name in _COMPARE and None not in ins:
+            self.set(op.result, _COMPARE[name](ins[0], ins[1]))
+        elif name in _LOGIC and op.result.type.dtype == "bool":
+            self.set(op.result, _logic(name, ins[0], ins[1]))
+        elif name == "not" and op.result.type.dtype == "bool" and ins[0] in ((0, 0), (1, 1)):
+            self.set(op.result, (1 - ins[0][0], 1 - ins[0][0]))
+        elif name in _ARITH and len(ins) == 2 and None not in ins:
+            self.set(op.result, _ARITH[name](ins[0], ins[1]))
+        elif name == "select":
+            self.select(op, ins)
+        elif name == "for":
+            self.loop(op)
+        elif name == "while":
+            cond, body = op.regions
+            nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+            self.bind(cond.params[:nc], op.operands[:nc])
+            self.bind(body.params[:nb], op.operands[nc : nc + nb])
+            self.block(cond)
+            self.block(body)
+        elif name == "cond":
+            for branch in op.regions:
+                self.bind(branch.params, op.operands[1:])
+                self.block(branch)
+        elif name == "run_scoped":
+            (body,) = op.regions
+            n_alloc = len(body.params) - len(op.operands)
+            self.bind(body.params[n_alloc:], op.operands)
+            self.block(body)
+        elif name == "call":
+            callee = op.attrs["callee"]
+            self.bind(callee.params, op.operands)
+            self.block(callee.body)
+
+    def select(self, op: Op, ins: list[Interval | None]) -> None:
+        pred, on_true, on_false = ins
+        if pred in ((0, 0), (1, 1)):
+            self.set(op.result, on_true if pred == (1, 1) else on_false)
+        elif on_true is not None and on_false is not None:
+            self.set(op.result, (min(on_true[0], on_false[0]), max(on_true[1], on_false[1])))
+
+    def loop(self, op: Op) -> None:
+        (body,) = op.regions
+        lower, upper = self.get(op.operands[0]), self.get(op.operands[1])
+        if lower is not None and upper is not None and upper[1] - 1 >= lower[0]:
+            self.set(body.params[0], (lower[0], upper[1] - 1))
+        n = op.attrs["num_consts"]
+        self.bind(body.params[1 : 1 + n], op.operands[2 : 2 + n])
+        self.block(body)

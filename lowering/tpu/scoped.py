@@ -1,0 +1,50 @@
+"""Mosaic rules for scoped allocation: ``run_scoped`` is a ``tpu.region`` of ``memref.alloca``s.
+
+The region bounds the allocations' lifetime, as ``run_scoped`` does: the body runs inside it
+with one ``memref.alloca`` per allocated ref (VMEM unless the ref names SMEM; a ref with no
+memory space lives in VMEM, the kernel's default) and yields its results with ``tpu.yield``.
+Collective axes never reach this rule: ``lower_kernel`` runs the collective-axes check first,
+which raises upstream Mosaic's ``NotImplementedError``.
+
+``uninitialized`` appears only after scratch promotion (partial discharge): it is the fill
+value minipallas gives fresh scratch (NaN, the integer minimum, False), as a constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir.core import Op
+from minipallas.ir.interpret import fill_value
+from minipallas.ir.types import ANY, TPU_VMEM, RefType
+from minipallas.lowering.jaxlib_shim import ir, memref, tpu
+from minipallas.lowering.tpu import emit
+from minipallas.lowering.tpu.context import Bound, KernelContext, MemRef, register
+
+
+def scratch_space(t: RefType) -> RefType:
+    """``t`` in the memory space its scratch buffer takes: VMEM when it names none."""
+    return RefType(t.shape, t.dtype, TPU_VMEM) if t.memory_space == ANY else t
+
+
+def allocate(t: RefType) -> MemRef:
+    t = scratch_space(t)
+    buffer = memref.alloca(emit.ref_memref_type(t), [], [])
+    return MemRef(buffer, t.dtype, t.memory_space, (False,) * t.ndim)
+
+
+@register("run_scoped")
+def run_scoped(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[Bound]:
+    (body,) = op.regions
+    n_alloc = len(body.params) - len(args)
+    region = tpu.RegionOp([emit.value_type(r.type) for r in op.results])
+    with ir.InsertionPoint(region.body):
+        buffers = [allocate(p.type) for p in body.params[:n_alloc]]
+        tpu.YieldOp(ctx.lower_block(body, [*buffers, *args]))
+    return list(region.results)
+
+
+@register("uninitialized")
+def uninitialized(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+    t = op.attrs["type"]
+    return [emit.constant(fill_value(t.dtype), t)]

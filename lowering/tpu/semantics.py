@@ -1,0 +1,318 @@
+"""Which grid axes may run in parallel: ``dimension_semantics`` inferred from the kernel.
+
+Mosaic may split a ``parallel`` axis across TensorCores, each running its share of that axis in
+order with every other axis complete. That is safe when no two grid steps that differ along
+the axis share state: an output block both write, or a persistent scratch buffer one leaves a
+value in for the other to read. So an axis is ``parallel`` only when
+
+1. **no output block is revisited across it**: for every output, the block index its index
+   map gives determines the axis's grid index. This is checked by evaluating the index map on
+   every grid point (vectorized with numpy); when that is impossible (an op the evaluator
+   does not know, or a grid over ``MAX_POINTS``), an output whose index map does not use the
+   axis is revisited and any other is assumed revisited, to be safe; and
+2. **no persistent scratch carries state across it**. The effects analysis says whether the
+   body reads the scratch at all. If it does, the body is discharged (refs become values) and
+   the scratch's incoming value is followed forward to what the step leaves behind (output
+   blocks and scratch contents). Along the way, a ``cond`` or ``select`` on
+   ``program_id(a) == 0`` whose zero side does not use the incoming value records the guard
+   "only when ``program_id(a) != 0``" — the accumulator reset of a blocked matmul. State then
+   flows from one step to the next only when ``program_id(m) != 0`` for the innermost guarded
+   axis ``m``, and those two steps agree on every axis before ``m``: the state crosses axes
+   ``m`` and after. With no guard it crosses every axis.
+
+Axes of size 1 are ``parallel``. Each axis gets a one-line reason, which ``lower_kernel``
+records in the module as the ``minipallas.dimension_semantics_reasons`` attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from minipallas.errors import PassError
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.kernels.spec import Kernel
+from minipallas.passes.effects import Read, effects
+
+MAX_POINTS = 1 << 20
+SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
+
+
+@dataclass(frozen=True)
+class DimensionSemantics:
+    """One semantics and one reason per grid axis; ``inferred`` is False when the user gave
+    them."""
+
+    values: tuple[str, ...]
+    reasons: tuple[str, ...]
+    inferred: bool
+
+
+def dimension_semantics(kernel: Kernel) -> DimensionSemantics:
+    """The kernel's own ``dimension_semantics`` if given (checked), else the inferred ones."""
+    given = kernel.dimension_semantics
+    if given is not None:
+        given = tuple(given)
+        if len(given) != len(kernel.grid) or any(s not in SEMANTICS for s in given):
+            raise PassError(
+                f"dimension_semantics {given} must give one of {SEMANTICS} per grid axis "
+                f"(the grid is {kernel.grid})",
+                fix="pass one entry per grid axis, or none to have them inferred",
+            )
+        return DimensionSemantics(given, ("given by the user",) * len(given), False)
+    shared = _SharedState(kernel)
+    values, reasons = [], []
+    for axis, size in enumerate(kernel.grid):
+        blockers = shared.blockers(axis) if size > 1 else []
+        if blockers:
+            values.append("arbitrary")
+            reasons.append(f"axis {axis} arbitrary: " + "; ".join(blockers))
+        else:
+            values.append("parallel")
+            why = (
+                "it has size 1"
+                if size == 1
+                else "no output block or scratch state is shared across it"
+            )
+            reasons.append(f"axis {axis} parallel: {why}")
+    return DimensionSemantics(tuple(values), tuple(reasons), True)
+
+
+class _SharedState:
+    """What steps of one kernel's grid share, computed once per kernel."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def blockers(self, axis: int) -> list[str]:
+        """Why ``axis`` cannot be parallel (empty when it can)."""
+        out = [
+            f"output {k}'s block is revisited across it"
+            for k in range(self.kernel.num_outputs)
+            if not self.determines(k, axis)
+        ]
+        for s, crossed in enumerate(self.scratch_crossings):
+            if crossed is not None and axis >= crossed[0]:
+                out.append(f"scratch {s} carries state across it ({crossed[1]})")
+        return out
+
+    # -- 1. output blocks ---------------------------------------------------------------------
+
+    def determines(self, k: int, axis: int) -> bool:
+        """Whether output ``k``'s block index fixes ``program_id(axis)``."""
+        blocks = self.block_indices[k]
+        if blocks is None:  # cannot evaluate: only an index map that ignores the axis is sure
+            return False
+        points = self.points[axis]
+        _, group = np.unique(blocks, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        lo = np.full(group.max() + 1, np.iinfo(np.int64).max)
+        hi = np.full(group.max() + 1, np.iinfo(np.int64).min)
+        np.minimum.at(lo, group, points)
+        np.maximum.at(hi, group, points)
+        return bool((lo == hi).all())
+
+    @cached_property
+    def points(self) -> np.ndarray:
+        grid = self.kernel.grid
+        return np.indices(grid).reshape(len(grid), -1).astype(np.int64)
+
+    @cached_property
+    def block_indices(self) -> list[np.ndarray | None]:
+        if int(np.prod(self.kernel.grid)) > MAX_POINTS:
+            return [None] * self.kernel.num_outputs
+        return [evaluate(s.index_map, self.points) for s in self.kernel.out_specs]
+
+    # -- 2. persistent scratch ----------------------------------------------------------------
+
+    @cached_property
+    def scratch_crossings(self) -> list[tuple[int, str] | None]:
+        """Per scratch buffer: ``(first axis its state crosses, why)``, or None."""
+        kernel = self.kernel
+        first = kernel.num_inputs + kernel.num_outputs
+        body_effects = effects(kernel.body)
+        out: list[tuple[int, str] | None] = []
+        for s in range(len(kernel.scratch_types)):
+            if Read(first + s) not in body_effects:
+                out.append(None)
+                continue
+            guard = self._carried(first + s)
+            if guard is None:
+                out.append(None)
+            elif guard:
+                m = max(guard)
+                out.append((m, f"read from the step before unless program_id({m}) == 0"))
+            else:
+                out.append((0, "read from the step before"))
+        return out
+
+    @cached_property
+    def _pure(self) -> Function:
+        from minipallas.passes.cleanup import cleanup
+        from minipallas.passes.discharge import discharge
+
+        return cleanup(discharge(self.kernel.body))
+
+    def _carried(self, position: int) -> frozenset[int] | None:
+        """The guard under which scratch ``position``'s incoming value reaches what the step
+        leaves behind (None: never)."""
+        pure = self._pure
+        taint = _Taint()
+        taint.seed(pure.params[position])
+        taint.block(pure.body)
+        first_kept = self.kernel.num_inputs
+        return _meet(taint.get(r) for r in pure.body.results[first_kept:])
+
+
+def _meet(guards: Iterable[frozenset[int] | None]) -> frozenset[int] | None:
+    """Dependence when any of several guards holds: keep the facts all of them share."""
+    out = None
+    for g in guards:
+        if g is not None:
+            out = g if out is None else out & g
+    return out
+
+
+class _Taint:
+    """Forward dependence on one value, with the ``program_id(a) != 0`` facts it needs."""
+
+    def __init__(self) -> None:
+        self.taint: dict[Value, frozenset[int]] = {}
+        self.defs: dict[Value, Op] = {}
+
+    def seed(self, v: Value) -> None:
+        self.taint[v] = frozenset()
+
+    def get(self, v: Value) -> frozenset[int] | None:
+        return self.taint.get(v)
+
+    def put(self, vs: Sequence[Value], guard: frozenset[int] | None) -> None:
+        if guard is not None:
+            for v in vs:
+                self.taint[v] = guard
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.defs.update((r, op) for r in op.results)
+            if op.name == "cond" and len(op.regions) == 2:
+                self.cond(op)
+            elif op.name == "select":
+                self.select(op)
+            else:  # any other op, regions included, depends on all its operands
+                self.put(op.results, _meet(self.get(v) for v in op.operands))
+
+    def select(self, op: Op) -> None:
+        pred, on_true, on_false = op.operands
+        test = zero_test(pred, self.defs)
+        t, f = self.get(on_true), self.get(on_false)
+        if test is not None:
+            axis, true_is_zero = test
+            if true_is_zero and f is not None:
+                f = f | {axis}
+            elif not true_is_zero and t is not None:
+                t = t | {axis}
+        self.put(op.results, _meet([self.get(pred), t, f]))
+
+    def cond(self, op: Op) -> None:
+        index, *args = op.operands
+        test = zero_test(index, self.defs)
+        outs = []
+        for k, branch in enumerate(op.regions):
+            for p, v in zip(branch.params, args, strict=True):
+                self.put([p], self.get(v))
+            self.block(branch)
+            guards = [self.get(r) for r in branch.results]
+            runs_when_nonzero = test is not None and (k == 0) == test[1]
+            if runs_when_nonzero:
+                guards = [g | {test[0]} if g is not None else None for g in guards]
+            outs.append(guards)
+        for j, r in enumerate(op.results):
+            self.put([r], _meet([self.get(index), *(g[j] for g in outs)]))
+
+
+_ZERO_TESTS = {"eq": True, "ne": False, "gt": False, "lt": False, "le": True, "ge": True}
+
+
+def zero_test(v: Value, defs: dict[Value, Op]) -> tuple[int, bool] | None:
+    """``(a, true_is_zero)`` when ``v`` tests ``program_id(a)`` against 0 (through ``convert``,
+    broadcasts and ``not``): ``v`` is true exactly when ``program_id(a) == 0`` if
+    ``true_is_zero``."""
+    op = defs.get(v)
+    if op is None:
+        return None
+    if op.name in ("convert", "broadcast_in_dim", "reshape", "not"):
+        inner = zero_test(op.operands[0], defs)
+        if inner is None or op.name != "not":
+            return inner
+        return inner[0], not inner[1]
+    if op.name not in _ZERO_TESTS:
+        return None
+    a, b = (defs.get(x) for x in op.operands)
+    for pid, zero, flip in ((a, b, False), (b, a, True)):
+        if (
+            pid is not None
+            and pid.name == "program_id"
+            and zero is not None
+            and zero.name == "constant"
+            and int(zero.attrs["value"].array()) == 0
+        ):
+            name = op.name
+            if flip:  # 0 < pid is pid > 0
+                name = {"gt": "lt", "lt": "gt", "le": "ge", "ge": "le"}.get(name, name)
+            if name in ("lt", "ge"):  # pid < 0 never holds, pid >= 0 always does
+                return None
+            return pid.attrs["axis"], _ZERO_TESTS[name]
+    return None
+
+
+# -- vectorized evaluation of index maps ------------------------------------------------------
+
+_EVAL = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "neg": np.negative,
+    "abs": np.abs,
+    "select": np.where,
+}
+
+
+def evaluate(fn: Function, points: np.ndarray) -> np.ndarray | None:
+    """``fn``'s integer results at every column of ``points`` (one row per parameter), as an
+    ``(n_points, n_results)`` array; None when ``fn`` uses an op this evaluator lacks."""
+    env: dict[Value, np.ndarray] = dict(zip(fn.params, points, strict=True))
+    with np.errstate(all="ignore"):
+        for op in fn.body.ops:
+            args = [env[v] for v in op.operands]
+            if op.name == "constant":
+                out = op.attrs["value"].array().astype(np.int64)
+            elif op.name == "convert":
+                bool_out = op.result.type.dtype == "bool"
+                out = args[0] != 0 if bool_out else args[0].astype(np.int64)
+            elif op.name == "not":
+                out = ~args[0]
+            elif op.name in ("div", "rem") and not (args[1] == 0).any():
+                q = np.abs(args[0]) // np.abs(args[1]) * np.sign(args[0]) * np.sign(args[1])
+                out = q if op.name == "div" else args[0] - q * args[1]
+            elif op.name in _EVAL:
+                out = _EVAL[op.name](*args)
+            else:
+                return None
+            env[op.result] = out
+    n = points.shape[1]
+    columns = [np.broadcast_to(env[r], (n,)) for r in fn.body.results]
+    return np.stack(columns, axis=1) if columns else np.zeros((n, 1), np.int64)

@@ -1,0 +1,67 @@
+"""Mosaic rules for ref views: a new ``memref`` aliasing part of, or reinterpreting, a ref.
+
+As upstream's ref transforms lower:
+- ``ref.at`` is ``tpu.memref_slice`` (starts are ``i32``, clamped like any dynamic index),
+  then ``tpu.memref_squeeze`` for integer-indexed and squeezed dimensions;
+- ``ref.reshape`` is ``tpu.memref_reshape``, ``ref.bitcast`` is ``tpu.memref_bitcast``.
+Strided views and ``ref.transpose`` have no memref form in Mosaic (upstream rejects them too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir.core import Op
+from minipallas.lowering.jaxlib_shim import ir, tpu
+from minipallas.lowering.tpu import emit
+from minipallas.lowering.tpu.context import Bound, KernelContext, MemRef, register, unsupported
+from minipallas.lowering.tpu.windows import window
+
+
+def _memref(ref: MemRef, shape: Sequence[int], dtype: str) -> ir.MemRefType:
+    return emit.memref_type(shape, dtype, ref.space)
+
+
+@register("ref.at")
+def at(ctx: KernelContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
+    w = window(ctx, op, ref, dyn, as_index=False)
+    if w.strided:
+        raise unsupported(
+            op,
+            "strided views of refs are not supported on TPU (as upstream)",
+            fix="take the strided window with a load (x_ref[pl.ds(0, n, stride=k)]) instead",
+        )
+    sliced = tpu.memref_slice(_memref(ref, w.sizes, ref.dtype), ref.value, list(w.starts), [])
+    if not all(w.kept):
+        sliced = tpu.memref_squeeze(_memref(ref, w.result_shape, ref.dtype), sliced)
+    return [MemRef(sliced, ref.dtype, ref.space, (False,) * len(w.result_shape))]
+
+
+@register("ref.reshape")
+def reshape(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+    shape = op.attrs["shape"]
+    if len(shape) < 2 or len(ref.shape) < 2 or any(ref.squeezed[-2:]):
+        raise unsupported(
+            op,
+            "Mosaic reshapes refs of rank >= 2 only, with the last two dimensions not squeezed "
+            "(as upstream)",
+            fix="reshape the loaded value instead",
+        )
+    out = tpu.memref_reshape(_memref(ref, shape, ref.dtype), ref.value)
+    return [MemRef(out, ref.dtype, ref.space, (False,) * len(shape))]
+
+
+@register("ref.bitcast")
+def bitcast(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+    dtype = op.attrs["dtype"]
+    out = tpu.memref_bitcast(_memref(ref, ref.shape, dtype), ref.value)
+    return [MemRef(out, dtype, ref.space, ref.squeezed)]
+
+
+@register("ref.transpose")
+def transpose(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+    raise unsupported(
+        op,
+        "transposed views of refs have no Mosaic TPU lowering (upstream supports none either)",
+        fix="load the window and transpose the value (jnp.transpose / x.T) instead",
+    )

@@ -1,0 +1,47 @@
+"""Differential testing of minipallas against upstream JAX (``minipallas.difftest``).
+
+- ``Case(name, fn, args)``: a JAX function over refs and arrays with its inputs (``ref(x)``
+  marks a ref input); ``run(case)`` runs it upstream (``discharge_state`` + evaluation) and
+  through minipallas (``from_jaxpr``, interpret, discharge, compile), compares every output bit
+  for bit and returns a ``Report`` whose ``finding`` classifies any disagreement (``classify``,
+  ``KNOWN``: the known upstream defects); ``check(case)`` raises ``Disagreement`` unless all
+  agree.
+- ``emit(fn)`` / ``trace(fn)``: a minipallas program (e.g. a generated one) as an upstream JAX
+  function over refs, and its jaxpr: how the fuzzer (``python -m
+  minipallas.difftest.fuzz_upstream``) runs one random program both ways.
+- ``minipallas-difftest`` (``cli``): runs the cases a Python file defines, or the fuzzer.
+"""
+
+from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known, classify
+from minipallas.difftest.harness import (
+    Case,
+    Disagreement,
+    Outcome,
+    RefArg,
+    Report,
+    check,
+    compare,
+    ref,
+    run,
+)
+from minipallas.difftest.jax_emit import EmitError, emit, trace
+
+__all__ = [
+    "KINDS",
+    "KNOWN",
+    "Case",
+    "Disagreement",
+    "EmitError",
+    "Finding",
+    "Known",
+    "Outcome",
+    "RefArg",
+    "Report",
+    "check",
+    "classify",
+    "compare",
+    "emit",
+    "ref",
+    "run",
+    "trace",
+]

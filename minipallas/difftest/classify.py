@@ -1,0 +1,455 @@
+"""What a disagreement means: an upstream crash or divergence, a semantic difference, or a bug.
+
+Upstream is not always right, so every disagreement is classified (never hidden):
+
+- ``upstream-crash``: upstream failed to trace, discharge or evaluate a valid program. Known
+  crashes are recognized by where they happen (the exception's class, message and the jax
+  function that raised it) and named after their defect in ``KNOWN``.
+- ``upstream-divergence``: upstream ran but computed something other than sequential
+  execution (minipallas's meaning), in a way recognized from the jaxpr (``KNOWN``).
+- ``semantic-difference``: a documented difference of meaning, checked, not assumed: the
+  program reads scratch it never wrote (found with ``interpret(..., uninitialized="error")``);
+  or, between a minipallas reference and upstream, a masked load without ``other`` decides the
+  result (the reference agrees once those loads are made unmasked), or an index out of range
+  that the two sides treat differently (found with ``interpret(..., checks=True)``; not for
+  programs ``jax_emit`` emitted, which state minipallas's index meaning explicitly).
+- ``minipallas-bug``: anything else: a minipallas way crashed, two minipallas ways disagree, or
+  upstream disagrees with no explanation.
+
+``classify(report)`` returns the ``Finding``; ``agree`` when every way agrees.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from minipallas.ir.core import Block, Function, Op
+
+KINDS = ("agree", "upstream-crash", "upstream-divergence", "semantic-difference", "minipallas-bug")
+
+
+@dataclass(frozen=True)
+class Known:
+    """A known upstream defect or semantic difference; crashes carry how to recognize them."""
+
+    kind: str
+    reason: str
+    repro: str
+    stages: tuple[str, ...] = ()  # upstream stages a crash happens at: trace, discharge, eval
+    error: str = ""  # exception class name
+    message: str = ""  # regex the message matches
+    where: str = ""  # name of a jax function on the traceback
+
+
+DISCHARGE = ("discharge", "eval")  # a run_scoped body is discharged when it is evaluated
+
+
+def _crash(
+    reason: str,
+    repro: str,
+    *,
+    stages: tuple[str, ...] = DISCHARGE,
+    error: str = "",
+    message: str = "",
+    where: str = "",
+) -> Known:
+    return Known("upstream-crash", reason, repro, stages, error, message, where)
+
+
+KNOWN: dict[str, Known] = {
+    "strided-slice-with-int-index": _crash(
+        "discharge_state sends an indexer with a strided slice (or an integer array) down its "
+        "gather path, which cannot take a static integer index (_convert_to_gather_arrays: "
+        "'Invalid type of idxer')",
+        "def f(r): return r[0, ::2]  # r: Ref{f32[3,4]}",
+        error="ValueError",
+        message=r"Invalid type of idxer",
+    ),
+    "transpose-view": _crash(
+        "discharge_state has no rule for reading or writing through ref.transpose views",
+        "def f(r): return r.transpose((1, 0))[0]  # r: Ref{f32[4,4]}",
+        error="NotImplementedError",
+        message=r"Unsupported transform: TransposeTransform",
+    ),
+    "swap-through-reshape-or-bitcast": _crash(
+        "discharge_state writes through views with transform_swap_array, whose write phase "
+        "handles only indexers (and whose read phase drops a reshape's or bitcast's result)",
+        "def f(r): r.reshape(8)[0:2] = jnp.zeros(2)  # r: Ref{f32[2,4]}",
+        message=r"^(?!.*TransposeTransform)",
+        where="transform_swap_array",
+    ),
+    "addupdate-through-view": _crash(
+        "discharge of addupdate handles a single indexer only: accumulating through any view "
+        "(ref.at, reshape, bitcast) fails with 'Only single indexer is supported.'",
+        "def f(r): ref_addupdate(r.at[1:3], (0,), 1.0)  # r: Ref{f32[4]}",
+        error="NotImplementedError",
+        message=r"Only single indexer is supported",
+    ),
+    "bitcast-view-rank-below-2": _crash(
+        "ref.bitcast computes its shape for TPU sublane packing, indexing shape[-2], so a "
+        "bitcast view of a 0-d or 1-d ref fails at trace time even for equal widths",
+        "def f(r): return r.bitcast(jnp.int32)[0]  # r: Ref{f32[4]}",
+        stages=("trace",),
+        error="IndexError",
+        where="bitcast",
+    ),
+    "pallas-strided-window": _crash(
+        "discharge of Pallas load/store rejects strided slices ('Unimplemented stride support.')",
+        "def f(r): return pl.load(r, (pl.ds(0, 2, 2),))  # r: Ref{f32[4]}",
+        error="NotImplementedError",
+        message=r"Unimplemented stride support",
+    ),
+    "pallas-slice-and-array-window": _crash(
+        "discharge of Pallas load/store rejects a window mixing slices and integer arrays "
+        "(a bare NotImplementedError)",
+        "def f(r, i): return pl.load(r, (i, slice(None)))  # r: Ref{f32[4,4]}, i: i32[2]",
+        error="NotImplementedError",
+        message=r"^$",
+    ),
+    "pallas-static-int-index": _crash(
+        "discharge of Pallas load/store asks every non-slice index for its shape, which a "
+        "static integer index does not have ('TypedInt' object has no attribute 'shape')",
+        "def f(r): return pl.load(r, (0, slice(None)))  # r: Ref{f32[2,4]}",
+        error="AttributeError",
+        message=r"has no attribute 'shape'",
+    ),
+    "pallas-array-load-of-constant": _crash(
+        "discharge of a Pallas load with integer-array indices indexes the ref's current "
+        "value with numpy indexing, which fails when that value is a constant of the program "
+        "(the ref was just overwritten with one): TracerArrayConversionError",
+        "def f(r, i): r[...] = np.ones(3, np.float32); return pl.load(r, (i,))  # i: i32[2]",
+        error="TracerArrayConversionError",
+        where="_load_discharge_rule",
+    ),
+    "empty-slice-at-end": _crash(
+        "the indexer's bounds check rejects a static slice starting at the end of its "
+        "dimension even when it is empty (numpy's x[n:n])",
+        "def f(r): return r[4:4]  # r: Ref{f32[4]}",
+        stages=("trace",),
+        error="ValueError",
+        message=r"Out of bound slice: start=(\d+), dim=\1\.",
+    ),
+    "empty-strided-slice": _crash(
+        "discharge turns a static slice into lax.slice with limit start + (size-1)*stride + 1, "
+        "which is below start for an empty slice with stride > 1",
+        "def f(r): return r[:, 1:1:2]  # r: Ref{f32[2,2]}",
+        error="TypeError",
+        message=r"limit_indices must (be greater than or equal to start|have every element be)",
+    ),
+    "jit-call-with-scratch-ref": _crash(
+        "inside run_scoped the scratch refs are not to be discharged, but the discharge rule "
+        "of a jit call passed a scratch ref and an outer ref discharges both ('Did not ask "
+        "for inval to be discharged but it was')",
+        "def f(o):\n"
+        "    def body(s): jax.jit(lambda r, q: q.__setitem__(0, r[1]))(s, o)\n"
+        "    pl.run_scoped(body, pl.ANY((4,), f32))",
+        error="ValueError",
+        message=r"Did not ask for inval to be discharged",
+    ),
+    "while-cond-reads-written-ref": Known(
+        "upstream-divergence",
+        "discharge of while_loop gives the condition its own copy of every ref it reads, "
+        "which the body's writes never reach: the condition keeps seeing the ref's value "
+        "from before the loop (sequential execution sees every write)",
+        "def f(r):\n"
+        "    def cond(c): return (r[0] < 3) & (c < 5)\n"
+        "    def body(c): r[0] += 1; return c + 1\n"
+        "    return lax.while_loop(cond, body, 0)  # r = [0]: upstream 5 trips, sequential 3",
+    ),
+    "pallas-store-through-view": Known(
+        "upstream-divergence",
+        "discharge of a Pallas store (masked_swap) through a view writes into the view's "
+        "array and returns that as the whole ref's new value: the ref comes out with the "
+        "view's shape and contents",
+        "def f(r, i): pl.store(r.at[:, 0], (i,), -1.0)  # r: Ref{f32[2,2]} ends up f32[2]",
+    ),
+    "uninitialized-read": Known(
+        "semantic-difference",
+        "the program reads scratch it never wrote, whose contents are unspecified: the two "
+        "sides are not comparable there",
+        "def f(o): pl.run_scoped(lambda s: o.__setitem__(..., s[...]), pl.ANY((4,), f32))",
+    ),
+    "negative-dynamic-index": Known(
+        "semantic-difference",
+        "a negative dynamic index: upstream adds the dimension once (numpy style) before "
+        "clamping, minipallas clamps it to 0 (the importer reproduces upstream's meaning)",
+        "def f(r, i): return r[i]  # i = -1: upstream r[n-1], minipallas r[0]",
+    ),
+    "gather-window-clamp": Known(
+        "semantic-difference",
+        "an out-of-range dynamic window in an indexer upstream discharges as a gather or "
+        "scatter (one with an integer array or a strided slice): upstream clamps (reads) or "
+        "drops (writes) each position start + k*stride on its own, minipallas shifts the "
+        "window back inside as a whole, as upstream itself does for unstrided windows",
+        "def f(r, i): return r[pl.ds(i, 2, 2)]  # r: f32[4], i = 2: upstream positions "
+        "2, 4 clamped one by one: [r2, r3]; minipallas start clamped to 1: [r1, r3]",
+    ),
+    "masked-load-fill": Known(
+        "semantic-difference",
+        "a masked load without `other` reads the fill value (NaN, integer minimum, False) "
+        "in masked-off lanes in minipallas, and the memory's contents upstream",
+        "def f(r, m): return pl.load(r, (slice(None),), mask=m)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A classified outcome: one of ``KINDS``; ``name``: a ``KNOWN`` key, ``agree``, or a
+    short description; ``detail``: the evidence (an error, a difference)."""
+
+    kind: str
+    name: str
+    detail: str = ""
+
+    @property
+    def reason(self) -> str:
+        known = KNOWN.get(self.name)
+        return known.reason if known else self.detail
+
+    def __str__(self) -> str:
+        return self.kind if self.name == self.kind else f"{self.kind} ({self.name})"
+
+
+# -- recognizing upstream crashes ----------------------------------------------------------
+
+
+def _function_names(error: BaseException) -> set[str]:
+    """Names of the functions on ``error``'s traceback, jax's filtered frames included (jax
+    keeps them on an ``UnfilteredStackTrace`` in the ``__cause__`` chain)."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        tb = e.__traceback__
+        while tb is not None:
+            names.add(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return names
+
+
+def recognize_crash(stage: str, error: BaseException) -> str | None:
+    """The ``KNOWN`` upstream crash that ``error`` (raised at ``stage``) is, or None."""
+    names = None
+    for name, k in KNOWN.items():
+        if k.kind != "upstream-crash" or stage not in k.stages:
+            continue
+        if k.error and type(error).__name__ != k.error:
+            continue
+        if k.message and not re.search(k.message, str(error)):
+            continue
+        if k.where:
+            names = names if names is not None else _function_names(error)
+            if k.where not in names:
+                continue
+        return name
+    return None
+
+
+# -- recognizing divergences and semantic differences ---------------------------------------
+
+
+def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
+    """``jaxpr`` and every jaxpr nested in its equations' parameters (open jaxprs)."""
+    from jax._src import core as jax_core
+
+    stack = [jaxpr.jaxpr if isinstance(jaxpr, jax_core.ClosedJaxpr) else jaxpr]
+    while stack:
+        j = stack.pop()
+        yield j
+        for eqn in j.eqns:
+            for sub in jax_core.jaxprs_in_params(eqn.params):
+                stack.append(sub)
+
+
+def while_cond_reads_written_ref(jaxpr: Any) -> bool:  # noqa: ANN401
+    """A ``while`` whose condition takes a ref that its body writes (see ``KNOWN``)."""
+    from jax._src.state.types import AbstractRef, AccumEffect, WriteEffect
+
+    for j in _subjaxprs(jaxpr):
+        for eqn in j.eqns:
+            if eqn.primitive.name != "while":
+                continue
+            nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+            cond_refs = {
+                v for v in eqn.invars[:nc] if isinstance(getattr(v, "aval", None), AbstractRef)
+            }
+            body = eqn.params["body_jaxpr"].jaxpr
+            position = {v: k for k, v in enumerate(body.invars)}
+            written = set()
+            for e in body.effects:
+                k = position.get(e.input) if not isinstance(e.input, int) else e.input
+                if isinstance(e, WriteEffect | AccumEffect) and k is not None and k < nb:
+                    written.add(eqn.invars[nc + k])
+            if cond_refs & written:
+                return True
+    return False
+
+
+def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
+    """A Pallas store (``masked_swap``) whose ref has transforms before its indexer."""
+    from jax._src import tree_util
+    from jax._src.state.indexing import NDIndexer
+
+    for j in _subjaxprs(jaxpr):
+        for eqn in j.eqns:
+            if eqn.primitive.name != "masked_swap":
+                continue
+            _, transforms, _, _ = tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
+            transforms = tuple(transforms or ())
+            if transforms and not isinstance(transforms[-1], NDIndexer):
+                transforms = (*transforms, None)
+            if len(transforms) > 1:
+                return True
+    return False
+
+
+DIVERGENCES = {
+    "while-cond-reads-written-ref": while_cond_reads_written_ref,
+    "pallas-store-through-view": pallas_store_through_view,
+}
+
+
+def reads_uninitialized(fn: Function, args: list) -> bool:
+    """Whether interpreting ``fn`` reads a scratch element before writing it."""
+    from minipallas.difftest.harness import interpret_outputs
+    from minipallas.errors import InterpretError
+
+    try:
+        interpret_outputs(fn, args, uninitialized="error")
+    except InterpretError as e:
+        return "never written" in str(e)
+    except Exception:  # another failure is not an uninitialized read
+        return False
+    return False
+
+
+def unmask_loads(fn: Function) -> Function:
+    """``fn`` with every masked load without ``other`` made unmasked (upstream's meaning)."""
+    done: dict[int, Function] = {}
+
+    def block(b: Block) -> Block:
+        return Block(b.params, [op_(op) for op in b.ops], b.results)
+
+    def op_(op: Op) -> Op:
+        attrs = dict(op.attrs)
+        operands = op.operands
+        if op.name == "load" and attrs.get("masked") and not attrs.get("has_other"):
+            attrs["masked"], operands = False, operands[:-1]
+        if op.name == "call":
+            attrs["callee"] = function(attrs["callee"])
+        return op.replace(operands=operands, attrs=attrs, regions=tuple(map(block, op.regions)))
+
+    def function(f: Function) -> Function:
+        if id(f) not in done:
+            done[id(f)] = Function(f.name, block(f.body))
+        return done[id(f)]
+
+    return function(fn)
+
+
+def _has_unmasked_fill(fn: Function) -> bool:
+    return any(
+        op.name == "load" and op.attrs.get("masked") and not op.attrs.get("has_other")
+        for f in (fn, *fn.callees())
+        for op in f.walk()
+    )
+
+
+def _agrees_unmasked(report: Any, against: str) -> bool:  # noqa: ANN401
+    """Whether the reference, its masked loads made unmasked, gives ``against`` 's outputs."""
+    from minipallas.difftest.harness import compare, interpret_outputs
+
+    try:
+        outputs = interpret_outputs(unmask_loads(report.case.reference), report.case.args)
+    except Exception:  # the emulation does not run: no explanation
+        return False
+    theirs = report.outcomes[against].outputs
+    return len(outputs) == len(theirs) and all(
+        compare(w, g) is None for w, g in zip(theirs, outputs, strict=True)
+    )
+
+
+# -- classifying ---------------------------------------------------------------------------
+
+_MINIPALLAS_WAYS = ("interpret", "discharge", "compile")
+
+
+def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
+    """The ``Finding`` for a finished ``harness.Report`` (see the module docstring)."""
+    up = report.outcomes.get("upstream")
+    if up is not None and up.error is not None:
+        name = recognize_crash(up.stage, up.error)
+        detail = f"{up.stage}: {type(up.error).__name__}: {up.error}"
+        return Finding("upstream-crash", name or f"unrecognized {up.stage} crash", detail)
+    for way in (*_MINIPALLAS_WAYS, "reference"):
+        o = report.outcomes.get(way)
+        if o is not None and o.error is not None:
+            detail = f"{way} failed at {o.stage}: {type(o.error).__name__}: {o.error}"
+            return Finding("minipallas-bug", f"{way} crash at {o.stage}", detail)
+    d = report.difference
+    if d is None:
+        return Finding("agree", "agree")
+    detail = f"{d.way} vs {d.base}, {d.label}: {d.message}"
+    if d.way in _MINIPALLAS_WAYS:
+        return Finding("minipallas-bug", f"{d.way} disagrees with interpret", detail)
+    if d.way == "upstream":
+        for name, present in DIVERGENCES.items():
+            if present(report.jaxpr):
+                return Finding("upstream-divergence", name, detail)
+    program = report.program if d.way == "upstream" else report.case.reference
+    if program is not None and reads_uninitialized(program, list(report.case.args)):
+        return Finding("semantic-difference", "uninitialized-read", detail)
+    if d.way == "reference":
+        reference = report.case.reference
+        if _has_unmasked_fill(reference) and _agrees_unmasked(report, "interpret"):
+            return Finding("semantic-difference", "masked-load-fill", detail)
+        out_of_range = None if report.case.emitted else _out_of_range(reference, report)
+        if out_of_range is not None:
+            return Finding("semantic-difference", out_of_range, detail)
+    return _unexplained(report, detail)
+
+
+def _out_of_range(fn: Function, report: Any) -> str | None:  # noqa: ANN401
+    """``negative-dynamic-index`` or ``gather-window-clamp`` when ``fn`` uses such an index
+    (found with ``interpret(..., checks=True)``, which stops at the first out-of-range one)."""
+    from minipallas.difftest.harness import interpret_outputs
+    from minipallas.difftest.jax_emit import gathers
+    from minipallas.errors import InterpretError
+
+    try:
+        interpret_outputs(fn, list(report.case.args), checks=True)
+    except InterpretError as e:
+        if re.search(r"(index|start) -\d+ ", str(e)):
+            return "negative-dynamic-index"
+        uses_gathers = any(
+            gathers(op.attrs["indexer"])
+            for f in (fn, *fn.callees())
+            for op in f.walk()
+            if "indexer" in op.attrs
+        )
+        return "gather-window-clamp" if uses_gathers else None
+    except Exception:  # another failure explains nothing
+        return None
+    return None
+
+
+def _unexplained(report: Any, detail: str) -> Finding:  # noqa: ANN401
+    """Who is wrong, judged by which ways agree: the import reads the jaxpr upstream runs,
+    the reference is the program the jaxpr was emitted from."""
+    from minipallas.difftest.harness import agree
+
+    if "reference" not in report.outcomes:
+        return Finding("minipallas-bug", "upstream disagrees with the import", detail)
+    if agree(report, "reference", "interpret"):  # two minipallas routes against upstream
+        return Finding("upstream-divergence", "unrecognized divergence", detail)
+    if agree(report, "reference", "upstream"):
+        return Finding("minipallas-bug", "import disagrees with upstream", detail)
+    if agree(report, "upstream", "interpret"):
+        return Finding("minipallas-bug", "reference disagrees with upstream and import", detail)
+    return Finding("minipallas-bug", "upstream, import and reference all differ", detail)

@@ -1,0 +1,107 @@
+"""``minipallas-difftest``: run a module's programs against upstream JAX, or the fuzzer.
+
+``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show]`` runs every ``Case`` that the
+files define (at module level, or in a list or tuple there, such as ``CASES``), each through
+``minipallas.difftest.run``, with a progress bar, then prints a summary table: one row per case
+with its finding, whether that is the finding the case expects, and each way's time. ``--show``
+prints the full report (both programs) of every case whose finding is not the expected one.
+The exit code is 1 if any case's finding is not the one it expects.
+
+``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.difftest.fuzz_upstream ARGS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from minipallas.difftest.harness import Case, Report, run
+
+
+def cases_in(path: Path) -> list[Case]:
+    """The ``Case`` s a Python file defines, in definition order, each once."""
+    found: dict[int, Case] = {}
+    for value in runpy.run_path(str(path)).values():
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            if isinstance(item, Case):
+                found.setdefault(id(item), item)
+    return list(found.values())
+
+
+def progress(done: int, total: int, label: str, out: TextIO) -> None:
+    """A one-line progress bar, redrawn in place on a terminal, one line per step elsewhere."""
+    width = 30
+    filled = width * done // max(total, 1)
+    bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}"
+    if out.isatty():
+        out.write("\r" + bar[:100].ljust(100) + ("\n" if done == total else ""))
+    else:
+        out.write(bar + "\n")
+    out.flush()
+
+
+def table(reports: Sequence[Report]) -> str:
+    """One row per case: name, finding, expected or not, milliseconds per way."""
+    ways = ("upstream", "interpret", "discharge", "compile")
+    rows = [("case", "finding", "expected", *(f"{w} ms" for w in ways))]
+    for r in reports:
+        times = []
+        for w in ways:
+            o = r.outcomes.get(w)
+            times.append("-" if o is None or not o.ok else f"{o.seconds * 1e3:.0f}")
+        rows.append((r.case.name, str(r.finding), "yes" if r.expected else "NO", *times))
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    kinds = Counter(r.finding.kind for r in reports)
+    lines.append("")
+    lines.append(", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+    unexpected = sum(not r.expected for r in reports)
+    lines.append(f"{len(reports)} cases, {unexpected} not as expected")
+    return "\n".join(lines)
+
+
+def run_files(paths: Sequence[Path], keyword: str | None, show: bool) -> int:
+    cases = [c for p in paths for c in cases_in(p) if keyword is None or keyword in c.name]
+    if not cases:
+        print("no cases found", file=sys.stderr)
+        return 1
+    reports = []
+    for k, case in enumerate(cases):
+        progress(k, len(cases), case.name, sys.stderr)
+        reports.append(run(case))
+    progress(len(cases), len(cases), "done", sys.stderr)
+    print(table(reports))
+    if show:
+        for r in reports:
+            if not r.expected:
+                print("\n" + r.text())
+    return int(any(not r.expected for r in reports))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fuzz"]:
+        from minipallas.difftest.fuzz_upstream import main as fuzz_main
+
+        return fuzz_main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="minipallas-difftest",
+        description=__doc__.split("\n")[0],
+        epilog="minipallas-difftest fuzz --help: the fuzzer's options",
+    )
+    parser.add_argument("files", nargs="+", type=Path, help="Python files defining Case objects")
+    parser.add_argument("-k", dest="keyword", help="only cases whose name contains this")
+    parser.add_argument("--show", action="store_true", help="print unexpected cases in full")
+    args = parser.parse_args(argv)
+    return run_files(args.files, args.keyword, args.show)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""``python -m minipallas.difftest.fuzz_upstream``: fuzz upstream JAX against minipallas.
+
+Each program is drawn by the generator's hypothesis strategy (``minipallas.generate``),
+emitted as an upstream JAX function over refs (``jax_emit``) and run by the harness every way
+(upstream ``discharge_state`` + evaluation; ``from_jaxpr`` + interpret, discharge, compile; and
+the generated program itself as the reference). Transcendentals are left out, so every
+comparison is bit for bit.
+
+The campaign runs in batches of hypothesis runs, each with its own seed (from ``--seed``),
+until ``--count`` programs or ``--seconds`` have passed. Any outcome but agreement is a
+finding, classified (``classify``). The first finding of each name is printed and saved as
+text under ``--save DIR`` (the finding, the generated program, the upstream jaxpr and the
+import); findings ``KNOWN`` does not name (and, with ``--shrink-known``, known ones too) are
+shrunk by hypothesis first (only programs with the same finding count as failing, for at most
+``--shrink-seconds``). Later findings of a name already seen are counted. The
+campaign ends with a summary table (one row per finding name) and programs/second; the exit
+code is 1 if any finding was a ``minipallas-bug``.
+
+``--replay FILE`` runs a saved finding's program again and prints what it finds now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minipallas.difftest.classify import KNOWN, Finding
+from minipallas.difftest.harness import Case, Report, ref, run
+from minipallas.difftest.jax_emit import emit
+from minipallas.generate import Config, inputs
+from minipallas.ir.core import Function
+from minipallas.ir.types import RefType
+
+REFERENCE_HEADER = "--- minipallas IR (reference) ---"
+
+
+def case_for(fn: Function, seed: int, name: str = "generated") -> Case:
+    """The harness case for a generated program: its emission, inputs from ``seed``."""
+    args = inputs(fn, seed)
+    wrapped = tuple(
+        ref(a) if isinstance(t, RefType) else a for t, a in zip(fn.param_types, args, strict=True)
+    )
+    return Case(name, emit(fn), wrapped, reference=fn, emitted=True)
+
+
+@dataclass
+class Saved:
+    finding: Finding
+    text: str
+    input_seed: int
+
+
+@dataclass
+class Campaign:
+    """Counts and findings of one run; ``deadline`` is a ``time.monotonic()`` value."""
+
+    count: int
+    deadline: float
+    compile: bool = True
+    shrink_seconds: float = 60.0
+    shrink_known: bool = False  # KNOWN findings come with a minimal repro already
+    programs: int = 0
+    shrink_runs: int = 0
+    counts: Counter = field(default_factory=Counter)
+    kinds: dict[str, str] = field(default_factory=dict)
+    saved: list[Saved] = field(default_factory=list)
+
+    def done(self) -> bool:
+        return self.programs >= self.count or time.monotonic() >= self.deadline
+
+    def record(self, finding: Finding) -> bool:
+        """Counts ``finding``; True if its name is new (it deserves shrinking)."""
+        new = finding.name not in self.counts
+        self.counts[finding.name] += 1
+        self.kinds[finding.name] = finding.kind
+        return new and finding.kind != "agree"
+
+
+class _Found(Exception):
+    """Raised inside hypothesis for the finding being shrunk."""
+
+
+def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
+    """One hypothesis run of up to ``batch`` programs; shrinks the first new finding."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
+    from minipallas.generate import programs
+
+    strategy = programs(config)
+    target: str | None = None
+    smallest: Saved | None = None
+    shrink_deadline = 0.0
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=batch,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        report_multiple_bugs=False,
+    )
+    @given(st.data())
+    def one(data: st.DataObject) -> None:
+        nonlocal target, smallest, shrink_deadline
+        if target is None and campaign.done():
+            return
+        if target is not None and time.monotonic() > shrink_deadline:
+            return  # shrinking has had its time: the smallest so far is kept
+        fn = data.draw(strategy)
+        input_seed = data.draw(st.integers(0, 2**16))
+        report = run(case_for(fn, input_seed), compile=campaign.compile)
+        finding = report.finding
+        if target is not None:
+            campaign.shrink_runs += 1
+        else:
+            campaign.programs += 1
+            if campaign.record(finding) and (campaign.shrink_known or finding.name not in KNOWN):
+                target, shrink_deadline = finding.name, time.monotonic() + campaign.shrink_seconds
+            elif campaign.counts[finding.name] == 1 and finding.kind != "agree":
+                campaign.saved.append(Saved(finding, report.text(), input_seed))
+        if finding.name == target:  # one raise site: hypothesis tells failures apart by it
+            smallest = Saved(finding, report.text(), input_seed)
+            raise _Found(target)
+
+    try:
+        one()
+    except Exception:  # hypothesis re-raises the shrunk failure (or reports it flaky)
+        if smallest is None:
+            raise  # not a finding: hypothesis itself failed
+    if smallest is not None:
+        campaign.saved.append(smallest)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def report(saved: Saved, number: int, directory: Path | None) -> None:
+    """Prints a shrunk finding; saves it under ``directory`` if given."""
+    known = KNOWN.get(saved.finding.name)
+    header = [
+        f"finding: {saved.finding}",
+        f"input seed: {saved.input_seed}",
+        f"reason: {known.reason if known else saved.finding.detail}",
+    ]
+    if known is not None:
+        header.append(f"minimal upstream repro: {known.repro}")
+    text = "".join(f"# {line}\n" for h in header for line in h.splitlines()) + saved.text + "\n"
+    print(f"\n=== finding {number}: {saved.finding} ===")
+    print(text)
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{number:03d}-{_slug(saved.finding.name)}.txt"
+        path.write_text(text)
+        print(f"saved to {path}")
+
+
+def summary(campaign: Campaign, elapsed: float) -> str:
+    """The table of findings: name, kind, how many programs, the share of all programs."""
+    rows = [("finding", "kind", "programs", "share")]
+    for name, n in campaign.counts.most_common():
+        share = f"{100 * n / max(campaign.programs, 1):.1f}%"
+        rows.append((name, campaign.kinds[name], str(n), share))
+    widths = [max(len(r[k]) for r in rows) for k in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    rate = campaign.programs / max(elapsed, 1e-9)
+    lines.append(
+        f"\n{campaign.programs} programs in {elapsed:.1f} s: {rate:.2f} programs/second; "
+        f"{campaign.shrink_runs} shrink runs"
+    )
+    return "\n".join(lines)
+
+
+def replay(path: Path) -> Report:
+    """Runs a saved finding's generated program again; returns the harness's report."""
+    from minipallas.ir.parser import parse_module
+
+    text = path.read_text()
+    seed = re.search(r"^# input seed: (\d+)$", text, re.M)
+    if REFERENCE_HEADER not in text or seed is None:
+        raise ValueError(f"{path} is not a saved finding of this fuzzer")
+    fn = parse_module(text.split(REFERENCE_HEADER, 1)[1]).entry
+    return run(case_for(fn, int(seed.group(1)), path.stem))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m minipallas.difftest.fuzz_upstream", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--count", type=int, default=100_000, help="stop after N programs")
+    parser.add_argument("--seconds", type=float, default=60.0, help="stop after S seconds")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the whole campaign")
+    parser.add_argument("--save", type=Path, metavar="DIR", help="save findings here as text")
+    parser.add_argument("--batch", type=int, default=50, help="programs per hypothesis run")
+    parser.add_argument("--max-stmts", type=int, default=Config.max_stmts)
+    parser.add_argument("--shrink-seconds", type=float, default=60.0, help="per finding")
+    parser.add_argument(
+        "--shrink-known", action="store_true", help="shrink known defects too (they have repros)"
+    )
+    parser.add_argument("--no-compile", action="store_true", help="skip minipallas.compile")
+    parser.add_argument("--replay", type=Path, metavar="FILE", help="re-run a saved finding")
+    args = parser.parse_args(argv)
+    if args.replay:
+        found = replay(args.replay)
+        print(found.text())
+        return 0 if found.ok else 1
+
+    config = Config(max_stmts=args.max_stmts, transcendental=False)
+    start = time.monotonic()
+    campaign = Campaign(
+        args.count,
+        start + args.seconds,
+        not args.no_compile,
+        args.shrink_seconds,
+        args.shrink_known,
+    )
+    seeds = random.Random(args.seed)
+    print(
+        f"fuzzing upstream JAX against minipallas: up to {args.count} programs or "
+        f"{args.seconds:g} s, seed {args.seed}",
+        flush=True,
+    )
+    while not campaign.done():
+        before = len(campaign.saved)
+        batch = min(args.batch, args.count - campaign.programs)
+        run_batch(campaign, config, batch, seeds.getrandbits(64))
+        for k in range(before, len(campaign.saved)):
+            report(campaign.saved[k], k + 1, args.save)
+        rate = campaign.programs / (time.monotonic() - start)
+        print(f"  {campaign.programs} programs, {rate:.2f} programs/s", flush=True)
+    table = summary(campaign, time.monotonic() - start)
+    print("\n" + table)
+    if args.save is not None:
+        args.save.mkdir(parents=True, exist_ok=True)
+        (args.save / "summary.txt").write_text(table + "\n")
+    return int(any(kind == "minipallas-bug" for kind in campaign.kinds.values()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

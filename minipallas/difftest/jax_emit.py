@@ -1,0 +1,481 @@
+"""A minipallas program as an upstream JAX function over refs, so upstream can run it too.
+
+``emit(fn)`` returns a Python function that, given JAX refs and arrays, does what ``fn`` does
+with ``jax._src.state`` and ``jax.lax`` calls: ``ref[idx]`` reads, ``ref.at[...]`` views,
+``pl.load``/``pl.store``, ``lax.fori_loop``/``while_loop``/``switch``, ``pl.run_scoped``,
+``jax.jit`` for calls. ``trace(fn)`` runs it under ``jax.make_jaxpr`` with ``AbstractRef``
+inputs, giving the upstream program that the harness discharges with upstream's
+``discharge_state`` and imports back with ``from_jaxpr``.
+
+The emitter is an interpreter over the IR whose values are JAX tracers (autodidax's shape): an
+environment from ``Value`` to tracer, one rule per op. Regions are emitted as Python closures,
+so a body sees its parameters bound to the outer tracers its region op passes in; only loop
+carries and branch indices go through the ``lax`` control-flow calls, as in hand-written JAX.
+
+Where upstream's defined behaviour differs from minipallas's, the emitted code states
+minipallas's meaning explicitly, so the two programs compute the same thing:
+
+- negative dynamic indices: minipallas clamps them to 0, upstream first adds the dimension
+  once, so signed indices pass through ``max(i, 0)`` (and a negative integer-array index
+  that a write must drop becomes the largest ``int32``, which upstream's scatter drops too);
+- Pallas ``load``/``store`` windows (upstream pads past the end instead of clamping) and
+  indexers upstream discharges as a gather or scatter (it clamps or drops each position
+  separately instead of shifting the window back inside): their dynamic starts and integers
+  are clamped into range first, as minipallas clamps them.
+
+Everything else (upstream's clamping of in-range-typed indices, its views, loops and scratch)
+is left to upstream, which is what the fuzzer tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from minipallas.errors import MiniPallasError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.indexing import Array, Dyn, Int, Slice
+from minipallas.ir.types import ArrayType, RefType
+
+
+class EmitError(MiniPallasError):
+    """The program uses an op the emitter cannot express as upstream JAX."""
+
+
+Rule = Callable[["Emitter", Op, list], Sequence[Any]]
+_INDEX_SCALARS = {ArrayType((), d) for d in ("int32", "int8", "uint32")}
+RULES: dict[str, Rule] = {}
+
+
+def emits(*names: str) -> Callable[[Rule], Rule]:
+    """Registers the decorated function as the emission rule of each op in ``names``."""
+
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+
+    return register
+
+
+class Emitter:
+    """Runs IR blocks on JAX tracers; callees are emitted once and shared between calls."""
+
+    def __init__(self) -> None:
+        self.callees: dict[int, Callable[..., Any]] = {}
+        self.constants: dict[Value, int] = {}  # integer scalar constants, by value
+
+    def block(self, block: Block, args: Sequence[Any]) -> list[Any]:
+        env = dict(zip(block.params, args, strict=True))
+        for op in block.ops:
+            rule = RULES.get(op.name)
+            if rule is None:
+                raise EmitError(
+                    f"no JAX emission rule for '{op.name}'",
+                    op=op.name,
+                    loc=op.loc,
+                    fix="emit programs before discharge (the generator's programs)",
+                )
+            outs = rule(self, op, [env[v] for v in op.operands])
+            if op.name == "constant" and op.attrs["value"].type in _INDEX_SCALARS:
+                self.constants[op.results[0]] = int(op.attrs["value"].array())
+            env.update(zip(op.results, outs, strict=True))
+        return [env[r] for r in block.results]
+
+    def function(self, fn: Function) -> Callable[..., tuple]:
+        def upstream(*args: Any) -> tuple:  # noqa: ANN401
+            return tuple(self.block(fn.body, args))
+
+        upstream.__name__ = upstream.__qualname__ = fn.name
+        return upstream
+
+
+def emit(fn: Function) -> Callable[..., tuple]:
+    """``fn`` as a JAX function over refs (for ``Ref`` parameters) and arrays; returns a tuple
+    of ``fn``'s results. Refs are written in place, as ``fn`` writes them."""
+    return Emitter().function(fn)
+
+
+def abstract_args(fn: Function) -> list[Any]:
+    """The abstract inputs to trace ``emit(fn)`` with: ``AbstractRef`` s and shape structs."""
+    import jax
+    from jax._src import core as jax_core
+    from jax._src.state.types import AbstractRef
+
+    out: list[Any] = []
+    for t in fn.param_types:
+        if isinstance(t, RefType):
+            out.append(AbstractRef(jax_core.ShapedArray(t.shape, dtypes.to_numpy(t.dtype))))
+        else:
+            out.append(jax.ShapeDtypeStruct(t.shape, dtypes.to_numpy(t.dtype)))
+    return out
+
+
+def trace(fn: Function) -> Any:  # noqa: ANN401 - a jax ClosedJaxpr
+    """The upstream jaxpr of ``emit(fn)``."""
+    import jax
+
+    return jax.make_jaxpr(emit(fn))(*abstract_args(fn))
+
+
+# -- indices -------------------------------------------------------------------------------
+
+
+def _np(dtype: str) -> np.dtype:
+    return dtypes.to_numpy(dtype)
+
+
+def _nonneg(x: Any) -> Any:  # noqa: ANN401
+    """``max(x, 0)``: upstream would add the dimension to a negative index. (For unsigned
+    indices it keeps a constant index dynamic: upstream reads a literal one as static and
+    rejects it at trace time when it is out of range.)"""
+    from jax import lax
+
+    return lax.max(x, np.zeros((), x.dtype))
+
+
+def _dropped_if_negative(x: Any) -> Any:  # noqa: ANN401
+    """Write positions: negatives become the largest int32, which a scatter drops."""
+    from jax import lax
+
+    if not dtypes.is_signed(dtypes.canonicalize(x.dtype)):
+        return x
+    x = lax.convert_element_type(x, np.int32)
+    big = np.iinfo(np.int32).max
+    return lax.select(x < 0, lax.full_like(x, big), x)
+
+
+def _clamped(x: Any, hi: int) -> Any:  # noqa: ANN401
+    """``x`` clamped into ``[0, hi]`` (in int32 if ``hi`` does not fit ``x``'s dtype)."""
+    from jax import lax
+
+    if hi > np.iinfo(x.dtype).max:
+        x = lax.convert_element_type(x, np.int32)
+    return lax.clamp(np.zeros((), x.dtype), x, np.asarray(hi, x.dtype))
+
+
+def gathers(indexer: tuple) -> bool:
+    """Whether upstream's discharge indexes with a gather/scatter: an integer array or a
+    strided slice in the indexer. Its dynamic slices are then positions ``start + k*stride``
+    clamped (reads) or dropped (writes) one by one, and its dynamic integers too, where
+    minipallas shifts a window back inside as a whole and clamps integers."""
+    return any(isinstance(e, Array) or (isinstance(e, Slice) and e.stride > 1) for e in indexer)
+
+
+def index(
+    indexer: tuple, shape: Sequence[int], dyn: Sequence[Any], *, write: bool, window: bool
+) -> tuple:
+    """The numpy-style index for an IR indexer, with minipallas's meaning made explicit.
+
+    ``write``: integer-array positions are write positions (out-of-range ones are dropped);
+    ``window``: a Pallas ``load``/``store`` window. Dynamic starts and integers are clamped
+    into range here where upstream would not clamp them as minipallas does: in Pallas
+    windows (upstream pads) and in indexers upstream turns into a gather (see ``gathers``).
+    """
+    from jax.experimental import pallas as pl
+
+    whole = window or gathers(indexer)
+    out: list[Any] = []
+    for entry, dim in zip(indexer, shape, strict=True):
+        if isinstance(entry, Int):
+            i = entry.index
+            if isinstance(i, Dyn):
+                i = _clamped(dyn[i.pos], dim - 1) if whole else _nonneg(dyn[i.pos])
+            out.append(i)
+        elif isinstance(entry, Slice):
+            span = (entry.size - 1) * entry.stride + 1 if entry.size else 0
+            if isinstance(entry.start, Dyn):
+                start = dyn[entry.start.pos]
+                start = _clamped(start, dim - span) if whole else _nonneg(start)
+                out.append(pl.ds(start, entry.size, entry.stride))
+            elif (entry.start, entry.size, entry.stride) == (0, dim, 1):
+                out.append(slice(None))
+            else:
+                out.append(slice(entry.start, entry.start + span, entry.stride))
+        elif isinstance(entry, Array):
+            i = dyn[entry.index.pos]
+            out.append(_dropped_if_negative(i) if write else _nonneg(i))
+    return tuple(out)
+
+
+def _split(op: Op, args: list) -> tuple[Any, tuple, list]:
+    """The ref, the numpy-style index and the value operands of a state op."""
+    from minipallas.ir import indexing
+
+    indexer = op.attrs["indexer"]
+    n = indexing.num_dyn(indexer)
+    ref, dyn, rest = args[0], args[1 : 1 + n], args[1 + n :]
+    write = op.name in ("swap", "addupdate", "store")
+    window = op.name in ("load", "store")
+    shape = op.operands[0].type.shape
+    return ref, index(indexer, shape, dyn, write=write, window=window), rest
+
+
+# -- state ops and views -------------------------------------------------------------------
+
+
+@emits("get")
+def _get(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax._src.state import primitives as state
+
+    ref, idx, _ = _split(op, args)
+    return [state.ref_get(ref, idx)]
+
+
+@emits("swap")
+def _swap(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax._src.state import primitives as state
+
+    ref, idx, (value,) = _split(op, args)
+    return [state.ref_swap(ref, idx, value)]
+
+
+@emits("addupdate")
+def _addupdate(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax._src.state import primitives as state
+
+    ref, idx, (value,) = _split(op, args)
+    state.ref_addupdate(ref, idx, value)
+    return []
+
+
+@emits("load")
+def _load(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax._src.pallas import primitives as pallas
+
+    ref, idx, rest = _split(op, args)
+    mask = rest[0] if op.attrs.get("masked") else None
+    other = rest[1] if op.attrs.get("has_other") else None
+    return [pallas.load(ref, idx, mask=mask, other=other)]
+
+
+@emits("store")
+def _store(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax._src.pallas import primitives as pallas
+
+    ref, idx, rest = _split(op, args)
+    mask = rest[1] if op.attrs.get("masked") else None
+    pallas.store(ref, idx, rest[0], mask=mask)
+    return []
+
+
+@emits("ref.at")
+def _at(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    ref, idx, _ = _split(op, args)
+    return [ref.at[idx]]
+
+
+@emits("ref.reshape")
+def _ref_reshape(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [args[0].reshape(*op.attrs["shape"])]
+
+
+@emits("ref.bitcast")
+def _ref_bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [args[0].bitcast(_np(op.attrs["dtype"]))]
+
+
+@emits("ref.transpose")
+def _ref_transpose(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [args[0].transpose(tuple(op.attrs["permutation"]))]
+
+
+# -- scratch, control flow and calls -------------------------------------------------------
+
+
+def _scratch(t: RefType) -> Any:  # noqa: ANN401
+    """The Pallas allocation for a scratch ref (GPU spaces need jax's GPU extras: ``ANY``)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    space = {"tpu.vmem": pltpu.VMEM, "tpu.smem": pltpu.SMEM}.get(str(t.memory_space), pl.ANY)
+    return space(t.shape, _np(t.dtype))
+
+
+@emits("run_scoped")
+def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax.experimental import pallas as pl
+
+    (body,) = op.regions
+    allocs = body.params[: len(body.params) - len(args)]
+
+    def scoped(*refs: Any) -> tuple:  # noqa: ANN401
+        return tuple(e.block(body, [*refs, *args]))
+
+    axes = tuple(op.attrs.get("collective_axes", ()))
+    return list(pl.run_scoped(scoped, *(_scratch(p.type) for p in allocs), collective_axes=axes))
+
+
+@emits("uninitialized")
+def _uninitialized(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax._src.pallas.primitives import uninitialized_value
+
+    t: ArrayType = op.attrs["type"]
+    return [uninitialized_value(t.shape, _np(t.dtype))]
+
+
+@emits("for")
+def _for(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax import lax
+
+    (body,) = op.regions
+    n = op.attrs.get("num_consts", 0)
+    lower, upper, consts, inits = args[0], args[1], args[2 : 2 + n], args[2 + n :]
+
+    def step(i: Any, carry: tuple) -> tuple:  # noqa: ANN401
+        return tuple(e.block(body, [i, *consts, *carry]))
+
+    # Constant bounds become Python ints, so fori_loop makes a scan (as it does for user code
+    # with literal bounds); other bounds make a while_loop.
+    if all(v in e.constants for v in op.operands[:2]):
+        lower, upper = (e.constants[v] for v in op.operands[:2])
+    return list(lax.fori_loop(lower, upper, step, tuple(inits)))
+
+
+@emits("while")
+def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax import lax
+
+    cond, body = op.regions
+    nc, nb = op.attrs.get("cond_nconsts", 0), op.attrs.get("body_nconsts", 0)
+    cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], args[nc + nb :]
+
+    def keep_going(carry: tuple) -> Any:  # noqa: ANN401
+        return e.block(cond, [*cond_consts, *carry])[0]
+
+    def step(carry: tuple) -> tuple:
+        return tuple(e.block(body, [*body_consts, *carry]))
+
+    return list(lax.while_loop(keep_going, step, tuple(inits)))
+
+
+@emits("cond")
+def _cond(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    from jax import lax
+
+    index_value, operands = args[0], args[1:]
+
+    def branch(block: Block) -> Callable[[], tuple]:
+        return lambda: tuple(e.block(block, operands))
+
+    return list(lax.switch(index_value, [branch(b) for b in op.regions]))
+
+
+@emits("call")
+def _call(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    import jax
+
+    callee: Function = op.attrs["callee"]
+    jitted = e.callees.get(id(callee))
+    if jitted is None:
+        jitted = e.callees[id(callee)] = jax.jit(e.function(callee))
+    return list(jitted(*args))
+
+
+@emits("program_id", "num_programs")
+def _kernel_query(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    raise EmitError(
+        f"'{op.name}' has no meaning outside a pallas_call",
+        op=op.name,
+        loc=op.loc,
+        fix="emit the kernel body inside pl.pallas_call instead",
+    )
+
+
+# -- arrays --------------------------------------------------------------------------------
+
+
+def _lax(name: str) -> Callable[..., Any]:
+    from jax import lax
+
+    return getattr(lax, name)
+
+
+_BINARY = {
+    **{n: n for n in ("add", "sub", "mul", "div", "rem", "max", "min", "pow")},
+    **{n: n for n in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+}
+_UNARY = {
+    **{n: n for n in ("neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")},
+    "not": "bitwise_not",
+}
+
+
+@emits(*_BINARY)
+def _binary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    if op.name == "pow" and not dtypes.is_float(op.operands[0].type.dtype):
+        raise EmitError("lax.pow has no integer form", op=op.name, loc=op.loc)
+    return [_lax(_BINARY[op.name])(*args)]
+
+
+@emits(*_UNARY)
+def _unary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax(_UNARY[op.name])(*args)]
+
+
+@emits("abs")
+def _abs(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    (x,) = args
+    unsigned = op.operands[0].type.dtype == "uint32"
+    return [x if unsigned else _lax("abs")(x)]  # lax.abs rejects unsigned; it is the identity
+
+
+@emits("constant")
+def _constant(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    import jax.numpy as jnp
+
+    return [jnp.asarray(op.attrs["value"].array())]
+
+
+@emits("iota")
+def _iota(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    t: ArrayType = op.attrs["type"]
+    return [_lax("broadcasted_iota")(_np(t.dtype), t.shape, op.attrs["dimension"])]
+
+
+@emits("select")
+def _select(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax("select")(*args)]
+
+
+@emits("convert")
+def _convert(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax("convert_element_type")(args[0], _np(op.attrs["dtype"]))]
+
+
+@emits("bitcast")
+def _bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax("bitcast_convert_type")(args[0], _np(op.attrs["dtype"]))]
+
+
+@emits("broadcast_in_dim")
+def _broadcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax("broadcast_in_dim")(args[0], op.attrs["shape"], tuple(op.attrs["dims"]))]
+
+
+@emits("reshape")
+def _reshape(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax("reshape")(args[0], tuple(op.attrs["shape"]))]
+
+
+@emits("transpose")
+def _transpose(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax("transpose")(args[0], tuple(op.attrs["permutation"]))]
+
+
+@emits("reduce_sum", "reduce_max", "reduce_min")
+def _reduce(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [_lax(op.name)(args[0], tuple(op.attrs["axes"]))]
+
+
+@emits("dot")
+def _dot(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    dims = (((1,), (0,)), ((), ()))
+    dtype = _np(op.results[0].type.dtype)
+    return [_lax("dot_general")(*args, dims, preferred_element_type=dtype)]

@@ -1,0 +1,26 @@
+"""Interop with upstream JAX: import a jaxpr as minipallas IR, and run minipallas under JAX.
+
+- ``from_jaxpr(closed_jaxpr)``: an upstream program (state primitives, Pallas ``run_scoped`` /
+  ``load`` / ``store``, loops, conds, calls, common ``lax`` ops) as a minipallas ``Function``
+  that computes what upstream's ``discharge_state`` + evaluation computes.
+- ``to_jax(fn)``: a minipallas function as a function of JAX arrays, built from ``jax.lax``
+  ops, that works under ``jax.jit`` on any backend.
+
+Import rules are registered per primitive (``importer.rule``), one file per family; ``to_jax``
+rules per op (``to_jax.jax_rule``). The function ``to_jax`` is imported last so that it, not
+its module of the same name, is this package's ``to_jax``.
+"""
+
+from minipallas.interop import (  # noqa: F401
+    control,
+    lax,
+    lax_indexing,
+    pallas,
+    pallas_call,  # registers the pallas_call rule
+    state,
+    to_jax_indexing,  # noqa: F401  (registers its to_jax rules)
+)
+from minipallas.interop.importer import JaxprImportError, from_jaxpr, rule
+from minipallas.interop.to_jax import to_jax
+
+__all__ = ["JaxprImportError", "from_jaxpr", "rule", "to_jax"]

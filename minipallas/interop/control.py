@@ -1,0 +1,137 @@
+"""Import rules for control flow and calls: ``scan``, ``while``, ``cond``, ``jit``,
+``closed_call``, ``remat`` and the custom-derivative calls.
+
+- ``scan`` becomes a ``for`` from 0 to ``length``. Its consts and its scanned operands (``xs``)
+  are loop constants; iteration ``i`` reads element ``k`` (``i``, or ``length-1-i`` when
+  reversed) of each scanned array with a ``dynamic_slice``, or takes the view ``ref.at[k]`` of
+  each scanned ref (scanning over a ref). The per-iteration outputs (``ys``) are extra carries,
+  written at ``k`` with a ``dynamic_update_slice``. ``fori_loop`` arrives as a ``scan`` (static
+  trip count) or a ``while`` and needs nothing of its own.
+- ``while`` maps one to one (condition consts, body consts, carries).
+- ``cond`` maps one to one, with one difference covered: upstream's ``cond`` (XLA's ``case``)
+  runs its last branch for a negative index where minipallas clamps to branch 0, so a negative
+  index is replaced by the last branch's unless it is known non-negative (``lax.cond`` converts
+  a bool, ``lax.switch`` clamps from 0).
+- ``jit`` and ``closed_call`` become ``call``s of a function imported once per jaxpr;
+  ``remat`` (``jax.checkpoint``) and ``custom_jvp_call`` / ``custom_vjp_call`` are inlined:
+  after differentiation they mean their primal computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax._src import core as jax_core
+
+from minipallas.interop.importer import Scope, closed_parts, rule, type_of
+from minipallas.ir.core import Value
+from minipallas.ir.indexing import Dyn, Int, Slice
+from minipallas.ir.types import ArrayType, RefType
+
+
+def _element(type_: object) -> tuple:
+    """The indexer taking element ``Dyn(0)`` along the leading dimension."""
+    return (Int(Dyn(0)), *(Slice(0, d, 1) for d in type_.shape[1:]))
+
+
+@rule("scan")
+def scan(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    p = eqn.params
+    jaxpr, consts = closed_parts(p["jaxpr"])
+    n_consts, n_carry, length = p["num_consts"], p["num_carry"], int(p["length"])
+    args = [scope.read(a) for a in eqn.invars]
+    outer_consts = args[:n_consts]
+    inits, xs = args[n_consts : n_consts + n_carry], args[n_consts + n_carry :]
+    y_types = [type_of(v.aval) for v in eqn.outvars[n_carry:]]
+    ys_init = [scope.constant(0, t.dtype, t.shape) for t in y_types]
+    lower, upper = scope.constant(0, "int32"), scope.constant(length, "int32")
+
+    i = Value(ArrayType((), "int32"))
+    const_params = [Value(v.type) for v in (*outer_consts, *xs)]
+    carry_params = [Value(v.type) for v in (*inits, *ys_init)]
+    x_params = const_params[n_consts:]
+    position: list[Value] = []  # the element index k, made by the prologue
+
+    def prologue(inner: Scope, _: list[Value]) -> list[Value]:
+        k = i
+        if p["reverse"]:
+            k = inner.emit("sub", [inner.constant(length - 1, "int32"), i])
+        elements = []
+        for x in x_params:
+            if isinstance(x.type, RefType):
+                elements.append(inner.emit("ref.at", [x, k], indexer=_element(x.type)))
+            else:
+                elements.append(inner.emit("dynamic_slice", [x, k], indexer=_element(x.type)))
+        position.append(k)
+        return [*const_params[:n_consts], *carry_params[:n_carry], *elements]
+
+    def epilogue(inner: Scope, outs: list[Value]) -> list[Value]:
+        carries, ys = outs[:n_carry], outs[n_carry:]
+        stacked = [
+            inner.emit("dynamic_update_slice", [acc, position[0], y], indexer=_element(acc.type))
+            for acc, y in zip(carry_params[n_carry:], ys, strict=True)
+        ]
+        return [*carries, *stacked]
+
+    body = scope.region(jaxpr, consts, [i, *const_params, *carry_params], prologue, epilogue)
+    operands = [lower, upper, *outer_consts, *xs, *inits, *ys_init]
+    op = scope.emit_op("for", operands, [body], num_consts=len(const_params))
+    return list(op.results)
+
+
+@rule("while")
+def while_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    p = eqn.params
+    nc, nb = p["cond_nconsts"], p["body_nconsts"]
+    args = [scope.read(a) for a in eqn.invars]
+    cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], args[nc + nb :]
+    cond_jaxpr, cond_closed = closed_parts(p["cond_jaxpr"])
+    body_jaxpr, body_closed = closed_parts(p["body_jaxpr"])
+    cond = scope.region(cond_jaxpr, cond_closed, [Value(v.type) for v in (*cond_consts, *inits)])
+    body = scope.region(body_jaxpr, body_closed, [Value(v.type) for v in (*body_consts, *inits)])
+    op = scope.emit_op("while", args, [cond, body], cond_nconsts=nc, body_nconsts=nb)
+    return list(op.results)
+
+
+@rule("cond")
+def cond(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    branches = eqn.params["branches"]
+    index_atom, *operand_atoms = eqn.invars
+    args = [scope.read(a) for a in operand_atoms]
+    index = _last_if_negative(scope, index_atom, len(branches))
+    regions = []
+    for branch in branches:
+        jaxpr, consts = closed_parts(branch)
+        regions.append(scope.region(jaxpr, consts, [Value(a.type) for a in args]))
+    return list(scope.emit_op("cond", [index, *args], regions).results)
+
+
+def _last_if_negative(scope: Scope, atom: jax_core.Atom, n: int) -> Value:
+    """The branch index with a negative value sent to the last branch, as XLA's ``case``."""
+    known = scope.static(atom)
+    if known is not None:
+        i = int(known)
+        return scope.constant(n - 1 if i < 0 or i >= n else i, "int32")
+    index = scope.read(atom)
+    if index in scope.nonnegative or index.type.dtype == "uint32" or n == 1:
+        return index
+    dtype = index.type.dtype
+    negative = scope.emit("lt", [index, scope.constant(0, dtype)])
+    return scope.emit("select", [negative, scope.constant(n - 1, dtype), index])
+
+
+@rule("jit", "closed_call")
+def call(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    closed = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    if not isinstance(closed, jax_core.ClosedJaxpr):
+        closed = jax_core.ClosedJaxpr(closed, ())
+    name = str(eqn.params.get("name", eqn.primitive.name))
+    callee = scope.importer.callee(closed, name)
+    args = [scope.read(a) for a in eqn.invars]
+    return list(scope.emit_op("call", args, callee=callee).results)
+
+
+@rule("remat2", "custom_jvp_call", "custom_vjp_call")
+def inline(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    jaxpr, consts = closed_parts(eqn.params.get("jaxpr", eqn.params.get("call_jaxpr")))
+    return scope.inline(jaxpr, consts, [scope.read(a) for a in eqn.invars])

@@ -1,0 +1,455 @@
+"""The importer's engine: an interpreter over a jaxpr that builds minipallas IR.
+
+Importing is ``eval_jaxpr`` with IR-building rules in place of numbers (autodidax's shape):
+
+1. Bind the jaxpr's invars to fresh block parameters (an ``AbstractRef`` becomes a ``RefType``
+   parameter, a ``ShapedArray`` an ``ArrayType`` one) and its consts to ``constant`` ops.
+2. For each equation, set the scope's location to the user's ``file:line`` carried in
+   ``eqn.source_info``, look up the rule of ``eqn.primitive.name`` in ``RULES`` and call it; it
+   emits minipallas ops through the scope and returns one value per outvar. A primitive with no
+   rule is a ``JaxprImportError`` naming it, at the user's line.
+3. The block yields the values of the jaxpr's outvars.
+
+Sub-jaxprs (loop bodies, branches, scoped bodies, callees) are imported the same way into
+nested scopes: upstream's sub-jaxprs are already closed over their invars, so closure
+conversion is binding their invars (and a ``run_scoped`` body's constvars, which stand for the
+equation's operands) to the region's parameters, and a ``ClosedJaxpr``'s consts to ``constant``
+ops inside the region.
+
+Rules live in one file per family (``state``, ``pallas``, ``control``, ``lax``,
+``lax_indexing``) and register with ``@rule("primitive", ...)``; another package adds rules
+the same way (e.g. ``pallas_call`` for kernels). Literal operands are static: ``scope.static``
+gives their value, so rules can fold what upstream computes from constants (index wrapping).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from jax._src import core as jax_core
+from jax._src import source_info_util
+from jax._src.state.types import AbstractRef
+
+from minipallas.errors import MiniPallasError
+from minipallas.ir import dtypes
+from minipallas.ir.builder import Builder
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.literal import Literal
+from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.types import (
+    ANY,
+    GPU_GMEM,
+    GPU_SMEM,
+    TPU_SMEM,
+    TPU_VMEM,
+    ArrayType,
+    RefType,
+    Type,
+)
+
+PALLAS_OOB_MODES = ("pad", "clamp")
+
+
+class JaxprImportError(MiniPallasError):
+    """An upstream jaxpr uses something minipallas cannot import (a primitive, a dtype, a form)."""
+
+
+class Rule(Protocol):
+    """How one primitive imports: emit ops through ``scope``, return one value per outvar.
+
+    Operands are read with ``scope.read(atom)`` (a literal becomes a ``constant``) and
+    ``scope.static(atom)`` (a literal's value, or None for a variable). A rule reports a form it
+    cannot import by raising ``scope.error(message)``.
+    """
+
+    def __call__(self, scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]: ...
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the import rule of each primitive in ``names``."""
+
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            if name in RULES:
+                raise ValueError(f"import rule for {name!r} registered twice")
+            RULES[name] = fn
+        return fn
+
+    return register
+
+
+# --- types ---------------------------------------------------------------------------------
+
+
+def dtype_of(dtype: object, what: str) -> str:
+    """The minipallas name of an upstream dtype, or a ``JaxprImportError`` saying which."""
+    try:
+        return dtypes.canonicalize(np.dtype(dtype))
+    except (MiniPallasError, TypeError):
+        raise JaxprImportError(
+            f"{what} has dtype {dtype}, which minipallas does not support",
+            fix=f"use one of {', '.join(dtypes.NAMES)} (and keep jax_enable_x64 off)",
+        ) from None
+
+
+def memory_space(space: object) -> Any:
+    """The minipallas memory space of a Pallas one (``pltpu.VMEM``, ``pl.ANY``, ...)."""
+    if space is None:
+        return ANY
+    name = str(getattr(space, "value", space)).lower()
+    module = type(space).__module__
+    if "mosaic_gpu" in module or "triton" in module:
+        table = {"gmem": GPU_GMEM, "smem": GPU_SMEM, "any": ANY}
+    elif "mosaic" in module:
+        table = {"vmem": TPU_VMEM, "smem": TPU_SMEM, "any": ANY, "hbm": ANY}
+    else:
+        table = {"any": ANY, "default": ANY}
+    if name not in table:
+        raise JaxprImportError(f"memory space {space!r} has no minipallas counterpart")
+    return table[name]
+
+
+def type_of(aval: object, what: str = "a value") -> Type:
+    """The minipallas type of an upstream aval: ``Ref{...}`` for a ref, an array type otherwise."""
+    if type(aval) is jax_core.ShapedArray:  # the common case, made once per shape and dtype
+        try:
+            return _array_type(aval.shape, aval.dtype)
+        except JaxprImportError:
+            pass  # the uncached path below says which value has the bad dtype
+    if isinstance(aval, AbstractRef):
+        inner = aval.inner_aval
+        if not isinstance(inner, jax_core.ShapedArray):
+            raise JaxprImportError(f"{what} is a ref of {inner}, not of an array")
+        space = memory_space(aval.memory_space)
+        return RefType(inner.shape, dtype_of(inner.dtype, what), space)
+    if isinstance(aval, jax_core.ShapedArray):
+        return ArrayType(aval.shape, dtype_of(aval.dtype, what))
+    raise JaxprImportError(f"{what} has type {aval}, which is neither an array nor a ref")
+
+
+@functools.lru_cache(maxsize=1024)
+def _array_type(shape: tuple[int, ...], dtype: object) -> ArrayType:
+    return ArrayType(shape, dtype_of(dtype, "a value"))
+
+
+def location(eqn: jax_core.JaxprEqn) -> Location:
+    """The user's ``file:line`` that made ``eqn`` (upstream's own frames skipped)."""
+    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    return Location(frame.file_name, frame.start_line) if frame is not None else UNKNOWN
+
+
+# --- the importer and its scopes -------------------------------------------------------------
+
+
+class Importer:
+    """One ``from_jaxpr`` call: its options, and the callee functions made so far.
+
+    ``pallas_oob`` says how a Pallas ``load``/``store`` window that runs off the end of its ref
+    imports: "pad" (upstream's discharge: lanes past the end read the fill value and their
+    writes are dropped) or "clamp" (the window is moved back inside, as for ``ref[...]``).
+    """
+
+    def __init__(self, pallas_oob: str = "pad") -> None:
+        if pallas_oob not in PALLAS_OOB_MODES:
+            raise JaxprImportError(
+                f"pallas_oob={pallas_oob!r} is not a mode",
+                fix=f"use one of {', '.join(map(repr, PALLAS_OOB_MODES))}",
+            )
+        self.pallas_oob = pallas_oob
+        self.callees: dict[int, tuple[object, Function]] = {}
+        self.names: set[str] = set()
+
+    def unique_name(self, name: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name or "fn").strip("_") or "fn"
+        if base[0].isdigit():
+            base = f"fn_{base}"
+        candidate, n = base, 1
+        while candidate in self.names:
+            n += 1
+            candidate = f"{base}_{n}"
+        self.names.add(candidate)
+        return candidate
+
+    def function(self, name: str, jaxpr: jax_core.Jaxpr, consts: Sequence[object] = ()) -> Function:
+        """The function a whole jaxpr imports to: invars become parameters, consts constants."""
+        params = [Value(type_of(v.aval, f"input {i}")) for i, v in enumerate(jaxpr.invars)]
+        scope = Scope(self)
+        scope.bind_consts(jaxpr.constvars, consts)
+        results = scope.run(jaxpr, params)
+        return Function(self.unique_name(name), scope.builder.block(params, results))
+
+    def callee(self, closed: jax_core.ClosedJaxpr, name: str) -> Function:
+        """The function for a called ``ClosedJaxpr``, made once per jaxpr object."""
+        hit = self.callees.get(id(closed))
+        if hit is None or hit[0] is not closed:
+            hit = (closed, self.function(name, closed.jaxpr, closed.consts))
+            self.callees[id(closed)] = hit
+        return hit[1]
+
+
+class Scope:
+    """One block under construction: the jaxpr variables seen so far and the ops emitted.
+
+    ``env`` maps upstream variables to minipallas values; ``loc`` is the location of the
+    equation being imported (every op emitted gets it); ``primitive`` its name, for errors.
+    """
+
+    def __init__(self, importer: Importer) -> None:
+        self.importer = importer
+        self.builder = Builder()  # its errors are re-raised naming the primitive
+        self.env: dict[jax_core.Var, Value] = {}
+        self.loc: Location = UNKNOWN
+        self.primitive: str | None = None
+        self._constants: dict[tuple, Value] = {}
+        self.nonnegative: set[Value] = set()  # integer values known >= 0 (e.g. a clamp from 0)
+        self.memo: dict[tuple, Any] = {}  # values derived once per block (index wraps)
+        self.used: set[jax_core.Var] = set()  # variables some equation or outvar reads
+
+    def child(self) -> Scope:
+        """A scope for a region of the current equation (same location)."""
+        inner = Scope(self.importer)
+        inner.loc, inner.primitive = self.loc, self.primitive
+        return inner
+
+    def error(self, message: str, fix: str | None = None) -> JaxprImportError:
+        return JaxprImportError(message, op=self.primitive, loc=self.loc, fix=fix)
+
+    # reading operands
+
+    def read(self, atom: jax_core.Atom) -> Value:
+        """The value of a variable, or a ``constant`` for a literal."""
+        if isinstance(atom, jax_core.Literal):
+            return self.constant(atom.val, dtype_of(atom.aval.dtype, "a literal"))
+        try:
+            return self.env[atom]
+        except KeyError:
+            raise self.error(f"variable {atom} is used before it is defined") from None
+
+    def is_used(self, var: jax_core.Var) -> bool:
+        """Whether anything reads ``var`` (upstream prints unused outputs as ``_``)."""
+        return not isinstance(var, jax_core.DropVar) and var in self.used
+
+    def static(self, atom: object) -> np.ndarray | None:
+        """A literal operand's value as a numpy scalar or array; None for a variable."""
+        if isinstance(atom, jax_core.Literal):
+            return np.asarray(atom.val, dtype=atom.aval.dtype)
+        return None
+
+    # emitting ops
+
+    def emit_op(
+        self,
+        name: str,
+        operands: Sequence[Value],
+        regions: Sequence[Block] = (),
+        **attrs: Any,
+    ) -> Op:
+        return self.builder.create(name, operands, attrs, regions, self.loc)
+
+    def emit(self, name: str, operands: Sequence[Value], **attrs: Any) -> Value:
+        """Emit a one-result op and return its result."""
+        return self.emit_op(name, operands, **attrs).result
+
+    def constant(self, value: object, dtype: str, shape: tuple[int, ...] | None = None) -> Value:
+        """A constant of ``dtype``; a scalar is made once per scope and broadcast to ``shape``."""
+        array = np.asarray(value).astype(dtypes.to_numpy(dtype))
+        splat = array.size > 0 and bool(np.all(array == array.flat[0]))
+        if array.ndim == 0 or (shape is not None and splat):
+            scalar = array.reshape(()) if array.ndim == 0 else array.flat[0]
+            key = (dtype, np.asarray(scalar).tobytes())
+            c = self._constants.get(key)
+            if c is None:
+                c = self.emit("constant", [], value=Literal.of(scalar, dtype))
+                self._constants[key] = c
+                if dtypes.is_int(dtype) and scalar >= 0:
+                    self.nonnegative.add(c)
+            return self.broadcast(c, shape) if shape else c
+        c = self.emit("constant", [], value=Literal.of(array, dtype))
+        if dtypes.is_int(dtype) and bool(np.all(array >= 0)):
+            self.nonnegative.add(c)
+        return c
+
+    def broadcast(self, x: Value, shape: Sequence[int]) -> Value:
+        """``x`` broadcast to ``shape`` by numpy's rule (trailing dimensions line up)."""
+        shape = tuple(shape)
+        if x.type.shape == shape:
+            return x
+        key = ("broadcast", x, shape)
+        if key not in self.memo:  # made once per block: scalar literals broadcast often
+            rank = x.type.ndim
+            dims = tuple(range(len(shape) - rank, len(shape)))
+            out = self.emit("broadcast_in_dim", [x], shape=shape, dims=dims)
+            if x in self.nonnegative:
+                self.nonnegative.add(out)
+            self.memo[key] = out
+        return self.memo[key]
+
+    def convert(self, x: Value, dtype: str) -> Value:
+        """``x`` as ``dtype``; a non-negative value stays known non-negative when the
+        conversion cannot wrap it (from a signed integer or a bool to a wider integer)."""
+        if x.type.dtype == dtype:
+            return x
+        out = self.emit("convert", [x], dtype=dtype)
+        widening = dtypes.is_int(dtype) and (
+            x.type.dtype == "bool"
+            or (
+                dtypes.is_signed(x.type.dtype)
+                and dtypes.itemsize(x.type.dtype) <= dtypes.itemsize(dtype)
+            )
+        )
+        if widening and (x.type.dtype == "bool" or x in self.nonnegative):
+            self.nonnegative.add(out)
+        return out
+
+    # binding and running
+
+    def bind(self, var: jax_core.Var, value: Value) -> None:
+        if not isinstance(var, jax_core.DropVar):
+            self.env[var] = value
+
+    def bind_consts(self, constvars: Sequence[jax_core.Var], consts: Sequence[object]) -> None:
+        """Each const of a closed jaxpr becomes a ``constant`` op (refs cannot be consts)."""
+        for var, const in zip(constvars, consts, strict=True):
+            t = type_of(var.aval, f"constant {var}")
+            if not isinstance(t, ArrayType):
+                raise self.error(f"constant {var} is a ref; minipallas cannot import ref constants")
+            self.bind(var, self.constant(np.asarray(const), t.dtype, t.shape))
+
+    def run(self, jaxpr: jax_core.Jaxpr, args: Sequence[Value]) -> list[Value]:
+        """Bind ``jaxpr``'s invars to ``args``, import its equations, return its outvars' values."""
+        for var, value in zip(jaxpr.invars, args, strict=True):
+            self.bind(var, value)
+        is_var = jax_core.Var.__instancecheck__
+        self.used.update(v for eqn in jaxpr.eqns for v in eqn.invars if is_var(v))
+        self.used.update(v for v in jaxpr.outvars if is_var(v))
+        for eqn in jaxpr.eqns:
+            self._import(eqn)
+        self.loc, self.primitive = UNKNOWN, None
+        return [self.read(v) for v in jaxpr.outvars]
+
+    def _import(self, eqn: jax_core.JaxprEqn) -> None:
+        name = eqn.primitive.name
+        self.loc, self.primitive = location(eqn), name
+        fn = RULES.get(name)
+        if fn is None:
+            raise self.error(
+                f"minipallas cannot import the primitive '{name}'",
+                fix="rewrite this line with supported operations, or register an import rule "
+                "with minipallas.interop.importer.rule",
+            )
+        try:
+            outs = fn(self, eqn)
+        except MiniPallasError as e:
+            if isinstance(e, JaxprImportError) and e.loc:
+                raise
+            what = f"building '{e.op}': " if e.op and e.op != name else ""
+            raise self.error(f"{what}{e.message}", fix=e.fix) from None
+        if len(outs) != len(eqn.outvars):
+            raise self.error(
+                f"the import rule gave {len(outs)} results for {len(eqn.outvars)} outputs",
+                fix="this is an importer bug; please report it with the program",
+            )
+        for var, value in zip(eqn.outvars, outs, strict=True):
+            if isinstance(var, jax_core.DropVar):
+                continue
+            expected = type_of(var.aval, f"output of '{name}'")
+            if value.type != expected:
+                raise self.error(
+                    f"the import rule made {value.type} for an output of type {expected}",
+                    fix="this is an importer bug; please report it with the program",
+                )
+            self.env[var] = value
+
+    def inline(
+        self, jaxpr: jax_core.Jaxpr, consts: Sequence[object], args: Sequence[Value]
+    ) -> list[Value]:
+        """Import ``jaxpr``'s equations into this block, its invars bound to ``args``."""
+        loc, primitive = self.loc, self.primitive
+        self.bind_consts(jaxpr.constvars, consts)
+        outs = self.run(jaxpr, args)
+        self.loc, self.primitive = loc, primitive
+        return outs
+
+    def region(
+        self,
+        jaxpr: jax_core.Jaxpr,
+        consts: Sequence[object] | None,
+        params: Sequence[Value],
+        prologue: Callable[[Scope, list[Value]], list[Value]] | None = None,
+        epilogue: Callable[[Scope, list[Value]], list[Value]] | None = None,
+    ) -> Block:
+        """A region with parameters ``params`` importing ``jaxpr``.
+
+        ``prologue`` maps the parameters to the jaxpr's invars (emitting ops in the region,
+        e.g. the slice of a scanned array); ``epilogue`` maps the jaxpr's outvars to what the
+        region yields. Both default to the identity. ``consts`` are the values of the jaxpr's
+        constvars, or None when the prologue binds them (a ``run_scoped`` body's operands).
+        """
+        inner = self.child()
+        args = list(params)
+        if prologue is not None:
+            args = prologue(inner, args)
+        if consts is not None:
+            inner.bind_consts(jaxpr.constvars, consts)
+        outs = inner.run(jaxpr, args)
+        inner.loc, inner.primitive = self.loc, self.primitive
+        if epilogue is not None:
+            outs = epilogue(inner, outs)
+        return inner.builder.block(params, outs)
+
+
+def closed_parts(jaxpr: object) -> tuple[jax_core.Jaxpr, Sequence[object]]:
+    """A ``ClosedJaxpr``'s jaxpr and consts, or an open jaxpr with no consts."""
+    if isinstance(jaxpr, jax_core.ClosedJaxpr):
+        return jaxpr.jaxpr, jaxpr.consts
+    return jaxpr, ()  # type: ignore[return-value]
+
+
+def from_jaxpr(
+    jaxpr: jax_core.ClosedJaxpr | jax_core.Jaxpr,
+    consts: Sequence[object] = (),
+    *,
+    name: str | None = None,
+    pallas_oob: str = "pad",
+    verify: bool = True,
+) -> Function:
+    """Import an upstream JAX jaxpr (``jax.make_jaxpr(f)(...)``) as a minipallas function.
+
+    Accepts a ``ClosedJaxpr``, or a ``Jaxpr`` with the values of its constvars in ``consts``.
+    Ref inputs become ``Ref`` parameters, array inputs array parameters, consts ``constant``
+    ops. The function computes what upstream's ``discharge_state`` + evaluation computes,
+    index wrapping and clamping, uninitialized scratch and Pallas window padding included
+    (see ``pallas_oob`` on ``Importer``). With ``verify`` the result is checked by
+    ``minipallas.verify``. Raises ``JaxprImportError`` (a ``MiniPallasError``) naming the
+    primitive and the user's line for anything it cannot import.
+    """
+    import minipallas.interop  # noqa: F401  (registers every rule)
+    from minipallas.ir.verifier import verify as verify_fn
+
+    if isinstance(jaxpr, jax_core.ClosedJaxpr):
+        if consts:
+            raise JaxprImportError("a ClosedJaxpr carries its own consts; pass none")
+        jaxpr, consts = jaxpr.jaxpr, jaxpr.consts
+    elif not isinstance(jaxpr, jax_core.Jaxpr):
+        raise JaxprImportError(
+            f"from_jaxpr expects a jaxpr, got {type(jaxpr).__name__}",
+            fix="pass jax.make_jaxpr(f)(*args)",
+        )
+    if len(consts) != len(jaxpr.constvars):
+        raise JaxprImportError(
+            f"the jaxpr has {len(jaxpr.constvars)} constvars but {len(consts)} consts were given"
+        )
+    if name is None:
+        debug = getattr(jaxpr, "debug_info", None)
+        name = getattr(debug, "func_name", None) or "main"
+    fn = Importer(pallas_oob).function(name, jaxpr, consts)
+    if verify:
+        verify_fn(fn)
+    return fn

@@ -1,0 +1,261 @@
+"""Import rules for the common ``lax`` primitives: elementwise math, comparisons, ``select_n``,
+conversions, shape changes, reductions, ``iota`` and 2-D ``dot_general``.
+
+Most map one to one onto minipallas ops, whose numerics are XLA's. Where upstream's meaning is
+built from several minipallas ops, the rule spells out what XLA computes:
+
+- binary ops take a scalar operand next to an array (upstream's jaxprs allow it): it is
+  broadcast explicitly;
+- comparisons of bools are written with ``and``/``or``/``xor``/``not``;
+- ``integer_pow`` is upstream's own square-and-multiply chain (``lax._integer_pow``), so it
+  rounds the same way; ``square`` is ``x * x``;
+- ``pow`` (of a float: upstream has no integer ``pow``) converts an integer exponent to the
+  base's dtype first, as upstream's lowering does;
+- ``sign`` is built from comparisons and ``select`` (NaN and signed zeros pass through);
+- ``clamp(lo, x, hi)`` is ``min(max(x, lo), hi)``, XLA's definition;
+- ``select_n`` with an integer predicate is a chain of ``select``s (upstream leaves an
+  out-of-range predicate undefined);
+- ``dot_general`` imports its 1-D and 2-D forms without batch dimensions as a ``dot`` between
+  transposes and reshapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from jax._src import core as jax_core
+
+from minipallas.interop.importer import Scope, dtype_of, rule, type_of
+from minipallas.ir import dtypes
+from minipallas.ir.core import Value
+from minipallas.ir.types import ArrayType
+
+_SAME_NAME = ("add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor")
+_UNARY = ("neg", "abs", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos", "not")
+_COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def operands(scope: Scope, eqn: jax_core.JaxprEqn) -> list[Value]:
+    """The equation's operands, scalars broadcast to the shape of the others."""
+    values = [scope.read(a) for a in eqn.invars]
+    shapes = {v.type.shape for v in values if v.type.shape != ()}
+    if len(shapes) > 1:
+        raise scope.error(f"operands of shapes {sorted(shapes)} need an explicit broadcast")
+    if shapes:
+        (shape,) = shapes
+        values = [scope.broadcast(v, shape) for v in values]
+    return values
+
+
+@rule(*_SAME_NAME)
+def binary(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
+
+
+@rule(*_UNARY)
+def unary(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
+
+
+@rule("copy", "optimization_barrier")
+def identity(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    return [scope.read(a) for a in eqn.invars]
+
+
+@rule(*_COMPARE)
+def compare(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    a, b = operands(scope, eqn)
+    name = eqn.primitive.name
+    if a.type.dtype != "bool":
+        return [scope.emit(name, [a, b])]
+    if name in ("eq", "ne"):
+        differ = scope.emit("xor", [a, b])
+        return [differ if name == "ne" else scope.emit("not", [differ])]
+    if name in ("gt", "ge"):
+        a, b = b, a  # a > b is b < a
+    not_a = scope.emit("not", [a])
+    return [scope.emit("and" if name in ("lt", "gt") else "or", [not_a, b])]
+
+
+@rule("pow")
+def pow_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """Upstream's ``pow`` takes a float base; an integer exponent is converted to it first."""
+    x, y = operands(scope, eqn)
+    return [scope.emit("pow", [x, scope.convert(y, x.type.dtype)])]
+
+
+@rule("integer_pow")
+def integer_pow(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    (x,) = operands(scope, eqn)
+    y = int(eqn.params["y"])
+    one = scope.constant(1, x.type.dtype, x.type.shape)
+    if y == 0:
+        return [one]
+    acc, n = None, abs(y)
+    while n > 0:
+        if n & 1:
+            acc = x if acc is None else scope.emit("mul", [acc, x])
+        n >>= 1
+        if n > 0:
+            x = scope.emit("mul", [x, x])
+    return [scope.emit("div", [one, acc]) if y < 0 else acc]
+
+
+@rule("square")
+def square(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    (x,) = operands(scope, eqn)
+    return [scope.emit("mul", [x, x])]
+
+
+@rule("sign")
+def sign(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    (x,) = operands(scope, eqn)
+    dtype, shape = x.type.dtype, x.type.shape
+    zero, one = scope.constant(0, dtype, shape), scope.constant(1, dtype, shape)
+    positive = scope.emit("gt", [x, zero])
+    if dtype == "uint32":
+        return [scope.emit("select", [positive, one, zero])]
+    negative = scope.emit("lt", [x, zero])
+    rest = x if dtypes.is_float(dtype) else zero  # NaN and signed zeros are their own sign
+    below = scope.emit("select", [negative, scope.constant(-1, dtype, shape), rest])
+    return [scope.emit("select", [positive, one, below])]
+
+
+@rule("is_finite")
+def is_finite(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    (x,) = operands(scope, eqn)
+    infinity = scope.constant(np.inf, x.type.dtype, x.type.shape)
+    return [scope.emit("lt", [scope.emit("abs", [x]), infinity])]
+
+
+@rule("clamp")
+def clamp(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    low, x, high = operands(scope, eqn)
+    result = scope.emit("min", [scope.emit("max", [x, low]), high])
+    floor = scope.static(eqn.invars[0])
+    if floor is not None and dtypes.is_int(x.type.dtype) and np.all(floor >= 0):
+        scope.nonnegative.add(result)
+    return [result]
+
+
+@rule("select_n")
+def select_n(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    pred, *cases = (scope.read(a) for a in eqn.invars)
+    if len(cases) == 1:
+        return [cases[0]]
+    shape = cases[0].type.shape
+    pred = scope.broadcast(pred, shape)
+    if pred.type.dtype == "bool":
+        return [scope.emit("select", [pred, cases[1], cases[0]])]
+    out = cases[0]
+    for k, case in enumerate(cases[1:], start=1):
+        hit = scope.emit("eq", [pred, scope.constant(k, pred.type.dtype, shape)])
+        out = scope.emit("select", [hit, case, out])
+    return [out]
+
+
+@rule("convert_element_type")
+def convert_element_type(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    dtype = dtype_of(eqn.params["new_dtype"], "the converted value")
+    return [scope.convert(x, dtype)]
+
+
+@rule("bitcast_convert_type")
+def bitcast_convert_type(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    dtype = dtype_of(eqn.params["new_dtype"], "the bitcast value")
+    if dtypes.itemsize(dtype) != dtypes.itemsize(x.type.dtype):
+        raise scope.error(f"a bitcast from {x.type.dtype} to {dtype} changes the element width")
+    return [x if dtype == x.type.dtype else scope.emit("bitcast", [x], dtype=dtype)]
+
+
+@rule("broadcast_in_dim")
+def broadcast_in_dim(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    shape = tuple(eqn.params["shape"])
+    dims = tuple(eqn.params["broadcast_dimensions"])
+    if x.type.shape == shape and dims == tuple(range(len(shape))):
+        return [x]
+    return [scope.emit("broadcast_in_dim", [x], shape=shape, dims=dims)]
+
+
+@rule("reshape")
+def reshape(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    if eqn.params.get("dimensions") is not None:
+        x = scope.emit("transpose", [x], permutation=tuple(eqn.params["dimensions"]))
+    return [_reshape(scope, x, tuple(eqn.params["new_sizes"]))]
+
+
+def _reshape(scope: Scope, x: Value, shape: tuple[int, ...]) -> Value:
+    return x if x.type.shape == shape else scope.emit("reshape", [x], shape=shape)
+
+
+@rule("squeeze")
+def squeeze(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    return [_reshape(scope, x, type_of(eqn.outvars[0].aval).shape)]
+
+
+@rule("transpose")
+def transpose(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    perm = tuple(eqn.params["permutation"])
+    if perm == tuple(range(len(perm))):
+        return [x]
+    return [scope.emit("transpose", [x], permutation=perm)]
+
+
+@rule("iota")
+def iota(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    t = ArrayType(tuple(eqn.params["shape"]), dtype_of(eqn.params["dtype"], "an iota"))
+    result = scope.emit("iota", [], type=t, dimension=int(eqn.params["dimension"]))
+    scope.nonnegative.add(result)
+    return [result]
+
+
+_REDUCE = {"reduce_sum": "reduce_sum", "reduce_max": "reduce_max", "reduce_min": "reduce_min"}
+_REDUCE_BOOL = {"reduce_or": "reduce_max", "reduce_and": "reduce_min"}
+
+
+@rule(*_REDUCE, *_REDUCE_BOOL)
+def reduce(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    name = eqn.primitive.name
+    if name in _REDUCE_BOOL and x.type.dtype != "bool":
+        raise scope.error(f"'{name}' of integers (a bitwise reduction) cannot be imported")
+    axes = tuple(int(a) for a in eqn.params["axes"])
+    if not axes:
+        return [x]
+    return [scope.emit({**_REDUCE, **_REDUCE_BOOL}[name], [x], axes=axes)]
+
+
+@rule("dot_general")
+def dot_general(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """``(M,K) x (K,N)`` after transposing or reshaping 1-D and 2-D operands."""
+    a, b = (scope.read(v) for v in eqn.invars)
+    (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
+    if batch_a or batch_b or len(contract_a) != 1 or a.type.ndim > 2 or b.type.ndim > 2:
+        raise scope.error(
+            "only dot_general of 1-D or 2-D operands contracting one dimension, without "
+            "batch dimensions, can be imported"
+        )
+    result = type_of(eqn.outvars[0].aval)
+    if a.type.dtype != b.type.dtype:
+        a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
+    lhs = _as_matrix(scope, a, contract_a[0], contracted_last=True)
+    rhs = _as_matrix(scope, b, contract_b[0], contracted_last=False)
+    product = scope.emit("dot", [lhs, rhs], dtype=result.dtype)
+    return [_reshape(scope, product, result.shape)]
+
+
+def _as_matrix(scope: Scope, x: Value, contracted: int, contracted_last: bool) -> Value:
+    """``x`` as a matrix whose contracted dimension is last (lhs) or first (rhs)."""
+    if x.type.ndim == 1:
+        k = x.type.shape[0]
+        return _reshape(scope, x, (1, k) if contracted_last else (k, 1))
+    if (contracted == 1) != contracted_last:
+        return scope.emit("transpose", [x], permutation=(1, 0))
+    return x

@@ -1,0 +1,188 @@
+"""Import rule for upstream ``pallas_call``: the kernel, its grid and block specs as a ``Kernel``.
+
+An upstream ``pallas_call`` equation carries everything minipallas's kernel model holds:
+
+- ``grid_mapping.grid`` is the grid; each ``block_mappings[k]`` gives an operand's array, its
+  block shape (``Blocked(n)`` sizes, ``Squeezed()`` dimensions) and its index map as a jaxpr
+  from one ``i32[]`` per grid axis to block indices, imported as a Function;
+- ``jaxpr`` is the body over refs ``[*inputs, *outputs, *scratch]``, imported with each
+  operand's block ref in its spec's memory space (a default one becomes ``memory_space``);
+- ``compiler_params.dimension_semantics`` (Pallas TPU) carries over.
+
+``kernel_from_eqn`` builds that ``Kernel``; the rule then emits a ``call`` of the kernel's CPU
+program (``minipallas.kernels.grid``), so ``from_jaxpr`` of a program using Pallas computes
+what upstream's interpret mode computes. ``kernel_from_jaxpr`` finds the one ``pallas_call`` of
+a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by minipallas:
+
+    kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=minipallas.tpu.VMEM)
+    minipallas.kernels.pallas_call.lower_kernel(kernel, "tpu")
+
+Scalar prefetch, dynamic grids, ``input_output_aliases``, meshes and element/bounded block
+dimensions are refused with a ``JaxprImportError`` naming what is unsupported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from jax._src import core as jax_core
+from jax._src.pallas import core as pallas_core
+
+from minipallas.interop.importer import (
+    Importer,
+    JaxprImportError,
+    Scope,
+    closed_parts,
+    dtype_of,
+    rule,
+    type_of,
+)
+from minipallas.ir.core import Function, Value
+from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
+from minipallas.kernels.grid import grid_program
+from minipallas.kernels.pallas_call import DIMENSION_SEMANTICS
+from minipallas.kernels.spec import Kernel, TracedBlockSpec
+
+
+@rule("pallas_call")
+def pallas_call(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    kernel = kernel_from_eqn(eqn, importer=scope.importer)
+    program = grid_program(kernel, name=scope.importer.unique_name(f"{kernel.name}_grid"))
+    args = [scope.read(a) for a in eqn.invars]
+    return list(scope.emit_op("call", args, callee=program).results)
+
+
+def kernel_from_jaxpr(
+    jaxpr: jax_core.ClosedJaxpr | jax_core.Jaxpr, *, memory_space: MemorySpace = ANY
+) -> Kernel:
+    """The ``Kernel`` of the one ``pallas_call`` in ``jaxpr`` (looking into ``jit`` calls)."""
+    found = list(_pallas_calls(closed_parts(jaxpr)[0]))
+    if len(found) != 1:
+        raise JaxprImportError(
+            f"expected one pallas_call in the jaxpr, found {len(found)}",
+            fix="pass the jaxpr of a function that makes exactly one pallas_call",
+        )
+    return kernel_from_eqn(found[0], memory_space=memory_space)
+
+
+def _pallas_calls(jaxpr: jax_core.Jaxpr) -> list[jax_core.JaxprEqn]:
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            found.append(eqn)
+        elif eqn.primitive.name in ("jit", "pjit", "closed_call", "core_call"):
+            found.extend(_pallas_calls(closed_parts(eqn.params["jaxpr"])[0]))
+    return found
+
+
+def kernel_from_eqn(
+    eqn: jax_core.JaxprEqn, *, memory_space: MemorySpace = ANY, importer: Importer | None = None
+) -> Kernel:
+    """The ``Kernel`` of one upstream ``pallas_call`` equation (see the module doc)."""
+    params = eqn.params
+    gm = params["grid_mapping"]
+    name = str(params.get("name") or "kernel")
+    _check_supported(params, gm)
+    importer = importer or Importer()
+    grid = tuple(int(n) for n in gm.grid)
+    n_specs = gm.num_inputs + gm.num_outputs
+    specs = [
+        _spec(importer, bm, memory_space, f"{name}_{_what(k, gm.num_inputs)}")
+        for k, bm in enumerate(gm.block_mappings[:n_specs])
+    ]
+    body_jaxpr = params["jaxpr"]
+    scratch_vars = body_jaxpr.invars[n_specs:]
+    scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
+    body = _body(importer, name, body_jaxpr, [s.ref_type for s in specs] + scratch)
+    return Kernel(
+        name=body.name,
+        body=body,
+        grid=grid,
+        in_specs=tuple(specs[: gm.num_inputs]),
+        out_specs=tuple(specs[gm.num_inputs :]),
+        scratch_types=tuple(t for t in scratch if isinstance(t, RefType)),
+        dimension_semantics=_semantics(params.get("compiler_params"), len(grid)),
+    )
+
+
+def _what(k: int, n_inputs: int) -> str:
+    return f"input{k}" if k < n_inputs else f"output{k - n_inputs}"
+
+
+def _check_supported(params: Mapping, gm: object) -> None:
+    refusals = [
+        (gm.num_index_operands, "scalar prefetch (num_scalar_prefetch > 0)"),
+        (getattr(gm, "num_dynamic_grid_bounds", 0), "a dynamic grid"),
+        (tuple(gm.vmapped_dims), "a vmapped pallas_call"),
+        (params.get("input_output_aliases"), "input_output_aliases"),
+        (params.get("mesh"), "a mesh"),
+    ]
+    for present, what in refusals:
+        if present:
+            raise JaxprImportError(f"minipallas cannot import a pallas_call with {what}")
+
+
+def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) -> TracedBlockSpec:
+    array = ArrayType(bm.array_aval.shape, dtype_of(bm.array_aval.dtype, name))
+    block: list[int | None] = []
+    for dim in bm.block_shape:
+        if isinstance(dim, pallas_core.Squeezed):
+            block.append(None)
+        elif isinstance(dim, pallas_core.Blocked):
+            block.append(int(dim.block_size))
+        else:
+            raise JaxprImportError(
+                f"{name}: minipallas imports Blocked and Squeezed block dimensions, got {dim}"
+            )
+    if getattr(bm, "transforms", ()):
+        raise JaxprImportError(f"{name}: block transforms are not supported")
+    aval = bm.transformed_block_aval
+    space = _space(aval, memory_space, name)
+    ref = RefType(tuple(b for b in block if b is not None), array.dtype, space)
+    jaxpr, consts = closed_parts(bm.index_map_jaxpr)
+    index_map = importer.function(f"{name}_index_map", jaxpr, consts)
+    i32 = ArrayType((), "int32")
+    if index_map.param_types != (i32,) * len(jaxpr.invars) or any(
+        t != i32 for t in index_map.result_types
+    ):
+        raise JaxprImportError(f"{name}: the index map must map i32[] grid indices to i32[]")
+    return TracedBlockSpec(array, tuple(block), index_map, ref)
+
+
+def _space(aval: object, default: MemorySpace, name: str) -> MemorySpace:
+    """The block's memory space; Pallas's "default" (no space given) becomes ``default``."""
+    space = getattr(aval, "memory_space", None)
+    if space is None or str(getattr(space, "value", space)).lower() == "default":
+        return default
+    t = type_of(aval, name)
+    return t.memory_space if isinstance(t, RefType) else default
+
+
+def _body(
+    importer: Importer, name: str, jaxpr: jax_core.Jaxpr, types: Sequence[RefType]
+) -> Function:
+    """The kernel body imported over refs of ``types`` (the blocks, then the scratch)."""
+    if jaxpr.constvars:
+        raise JaxprImportError(f"the body of pallas_call {name} closes over constants")
+    params = [Value(t) for t in types]
+    scope = Scope(importer)
+    results = scope.run(jaxpr, params)
+    if results:
+        raise JaxprImportError(f"the body of pallas_call {name} returns values")
+    return Function(importer.unique_name(name), scope.builder.block(params, results))
+
+
+def _semantics(compiler_params: object, n_axes: int) -> tuple[str, ...] | None:
+    """``dimension_semantics`` of Pallas TPU's compiler params, as strings; None if absent."""
+    candidates = (
+        compiler_params.values() if isinstance(compiler_params, Mapping) else [compiler_params]
+    )
+    for params in candidates:
+        values = getattr(params, "dimension_semantics", None)
+        if values is None:
+            continue
+        names = tuple(str(getattr(v, "value", v)).lower() for v in values)
+        if len(names) != n_axes or any(n not in DIMENSION_SEMANTICS for n in names):
+            raise JaxprImportError(f"dimension_semantics {values} do not fit the grid")
+        return names
+    return None

@@ -1,0 +1,127 @@
+"""Import rules for upstream's state primitives: ``get``, ``swap``, ``addupdate``, the
+``broadcast_to`` that integer indexing inserts, and ``run_state``.
+
+A state equation's operands are the ref, (for ``swap``/``addupdate``) the value, then the
+leaves of its *transforms*, a pytree described by the ``tree`` parameter. Unflattening it with
+the equation's atoms as leaves gives the transforms as upstream built them:
+
+- an ``NDIndexer`` is ``ref.at[...]`` (a ``ref.at`` view) or, when it comes last, the indexer
+  of the read or write itself (``indexers.window`` keeps upstream's index wrapping);
+- ``ReshapeTransform`` / ``BitcastTransform`` / ``TransposeTransform`` are ``ref.reshape`` /
+  ``ref.bitcast`` / ``ref.transpose`` views (``ref.reshape(...)``, ``ref.bitcast(...)``,
+  ``ref.T``). A bitcast must keep the element width: minipallas views never change shape.
+
+Upstream's discharge itself handles fewer of these: it rejects a write through a reshape,
+bitcast or transpose view, ``addupdate`` through more than one transform, and a transpose view
+anywhere. minipallas imports them all with the meaning of the views (writes land in the
+underlying buffer), which the reference interpreter defines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax._src import core as jax_core
+from jax._src import tree_util
+from jax._src.state import indexing as jax_indexing
+from jax._src.state import types as state_types
+
+from minipallas.interop.importer import Scope, dtype_of, rule, type_of
+from minipallas.interop.indexers import Window, window
+from minipallas.ir import dtypes
+from minipallas.ir.core import Value
+from minipallas.ir.indexing import full
+
+
+def transforms_of(eqn: jax_core.JaxprEqn, first: int) -> tuple:
+    """The transforms of a state equation whose leaves start at operand ``first``."""
+    return tuple(tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[first:]))
+
+
+def apply_view(scope: Scope, ref: Value, transform: object) -> Value:
+    """The ref view one upstream transform makes of ``ref``."""
+    if isinstance(transform, jax_indexing.NDIndexer):
+        w = window(scope, transform, ref.type.shape, view=True)
+        return scope.emit("ref.at", [ref, *w.dyn], indexer=w.indexer)
+    if isinstance(transform, state_types.ReshapeTransform):
+        return scope.emit("ref.reshape", [ref], shape=tuple(transform.shape))
+    if isinstance(transform, state_types.BitcastTransform):
+        dtype = dtype_of(transform.dtype, "a bitcast view")
+        if dtypes.itemsize(dtype) != dtypes.itemsize(ref.type.dtype):
+            raise scope.error(
+                f"a bitcast view from {ref.type.dtype} to {dtype} changes the element width",
+                fix="bitcast between dtypes of one width (minipallas views keep their shape)",
+            )
+        return scope.emit("ref.bitcast", [ref], dtype=dtype)
+    if isinstance(transform, state_types.TransposeTransform):
+        return scope.emit("ref.transpose", [ref], permutation=tuple(transform.permutation))
+    raise scope.error(f"the ref transform {type(transform).__name__} cannot be imported")
+
+
+def target(scope: Scope, ref_atom: jax_core.Atom, transforms: Sequence) -> tuple[Value, Window]:
+    """The ref a state equation acts on (views applied) and the window it reads or writes."""
+    ref = scope.read(ref_atom)
+    views = list(transforms)
+    last = views.pop() if views and isinstance(views[-1], jax_indexing.NDIndexer) else None
+    for transform in views:
+        ref = apply_view(scope, ref, transform)
+    if last is None:
+        return ref, Window.whole(ref.type.shape)
+    return ref, window(scope, last, ref.type.shape)
+
+
+@rule("get")
+def get(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 1))
+    return [scope.emit("get", [ref, *w.dyn], indexer=w.indexer)]
+
+
+@rule("swap")
+def swap(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 2))
+    value = scope.read(eqn.invars[1])
+    return [scope.emit("swap", [ref, *w.dyn, value], indexer=w.indexer)]
+
+
+@rule("addupdate")
+def addupdate(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 2))
+    value = scope.read(eqn.invars[1])
+    scope.emit_op("addupdate", [ref, *w.dyn, value], indexer=w.indexer)
+    return []
+
+
+@rule("broadcast_to")
+def broadcast_to(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """numpy-style broadcast (upstream inserts it to line up integer indices)."""
+    return [scope.broadcast(scope.read(eqn.invars[0]), eqn.params["shape"])]
+
+
+@rule("run_state")
+def run_state(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """``run_state(f)(init)``: a ``run_scoped`` allocating one ref per argument of ``f``.
+
+    The body stores each initial value into its ref, imports ``f``, and yields every ref's
+    final value. A ref upstream leaves uninitialized keeps the allocation's fill value.
+    """
+    jaxpr = eqn.params["jaxpr"]
+    if jaxpr.constvars:
+        raise scope.error("a run_state body with constvars cannot be imported")
+    initialized = eqn.params["is_initialized"]
+    args = [scope.read(a) for a in eqn.invars]
+    allocs = [Value(type_of(v.aval, f"state variable {v}")) for v in jaxpr.invars]
+    params = [Value(a.type) for a in args]
+
+    def prologue(inner: Scope, _: list[Value]) -> list[Value]:
+        values = iter(params)
+        for ref, init in zip(allocs, initialized, strict=True):
+            if init:
+                indexer = full(ref.type.shape)
+                inner.emit("swap", [ref, next(values)], indexer=indexer)
+        return list(allocs)
+
+    def epilogue(inner: Scope, outs: list[Value]) -> list[Value]:
+        return [inner.emit("get", [ref], indexer=full(ref.type.shape)) for ref in allocs]
+
+    body = scope.region(jaxpr, None, [*allocs, *params], prologue, epilogue)
+    return list(scope.emit_op("run_scoped", args, [body], collective_axes=()).results)

@@ -1,0 +1,364 @@
+"""``to_jax``: a minipallas function as a function of JAX arrays, for ``jax.jit`` on any backend.
+
+Approach: discharge and clean up the function (the pipeline ``minipallas.lower`` runs), then
+*evaluate* the pure program with one rule per op that calls ``jax.lax`` (``RULES``). Called on
+tracers, the evaluation stages out an upstream program, so the result works under ``jax.jit``,
+``jax.vmap`` and on every backend JAX has. The alternative, embedding the StableHLO module that
+``minipallas.lower`` emits, needs private JAX entry points and ties the function to the
+platform the module was emitted for; op-by-op evaluation uses only public ``jax.lax``.
+
+Each rule means what the reference interpreter and the StableHLO lowering mean, spelled out so
+it holds on every backend:
+
+- integer ``div`` by zero is -1 and ``rem`` by zero the dividend; ``INT_MIN / -1`` is
+  ``INT_MIN`` (``rem``: 0); integer ``pow`` is XLA's (square-and-multiply over the exponent's
+  low 6 bits; a negative exponent gives 1 for base 1, else 0);
+- ``convert`` from float to integer truncates, saturates and maps NaN to 0;
+- bfloat16/float16 transcendentals are computed in float32 and rounded once; ``logistic`` is
+  ``1 / (1 + exp(-x))`` with each step rounded to the dtype; bfloat16/float16 sums accumulate
+  in float32; ``dot`` converts its operands to its result dtype first;
+- indexed ops (``to_jax_indexing``) clamp dynamic windows, clamp gathered positions and drop
+  scattered ones that are out of range; ``cond`` clamps its index into range.
+
+The returned function takes one array per parameter of the discharged function (a ``Ref``
+parameter takes its initial value) and returns a tuple: the results, then the final value of
+each ref parameter (the discharged convention, as ``minipallas.compile``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from minipallas.errors import MiniPallasError, PassError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.interpret import fill_value
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.collectives import check_collective_axes
+from minipallas.passes.discharge import discharge
+
+
+class JaxRule(Protocol):
+    """How one pure op evaluates on JAX values: the op and its operand values in, results out."""
+
+    def __call__(self, op: Op, args: Sequence[Any]) -> Sequence[Any]: ...
+
+
+RULES: dict[str, JaxRule] = {}
+
+
+def jax_rule(*names: str) -> Callable[[JaxRule], JaxRule]:
+    def register(fn: JaxRule) -> JaxRule:
+        for name in names:
+            if name in RULES:
+                raise ValueError(f"to_jax rule for {name!r} registered twice")
+            RULES[name] = fn
+        return fn
+
+    return register
+
+
+def evaluate(block: Block, args: Sequence[Any]) -> list[Any]:
+    """Run ``block`` with its parameters bound to ``args`` (JAX arrays or tracers)."""
+    env = dict(zip(block.params, args, strict=True))
+    for op in block.ops:
+        fn = RULES.get(op.name)
+        if fn is None:
+            raise PassError(
+                "to_jax has no rule for this op",
+                op=op.name,
+                loc=op.loc,
+                fix="program_id / num_programs need a kernel backend; other ops are a bug",
+            )
+        outs = fn(op, [env[v] for v in op.operands])
+        env.update(zip(op.results, outs, strict=True))
+    return [env[v] for v in block.results]
+
+
+def to_jax(fn: Function) -> Callable[..., tuple[jax.Array, ...]]:
+    """A function of JAX arrays computing ``fn`` (discharged); works under ``jax.jit``.
+
+    The returned function is named like ``fn`` and keeps the discharged, cleaned program it
+    evaluates as its ``function`` attribute.
+    """
+    if not isinstance(fn, Function):
+        raise PassError(f"to_jax takes a minipallas Function, got {type(fn).__name__}")
+    check_collective_axes(fn, "lowering")
+    pure = cleanup(discharge(fn))
+    types = pure.param_types
+
+    def run(*args: Any) -> tuple[jax.Array, ...]:
+        if len(args) != len(types):
+            raise MiniPallasError(f"@{pure.name} takes {len(types)} arguments, got {len(args)}")
+        arrays = [_argument(pure, i, types[i], a) for i, a in enumerate(args)]
+        return tuple(evaluate(pure.body, arrays))
+
+    run.__name__ = run.__qualname__ = pure.name
+    run.__doc__ = f"minipallas @{pure.name} as JAX, on ({', '.join(map(str, types))})"
+    run.function = pure  # type: ignore[attr-defined]
+    return run
+
+
+def _argument(fn: Function, i: int, t: Any, arg: Any) -> Any:
+    dtype = dtypes.to_numpy(t.dtype)
+    if type(arg) in (bool, int, float) and t.shape == ():
+        return jnp.asarray(arg, dtype=dtype)
+    if not (hasattr(arg, "shape") and hasattr(arg, "dtype")):  # a list, a Python scalar
+        arg = np.asarray(arg)
+    shape, got = tuple(arg.shape), np.dtype(arg.dtype)
+    if shape != t.shape or got != dtype:
+        raise MiniPallasError(
+            f"argument {i} of @{fn.name} must be {t}, got {got}{list(shape)}",
+            fix=f"pass an array of shape {t.shape} and dtype {dtype}",
+        )
+    return jnp.asarray(arg)
+
+
+# --- elementwise -----------------------------------------------------------------------------
+
+_BINARY = {
+    "add": lax.add, "sub": lax.sub, "mul": lax.mul, "max": lax.max, "min": lax.min,
+    "and": lax.bitwise_and, "or": lax.bitwise_or, "xor": lax.bitwise_xor,
+    "eq": lax.eq, "ne": lax.ne, "lt": lax.lt, "le": lax.le, "gt": lax.gt, "ge": lax.ge,
+}  # fmt: skip
+_FLOAT_UNARY = {
+    "exp": lax.exp, "log": lax.log, "tanh": lax.tanh, "sqrt": lax.sqrt, "rsqrt": lax.rsqrt,
+    "sin": lax.sin, "cos": lax.cos,
+}  # fmt: skip
+
+
+def _dtype(op: Op, i: int = 0) -> str:
+    return op.operands[i].type.dtype
+
+
+def _like(value: object, x: Any) -> Any:
+    return lax.full_like(x, value)
+
+
+@jax_rule(*_BINARY)
+def binary(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [_BINARY[op.name](*args)]
+
+
+@jax_rule("neg")
+def neg(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.neg(args[0])]
+
+
+@jax_rule("not")
+def not_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.bitwise_not(args[0])]
+
+
+@jax_rule("abs")
+def abs_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [args[0] if _dtype(op) == "uint32" else lax.abs(args[0])]
+
+
+def _in_float32(fn: Callable[[Any], Any], x: Any, dtype: str) -> Any:
+    if dtype in ("bfloat16", "float16"):
+        return lax.convert_element_type(fn(lax.convert_element_type(x, jnp.float32)), x.dtype)
+    return fn(x)
+
+
+@jax_rule(*_FLOAT_UNARY)
+def transcendental(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [_in_float32(_FLOAT_UNARY[op.name], args[0], _dtype(op))]
+
+
+@jax_rule("logistic")
+def logistic(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    (x,) = args
+    one = _like(1, x)
+    e = _in_float32(lax.exp, lax.neg(x), _dtype(op))
+    return [lax.div(one, lax.add(one, e))]
+
+
+@jax_rule("div", "rem")
+def div_rem(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    x, y = args
+    kind = lax.div if op.name == "div" else lax.rem
+    dtype = _dtype(op)
+    if dtypes.is_float(dtype):
+        return [kind(x, y)]
+    by_zero = lax.eq(y, _like(0, y))
+    trap = by_zero
+    if dtypes.is_signed(dtype):
+        int_min = _like(np.iinfo(dtypes.to_numpy(dtype)).min, x)
+        trap = lax.bitwise_or(by_zero, lax.bitwise_and(lax.eq(x, int_min), lax.eq(y, _like(-1, y))))
+    safe = kind(x, lax.select(trap, _like(1, y), y))
+    on_zero = _like(-1, x) if op.name == "div" else x
+    return [lax.select(by_zero, on_zero, safe)]
+
+
+@jax_rule("pow")
+def pow_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    """Float ``pow`` is ``lax.pow``. Integer ``pow`` (which ``lax.pow`` lacks) is XLA's: six
+    square-and-multiply steps, so only the exponent's low 6 bits count; a negative exponent
+    (the bits read as signed) gives 1 for base 1 and 0 otherwise."""
+    x, y = args
+    if dtypes.is_float(_dtype(op)):
+        return [lax.pow(x, y)]
+    acc, base, e = _like(1, x), x, y
+    for _ in range(6):
+        odd = lax.ne(lax.bitwise_and(e, _like(1, e)), _like(0, e))
+        acc = lax.select(odd, lax.mul(acc, base), acc)
+        base = lax.mul(base, base)
+        e = lax.shift_right_logical(e, _like(1, e))
+    signed = lax.bitcast_convert_type(y, jnp.int32) if _dtype(op) == "uint32" else y
+    inverse = lax.select(lax.eq(x, _like(1, x)), _like(1, x), _like(0, x))
+    return [lax.select(lax.ge(signed, _like(0, signed)), acc, inverse)]
+
+
+@jax_rule("select")
+def select(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.select(*args)]
+
+
+@jax_rule("constant")
+def constant(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [jnp.asarray(op.attrs["value"].array())]
+
+
+@jax_rule("uninitialized")
+def uninitialized(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    t = op.attrs["type"]
+    return [lax.full(t.shape, fill_value(t.dtype), dtypes.to_numpy(t.dtype))]
+
+
+@jax_rule("iota")
+def iota(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    t = op.attrs["type"]
+    return [lax.broadcasted_iota(dtypes.to_numpy(t.dtype), t.shape, op.attrs["dimension"])]
+
+
+@jax_rule("convert")
+def convert(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [convert_value(args[0], _dtype(op), op.result.type.dtype)]
+
+
+def convert_value(x: Any, source: str, target: str) -> Any:
+    """``convert`` with minipallas's rules (float to int: truncate, saturate, NaN to 0)."""
+    if source == target:
+        return x
+    np_target = dtypes.to_numpy(target)
+    if not (dtypes.is_float(source) and dtypes.is_int(target)):
+        return lax.convert_element_type(x, np_target)
+    info = np.iinfo(np_target)
+    low, high = _inner_float(info.min, source), _inner_float(info.max, source)
+    x = lax.select(lax.ne(x, x), _like(0, x), x)
+    result = lax.convert_element_type(lax.clamp(_like(low, x), x, _like(high, x)), np_target)
+    for limit, end, beyond in ((info.max, high, lax.gt), (info.min, low, lax.lt)):
+        if int(end) != limit:
+            result = lax.select(beyond(x, _like(end, x)), _like(limit, result), result)
+    return result
+
+
+def _inner_float(limit: int, dtype: str) -> np.generic:
+    """The float of ``dtype`` nearest ``limit`` on the zero side (never infinite)."""
+    float_t = dtypes.to_numpy(dtype).type
+    with np.errstate(over="ignore"):
+        end = float_t(limit)
+    if not np.isfinite(end) or abs(int(end)) > abs(limit):
+        end = np.nextafter(end, float_t(0))
+    return end
+
+
+@jax_rule("bitcast")
+def bitcast(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.bitcast_convert_type(args[0], dtypes.to_numpy(op.result.type.dtype))]
+
+
+# --- shapes, reductions, dot -----------------------------------------------------------------
+
+
+@jax_rule("broadcast_in_dim")
+def broadcast_in_dim(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.broadcast_in_dim(args[0], op.attrs["shape"], op.attrs["dims"])]
+
+
+@jax_rule("reshape")
+def reshape(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.reshape(args[0], op.attrs["shape"])]
+
+
+@jax_rule("transpose")
+def transpose(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.transpose(args[0], op.attrs["permutation"])]
+
+
+@jax_rule("reduce_sum", "reduce_max", "reduce_min")
+def reduce(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    (x,), axes, dtype = args, tuple(op.attrs["axes"]), _dtype(op)
+    if dtype == "bool":
+        return [(lax.reduce_or if op.name == "reduce_max" else lax.reduce_and)(x, axes)]
+    if op.name == "reduce_sum":
+        if dtype in ("bfloat16", "float16"):
+            total = lax.reduce_sum(lax.convert_element_type(x, jnp.float32), axes)
+            return [lax.convert_element_type(total, x.dtype)]
+        return [lax.reduce_sum(x, axes)]
+    return [(lax.reduce_max if op.name == "reduce_max" else lax.reduce_min)(x, axes)]
+
+
+@jax_rule("dot")
+def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    source, target = _dtype(op), op.result.type.dtype
+    a, b = (convert_value(x, source, target) for x in args)
+    numbers = (((1,), (0,)), ((), ()))
+    return [lax.dot_general(a, b, numbers, preferred_element_type=dtypes.to_numpy(target))]
+
+
+# --- control flow and calls -----------------------------------------------------------------
+
+
+@jax_rule("for")
+def for_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    (body,) = op.regions
+    n = op.attrs["num_consts"]
+    lower, upper, consts, inits = args[0], args[1], args[2 : 2 + n], args[2 + n :]
+
+    def step(i: Any, carries: tuple) -> tuple:
+        return tuple(evaluate(body, [i, *consts, *carries]))
+
+    return list(lax.fori_loop(lower, upper, step, tuple(inits)))
+
+
+@jax_rule("while")
+def while_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    cond, body = op.regions
+    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+    cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], args[nc + nb :]
+
+    def keep_going(carries: tuple) -> Any:
+        (flag,) = evaluate(cond, [*cond_consts, *carries])
+        return flag
+
+    def step(carries: tuple) -> tuple:
+        return tuple(evaluate(body, [*body_consts, *carries]))
+
+    return list(lax.while_loop(keep_going, step, tuple(inits)))
+
+
+@jax_rule("cond")
+def cond(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    index, operands = args[0], args[1:]
+    last = len(op.regions) - 1
+    index = lax.clamp(_like(0, index), index, _like(last, index))
+    branches = [functools.partial(_branch, region) for region in op.regions]
+    return list(lax.switch(lax.convert_element_type(index, jnp.int32), branches, *operands))
+
+
+def _branch(region: Block, *operands: Any) -> tuple:
+    return tuple(evaluate(region, operands))
+
+
+@jax_rule("call")
+def call(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return evaluate(op.attrs["callee"].body, args)

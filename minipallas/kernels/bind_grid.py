@@ -1,0 +1,139 @@
+"""Binding a kernel body to a grid point: ``program_id`` becomes a parameter.
+
+A kernel body asks where it is with ``program_id axis k`` and how large the grid is with
+``num_programs axis k``. Outside a backend that provides a grid (the CPU path runs the grid as
+loops), those questions need answers in the program itself:
+
+1. the new function takes one ``i32[]`` grid index per axis before the body's own parameters;
+2. ``program_id axis k`` is replaced by grid index ``k``; ``num_programs axis k`` by a constant;
+3. regions are closed, so a region op whose regions ask for a grid index receives the indices
+   as extra operands, placed where its layout wants them (``for``: loop constants; ``while``:
+   condition and body constants; ``cond``: branch arguments; ``run_scoped``: captured operands),
+   and a called function that asks becomes a copy taking the indices first.
+
+Like every pass, it builds new IR and never edits the old; unchanged ops are shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.errors import PassError
+from minipallas.ir.builder import params
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.literal import Literal
+from minipallas.ir.types import ArrayType
+
+I32 = ArrayType((), "int32")
+
+
+def bind_grid(fn: Function, grid: Sequence[int]) -> Function:
+    """``fn`` taking the grid indices first, with ``program_id``/``num_programs`` answered."""
+    return _Binder(tuple(grid)).function(fn, always=True)
+
+
+class _Binder:
+    def __init__(self, grid: tuple[int, ...]) -> None:
+        self.grid = grid
+        self.env: dict[Value, Value] = {}  # a program_id result -> the grid index replacing it
+        self.asks: dict[int, bool] = {}  # id(block or function) -> whether it asks program_id
+        self.done: dict[int, Function] = {}  # id(callee) -> its bound copy
+
+    def function(self, fn: Function, always: bool = False) -> Function:
+        """``fn`` with leading grid-index parameters (only if it asks, unless ``always``)."""
+        if not always and not self.function_asks(fn):
+            return fn
+        if id(fn) not in self.done:
+            indices = params([I32] * len(self.grid))
+            body = self.block(fn.body, indices)
+            self.done[id(fn)] = Function(
+                fn.name, Block((*indices, *body.params), body.ops, body.results)
+            )
+        return self.done[id(fn)]
+
+    # ----- which parts ask for a grid index -----
+
+    def function_asks(self, fn: Function) -> bool:
+        if id(fn) not in self.asks:
+            self.asks[id(fn)] = False  # recursion cannot happen, but stay finite regardless
+            self.asks[id(fn)] = self.block_asks(fn.body)
+        return self.asks[id(fn)]
+
+    def block_asks(self, block: Block) -> bool:
+        if id(block) not in self.asks:
+            self.asks[id(block)] = any(self.op_asks(op) for op in block.ops)
+        return self.asks[id(block)]
+
+    def op_asks(self, op: Op) -> bool:
+        if op.name == "program_id":
+            return True
+        if op.name == "call":
+            return self.function_asks(op.attrs["callee"])
+        return any(self.block_asks(r) for r in op.regions)
+
+    # ----- rewriting -----
+
+    def block(self, block: Block, indices: Sequence[Value]) -> Block:
+        ops = []
+        for op in block.ops:
+            new = self.op(op, indices)
+            if new is not None:
+                ops.append(new)
+        return Block(block.params, ops, self.values(block.results))
+
+    def values(self, values: Sequence[Value]) -> tuple[Value, ...]:
+        return tuple(self.env.get(v, v) for v in values)
+
+    def op(self, op: Op, indices: Sequence[Value]) -> Op | None:
+        if op.name == "program_id":
+            self.env[op.result] = indices[op.attrs["axis"]]
+            return None
+        if op.name == "num_programs":
+            size = Literal.of(self.grid[op.attrs["axis"]], "int32")
+            return Op("constant", (), op.results, {"value": size}, (), op.loc)
+        operands = self.values(op.operands)
+        if op.name == "call" and self.op_asks(op):
+            callee = self.function(op.attrs["callee"])
+            return op.replace(operands=(*indices, *operands), attrs={**op.attrs, "callee": callee})
+        if op.regions and self.op_asks(op):
+            return self._thread(op, operands, indices)
+        return op.replace(operands=operands) if operands != op.operands else op
+
+    def _thread(self, op: Op, operands: tuple[Value, ...], indices: Sequence[Value]) -> Op:
+        """``op`` receiving the grid indices into each of its regions (layouts in the doc)."""
+        n = len(indices)
+        inner = [params([I32] * n) for _ in op.regions]
+        regions = [self.block(r, idx) for r, idx in zip(op.regions, inner, strict=True)]
+        attrs = dict(op.attrs)
+        if op.name == "for":
+            k = 2 + attrs["num_consts"]
+            operands = (*operands[:k], *indices, *operands[k:])
+            (body,) = regions
+            split = 1 + attrs["num_consts"]
+            regions = [_with_params(body, (*body.params[:split], *inner[0], *body.params[split:]))]
+            attrs["num_consts"] += n
+        elif op.name == "while":
+            nc, nb = attrs["cond_nconsts"], attrs["body_nconsts"]
+            operands = (*operands[:nc], *indices, *operands[nc : nc + nb], *indices,
+                        *operands[nc + nb :])  # fmt: skip
+            regions = [
+                _with_params(r, (*r.params[:count], *idx, *r.params[count:]))
+                for r, idx, count in zip(regions, inner, (nc, nb), strict=True)
+            ]
+            attrs["cond_nconsts"], attrs["body_nconsts"] = nc + n, nb + n
+        elif op.name in ("cond", "run_scoped"):
+            operands = (*operands, *indices)  # branch arguments / captured values come last
+            regions = [
+                _with_params(r, (*r.params, *idx)) for r, idx in zip(regions, inner, strict=True)
+            ]
+        else:  # the opset's region ops are the four above; a new one must be added here
+            raise PassError(
+                "bind_grid does not know how this op passes operands to its regions",
+                op=op.name,
+                loc=op.loc,
+            )
+        return op.replace(operands=operands, attrs=attrs, regions=tuple(regions))
+
+
+def _with_params(block: Block, new_params: Sequence[Value]) -> Block:
+    return Block(tuple(new_params), block.ops, block.results)

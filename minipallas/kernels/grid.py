@@ -1,0 +1,120 @@
+"""The CPU path: a kernel's grid as loops in one function over whole arrays.
+
+``grid_program(kernel)`` builds the function that ``pallas_call`` compiles for XLA:CPU. It
+follows upstream Pallas's interpret mode step for step, so results agree bit for bit:
+
+1. every operand gets a buffer padded up to a whole number of blocks; inputs are copied in,
+   outputs and the padding hold the fill value of their dtype (NaN, the integer minimum,
+   False: upstream's ``uninitialized_value``), and so does scratch, allocated once for the
+   whole grid (it persists from one grid point to the next);
+2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order);
+3. at each grid point, each operand's index map gives block indices; the block starts at
+   ``index * block_size`` (at ``index`` itself along a squeezed dimension), taken as
+   ``lax.dynamic_slice`` takes it: a negative start counts once from the end of the buffer,
+   then the window is clamped into it; the body is called on views of those windows, with the
+   grid indices in place of ``program_id`` (``bind_grid``). Views alias their buffer, so a
+   window the body writes is written back, and a later grid point that reads it sees it: the
+   accumulator pattern, for outputs and (as upstream) for inputs the body writes;
+4. the outputs are the buffers' valid regions, without the padding.
+
+The program still holds refs and calls; ``minipallas.compile`` discharges and lowers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from minipallas.frontend.control import call, fori_loop, run_scoped
+from minipallas.frontend.refs import TracedRef, ds
+from minipallas.frontend.tracing import trace
+from minipallas.frontend.values import TracedArray, where
+from minipallas.ir.core import Function
+from minipallas.ir.interpret.engine import fill_value
+from minipallas.ir.types import RefType
+from minipallas.kernels.bind_grid import bind_grid
+from minipallas.kernels.spec import Kernel, TracedBlockSpec
+
+
+def grid_program(kernel: Kernel, name: str | None = None) -> Function:
+    """``@<name>_grid(inputs...) -> outputs``: the kernel over its whole grid (module doc)."""
+    body = bind_grid(kernel.body, kernel.grid)
+    specs = (*kernel.in_specs, *kernel.out_specs)
+    buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
+    n_in = kernel.num_inputs
+
+    def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
+        def with_buffers(*refs: TracedRef) -> tuple[TracedArray, ...]:
+            bufs, scratch = refs[: len(specs)], refs[len(specs) :]
+            for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
+                _copy_in(buf, spec, x)
+            for buf in (*bufs[n_in:], *scratch):
+                buf[...] = fill_value(buf.type.dtype)
+
+            def step(indices: list[TracedArray]) -> None:
+                views = [
+                    _block_view(buf, spec, indices) for buf, spec in zip(bufs, specs, strict=True)
+                ]
+                call(body, *indices, *views, *scratch)
+
+            _loop_nest(kernel.grid, [], step)
+            return tuple(
+                buf[_valid(spec)] for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
+            )
+
+        return run_scoped(with_buffers, *buffers, *kernel.scratch_types)
+
+    name = f"{kernel.name}_grid" if name is None else name
+    return trace(program, *(s.array for s in kernel.in_specs), name=name)
+
+
+def padded_shape(spec: TracedBlockSpec) -> tuple[int, ...]:
+    """The array's shape rounded up to whole blocks (a squeezed dimension needs no padding)."""
+    return tuple(
+        n if b is None else -(-n // b) * b
+        for n, b in zip(spec.array.shape, spec.block_shape, strict=True)
+    )
+
+
+def _valid(spec: TracedBlockSpec) -> Any:
+    """The index of the array's own elements inside its padded buffer."""
+    if padded_shape(spec) == spec.array.shape:
+        return ...
+    return tuple(slice(0, n) for n in spec.array.shape)
+
+
+def _copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:
+    if padded_shape(spec) != spec.array.shape:
+        buf[...] = fill_value(spec.array.dtype)
+    buf[_valid(spec)] = x
+
+
+def _block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedArray]) -> Any:
+    """The window of ``buf`` that the spec's index map picks at the grid point ``indices``."""
+    out = call(spec.index_map, *indices)
+    blocks = () if out is None else out if isinstance(out, tuple) else (out,)
+    window = []
+    for i, b, n in zip(blocks, spec.block_shape, buf.shape, strict=True):
+        start = _wrap_negative(i if b is None else i * b, n)
+        window.append(start if b is None else ds(start, b))
+    return buf.at[tuple(window)] if window else buf
+
+
+def _wrap_negative(start: TracedArray, n: int) -> TracedArray:
+    """A negative start counts from the end once, as ``lax.dynamic_slice`` takes it."""
+    return where(start < 0, start + n, start)
+
+
+def _loop_nest(
+    grid: tuple[int, ...], indices: list[TracedArray], step: Callable[[list], None]
+) -> None:
+    """``step(indices)`` at every grid point, the last axis innermost."""
+    if len(indices) == len(grid):
+        step(indices)
+        return
+
+    def body(i: TracedArray, carry: tuple) -> tuple:
+        _loop_nest(grid, [*indices, i], step)
+        return carry
+
+    fori_loop(0, grid[len(indices)], body, ())

@@ -1,0 +1,285 @@
+"""``minipallas.pallas_call``: a kernel, a grid and block specs, as in ``jax.experimental.pallas``.
+
+``pallas_call(kernel, out_shape, grid=..., in_specs=..., out_specs=...)`` returns a
+``PallasCall``. Calling it on arrays runs the kernel on the CPU: the grid becomes loops over
+whole arrays (``grid.grid_program``), discharged, lowered to StableHLO and compiled by XLA,
+once per input types. ``trace`` gives the ``Kernel`` every backend reads, and ``lower`` emits
+it for a target: ``"stablehlo"`` (the CPU program), ``"tpu"`` (Mosaic) or ``"gpu"`` (Triton).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from minipallas.errors import MiniPallasError, PassError, TraceError
+from minipallas.ir import dtypes
+from minipallas.ir.core import Function
+from minipallas.ir.location import user_location
+from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
+from minipallas.kernels.spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
+
+if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to import
+    from minipallas.lowered import Lowered
+
+DIMENSION_SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
+TARGETS = {
+    # target -> (module with ``lower_kernel``, default memory space of the kernel's blocks)
+    "tpu": ("minipallas.lowering.tpu", TPU_VMEM),
+    "gpu": ("minipallas.lowering.gpu", DEFAULT_MEMORY_SPACE),
+}
+
+
+def pallas_call(
+    kernel: Callable[..., Any],
+    out_shape: Any,
+    *,
+    grid: int | Sequence[int] = (),
+    in_specs: Sequence[BlockSpec | None] | BlockSpec | None = None,
+    out_specs: Sequence[BlockSpec | None] | BlockSpec | None = None,
+    scratch_shapes: Sequence[RefType] = (),
+    dimension_semantics: Sequence[str] | None = None,
+    name: str | None = None,
+) -> PallasCall:
+    """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
+
+    ``out_shape`` is one array type (anything with ``shape`` and ``dtype``: an ``ArrayType``,
+    a ``jax.ShapeDtypeStruct``, an array) or a tuple/list of them; the call returns the same
+    structure. A missing spec means the whole array in one block. ``scratch_shapes`` are ref
+    types (``minipallas.tpu.VMEM((8, 128), f32)``) allocated once for the whole grid.
+    """
+    if not callable(kernel):
+        raise _error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
+    return PallasCall(
+        kernel, out_shape, _grid(grid), in_specs, out_specs, scratch_shapes,
+        dimension_semantics, name,
+    )  # fmt: skip
+
+
+class PallasCall:
+    """A configured kernel call; see ``pallas_call``. Traces and compiles once per input types."""
+
+    def __init__(
+        self,
+        kernel: Callable[..., Any],
+        out_shape: Any,
+        grid: tuple[int, ...],
+        in_specs: Any,
+        out_specs: Any,
+        scratch_shapes: Sequence[RefType],
+        dimension_semantics: Sequence[str] | None,
+        name: str | None,
+    ) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        self.out_structure = type(out_shape) if isinstance(out_shape, tuple | list) else None
+        outs = list(out_shape) if self.out_structure else [out_shape]
+        self.out_types = tuple(_array_type(o, f"out_shape {k}") for k, o in enumerate(outs))
+        self.in_specs = None if in_specs is None else _specs(in_specs)
+        self.out_specs = (
+            (None,) * len(outs) if out_specs is None else _out_specs(out_specs, len(outs))
+        )
+        self.scratch_types = tuple(_scratch(s, k) for k, s in enumerate(scratch_shapes))
+        self.dimension_semantics = _semantics(dimension_semantics, len(grid))
+        self.name = name
+        self._kernels: dict[tuple, Kernel] = {}
+        self._programs: dict[tuple, Function] = {}
+        self._compiled: dict[tuple, Any] = {}
+
+    # ----- tracing -----
+
+    def trace(self, *args: Any, memory_space: MemorySpace = DEFAULT_MEMORY_SPACE) -> Kernel:
+        """The ``Kernel`` for inputs like ``args`` (arrays or ``ArrayType``s); blocks whose spec
+        names no memory space live in ``memory_space``."""
+        from minipallas.kernels.tracing import trace_kernel
+
+        types = self._input_types(args)
+        key = (types, memory_space)
+        if key not in self._kernels:
+            n = len(types)
+            self._kernels[key] = trace_kernel(
+                self.kernel,
+                name=self.name,
+                grid=self.grid,
+                inputs=types,
+                outputs=self.out_types,
+                in_specs=(None,) * n if self.in_specs is None else self.in_specs,
+                out_specs=self.out_specs,
+                scratch_types=self.scratch_types,
+                dimension_semantics=self.dimension_semantics,
+                memory_space=memory_space,
+            )
+        return self._kernels[key]
+
+    def program(self, *args: Any) -> Function:
+        """The CPU program: ``(inputs...) -> outputs`` with the grid as loops (still stateful)."""
+        from minipallas.kernels.grid import grid_program
+
+        types = self._input_types(args)
+        if types not in self._programs:
+            self._programs[types] = grid_program(self.trace(*types))
+        return self._programs[types]
+
+    # ----- running and lowering -----
+
+    def __call__(self, *arrays: Any) -> Any:
+        """Runs the kernel over its grid on the CPU (XLA); returns numpy arrays."""
+        from minipallas.compiled import compile
+
+        values = [_as_array(a, k) for k, a in enumerate(arrays)]
+        types = self._input_types(values)
+        if types not in self._compiled:
+            self._compiled[types] = compile(self.program(*types))
+        outs = self._compiled[types](*values)
+        if self.out_structure is None:
+            return outs[0]
+        return self.out_structure(outs)
+
+    def lower(self, *args: Any, target: str = "stablehlo", **options: Any) -> Lowered:
+        """The kernel emitted for ``target`` ("stablehlo", "tpu" or "gpu") as a ``Lowered``;
+        ``options`` go to the backend (e.g. ``promote_scratch=True`` for "tpu"). For "tpu",
+        blocks whose spec names no memory space are in VMEM, as in Pallas TPU."""
+        if target == "stablehlo":
+            _no_options(target, options)
+            from minipallas.lowered import lower
+
+            return lower(self.program(*args), target="stablehlo")
+        memory_space = _backend(target)[1]
+        return lower_kernel(self.trace(*args, memory_space=memory_space), target, **options)
+
+    def _input_types(self, args: Sequence[Any]) -> tuple[ArrayType, ...]:
+        types = tuple(_array_type(a, f"input {k}") for k, a in enumerate(args))
+        if self.in_specs is not None and len(types) != len(self.in_specs):
+            raise _error(
+                f"the kernel call has {len(self.in_specs)} in_specs, but got {len(types)} inputs",
+                fix="give one input per in_spec",
+            )
+        return types
+
+    def __repr__(self) -> str:
+        return (
+            f"<pallas_call {self.name or getattr(self.kernel, '__name__', '?')} grid={self.grid}>"
+        )
+
+
+def lower_kernel(kernel: Kernel, target: str = "stablehlo", **options: Any) -> Lowered:
+    """A traced (or imported) ``Kernel`` emitted for ``target``: "stablehlo" is the CPU program
+    (``grid.grid_program``), "tpu"/"gpu" go to that backend's ``lower_kernel``."""
+    if target == "stablehlo":
+        _no_options(target, options)
+        from minipallas.kernels.grid import grid_program
+        from minipallas.lowered import lower
+
+        return lower(grid_program(kernel), target="stablehlo")
+    backend, _ = _backend(target)
+    return backend.lower_kernel(kernel, **options)
+
+
+def _backend(target: str) -> tuple[Any, MemorySpace]:
+    """The emitter module of a device target and the default memory space of its blocks."""
+    if target not in TARGETS:
+        raise PassError(
+            f"unknown kernel target '{target}'", fix=f"use one of: {('stablehlo', *TARGETS)}"
+        )
+    module, memory_space = TARGETS[target]
+    try:
+        return importlib.import_module(module), memory_space
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name):
+            raise
+        raise PassError(
+            f"the {target} emitter ({module}) is not available in this installation"
+        ) from None
+
+
+def _no_options(target: str, options: dict[str, Any]) -> None:
+    if options:
+        raise PassError(f"target '{target}' takes no options, got {sorted(options)}")
+
+
+# ----- argument checks -----
+
+
+def _error(message: str, fix: str | None = None) -> TraceError:
+    return TraceError(message, loc=user_location(), fix=fix)
+
+
+def _grid(grid: Any) -> tuple[int, ...]:
+    axes = () if grid is None else (grid,) if isinstance(grid, int | np.integer) else grid
+    try:
+        axes = tuple(axes)
+    except TypeError:
+        raise _error(f"grid must be an int or a tuple of ints, got {grid!r}") from None
+    for n in axes:
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+            raise _error(
+                f"grid sizes must be non-negative ints, got {grid!r}",
+                fix="minipallas runs static grids only",
+            )
+    return tuple(int(n) for n in axes)
+
+
+def _array_type(x: Any, what: str) -> ArrayType:
+    if isinstance(x, ArrayType):
+        return x
+    if isinstance(x, RefType):
+        raise _error(f"{what} must be an array type, got the ref type {x}")
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        x = np.asarray(x)
+        shape, dtype = x.shape, x.dtype
+    try:
+        return ArrayType(tuple(shape), dtypes.canonicalize(dtype))
+    except MiniPallasError as e:
+        raise _error(f"{what}: {e.message}", fix=e.fix) from None
+
+
+def _as_array(x: Any, k: int) -> np.ndarray:
+    array = np.asarray(x)
+    _array_type(array, f"input {k}")
+    return array
+
+
+def _specs(specs: Any) -> tuple[BlockSpec | None, ...]:
+    items = tuple(specs) if isinstance(specs, tuple | list) else (specs,)
+    for s in items:
+        if s is not None and not isinstance(s, BlockSpec):
+            raise _error(
+                f"specs must be minipallas.BlockSpec objects or None, got {s!r}",
+                fix="use minipallas.BlockSpec(block_shape, index_map)",
+            )
+    return items
+
+
+def _out_specs(specs: Any, n_outputs: int) -> tuple[BlockSpec | None, ...]:
+    items = _specs(specs)
+    if len(items) != n_outputs:
+        raise _error(
+            f"out_specs has {len(items)} specs for {n_outputs} outputs",
+            fix="give out_specs the structure of out_shape",
+        )
+    return items
+
+
+def _scratch(t: Any, k: int) -> RefType:
+    if not isinstance(t, RefType):
+        raise _error(
+            f"scratch_shapes[{k}] must be a ref type, got {t!r}",
+            fix="use a memory space: minipallas.tpu.VMEM((8, 128), minipallas.numpy.float32)",
+        )
+    return t
+
+
+def _semantics(semantics: Sequence[str] | None, n_axes: int) -> tuple[str, ...] | None:
+    if semantics is None:
+        return None
+    items = tuple(str(getattr(s, "value", s)).lower() for s in semantics)  # strings or enums
+    if len(items) != n_axes or any(s not in DIMENSION_SEMANTICS for s in items):
+        raise _error(
+            f"dimension_semantics must give one of {DIMENSION_SEMANTICS} per grid axis "
+            f"({n_axes}), got {semantics!r}"
+        )
+    return items

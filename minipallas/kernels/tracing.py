@@ -1,0 +1,187 @@
+"""From a user's ``pallas_call`` to a ``Kernel``: block specs checked, index maps and body traced.
+
+Steps, for one set of input types:
+1. each operand's spec is normalized: a missing spec, or one without ``block_shape``, is the
+   whole array in one block; ``None`` entries of a block shape are squeezed dimensions;
+2. each index map is traced into a Function from one ``i32[]`` per grid axis to one ``i32[]``
+   block index per array dimension (Python ints it returns become constants);
+3. the body is traced over block-shaped refs ``[*inputs, *outputs, *scratch]``, each in its
+   spec's memory space (or the default one asked for), and must return nothing;
+4. ``program_id`` / ``num_programs`` in the body must name an axis of the grid.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from minipallas.errors import TraceError
+from minipallas.frontend.scopes import trace_error
+from minipallas.frontend.tracing import function_name, trace
+from minipallas.frontend.values import TracedArray, as_result, astype
+from minipallas.ir import dtypes
+from minipallas.ir.core import Function
+from minipallas.ir.types import ArrayType, MemorySpace, RefType
+from minipallas.kernels.spec import BlockSpec, Kernel, TracedBlockSpec
+
+I32 = ArrayType((), "int32")
+
+
+def trace_kernel(
+    body: Callable[..., Any],
+    *,
+    name: str | None,
+    grid: tuple[int, ...],
+    inputs: Sequence[ArrayType],
+    outputs: Sequence[ArrayType],
+    in_specs: Sequence[BlockSpec | None],
+    out_specs: Sequence[BlockSpec | None],
+    scratch_types: Sequence[RefType],
+    dimension_semantics: tuple[str, ...] | None,
+    memory_space: MemorySpace,
+) -> Kernel:
+    """The ``Kernel`` of ``body`` for these operand types (see the module doc)."""
+    name = kernel_name(body) if name is None else name
+    traced_in = [
+        trace_spec(s, t, grid, memory_space, f"input {k}", name)
+        for k, (s, t) in enumerate(zip(in_specs, inputs, strict=True))
+    ]
+    traced_out = [
+        trace_spec(s, t, grid, memory_space, f"output {k}", name)
+        for k, (s, t) in enumerate(zip(out_specs, outputs, strict=True))
+    ]
+    refs = [s.ref_type for s in (*traced_in, *traced_out)]
+    fn = trace(body, *refs, *scratch_types, name=name)
+    if fn.result_types:
+        raise trace_error(
+            f"the kernel @{name} returns {len(fn.result_types)} value(s); a kernel returns nothing",
+            fix="write results into the output refs: o_ref[...] = value",
+        )
+    check_grid_axes(fn, len(grid))
+    return Kernel(
+        name, fn, grid, tuple(traced_in), tuple(traced_out), tuple(scratch_types),
+        dimension_semantics,
+    )  # fmt: skip
+
+
+def kernel_name(body: Callable[..., Any]) -> str:
+    """The kernel's function name, looking through ``functools.partial``."""
+    while isinstance(body, functools.partial):
+        body = body.func
+    return function_name(body)
+
+
+def trace_spec(
+    spec: BlockSpec | None,
+    array: ArrayType,
+    grid: tuple[int, ...],
+    memory_space: MemorySpace,
+    what: str,
+    kernel: str = "kernel",
+) -> TracedBlockSpec:
+    """One operand's block spec with its index map traced (named ``<kernel>_<what>_index_map``)."""
+    spec = BlockSpec() if spec is None else spec
+    if not isinstance(spec, BlockSpec):
+        raise trace_error(
+            f"the spec of {what} must be a minipallas.BlockSpec or None, got {spec!r}",
+            fix="use minipallas.BlockSpec(block_shape, index_map)",
+        )
+    block = _block_shape(spec.block_shape, array, what)
+    index_map = spec.index_map
+    if index_map is None:
+        index_map = _whole_array_map(array.ndim)
+    space = memory_space if spec.memory_space is None else spec.memory_space
+    ref_shape = tuple(b for b in block if b is not None)
+    return TracedBlockSpec(
+        array=array,
+        block_shape=block,
+        index_map=trace_index_map(index_map, len(grid), array.ndim, what, kernel),
+        ref_type=RefType(ref_shape, array.dtype, space),
+    )
+
+
+def _block_shape(
+    block_shape: Sequence[int | None] | None, array: ArrayType, what: str
+) -> tuple[int | None, ...]:
+    if block_shape is None:
+        return array.shape
+    block = tuple(block_shape)
+    if len(block) != array.ndim:
+        raise trace_error(
+            f"the block shape {block} of {what} has {len(block)} dimensions, "
+            f"but the array {array} has {array.ndim}",
+            fix="give one block size (or None to squeeze) per array dimension",
+        )
+    for b in block:
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise trace_error(
+                f"the block shape {block} of {what} must hold positive ints or None, got {b!r}"
+            )
+    return tuple(None if b is None else int(b) for b in block)
+
+
+def _whole_array_map(ndim: int) -> Callable[..., tuple[int, ...]]:
+    def whole_array(*grid_indices: Any) -> tuple[int, ...]:
+        return (0,) * ndim
+
+    return whole_array
+
+
+def trace_index_map(
+    index_map: Callable[..., Any], n_axes: int, ndim: int, what: str, kernel: str = "kernel"
+) -> Function:
+    """``index_map`` as a Function ``(i32[] per grid axis) -> (i32[] per array dimension)``."""
+    if not callable(index_map):
+        raise trace_error(f"the index map of {what} must be callable, got {index_map!r}")
+    _check_arity(index_map, n_axes, what)
+
+    def block_indices(*grid_indices: TracedArray) -> tuple[TracedArray, ...]:
+        out = index_map(*grid_indices)
+        items = tuple(out) if isinstance(out, tuple | list) else (out,)
+        if len(items) != ndim:
+            raise trace_error(
+                f"the index map of {what} returns {len(items)} block indices, "
+                f"but the array has {ndim} dimensions",
+                fix=f"return a tuple of {ndim} ints, one per array dimension",
+            )
+        return tuple(_block_index(x, what) for x in items)
+
+    name = f"{kernel}_{what.replace(' ', '')}_index_map"
+    return trace(block_indices, *[I32] * n_axes, name=name)
+
+
+def _check_arity(index_map: Callable[..., Any], n_axes: int, what: str) -> None:
+    try:
+        inspect.signature(index_map).bind(*range(n_axes))
+    except TypeError:
+        raise trace_error(
+            f"the index map of {what} cannot take {n_axes} grid indices",
+            fix=f"give it one parameter per grid axis ({n_axes})",
+        ) from None
+    except ValueError:  # a builtin without a signature: let the call decide
+        pass
+
+
+def _block_index(x: Any, what: str) -> TracedArray:
+    value = as_result(x, f"the index map of {what}")
+    if value.shape != () or not dtypes.is_int(value.type.dtype):
+        raise trace_error(
+            f"the index map of {what} must return integer scalars, got {value.type}",
+            fix="return grid indices or ints, e.g. lambda i, j: (i, 0)",
+        )
+    return astype(value, "int32")
+
+
+def check_grid_axes(fn: Function, n_axes: int) -> None:
+    """``program_id``/``num_programs`` in ``fn`` (and its callees) name existing grid axes."""
+    for f in (fn, *fn.callees()):
+        for op in f.walk():
+            if op.name in ("program_id", "num_programs") and op.attrs["axis"] >= n_axes:
+                raise TraceError(
+                    f"asks for grid axis {op.attrs['axis']}, but the grid has {n_axes} axes",
+                    op=op.name,
+                    loc=op.loc,
+                    fix="use an axis below the grid's rank, or give pallas_call a larger grid",
+                )

@@ -1,0 +1,92 @@
+"""``minipallas-difftest``: a module's cases with a progress bar and a summary table, and the
+fuzzer (a few programs only: the long campaigns are ``make fuzz-upstream``)."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minipallas.difftest import cli, fuzz_upstream
+
+MODULE = textwrap.dedent(
+    """
+    import numpy as np
+    from minipallas.difftest import Case, ref
+
+    def double(r):
+        r[...] = r[...] * 2.0
+
+    def strided(r):
+        return r[0, ::2]
+
+    CASES = [
+        Case("double", double, (ref(np.arange(4, dtype=np.float32)),)),
+        Case("strided", strided, (ref(np.zeros((2, 4), np.float32)),),
+             expect="strided-slice-with-int-index"),
+    ]
+    LONE = Case("lone", double, (ref(np.ones(2, np.float32)),), expect="transpose-view")
+    """
+)
+
+
+@pytest.fixture
+def module(tmp_path):
+    path = tmp_path / "programs.py"
+    path.write_text(MODULE)
+    return path
+
+
+def test_cases_in_finds_module_level_and_listed_cases(module):
+    assert [c.name for c in cli.cases_in(module)] == ["double", "strided", "lone"]
+
+
+def test_runs_a_module_and_prints_a_table(module, capsys):
+    assert cli.main([str(module), "--show"]) == 1  # "lone" does not crash as it expects
+    out, err = capsys.readouterr()
+    assert "[" + "#" * 30 + "] 3/3 done" in err  # the progress bar
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["case", "finding", "expected"]
+    row = {line.split()[0]: line for line in lines[2:5]}
+    assert row["double"].split()[1:3] == ["agree", "yes"]
+    assert "upstream-crash (strided-slice-with-int-index)" in row["strided"]
+    assert row["lone"].split()[1:3] == ["agree", "NO"]
+    assert "3 cases, 1 not as expected" in out
+    assert "case lone: agree" in out and "--- upstream jaxpr ---" in out  # --show
+
+
+def test_keyword_selects_cases(module, capsys):
+    assert cli.main([str(module), "-k", "doub"]) == 0
+    assert "1 cases, 0 not as expected" in capsys.readouterr().out
+
+
+def test_console_script_is_installed(module):
+    script = Path(sys.executable).parent / "minipallas-difftest"
+    out = subprocess.run(
+        [str(script), str(module), "-k", "strided"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "strided-slice-with-int-index" in out.stdout
+
+
+def test_fuzz_saves_shrunk_findings_and_a_summary(tmp_path, capsys):
+    save = tmp_path / "findings"
+    argv = ["--count", "12", "--seconds", "120", "--seed", "3", "--batch", "12"]
+    code = cli.main(["fuzz", *argv, "--save", str(save), "--shrink-seconds", "3", "--no-compile"])
+    out = capsys.readouterr().out
+    assert "12 programs in" in out and "programs/second" in out
+    summary = (save / "summary.txt").read_text()
+    assert summary.splitlines()[0].split() == ["finding", "kind", "programs", "share"]
+    found = sorted(p for p in save.iterdir() if p.name != "summary.txt")
+    kinds = {line.split()[1] for line in summary.splitlines()[2:] if line.strip()}
+    assert code == int("minipallas-bug" in kinds)
+    assert found  # a dozen random programs always hit one of upstream's known crashes
+    for path in found:  # each saved finding replays to the same finding
+        text = path.read_text()
+        assert text.startswith("# finding: ")
+        assert fuzz_upstream.REFERENCE_HEADER in text
+        assert str(fuzz_upstream.replay(path).finding) in text.splitlines()[0]

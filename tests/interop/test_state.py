@@ -1,0 +1,271 @@
+"""State primitives imported from upstream (``get``, ``swap``, ``addupdate``, views,
+``broadcast_to``, ``run_state``), each checked against upstream's ``discharge_state`` bit for
+bit through the interpreter, XLA (``compile``) and ``to_jax`` under ``jax.jit``."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from interop_helpers import I32, arr, check, interpreted, ref, sample
+from jax._src.state.discharge import run_state
+from jax.experimental import pallas as pl
+
+import minipallas
+from minipallas.interop import from_jaxpr
+
+F32 = jnp.float32
+
+# --- one indexer form per case; dynamic values cover negative and out-of-range indices ------
+
+INDEX_VALUES = [-9, -4, -1, 0, 2, 3, 7]
+
+
+@pytest.mark.parametrize("i", INDEX_VALUES)
+def test_dynamic_integer_and_slice_starts_wrap_negatives_then_clamp(i):
+    def f(x_ref, i):
+        a = x_ref[i, pl.ds(i, 2)]
+        x_ref[pl.ds(i, 3), i] = jnp.arange(3.0)
+        x_ref[i, :] += 1.0
+        return a
+
+    check(f, ref((4, 5)), I32, args=[np.arange(20.0, dtype=np.float32).reshape(4, 5), np.int32(i)])
+
+
+def test_literal_indices_fold_to_static_ones():
+    def f(x_ref):
+        x_ref[-1, 0] = 3.0
+        x_ref[1, -2] = 4.0
+        return x_ref[-1, -1], x_ref[0, 1:3], x_ref[-2]
+
+    fn = check(f, ref((4, 5)))
+    text = str(fn)
+    assert "swap %0[3, 0]" in text and "swap %0[1, 3]" in text
+    assert "select" not in text  # nothing left to wrap at run time
+
+
+def test_static_strided_slices():
+    def f(x_ref):
+        a = x_ref[::2, 1::3]
+        x_ref[1::2, ::2] = jnp.zeros((2, 3))
+        return a
+
+    check(f, ref((4, 6)))
+
+
+@pytest.mark.parametrize("i", [-6, -1, 0, 3, 5])
+def test_strided_slice_with_a_dynamic_integer_is_a_gather_form(i):
+    # upstream turns this into a gather / scatter: reads clamp the row, writes drop it
+    def f(x_ref, i):
+        a = x_ref[i, ::2]
+        x_ref[i, 1::2] = a * 10.0
+        return a
+
+    check(f, ref((4, 6)), I32, args=[np.arange(24.0, dtype=np.float32).reshape(4, 6), np.int32(i)])
+
+
+@pytest.mark.parametrize("i", [-9, -2, 0, 1, 4])
+def test_strided_dynamic_slice_becomes_position_arrays(i):
+    def f(x_ref, j, i):
+        a = x_ref[j, pl.ds(i, 3, stride=2)]
+        x_ref[j, pl.ds(i, 2, stride=3)] = jnp.ones((2, 2))
+        return a
+
+    idx = np.array([0, -1], np.int32)
+    check(
+        f,
+        ref((4, 6)),
+        arr((2,), jnp.int32),
+        I32,
+        args=[np.arange(24.0, dtype=np.float32).reshape(4, 6), idx, np.int32(i)],
+    )
+
+
+@pytest.mark.parametrize(
+    "idx", [[0, 2, 1], [-1, -4, 3], [5, -7, 0], [1, 1, 2]], ids=["plain", "negative", "out", "dup"]
+)
+def test_integer_array_indices_wrap_then_clamp_reads_and_drop_writes(idx):
+    def f(x_ref, idx):
+        a = x_ref[idx]
+        b = x_ref[idx, 1]
+        x_ref[idx, 2] = jnp.arange(3.0) + 100.0
+        x_ref[idx] += jnp.ones((3, 5))
+        return a, b
+
+    check(
+        f,
+        ref((4, 5)),
+        arr((3,), jnp.int32),
+        args=[np.zeros((4, 5), np.float32), np.array(idx, np.int32)],
+    )
+
+
+def test_array_indices_around_a_slice_move_to_the_front():
+    def f(x_ref, idx):
+        a = x_ref[idx, :, idx]
+        x_ref[idx, 1:3, idx] = jnp.zeros((2, 2))
+        return a
+
+    check(
+        f,
+        ref((3, 4, 3)),
+        arr((2,), jnp.int32),
+        args=[np.arange(36.0, dtype=np.float32).reshape(3, 4, 3), np.array([2, -1], np.int32)],
+    )
+
+
+def test_two_dimensional_index_arrays():
+    def f(x_ref, idx):
+        x_ref[idx, 0] = x_ref[idx, 1] * 2.0
+        return x_ref[:, idx]
+
+    check(
+        f,
+        ref((3, 3)),
+        arr((2, 2), jnp.int32),
+        args=[
+            np.arange(9.0, dtype=np.float32).reshape(3, 3),
+            np.array([[0, 2], [1, -1]], np.int32),
+        ],
+    )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.bool_])
+def test_dtypes(dtype):
+    def f(x_ref, i):
+        a = x_ref[i]
+        x_ref[0] = x_ref[1]
+        x_ref[pl.ds(i, 2)] = jnp.full((2, 3), a[0], dtype)
+        return a
+
+    check(f, ref((4, 3), dtype), I32)
+
+
+def test_zero_dimensional_refs():
+    def f(x_ref, n_ref):
+        x_ref[...] = x_ref[...] * 2.0
+        n_ref[...] += 1
+        return x_ref[...] + n_ref[...].astype(F32)
+
+    check(f, ref((), F32), ref((), jnp.int32))
+
+
+def test_addupdate_with_slices_and_arrays():
+    def f(x_ref, idx, i):
+        x_ref[pl.ds(i, 2), 1:] += jnp.ones((2, 3))
+        x_ref[idx, 0] += 5.0
+        x_ref[...] += 1.0
+
+    check(
+        f,
+        ref((4, 4)),
+        arr((3,), jnp.int32),
+        I32,
+        args=[np.zeros((4, 4), np.float32), np.array([0, 0, -1], np.int32), np.int32(3)],
+    )
+
+
+def test_unused_swap_result_and_used_one():
+    def f(x_ref):
+        old = x_ref.swap(jnp.ones((3,)))
+        x_ref[0] = 7.0
+        return old
+
+    check(f, ref((3,)))
+
+
+# --- views -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("i", [-3, 0, 1, 5])
+def test_chained_at_views_with_dynamic_indices(i):
+    def f(x_ref, i):
+        view = x_ref.at[pl.ds(i, 2)].at[1]
+        a = view[1:3]
+        view[pl.ds(i, 2)] = jnp.array([8.0, 9.0])
+        return a, x_ref.at[i][2]
+
+    check(f, ref((4, 5)), I32, args=[np.arange(20.0, dtype=np.float32).reshape(4, 5), np.int32(i)])
+
+
+def test_reshape_and_bitcast_views_read():
+    def f(x_ref):
+        a = x_ref.reshape(3, 4)[1]
+        b = x_ref.bitcast(jnp.int32)[0, 2:]
+        return a, b
+
+    check(f, ref((2, 6)))
+
+
+def test_writes_through_reshape_bitcast_and_transpose_views():
+    # upstream's discharge rejects writes through these views; minipallas gives them their
+    # meaning (writes land in the underlying buffer), checked against numpy
+    def f(x_ref):
+        x_ref.reshape(3, 4)[1] = jnp.full((4,), 5.0)
+        x_ref.bitcast(jnp.int32)[0, 0] = jnp.int32(1)
+        x_ref.T[2] = jnp.array([7.0, 8.0])
+        return x_ref.T[1:3]
+
+    import jax
+
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((2, 6))))
+    x = np.arange(12.0, dtype=np.float32).reshape(2, 6)
+    (result, final) = interpreted(fn, [x])
+    want = x.copy()
+    want.reshape(3, 4)[1] = 5.0
+    want.view(np.int32)[0, 0] = 1
+    want.T[2] = [7.0, 8.0]
+    np.testing.assert_array_equal(final, want)
+    np.testing.assert_array_equal(result, want.T[1:3])
+    compiled = minipallas.compile(fn)(x)
+    np.testing.assert_array_equal(compiled[1], want)
+
+
+def test_transpose_view_read_matches_a_transposed_read():
+    import jax
+
+    def viewed(x_ref):
+        return x_ref.T[1:3, 0]
+
+    def plain(x_ref):
+        return x_ref[0, 1:3]
+
+    fn = from_jaxpr(jax.make_jaxpr(viewed)(ref((4, 4))))
+    assert "ref.transpose" in str(fn)
+    x = sample(ref((4, 4)), np.random.default_rng(1))
+    want = check(plain, ref((4, 4)), args=[x])
+    np.testing.assert_array_equal(interpreted(fn, [x])[0], interpreted(want, [x])[0])
+
+
+def test_a_view_with_an_integer_array_index_is_an_error():
+    import jax
+
+    def f(x_ref, idx):
+        return x_ref.at[idx][0]
+
+    with pytest.raises(minipallas.MiniPallasError, match="integer-array index"):
+        from_jaxpr(jax.make_jaxpr(f)(ref((4, 3)), arr((2,), jnp.int32)))
+
+
+def test_bitcast_view_changing_width_is_an_error():
+    import jax
+
+    def f(x_ref):
+        return x_ref.bitcast(jnp.int8)[...]
+
+    with pytest.raises(minipallas.MiniPallasError, match="element width"):
+        from_jaxpr(jax.make_jaxpr(f)(ref((2, 4))))
+
+
+# --- run_state -------------------------------------------------------------------------------
+
+
+def test_run_state_allocates_initializes_and_returns_final_values():
+    def f(x, y):
+        def body(refs):
+            a, b = refs
+            a[0] = b[1] * 2.0
+            b[...] += a[...]
+
+        return run_state(body)((x, y))
+
+    fn = check(f, arr((3,)), arr((3,)))
+    assert [op.name for op in fn.body.ops].count("run_scoped") == 1

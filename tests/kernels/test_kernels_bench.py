@@ -1,0 +1,45 @@
+"""bench/kernels_bench.py runs at the suite's sizes and prints one row per kernel; its jnp
+equivalents compute what the kernels compute, and its resized kernels trace."""
+
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import kernels_bench  # noqa: E402
+from suite import KERNELS  # noqa: E402
+
+SMALL = [c for c in KERNELS if c.kernel.__name__ in kernels_bench.REFERENCES]
+
+
+def test_bench_prints_a_row_per_kernel(capsys):
+    rows, emit_rows = kernels_bench.main(["--small", "--repeat", "1", "--kernels", "add,softmax"])
+    out = capsys.readouterr().out
+    assert [r[0] for r in rows] == ["add", "softmax"] == [r[0] for r in emit_rows]
+    assert "CPU run time" in out and "emission latency" in out and "never slower" in out
+    for row in rows:
+        assert all(float(cell) > 0 for cell in row[2:])
+
+
+@pytest.mark.parametrize("case", SMALL, ids=lambda c: c.name)
+def test_the_jnp_equivalents_compute_what_the_kernels_compute(case):
+    args = case.inputs()
+    expected = np.asarray(kernels_bench.reference(case)(jnp, *args), np.float32)
+    got = np.asarray(case.minipallas()(*args), np.float32)
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=1e-2)
+
+
+def test_the_resized_kernels_trace_and_cover_their_arrays():
+    cases = kernels_bench.bench_cases()
+    assert len(cases) == 10
+    for case in cases:
+        args = case.inputs()
+        assert max(a.size for a in args) >= 2**18
+        kernel = case.minipallas().trace(*args)
+        for spec in (*kernel.in_specs, *kernel.out_specs):
+            blocks = [1 if b is None else b for b in spec.block_shape]
+            assert all(b <= n for b, n in zip(blocks, spec.array.shape, strict=True))

@@ -1,0 +1,35 @@
+"""The GPU launch path of ``bench/gpu_check.py``, as far as a machine without a GPU goes: the
+jax function that launches an emitted module lowers for "cuda" to XLA's Triton custom call,
+carrying the module and its launch grid."""
+
+import jax
+import numpy as np
+from gpu_util import lowered
+
+from minipallas.lowering.jaxlib_shim import gpu_available, gpu_triton_function
+
+
+def test_the_launch_lowers_to_xlas_triton_custom_call():
+    low = lowered("add_partial_blocks")
+    fn = gpu_triton_function(
+        low.module, "add_partial_blocks", low.launch_grid, [((20, 300), np.float32)]
+    )
+    spec = jax.ShapeDtypeStruct((20, 300), np.float32)
+    text = fn.trace(spec, spec).lower(lowering_platforms=("cuda",)).as_text()
+    assert "stablehlo.custom_call @__gpu$xla.gpu.triton" in text
+    assert "grid_x = 3 : i32" in text and "grid_y = 3 : i32" in text
+    assert 'name = "add_partial_blocks"' in text and "num_warps = 4 : i32" in text
+
+
+def test_no_gpu_here_and_gpu_check_refuses_cleanly(capsys):
+    import importlib.util
+    import pathlib
+
+    if gpu_available():  # pragma: no cover - only on a GPU machine
+        return
+    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    assert gpu_check.main([]) == 2
+    assert "no CUDA GPU is visible" in capsys.readouterr().err
