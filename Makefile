@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint fuzz bench clean
+.PHONY: demo test lint fuzz fuzz-upstream bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,14 @@ test: $(STAMP) lint
 fuzz: $(STAMP)
 	$(PY) -m minipallas.fuzz $(FUZZ_ARGS)
 
+fuzz-upstream: $(STAMP)
+	$(PY) -m minipallas.difftest.fuzz_upstream $(FUZZ_ARGS)
+
 bench: $(STAMP)
 	$(PY) bench/ir_bench.py
 	$(PY) bench/discharge_bench.py
+	$(PY) bench/vs_upstream.py
+	$(PY) bench/kernels_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

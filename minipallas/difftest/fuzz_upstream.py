@@ -113,12 +113,12 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
     @given(st.data())
     def one(data: st.DataObject) -> None:
         nonlocal target, smallest, shrink_deadline
+        fn = data.draw(strategy)  # drawn first, always: hypothesis replays draws exactly
+        input_seed = data.draw(st.integers(0, 2**16))
         if target is None and campaign.done():
             return
         if target is not None and time.monotonic() > shrink_deadline:
             return  # shrinking has had its time: the smallest so far is kept
-        fn = data.draw(strategy)
-        input_seed = data.draw(st.integers(0, 2**16))
         report = run(case_for(fn, input_seed), compile=campaign.compile)
         finding = report.finding
         if target is not None:

@@ -34,6 +34,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
+COMPARED = ("discharge", "compile", "upstream", "reference")  # against BASE, in this order
 BASE = "interpret"
 
 
@@ -279,13 +280,14 @@ def compare(want: np.ndarray, got: np.ndarray, ulps: int = 0) -> str | None:
 
 
 def first_difference(report: Report, ulps: int) -> Difference | None:
-    """The first output (in ``WAYS`` order) where a way that ran differs from ``BASE``."""
+    """The first output where a way that ran differs from ``BASE``, trying minipallas's own
+    ways first (``COMPARED`` order)."""
     base = report.outcomes.get(BASE)
     if base is None or not base.ok:
         return None
-    for way in WAYS:
+    for way in COMPARED:
         o = report.outcomes.get(way)
-        if way == BASE or o is None or not o.ok:
+        if o is None or not o.ok:
             continue
         if len(o.outputs) != len(base.outputs):
             return Difference(

@@ -23,8 +23,9 @@ minipallas's meaning explicitly, so the two programs compute the same thing:
   separately instead of shifting the window back inside): their dynamic starts and integers
   are clamped into range first, as minipallas clamps them.
 
-Everything else (upstream's clamping of in-range-typed indices, its views, loops and scratch)
-is left to upstream, which is what the fuzzer tests.
+Everything else (upstream's clamping of plain dynamic windows, its views, loops, scratch and
+calls) is left to upstream, which is what the fuzzer tests. A ``for`` with constant bounds
+becomes a ``fori_loop`` with Python-int bounds (so a ``scan``), any other a ``while_loop``.
 """
 
 from __future__ import annotations

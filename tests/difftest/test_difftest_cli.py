@@ -1,6 +1,7 @@
 """``minipallas-difftest``: a module's cases with a progress bar and a summary table, and the
 fuzzer (a few programs only: the long campaigns are ``make fuzz-upstream``)."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -76,9 +77,11 @@ def test_console_script_is_installed(module):
 def test_fuzz_saves_shrunk_findings_and_a_summary(tmp_path, capsys):
     save = tmp_path / "findings"
     argv = ["--count", "12", "--seconds", "120", "--seed", "3", "--batch", "12"]
-    code = cli.main(["fuzz", *argv, "--save", str(save), "--shrink-seconds", "3", "--no-compile"])
+    shrink = ["--shrink-known", "--shrink-seconds", "1"]  # known findings shrink on request
+    code = cli.main(["fuzz", *argv, "--save", str(save), *shrink, "--no-compile"])
     out = capsys.readouterr().out
     assert "12 programs in" in out and "programs/second" in out
+    assert int(re.search(r"(\d+) shrink runs", out).group(1)) > 0
     summary = (save / "summary.txt").read_text()
     assert summary.splitlines()[0].split() == ["finding", "kind", "programs", "share"]
     found = sorted(p for p in save.iterdir() if p.name != "summary.txt")
