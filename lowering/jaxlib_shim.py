@@ -63,12 +63,49 @@ def cpu_compile(text: str) -> Any:
 
 def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Runs a compiled module on numpy arrays; returns its results as fresh, writable arrays."""
-    import jax
+    buffers = [_to_device(a) for a in arrays]
+    results = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
+    return [_writable_view(shards[0]) for shards in results]
+
+
+def _to_device(array: np.ndarray) -> Any:
+    """A numpy array as a CPU buffer, by the call ``jax.jit`` makes for its numpy arguments:
+    the buffer is needed only during the call, so it may share the array's memory. (Through
+    ``jax.device_put``, whose Python layers cost more than a small kernel's whole run.)"""
+    from jaxlib import xla_client
+
+    aval, sharding, devices = _placement(array.shape, array.dtype)
+    semantics = xla_client.HostBufferSemantics.IMMUTABLE_ONLY_DURING_CALL
+    return xla_client.batched_device_put(aval, sharding, [array], devices, True, False, semantics)
+
+
+@functools.lru_cache(maxsize=1024)
+def _placement(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any, list[Any]]:
+    """The abstract value, sharding and device list that place one array on the CPU device."""
+    from jax._src.core import ShapedArray
+    from jax.sharding import SingleDeviceSharding
 
     _, device = _cpu()
-    buffers = [jax.device_put(a, device) for a in arrays]
-    results = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
-    return [np.array(shards[0]) for shards in results]
+    return ShapedArray(shape, dtype), SingleDeviceSharding(device), [device]
+
+
+def _writable_view(result: Any) -> np.ndarray:
+    """A result buffer as a writable numpy array, without copying it.
+
+    numpy's view of a CPU buffer (``np.asarray``) is read-only because jax arrays are
+    immutable. A result of ``execute_sharded`` is referenced by nobody but us (no input is
+    donated, so it aliases no argument), so handing its memory to the caller is safe: the view
+    is built over the same address, and keeps the buffer alive through its ``base``. Copying
+    instead would cost as much as a small kernel's whole run.
+    """
+    import ctypes
+
+    readonly = np.asarray(result)  # zero-copy; its strides are the buffer's own layout
+    if not readonly.flags.c_contiguous or readonly.nbytes == 0:
+        return np.array(readonly)
+    memory = (ctypes.c_char * readonly.nbytes).from_address(readonly.ctypes.data)
+    memory.owner = readonly  # the buffer lives as long as the returned array
+    return np.frombuffer(memory, dtype=readonly.dtype).reshape(readonly.shape)
 
 
 # --- Triton (the GPU path) -------------------------------------------------------------------

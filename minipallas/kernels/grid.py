@@ -29,7 +29,7 @@ from minipallas.frontend.control import call, fori_loop, run_scoped
 from minipallas.frontend.refs import TracedRef, ds
 from minipallas.frontend.tracing import trace
 from minipallas.frontend.values import TracedArray, where
-from minipallas.ir.core import Function
+from minipallas.ir.core import Function, Value
 from minipallas.ir.interpret.engine import fill_value
 from minipallas.ir.types import RefType
 from minipallas.kernels.bind_grid import bind_grid
@@ -94,10 +94,28 @@ def _block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedA
     out = call(spec.index_map, *indices)
     blocks = () if out is None else out if isinstance(out, tuple) else (out,)
     window = []
-    for i, b, n in zip(blocks, spec.block_shape, buf.shape, strict=True):
-        start = _wrap_negative(i if b is None else i * b, n)
+    for i, b, n, sure in zip(
+        blocks, spec.block_shape, buf.shape, _nonnegative(spec.index_map), strict=True
+    ):
+        start = i if b is None else i * b
+        start = start if sure else _wrap_negative(start, n)
         window.append(start if b is None else ds(start, b))
     return buf.at[tuple(window)] if window else buf
+
+
+def _nonnegative(index_map: Function) -> list[bool]:
+    """For each block index the map returns: whether it is surely >= 0 (a grid index, which
+    runs from 0, or a non-negative constant), so that no negative start needs wrapping. The
+    check costs nothing at run time; the wrap it saves is a select per dimension per step."""
+    made = {op.result: op for op in index_map.body.ops if len(op.results) == 1}
+    grid_indices = set(index_map.params)
+
+    def sure(v: Value) -> bool:
+        op = made.get(v)
+        constant = op is not None and op.name == "constant"
+        return v in grid_indices or (constant and bool((op.attrs["value"].array() >= 0).all()))
+
+    return [sure(v) for v in index_map.body.results]
 
 
 def _wrap_negative(start: TracedArray, n: int) -> TracedArray:

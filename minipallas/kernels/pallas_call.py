@@ -87,7 +87,7 @@ class PallasCall:
         self.name = name
         self._kernels: dict[tuple, Kernel] = {}
         self._programs: dict[tuple, Function] = {}
-        self._compiled: dict[tuple, Any] = {}
+        self._compiled: dict[tuple, Any] = {}  # ((shape, numpy dtype) per input) -> Compiled
 
     # ----- tracing -----
 
@@ -129,11 +129,15 @@ class PallasCall:
         """Runs the kernel over its grid on the CPU (XLA); returns numpy arrays."""
         from minipallas.compiled import compile
 
-        values = [_as_array(a, k) for k, a in enumerate(arrays)]
-        types = self._input_types(values)
-        if types not in self._compiled:
-            self._compiled[types] = compile(self.program(*types))
-        outs = self._compiled[types](*values)
+        values = [np.asarray(a) for a in arrays]
+        key = tuple((v.shape, v.dtype) for v in values)  # cheaper to build than ArrayTypes
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            for k, v in enumerate(values):
+                _array_type(v, f"input {k}")
+            compiled = compile(self.program(*self._input_types(values)))
+            self._compiled[key] = compiled
+        outs = compiled(*values)
         if self.out_structure is None:
             return outs[0]
         return self.out_structure(outs)
@@ -235,12 +239,6 @@ def _array_type(x: Any, what: str) -> ArrayType:
         return ArrayType(tuple(shape), dtypes.canonicalize(dtype))
     except MiniPallasError as e:
         raise _error(f"{what}: {e.message}", fix=e.fix) from None
-
-
-def _as_array(x: Any, k: int) -> np.ndarray:
-    array = np.asarray(x)
-    _array_type(array, f"input {k}")
-    return array
 
 
 def _specs(specs: Any) -> tuple[BlockSpec | None, ...]:
