@@ -56,9 +56,11 @@ def cpu_compile(text: str) -> Any:
     from jaxlib import xla_client
 
     backend, device = _cpu()
-    return backend.compile_and_load(
-        text, xla_client.DeviceList((device,)), xla_client.CompileOptions()
-    )
+    options = xla_client.CompileOptions()
+    # Round every bf16/f16 op to its dtype, as the reference interpreter (and the IR) define it;
+    # by default XLA may keep a chain of them in f32.
+    options.env_option_overrides = [("xla_allow_excess_precision", False)]
+    return backend.compile_and_load(text, xla_client.DeviceList((device,)), options)
 
 
 def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -10,7 +10,10 @@ The IR's semantics (ir/indexing.py), and how each is kept here:
 - integer-array indices drop out-of-range updates on writes: ``stablehlo.scatter`` skips an
   update window whose index is out of bounds (XLA's defined behaviour);
 - strided windows: a static ``stablehlo.slice`` with strides after reading the whole span;
-  a strided write becomes a scatter with one index per strided position.
+  a strided write becomes a scatter with one index per strided position;
+- an empty read (an empty index array or a size-0 window) is an empty constant, not a gather:
+  a gather slices size 1 along each indexed dimension, which a size-0 one does not have.
+  (Scatter has no such limit: its windows out of bounds are dropped.)
 
 Gather and scatter use one layout (``_Plan``): the batch of index tuples is the broadcast shape
 of the integer and integer-array entries (``B``) followed by one axis per strided slice
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minipallas.errors import PassError
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
@@ -188,6 +192,16 @@ def _is_strided(entry: Slice) -> bool:
 
 @register("gather")
 def gather(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
+    result_type = op.result.type
+    if result_type.size == 0:  # nothing to read; a size-0 operand dim has no slice of size 1
+        return [emit.constant(0, result_type.dtype, result_type.shape)]
+    if op.operands[0].type.size == 0:  # a non-empty read from a size-0 dimension
+        raise PassError(
+            "cannot gather from a size-0 dimension",
+            op=op.name,
+            loc=op.loc,
+            fix="the interpreter rejects this read too; check the indexed array's shape",
+        )
     plan = _plan(op, dyn, write=False)
     n_batch, rank = len(plan.batch), len(plan.slice_sizes)
     windows = [s for d, s in enumerate(plan.slice_sizes) if d not in plan.points]

@@ -4,8 +4,8 @@ conversions, shape changes, reductions, ``iota`` and 2-D ``dot_general``.
 Most map one to one onto minipallas ops, whose numerics are XLA's. Where upstream's meaning is
 built from several minipallas ops, the rule spells out what XLA computes:
 
-- binary ops take a scalar operand next to an array (upstream's jaxprs allow it): it is
-  broadcast explicitly;
+- binary ops take a scalar operand next to an array, or a size-1 dimension next to a longer
+  one (upstream's jaxprs allow both): it is broadcast explicitly;
 - comparisons of bools are written with ``and``/``or``/``xor``/``not``;
 - ``integer_pow`` is upstream's own square-and-multiply chain (``lax._integer_pow``), so it
   rounds the same way; ``square`` is ``x * x``;
@@ -37,15 +37,19 @@ _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
 def operands(scope: Scope, eqn: jax_core.JaxprEqn) -> list[Value]:
-    """The equation's operands, scalars broadcast to the shape of the others."""
+    """The equation's operands, each broadcast explicitly to their common shape.
+
+    Upstream's jaxprs broadcast implicitly: a scalar next to an array, and (jax 0.10.2, for
+    ``jnp`` ops on ``(n, 1)`` and ``(n, m)`` operands) a size-1 dimension next to a longer one
+    of the same rank. minipallas ops take operands of one shape, so each becomes a
+    ``broadcast_in_dim``."""
     values = [scope.read(a) for a in eqn.invars]
-    shapes = {v.type.shape for v in values if v.type.shape != ()}
-    if len(shapes) > 1:
-        raise scope.error(f"operands of shapes {sorted(shapes)} need an explicit broadcast")
-    if shapes:
-        (shape,) = shapes
-        values = [scope.broadcast(v, shape) for v in values]
-    return values
+    shapes = [v.type.shape for v in values]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise scope.error(f"operands of shapes {shapes} do not broadcast together") from None
+    return [scope.broadcast(v, shape) for v in values]
 
 
 @rule(*_SAME_NAME)

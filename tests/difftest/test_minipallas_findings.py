@@ -12,13 +12,6 @@ from minipallas.difftest import Case, check, ref
 BF16 = ml_dtypes.bfloat16
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="minipallas.compile: XLA keeps excess precision (xla_allow_excess_precision "
-    "defaults to true) and skips the bfloat16 rounding between mul and add when the sum is "
-    "converted to f32; the interpreter rounds after each op. Compiling with "
-    "xla_allow_excess_precision=false gives the interpreter's bits.",
-)
 def test_bf16_chain_compiles_like_the_interpreter():
     fn = mp.parse(
         """
@@ -36,11 +29,6 @@ def test_bf16_chain_compiles_like_the_interpreter():
     np.testing.assert_array_equal(mp.compile(fn)(a, b, c)[0], mp.interpret(fn, a, b, c)[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="minipallas.lower: a gather from a size-0 dimension (with an empty index array) "
-    "emits slice size 1 there, which fails the StableHLO verifier",
-)
 def test_empty_gather_from_empty_dimension_compiles():
     fn = mp.parse(
         """

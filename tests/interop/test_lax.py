@@ -154,6 +154,25 @@ def test_shapes():
     check_arrays(f, jnp.float32)
 
 
+def test_implicit_size_one_broadcasting_becomes_explicit():
+    """jax 0.10.2 lets lax binary ops stretch size-1 dimensions of same-rank operands."""
+
+    def f(col, row, x):
+        return (
+            lax.add(col, row),
+            lax.lt(row, col),
+            lax.max(x, row),
+            lax.sub(col, x),
+            lax.pow(col, 2.0),
+        )
+
+    col, row = values(jnp.float32)[:4].reshape(4, 1), values(jnp.float32, 1)[:4].reshape(1, 4)
+    x = values(jnp.float32, 2).reshape(4, 4)
+    fn = check(f, arr((4, 1)), arr((1, 4)), arr((4, 4)), args=[col, row, x])
+    stretched = {op.operands[0].type.shape for op in fn.walk() if op.name == "broadcast_in_dim"}
+    assert {(4, 1), (1, 4)} <= stretched
+
+
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int32, jnp.bool_])
 def test_reductions(dtype):
     def f(x):

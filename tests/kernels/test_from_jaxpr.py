@@ -16,25 +16,12 @@ from minipallas.interop import JaxprImportError, from_jaxpr
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.kernels.pallas_call import lower_kernel
 
-# The lax importer does not yet import size-1 implicit broadcasting in lax binary ops, which
-# jax 0.10.2 records for jnp ops on (n, 1) and (n, m) operands inside kernels.
-IMPLICIT_BROADCAST = {"bias_relu", "softmax", "layer_norm_partial"}
-
 
 def _jaxpr(case, args):
     return jax.make_jaxpr(case.upstream(interpret=False))(*args)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(raises=JaxprImportError, strict=True))
-        if c.name in IMPLICIT_BROADCAST
-        else c
-        for c in KERNELS
-    ],
-    ids=lambda c: c.name,
-)
+@pytest.mark.parametrize("case", KERNELS, ids=lambda c: c.name)
 def test_imported_pallas_call_matches_upstream_interpret_mode(case):
     args = case.inputs()
     fn = from_jaxpr(_jaxpr(case, args))

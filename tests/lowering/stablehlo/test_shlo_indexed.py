@@ -136,6 +136,36 @@ def test_scatter_duplicates_last_wins_and_add_counts_each():
     assert last[2] == 4 and total[2] == 7 and total[5] == 3
 
 
+EMPTY = [
+    ((0,), (Array(Dyn(0)),), (0,)),  # an empty index array into a size-0 dimension
+    ((4,), (Array(Dyn(0)),), (0,)),
+    ((0, 3), (Array(Dyn(0)), Slice(0, 3, 1)), (0,)),
+    ((3, 0), (Array(Dyn(0)), Slice(0, 0, 1)), (2,)),  # indices, but size-0 windows
+    ((0, 3), (Slice(0, 0, 1), Array(Dyn(0))), (0,)),
+]
+
+
+@pytest.mark.parametrize("shape, indexer, index_shape", EMPTY)
+def test_empty_gathers_and_scatters(shape, indexer, index_shape):
+    """A gather cannot slice size 1 from a size-0 dimension: empty reads become an empty
+    constant; empty writes leave the array as it was."""
+    types = [ArrayType(index_shape, "int32")]
+    x = np.zeros(shape, np.uint32)
+    idx = np.zeros(index_shape, np.int32)
+    update = np.ones(indexing.result_shape(indexer, types), np.uint32)
+    (got,) = check(read_fn(shape, "uint32", indexer, types), x, idx)
+    assert got.shape == indexing.result_shape(indexer, types)
+    for accumulate in (False, True):
+        (got,) = check(write_fn(shape, "uint32", indexer, types, accumulate), x, idx, update)
+        assert got.shape == shape
+
+
+def test_nonempty_gather_from_a_size_0_dimension_is_rejected():
+    fn = read_fn((0,), "float32", (Array(Dyn(0)),), [ArrayType((2,), "int32")])
+    with pytest.raises(minipallas.MiniPallasError, match="size-0 dimension"):
+        minipallas.lower(fn)
+
+
 def test_which_stablehlo_op_each_indexer_becomes():
     def text(fn):
         return minipallas.lower(fn).as_text(debug_info=False)
