@@ -31,6 +31,12 @@ class Value:
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_KEEP = object()  # ``Op.replace``: the field is not changed
+
+
+def _frozen(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of ``attrs``."""
+    return MappingProxyType(dict(attrs)) if attrs else _EMPTY
 
 
 class Op:
@@ -50,15 +56,26 @@ class Op:
         self.name = name
         self.operands = tuple(operands)
         self.results = tuple(results)
-        self.attrs = MappingProxyType(dict(attrs)) if attrs else _EMPTY
+        self.attrs = _frozen(attrs)
         self.regions = tuple(regions)
         self.loc = loc
 
     def replace(self, **changes: Any) -> Op:
         """A copy with some fields changed; the original is untouched."""
-        fields = {f: getattr(self, f) for f in Op.__slots__}
-        fields.update(changes)
-        return Op(**fields)
+        attrs = changes.pop("attrs", _KEEP)
+        op = Op(
+            changes.pop("name", self.name),
+            changes.pop("operands", self.operands),
+            changes.pop("results", self.results),
+            None,
+            changes.pop("regions", self.regions),
+            changes.pop("loc", self.loc),
+        )
+        if changes:
+            raise TypeError(f"Op.replace() got an unexpected field {next(iter(changes))!r}")
+        # unchanged attrs are this op's own read-only copy: shared rather than copied
+        op.attrs = self.attrs if attrs is _KEEP else _frozen(attrs)
+        return op
 
     @property
     def result(self) -> Value:

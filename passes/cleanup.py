@@ -4,7 +4,8 @@ Discharge is mechanical: every read becomes a ``slice`` of the ref's current val
 ``dynamic_update_slice``, every scoped ref starts as ``uninitialized``, and loops carry whatever
 their body writes. Most of that is removed here, without changing what the program computes.
 
-Algorithm (each step is linear in the program's size; the pair repeats while it removes ops):
+Algorithm (each step is linear in the program's size; the pair repeats while it removes ops,
+unless the first pair already reached a fixed point, see ``cleanup``):
 1. Simplify, forward, building a new program. For each op, take its operands after earlier
    replacements, then:
    a. inline a region whose op does nothing at run time: a ``run_scoped`` that allocates
@@ -34,7 +35,8 @@ from collections.abc import Hashable, Sequence
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.opdef import OPS, OpDef
-from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
+from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS, Pattern
+from minipallas.passes.collector import collector_paused
 from minipallas.passes.effects import EffectsAnalysis
 
 MAX_ROUNDS = 4
@@ -43,12 +45,14 @@ MAX_ROUNDS = 4
 def cleanup(fn: Function) -> Function:
     """A new function computing what ``fn`` computes, with fewer ops (see the module doc)."""
     size = count_ops(fn)
-    for _ in range(MAX_ROUNDS):
-        fn = _Prune().function(_Simplify().function(fn))
-        new_size = count_ops(fn)
-        if new_size >= size:
-            break
-        size = new_size
+    with collector_paused():
+        for _ in range(MAX_ROUNDS):
+            simplify, prune = _Simplify(), _Prune()
+            fn = prune.function(simplify.function(fn))
+            new_size = count_ops(fn)
+            if new_size >= size or (simplify.settled and not prune.unlocked):
+                break
+            size = new_size
     return fn
 
 
@@ -70,9 +74,15 @@ class _Scope:
 
 
 class _Simplify:
+    """Step 1. ``settled``: every op it emitted is one no pattern rewrites (no op used up its
+    ``MAX_WALK`` rewrites). Then simplifying the pruned program again changes nothing: a kept
+    op sees the same defining ops (its operands' definitions are kept too), and pruning only
+    enables an inlining by dropping a ``run_scoped``'s allocations (``_Prune.unlocked``)."""
+
     def __init__(self) -> None:
         self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
         self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
+        self.settled = True
 
     def function(self, fn: Function) -> Function:
         if id(fn) not in self.done:
@@ -85,7 +95,7 @@ class _Simplify:
         return Block(block.params, scope.ops, self.values(block.results))
 
     def values(self, values: Sequence[Value]) -> tuple[Value, ...]:
-        return tuple(self.env.get(v, v) for v in values)
+        return tuple(map(self.env.get, values, values))  # env.get(v, v): v unless replaced
 
     def ops(self, ops: Sequence[Op], scope: _Scope) -> None:
         for op in ops:
@@ -101,21 +111,29 @@ class _Simplify:
 
     def emit(self, op: Op, scope: _Scope) -> None:
         """Rewrite ``op`` by its patterns, reuse an equal op, or append it."""
-        for _ in range(MAX_WALK):
-            rewritten = _rewrite(op, scope.defs)
-            if rewritten is None:
-                break
-            if isinstance(rewritten, Value):
-                self.env[op.results[0]] = rewritten
-                return
-            op = rewritten
+        rules = PATTERNS.get(op.name)
+        if rules is not None:
+            for _ in range(MAX_WALK):
+                rewritten = _rewrite(op, rules, scope.defs)
+                if rewritten is None:
+                    break
+                if isinstance(rewritten, Value):
+                    self.env[op.results[0]] = rewritten
+                    return
+                op = rewritten
+                rules = PATTERNS.get(op.name, ())
+            else:
+                self.settled = False
         key = _cse_key(op)
-        if key is not None and key in scope.seen:
-            for old, new in zip(op.results, scope.seen[key].results, strict=True):
-                self.env[old] = new
-            return
         if key is not None:
-            scope.seen[key] = op
+            try:
+                earlier = scope.seen.setdefault(key, op)
+            except TypeError:  # an unhashable attribute: no reuse
+                earlier = op
+            if earlier is not op:
+                for old, new in zip(op.results, earlier.results, strict=True):
+                    self.env[old] = new
+                return
         scope.ops.append(op)
         for r in op.results:
             scope.defs[r] = op
@@ -155,8 +173,8 @@ class _Simplify:
         return True
 
 
-def _rewrite(op: Op, defs: dict[Value, Op]) -> Value | Op | None:
-    for rule in PATTERNS.get(op.name, ()):
+def _rewrite(op: Op, rules: Sequence[Pattern], defs: dict[Value, Op]) -> Value | Op | None:
+    for rule in rules:
         rewritten = rule(op, defs)
         if rewritten is not None:
             return rewritten
@@ -164,15 +182,11 @@ def _rewrite(op: Op, defs: dict[Value, Op]) -> Value | Op | None:
 
 
 def _cse_key(op: Op) -> Hashable | None:
-    """What makes two pure, region-free ops interchangeable; None when ``op`` is not such."""
+    """What makes two pure, region-free ops interchangeable (if it hashes); None when ``op`` is
+    not such."""
     if op.regions or not _opdef(op).pure:
         return None
-    key = (op.name, op.operands, tuple(sorted(op.attrs.items())))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (op.name, op.operands, tuple(sorted(op.attrs.items())) if op.attrs else ())
 
 
 def _opdef(op: Op) -> OpDef:
@@ -193,9 +207,12 @@ def _constant_int(value: Value, scope: _Scope) -> int | None:
 
 
 class _Prune:
+    """Step 2. ``unlocked``: some ``run_scoped`` lost allocations, so step 1 may now inline it."""
+
     def __init__(self) -> None:
         self.effects = EffectsAnalysis()
         self.done: dict[int, Function] = {}
+        self.unlocked = False
 
     def function(self, fn: Function) -> Function:
         if id(fn) not in self.done:
@@ -253,6 +270,8 @@ class _Prune:
         body, used = self.block(op.regions[0], live)
         needed = [p in used for p in body.params]
         n_alloc = len(body.params) - len(op.operands)
+        if not all(needed[:n_alloc]):
+            self.unlocked = True
         return op.replace(
             operands=_select(op.operands, needed[n_alloc:]),
             results=_select(op.results, live),

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from minipallas.ir import indexing
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Int, Slice
+from minipallas.passes.indexer_facts import facts, pair
 
 
 class Pattern(Protocol):
@@ -50,7 +50,7 @@ def pattern(*names: str) -> Callable[[Pattern], Pattern]:
 
 def _dyn(op: Op) -> tuple[Value, ...]:
     """The dynamic index operands of an indexed op."""
-    return op.operands[1 : 1 + indexing.num_dyn(op.attrs["indexer"])]
+    return op.operands[1 : 1 + facts(op.attrs["indexer"]).num_dyn]
 
 
 def _same_window(a: Op, b: Op) -> bool:
@@ -59,11 +59,7 @@ def _same_window(a: Op, b: Op) -> bool:
 
 def _is_whole(op: Op) -> bool:
     """The indexer selects all of operand 0 (a full-size slice's dynamic start clamps to 0)."""
-    shape = op.operands[0].type.shape
-    return all(
-        isinstance(e, Slice) and e.size == d
-        for e, d in zip(op.attrs["indexer"], shape, strict=True)
-    )
+    return facts(op.attrs["indexer"]).slice_sizes == op.operands[0].type.shape
 
 
 def _positions(entry: Int | Slice) -> range:
@@ -74,8 +70,7 @@ def _positions(entry: Int | Slice) -> range:
 
 def _static_basic(op: Op) -> bool:
     """Static ints and slices only: the window is known when the pass runs."""
-    indexer = op.attrs["indexer"]
-    return indexing.is_static(indexer) and not indexing.has_arrays(indexer)
+    return facts(op.attrs["indexer"]).static_basic
 
 
 def _disjoint(a: tuple, b: tuple) -> bool:
@@ -156,10 +151,10 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     if not (_static_basic(op) and _static_basic(write)):
         return None
     read, written = op.attrs["indexer"], write.attrs["indexer"]
-    inner = _relative(read, written)
+    inner = pair(_relative, read, written)
     if inner is not None:
         return op.replace(name="slice", operands=(update,), attrs={"indexer": inner})
-    if _disjoint(read, written):
+    if pair(_disjoint, read, written):
         return op.replace(operands=(write.operands[0],))
     return None
 
@@ -194,7 +189,7 @@ def write_back_read(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
         write = defs.get(current)
         if write is None or write.name != "dynamic_update_slice" or not _static_basic(write):
             return None
-        if not _disjoint(window, write.attrs["indexer"]):
+        if not pair(_disjoint, window, write.attrs["indexer"]):
             return None
         current = write.operands[0]
         if current is source:
@@ -211,7 +206,7 @@ def overwrite(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     hidden = _same_window(op, earlier) or (
         _static_basic(op)
         and _static_basic(earlier)
-        and _relative(earlier.attrs["indexer"], op.attrs["indexer"]) is not None
+        and pair(_relative, earlier.attrs["indexer"], op.attrs["indexer"]) is not None
     )
     return op.replace(operands=(earlier.operands[0], *op.operands[1:])) if hidden else None
 

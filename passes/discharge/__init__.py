@@ -25,14 +25,13 @@ registers while its operand refs stay in memory.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Function
 from minipallas.ir.types import RefType
 from minipallas.passes.collectives import check_collective_axes
+from minipallas.passes.collector import collector_paused
 from minipallas.passes.discharge import (  # noqa: F401  (each registers its rules)
     control,
     scoped,
@@ -75,22 +74,5 @@ def discharge(
 
     else:
         predicate = discharge_scoped
-    with _collector_paused():
+    with collector_paused():
         return Context(predicate).function(fn, mask)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pauses Python's cyclic garbage collector while the pass runs.
-
-    Discharge allocates a few objects per op and creates no reference cycles (refcounting frees
-    everything), but each burst of allocations makes the collector rescan every object alive,
-    the whole input program included: on a 100k-op program that triples the time per op.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

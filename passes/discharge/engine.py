@@ -278,7 +278,7 @@ class Scope:
         """Discharges ``ops`` into this scope, in order."""
         handles = self.handles
         for op in ops:
-            touches = any(v in handles for v in op.operands)
+            touches = not handles.keys().isdisjoint(op.operands)
             entry = _RULES.get(op.name)
             if entry is None:
                 if touches or op.regions:
@@ -317,7 +317,7 @@ class Scope:
         except KeyError:
             operands = tuple(self.value(v) for v in op.operands)  # raises the located error
         results = tuple(Value(r.type) for r in op.results)
-        self._builder.add(Op(op.name, operands, results, op.attrs, (), op.loc))
+        self._builder.add(op.replace(operands=operands, results=results))
         for old, new in zip(op.results, results, strict=True):
             env[old] = new
 

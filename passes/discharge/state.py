@@ -27,22 +27,28 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Array as ArrayIndex
-from minipallas.ir.indexing import Dyn, Int, Slice, has_arrays, num_dyn
+from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.interpret import fill_value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
 from minipallas.passes.discharge.engine import Scope, register
 from minipallas.passes.discharge.views import Access
+from minipallas.passes.indexer_facts import facts
 
 
 def _split(scope: Scope, op: Op) -> tuple[Access, tuple, list[Value], list[Value]]:
     """The access to the op's ref, its indexer, new dynamic indices and new value operands."""
     indexer = op.attrs["indexer"]
-    n = num_dyn(indexer)
+    n = facts(indexer).num_dyn
     access = Access(scope, scope.handles[op.operands[0]], op.loc)
-    dyn = [scope.value(v) for v in op.operands[1 : 1 + n]]
-    rest = [scope.value(v) for v in op.operands[1 + n :]]
+    env = scope.env
+    try:
+        dyn = [env[v] for v in op.operands[1 : 1 + n]]
+        rest = [env[v] for v in op.operands[1 + n :]]
+    except KeyError:  # a discharged ref or an undefined value: ``value`` raises the error
+        dyn = [scope.value(v) for v in op.operands[1 : 1 + n]]
+        rest = [scope.value(v) for v in op.operands[1 + n :]]
     return access, indexer, dyn, rest
 
 
@@ -77,7 +83,7 @@ def _swap(scope: Scope, op: Op) -> Sequence[Value]:
 @register("addupdate")
 def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
     access, indexer, dyn, (delta,) = _split(scope, op)
-    if has_arrays(indexer):
+    if facts(indexer).arrays:
         access.write_window(indexer, dyn, delta, accumulate=True)
     else:
         old = access.read(indexer, dyn, delta.type)
@@ -105,7 +111,7 @@ def _store(scope: Scope, op: Op) -> Sequence[Value]:
     access, indexer, dyn, rest = _split(scope, op)
     new = rest[0]
     if op.attrs.get("masked"):
-        if has_arrays(indexer):
+        if facts(indexer).arrays:
             _masked_scatter(scope, access, indexer, dyn, new, rest[1], op.loc)
             return []
         old = access.read(indexer, dyn, new.type)

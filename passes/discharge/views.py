@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op, Value
-from minipallas.ir.indexing import Indexer, Slice
+from minipallas.ir.indexing import Indexer
 from minipallas.ir.location import UNKNOWN, Location
-from minipallas.ir.opset.indexed import read_op_for, write_op_for
 from minipallas.ir.types import ArrayType
 from minipallas.passes.discharge.engine import Handle, Scope, View, register
+from minipallas.passes.indexer_facts import facts
 
 
 def is_full(indexer: Indexer, shape: Sequence[int]) -> bool:
@@ -33,10 +33,7 @@ def is_full(indexer: Indexer, shape: Sequence[int]) -> bool:
 
     A dynamic start counts: a slice as long as its dimension is clamped to start at 0.
     """
-    return all(
-        isinstance(e, Slice) and e.size == d and (e.stride == 1 or d <= 1)
-        for e, d in zip(indexer, shape, strict=True)
-    )
+    return facts(indexer).unit_sizes == tuple(shape)
 
 
 def _apply(scope: Scope, view: View, x: Value) -> Value:
@@ -47,7 +44,7 @@ def _apply(scope: Scope, view: View, x: Value) -> Value:
         if is_full(indexer, view.parent.shape):
             return x
         return scope.emit_typed(
-            read_op_for(indexer), [x, *view.dyn], out, view.loc, indexer=indexer
+            facts(indexer).read_op, [x, *view.dyn], out, view.loc, indexer=indexer
         )
     if view.op == "ref.reshape":
         return scope.emit_typed("reshape", [x], out, view.loc, shape=out.shape)
@@ -64,7 +61,7 @@ def _unapply(scope: Scope, view: View, parent: Access, level: int, new: Value) -
         if is_full(indexer, view.parent.shape):
             return new
         return scope.emit_typed(
-            write_op_for(indexer),
+            facts(indexer).write_op,
             [parent.level(level), *view.dyn, new],
             out,
             view.loc,
@@ -113,14 +110,15 @@ class Access:
     def read(self, indexer: Indexer, dyn: Sequence[Value], window: ArrayType) -> Value:
         """The window ``indexer`` selects, of type ``window``."""
         full = self.value()
-        if is_full(indexer, self.handle.type.shape):
+        known = facts(indexer)
+        if known.unit_sizes == self.handle.type.shape:
             return full
         key = (self.handle.chain, indexer, *dyn)
         derived = self.handle.root.derived
         value = derived.get(key)
         if value is None:
             value = derived[key] = self.scope.emit_typed(
-                read_op_for(indexer), [full, *dyn], window, self.loc, indexer=indexer
+                known.read_op, [full, *dyn], window, self.loc, indexer=indexer
             )
         return value
 
@@ -128,11 +126,12 @@ class Access:
         self, indexer: Indexer, dyn: Sequence[Value], window: Value, accumulate: bool = False
     ) -> None:
         """Replaces (or, with ``accumulate`` and an array indexer, adds into) a window."""
-        if is_full(indexer, self.handle.type.shape) and not accumulate:
+        known = facts(indexer)
+        if not accumulate and known.unit_sizes == self.handle.type.shape:
             self.write(window)
             return
         full = self.value()
-        op = write_op_for(indexer, accumulate)
+        op = known.accumulate_op if accumulate else known.write_op
         self.write(
             self.scope.emit_typed(op, [full, *dyn, window], full.type, self.loc, indexer=indexer)
         )
