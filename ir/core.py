@@ -32,6 +32,7 @@ class Value:
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _KEEP = object()  # ``Op.replace``: the field is not changed
+_new = object.__new__
 
 
 def _frozen(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -59,6 +60,45 @@ class Op:
         self.attrs = _frozen(attrs)
         self.regions = tuple(regions)
         self.loc = loc
+
+    @classmethod
+    def of_parts(
+        cls,
+        name: str,
+        operands: tuple[Value, ...],
+        results: tuple[Value, ...],
+        attrs: Mapping[str, Any],
+        regions: tuple[Block, ...],
+        loc: Location,
+    ) -> Op:
+        """An op from parts already in final form, taken as they are: tuples, and an ``attrs``
+        mapping that is read-only or that no one else holds. Skips ``__init__``'s defensive
+        copies, for passes that build an op per input op in their hot loop."""
+        op = _new(cls)
+        op.name = name
+        op.operands = operands
+        op.results = results
+        op.attrs = attrs
+        op.regions = regions
+        op.loc = loc
+        return op
+
+    def renamed(self, operands: tuple[Value, ...]) -> Op:
+        """A copy with new operands (a tuple, taken as it is) and fresh results of the same
+        types, sharing the rest: what a pass makes of an op it does not otherwise change."""
+        op = _new(Op)
+        op.name = self.name
+        op.operands = operands
+        results = []
+        for old in self.results:
+            value = _new(Value)  # ``Value(old.type)`` without a call: the hot path of passes
+            value.type = old.type
+            results.append(value)
+        op.results = tuple(results)
+        op.attrs = self.attrs
+        op.regions = self.regions
+        op.loc = self.loc
+        return op
 
     def replace(self, **changes: Any) -> Op:
         """A copy with some fields changed; the original is untouched."""

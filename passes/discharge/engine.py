@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NoReturn, Protocol
 
 from minipallas.errors import PassError
 from minipallas.ir.builder import Builder
@@ -42,24 +43,15 @@ class Root:
     A mutable cell: every handle on the same buffer shares it, so a write through one view is
     seen by reads through all the others. ``derived`` remembers values already computed from
     the current value (a view's contents, a window read), so reading the same thing twice
-    between writes emits it once; setting a new value forgets them.
+    between writes emits it once; giving it a new value forgets them (``Access.write``).
     """
 
-    __slots__ = ("_value", "type", "derived")
+    __slots__ = ("value", "type", "derived")
 
     def __init__(self, value: Value, type: RefType) -> None:  # noqa: A002 - the IR's own word
-        self._value = value
+        self.value = value
         self.type = type
         self.derived: dict[tuple, Value] = {}
-
-    @property
-    def value(self) -> Value:
-        return self._value
-
-    @value.setter
-    def value(self, new: Value) -> None:
-        self._value = new
-        self.derived = {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,16 +73,19 @@ class View:
         return View(self.op, self.attrs, dyn, self.parent, self.type, self.loc)
 
 
-@dataclass(frozen=True, eq=False)
 class Handle:
-    """What a discharged ref is during discharge: its root and the views in between."""
+    """What a discharged ref is during discharge: its root and the views in between.
 
-    root: Root
-    chain: tuple[View, ...] = ()
+    ``type`` is the ref's type: the last view's, or the root's when there is no view.
+    Compares by identity.
+    """
 
-    @property
-    def type(self) -> RefType:
-        return self.chain[-1].type if self.chain else self.root.type
+    __slots__ = ("root", "chain", "type")
+
+    def __init__(self, root: Root, chain: tuple[View, ...] = ()) -> None:
+        self.root = root
+        self.chain = chain
+        self.type = chain[-1].type if chain else root.type
 
 
 class DischargeRule(Protocol):
@@ -106,13 +101,8 @@ class DischargeRule(Protocol):
     def __call__(self, scope: Scope, op: Op) -> Sequence[Value | Handle]: ...
 
 
-@dataclass(frozen=True)
-class _Entry:
-    rule: DischargeRule
-    always: bool  # run even when no operand is a discharged ref (region ops, calls)
-
-
-_RULES: dict[str, _Entry] = {}
+_RULES: dict[str, DischargeRule] = {}
+_ALWAYS: set[str] = set()  # names whose rule runs for every op (``register(always=True)``)
 
 
 def register(*names: str, always: bool = False) -> Callable[[DischargeRule], DischargeRule]:
@@ -126,7 +116,9 @@ def register(*names: str, always: bool = False) -> Callable[[DischargeRule], Dis
         for name in names:
             if name in _RULES:
                 raise ValueError(f"discharge rule for {name!r} registered twice")
-            _RULES[name] = _Entry(rule, always)
+            _RULES[name] = rule
+            if always:
+                _ALWAYS.add(name)
         return rule
 
     return add
@@ -142,7 +134,27 @@ class Context:
         self.effects = EffectsAnalysis()
         self.discharge_scoped = discharge_scoped
         self._callees: dict[tuple[int, tuple[bool, ...]], tuple[Function, Function]] = {}
+        # id(indexer) -> (it, a number shared by equal indexers, attrs naming it): ``window``
+        self.windows: dict[int, tuple[tuple, int, Mapping[str, Any]]] = {}
+        self._numbers: dict[tuple, int] = {}
         self._active: set[tuple[int, tuple[bool, ...]]] = set()
+
+    def window(self, indexer: tuple) -> tuple[tuple, int, Mapping[str, Any]]:
+        """For a windowed read or write through ``indexer``: ``indexer``, a number that is the
+        same for equal indexers (a cheap cache key: hashing an indexer hashes each entry), and
+        one read-only ``{"indexer": indexer}`` for all the ops it emits.
+
+        Kept in ``windows`` by the indexer's id, holding the indexer so its id is not reused
+        while this context lives (a hot caller may look there first, checking that the entry
+        holds its indexer). Pass ``facts(indexer).canonical``, which equal indexers share, so
+        that lookup seldom misses.
+        """
+        found = self.windows.get(id(indexer))
+        if found is None or found[0] is not indexer:
+            number = self._numbers.setdefault(indexer, len(self._numbers))
+            attrs = MappingProxyType({"indexer": indexer})
+            found = self.windows[id(indexer)] = (indexer, number, attrs)
+        return found
 
     def function(self, fn: Function, mask: Sequence[bool], name: str | None = None) -> Function:
         """``fn`` discharged: each param whose ``mask`` entry is true (and is a ref) becomes an
@@ -192,17 +204,14 @@ class Context:
 class Scope:
     """One block under construction: the environment and the new ops emitted so far."""
 
-    __slots__ = ("ctx", "env", "handles", "_builder")
+    __slots__ = ("ctx", "env", "handles", "_builder", "ops")
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.env: dict[Value, Value] = {}
         self.handles: dict[Value, Handle] = {}
         self._builder = Builder(error=PassError)
-
-    @property
-    def ops(self) -> list[Op]:
-        return self._builder.ops
+        self.ops: list[Op] = self._builder.ops  # the new ops emitted so far, in order
 
     def child(self) -> Scope:
         """A fresh scope for a region of an op emitted here."""
@@ -269,38 +278,71 @@ class Scope:
         """Like ``emit``, for an op whose result type the caller already knows (the hot path:
         windowed reads and writes); skips the type rule, which the verifier runs later."""
         value = Value(result)
-        self._builder.add(Op(name, tuple(operands), (value,), attrs, (), loc))
+        self.ops.append(
+            Op.of_parts(name, tuple(operands), (value,), MappingProxyType(attrs), (), loc)
+        )
         return value
 
     # -- interpreting ------------------------------------------------------------------------
 
     def run(self, ops: Sequence[Op]) -> None:
-        """Discharges ``ops`` into this scope, in order."""
+        """Discharges ``ops`` into this scope, in order.
+
+        The hot loop, kept inline: an op that uses a discharged ref, or whose rule always runs
+        (region ops, ``call``), runs its rule and its results are bound to what the rule
+        returns; any other op is copied with its operands renamed.
+        """
+        env = self.env
         handles = self.handles
+        lookup = env.__getitem__
+        discharged = handles.keys()
+        emitted = self.ops
+        rules = _RULES
+        always = _ALWAYS
         for op in ops:
-            touches = not handles.keys().isdisjoint(op.operands)
-            entry = _RULES.get(op.name)
-            if entry is None:
-                if touches or op.regions:
+            touches = not discharged.isdisjoint(op.operands)
+            if touches or op.name in always:
+                rule = rules.get(op.name)
+                if rule is None:
+                    self._no_rule(op)
+                olds = op.results
+                news = rule(self, op)
+                if len(news) != len(olds):
                     raise PassError(
-                        f"no discharge rule for op '{op.name}'",
-                        op=op.name,
-                        loc=op.loc,
-                        fix="register one with minipallas.passes.discharge.register",
-                    )
-                self._copy(op)
-            elif touches or entry.always:
-                news = entry.rule(self, op)
-                if len(news) != len(op.results):
-                    raise PassError(
-                        f"discharge rule returned {len(news)} values for {len(op.results)} results",
+                        f"discharge rule returned {len(news)} values for {len(olds)} results",
                         op=op.name,
                         loc=op.loc,
                     )
-                for old, new in zip(op.results, news, strict=True):
-                    self.bind(old, new)
+                for old, new in zip(olds, news, strict=True):
+                    if type(new) is Handle:
+                        handles[old] = new
+                    else:
+                        env[old] = new
+                continue
+            if op.regions and op.name not in rules:
+                self._no_rule(op)
+            try:
+                operands = tuple(map(lookup, op.operands))
+            except KeyError:  # an undefined value: ``value`` raises the located error
+                for v in op.operands:
+                    self.value(v)
+                raise
+            copy = op.renamed(operands)
+            emitted.append(copy)
+            olds = op.results
+            if len(olds) == 1:
+                env[olds[0]] = copy.results[0]
             else:
-                self._copy(op)
+                env.update(zip(olds, copy.results, strict=True))
+
+    def _no_rule(self, op: Op) -> NoReturn:
+        """The error for an op that uses a discharged ref or has regions but has no rule."""
+        raise PassError(
+            f"no discharge rule for op '{op.name}'",
+            op=op.name,
+            loc=op.loc,
+            fix="register one with minipallas.passes.discharge.register",
+        )
 
     def inline(self, block: Block, args: Sequence[Value]) -> list[Value]:
         """Runs ``block``'s ops right here, its params bound to old values ``args`` bound in
@@ -309,17 +351,6 @@ class Scope:
             self.alias(param, arg)
         self.run(block.ops)
         return [self.value(r) for r in block.results]
-
-    def _copy(self, op: Op) -> None:
-        env = self.env
-        try:
-            operands = tuple(env[v] for v in op.operands)
-        except KeyError:
-            operands = tuple(self.value(v) for v in op.operands)  # raises the located error
-        results = tuple(Value(r.type) for r in op.results)
-        self._builder.add(op.replace(operands=operands, results=results))
-        for old, new in zip(op.results, results, strict=True):
-            env[old] = new
 
 
 def written(effects: frozenset) -> set[int]:

@@ -34,22 +34,21 @@ from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
 from minipallas.passes.discharge.engine import Scope, register
 from minipallas.passes.discharge.views import Access
-from minipallas.passes.indexer_facts import facts
+from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
-def _split(scope: Scope, op: Op) -> tuple[Access, tuple, list[Value], list[Value]]:
-    """The access to the op's ref, its indexer, new dynamic indices and new value operands."""
-    indexer = op.attrs["indexer"]
-    n = facts(indexer).num_dyn
-    access = Access(scope, scope.handles[op.operands[0]], op.loc)
-    env = scope.env
+def _split(scope: Scope, op: Op) -> tuple[Access, IndexerFacts, list[Value], list[Value]]:
+    """The access to the op's ref, its indexer's facts, new dynamic indices and new value
+    operands."""
+    operands = op.operands
+    known = facts(op.attrs["indexer"])
+    n = known.num_dyn
     try:
-        dyn = [env[v] for v in op.operands[1 : 1 + n]]
-        rest = [env[v] for v in op.operands[1 + n :]]
+        news = list(map(scope.env.__getitem__, operands[1:]))
     except KeyError:  # a discharged ref or an undefined value: ``value`` raises the error
-        dyn = [scope.value(v) for v in op.operands[1 : 1 + n]]
-        rest = [scope.value(v) for v in op.operands[1 + n :]]
-    return access, indexer, dyn, rest
+        news = [scope.value(v) for v in operands[1:]]
+    access = Access(scope, scope.handles[operands[0]], op.loc)
+    return access, known, news[:n] if n else [], news[n:] if n else news
 
 
 def _broadcast(scope: Scope, x: Value, shape: tuple[int, ...], loc: Location) -> Value:
@@ -68,34 +67,34 @@ def _fill(scope: Scope, window: ArrayType, loc: Location) -> Value:
 
 @register("get")
 def _get(scope: Scope, op: Op) -> Sequence[Value]:
-    access, indexer, dyn, _ = _split(scope, op)
-    return [access.read(indexer, dyn, op.result.type)]
+    access, known, dyn, _ = _split(scope, op)
+    return [access.read(known, dyn, op.results[0].type)]
 
 
 @register("swap")
 def _swap(scope: Scope, op: Op) -> Sequence[Value]:
-    access, indexer, dyn, (new,) = _split(scope, op)
-    old = access.read(indexer, dyn, new.type)
-    access.write_window(indexer, dyn, new)
+    access, known, dyn, (new,) = _split(scope, op)
+    old = access.read(known, dyn, new.type)
+    access.write_window(known, dyn, new)
     return [old]
 
 
 @register("addupdate")
 def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
-    access, indexer, dyn, (delta,) = _split(scope, op)
-    if facts(indexer).arrays:
-        access.write_window(indexer, dyn, delta, accumulate=True)
+    access, known, dyn, (delta,) = _split(scope, op)
+    if known.arrays:
+        access.write_window(known, dyn, delta, accumulate=True)
     else:
-        old = access.read(indexer, dyn, delta.type)
+        old = access.read(known, dyn, delta.type)
         total = scope.emit_typed("add", [old, delta], delta.type, op.loc)
-        access.write_window(indexer, dyn, total)
+        access.write_window(known, dyn, total)
     return []
 
 
 @register("load")
 def _load(scope: Scope, op: Op) -> Sequence[Value]:
-    access, indexer, dyn, rest = _split(scope, op)
-    window = access.read(indexer, dyn, op.result.type)
+    access, known, dyn, rest = _split(scope, op)
+    window = access.read(known, dyn, op.result.type)
     if not op.attrs.get("masked"):
         return [window]
     mask = rest[0]
@@ -108,15 +107,15 @@ def _load(scope: Scope, op: Op) -> Sequence[Value]:
 
 @register("store")
 def _store(scope: Scope, op: Op) -> Sequence[Value]:
-    access, indexer, dyn, rest = _split(scope, op)
+    access, known, dyn, rest = _split(scope, op)
     new = rest[0]
     if op.attrs.get("masked"):
-        if facts(indexer).arrays:
-            _masked_scatter(scope, access, indexer, dyn, new, rest[1], op.loc)
+        if known.arrays:
+            _masked_scatter(scope, access, known.indexer, dyn, new, rest[1], op.loc)
             return []
-        old = access.read(indexer, dyn, new.type)
+        old = access.read(known, dyn, new.type)
         new = scope.emit_typed("select", [rest[1], new, old], new.type, op.loc)
-    access.write_window(indexer, dyn, new)
+    access.write_window(known, dyn, new)
     return []
 
 

@@ -25,7 +25,7 @@ from minipallas.ir.indexing import Indexer
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.types import ArrayType
 from minipallas.passes.discharge.engine import Handle, Scope, View, register
-from minipallas.passes.indexer_facts import facts
+from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
 def is_full(indexer: Indexer, shape: Sequence[int]) -> bool:
@@ -80,7 +80,8 @@ class Access:
     """One state op's access to a discharged ref: reads and writes through its views.
 
     Values along the chain (the root seen through the first k views) are computed on demand and
-    kept, so a read-modify-write walks the chain once.
+    kept, so a read-modify-write walks the chain once. Windows are given by their indexer's
+    ``IndexerFacts`` (``known``), which the state op's rule has looked up already.
     """
 
     __slots__ = ("scope", "handle", "loc", "_levels")
@@ -105,43 +106,59 @@ class Access:
 
     def value(self) -> Value:
         """The full current value of the ref the handle names."""
-        return self.level(len(self.handle.chain))
+        chain = self.handle.chain
+        return self.level(len(chain)) if chain else self._levels[0]
 
-    def read(self, indexer: Indexer, dyn: Sequence[Value], window: ArrayType) -> Value:
-        """The window ``indexer`` selects, of type ``window``."""
-        full = self.value()
-        known = facts(indexer)
-        if known.unit_sizes == self.handle.type.shape:
+    def read(self, known: IndexerFacts, dyn: Sequence[Value], window: ArrayType) -> Value:
+        """The window ``known.indexer`` selects, of type ``window``."""
+        handle = self.handle
+        full = self.level(len(handle.chain)) if handle.chain else self._levels[0]
+        if known.unit_sizes == handle.type.shape:
             return full
-        key = (self.handle.chain, indexer, *dyn)
-        derived = self.handle.root.derived
+        scope = self.scope
+        canonical = known.canonical
+        found = scope.ctx.windows.get(id(canonical))
+        if found is None or found[0] is not canonical:
+            found = scope.ctx.window(canonical)
+        _, number, attrs = found
+        key = (handle.chain, number, *dyn)
+        derived = handle.root.derived
         value = derived.get(key)
         if value is None:
-            value = derived[key] = self.scope.emit_typed(
-                known.read_op, [full, *dyn], window, self.loc, indexer=indexer
+            value = derived[key] = Value(window)
+            scope.ops.append(
+                Op.of_parts(known.read_op, (full, *dyn), (value,), attrs, (), self.loc)
             )
         return value
 
     def write_window(
-        self, indexer: Indexer, dyn: Sequence[Value], window: Value, accumulate: bool = False
+        self,
+        known: IndexerFacts,
+        dyn: Sequence[Value],
+        window: Value,
+        accumulate: bool = False,
     ) -> None:
         """Replaces (or, with ``accumulate`` and an array indexer, adds into) a window."""
-        known = facts(indexer)
-        if not accumulate and known.unit_sizes == self.handle.type.shape:
+        handle = self.handle
+        if not accumulate and known.unit_sizes == handle.type.shape:
             self.write(window)
             return
-        full = self.value()
+        full = self.level(len(handle.chain)) if handle.chain else self._levels[0]
         op = known.accumulate_op if accumulate else known.write_op
-        self.write(
-            self.scope.emit_typed(op, [full, *dyn, window], full.type, self.loc, indexer=indexer)
-        )
+        scope = self.scope
+        _, _, attrs = scope.ctx.window(known.canonical)
+        new = Value(full.type)
+        scope.ops.append(Op.of_parts(op, (full, *dyn, window), (new,), attrs, (), self.loc))
+        self.write(new)
 
     def write(self, new: Value) -> None:
         """Replaces the ref's whole value, pushing it back through the views to the root."""
         chain = self.handle.chain
         for k in range(len(chain) - 1, -1, -1):
             new = _unapply(self.scope, chain[k], self, k, new)
-        self.handle.root.value = new
+        root = self.handle.root
+        root.value = new
+        root.derived = {}  # what it remembered was derived from the old value
         self._levels = [new]
 
 
