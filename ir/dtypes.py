@@ -71,3 +71,21 @@ def is_signed(name: str) -> bool:
 
 def itemsize(name: str) -> int:
     return _NUMPY[name].itemsize
+
+
+def saturation_ends(source: str, target: str) -> tuple[np.generic, np.generic]:
+    """The floats of ``source`` nearest the range of integer ``target`` from inside it (never
+    infinite): where a saturating float -> int ``convert`` clamps before converting. For f32 to
+    i32 the top is 2147483520; a value beyond an end that is not the integer limit itself must
+    then map to that limit."""
+    info = np.iinfo(to_numpy(target))
+    return _inner_float(info.min, source), _inner_float(info.max, source)
+
+
+def _inner_float(limit: int, dtype: str) -> np.generic:
+    float_t = to_numpy(dtype).type
+    with np.errstate(over="ignore"):
+        end = float_t(limit)
+    if not np.isfinite(end) or abs(int(end)) > abs(limit):
+        end = np.nextafter(end, float_t(0))
+    return end

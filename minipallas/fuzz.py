@@ -22,8 +22,10 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from minipallas.generate import Config, inputs
 from minipallas.generate.check import PropertyFailure, check_all_modes
@@ -70,19 +72,14 @@ def _failing_output(fn: object, error: PropertyFailure) -> str:
         return f"(could not rebuild the output: {type(e).__name__}: {e})"
 
 
-def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
-    """One hypothesis run of up to ``batch`` programs; records a shrunk failure if any."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+def batch_settings(batch: int, seed: int, **options: Any) -> Callable[[Any], Any]:
+    """The hypothesis settings of one fuzzing batch (here and in ``difftest.fuzz_upstream``):
+    up to ``batch`` examples from ``seed``, generate then shrink, no deadline, no example
+    database, quiet; ``options`` are further ``settings``."""
+    from hypothesis import HealthCheck, Phase, Verbosity, settings
     from hypothesis import seed as hypothesis_seed
-    from hypothesis import strategies as st
 
-    from minipallas.generate import programs
-
-    strategy = programs(config)
-    failed = False
-
-    @hypothesis_seed(seed)
-    @settings(
+    chosen = settings(
         max_examples=batch,
         deadline=None,
         database=None,
@@ -90,7 +87,22 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.quiet,
         print_blob=False,
+        **options,
     )
+    return lambda test: hypothesis_seed(seed)(chosen(test))
+
+
+def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
+    """One hypothesis run of up to ``batch`` programs; records a shrunk failure if any."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from minipallas.generate import programs
+
+    strategy = programs(config)
+    failed = False
+
+    @batch_settings(batch, seed)
     @given(st.data())
     def one(data: st.DataObject) -> None:
         nonlocal failed

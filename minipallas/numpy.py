@@ -12,7 +12,7 @@ A few ``jax.lax`` names that kernels use are here too: ``rsqrt``, ``logistic``, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -154,43 +154,47 @@ def _shape_dtype(a: Any) -> tuple[tuple[int, ...], str]:
 # ----- elementwise -----
 
 
-def _binary(name: str, doc: str) -> Any:
-    def fn(x: Any, y: Any, /) -> TracedArray:
-        return _v.elementwise(name, x, y)
-
+def _named(fn: Any, doc: str) -> Any:
+    """``fn`` named and documented by ``doc`` ("name: what it computes")."""
     fn.__name__, fn.__doc__ = doc.split(":")[0], doc
     return fn
 
 
-add = _binary("add", "add: x + y")
-subtract = _binary("sub", "subtract: x - y")
-multiply = _binary("mul", "multiply: x * y")
-power = _binary("pow", "power: x ** y")
-maximum = _binary("max", "maximum: the larger of x and y, elementwise")
-minimum = _binary("min", "minimum: the smaller of x and y, elementwise")
-bitwise_and = _binary("and", "bitwise_and: x & y")
-bitwise_or = _binary("or", "bitwise_or: x | y")
-bitwise_xor = _binary("xor", "bitwise_xor: x ^ y")
+def _binary(name: str, doc: str, apply: Callable[[str, Any, Any], TracedArray]) -> Any:
+    def fn(x: Any, y: Any, /) -> TracedArray:
+        return apply(name, x, y)
+
+    return _named(fn, doc)
+
+
+def _logical(name: str, x: Any, y: Any) -> TracedArray:
+    return _v.elementwise(name, _v.astype(x, bool_), _v.astype(y, bool_))
+
+
+add = _binary("add", "add: x + y", _v.elementwise)
+subtract = _binary("sub", "subtract: x - y", _v.elementwise)
+multiply = _binary("mul", "multiply: x * y", _v.elementwise)
+power = _binary("pow", "power: x ** y", _v.elementwise)
+maximum = _binary("max", "maximum: the larger of x and y, elementwise", _v.elementwise)
+minimum = _binary("min", "minimum: the smaller of x and y, elementwise", _v.elementwise)
+bitwise_and = _binary("and", "bitwise_and: x & y", _v.elementwise)
+bitwise_or = _binary("or", "bitwise_or: x | y", _v.elementwise)
+bitwise_xor = _binary("xor", "bitwise_xor: x ^ y", _v.elementwise)
 divide = true_divide = _v.true_divide
 floor_divide = _v.floor_divide
 remainder = mod = _v.remainder
 abs = absolute = _v.absolute  # noqa: A001 - jax.numpy's name
 
+equal = _binary("eq", "equal: x == y", _v.compare)
+not_equal = _binary("ne", "not_equal: x != y", _v.compare)
+less = _binary("lt", "less: x < y", _v.compare)
+less_equal = _binary("le", "less_equal: x <= y", _v.compare)
+greater = _binary("gt", "greater: x > y", _v.compare)
+greater_equal = _binary("ge", "greater_equal: x >= y", _v.compare)
 
-def _comparison(name: str, doc: str) -> Any:
-    def fn(x: Any, y: Any, /) -> TracedArray:
-        return _v.compare(name, x, y)
-
-    fn.__name__, fn.__doc__ = doc.split(":")[0], doc
-    return fn
-
-
-equal = _comparison("eq", "equal: x == y")
-not_equal = _comparison("ne", "not_equal: x != y")
-less = _comparison("lt", "less: x < y")
-less_equal = _comparison("le", "less_equal: x <= y")
-greater = _comparison("gt", "greater: x > y")
-greater_equal = _comparison("ge", "greater_equal: x >= y")
+logical_and = _binary("and", "logical_and: x and y, as bools", _logical)
+logical_or = _binary("or", "logical_or: x or y, as bools", _logical)
+logical_xor = _binary("xor", "logical_xor: x != y, as bools", _logical)
 
 
 def negative(x: Any, /) -> TracedArray:
@@ -205,18 +209,6 @@ def invert(x: Any, /) -> TracedArray:
 bitwise_not = invert
 
 
-def logical_and(x: Any, y: Any, /) -> TracedArray:
-    return _v.elementwise("and", _v.astype(x, bool_), _v.astype(y, bool_))
-
-
-def logical_or(x: Any, y: Any, /) -> TracedArray:
-    return _v.elementwise("or", _v.astype(x, bool_), _v.astype(y, bool_))
-
-
-def logical_xor(x: Any, y: Any, /) -> TracedArray:
-    return _v.elementwise("xor", _v.astype(x, bool_), _v.astype(y, bool_))
-
-
 def logical_not(x: Any, /) -> TracedArray:
     return _v.unary("not", _v.astype(x, bool_))
 
@@ -228,8 +220,7 @@ def _transcendental(name: str, doc: str) -> Any:
             x = _v.astype(x, float32)  # integers and bools compute in float32, as in jnp
         return _v.unary(name, x)
 
-    fn.__name__, fn.__doc__ = doc.split(":")[0], doc
-    return fn
+    return _named(fn, doc)
 
 
 exp = _transcendental("exp", "exp: e ** x")

@@ -17,7 +17,7 @@ after they are bound. Ref values are ``Ref`` objects that alias numpy storage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,6 +25,7 @@ import numpy as np
 from minipallas.errors import InterpretError, MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType, Type
 
 
@@ -77,20 +78,8 @@ class Rule(Protocol):
     def __call__(self, interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]: ...
 
 
-RULES: dict[str, Rule] = {}
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register the decorated function as the rule of each op in ``names``."""
-
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"interpreter rule for {name!r} registered twice")
-            RULES[name] = fn
-        return fn
-
-    return register
+RULES: RuleTable[Rule] = RuleTable("interpreter rule")
+rule = RULES.register
 
 
 def conforms(value: Any, t: Type) -> bool:

@@ -68,12 +68,5 @@ def lower_kernel(kernel: Kernel) -> GpuLowered:
     ctx = LoweringContext(kernel.name)
     ctx.note_uses(body)
     emit_kernel(ctx, kernel, body, plan)
-    with ctx.mlir:
-        try:
-            ctx.module.operation.verify()
-        except ir.MLIRError as e:
-            raise PassError(
-                f"the Triton module emitted for @{kernel.name} fails the MLIR verifier: {e}",
-                fix="this is a bug in minipallas's Triton rules; please report it",
-            ) from None
+    ctx.verify(kernel.name, fix="this is a bug in minipallas's Triton rules; please report it")
     return GpuLowered(ctx.module, body, kernel, plan)

@@ -252,7 +252,7 @@ def _float_to_int(x: ir.Value, source: str, target: str, to: ir.Type) -> ir.Valu
     """Round toward zero, saturate, NaN to 0: clamp in the float type, then convert (the
     clamp's ends are the floats nearest the integer range from inside it)."""
     info = np.iinfo(dtypes.to_numpy(target))
-    low, high = _inner_float(info.min, source), _inner_float(info.max, source)
+    low, high = dtypes.saturation_ends(source, target)
     x = arith.select(_compare("ne", source, x, x), emit.like(0, x, source), x)
     clamped = arith.minimumf(
         arith.maximumf(x, emit.like(low, x, source)), emit.like(high, x, source)
@@ -264,15 +264,6 @@ def _float_to_int(x: ir.Value, source: str, target: str, to: ir.Type) -> ir.Valu
             beyond = _compare(name, source, x, emit.like(end, x, source))
             result = arith.select(beyond, emit.like(limit, result, target), result)
     return result
-
-
-def _inner_float(limit: int, dtype: str) -> np.generic:
-    float_t = dtypes.to_numpy(dtype).type
-    with np.errstate(over="ignore"):
-        end = float_t(limit)
-    if not np.isfinite(end) or abs(int(end)) > abs(limit):
-        end = np.nextafter(end, float_t(0))
-    return end
 
 
 @register("bitcast")

@@ -10,12 +10,7 @@ name. Two kinds of things live in the environment:
   discharge left them as refs), so a ref is a pointer plus where its block lies in the array.
   Rules for state ops turn it into pointer tensors, loads and stores.
 
-Algorithm of ``LoweringContext.lower_block``:
-1. Bind the block's parameters to the given values.
-2. For each op: look up its rule, set the op's source location as the MLIR location, call the
-   rule with the environment's entries for the operands, bind the op's results to what it
-   returns.
-3. Return the entries of the block's yielded values.
+The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 """
 
 from __future__ import annotations
@@ -23,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
-from minipallas.errors import PassError
-from minipallas.ir.core import Block, Function, Op, Value
-from minipallas.ir.location import Location
+from minipallas.ir.core import Function, Op, Value
 from minipallas.ir.opdef import OPS
+from minipallas.ir.rules import RuleTable
 from minipallas.lowering.gpu.emit import Index
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
+from minipallas.lowering.rules import EmitterContext
 
 
 class Rule(Protocol):
@@ -38,23 +33,11 @@ class Rule(Protocol):
     def __call__(self, ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]: ...
 
 
-RULES: dict[str, Rule] = {}
+RULES: RuleTable[Rule] = RuleTable("Triton rule")
+register = RULES.register
 
 
-def register(*names: str) -> Callable[[Rule], Rule]:
-    """Registers a rule for the ops ``names``."""
-
-    def add(rule: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"Triton rule for {name!r} registered twice")
-            RULES[name] = rule
-        return rule
-
-    return add
-
-
-class LoweringContext:
+class LoweringContext(EmitterContext):
     """One kernel being emitted: the MLIR module, the grid position, and which values are used.
 
     ``program_ids`` holds one ``i32`` per grid axis: ``tt.get_program_id`` for an axis the
@@ -62,14 +45,17 @@ class LoweringContext:
     kernel's grid (``num_programs`` folds to its entries).
     """
 
+    rules = RULES
+    target = "Triton"
+
     def __init__(self, name: str) -> None:
+        super().__init__()
         self.name = name
         self.mlir = make_triton_context()
         self.module = ir.Module.create(loc=ir.Location.unknown(self.mlir))
         self.grid: tuple[int, ...] = ()
         self.program_ids: list[Index] = []
         self._used: set[Value] = set()
-        self._locs: dict[Location, ir.Location] = {}
         self._memo: dict[tuple, Any] = {}
 
     def note_uses(self, fn: Function) -> None:
@@ -93,34 +79,8 @@ class LoweringContext:
             self._memo[where] = build()
         return self._memo[where]
 
-    def lower_block(self, block: Block, args: Sequence[Any]) -> list[Any]:
-        """Emits ``block``'s ops at the current insertion point; returns its yielded entries."""
-        env: dict[Value, Any] = dict(zip(block.params, args, strict=True))
-        for op in block.ops:
-            outs = self.lower_op(op, [env[v] for v in op.operands])
-            env.update(zip(op.results, outs, strict=True))
-        return [env[v] for v in block.results]
-
-    def lower_op(self, op: Op, args: Sequence[Any]) -> Sequence[Any]:
-        """Emits one op on the given operand entries, at its source location."""
-        rule = RULES.get(op.name)
-        if rule is None:
-            raise PassError("has no Triton lowering rule", op=op.name, loc=op.loc, fix=_fix(op))
-        with self.location(op.loc):
-            return rule(self, op, *args)
-
-    def location(self, loc: Location) -> ir.Location:
-        """The MLIR location of a source location: ``file:line:col``, or unknown."""
-        if loc not in self._locs:
-            if loc:
-                self._locs[loc] = ir.Location.file(loc.file or "<ir>", loc.line, loc.col)
-            else:
-                self._locs[loc] = ir.Location.unknown()
-        return self._locs[loc]
-
-
-def _fix(op: Op) -> str:
-    opdef = OPS.get(op.name)
-    if opdef is not None and opdef.effect:
-        return "this state op is not supported on kernel operands in Triton"
-    return "add a rule with @register in minipallas.lowering.gpu"
+    def missing_rule_fix(self, op: Op) -> str:
+        opdef = OPS.get(op.name)
+        if opdef is not None and opdef.effect:
+            return "this state op is not supported on kernel operands in Triton"
+        return "add a rule with @register in minipallas.lowering.gpu"

@@ -21,24 +21,15 @@ from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, triton_bindings
+from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 tt, arith, scf, math = triton_bindings()
-
-_WIDTH = {"float32": 32, "bfloat16": 16, "float16": 16, "int32": 32, "int8": 8, "uint32": 32}
 
 
 def element_type(dtype: str) -> ir.Type:
     """The register element type: ``f32``, ``bf16``, ``f16``, ``i32`` (also for uint32), ``i8``,
     ``i1``."""
-    if dtype == "float32":
-        return ir.F32Type.get()
-    if dtype == "bfloat16":
-        return ir.BF16Type.get()
-    if dtype == "float16":
-        return ir.F16Type.get()
-    if dtype == "bool":
-        return ir.IntegerType.get_signless(1)
-    return ir.IntegerType.get_signless(_WIDTH[dtype])
+    return signless_type(dtype)
 
 
 def memory_type(dtype: str) -> ir.Type:
@@ -106,10 +97,10 @@ def constant(value: object, dtype: str, shape: Sequence[int] = ()) -> ir.Value:
     element = element_type(dtype)
     scalar = np.asarray(value).astype(dtypes.to_numpy(dtype))
     if dtypes.is_float(dtype):
-        bits = scalar.view(np.uint16 if _WIDTH[dtype] == 16 else np.uint32)
+        bits = scalar.view(np.uint16 if WIDTH[dtype] == 16 else np.uint32)
         attr = ir.FloatAttr.get(element, float(scalar.astype(np.float64)))
         if np.isnan(scalar) or (scalar == 0 and np.signbit(scalar)):
-            width = _WIDTH[dtype]
+            width = WIDTH[dtype]
             as_int = ir.IntegerAttr.get(ir.IntegerType.get_signless(width), int(bits))
             raw = arith.constant(ir.IntegerType.get_signless(width), as_int)
             return splat(arith.bitcast(element, raw), shape)
@@ -126,7 +117,7 @@ def dense(array: np.ndarray, dtype: str) -> ir.Value:
     element = element_type(dtype)
     raw = np.asarray(array).astype(dtypes.to_numpy(dtype))
     if dtypes.is_float(dtype):
-        raw = raw.view(np.uint16 if _WIDTH[dtype] == 16 else np.uint32)
+        raw = raw.view(np.uint16 if WIDTH[dtype] == 16 else np.uint32)
     elif dtype == "bool":
         raw = raw.astype(np.bool_)
     elif dtype == "uint32":
@@ -274,7 +265,7 @@ def _common(a: Index, b: Index) -> list[int]:
 
 def to_i32(x: ir.Value, dtype: str) -> ir.Value:
     """An integer index of any minipallas int dtype as ``i32`` (sign- or zero-extended)."""
-    width = _WIDTH.get(dtype, 1)
+    width = WIDTH.get(dtype, 1)
     if width == 32:
         return x
     target = shaped(ir.IntegerType.get_signless(32), shape_of(x))

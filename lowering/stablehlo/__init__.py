@@ -8,7 +8,6 @@ themselves in ``context.RULES`` when imported here.
 
 from __future__ import annotations
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import arrays, control, indexed, kernel, scoped  # noqa: F401
@@ -21,12 +20,5 @@ def lower_stablehlo(fn: Function) -> ir.Module:
     """The StableHLO module of a pure function, checked by the MLIR verifier."""
     ctx = LoweringContext()
     ctx.lower_entry(fn)
-    with ctx.mlir:
-        try:
-            ctx.module.operation.verify()
-        except ir.MLIRError as e:
-            raise PassError(
-                f"the StableHLO module emitted for @{fn.name} fails the MLIR verifier: {e}",
-                fix="this is a bug in minipallas's lowering rules; please report it",
-            ) from None
+    ctx.verify(fn.name, fix="this is a bug in minipallas's lowering rules; please report it")
     return ctx.module

@@ -186,7 +186,7 @@ def _float_to_int(x: ir.Value, source: str, target: str) -> ir.Value:
     that limit.
     """
     info = np.iinfo(dtypes.to_numpy(target))
-    low, high = _inner_float(info.min, source), _inner_float(info.max, source)
+    low, high = dtypes.saturation_ends(source, target)
     x = emit.select(emit.compare(x, x, "NE"), emit.like(0, x), x)
     clamped = stablehlo.ClampOp(emit.like(low, x), x, emit.like(high, x)).result
     result = emit.convert(clamped, target)
@@ -195,16 +195,6 @@ def _float_to_int(x: ir.Value, source: str, target: str) -> ir.Value:
             beyond = emit.compare(x, emit.like(end, x), direction)
             result = emit.select(beyond, emit.like(limit, result), result)
     return result
-
-
-def _inner_float(limit: int, dtype: str) -> np.generic:
-    """The float of ``dtype`` nearest ``limit`` on the zero side (never infinite)."""
-    float_t = dtypes.to_numpy(dtype).type
-    with np.errstate(over="ignore"):
-        end = float_t(limit)
-    if not np.isfinite(end) or abs(int(end)) > abs(limit):
-        end = np.nextafter(end, float_t(0))
-    return end
 
 
 @register("bitcast")

@@ -5,12 +5,7 @@ minipallas ``Value`` to the MLIR value that holds it, and each op is handed to t
 registered for its name, which emits MLIR ops at the current insertion point and returns the
 op's results. A rule file per op family (``arrays``, ``indexed``, ``control``, ``scoped``,
 ``kernel``) registers its rules with ``@register``; an op without a rule is an error naming it.
-
-Algorithm of ``LoweringContext.lower_block``:
-1. Bind the block's parameters to the given MLIR values.
-2. For each op: look up its rule, set the op's source location as the MLIR location, call the
-   rule with the MLIR values of the operands, bind the op's results to what it returns.
-3. Return the MLIR values of the block's yielded values.
+The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 
 Functions are emitted as ``func.func``: the entry one public as ``@main`` (what XLA runs), each
 callee once, private, on its first ``call``.
@@ -18,15 +13,16 @@ callee once, private, on its first ``call``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from minipallas.errors import PassError
-from minipallas.ir.core import Block, Function, Op, Value
-from minipallas.ir.location import Location
+from minipallas.ir.core import Function, Op
 from minipallas.ir.opdef import OPS
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import RefType, Type
 from minipallas.lowering.jaxlib_shim import func, ir, make_context
+from minipallas.lowering.rules import EmitterContext
 from minipallas.lowering.stablehlo.emit import tensor_type
 
 
@@ -40,31 +36,22 @@ class Rule(Protocol):
     def __call__(self, ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]: ...
 
 
-RULES: dict[str, Rule] = {}
+RULES: RuleTable[Rule] = RuleTable("StableHLO rule")
+register = RULES.register
 
 
-def register(*names: str) -> Callable[[Rule], Rule]:
-    """Registers a rule for the ops ``names``."""
-
-    def add(rule: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"StableHLO rule for {name!r} registered twice")
-            RULES[name] = rule
-        return rule
-
-    return add
-
-
-class LoweringContext:
+class LoweringContext(EmitterContext):
     """One lowering in progress: the MLIR module being built and the functions emitted so far."""
 
+    rules = RULES
+    target = "StableHLO"
+
     def __init__(self) -> None:
+        super().__init__()
         self.mlir = make_context()
         self.module = ir.Module.create(loc=ir.Location.unknown(self.mlir))
         self._symbols: dict[int, str] = {}  # id(Function) -> its func.func symbol
         self._taken: set[str] = {"main"}
-        self._locs: dict[Location, ir.Location] = {}
 
     # -- functions ----------------------------------------------------------------------------
 
@@ -97,30 +84,7 @@ class LoweringContext:
             with ir.InsertionPoint(entry):
                 func.ReturnOp(self.lower_block(fn.body, list(entry.arguments)))
 
-    # -- blocks and ops -----------------------------------------------------------------------
-
-    def lower_block(self, block: Block, args: Sequence[ir.Value]) -> list[ir.Value]:
-        """Emits ``block``'s ops at the current insertion point; returns its yielded values."""
-        env: dict[Value, ir.Value] = dict(zip(block.params, args, strict=True))
-        for op in block.ops:
-            rule = RULES.get(op.name)
-            if rule is None:
-                raise PassError(
-                    "has no StableHLO lowering rule", op=op.name, loc=op.loc, fix=_fix(op)
-                )
-            with self.location(op.loc):
-                outs = rule(self, op, *(env[v] for v in op.operands))
-            env.update(zip(op.results, outs, strict=True))
-        return [env[v] for v in block.results]
-
-    def location(self, loc: Location) -> ir.Location:
-        """The MLIR location of a source location: ``file:line:col``, or unknown."""
-        if loc not in self._locs:
-            if loc:
-                self._locs[loc] = ir.Location.file(loc.file or "<ir>", loc.line, loc.col)
-            else:
-                self._locs[loc] = ir.Location.unknown()
-        return self._locs[loc]
+    # -- types and errors ---------------------------------------------------------------------
 
     def array_type(self, t: Type, what: str) -> ir.Type:
         """The tensor type of an array; a ``Ref`` here means the program was not discharged."""
@@ -131,9 +95,8 @@ class LoweringContext:
             )
         return tensor_type(t)
 
-
-def _fix(op: Op) -> str:
-    opdef = OPS.get(op.name)
-    if (opdef is not None and opdef.effect) or op.name.startswith("ref."):
-        return "state ops must be discharged before lowering (minipallas.lower does this)"
-    return "add a rule with @register in minipallas.lowering.stablehlo"
+    def missing_rule_fix(self, op: Op) -> str:
+        opdef = OPS.get(op.name)
+        if (opdef is not None and opdef.effect) or op.name.startswith("ref."):
+            return "state ops must be discharged before lowering (minipallas.lower does this)"
+        return "add a rule with @register in minipallas.lowering.stablehlo"

@@ -13,23 +13,14 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
-
-_WIDTH = {"float32": 32, "bfloat16": 16, "float16": 16, "int32": 32, "int8": 8, "uint32": 32}
+from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 
 def element_type(dtype: str) -> ir.Type:
     """The MLIR element type of a minipallas dtype (bool is ``i1``, uint32 is ``ui32``)."""
-    if dtype == "float32":
-        return ir.F32Type.get()
-    if dtype == "bfloat16":
-        return ir.BF16Type.get()
-    if dtype == "float16":
-        return ir.F16Type.get()
-    if dtype == "bool":
-        return ir.IntegerType.get_signless(1)
     if dtype == "uint32":
         return ir.IntegerType.get_unsigned(32)
-    return ir.IntegerType.get_signless(_WIDTH[dtype])
+    return signless_type(dtype)
 
 
 def tensor_type(t: ArrayType) -> ir.RankedTensorType:
@@ -46,7 +37,7 @@ def constant(value: object, dtype: str, shape: Sequence[int] = ()) -> ir.Value:
     if flat.size and (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all():
         array = flat[:1]  # a splat: one element stands for all
     if dtypes.is_float(dtype):
-        array = array.view(np.uint16 if _WIDTH[dtype] == 16 else np.uint32)
+        array = array.view(np.uint16 if WIDTH[dtype] == 16 else np.uint32)
     attr = ir.DenseElementsAttr.get(
         np.ascontiguousarray(array), type=element_type(dtype), shape=list(shape)
     )

@@ -8,11 +8,7 @@ So the environment holds two kinds of things: an ``ir.Value`` for an array, a ``
 ref. Rule files (``state``, ``views``, ``arrays``, ``control``, ``scoped``, ``kernel``,
 ``indexed``) register their rules with ``@register``; an op without a rule is an error naming it.
 
-Algorithm of ``KernelContext.lower_block``:
-1. Bind the block's parameters to the given MLIR values / memrefs.
-2. For each op: look up its rule, set the op's source location, call the rule with what the
-   operands are bound to, bind the op's results to what it returns.
-3. Return what the block's yielded values are bound to.
+The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 Regions are closed in minipallas but open in MLIR, so a region parameter that stands for an
 outer value (a ref passed to a ``cond`` branch, a loop constant) is bound to that outer value
 itself; only loop carries become block arguments.
@@ -20,15 +16,17 @@ itself; only loop carries become block arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from minipallas.errors import PassError
-from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.core import Op, Value
 from minipallas.ir.location import Location
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import MemorySpace
 from minipallas.lowering.jaxlib_shim import ir, make_tpu_context
+from minipallas.lowering.rules import EmitterContext
 from minipallas.lowering.tpu.emit import space_name
 from minipallas.lowering.tpu.ranges import Interval
 
@@ -70,65 +68,38 @@ class Rule(Protocol):
     def __call__(self, ctx: KernelContext, op: Op, *args: Bound) -> Sequence[Bound]: ...
 
 
-RULES: dict[str, Rule] = {}
+RULES: RuleTable[Rule] = RuleTable("Mosaic TPU rule")
+register = RULES.register
 
 
-def register(*names: str) -> Callable[[Rule], Rule]:
-    """Registers a rule for the ops ``names``."""
-
-    def add(rule: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"Mosaic TPU rule for {name!r} registered twice")
-            RULES[name] = rule
-        return rule
-
-    return add
-
-
-class KernelContext:
+class KernelContext(EmitterContext):
     """One kernel lowering in progress: the module, the grid and what the body knows about it.
 
     ``grid_indices`` are the kernel function's grid arguments (``program_id`` reads them);
     ``ranges`` bounds integer scalars so index clamps can be left out when they cannot fire.
     """
 
+    rules = RULES
+    target = "Mosaic TPU"
+
     def __init__(self, grid: Sequence[int], ranges: dict[Value, Interval]) -> None:
+        super().__init__()
         self.mlir = make_tpu_context()
         self.module = ir.Module.create(loc=ir.Location.unknown(self.mlir))
         self.grid = tuple(grid)
         self.grid_indices: list[ir.Value] = []
         self.ranges = ranges
-        self._locs: dict[tuple[Location, str], ir.Location] = {}
+        self._named_locs: dict[tuple[Location, str], ir.Location] = {}
 
-    def lower_block(self, block: Block, args: Sequence[Bound]) -> list[Bound]:
-        """Emits ``block``'s ops at the current insertion point; returns its yielded values."""
-        env: dict[Value, Bound] = dict(zip(block.params, args, strict=True))
-        for op in block.ops:
-            rule = RULES.get(op.name)
-            if rule is None:
-                raise PassError(
-                    "has no Mosaic TPU lowering rule",
-                    op=op.name,
-                    loc=op.loc,
-                    fix="add a rule with @register in minipallas.lowering.tpu",
-                )
-            with self.location(op.loc, op.name):
-                outs = rule(self, op, *(env[v] for v in op.operands))
-            env.update(zip(op.results, outs, strict=True))
-        return [env[v] for v in block.results]
+    def missing_rule_fix(self, op: Op) -> str:
+        return "add a rule with @register in minipallas.lowering.tpu"
 
-    def location(self, loc: Location, name: str) -> ir.Location:
+    def op_location(self, op: Op) -> ir.Location:
         """``loc("op"("file":line:col))``: the user's line, named by the minipallas op."""
-        key = (loc, name)
-        if key not in self._locs:
-            where = (
-                ir.Location.file(loc.file or "<ir>", loc.line, loc.col)
-                if loc
-                else ir.Location.unknown()
-            )
-            self._locs[key] = ir.Location.name(name, childLoc=where)
-        return self._locs[key]
+        key = (op.loc, op.name)
+        if key not in self._named_locs:
+            self._named_locs[key] = ir.Location.name(op.name, childLoc=self.location(op.loc))
+        return self._named_locs[key]
 
     def range_of(self, v: Value) -> Interval | None:
         return self.ranges.get(v)

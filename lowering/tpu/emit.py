@@ -18,22 +18,14 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.types import ANY, TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.lowering.jaxlib_shim import arith, ir, vector
+from minipallas.lowering.mlir_types import WIDTH, signless_type
 
-_WIDTH = {"float32": 32, "bfloat16": 16, "float16": 16, "int32": 32, "int8": 8, "uint32": 32}
 MEMORY_SPACE = {ANY: "any", TPU_SMEM: "smem"}  # everything else is VMEM
 
 
 def element_type(dtype: str, in_memory: bool = False) -> ir.Type:
     """The MLIR element type of a dtype; ``bool`` is ``i1``, or ``i32`` when ``in_memory``."""
-    if dtype == "float32":
-        return ir.F32Type.get()
-    if dtype == "bfloat16":
-        return ir.BF16Type.get()
-    if dtype == "float16":
-        return ir.F16Type.get()
-    if dtype == "bool":
-        return ir.IntegerType.get_signless(32 if in_memory else 1)
-    return ir.IntegerType.get_signless(_WIDTH[dtype])
+    return signless_type(dtype, 32 if in_memory else 1)
 
 
 def value_type(t: ArrayType) -> ir.Type:
@@ -86,7 +78,7 @@ def constant(value: object, t: ArrayType) -> ir.Value:
     if flat.size and (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all():
         array = flat[:1]  # a splat: one element stands for all
     if dtypes.is_float(t.dtype):
-        array = array.view(np.uint16 if _WIDTH[t.dtype] == 16 else np.uint32)
+        array = array.view(np.uint16 if WIDTH[t.dtype] == 16 else np.uint32)
     attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=value_type(t))
     return arith.constant(value_type(t), attr)
 
@@ -96,7 +88,7 @@ def _signless(scalar: np.ndarray, dtype: str) -> int:
     if dtype == "bool":
         return int(bool(scalar))
     value = int(scalar)
-    width = _WIDTH[dtype]
+    width = WIDTH[dtype]
     return value - (1 << width) if value >= 1 << (width - 1) else value
 
 
@@ -131,6 +123,6 @@ def to_index(x: ir.Value, dtype: str) -> ir.Value:
 
 def to_i32(x: ir.Value, dtype: str) -> ir.Value:
     """An integer scalar widened to ``i32`` (``int8`` sign-extends); ``i32``/``u32`` unchanged."""
-    if _WIDTH[dtype] == 32:
+    if WIDTH[dtype] == 32:
         return x
     return arith.extsi(ir.IntegerType.get_signless(32), x)

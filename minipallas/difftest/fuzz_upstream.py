@@ -33,6 +33,7 @@ from pathlib import Path
 from minipallas.difftest.classify import KNOWN, Finding
 from minipallas.difftest.harness import Case, Report, ref, run
 from minipallas.difftest.jax_emit import emit
+from minipallas.fuzz import batch_settings
 from minipallas.generate import Config, inputs
 from minipallas.ir.core import Function
 from minipallas.ir.types import RefType
@@ -88,8 +89,7 @@ class _Found(Exception):
 
 def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
     """One hypothesis run of up to ``batch`` programs; shrinks the first new finding."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hypothesis_seed
+    from hypothesis import given
     from hypothesis import strategies as st
 
     from minipallas.generate import programs
@@ -99,17 +99,7 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
     smallest: Saved | None = None
     shrink_deadline = 0.0
 
-    @hypothesis_seed(seed)
-    @settings(
-        max_examples=batch,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate, Phase.shrink],
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-        report_multiple_bugs=False,
-    )
+    @batch_settings(batch, seed, report_multiple_bugs=False)
     @given(st.data())
     def one(data: st.DataObject) -> None:
         nonlocal target, smallest, shrink_deadline

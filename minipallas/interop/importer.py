@@ -40,6 +40,7 @@ from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import (
     ANY,
     GPU_GMEM,
@@ -69,20 +70,8 @@ class Rule(Protocol):
     def __call__(self, scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]: ...
 
 
-RULES: dict[str, Rule] = {}
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register the decorated function as the import rule of each primitive in ``names``."""
-
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"import rule for {name!r} registered twice")
-            RULES[name] = fn
-        return fn
-
-    return register
+RULES: RuleTable[Rule] = RuleTable("import rule")
+rule = RULES.register
 
 
 # --- types ---------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.interpret import fill_value
+from minipallas.ir.rules import RuleTable, run_block
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.collectives import check_collective_axes
 from minipallas.passes.discharge import discharge
@@ -51,35 +52,25 @@ class JaxRule(Protocol):
     def __call__(self, op: Op, args: Sequence[Any]) -> Sequence[Any]: ...
 
 
-RULES: dict[str, JaxRule] = {}
-
-
-def jax_rule(*names: str) -> Callable[[JaxRule], JaxRule]:
-    def register(fn: JaxRule) -> JaxRule:
-        for name in names:
-            if name in RULES:
-                raise ValueError(f"to_jax rule for {name!r} registered twice")
-            RULES[name] = fn
-        return fn
-
-    return register
+RULES: RuleTable[JaxRule] = RuleTable("to_jax rule")
+jax_rule = RULES.register
 
 
 def evaluate(block: Block, args: Sequence[Any]) -> list[Any]:
     """Run ``block`` with its parameters bound to ``args`` (JAX arrays or tracers)."""
-    env = dict(zip(block.params, args, strict=True))
-    for op in block.ops:
-        fn = RULES.get(op.name)
-        if fn is None:
-            raise PassError(
-                "to_jax has no rule for this op",
-                op=op.name,
-                loc=op.loc,
-                fix="program_id / num_programs need a kernel backend; other ops are a bug",
-            )
-        outs = fn(op, [env[v] for v in op.operands])
-        env.update(zip(op.results, outs, strict=True))
-    return [env[v] for v in block.results]
+    return run_block(block, args, _apply)
+
+
+def _apply(op: Op, args: list[Any]) -> Sequence[Any]:
+    fn = RULES.get(op.name)
+    if fn is None:
+        raise PassError(
+            "to_jax has no rule for this op",
+            op=op.name,
+            loc=op.loc,
+            fix="program_id / num_programs need a kernel backend; other ops are a bug",
+        )
+    return fn(op, args)
 
 
 def to_jax(fn: Function) -> Callable[..., tuple[jax.Array, ...]]:
@@ -252,23 +243,13 @@ def convert_value(x: Any, source: str, target: str) -> Any:
     if not (dtypes.is_float(source) and dtypes.is_int(target)):
         return lax.convert_element_type(x, np_target)
     info = np.iinfo(np_target)
-    low, high = _inner_float(info.min, source), _inner_float(info.max, source)
+    low, high = dtypes.saturation_ends(source, target)
     x = lax.select(lax.ne(x, x), _like(0, x), x)
     result = lax.convert_element_type(lax.clamp(_like(low, x), x, _like(high, x)), np_target)
     for limit, end, beyond in ((info.max, high, lax.gt), (info.min, low, lax.lt)):
         if int(end) != limit:
             result = lax.select(beyond(x, _like(end, x)), _like(limit, result), result)
     return result
-
-
-def _inner_float(limit: int, dtype: str) -> np.generic:
-    """The float of ``dtype`` nearest ``limit`` on the zero side (never infinite)."""
-    float_t = dtypes.to_numpy(dtype).type
-    with np.errstate(over="ignore"):
-        end = float_t(limit)
-    if not np.isfinite(end) or abs(int(end)) > abs(limit):
-        end = np.nextafter(end, float_t(0))
-    return end
 
 
 @jax_rule("bitcast")
