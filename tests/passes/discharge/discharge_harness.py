@@ -17,6 +17,7 @@ from collections import Counter
 import numpy as np
 
 import minipallas
+from minipallas.generate.check import same_bits  # noqa: F401  (re-exported for the tests)
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Value
 from minipallas.ir.types import RefType
@@ -25,18 +26,6 @@ from minipallas.passes.effects import region_operand_map
 
 STATE = {"get", "swap", "addupdate", "load", "store"}
 VIEWS = {"ref.at", "ref.reshape", "ref.bitcast", "ref.transpose"}
-
-
-def same_bits(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind == "f" or a.dtype == dtypes.to_numpy("bfloat16"):
-        nan_a, nan_b = np.isnan(a), np.isnan(b)
-        if not np.array_equal(nan_a, nan_b):
-            return False
-        a, b = np.where(nan_a, 0, a).astype(a.dtype), np.where(nan_b, 0, b).astype(b.dtype)
-    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
 def op_names(fn: Function) -> Counter:
