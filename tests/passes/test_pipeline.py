@@ -1,12 +1,6 @@
 """The pass manager: composing named passes from a string, options, the verifier between passes,
-the ``after_each`` hook, and the errors for unknown passes and options. Also runs the FileCheck
-text tests in ``filecheck/`` (one file per pass) through ``minipallas-opt``."""
-
-import os
-import shlex
-import subprocess
-import sys
-from pathlib import Path
+the ``after_each`` hook, and the errors for unknown passes and options. The FileCheck text
+tests in ``filecheck/`` (one file per pass) are run by ``tests/conftest.py``."""
 
 import numpy as np
 import pytest
@@ -173,34 +167,3 @@ def test_verify_runs_after_every_pass(monkeypatch, extra_passes):
 def test_register_twice_is_an_error():
     with pytest.raises(PassError, match="already registered"):
         register("cleanup")(cleanup)
-
-
-# --- FileCheck text tests ---------------------------------------------------------------------
-
-FILECHECK_DIR = Path(__file__).parent / "filecheck"
-# lit's `not` (the command must fail), and a failure anywhere in a pipe fails the line
-PRELUDE = 'set -o pipefail\nnot() { ! "$@"; }\n'
-
-
-def run_lines():
-    for path in sorted(FILECHECK_DIR.glob("*.mir")):
-        for line in path.read_text().splitlines():
-            if line.startswith("// RUN:"):
-                yield pytest.param(
-                    path, line.removeprefix("// RUN:").strip(), id=f"{path.name}: {line[8:60]}"
-                )
-
-
-@pytest.mark.parametrize("path, command", list(run_lines()))
-def test_filecheck(path, command):
-    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    script = PRELUDE + command.replace("%s", shlex.quote(str(path)))
-    done = subprocess.run(
-        ["bash", "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=path.parent,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"{command}\n{done.stdout}{done.stderr}"
