@@ -177,12 +177,18 @@ for _name in ("reduce_sum", "reduce_max", "reduce_min"):
 
 @declare("dot")
 def dot(types: Types, attrs: Attrs, regions: Regions) -> Types:
-    """2-D matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``."""
+    """Matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``. Operands are
+    2-D, or share leading batch dimensions (``(B, m, k) x (B, k, n)``, as ``jnp.matmul``): the
+    batched form is what vectorizing a kernel's grid makes of a dot in its body."""
     a, b = _operands(types, 2)
-    require(a.ndim == 2 and b.ndim == 2, f"needs 2-D operands, got {a} and {b}")
-    require(a.shape[1] == b.shape[0], f"contracting dims differ: {a} and {b}")
+    require(
+        a.ndim == b.ndim >= 2 and a.shape[:-2] == b.shape[:-2],
+        f"needs 2-D operands or equal leading batch dims, got {a} and {b}",
+    )
+    require(a.shape[-1] == b.shape[-2], f"contracting dims differ: {a} and {b}")
     require(
         a.dtype == b.dtype and a.dtype != "bool",
         f"operands must share a numeric dtype, got {a} and {b}",
     )
-    return (ArrayType((a.shape[0], b.shape[1]), dtypes.canonicalize(attrs.get("dtype", a.dtype))),)
+    shape = (*a.shape[:-1], b.shape[-1])
+    return (ArrayType(shape, dtypes.canonicalize(attrs.get("dtype", a.dtype))),)

@@ -325,6 +325,13 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 @register("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
     """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit results)."""
+    if op.result.type.ndim != 2:
+        raise PassError(
+            "a batched dot has no Triton lowering here",
+            op=op.name,
+            loc=op.loc,
+            fix="loop over the batch dimension",
+        )
     source, target = _dtype(op), op.result.type.dtype
     acc_dtype = "float32" if target in ("bfloat16", "float16") else target
     exact = source in ("bfloat16", "float16") and acc_dtype == "float32"

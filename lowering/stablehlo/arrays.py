@@ -261,7 +261,7 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 @register("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
-    """A 2-D ``dot_general`` in the result dtype: the operands are first converted to it (as
+    """A ``dot_general`` (leading dims batched) in the result dtype: the operands are first converted to it (as
     ``convert`` does), as the interpreter defines ``dot``; matches it only to rounding.
     bfloat16/float16 operands with a float32 result go in as they are (jax's
     ``preferred_element_type``): the products are the same, and XLA:CPU then sums them in
@@ -269,5 +269,7 @@ def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.V
     source, target = _dtype(op), op.result.type.dtype
     if source != target and not (source in ("bfloat16", "float16") and target == "float32"):
         a, b = (_convert(x, source, target) for x in (a, b))
-    numbers = stablehlo.DotDimensionNumbers.get([], [], [1], [0])
+    batch = list(range(op.result.type.ndim - 2))
+    k = len(batch)
+    numbers = stablehlo.DotDimensionNumbers.get(batch, batch, [k + 1], [k])
     return [stablehlo.DotGeneralOp(emit.tensor_type(op.result.type), a, b, numbers).result]

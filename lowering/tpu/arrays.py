@@ -257,6 +257,10 @@ _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []
 def dot(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator."""
     out = op.result.type
+    if out.ndim != 2:
+        raise unsupported(
+            op, "a batched dot has no tpu.matmul lowering", fix="loop over the batch dimension"
+        )
     if _kind(_type(op).dtype) == "u":
         raise unsupported(
             op,

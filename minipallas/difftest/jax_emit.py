@@ -477,6 +477,7 @@ def _reduce(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @emits("dot")
 def _dot(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    dims = (((1,), (0,)), ((), ()))
+    batch = tuple(range(op.results[0].type.ndim - 2))
+    dims = (((len(batch) + 1,), (len(batch),)), (batch, batch))
     dtype = _np(op.results[0].type.dtype)
     return [_lax("dot_general")(*args, dims, preferred_element_type=dtype)]

@@ -292,7 +292,8 @@ def reduce(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     source, target = _dtype(op), op.result.type.dtype
     a, b = (convert_value(x, source, target) for x in args)
-    numbers = (((1,), (0,)), ((), ()))
+    batch = tuple(range(op.result.type.ndim - 2))
+    numbers = (((len(batch) + 1,), (len(batch),)), (batch, batch))
     return [lax.dot_general(a, b, numbers, preferred_element_type=dtypes.to_numpy(target))]
 
 

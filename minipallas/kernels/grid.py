@@ -95,15 +95,15 @@ def _block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedA
     blocks = () if out is None else out if isinstance(out, tuple) else (out,)
     window = []
     for i, b, n, sure in zip(
-        blocks, spec.block_shape, buf.shape, _nonnegative(spec.index_map), strict=True
+        blocks, spec.block_shape, buf.shape, surely_nonnegative(spec.index_map), strict=True
     ):
         start = i if b is None else i * b
-        start = start if sure else _wrap_negative(start, n)
+        start = start if sure else wrap_negative(start, n)
         window.append(start if b is None else ds(start, b))
     return buf.at[tuple(window)] if window else buf
 
 
-def _nonnegative(index_map: Function) -> list[bool]:
+def surely_nonnegative(index_map: Function) -> list[bool]:
     """For each block index the map returns: whether it is surely >= 0 (a grid index, which
     runs from 0, or a non-negative constant), so that no negative start needs wrapping. The
     check costs nothing at run time; the wrap it saves is a select per dimension per step."""
@@ -118,7 +118,7 @@ def _nonnegative(index_map: Function) -> list[bool]:
     return [sure(v) for v in index_map.body.results]
 
 
-def _wrap_negative(start: TracedArray, n: int) -> TracedArray:
+def wrap_negative(start: TracedArray, n: int) -> TracedArray:
     """A negative start counts from the end once, as ``lax.dynamic_slice`` takes it."""
     return where(start < 0, start + n, start)
 

@@ -115,12 +115,11 @@ class PallasCall:
         return self._kernels[key]
 
     def program(self, *args: Any) -> Function:
-        """The CPU program: ``(inputs...) -> outputs`` with the grid as loops (still stateful)."""
-        from minipallas.kernels.grid import grid_program
-
+        """The CPU program: ``(inputs...) -> outputs``, independent grid points batched and the
+        rest as loops (``cpu_program``)."""
         types = self._input_types(args)
         if types not in self._programs:
-            self._programs[types] = grid_program(self.trace(*types))
+            self._programs[types] = cpu_program(self.trace(*types))
         return self._programs[types]
 
     # ----- running and lowering -----
@@ -174,12 +173,20 @@ def lower_kernel(kernel: Kernel, target: str = "stablehlo", **options: Any) -> L
     (``grid.grid_program``), "tpu"/"gpu" go to that backend's ``lower_kernel``."""
     if target == "stablehlo":
         _no_options(target, options)
-        from minipallas.kernels.grid import grid_program
         from minipallas.lowered import lower
 
-        return lower(grid_program(kernel), target="stablehlo")
+        return lower(cpu_program(kernel), target="stablehlo")
     backend, _ = _backend(target)
     return backend.lower_kernel(kernel, **options)
+
+
+def cpu_program(kernel: Kernel) -> Function:
+    """What the CPU runs: the grid with its independent points batched
+    (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``)."""
+    from minipallas.kernels.grid import grid_program
+    from minipallas.kernels.vectorized_grid import vectorized_grid_program
+
+    return vectorized_grid_program(kernel) or grid_program(kernel)
 
 
 def _backend(target: str) -> tuple[Any, MemorySpace]:

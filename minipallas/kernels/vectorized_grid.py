@@ -1,0 +1,416 @@
+"""The CPU path, vectorized: grid points that cannot see each other run as one batched program.
+
+``grid.grid_program`` runs the grid as loops, one block at a time, as upstream's interpret mode
+does; XLA then runs each step's small ops on one thread. Yet on most grids many points are
+independent: each writes its own output blocks and reads only inputs. ``vectorized_grid_program``
+runs those points together, with the same results bit for bit:
+
+1. Plan (``_plan``). A grid axis is *batched* when every output's index map returns that grid
+   index itself as the block index of exactly one dimension (so distinct points along the axis
+   write distinct blocks) and no index map uses the axis in any other way (so the blocks of all
+   points are a static slice). The other axes stay *sequential*, looped in row-major order as
+   before. The body must not write its inputs (a later point could read the write). Scratch
+   persists across the whole grid, so with scratch the batched axes must come first and the
+   body, at the first point of every sequential sweep (sequential indices 0), must not read
+   what scratch held (``_live_params``): then each batch point can have its own copy.
+2. Body. The kernel body is bound to the grid (``bind_grid``), fully discharged into a pure
+   function of its blocks, cleaned up, and batched over the batched axes
+   (``passes.batching``).
+3. Blocks in place. Each operand's padded buffer is viewed as ``(blocks, block)`` pairs per
+   dimension, ``(n0, b0, n1, b1, ...)``: a reshape, free in memory. The blocks of all batched
+   points are then one window of it: the batched ``n`` dimensions whole (up to the grid size),
+   the others at the block index the map gives (clamped, a negative one counted from the end
+   once, exactly as ``lax.dynamic_slice`` takes the element start). The body takes its blocks
+   in that layout (batch axes where they lie) and gives its output blocks back in it, so an
+   elementwise kernel becomes elementwise ops on its arrays as they are.
+4. Program. Outputs and scratch start as the fill value; at each point of the sequential loops
+   the windows are read, the batched body runs once, and the output windows are written back.
+
+Returns None when the plan finds no batched axis or the body has no batched form; the caller
+then uses the loop program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from minipallas.errors import MiniPallasError
+from minipallas.frontend.control import call, fori_loop
+from minipallas.frontend.tracing import trace
+from minipallas.frontend.values import TracedArray, broadcast_to, constant, emit_array
+from minipallas.ir.core import Block, Function, Value
+from minipallas.ir.indexing import Dyn, Int, Slice
+from minipallas.ir.interpret.engine import RULES, Interpreter, fill_value
+from minipallas.ir.opdef import OPS
+from minipallas.ir.types import ArrayType
+from minipallas.kernels.bind_grid import bind_grid
+from minipallas.kernels.grid import padded_shape, surely_nonnegative, wrap_negative
+from minipallas.kernels.spec import Kernel, TracedBlockSpec
+from minipallas.passes.batching import Layout, NotBatchable, batch, leading
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """One operand: per array dimension, the grid axis whose index is its block index when
+    that axis is batched (else None: the index map computes it at each sequential point)."""
+
+    spec: TracedBlockSpec
+    axis_of_dim: tuple[int | None, ...]
+
+    @property
+    def pairs(self) -> tuple[int, ...]:
+        """The padded buffer's shape as (blocks, block) per dimension (block 1 if squeezed)."""
+        blocks = [1 if b is None else b for b in self.spec.block_shape]
+        counts = [p // b for p, b in zip(padded_shape(self.spec), blocks, strict=True)]
+        return tuple(d for pair in zip(counts, blocks, strict=True) for d in pair)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    batched: tuple[int, ...]  # the batched grid axes, in grid order
+    operands: tuple[_Operand, ...]  # inputs, then outputs
+
+    def sizes(self, grid: Sequence[int]) -> tuple[int, ...]:
+        return tuple(grid[a] for a in self.batched)
+
+
+def vectorized_grid_program(kernel: Kernel, name: str | None = None) -> Function | None:
+    """``@<name>_grid(inputs...) -> outputs`` with independent grid points batched, or None
+    (module doc)."""
+    built = _batched_body(kernel)
+    if built is None:
+        return None
+    plan, batched_body = built
+    grid, n_in = kernel.grid, kernel.num_inputs
+    sizes = plan.sizes(grid)
+    sequential = [a for a in range(len(grid)) if a not in plan.batched]
+    ins, outs = plan.operands[:n_in], plan.operands[n_in:]
+
+    def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
+        buffers = [_pairs(x, op) for x, op in zip(inputs, ins, strict=True)]
+        state = [_filled(op.pairs, op.spec.array.dtype) for op in outs]
+        state += [_filled((*sizes, *t.shape), t.dtype) for t in kernel.scratch_types]
+        first = _point(grid, [], [])
+        hoisted = {
+            k: _read(buf, op, grid, first)
+            for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
+            if not _uses_sequential(op, sequential)
+        }
+
+        def step(indices: list[TracedArray], state: list[TracedArray]) -> list[TracedArray]:
+            point = _point(grid, sequential, indices)
+            blocks = [
+                hoisted[k] if k in hoisted else _read(buf, op, grid, point)
+                for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
+            ]
+            out_buffers, held = state[: len(outs)], state[len(outs) :]
+            out_blocks = [
+                _read(buf, op, grid, point) for buf, op in zip(out_buffers, outs, strict=True)
+            ]
+            ids = _grid_indices(grid, plan, sequential, indices)
+            results = call(batched_body, *ids, *blocks, *out_blocks, *held)
+            results = list(results) if isinstance(results, tuple) else [results]
+            written = [
+                _write(buf, r, op, grid, point)
+                for buf, r, op in zip(out_buffers, results[: len(outs)], outs, strict=True)
+            ]
+            return [*written, *results[len(outs) :]]
+
+        state = _loop_nest([grid[a] for a in sequential], [], state, step)
+        return tuple(_unpaired(buf, op) for buf, op in zip(state[: len(outs)], outs, strict=True))
+
+    name = f"{kernel.name}_grid" if name is None else name
+    return trace(program, *(s.array for s in kernel.in_specs), name=name)
+
+
+def vectorized_grid_plan(kernel: Kernel) -> tuple[int, ...] | None:
+    """The grid axes ``vectorized_grid_program`` batches (None: it makes no program)."""
+    built = _batched_body(kernel)
+    return None if built is None else built[0].batched
+
+
+def _batched_body(kernel: Kernel) -> tuple[_Plan, Function] | None:
+    """The plan, and the body batched over its axes taking and giving blocks in place."""
+    plan = _plan(kernel)
+    if plan is None:
+        return None
+    body = _pure_body(kernel, plan)
+    if body is None:
+        return None
+    n_in, sizes = kernel.num_inputs, plan.sizes(kernel.grid)
+    windows = [_window_layout(op, plan) for op in plan.operands]
+    scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]
+    grid_layouts = [
+        (plan.batched.index(a),) if a in plan.batched else () for a in range(len(kernel.grid))
+    ]
+    try:
+        batched, _ = batch(
+            body, [*grid_layouts, *windows, *scratch], sizes, [*windows[n_in:], *scratch]
+        )
+    except NotBatchable:
+        return None
+    return plan, batched
+
+
+# ----- 1. the plan -----
+
+
+def _plan(kernel: Kernel) -> _Plan | None:
+    grid, n_in = kernel.grid, kernel.num_inputs
+    if not grid or 0 in grid:
+        return None
+    specs = (*kernel.in_specs, *kernel.out_specs)
+    components = [_components(s.index_map) for s in specs]
+    counts = [_Operand(s, (None,) * len(s.block_shape)).pairs[0::2] for s in specs]
+
+    def batchable(a: int) -> bool:
+        for k, comps in enumerate(components):
+            identities = [j for j, c in enumerate(comps) if c == a]
+            if len(identities) != 1 if k >= n_in else len(identities) > 1:
+                return False  # an output revisited along a, or a diagonal of an input
+            if any(isinstance(c, frozenset) and a in c for c in comps):
+                return False  # a block index computed from a: each point would need a gather
+            if any(grid[a] > counts[k][j] for j in identities):
+                return False  # more points than blocks: the last block is clamped and revisited
+        return True
+
+    batched = [a for a in range(len(grid)) if batchable(a)]
+    if kernel.scratch_types:  # scratch persists: only a leading run of axes can be batched
+        batched = [a for a in range(len(grid)) if all(b in batched for b in range(a + 1))]
+    if not batched:
+        return None
+    operands = tuple(
+        _Operand(s, tuple(c if c in batched else None for c in comps))
+        for s, comps in zip(specs, components, strict=True)
+    )
+    return _Plan(tuple(batched), operands)
+
+
+def _components(index_map: Function) -> list[int | frozenset[int]]:
+    """For each block index the map returns: the grid axis it is (when it is a grid index
+    itself), else the grid axes it is computed from."""
+    position = {p: k for k, p in enumerate(index_map.params)}
+    depends: dict[Value, frozenset[int]] = {p: frozenset({k}) for p, k in position.items()}
+    for op in index_map.body.ops:
+        used = frozenset().union(*(depends.get(v, frozenset()) for v in op.operands))
+        depends.update((r, used) for r in op.results)
+    return [position.get(v, depends.get(v, frozenset())) for v in index_map.body.results]
+
+
+def _uses_sequential(operand: _Operand, sequential: Sequence[int]) -> bool:
+    comps = _components(operand.spec.index_map)
+    return any(
+        c in sequential if isinstance(c, int) else bool(c & set(sequential))
+        for c, axis in zip(comps, operand.axis_of_dim, strict=True)
+        if axis is None
+    )
+
+
+# ----- 2. the body -----
+
+
+def _pure_body(kernel: Kernel, plan: _Plan) -> Function | None:
+    """The bound body as a pure function of (grid indices, blocks, scratch) returning the
+    output blocks and scratch, or None if it writes an input or may read stale scratch."""
+    grid, n_in = kernel.grid, kernel.num_inputs
+    try:
+        pure = cleanup(discharge(bind_grid(kernel.body, grid)))
+    except MiniPallasError:  # e.g. collective axes: the loop program reports it
+        return None
+    inputs = pure.params[len(grid) : len(grid) + n_in]
+    if pure.body.results[:n_in] != inputs:
+        return None
+    body = cleanup(Function(pure.name, Block(pure.params, pure.body.ops, pure.body.results[n_in:])))
+    if kernel.scratch_types:
+        known = [None if a in plan.batched else np.int32(0) for a in range(len(grid))]
+        known += [None] * (len(body.params) - len(grid))
+        live = _live_params(body.body, known, [True] * len(body.body.results))
+        if any(live[len(body.params) - len(kernel.scratch_types) :]):
+            return None
+    return body
+
+
+def _live_params(
+    block: Block, known_args: Sequence[Any], live_results: Sequence[bool]
+) -> list[bool]:
+    """Which parameters the live results depend on, when the parameters given in
+    ``known_args`` have those values: scalar ops on known values are evaluated, and a ``cond``
+    whose index is known depends only on the branch it takes (``_reads_incoming``)."""
+    known = {p: x for p, x in zip(block.params, known_args, strict=True) if x is not None}
+    interp = Interpreter()
+    for op in block.ops:
+        if (
+            OPS[op.name].pure
+            and not op.regions
+            and all(v in known for v in op.operands)
+            and all(r.type.shape == () for r in op.results)
+        ):
+            known.update(
+                zip(
+                    op.results,
+                    RULES[op.name](interp, op, [known[v] for v in op.operands]),
+                    strict=True,
+                )
+            )
+    live = {v for v, keep in zip(block.results, live_results, strict=True) if keep}
+    for op in reversed(block.ops):
+        wanted = [r in live for r in op.results]
+        if not any(wanted):
+            continue
+        index = op.operands[0] if op.name == "cond" else None
+        if index is not None and index in known:
+            k = min(max(int(known[index]), 0), len(op.regions) - 1)
+            args = op.operands[1:]
+            used = _live_params(op.regions[k], [known.get(v) for v in args], wanted)
+            live.update(v for v, u in zip(args, used, strict=True) if u)
+        else:
+            live.update(op.operands)
+    return [p in live for p in block.params]
+
+
+# ----- 3. blocks in place -----
+
+
+def _pairs(x: TracedArray, operand: _Operand) -> TracedArray:
+    """The array padded to whole blocks, viewed as ``(blocks, block)`` per dimension."""
+    padded = padded_shape(operand.spec)
+    if padded != x.shape:
+        everywhere = tuple(Slice(0, n, 1) for n in x.shape)
+        x = emit_array(
+            "dynamic_update_slice", [_filled(padded, x.type.dtype), x], indexer=everywhere
+        )
+    return x.reshape(*operand.pairs)
+
+
+def _unpaired(buffer: TracedArray, operand: _Operand) -> TracedArray:
+    spec = operand.spec
+    padded = buffer.reshape(*padded_shape(spec))
+    if padded.shape == spec.array.shape:
+        return padded
+    return emit_array("slice", [padded], indexer=tuple(Slice(0, n, 1) for n in spec.array.shape))
+
+
+def _filled(shape: Sequence[int], dtype: str) -> TracedArray:
+    return broadcast_to(constant(fill_value(dtype), dtype), tuple(shape))
+
+
+def _window_layout(operand: _Operand, plan: _Plan) -> Layout:
+    """The layout the window of the batched points' blocks has: the batched block-count
+    dimensions (as batch axes) and the block's own dimensions, in memory order."""
+    layout: list[int | None] = []
+    for axis, b in zip(operand.axis_of_dim, operand.spec.block_shape, strict=True):
+        if axis is not None:
+            layout.append(plan.batched.index(axis))
+        if b is not None:
+            layout.append(None)
+    return tuple(layout)
+
+
+def _window(
+    operand: _Operand, grid: Sequence[int], point: Sequence[TracedArray]
+) -> tuple[tuple, list[TracedArray]]:
+    """The indexer of the batched points' blocks in the ``(blocks, block)`` view, and its
+    dynamic indices: a batched count is sliced whole up to the grid size; any other count
+    takes the block index the map gives at ``point``; a squeezed block dimension is dropped."""
+    spec = operand.spec
+    out = call(spec.index_map, *point)
+    indices = () if out is None else out if isinstance(out, tuple) else (out,)
+    entries: list = []
+    dyn: list[TracedArray] = []
+    for axis, i, sure, count, b in zip(
+        operand.axis_of_dim,
+        indices,
+        surely_nonnegative(spec.index_map),
+        operand.pairs[0::2],
+        spec.block_shape,
+        strict=True,
+    ):
+        if axis is not None:
+            entries.append(Slice(0, grid[axis], 1))
+        elif count == 1:  # every index clamps to the one block
+            entries.append(Int(0))
+        else:
+            entries.append(Int(Dyn(len(dyn))))
+            dyn.append(i if sure else wrap_negative(i, count))
+        entries.append(Int(0) if b is None else Slice(0, b, 1))
+    return tuple(entries), dyn
+
+
+def _covers(indexer: tuple, shape: Sequence[int]) -> bool:
+    """Whether the window is the whole buffer (dropping only dimensions of size 1)."""
+    return all(
+        isinstance(e, Int) and n == 1 or isinstance(e, Slice) and e.size == n
+        for e, n in zip(indexer, shape, strict=True)
+    )
+
+
+def _read(
+    buffer: TracedArray, operand: _Operand, grid: Sequence[int], point: Sequence[TracedArray]
+) -> TracedArray:
+    indexer, dyn = _window(operand, grid, point)
+    if _covers(indexer, buffer.shape):
+        window = [e.size for e in indexer if isinstance(e, Slice)]
+        return buffer.reshape(*window)
+    return emit_array("dynamic_slice" if dyn else "slice", [buffer, *dyn], indexer=indexer)
+
+
+def _write(
+    buffer: TracedArray,
+    blocks: TracedArray,
+    operand: _Operand,
+    grid: Sequence[int],
+    point: Sequence[TracedArray],
+) -> TracedArray:
+    """``buffer`` with the window ``_read`` reads replaced by ``blocks``."""
+    indexer, dyn = _window(operand, grid, point)
+    if _covers(indexer, buffer.shape):
+        return blocks.reshape(*buffer.shape)
+    return emit_array("dynamic_update_slice", [buffer, *dyn, blocks], indexer=indexer)
+
+
+# ----- 4. the program -----
+
+
+def _point(
+    grid: Sequence[int], sequential: Sequence[int], indices: Sequence[TracedArray]
+) -> list[TracedArray]:
+    """Grid indices for the index maps: the sequential ones, and 0 for the batched axes (the
+    maps use those only as block indices, which ``_window`` takes as slices)."""
+    at = dict(zip(sequential, indices, strict=True))
+    return [at[a] if a in at else constant(0, "int32") for a in range(len(grid))]
+
+
+def _grid_indices(
+    grid: Sequence[int], plan: _Plan, sequential: Sequence[int], indices: Sequence[TracedArray]
+) -> list[TracedArray]:
+    """The batched body's grid indices: along a batched axis, all of them (an iota); the
+    sequential ones as they are."""
+    at = dict(zip(sequential, indices, strict=True))
+    return [
+        emit_array("iota", [], type=ArrayType((grid[a],), "int32"), dimension=0)
+        if a in plan.batched
+        else at[a]
+        for a in range(len(grid))
+    ]
+
+
+def _loop_nest(
+    sizes: Sequence[int],
+    indices: list[TracedArray],
+    state: list[TracedArray],
+    step: Callable[[list[TracedArray], list[TracedArray]], list[TracedArray]],
+) -> list[TracedArray]:
+    """``state = step(indices, state)`` at every point of ``sizes``, the last axis innermost."""
+    if len(indices) == len(sizes):
+        return step(indices, state)
+
+    def body(i: TracedArray, carry: list[TracedArray]) -> list[TracedArray]:
+        return _loop_nest(sizes, [*indices, i], carry, step)
+
+    return list(fori_loop(0, sizes[len(indices)], body, state))
