@@ -1,0 +1,177 @@
+"""``passes.batching``: a pure function over batch axes, checked point by point.
+
+Property: for a random program (discharged and cleaned, so pure), random batch sizes and a
+random layout per parameter (batched or not; batch axes anywhere among its dimensions), the
+batched program's result at every batch point equals the original program run on that point's
+slices of the arguments, bit for bit (reference interpreter); every batched program passes
+the verifier. Programs with a construct ``batch`` refuses are skipped, after checking that the
+refusal names an op.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+import minipallas as mp
+import minipallas.numpy as mnp
+from minipallas.generate import inputs, programs
+from minipallas.generate.check import same_bits
+from minipallas.ir.interpret import interpret
+from minipallas.ir.verifier import verify
+from minipallas.passes.batching import NotBatchable, axes, batch, leading
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
+
+F32 = mp.ArrayType((8, 128), "float32")
+
+# ----- the property -----
+
+
+def _layout(draw, rank, n_axes):
+    """The original dims in order, with a random subset of the batch axes placed among them."""
+    chosen = draw(st.lists(st.integers(0, n_axes - 1), unique=True, max_size=n_axes))
+    layout = [None] * rank
+    for a in chosen:
+        layout.insert(draw(st.integers(0, len(layout))), a)
+    return tuple(layout)
+
+
+def _args(fn, layouts, sizes, seed):
+    """Per parameter, values that differ along its batch axes (and only those)."""
+    args = []
+    for k, (param, layout) in enumerate(zip(fn.params, layouts, strict=True)):
+        present = [d for d in layout if d is not None]
+        points = list(itertools.product(*(range(sizes[a]) for a in present)))
+        values = [inputs(fn, seed=seed + 7919 * n)[k] for n in range(len(points))]
+        stacked = np.stack(values).reshape((*(sizes[a] for a in present), *param.type.shape))
+        where = [i for i, d in enumerate(layout) if d is not None]
+        args.append(
+            np.moveaxis(stacked, list(range(len(present))), where) if present else values[0]
+        )
+    return args
+
+
+def _at(value, layout, point):
+    """The slice of a value in ``layout`` at the batch point ``point``."""
+    return value[tuple(slice(None) if d is None else point[d] for d in layout)]
+
+
+def _batched_program_matches_pointwise(fn, layouts, sizes, seed):
+    try:
+        batched, out_layouts = batch(fn, layouts, sizes)
+    except NotBatchable as e:
+        assert e.op, "a refusal names the op"
+        return False
+    verify(batched)
+    args = _args(fn, layouts, sizes, seed)
+    with np.errstate(all="ignore"):
+        got = interpret(batched, *[np.array(a) for a in args])
+        for point in itertools.product(*map(range, sizes)):
+            expected = interpret(
+                fn, *[_at(a, lay, point) for a, lay in zip(args, layouts, strict=True)]
+            )
+            for g, e, lay in zip(got, expected, out_layouts, strict=True):
+                assert same_bits(_at(np.asarray(g), lay, point), e), f"point {point}"
+    return True
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_the_batched_program_is_the_program_at_every_point(data):
+    fn = cleanup(discharge(data.draw(programs(max_stmts=14, scoped=False))))
+    sizes = tuple(data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=2)))
+    layouts = [
+        _layout(data.draw, p.type.ndim, len(sizes)) if data.draw(st.booleans()) else
+        (None,) * p.type.ndim
+        for p in fn.params
+    ]  # fmt: skip
+    note(str(fn))
+    note(f"sizes={sizes} layouts={layouts}")
+    _batched_program_matches_pointwise(fn, layouts, sizes, data.draw(st.integers(0, 2**16)))
+
+
+# ----- what each rule does -----
+
+
+def _pure(f, *types):
+    return cleanup(discharge(mp.trace(f, *types)))
+
+
+def test_elementwise_ops_keep_the_layout_they_are_given():
+    """Blocks in memory order stay there: no transpose, the result in the input's layout."""
+    fn = _pure(lambda x, y: mnp.tanh(x) * 2.0 + y, F32, F32)
+    layout = (0, None, 1, None)
+    batched, (out,) = batch(fn, [layout, layout], (4, 2))
+    assert out == layout
+    assert "transpose" not in str(batched)
+    assert batched.result_types[0] == mp.ArrayType((4, 8, 2, 128), "float32")
+
+
+def test_operands_are_moved_to_the_richest_layout_and_broadcast():
+    row = mp.ArrayType((1, 128), "float32")
+    fn = _pure(lambda x, b: x + mnp.broadcast_to(b, (8, 128)), F32, row)
+    batched, (out,) = batch(fn, [(0, None, 1, None), (None, 1, None)], (4, 2))
+    assert out == (0, None, 1, None)
+    text = str(batched)
+    assert "broadcast_in_dim" in text
+
+
+def test_transpose_keeps_the_batch_axes_in_place():
+    fn = _pure(lambda x: x.T, F32)
+    batched, (out,) = batch(fn, [(0, None, 1, None)], (4, 2))
+    assert out == (0, None, 1, None)
+    assert batched.result_types[0].shape == (4, 128, 2, 8)
+    assert "permutation (0, 3, 2, 1)" in str(batched)
+
+
+def test_other_shape_ops_take_the_batch_axes_in_front():
+    fn = _pure(lambda x: x.reshape(16, 64), F32)
+    batched, (out,) = batch(fn, [(None, 0, None)], (3,))
+    assert out == leading((3,), 2) == (0, None, None)
+    assert batched.result_types[0].shape == (3, 16, 64)
+
+
+def test_float_reductions_and_dots_are_refused_integer_ones_batch():
+    """XLA rounds a float sum differently at a batched shape; integer sums are exact."""
+    with pytest.raises(NotBatchable, match="round differently") as e:
+        batch(_pure(lambda x: x.sum(axis=1), F32), [(0, None, None)], (2,))
+    assert e.value.op == "reduce_sum" and "test_batching.py" in str(e.value.loc)
+    i32 = mp.ArrayType((8, 128), "int32")
+    batched, (out,) = batch(_pure(lambda x: x.sum(axis=1), i32), [(None, 0, None)], (2,))
+    assert out == (0, None) and batched.result_types[0].shape == (2, 8)
+
+
+def test_a_dynamic_index_that_differs_between_points_is_refused():
+    idx = mp.ArrayType((), "int32")
+    fn = _pure(lambda x, i: x[mp.ds(i, 2), :], F32, idx)
+    with pytest.raises(NotBatchable, match="dynamic index differs") as e:
+        batch(fn, [(None, None), (0,)], (3,))
+    assert e.value.op == "dynamic_slice"
+    batched, (out,) = batch(fn, [(0, None, None), ()], (3,))  # the same index everywhere
+    assert out == (0, None, None)
+
+
+def test_a_loop_carry_made_batched_by_the_body_enters_batched():
+    def f(x):
+        return mp.fori_loop(0, 3, lambda i, acc: acc + x, mnp.zeros((8, 128), mnp.float32))
+
+    fn = _pure(f, F32)
+    batched, (out,) = batch(fn, [(0, None, None)], (2,))
+    assert out == (0, None, None)
+    assert _batched_program_matches_pointwise(fn, [(0, None, None)], (2,), seed=3)
+
+
+def test_batching_builds_new_ir_and_leaves_its_input_alone():
+    fn = _pure(lambda x, y: x * y, F32, F32)
+    before = str(fn)
+    batched, _ = batch(fn, [(0, None, None), (None, None)], (2,))
+    assert str(fn) == before and batched is not fn and batched.name == f"{fn.name}_batched"
+    assert axes((0, None, 1)) == {0, 1}
