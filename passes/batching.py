@@ -231,9 +231,29 @@ def _transpose(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> li
 
 @RULES.register("broadcast_in_dim")
 def _broadcast_in_dim(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    k = len(bt.sizes)
-    shape, dims = (*bt.sizes, *op.attrs["shape"]), (*range(k), *_shifted(bt, op.attrs["dims"]))
-    return _leading_op(bt, builder, op, bt.all_leading(builder, ins), shape=shape, dims=dims)
+    """Each batch axis stays just before the dimension its next original dimension goes to
+    (or last), so the broadcast is one ``broadcast_in_dim`` of the value as it lies."""
+    (x, layout), shape, dims = ins[0], op.attrs["shape"], op.attrs["dims"]
+    before: dict[int, list[int]] = {}  # result dim -> the batch axes placed just before it
+    pending: list[int] = []
+    body = iter(dims)
+    for d in layout:
+        if d is None:
+            before.setdefault(next(body), []).extend(pending)
+            pending = []
+        else:
+            pending.append(d)
+    out: list[int | None] = []
+    for r in range(len(shape)):
+        out += [*before.get(r, []), None]
+    result = (*out, *pending)
+    position = {d: k for k, d in enumerate(result) if d is not None}
+    slots = [k for k, d in enumerate(result) if d is None]
+    body = iter(dims)
+    where = tuple(slots[next(body)] if d is None else position[d] for d in layout)
+    new_shape = bt.type(op.result.type, result).shape
+    new = builder.create("broadcast_in_dim", [x], {"shape": new_shape, "dims": where}, (), op.loc)
+    return [(new.result, result)]
 
 
 @RULES.register("reshape")
