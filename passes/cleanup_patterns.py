@@ -140,23 +140,29 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
 
     - ``x[I] = u`` then ``read x[I]`` (same indexer, same dynamic values) gives ``u``;
     - static, the read inside the written window: a slice of ``u``;
-    - static, the read apart from the written window: read the array before the write.
+    - static, the read apart from the written window: read the array before the write, and
+      look at the write before that (up to ``MAX_WALK`` writes in one go, so that a read past
+      many writes is one rewrite rather than a new op per write).
     """
-    write = defs.get(op.operands[0])
-    if write is None or write.name != "dynamic_update_slice":
-        return None
-    update = write.operands[-1]
-    if _same_window(op, write):
-        return update
-    if not (_static_basic(op) and _static_basic(write)):
-        return None
-    read, written = op.attrs["indexer"], write.attrs["indexer"]
-    inner = pair(_relative, read, written)
-    if inner is not None:
-        return op.replace(name="slice", operands=(update,), attrs={"indexer": inner})
-    if pair(_disjoint, read, written):
-        return op.replace(operands=(write.operands[0],))
-    return None
+    source = op.operands[0]
+    read = op.attrs["indexer"]
+    for _ in range(MAX_WALK):
+        write = defs.get(source)
+        if write is None or write.name != "dynamic_update_slice":
+            break
+        update = write.operands[-1]
+        if _same_window(op, write):
+            return update
+        if not (_static_basic(op) and _static_basic(write)):
+            break
+        written = write.attrs["indexer"]
+        inner = pair(_relative, read, written)
+        if inner is not None:
+            return op.replace(name="slice", operands=(update,), attrs={"indexer": inner})
+        if not pair(_disjoint, read, written):
+            break
+        source = write.operands[0]
+    return op.replace(operands=(source,)) if source is not op.operands[0] else None
 
 
 # --- writes --------------------------------------------------------------------------------
