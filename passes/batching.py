@@ -17,10 +17,11 @@ The walk follows the program once, op by op:
 1. an op whose operands have no batch axes is copied as it is;
 2. elementwise ops keep the layout of their richest operand (the others are transposed and
    broadcast to it, which XLA fuses into the op): an elementwise kernel runs on its arrays as
-   they lie; ``transpose`` permutes only the original dimensions, and windows without
-   integer-array indices slice the batch axes whole, both keeping the batch axes in place;
+   they lie; ``transpose`` permutes only the original dimensions, ``broadcast_in_dim`` and
+   reductions add or remove only original dimensions, and windows without integer-array
+   indices slice the batch axes whole, all keeping the batch axes in place;
 3. every other op takes its batched operands in the *leading* layout (all batch axes first,
-   in order; ``_leading``) and shifts its dimensions past them; regions are batched with
+   in order; ``leading``) and shifts its dimensions past them; regions are batched with
    leading layouts, loops until their carries' batching settles; callees once per batching of
    their arguments.
 
@@ -34,6 +35,7 @@ edits ``fn``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from minipallas.errors import PassError
@@ -62,13 +64,18 @@ def batch(
     layouts: Sequence[Layout],
     sizes: Sequence[int],
     results: Sequence[Layout | None] | None = None,
+    exact: bool = True,
 ) -> tuple[Function, tuple[Layout, ...]]:
     """``fn`` at every point of a batch grid of shape ``sizes``, its parameters given in
     ``layouts``; results are given in the layouts ``results`` asks for (None: as they come),
-    which must hold all their batch axes. Returns the function and its results' layouts."""
+    which must hold all their batch axes. Returns the function and its results' layouts.
+
+    ``exact=False`` batches float reductions and dots too: each point's result is then
+    what XLA computes at the batched shape, equal to the unbatched program's only to rounding.
+    """
     if len(layouts) != len(fn.params):
         raise PassError(f"batch: {len(layouts)} layouts for {len(fn.params)} parameters")
-    body, out = _Batcher(tuple(sizes)).block(fn.body, layouts, results)
+    body, out = _Batcher(tuple(sizes), exact).block(fn.body, layouts, results)
     return Function(f"{fn.name}_batched", body), out
 
 
@@ -82,8 +89,9 @@ def axes(layout: Layout) -> frozenset[int]:
 
 
 class _Batcher:
-    def __init__(self, sizes: tuple[int, ...]) -> None:
+    def __init__(self, sizes: tuple[int, ...], exact: bool) -> None:
         self.sizes = sizes
+        self.exact = exact
         self.callees: dict[tuple[int, tuple[Layout, ...]], tuple[Function, tuple[Layout, ...]]] = {}
 
     def type(self, t: Type, layout: Layout) -> Type:
@@ -264,27 +272,54 @@ def _reshape(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list
 
 @RULES.register("reduce_sum", "reduce_max", "reduce_min")
 def _reduce(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    _exact_in_any_order(op)
-    axes_ = _shifted(bt, op.attrs["axes"])
-    return _leading_op(bt, builder, op, bt.all_leading(builder, ins), axes=axes_)
+    """Over the original dimensions where they lie; the batch axes stay put."""
+    _exact_in_any_order(bt, op)
+    (x, layout), reduced = ins[0], set(op.attrs["axes"])
+    slots = [k for k, d in enumerate(layout) if d is None]
+    positions = tuple(slots[a] for a in sorted(reduced))
+    out = tuple(d for k, d in enumerate(layout) if k not in positions)
+    new = builder.create(op.name, [x], {**op.attrs, "axes": positions}, (), op.loc)
+    return [(new.result, out)]
 
 
 @RULES.register("dot")
 def _dot(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    _exact_in_any_order(op)
-    return _leading_op(bt, builder, op, bt.all_leading(builder, ins))
+    """As XLA's ``dot_general`` sees it: batch axes of both sides are batch dimensions, those
+    of the left side alone stack its rows, those of the right side alone its columns. A
+    batched left side against a fixed right side is then one 2-D dot, as ``jax.jit`` runs
+    it; a blocked matmul's (i, j) points one dot of all row blocks by all column blocks."""
+    _exact_in_any_order(bt, op)
+    (a, a_layout), (b, b_layout) = ins
+    both = sorted(axes(a_layout) & axes(b_layout))
+    rows = sorted(axes(a_layout) - axes(b_layout))
+    cols = sorted(axes(b_layout) - axes(a_layout))
+    m, k = _original(a.type, a_layout).shape
+    n = _original(b.type, b_layout).shape[1]
+    a = bt.conform(builder, ins[0], (*both, *rows, None, None))
+    b = bt.conform(builder, ins[1], (*both, None, *cols, None))
+    outer = [bt.sizes[d] for d in both]
+    n_rows, n_cols = math.prod(bt.sizes[d] for d in rows), math.prod(bt.sizes[d] for d in cols)
+    a = _emit(builder, "reshape", [a], shape=(*outer, n_rows * m, k))
+    b = _emit(builder, "reshape", [b], shape=(*outer, k, n_cols * n))
+    (product,) = builder.create("dot", [a, b], op.attrs, (), op.loc).results
+    shape = (*outer, *(bt.sizes[d] for d in rows), m, *(bt.sizes[d] for d in cols), n)
+    layout = (*both, *rows, None, *cols, None)
+    return [(_emit(builder, "reshape", [product], shape=shape), layout)]
 
 
-def _exact_in_any_order(op: Op) -> None:
-    """Refuses float reductions and dots: how XLA:CPU orders their additions depends on the
-    operand's shape (a (16, 128) row sum and a batched (4, 16, 128) one round differently; so
-    do some batched dots), and a max over +0 and -0 depends on the order too. Integer ones
-    give the same bits in any order."""
-    if dtypes.is_float(op.result.type.dtype):
+def _exact_in_any_order(bt: _Batcher, op: Op) -> None:
+    """Refuses float reductions and dots when batching must be exact: how XLA:CPU orders
+    their additions depends on the operand's shape (a (16, 128) row sum and a batched
+    (4, 16, 128) one round differently; so do some batched dots), XLA may hand a reduction
+    and the elementwise ops feeding it to YNNPACK, whose ``exp`` rounds differently from its
+    own, and a max over +0 and -0 depends on the order too. Integer ones give the same bits in
+    any order."""
+    if bt.exact and dtypes.is_float(op.result.type.dtype):
         raise NotBatchable(
             "a float reduction or dot would round differently at the batched shape",
             op=op.name,
             loc=op.loc,
+            fix="pallas_call(..., match_upstream=False) batches it anyway, exact only to rounding",
         )
 
 

@@ -43,6 +43,7 @@ def pallas_call(
     scratch_shapes: Sequence[RefType] = (),
     dimension_semantics: Sequence[str] | None = None,
     name: str | None = None,
+    match_upstream: bool = True,
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -50,12 +51,16 @@ def pallas_call(
     a ``jax.ShapeDtypeStruct``, an array) or a tuple/list of them; the call returns the same
     structure. A missing spec means the whole array in one block. ``scratch_shapes`` are ref
     types (``minipallas.tpu.VMEM((8, 128), f32)``) allocated once for the whole grid.
+
+    On the CPU, results equal upstream ``pallas_call(..., interpret=True)`` bit for bit.
+    ``match_upstream=False`` trades that for speed: float reductions and dots of independent
+    grid points run batched, rounding as XLA does at the batched shape (``jax.jit``-like).
     """
     if not callable(kernel):
         raise _error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
     return PallasCall(
         kernel, out_shape, _grid(grid), in_specs, out_specs, scratch_shapes,
-        dimension_semantics, name,
+        dimension_semantics, name, match_upstream,
     )  # fmt: skip
 
 
@@ -72,8 +77,10 @@ class PallasCall:
         scratch_shapes: Sequence[RefType],
         dimension_semantics: Sequence[str] | None,
         name: str | None,
+        match_upstream: bool = True,
     ) -> None:
         self.kernel = kernel
+        self.match_upstream = bool(match_upstream)
         self.grid = grid
         self.out_structure = type(out_shape) if isinstance(out_shape, tuple | list) else None
         outs = list(out_shape) if self.out_structure else [out_shape]
@@ -119,7 +126,7 @@ class PallasCall:
         rest as loops (``cpu_program``)."""
         types = self._input_types(args)
         if types not in self._programs:
-            self._programs[types] = cpu_program(self.trace(*types))
+            self._programs[types] = cpu_program(self.trace(*types), self.match_upstream)
         return self._programs[types]
 
     # ----- running and lowering -----
@@ -180,13 +187,13 @@ def lower_kernel(kernel: Kernel, target: str = "stablehlo", **options: Any) -> L
     return backend.lower_kernel(kernel, **options)
 
 
-def cpu_program(kernel: Kernel) -> Function:
+def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
     """What the CPU runs: the grid with its independent points batched
     (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``)."""
     from minipallas.kernels.grid import grid_program
     from minipallas.kernels.vectorized_grid import vectorized_grid_program
 
-    return vectorized_grid_program(kernel) or grid_program(kernel)
+    return vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
 
 
 def _backend(target: str) -> tuple[Any, MemorySpace]:

@@ -80,10 +80,13 @@ class _Plan:
         return tuple(grid[a] for a in self.batched)
 
 
-def vectorized_grid_program(kernel: Kernel, name: str | None = None) -> Function | None:
+def vectorized_grid_program(
+    kernel: Kernel, name: str | None = None, exact: bool = True
+) -> Function | None:
     """``@<name>_grid(inputs...) -> outputs`` with independent grid points batched, or None
-    (module doc)."""
-    built = _batched_body(kernel)
+    (module doc). ``exact=False`` batches float reductions and dots too (``batching.batch``):
+    results then equal the loop program's only to rounding."""
+    built = _batched_body(kernel, exact)
     if built is None:
         return None
     plan, batched_body = built
@@ -129,13 +132,13 @@ def vectorized_grid_program(kernel: Kernel, name: str | None = None) -> Function
     return trace(program, *(s.array for s in kernel.in_specs), name=name)
 
 
-def vectorized_grid_plan(kernel: Kernel) -> tuple[int, ...] | None:
+def vectorized_grid_plan(kernel: Kernel, exact: bool = True) -> tuple[int, ...] | None:
     """The grid axes ``vectorized_grid_program`` batches (None: it makes no program)."""
-    built = _batched_body(kernel)
+    built = _batched_body(kernel, exact)
     return None if built is None else built[0].batched
 
 
-def _batched_body(kernel: Kernel) -> tuple[_Plan, Function] | None:
+def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function] | None:
     """The plan, and the body batched over its axes taking and giving blocks in place."""
     plan = _plan(kernel)
     if plan is None:
@@ -151,7 +154,7 @@ def _batched_body(kernel: Kernel) -> tuple[_Plan, Function] | None:
     ]
     try:
         batched, _ = batch(
-            body, [*grid_layouts, *windows, *scratch], sizes, [*windows[n_in:], *scratch]
+            body, [*grid_layouts, *windows, *scratch], sizes, [*windows[n_in:], *scratch], exact
         )
     except NotBatchable:
         return None

@@ -98,7 +98,8 @@ class Case:
     def inputs(self, seed: int = 0) -> tuple[np.ndarray, ...]:
         return self.make_inputs(np.random.default_rng(seed))
 
-    def minipallas(self) -> PallasCall:
+    def minipallas(self, **options: Any) -> PallasCall:
+        """The minipallas call; ``options`` go to ``pallas_call`` (e.g. match_upstream)."""
         return mp.pallas_call(
             functools.partial(self.kernel, MP),
             self._outs(lambda shape, dtype: mp.ArrayType(shape, dtype)),
@@ -110,6 +111,7 @@ class Case:
             scratch_shapes=[MP.VMEM(shape, dtype) for shape, dtype in self.scratch],
             dimension_semantics=self.dimension_semantics,
             name=self.name,
+            **options,
         )
 
     def upstream(self, interpret: bool = True) -> Callable[..., Any]:

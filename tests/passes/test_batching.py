@@ -146,7 +146,46 @@ def test_float_reductions_and_dots_are_refused_integer_ones_batch():
     assert e.value.op == "reduce_sum" and "test_batching.py" in str(e.value.loc)
     i32 = mp.ArrayType((8, 128), "int32")
     batched, (out,) = batch(_pure(lambda x: x.sum(axis=1), i32), [(None, 0, None)], (2,))
-    assert out == (0, None) and batched.result_types[0].shape == (2, 8)
+    assert out == (None, 0) and batched.result_types[0].shape == (8, 2)  # axes stay put
+
+
+def _close_at_every_point(fn, layouts, sizes, batched, out_layouts):
+    args = [np.random.default_rng(k).standard_normal(batched.param_types[k].shape)
+            .astype(np.float32) for k in range(len(layouts))]  # fmt: skip
+    got = interpret(batched, *args)
+    for point in itertools.product(*map(range, sizes)):
+        expected = interpret(
+            fn, *[_at(a, lay, point) for a, lay in zip(args, layouts, strict=True)]
+        )
+        for g, e, lay in zip(got, expected, out_layouts, strict=True):
+            np.testing.assert_allclose(_at(np.asarray(g), lay, point), e, rtol=1e-5, atol=1e-5)
+
+
+def test_inexact_batching_takes_float_reductions_and_dots_as_they_lie():
+    """``exact=False``: a row sum reduces where the rows lie; a dot's batch axes fold into its
+    rows (left side only) and columns (right side only), leaving one 2-D dot."""
+    fn = _pure(lambda x: x.sum(axis=1), F32)
+    batched, outs = batch(fn, [(0, None, None)], (3,), exact=False)
+    assert outs == ((0, None),)
+    _close_at_every_point(fn, [(0, None, None)], (3,), batched, outs)
+    w = mp.ArrayType((128, 16), "float32")
+    fn = _pure(lambda x, y: mnp.dot(x, y), F32, w)
+    layouts = [(0, None, None), (None, None, 1)]
+    batched, outs = batch(fn, layouts, (2, 3), exact=False)
+    assert outs == ((0, None, 1, None),)
+    assert (
+        "dot %" in str(batched) and "f32[16,128]" in str(batched) and "f32[128,48]" in str(batched)
+    )
+    _close_at_every_point(fn, layouts, (2, 3), batched, outs)
+
+
+def test_integer_dots_batch_exactly_with_shared_axes_as_batch_dims():
+    i32 = mp.ArrayType((4, 8), "int32")
+    fn = _pure(lambda x, y: mnp.dot(x, y.T), i32, i32)
+    layouts = [(0, None, 1, None), (None, 1, None)]
+    batched, outs = batch(fn, layouts, (2, 3))
+    assert outs == ((1, 0, None, None),)  # axis 1 on both sides batches; axis 0 stacks rows
+    assert _batched_program_matches_pointwise(fn, layouts, (2, 3), seed=5)
 
 
 def test_a_dynamic_index_that_differs_between_points_is_refused():
