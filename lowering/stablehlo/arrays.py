@@ -261,8 +261,9 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 @register("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
-    """A ``dot_general`` (leading dims batched) in the result dtype: the operands are first converted to it (as
-    ``convert`` does), as the interpreter defines ``dot``; matches it only to rounding.
+    """A ``dot_general`` (leading dims batched) in the result dtype: the operands are first
+    converted to it (as ``convert`` does), as the interpreter defines ``dot``; matches it only
+    to rounding.
     bfloat16/float16 operands with a float32 result go in as they are (jax's
     ``preferred_element_type``): the products are the same, and XLA:CPU then sums them in
     the order it uses for jax's dots."""
