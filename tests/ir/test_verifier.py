@@ -76,6 +76,16 @@ def test_dot_contracting_dims_differ():
     )
 
 
+def test_dot_batch_dims_differ():
+    a, b = Value(ArrayType((2, 8, 16), "float32")), Value(ArrayType((3, 16, 4), "float32"))
+    rejects(
+        fn([a, b], [mk("dot", [a, b], [ArrayType((2, 8, 4), "float32")], line=9)]),
+        "dot",
+        9,
+        "equal leading batch dims",
+    )
+
+
 # -- indexers ----------------------------------------------------------------------------------
 
 

@@ -304,6 +304,21 @@ def test_dot(pair):
     check(elementwise("dot", [t_a, t_b], {"dtype": target}), a, b, atol=atol)
 
 
+def test_batched_dot_is_one_dot_per_batch_element():
+    """Leading dims are dot_general batch dims: integers exact, floats within the bound."""
+    rng = np.random.default_rng(6)
+    a = rng.integers(-50, 50, (2, 3, 8, 16)).astype(np.int32)
+    b = rng.integers(-50, 50, (2, 3, 16, 5)).astype(np.int32)
+    t_a, t_b = ArrayType(a.shape, "int32"), ArrayType(b.shape, "int32")
+    (out,) = check(elementwise("dot", [t_a, t_b], {"dtype": "int32"}), a, b)
+    np.testing.assert_array_equal(out, a @ b)
+    x, y = a.astype(np.float32) / 7, b.astype(np.float32) / 3
+    t_x, t_y = ArrayType(x.shape, "float32"), ArrayType(y.shape, "float32")
+    products = np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64))
+    atol = summation_tolerance(products, 16, "float32")
+    check(elementwise("dot", [t_x, t_y], {"dtype": "float32"}), x, y, atol=atol)
+
+
 def test_bfloat16_arithmetic_rounds_once():
     """bf16 add/mul/div: the float32 result rounded once to bfloat16, exactly."""
     rng = np.random.default_rng(5)
