@@ -30,7 +30,8 @@ Removing a dead ``while`` assumes it terminates, as XLA's dead-code elimination 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
@@ -44,15 +45,18 @@ MAX_ROUNDS = 4
 
 def cleanup(fn: Function) -> Function:
     """A new function computing what ``fn`` computes, with fewer ops (see the module doc)."""
-    size = count_ops(fn)
+    size = None  # counted only when a round leaves work for the next
     with collector_paused():
         for _ in range(MAX_ROUNDS):
             simplify, prune = _Simplify(), _Prune()
-            fn = prune.function(simplify.function(fn))
-            new_size = count_ops(fn)
-            if new_size >= size or (simplify.settled and not prune.unlocked):
-                break
-            size = new_size
+            new = prune.function(simplify.function(fn))
+            if simplify.settled and not prune.unlocked:
+                return new
+            size = count_ops(fn) if size is None else size
+            new_size = count_ops(new)
+            if new_size >= size:
+                return new
+            fn, size = new, new_size
     return fn
 
 
@@ -83,6 +87,8 @@ class _Simplify:
         self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
         self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
         self.settled = True
+        self.numbers: dict[tuple, int] = {}  # sorted attribute items -> their number
+        self.attrs_numbers: dict[int, tuple[Mapping[str, Any], int | None]] = {}
 
     def function(self, fn: Function) -> Function:
         if id(fn) not in self.done:
@@ -98,23 +104,28 @@ class _Simplify:
         return tuple(map(self.env.get, values, values))  # env.get(v, v): v unless replaced
 
     def ops(self, ops: Sequence[Op], scope: _Scope) -> None:
+        replaced = self.env.get
         for op in ops:
-            operands = self.values(op.operands)
-            if op.regions and self.inline(op, operands, scope):
-                continue
-            changes: dict = {"operands": operands} if operands != op.operands else {}
+            operands = tuple(map(replaced, op.operands, op.operands))  # ``values``, inline
             if op.regions:
-                changes["regions"] = tuple(self.block(r) for r in op.regions)
-            if op.name == "call":
-                changes["attrs"] = {**op.attrs, "callee": self.function(op.attrs["callee"])}
-            self.emit(op.replace(**changes) if changes else op, scope)
+                if self.inline(op, operands, scope):
+                    continue
+                changes = {"operands": operands, "regions": tuple(map(self.block, op.regions))}
+                op = op.replace(**changes)
+            elif op.name == "call":
+                callee = self.function(op.attrs["callee"])
+                op = op.replace(operands=operands, attrs={**op.attrs, "callee": callee})
+            elif operands != op.operands:
+                op = Op.of_parts(op.name, operands, op.results, op.attrs, (), op.loc)
+            self.emit(op, scope)
 
     def emit(self, op: Op, scope: _Scope) -> None:
         """Rewrite ``op`` by its patterns, reuse an equal op, or append it."""
+        defs = scope.defs
         rules = PATTERNS.get(op.name)
         if rules is not None:
             for _ in range(MAX_WALK):
-                rewritten = _rewrite(op, rules, scope.defs)
+                rewritten = _rewrite(op, rules, defs)
                 if rewritten is None:
                     break
                 if isinstance(rewritten, Value):
@@ -124,19 +135,45 @@ class _Simplify:
                 rules = PATTERNS.get(op.name, ())
             else:
                 self.settled = False
-        key = _cse_key(op)
+        key = self.cse_key(op)
         if key is not None:
-            try:
-                earlier = scope.seen.setdefault(key, op)
-            except TypeError:  # an unhashable attribute: no reuse
-                earlier = op
+            earlier = scope.seen.setdefault(key, op)
             if earlier is not op:
                 for old, new in zip(op.results, earlier.results, strict=True):
                     self.env[old] = new
                 return
         scope.ops.append(op)
         for r in op.results:
-            scope.defs[r] = op
+            defs[r] = op
+
+    def cse_key(self, op: Op) -> Hashable | None:
+        """What makes two pure, region-free ops interchangeable; None when ``op`` is not such
+        or an attribute does not hash.
+
+        Equal attributes get one number (``attrs_number``): a key then hashes in C, while
+        hashing an indexer calls each entry's ``__hash__``.
+        """
+        if op.regions or not _opdef(op).pure:
+            return None
+        attrs = op.attrs
+        if not attrs:
+            return (op.name, op.operands)
+        number = self.attrs_number(attrs)
+        return None if number is None else (op.name, op.operands, number)
+
+    def attrs_number(self, attrs: Mapping[str, Any]) -> int | None:
+        """One number per distinct ``attrs`` content (None if it does not hash), kept by the
+        mapping's identity: ops copied from one another share theirs."""
+        found = self.attrs_numbers.get(id(attrs))
+        if found is not None and found[0] is attrs:
+            return found[1]
+        items = tuple(sorted(attrs.items()))
+        try:
+            number = self.numbers.setdefault(items, len(self.numbers))
+        except TypeError:  # an unhashable attribute: no reuse
+            number = None
+        self.attrs_numbers[id(attrs)] = (attrs, number)
+        return number
 
     def inline(self, op: Op, operands: tuple[Value, ...], scope: _Scope) -> bool:
         """Step 1a: emit the one region that runs, in place of ``op``; False if none applies."""
@@ -181,14 +218,6 @@ def _rewrite(op: Op, rules: Sequence[Pattern], defs: dict[Value, Op]) -> Value |
     return None
 
 
-def _cse_key(op: Op) -> Hashable | None:
-    """What makes two pure, region-free ops interchangeable (if it hashes); None when ``op`` is
-    not such."""
-    if op.regions or not _opdef(op).pure:
-        return None
-    return (op.name, op.operands, tuple(sorted(op.attrs.items())) if op.attrs else ())
-
-
 def _opdef(op: Op) -> OpDef:
     opdef = OPS.get(op.name)
     if opdef is None:
@@ -226,10 +255,13 @@ class _Prune:
         used: set[Value] = set(results)
         kept: list[Op] = []
         for op in reversed(block.ops):
-            live = [r in used for r in op.results]
-            if not any(live) and self.removable(op):
+            if op.regions or op.name == "call":
+                live = [r in used for r in op.results]
+                if not any(live) and self.removable(op):
+                    continue
+                op = self.shrink(op, live)
+            elif used.isdisjoint(op.results) and self.removable(op):
                 continue
-            op = self.shrink(op, live)
             kept.append(op)
             used.update(op.operands)
         return Block(block.params, kept[::-1], results), used
