@@ -25,12 +25,12 @@ The walk follows the program once, op by op:
    leading layouts, loops until their carries' batching settles; callees once per batching of
    their arguments.
 
-Some programs have no batched form here: a float reduction or dot (XLA would round it
+A ``cond`` whose index differs between points runs every branch and selects each point's
+results. Some programs have no batched form here: a float reduction or dot (XLA would round it
 differently at the batched shape, see ``_exact_in_any_order``); a dynamic index, loop bound or
-``cond`` index that differs between batch points (that needs a gather, or masking of both
-branches); refs (batch only discharged programs). ``NotBatchable`` says which op; callers fall
-back to running the points one at a time. Like every pass, ``batch`` builds new IR and never
-edits ``fn``.
+loop condition that differs between batch points (that needs a gather, or masking); refs
+(batch only discharged programs). ``NotBatchable`` says which op; callers fall back to running
+the points one at a time. Like every pass, ``batch`` builds new IR and never edits ``fn``.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from minipallas.ir import dtypes, indexing
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.indexing import Slice
+from minipallas.ir.literal import Literal
 from minipallas.ir.opset.arrays import ARITHMETIC, BITWISE, COMPARISONS, UNARY
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
@@ -396,7 +397,9 @@ def _lead_or_not(bt: _Batcher, builder: Builder, ins: Sequence[Batched]) -> list
 def _cond(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Each branch batched as its arguments are; a result batched in any branch is batched
     (leading) in all."""
-    index = _unbatched(op, "branch index", ins[0])
+    if axes(ins[0][1]):
+        return _select_branches(bt, builder, op, ins)
+    index = ins[0][0]
     args = _lead_or_not(bt, builder, ins[1:])
     layouts = [lay for _, lay in args]
     batched = [False] * len(op.results)
@@ -407,6 +410,41 @@ def _cond(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Ba
     regions = tuple(bt.block(branch, layouts, targets)[0] for branch in op.regions)
     new = builder.create("cond", [index, *(v for v, _ in args)], op.attrs, regions, op.loc)
     return list(zip(new.results, targets, strict=True))
+
+
+def _select_branches(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """A branch index that differs between points: every branch runs (discharged branches
+    are pure, and each alone is a one-branch ``cond``), then each point takes its own branch's
+    results, by ``select``: branch k where the index is at most k, clamped as ``cond`` is."""
+    args = _lead_or_not(bt, builder, ins[1:])
+    layouts = [lay for _, lay in args]
+    targets = [bt.leading(_rank(r)) for r in op.results]
+    index_type = ins[0][0].type
+    zero = _emit(builder, "constant", [], value=Literal.of(0, index_type.dtype))
+    outs = []
+    for branch in op.regions:
+        block, _ = bt.block(branch, layouts, targets)
+        one = builder.create("cond", [zero, *(v for v, _ in args)], op.attrs, (block,), op.loc)
+        outs.append(one.results)
+    chosen = list(outs[-1])
+    k_axes = tuple(range(len(bt.sizes)))
+    for k in reversed(range(len(op.regions) - 1)):
+        bound = _emit(builder, "constant", [], value=Literal.of(k, index_type.dtype))
+        bound = bt.conform(builder, (bound, ()), ins[0][1])
+        taken = bt.to_leading(builder, (_emit(builder, "le", [ins[0][0], bound]), ins[0][1]))
+        chosen = [
+            _emit(
+                builder,
+                "select",
+                [
+                    _emit(builder, "broadcast_in_dim", [taken], shape=r.type.shape, dims=k_axes),
+                    r,
+                    c,
+                ],
+            )
+            for r, c in zip(outs[k], chosen, strict=True)
+        ]
+    return list(zip(chosen, targets, strict=True))
 
 
 def _settle(

@@ -198,6 +198,25 @@ def test_a_dynamic_index_that_differs_between_points_is_refused():
     assert out == (0, None, None)
 
 
+def test_a_branch_index_that_differs_between_points_runs_every_branch():
+    """Each point takes its own branch (clamped like ``switch``) by selects; bit for bit."""
+    idx = mp.ArrayType((), "int32")
+
+    def f(x, i):
+        branches = [lambda v: v * 2.0, lambda v: mnp.tanh(v), lambda v: v - 1.0]
+        return mp.switch(i, branches, x)
+
+    fn = _pure(f, F32, idx)
+    layouts = [(None, 0, None), (0,)]
+    batched, (out,) = batch(fn, layouts, (5,))
+    assert out == (0, None, None) and str(batched).count("select") == 2
+    args = [np.random.default_rng(0).standard_normal((8, 5, 128)).astype(np.float32),
+            np.array([-3, 0, 1, 2, 7], np.int32)]  # fmt: skip
+    got = interpret(batched, *args)[0]
+    for p in range(5):
+        assert same_bits(got[p], interpret(fn, args[0][:, p], args[1][p])[0])
+
+
 def test_a_loop_carry_made_batched_by_the_body_enters_batched():
     def f(x):
         return mp.fori_loop(0, 3, lambda i, acc: acc + x, mnp.zeros((8, 128), mnp.float32))
