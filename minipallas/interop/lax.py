@@ -238,15 +238,24 @@ def reduce(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 @rule("dot_general")
 def dot_general(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    """``(M,K) x (K,N)`` after transposing or reshaping 1-D and 2-D operands."""
+    """``(M,K) x (K,N)`` after transposing or reshaping 1-D and 2-D operands; with leading
+    batch dimensions (``jnp.matmul`` of stacks: ``(B..., M, K) x (B..., K, N)``), a batched
+    ``dot`` as it is."""
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
+    result = type_of(eqn.outvars[0].aval)
+    nb = len(batch_a)
+    leading = tuple(batch_a) == tuple(batch_b) == tuple(range(nb))
+    if nb and leading and a.type.ndim == b.type.ndim == nb + 2:
+        if tuple(contract_a) == (nb + 1,) and tuple(contract_b) == (nb,):
+            if a.type.dtype != b.type.dtype:
+                a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
+            return [scope.emit("dot", [a, b], dtype=result.dtype)]
     if batch_a or batch_b or len(contract_a) != 1 or a.type.ndim > 2 or b.type.ndim > 2:
         raise scope.error(
-            "only dot_general of 1-D or 2-D operands contracting one dimension, without "
-            "batch dimensions, can be imported"
+            "only dot_general of 1-D or 2-D operands contracting one dimension, or of stacks "
+            "of matrices with leading batch dimensions, can be imported"
         )
-    result = type_of(eqn.outvars[0].aval)
     if a.type.dtype != b.type.dtype:
         a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
     lhs = _as_matrix(scope, a, contract_a[0], contracted_last=True)

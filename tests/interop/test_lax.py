@@ -195,6 +195,8 @@ def test_reductions(dtype):
         (((3, 4), (4,)), (((1,), (0,)), ((), ()))),
         (((4,), (4, 5)), (((0,), (0,)), ((), ()))),
         (((4,), (4,)), (((0,), (0,)), ((), ()))),
+        (((2, 3, 4), (2, 4, 5)), (((2,), (1,)), ((0,), (0,)))),  # jnp.matmul of stacks
+        (((2, 6, 3, 4), (2, 6, 4, 5)), (((3,), (2,)), ((0, 1), (0, 1)))),
     ],
 )
 def test_dot_general_forms(shapes, numbers):
@@ -278,3 +280,14 @@ def test_unsupported_primitive_names_it_and_the_user_line():
 def test_unsupported_dtype_is_an_error():
     with pytest.raises(minipallas.MiniPallasError, match="int16"):
         from_jaxpr(jax.make_jaxpr(lambda x: x + 1)(np.int16(1)))
+
+
+def test_dot_general_with_batch_dims_not_in_front_is_refused_by_name():
+    def f(a, b):
+        return lax.dot_general(a, b, (((2,), (1,)), ((1,), (0,))))
+
+    with pytest.raises(minipallas.MiniPallasError, match="leading batch dimensions") as info:
+        from_jaxpr(
+            jax.make_jaxpr(f)(np.ones((3, 2, 4), np.float32), np.ones((2, 4, 5), np.float32))
+        )
+    assert "dot_general" in str(info.value)
