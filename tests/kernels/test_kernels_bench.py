@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import kernels_bench  # noqa: E402
+from kernel_helpers import assert_same_bits  # noqa: E402
 from suite import KERNELS  # noqa: E402
 
 SMALL = [c for c in KERNELS if c.kernel.__name__ in kernels_bench.REFERENCES]
@@ -46,3 +47,15 @@ def test_the_resized_kernels_trace_and_cover_their_arrays():
         for spec in (*kernel.in_specs, *kernel.out_specs):
             blocks = [1 if b is None else b for b in spec.block_shape]
             assert all(b <= n for b, n in zip(blocks, spec.array.shape, strict=True))
+
+
+@pytest.mark.parametrize(
+    "name", ["add_256x512", "bias_relu", "transpose_blocks", "batched_squeezed"]
+)
+def test_the_batched_kernels_at_bench_size_equal_upstream_bit_for_bit(name):
+    """At bench size the batched program's arrays are large (a million elements): it still
+    gives upstream interpret mode's bits."""
+    (case,) = [c for c in kernels_bench.bench_cases() if c.name == name]
+    args = case.inputs()
+    assert kernels_bench.batched_axes(case) != "-"
+    assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
