@@ -49,6 +49,7 @@ _PUBLIC = {
     "discharge": "minipallas.passes.discharge",
     "cleanup": "minipallas.passes.cleanup",
     "count_ops": "minipallas.passes.cleanup",
+    "batch": "minipallas.passes.batching",
     # lowering and running
     "lower": "minipallas.lowered",
     "compile": "minipallas.compiled",

@@ -80,6 +80,21 @@ def batch(
     return Function(f"{fn.name}_batched", body), out
 
 
+def batch_pass(fn: Function, *, sizes: str, exact: str = "true") -> Function:
+    """The pipeline's ``batch{sizes=4x2}``: every parameter batched, batch axes in front
+    (``exact=false`` as ``batch``'s ``exact=False``)."""
+    try:
+        shape = tuple(int(n) for n in sizes.split("x"))
+    except ValueError:
+        raise PassError(f"batch: sizes={sizes!r} is not like 4x2") from None
+    if exact not in ("true", "false"):
+        raise PassError(f"batch: exact={exact!r} must be true or false")
+    layouts = [
+        leading(shape, p.type.ndim if isinstance(p.type, ArrayType) else 0) for p in fn.params
+    ]
+    return batch(fn, layouts, shape, exact=exact == "true")[0]
+
+
 def leading(sizes: Sequence[int], rank: int) -> Layout:
     """All batch axes first, in order, then the ``rank`` original dimensions."""
     return (*range(len(sizes)), *(None,) * rank)
@@ -320,7 +335,7 @@ def _exact_in_any_order(bt: _Batcher, op: Op) -> None:
             "a float reduction or dot would round differently at the batched shape",
             op=op.name,
             loc=op.loc,
-            fix="pallas_call(..., match_upstream=False) batches it anyway, exact only to rounding",
+            fix="exact=False (pallas_call's match_upstream=False) batches it, exact to rounding",
         )
 
 

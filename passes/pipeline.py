@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir.core import Function
+from minipallas.passes.batching import batch_pass
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.collectives import collectives
 from minipallas.passes.discharge import discharge
@@ -137,3 +138,4 @@ def _verify(fn: Function, when: str, pipeline: str) -> None:
 register("collectives")(collectives)
 register("discharge")(discharge)
 register("cleanup")(cleanup)
+register("batch")(batch_pass)

@@ -233,3 +233,16 @@ def test_batching_builds_new_ir_and_leaves_its_input_alone():
     batched, _ = batch(fn, [(0, None, None), (None, None)], (2,))
     assert str(fn) == before and batched is not fn and batched.name == f"{fn.name}_batched"
     assert axes((0, None, 1)) == {0, 1}
+
+
+def test_the_pipeline_pass_and_the_public_name():
+    from minipallas.errors import PassError
+    from minipallas.passes.pipeline import run
+
+    fn = _pure(lambda x: x * 2.0, F32)
+    out = run(fn, "batch{sizes=4x2}", verify=True)
+    assert out.result_types[0].shape == (4, 2, 8, 128)
+    for bad, message in [("sizes=4y", "is not like 4x2"), ("sizes=2,exact=maybe", "true or false")]:
+        with pytest.raises(PassError, match=message):
+            run(fn, f"batch{{{bad}}}")
+    assert mp.batch is batch
