@@ -118,6 +118,8 @@ def _run_scopeds(fn: Function) -> Iterator[tuple[Op, str]]:
 
     def visit(block: Block, where: str) -> Iterator[tuple[Op, str]]:
         for op in block.ops:
+            if not op.regions and op.name != "call":  # most ops: nothing to look into
+                continue
             if op.name == "run_scoped":
                 yield op, where
             for region in op.regions:

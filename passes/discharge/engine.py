@@ -300,8 +300,7 @@ class Scope:
         rules = _RULES
         always = _ALWAYS
         for op in ops:
-            touches = not discharged.isdisjoint(op.operands)
-            if touches or op.name in always:
+            if not discharged.isdisjoint(op.operands) or op.name in always:
                 rule = rules.get(op.name)
                 if rule is None:
                     self._no_rule(op)
@@ -313,7 +312,7 @@ class Scope:
                         op=op.name,
                         loc=op.loc,
                     )
-                for old, new in zip(olds, news, strict=True):
+                for old, new in zip(olds, news, strict=False):  # lengths checked above
                     if type(new) is Handle:
                         handles[old] = new
                     else:

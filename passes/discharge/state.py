@@ -37,18 +37,20 @@ from minipallas.passes.discharge.views import Access
 from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
-def _split(scope: Scope, op: Op) -> tuple[Access, IndexerFacts, list[Value], list[Value]]:
+def _split(scope: Scope, op: Op) -> tuple[Access, IndexerFacts, Sequence[Value], Sequence[Value]]:
     """The access to the op's ref, its indexer's facts, new dynamic indices and new value
     operands."""
     operands = op.operands
     known = facts(op.attrs["indexer"])
-    n = known.num_dyn
-    try:
-        news = list(map(scope.env.__getitem__, operands[1:]))
-    except KeyError:  # a discharged ref or an undefined value: ``value`` raises the error
-        news = [scope.value(v) for v in operands[1:]]
     access = Access(scope, scope.handles[operands[0]], op.loc)
-    return access, known, news[:n] if n else [], news[n:] if n else news
+    if len(operands) == 1:  # a read through a static window
+        return access, known, (), ()
+    try:
+        news = tuple(map(scope.env.__getitem__, operands[1:]))
+    except KeyError:  # a discharged ref or an undefined value: ``value`` raises the error
+        news = tuple(scope.value(v) for v in operands[1:])
+    n = known.num_dyn
+    return access, known, news[:n], news[n:]
 
 
 def _broadcast(scope: Scope, x: Value, shape: tuple[int, ...], loc: Location) -> Value:
@@ -123,7 +125,7 @@ def _masked_scatter(
     scope: Scope,
     access: Access,
     indexer: tuple,
-    dyn: list[Value],
+    dyn: Sequence[Value],
     new: Value,
     mask: Value,
     loc: Location,

@@ -90,11 +90,13 @@ class Access:
         self.scope = scope
         self.handle = handle
         self.loc = loc
-        self._levels = [handle.root.value]
+        self._levels: list[Value] | None = None  # made by the first ``level`` call
 
     def level(self, k: int) -> Value:
         """The root's value seen through the first ``k`` views of the chain."""
         levels = self._levels
+        if levels is None:
+            levels = self._levels = [self.handle.root.value]
         while len(levels) <= k:
             chain = self.handle.chain[: len(levels)]
             derived = self.handle.root.derived
@@ -107,12 +109,12 @@ class Access:
     def value(self) -> Value:
         """The full current value of the ref the handle names."""
         chain = self.handle.chain
-        return self.level(len(chain)) if chain else self._levels[0]
+        return self.level(len(chain)) if chain else self.handle.root.value
 
     def read(self, known: IndexerFacts, dyn: Sequence[Value], window: ArrayType) -> Value:
         """The window ``known.indexer`` selects, of type ``window``."""
         handle = self.handle
-        full = self.level(len(handle.chain)) if handle.chain else self._levels[0]
+        full = self.level(len(handle.chain)) if handle.chain else handle.root.value
         if known.unit_sizes == handle.type.shape:
             return full
         scope = self.scope
@@ -143,7 +145,7 @@ class Access:
         if not accumulate and known.unit_sizes == handle.type.shape:
             self.write(window)
             return
-        full = self.level(len(handle.chain)) if handle.chain else self._levels[0]
+        full = self.level(len(handle.chain)) if handle.chain else handle.root.value
         op = known.accumulate_op if accumulate else known.write_op
         scope = self.scope
         _, _, attrs = scope.ctx.window(known.canonical)
@@ -159,7 +161,7 @@ class Access:
         root = self.handle.root
         root.value = new
         root.derived = {}  # what it remembered was derived from the old value
-        self._levels = [new]
+        self._levels = None
 
 
 @register("ref.at", "ref.reshape", "ref.bitcast", "ref.transpose")
