@@ -36,7 +36,7 @@ from typing import Any
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.opdef import OPS, OpDef
-from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS, Pattern
+from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
 from minipallas.passes.collector import collector_paused
 from minipallas.passes.effects import EffectsAnalysis
 
@@ -125,8 +125,11 @@ class _Simplify:
         rules = PATTERNS.get(op.name)
         if rules is not None:
             for _ in range(MAX_WALK):
-                rewritten = _rewrite(op, rules, defs)
-                if rewritten is None:
+                for rule in rules:  # the first pattern that matches
+                    rewritten = rule(op, defs)
+                    if rewritten is not None:
+                        break
+                else:  # none matches: ``op`` is final
                     break
                 if isinstance(rewritten, Value):
                     self.env[op.results[0]] = rewritten
@@ -208,14 +211,6 @@ class _Simplify:
         for old, new in zip(op.results, self.values(region.results), strict=True):
             self.env[old] = new
         return True
-
-
-def _rewrite(op: Op, rules: Sequence[Pattern], defs: dict[Value, Op]) -> Value | Op | None:
-    for rule in rules:
-        rewritten = rule(op, defs)
-        if rewritten is not None:
-            return rewritten
-    return None
 
 
 def _opdef(op: Op) -> OpDef:

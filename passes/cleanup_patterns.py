@@ -146,6 +146,7 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """
     source = op.operands[0]
     read = op.attrs["indexer"]
+    static = _static_basic(op)
     for _ in range(MAX_WALK):
         write = defs.get(source)
         if write is None or write.name != "dynamic_update_slice":
@@ -153,7 +154,7 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
         update = write.operands[-1]
         if _same_window(op, write):
             return update
-        if not (_static_basic(op) and _static_basic(write)):
+        if not (static and _static_basic(write)):
             break
         written = write.attrs["indexer"]
         inner = pair(_relative, read, written)
