@@ -22,6 +22,7 @@ def test_bench_prints_a_row_per_kernel(capsys):
     out = capsys.readouterr().out
     assert [r[0] for r in rows] == ["add", "softmax"] == [r[0] for r in emit_rows]
     assert "CPU run time" in out and "emission latency" in out and "never slower" in out
+    assert "batched kernels within 2x of jax.jit" in out and "per-block kernels" in out
     assert [r[2] for r in rows] == ["0,1", "-"]  # add is batched; softmax sums floats: loops
     assert [r[8] for r in rows] == ["0,1", "0"]  # match_upstream=False batches softmax too
     for row in rows:  # times are positive; ratios print rounded, so a slow sample may read 0.0
