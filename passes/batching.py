@@ -135,7 +135,7 @@ class _Batcher:
         env: dict[Value, Batched] = {
             old: (new, lay) for old, new, lay in zip(block.params, new_params, layouts, strict=True)
         }
-        builder = Builder(NotBatchable)
+        builder = Builder(PassError)
         for op in block.ops:
             ins = [env[v] for v in op.operands]
             if any(axes(lay) for _, lay in ins):
