@@ -322,8 +322,10 @@ def _window(
     dynamic indices: a batched count is sliced whole up to the grid size; any other count
     takes the block index the map gives at ``point``; a squeezed block dimension is dropped."""
     spec = operand.spec
-    out = call(spec.index_map, *point)
-    indices = () if out is None else out if isinstance(out, tuple) else (out,)
+    indices: tuple = (None,) * len(spec.block_shape)  # the map is called only when needed
+    if None in operand.axis_of_dim:
+        out = call(spec.index_map, *point)
+        indices = () if out is None else out if isinstance(out, tuple) else (out,)
     entries: list = []
     dyn: list[TracedArray] = []
     for axis, i, sure, count, b in zip(
