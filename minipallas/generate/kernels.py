@@ -1,0 +1,175 @@
+"""Random Pallas kernels, one description for minipallas and for upstream Pallas.
+
+A ``KernelSpec`` is plain data: a grid of 1-3 axes; one block shape every operand shares (a
+``None`` entry is a squeezed dimension); per operand an array shape (whole blocks or a partial
+last block) and an index map giving, per dimension, a grid index, the constant 0, or the
+computed ``(i + 1) // 2``; and a body that combines the input blocks elementwise with one grid
+index, then writes or accumulates the output block, optionally through persistent scratch that
+is reset at the start of each sweep of one grid axis (or only at the very first grid point).
+
+The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
+``zeros``, ``float32``), so the very same kernel runs in minipallas (``minipallas_call``) and in
+upstream Pallas (``minipallas.difftest.fuzz_kernels``). Decisions come from a ``Choices``:
+hypothesis draws in tests, ``random.Random`` in fuzz campaigns.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from minipallas.generate.choices import Choices
+
+MAP_KINDS = ("axis", "const", "computed")  # simplest first: draws shrink toward the start
+SCRATCH = (None, "reset", "running")
+
+
+@dataclass(frozen=True)
+class IndexMap:
+    """Per array dimension: ``kind`` (one of ``MAP_KINDS``) on grid axis ``axis``."""
+
+    kinds: tuple[str, ...]
+    axes: tuple[int, ...]
+
+    def __call__(self, *ids: Any) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for kind, axis in zip(self.kinds, self.axes, strict=True):
+            out.append(
+                ids[axis] if kind == "axis" else 0 if kind == "const" else (ids[axis] + 1) // 2
+            )
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Operand:
+    shape: tuple[int, ...]
+    index_map: IndexMap
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    grid: tuple[int, ...]
+    block: tuple[int | None, ...]
+    inputs: tuple[Operand, ...]
+    output: Operand
+    accumulate: bool  # ``o += value`` rather than ``o = value``
+    scratch: str | None  # None, "reset" (at reset_axis == 0) or "running" (at the first point)
+    reset_axis: int
+    scale_axis: int  # whose grid index the body adds
+
+    @property
+    def ref_shape(self) -> tuple[int, ...]:
+        return tuple(b for b in self.block if b is not None)
+
+    def body(self, ns: Any) -> Callable[..., None]:  # noqa: ANN401 - a namespace
+        """The kernel body over ``ns``: refs ``(*inputs, output, [scratch])``."""
+        n_in, last = len(self.inputs), len(self.grid) - 1
+
+        def kernel(*refs: Any) -> None:
+            x_refs, o_ref = refs[:n_in], refs[n_in]
+            value = x_refs[0][...] * 2.0
+            for x_ref in x_refs[1:]:
+                value = value + x_ref[...]
+            value = value + ns.program_id(self.scale_axis).astype(ns.float32)
+            if self.scratch:
+                s_ref = refs[-1]
+                if self.scratch == "reset":
+                    first = ns.program_id(self.reset_axis) == 0
+                else:
+                    first = ns.program_id(0) + ns.program_id(last) == 0
+
+                @ns.when(first)
+                def _() -> None:
+                    s_ref[...] = ns.zeros(s_ref.shape)
+
+                s_ref[...] += value
+                value = s_ref[...]
+            if self.accumulate:
+                o_ref[...] += value
+            else:
+                o_ref[...] = value
+
+        kernel.__name__ = "random_kernel"
+        return kernel
+
+    def describe(self) -> str:
+        def operand(o: Operand) -> str:
+            maps = ",".join(
+                f"{k[0]}{a}" for k, a in zip(o.index_map.kinds, o.index_map.axes, strict=True)
+            )
+            return f"{list(o.shape)}@({maps})"
+
+        return (
+            f"grid={self.grid} block={self.block} in={[operand(o) for o in self.inputs]} "
+            f"out={operand(self.output)} accumulate={self.accumulate} scratch={self.scratch}"
+            f"@{self.reset_axis} scale_axis={self.scale_axis}"
+        )
+
+
+def random_kernel(c: Choices) -> KernelSpec:
+    """One random kernel (module doc); outputs mostly take distinct grid indices, which is
+    what lets a grid axis run batched on the CPU."""
+    grid = tuple(c.integer(1, 3) for _ in range(c.integer(1, 3)))
+    rank = c.integer(1, 2)
+    block: tuple[int | None, ...] = tuple(c.pick((2, 1, 4, None)) for _ in range(rank))
+    if all(b is None for b in block):
+        block = (*block[:-1], 2)
+
+    def index_map(output: bool) -> IndexMap:
+        weights = (6 if output else 2, 1, 1)
+        kinds = tuple(c.weighted(list(zip(weights, MAP_KINDS, strict=True))) for _ in block)
+        order = list(range(len(grid)))
+        for i in range(len(order) - 1):  # a random permutation of the grid axes
+            j = c.integer(i, len(order) - 1)
+            order[i], order[j] = order[j], order[i]
+        return IndexMap(kinds, tuple(order[d % len(grid)] for d in range(rank)))
+
+    def shape() -> tuple[int, ...]:
+        dims = []
+        for b in block:
+            count = c.integer(1, 4)
+            partial = b not in (None, 1) and c.chance(0.3)
+            dims.append(count if b is None else count * b - partial)
+        return tuple(dims)
+
+    inputs = tuple(Operand(shape(), index_map(False)) for _ in range(c.integer(1, 2)))
+    output = Operand(shape(), index_map(True))
+    return KernelSpec(
+        grid, block, inputs, output,
+        accumulate=c.chance(0.5),
+        scratch=c.weighted([(2, None), (2, "reset"), (1, "running")]),
+        reset_axis=c.integer(0, len(grid) - 1),
+        scale_axis=c.integer(0, len(grid) - 1),
+    )  # fmt: skip
+
+
+def kernel_inputs(spec: KernelSpec, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(o.shape).astype(np.float32) for o in spec.inputs]
+
+
+def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - a PallasCall
+    """The kernel as ``minipallas.pallas_call`` (``options`` go to it)."""
+    import minipallas as mp
+    import minipallas.numpy as mnp
+    from minipallas.tpu import VMEM
+
+    ns = types.SimpleNamespace(
+        program_id=mp.program_id,
+        when=mp.when,
+        zeros=lambda shape: mnp.zeros(shape, mnp.float32),
+        float32=mnp.float32,
+    )
+    return mp.pallas_call(
+        spec.body(ns),
+        mp.ArrayType(spec.output.shape, "float32"),
+        grid=spec.grid,
+        in_specs=[mp.BlockSpec(spec.block, o.index_map) for o in spec.inputs],
+        out_specs=mp.BlockSpec(spec.block, spec.output.index_map),
+        scratch_shapes=[VMEM(spec.ref_shape, mnp.float32)] if spec.scratch else [],
+        **options,
+    )
