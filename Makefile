@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint fuzz fuzz-upstream bench clean
+.PHONY: demo test lint fuzz fuzz-upstream fuzz-kernels bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ fuzz: $(STAMP)
 
 fuzz-upstream: $(STAMP)
 	$(PY) -m minipallas.difftest.fuzz_upstream $(FUZZ_ARGS)
+
+fuzz-kernels: $(STAMP)
+	$(PY) -m minipallas.difftest.fuzz_kernels $(FUZZ_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/ir_bench.py
