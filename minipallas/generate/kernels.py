@@ -4,8 +4,9 @@ A ``KernelSpec`` is plain data: a grid of 1-3 axes; one block shape every operan
 ``None`` entry is a squeezed dimension); per operand an array shape (whole blocks or a partial
 last block) and an index map giving, per dimension, a grid index, the constant 0, or the
 computed ``(i + 1) // 2``; and a body that combines the input blocks elementwise with one grid
-index, then writes or accumulates the output block, optionally through persistent scratch that
-is reset at the start of each sweep of one grid axis (or only at the very first grid point).
+index (and, optionally, a row sum or max over the block's last dimension), then writes or
+accumulates the output block, optionally through persistent scratch that is reset at the start
+of each sweep of one grid axis (or only at the very first grid point).
 
 The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
 ``zeros``, ``float32``), so the very same kernel runs in minipallas (``minipallas_call``) and in
@@ -60,6 +61,7 @@ class KernelSpec:
     scratch: str | None  # None, "reset" (at reset_axis == 0) or "running" (at the first point)
     reset_axis: int
     scale_axis: int  # whose grid index the body adds
+    reduce: str | None = None  # None, "sum" or "max": subtract half the last axis's reduction
 
     @property
     def ref_shape(self) -> tuple[int, ...]:
@@ -75,6 +77,10 @@ class KernelSpec:
             for x_ref in x_refs[1:]:
                 value = value + x_ref[...]
             value = value + ns.program_id(self.scale_axis).astype(ns.float32)
+            if self.reduce == "sum":
+                value = value - value.sum(axis=-1, keepdims=True) * 0.5
+            elif self.reduce == "max":
+                value = value - value.max(axis=-1, keepdims=True) * 0.5
             if self.scratch:
                 s_ref = refs[-1]
                 if self.scratch == "reset":
@@ -106,7 +112,7 @@ class KernelSpec:
         return (
             f"grid={self.grid} block={self.block} in={[operand(o) for o in self.inputs]} "
             f"out={operand(self.output)} accumulate={self.accumulate} scratch={self.scratch}"
-            f"@{self.reset_axis} scale_axis={self.scale_axis}"
+            f"@{self.reset_axis} scale_axis={self.scale_axis} reduce={self.reduce}"
         )
 
 
@@ -144,6 +150,7 @@ def random_kernel(c: Choices) -> KernelSpec:
         scratch=c.weighted([(2, None), (2, "reset"), (1, "running")]),
         reset_axis=c.integer(0, len(grid) - 1),
         scale_axis=c.integer(0, len(grid) - 1),
+        reduce=c.weighted([(3, None), (1, "sum"), (1, "max")]),
     )  # fmt: skip
 
 
