@@ -243,8 +243,9 @@ def _live_params(
     block: Block, known_args: Sequence[Any], live_results: Sequence[bool]
 ) -> list[bool]:
     """Which parameters the live results depend on, when the parameters given in
-    ``known_args`` have those values: scalar ops on known values are evaluated, and a ``cond``
-    whose index is known depends only on the branch it takes (``_reads_incoming``)."""
+    ``known_args`` have those values: scalar ops on known values are evaluated (by the
+    reference interpreter's rules), and a ``cond`` whose index is known depends only on the
+    branch it takes. Everything else depends on all its operands."""
     known = {p: x for p, x in zip(block.params, known_args, strict=True) if x is not None}
     interp = Interpreter()
     for op in block.ops:
