@@ -47,6 +47,9 @@ def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
     ns = types.SimpleNamespace(
         program_id=pl.program_id,
         when=pl.when,
+        fori_loop=jax.lax.fori_loop,
+        run_scoped=pl.run_scoped,
+        VMEM=pltpu.VMEM,
         zeros=lambda shape: jnp.zeros(shape, jnp.float32),
         float32=jnp.float32,
     )

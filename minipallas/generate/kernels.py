@@ -6,10 +6,12 @@ last block) and an index map giving, per dimension, a grid index, the constant 0
 computed ``(i + 1) // 2``; and a body that combines the input blocks elementwise with one grid
 index (and, optionally, a row sum or max over the block's last dimension), then writes or
 accumulates the output block, optionally through persistent scratch that is reset at the start
-of each sweep of one grid axis (or only at the very first grid point).
+of each sweep of one grid axis (or only at the very first grid point); some bodies also carry
+the value through a two-step ``fori_loop`` or a ``run_scoped`` buffer, or decrement the output
+where one grid index is 1.
 
 The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
-``zeros``, ``float32``), so the very same kernel runs in minipallas (``minipallas_call``) and in
+``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, ``float32``), so the very same kernel runs in minipallas (``minipallas_call``) and in
 upstream Pallas (``minipallas.difftest.fuzz_kernels``). Decisions come from a ``Choices``:
 hypothesis draws in tests, ``random.Random`` in fuzz campaigns.
 """
@@ -62,6 +64,9 @@ class KernelSpec:
     reset_axis: int
     scale_axis: int  # whose grid index the body adds
     reduce: str | None = None  # None, "sum" or "max": subtract half the last axis's reduction
+    inner_loop: bool = False  # two steps of a ``fori_loop`` carrying the value
+    staged: bool = False  # a round trip through ``run_scoped`` scratch
+    branch_axis: int | None = None  # where that grid index is 1, the output is then decremented
 
     @property
     def ref_shape(self) -> tuple[int, ...]:
@@ -81,6 +86,15 @@ class KernelSpec:
                 value = value - value.sum(axis=-1, keepdims=True) * 0.5
             elif self.reduce == "max":
                 value = value - value.max(axis=-1, keepdims=True) * 0.5
+            if self.inner_loop:
+                value = ns.fori_loop(0, 2, lambda i, v: v * 0.5 + 1.0, value)
+            if self.staged:
+
+                def staged(t_ref: Any) -> Any:  # noqa: ANN401
+                    t_ref[...] = value * 3.0
+                    return t_ref[...] - value
+
+                value = ns.run_scoped(staged, ns.VMEM(self.ref_shape, ns.float32))
             if self.scratch:
                 s_ref = refs[-1]
                 if self.scratch == "reset":
@@ -98,6 +112,11 @@ class KernelSpec:
                 o_ref[...] += value
             else:
                 o_ref[...] = value
+            if self.branch_axis is not None:
+
+                @ns.when(ns.program_id(self.branch_axis) == 1)
+                def _() -> None:
+                    o_ref[...] = o_ref[...] - 1.0
 
         kernel.__name__ = "random_kernel"
         return kernel
@@ -112,7 +131,8 @@ class KernelSpec:
         return (
             f"grid={self.grid} block={self.block} in={[operand(o) for o in self.inputs]} "
             f"out={operand(self.output)} accumulate={self.accumulate} scratch={self.scratch}"
-            f"@{self.reset_axis} scale_axis={self.scale_axis} reduce={self.reduce}"
+            f"@{self.reset_axis} scale_axis={self.scale_axis} reduce={self.reduce} "
+            f"inner_loop={self.inner_loop} staged={self.staged} branch_axis={self.branch_axis}"
         )
 
 
@@ -126,7 +146,7 @@ def random_kernel(c: Choices) -> KernelSpec:
         block = (*block[:-1], 2)
 
     def index_map(output: bool) -> IndexMap:
-        weights = (6 if output else 2, 1, 1)
+        weights = (6 if output else 4, 1, 1)
         kinds = tuple(c.weighted(list(zip(weights, MAP_KINDS, strict=True))) for _ in block)
         order = list(range(len(grid)))
         for i in range(len(order) - 1):  # a random permutation of the grid axes
@@ -137,7 +157,7 @@ def random_kernel(c: Choices) -> KernelSpec:
     def shape() -> tuple[int, ...]:
         dims = []
         for b in block:
-            count = c.integer(1, 4)
+            count = c.weighted([(1, 1), (1, 2), (2, 3), (2, 4)])  # mostly >= the grid sizes
             partial = b not in (None, 1) and c.chance(0.3)
             dims.append(count if b is None else count * b - partial)
         return tuple(dims)
@@ -151,6 +171,9 @@ def random_kernel(c: Choices) -> KernelSpec:
         reset_axis=c.integer(0, len(grid) - 1),
         scale_axis=c.integer(0, len(grid) - 1),
         reduce=c.weighted([(3, None), (1, "sum"), (1, "max")]),
+        inner_loop=c.chance(0.25),
+        staged=c.chance(0.25),
+        branch_axis=c.integer(0, len(grid) - 1) if c.chance(0.3) else None,
     )  # fmt: skip
 
 
@@ -168,6 +191,9 @@ def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - 
     ns = types.SimpleNamespace(
         program_id=mp.program_id,
         when=mp.when,
+        fori_loop=mp.fori_loop,
+        run_scoped=mp.run_scoped,
+        VMEM=VMEM,
         zeros=lambda shape: mnp.zeros(shape, mnp.float32),
         float32=mnp.float32,
     )
