@@ -11,9 +11,9 @@ the value through a two-step ``fori_loop`` or a ``run_scoped`` buffer, or decrem
 where one grid index is 1.
 
 The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
-``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, ``float32``), so the very same kernel runs in minipallas (``minipallas_call``) and in
-upstream Pallas (``minipallas.difftest.fuzz_kernels``). Decisions come from a ``Choices``:
-hypothesis draws in tests, ``random.Random`` in fuzz campaigns.
+``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, dtypes), so the very same kernel runs in
+minipallas (``minipallas_call``) and in upstream Pallas (``minipallas.difftest.fuzz_kernels``).
+Decisions come from a ``Choices``: hypothesis draws in tests, ``random.Random`` in campaigns.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.generate.choices import Choices
+from minipallas.ir import dtypes
 
 MAP_KINDS = ("axis", "const", "computed")  # simplest first: draws shrink toward the start
 SCRATCH = (None, "reset", "running")
@@ -67,6 +68,7 @@ class KernelSpec:
     inner_loop: bool = False  # two steps of a ``fori_loop`` carrying the value
     staged: bool = False  # a round trip through ``run_scoped`` scratch
     branch_axis: int | None = None  # where that grid index is 1, the output is then decremented
+    dtype: str = "float32"  # of the inputs and the output: "float32" or "bfloat16"
 
     @property
     def ref_shape(self) -> tuple[int, ...]:
@@ -76,12 +78,16 @@ class KernelSpec:
         """The kernel body over ``ns``: refs ``(*inputs, output, [scratch])``."""
         n_in, last = len(self.inputs), len(self.grid) - 1
 
+        # scratch in the kernel's dtype too: XLA folds a bf16 op's rounding into a later f32
+        # convert even with excess precision off (see fuzz_kernels), which would be all we found
+        dtype = getattr(ns, self.dtype)
+
         def kernel(*refs: Any) -> None:
             x_refs, o_ref = refs[:n_in], refs[n_in]
             value = x_refs[0][...] * 2.0
             for x_ref in x_refs[1:]:
                 value = value + x_ref[...]
-            value = value + ns.program_id(self.scale_axis).astype(ns.float32)
+            value = value + ns.program_id(self.scale_axis).astype(dtype)
             if self.reduce == "sum":
                 value = value - value.sum(axis=-1, keepdims=True) * 0.5
             elif self.reduce == "max":
@@ -94,7 +100,7 @@ class KernelSpec:
                     t_ref[...] = value * 3.0
                     return t_ref[...] - value
 
-                value = ns.run_scoped(staged, ns.VMEM(self.ref_shape, ns.float32))
+                value = ns.run_scoped(staged, ns.VMEM(self.ref_shape, dtype))
             if self.scratch:
                 s_ref = refs[-1]
                 if self.scratch == "reset":
@@ -104,7 +110,7 @@ class KernelSpec:
 
                 @ns.when(first)
                 def _() -> None:
-                    s_ref[...] = ns.zeros(s_ref.shape)
+                    s_ref[...] = ns.zeros(s_ref.shape, dtype)
 
                 s_ref[...] += value
                 value = s_ref[...]
@@ -132,7 +138,8 @@ class KernelSpec:
             f"grid={self.grid} block={self.block} in={[operand(o) for o in self.inputs]} "
             f"out={operand(self.output)} accumulate={self.accumulate} scratch={self.scratch}"
             f"@{self.reset_axis} scale_axis={self.scale_axis} reduce={self.reduce} "
-            f"inner_loop={self.inner_loop} staged={self.staged} branch_axis={self.branch_axis}"
+            f"inner_loop={self.inner_loop} staged={self.staged} branch_axis={self.branch_axis} "
+            f"dtype={self.dtype}"
         )
 
 
@@ -174,12 +181,14 @@ def random_kernel(c: Choices) -> KernelSpec:
         inner_loop=c.chance(0.25),
         staged=c.chance(0.25),
         branch_axis=c.integer(0, len(grid) - 1) if c.chance(0.3) else None,
+        dtype="bfloat16" if c.chance(0.3) else "float32",
     )  # fmt: skip
 
 
 def kernel_inputs(spec: KernelSpec, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(o.shape).astype(np.float32) for o in spec.inputs]
+    dtype = dtypes.to_numpy(spec.dtype)
+    return [rng.standard_normal(o.shape).astype(dtype) for o in spec.inputs]
 
 
 def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - a PallasCall
@@ -194,15 +203,16 @@ def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - 
         fori_loop=mp.fori_loop,
         run_scoped=mp.run_scoped,
         VMEM=VMEM,
-        zeros=lambda shape: mnp.zeros(shape, mnp.float32),
+        zeros=mnp.zeros,
         float32=mnp.float32,
+        bfloat16=mnp.bfloat16,
     )
     return mp.pallas_call(
         spec.body(ns),
-        mp.ArrayType(spec.output.shape, "float32"),
+        mp.ArrayType(spec.output.shape, spec.dtype),
         grid=spec.grid,
         in_specs=[mp.BlockSpec(spec.block, o.index_map) for o in spec.inputs],
         out_specs=mp.BlockSpec(spec.block, spec.output.index_map),
-        scratch_shapes=[VMEM(spec.ref_shape, mnp.float32)] if spec.scratch else [],
+        scratch_shapes=[VMEM(spec.ref_shape, spec.dtype)] if spec.scratch else [],
         **options,
     )

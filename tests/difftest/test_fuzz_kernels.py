@@ -26,10 +26,23 @@ def test_a_planted_bug_is_reported_with_the_kernel(monkeypatch):
         output=Operand((4,), IndexMap(("axis",), (0,))), accumulate=False,
         scratch="running", reset_axis=0, scale_axis=0,
     )  # fmt: skip
-    batched, problem = fuzz_kernels.check(spec, seed=0)
-    assert batched and problem is not None
-    assert problem.startswith("cpu program differs from upstream at flat index 2")
-    assert " vs " in problem and "scratch=running" in problem
+    outcome = fuzz_kernels.check(spec, seed=0)
+    assert outcome.batched and outcome.problem is not None and not outcome.excess_precision
+    assert outcome.problem.startswith("cpu program differs from upstream at flat index 2")
+    assert " vs " in outcome.problem and "scratch=running" in outcome.problem
+
+
+def test_bf16_kernels_count_jax_jits_excess_precision_apart():
+    """A bf16 row sum subtracted from its row: jax.jit's default keeps the chain in f32;
+    minipallas and upstream's program compiled with per-op rounding agree."""
+    spec = KernelSpec(
+        grid=(2,), block=(4, 8), inputs=(Operand((8, 8), IndexMap(("axis", "const"), (0, 0))),),
+        output=Operand((8, 8), IndexMap(("axis", "const"), (0, 0))), accumulate=False,
+        scratch=None, reset_axis=0, scale_axis=0, reduce="sum", dtype="bfloat16",
+    )  # fmt: skip
+    outcomes = [fuzz_kernels.check(spec, seed) for seed in range(4)]
+    assert all(o.problem is None for o in outcomes)
+    assert any(o.excess_precision for o in outcomes)
 
 
 def test_main_exits_nonzero_only_on_disagreement(capsys):
