@@ -10,12 +10,13 @@ printed with the kernel's description and the first differing element.
 Upstream's program is compiled as minipallas compiles its own: every bf16 op rounded to bf16
 (``xla_allow_excess_precision=false``, ``lowering.jaxlib_shim.cpu_compile``). Under
 ``jax.jit``'s defaults XLA keeps chains of bf16 ops in f32, so upstream's jitted result may
-differ from the same program rounded per op; such kernels are counted in the summary as a
-known difference of precision, not a disagreement. (Even with excess precision off, XLA:CPU
-drops the rounding of a bf16 op whose result is then converted to f32: for bf16 ``v = 0.69140625``,
-``(v * 3).astype(f32) - v`` gives 1.3828125 in upstream's program and 1.390625 rounded per op,
-as minipallas and its reference interpreter compute it. The random kernels keep bf16 kernels,
-scratch included, in bf16 so that campaigns find more than this.)
+differ from the same program rounded per op. And even with excess precision off, XLA:CPU
+skips some bf16 roundings in upstream's program (for bf16 ``v = 0.69140625``,
+``(v * 3).astype(f32) - v`` gives 1.3828125 there and 1.390625 rounded per op, as minipallas and
+its reference interpreter compute it; minipallas's own loop programs can meet it too). Both are
+counted in the summary as known differences (``KNOWN``), not disagreements; the second only
+when the reference interpreter is within 2 bf16 ulps of upstream and each minipallas program
+gives either the interpreter's bits or upstream's.
 
 The campaign runs until ``--count`` kernels or ``--seconds`` have passed and ends with a
 summary: kernels checked, how many ran batched, disagreements, kernels/second. The exit code
@@ -29,6 +30,7 @@ import random
 import sys
 import time
 import types
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,19 +41,25 @@ from minipallas.generate.check import same_bits
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call, random_kernel
 
+KNOWN = {
+    "excess precision": "jax.jit's default keeps bf16 chains in f32",
+    "dropped bf16 rounding": "XLA skips a bf16 rounding even with per-op rounding asked "
+    "(minipallas's reference interpreter is within 2 bf16 ulps of upstream)",
+}
+
 
 @dataclass
 class Summary:
     kernels: int = 0
     batched: int = 0
-    excess_precision: int = 0  # kernels whose jax.jit result keeps bf16 chains in f32
+    known: Counter = field(default_factory=Counter)  # KNOWN reason -> kernels
     disagreements: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Outcome:
     batched: bool  # whether minipallas ran the grid batched
-    excess_precision: bool  # whether jax.jit's default result differs from per-op rounding
+    known: list[str]  # the KNOWN differences this kernel shows
     problem: str | None  # the disagreement, if any
 
 
@@ -98,20 +106,41 @@ def check(spec: KernelSpec, seed: int) -> Outcome:
     jitted = upstream_call(spec)
     rounded = jaxlib_shim.cpu_compile(jitted.lower(*args).as_text())
     expected = jaxlib_shim.cpu_execute(rounded, args)[0]
-    excess = not same_bits(np.asarray(jitted(*args)), expected)
+    known = [] if same_bits(np.asarray(jitted(*args)), expected) else ["excess precision"]
     ways = {"cpu program": call(*args), "loop program": compile(grid_program(kernel))(*args)[0]}
-    for way, got in ways.items():
-        if not same_bits(got, expected):
-            flat_got, flat_expected = np.ravel(got), np.ravel(expected)
-            first = next(
-                k for k in range(flat_got.size) if not same_bits(flat_got[k], flat_expected[k])
-            )
-            problem = (
-                f"{way} differs from upstream at flat index {first}: "
-                f"{flat_got[first]} vs {flat_expected[first]}\n  {spec.describe()}"
-            )
-            return Outcome(batched, excess, problem)
-    return Outcome(batched, excess, None)
+    wrong = [way for way, got in ways.items() if not same_bits(got, expected)]
+    if not wrong:
+        return Outcome(batched, known, None)
+    if spec.dtype == "bfloat16" and _rounding_apart(ways, expected, grid_program(kernel), args):
+        return Outcome(batched, [*known, "dropped bf16 rounding"], None)
+    got = ways[wrong[0]]
+    flat_got, flat_expected = np.ravel(got), np.ravel(expected)
+    first = next(k for k in range(flat_got.size) if not same_bits(flat_got[k], flat_expected[k]))
+    problem = (
+        f"{wrong[0]} differs from upstream at flat index {first}: "
+        f"{flat_got[first]} vs {flat_expected[first]}\n  {spec.describe()}"
+    )
+    return Outcome(batched, known, problem)
+
+
+def _rounding_apart(
+    ways: dict[str, np.ndarray], expected: np.ndarray, program: Any, args: Sequence[np.ndarray]
+) -> bool:
+    """Whether the difference is a bf16 rounding XLA skipped: minipallas's reference
+    interpreter (per-op rounding) is within 2 bf16 ulps of upstream, and each of minipallas's
+    compiled programs gives either the interpreter's bits or upstream's (XLA can skip the same
+    rounding in minipallas's loop program; ``test_minipallas_findings`` keeps that case)."""
+    from minipallas.ir.interpret import interpret
+
+    reference = interpret(program, *args)[0]
+    if not all(same_bits(got, reference) or same_bits(got, expected) for got in ways.values()):
+        return False
+    ref, up = (np.asarray(x, np.float32) for x in (reference, expected))
+    both = np.isfinite(ref) & np.isfinite(up)
+    if not np.array_equal(ref[~both], up[~both], equal_nan=True):
+        return False
+    ulp = np.exp2(np.floor(np.log2(np.maximum(np.abs(up[both]), 2.0**-126))) - 7)
+    return bool(np.all(np.abs(ref[both] - up[both]) <= 2 * ulp))
 
 
 def campaign(count: int, seconds: float, seed: int, out: Any = sys.stdout) -> Summary:  # noqa: ANN401
@@ -123,7 +152,7 @@ def campaign(count: int, seconds: float, seed: int, out: Any = sys.stdout) -> Su
         outcome = check(spec, rng.randrange(2**16))
         summary.kernels += 1
         summary.batched += outcome.batched
-        summary.excess_precision += outcome.excess_precision
+        summary.known.update(outcome.known)
         if outcome.problem:
             summary.disagreements.append(outcome.problem)
             print(f"DISAGREEMENT: {outcome.problem}", file=out)
@@ -141,9 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.monotonic() - start
     print(
         f"{s.kernels} kernels ({s.batched} ran batched), {len(s.disagreements)} disagreements, "
-        f"{s.kernels / elapsed:.1f} kernels/s; {s.excess_precision} where jax.jit's default "
-        "keeps bf16 chains in f32 (known, not a disagreement)"
+        f"{s.kernels / elapsed:.1f} kernels/s"
     )
+    for reason, n in sorted(s.known.items()):
+        print(f"  known, not a disagreement: {n} kernels where {KNOWN[reason]}")
     return 1 if s.disagreements else 0
 
 

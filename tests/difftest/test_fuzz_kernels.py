@@ -27,7 +27,7 @@ def test_a_planted_bug_is_reported_with_the_kernel(monkeypatch):
         scratch="running", reset_axis=0, scale_axis=0,
     )  # fmt: skip
     outcome = fuzz_kernels.check(spec, seed=0)
-    assert outcome.batched and outcome.problem is not None and not outcome.excess_precision
+    assert outcome.batched and outcome.problem is not None and outcome.known == []
     assert outcome.problem.startswith("cpu program differs from upstream at flat index 2")
     assert " vs " in outcome.problem and "scratch=running" in outcome.problem
 
@@ -42,7 +42,20 @@ def test_bf16_kernels_count_jax_jits_excess_precision_apart():
     )  # fmt: skip
     outcomes = [fuzz_kernels.check(spec, seed) for seed in range(4)]
     assert all(o.problem is None for o in outcomes)
-    assert any(o.excess_precision for o in outcomes)
+    assert any(o.known == ["excess precision"] for o in outcomes)
+
+
+def test_a_bf16_rounding_upstream_skips_is_known_when_minipallas_is_its_interpreter():
+    """``t = v * 3`` through bf16 scratch, then ``t - v``: upstream's XLA program skips the
+    rounding of ``v * 3``; minipallas rounds it, as its reference interpreter does."""
+    spec = KernelSpec(
+        grid=(3,), block=(2,), inputs=(Operand((6,), IndexMap(("axis",), (0,))),),
+        output=Operand((7,), IndexMap(("axis",), (0,))), accumulate=False, scratch=None,
+        reset_axis=0, scale_axis=0, staged=True, dtype="bfloat16",
+    )  # fmt: skip
+    outcomes = [fuzz_kernels.check(spec, seed) for seed in range(6)]
+    assert all(o.problem is None for o in outcomes)
+    assert any("dropped bf16 rounding" in o.known for o in outcomes)
 
 
 def test_main_exits_nonzero_only_on_disagreement(capsys):
