@@ -15,8 +15,8 @@ skips some bf16 roundings in upstream's program (for bf16 ``v = 0.69140625``,
 ``(v * 3).astype(f32) - v`` gives 1.3828125 there and 1.390625 rounded per op, as minipallas and
 its reference interpreter compute it; minipallas's own loop programs can meet it too). Both are
 counted in the summary as known differences (``KNOWN``), not disagreements; the second only
-when the reference interpreter is within 2 bf16 ulps of upstream and each minipallas program
-gives either the interpreter's bits or upstream's.
+for bf16 kernels whose results (minipallas's and upstream's) all lie within 2 bf16 ulps of the
+reference interpreter's: such kernels are checked to 2 ulps rather than to the bit.
 
 The campaign runs until ``--count`` kernels or ``--seconds`` have passed and ends with a
 summary: kernels checked, how many ran batched, disagreements, kernels/second. The exit code
@@ -44,7 +44,7 @@ from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_ca
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
     "dropped bf16 rounding": "XLA skips a bf16 rounding even with per-op rounding asked "
-    "(minipallas's reference interpreter is within 2 bf16 ulps of upstream)",
+    "(every result within 2 bf16 ulps of minipallas's reference interpreter)",
 }
 
 
@@ -126,21 +126,26 @@ def check(spec: KernelSpec, seed: int) -> Outcome:
 def _rounding_apart(
     ways: dict[str, np.ndarray], expected: np.ndarray, program: Any, args: Sequence[np.ndarray]
 ) -> bool:
-    """Whether the difference is a bf16 rounding XLA skipped: minipallas's reference
-    interpreter (per-op rounding) is within 2 bf16 ulps of upstream, and each of minipallas's
-    compiled programs gives either the interpreter's bits or upstream's (XLA can skip the same
-    rounding in minipallas's loop program; ``test_minipallas_findings`` keeps that case)."""
+    """Whether the difference is bf16 roundings XLA skipped: minipallas's programs and
+    upstream's all lie within 2 bf16 ulps of minipallas's reference interpreter (per-op
+    rounding). XLA skips such roundings in minipallas's loop programs too, not always the
+    same ones as in upstream's (``test_minipallas_findings`` keeps a reduced case); a wrong
+    block or index shows as far more than 2 ulps."""
     from minipallas.ir.interpret import interpret
 
-    reference = interpret(program, *args)[0]
-    if not all(same_bits(got, reference) or same_bits(got, expected) for got in ways.values()):
+    reference = np.asarray(interpret(program, *args)[0], np.float32)
+    return all(
+        _within_2_ulps(reference, np.asarray(x, np.float32)) for x in (*ways.values(), expected)
+    )
+
+
+def _within_2_ulps(reference: np.ndarray, other: np.ndarray) -> bool:
+    finite = np.isfinite(reference) & np.isfinite(other)
+    if not np.array_equal(reference[~finite], other[~finite], equal_nan=True):
         return False
-    ref, up = (np.asarray(x, np.float32) for x in (reference, expected))
-    both = np.isfinite(ref) & np.isfinite(up)
-    if not np.array_equal(ref[~both], up[~both], equal_nan=True):
-        return False
-    ulp = np.exp2(np.floor(np.log2(np.maximum(np.abs(up[both]), 2.0**-126))) - 7)
-    return bool(np.all(np.abs(ref[both] - up[both]) <= 2 * ulp))
+    ref = reference[finite]
+    ulp = np.exp2(np.floor(np.log2(np.maximum(np.abs(ref), 2.0**-126))) - 7)
+    return bool(np.all(np.abs(ref - other[finite]) <= 2 * ulp))
 
 
 def campaign(count: int, seconds: float, seed: int, out: Any = sys.stdout) -> Summary:  # noqa: ANN401
