@@ -107,11 +107,12 @@ def check(spec: KernelSpec, seed: int) -> Outcome:
     rounded = jaxlib_shim.cpu_compile(jitted.lower(*args).as_text())
     expected = jaxlib_shim.cpu_execute(rounded, args)[0]
     known = [] if same_bits(np.asarray(jitted(*args)), expected) else ["excess precision"]
-    ways = {"cpu program": call(*args), "loop program": compile(grid_program(kernel))(*args)[0]}
+    loops = grid_program(kernel)
+    ways = {"cpu program": call(*args), "loop program": compile(loops)(*args)[0]}
     wrong = [way for way, got in ways.items() if not same_bits(got, expected)]
     if not wrong:
         return Outcome(batched, known, None)
-    if spec.dtype == "bfloat16" and _rounding_apart(ways, expected, grid_program(kernel), args):
+    if spec.dtype == "bfloat16" and _rounding_apart(ways, expected, loops, args):
         return Outcome(batched, [*known, "dropped bf16 rounding"], None)
     got = ways[wrong[0]]
     flat_got, flat_expected = np.ravel(got), np.ravel(expected)
