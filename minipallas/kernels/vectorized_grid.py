@@ -58,10 +58,13 @@ from minipallas.passes.discharge import discharge
 @dataclass(frozen=True)
 class _Operand:
     """One operand: per array dimension, the grid axis whose index is its block index when
-    that axis is batched (else None: the index map computes it at each sequential point)."""
+    that axis is batched (else None: the index map computes it at each sequential point), and
+    whether any block index it computes depends on a sequential axis (else its window is the
+    same at every sequential point)."""
 
     spec: TracedBlockSpec
     axis_of_dim: tuple[int | None, ...]
+    moves: bool = False
 
     @property
     def pairs(self) -> tuple[int, ...]:
@@ -103,7 +106,7 @@ def vectorized_grid_program(
         hoisted = {
             k: _read(buf, op, grid, first)
             for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
-            if not _uses_sequential(op, sequential)
+            if not op.moves
         }
 
         def step(indices: list[TracedArray], state: list[TracedArray]) -> list[TracedArray]:
@@ -188,8 +191,17 @@ def _plan(kernel: Kernel) -> _Plan | None:
         batched = [a for a in range(len(grid)) if all(b in batched for b in range(a + 1))]
     if not batched:
         return None
+    sequential = {a for a in range(len(grid)) if a not in batched}
+
+    def moves(comps: list[int | frozenset[int]]) -> bool:
+        return any(
+            c in sequential if isinstance(c, int) else bool(c & sequential)
+            for c in comps
+            if c not in batched
+        )
+
     operands = tuple(
-        _Operand(s, tuple(c if c in batched else None for c in comps))
+        _Operand(s, tuple(c if c in batched else None for c in comps), moves(comps))
         for s, comps in zip(specs, components, strict=True)
     )
     return _Plan(tuple(batched), operands)
@@ -204,15 +216,6 @@ def _components(index_map: Function) -> list[int | frozenset[int]]:
         used = frozenset().union(*(depends.get(v, frozenset()) for v in op.operands))
         depends.update((r, used) for r in op.results)
     return [position.get(v, depends.get(v, frozenset())) for v in index_map.body.results]
-
-
-def _uses_sequential(operand: _Operand, sequential: Sequence[int]) -> bool:
-    comps = _components(operand.spec.index_map)
-    return any(
-        c in sequential if isinstance(c, int) else bool(c & set(sequential))
-        for c, axis in zip(comps, operand.axis_of_dim, strict=True)
-        if axis is None
-    )
 
 
 # ----- 2. the body -----

@@ -17,6 +17,8 @@ Suite kernels whose block shapes Mosaic rejects must be rejected by both sides f
 rule; ``VARIANTS`` re-shapes them to TPU-legal blocks so their bodies are compared too.
 """
 
+import dataclasses
+
 import pytest
 from tpu_util import BY_NAME, KERNELS, inputs, lower_case, normal, tpu_shaped, upstream_module
 
@@ -31,25 +33,17 @@ REJECTED = {
     "pick_rows": "divisible by 8 and 128",
     "transpose_blocks": "divisible by 8 and 128",
 }
+MATMUL_TPU = tpu_shaped(
+    BY_NAME["matmul"],
+    out_shape=((256, 256), "float32"),
+    make_inputs=inputs(normal(256, 512), normal(512, 256)),
+    in_specs=[((128, 128), lambda i, j, k: (i, k)), ((128, 128), lambda i, j, k: (k, j))],
+    out_specs=((128, 128), lambda i, j, k: (i, j)),
+    scratch=(((128, 128), "float32"),),
+)
 VARIANTS = [
-    tpu_shaped(
-        BY_NAME["matmul"],
-        out_shape=((256, 256), "float32"),
-        make_inputs=inputs(normal(256, 512), normal(512, 256)),
-        in_specs=[((128, 128), lambda i, j, k: (i, k)), ((128, 128), lambda i, j, k: (k, j))],
-        out_specs=((128, 128), lambda i, j, k: (i, j)),
-        scratch=(((128, 128), "float32"),),
-    ),
-    tpu_shaped(
-        BY_NAME["matmul"],
-        out_shape=((256, 256), "float32"),
-        make_inputs=inputs(normal(256, 512), normal(512, 256)),
-        in_specs=[((128, 128), lambda i, j, k: (i, k)), ((128, 128), lambda i, j, k: (k, j))],
-        out_specs=((128, 128), lambda i, j, k: (i, j)),
-        scratch=(((128, 128), "float32"),),
-        suffix="_inferred",
-        dimension_semantics=None,
-    ),
+    MATMUL_TPU,
+    dataclasses.replace(MATMUL_TPU, name="matmul_inferred", dimension_semantics=None),
     tpu_shaped(
         BY_NAME["transpose_blocks"],
         out_shape=((512, 256), "float32"),
