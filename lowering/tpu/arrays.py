@@ -10,7 +10,9 @@ through a leading unit dimension and ``vector.extract``, as upstream does); ``do
 Where minipallas's meaning and upstream's lowering part ways, minipallas's meaning wins:
 ``neg`` of a float is ``arith.negf`` (upstream emits ``0 - x``, which turns ``-0.0`` into
 ``+0.0``); ``pow`` of integers is ``math.ipowi``. Integer division and ``rem`` by zero, and
-float-to-integer conversion out of range, are the TPU's, as upstream leaves them.
+float-to-integer conversion out of range, are the TPU's, as upstream leaves them. A convert
+between bf16 and f16 (same width; ``arith.truncf`` needs a narrower result, and upstream rejects
+it with "Unsupported cast") goes through f32, which holds either exactly, so it rounds once.
 """
 
 from __future__ import annotations
@@ -163,6 +165,9 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
     wide = dtypes.itemsize(dst) > dtypes.itemsize(src)
     narrow = dtypes.itemsize(dst) < dtypes.itemsize(src)
     if a == "f" and b == "f":
+        if not wide and not narrow:  # bf16 <-> f16: exact to f32, then one rounding
+            x = _convert(x, src, "float32", shape)
+            return arith.truncf(out, x)
         return arith.extf(out, x) if wide else arith.truncf(out, x)
     if a != "f" and b != "f":
         if wide:

@@ -114,6 +114,57 @@ def test_convert_table(src, dst, checks):
     )
 
 
+@pytest.mark.parametrize("src, dst", [("bf16", "f16"), ("f16", "bf16")])
+def test_convert_between_bf16_and_f16_goes_through_f32(src, dst):
+    """Same width, so no single ``truncf``/``extf`` verifies; upstream rejects the cast."""
+    names = {"bf16": "bfloat16", "f16": "float16"}
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(names[dst])
+
+    filecheck(
+        emit(body, [((8, 128), names[src])], [((8, 128), names[dst])]),
+        f"""
+        CHECK: %[[X:.*]] = vector.load
+        CHECK: %[[W:.*]] = arith.extf %[[X]] : vector<8x128x{src}> to vector<8x128xf32>
+        CHECK: %[[N:.*]] = arith.truncf %[[W]] : vector<8x128xf32> to vector<8x128x{dst}>
+        CHECK: tpu.vector_store %arg2[%c0, %c0], %[[N]]
+        """,
+    )
+
+
+@pytest.mark.parametrize("src, dst", [("bfloat16", "float16"), ("float16", "bfloat16")])
+def test_bf16_f16_convert_through_f32_is_xlas_on_every_value(src, dst):
+    """The f32 detour rounds once: bit for bit XLA's direct convert, on all 2**16 inputs."""
+    import jax
+    import numpy as np
+
+    bits = np.arange(2**16, dtype=np.uint16)
+    x = jax.lax.bitcast_convert_type(bits, src)
+    direct = jax.jit(lambda x: x.astype(dst))(x)
+    detour = jax.jit(lambda x: x.astype("float32").astype(dst))(x)
+    same = jax.lax.bitcast_convert_type(direct, "uint16") == jax.lax.bitcast_convert_type(
+        detour, "uint16"
+    )
+    nan = np.isnan(np.asarray(direct, np.float32))
+    assert bool(np.all(np.asarray(same) | (nan & np.isnan(np.asarray(detour, np.float32)))))
+
+
+def test_upstream_mosaic_rejects_bf16_to_f16():
+    import jax
+    import jax.numpy as jjnp
+    from jax.experimental import pallas as pl
+
+    from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(jjnp.float16)
+
+    call = pl.pallas_call(body, jax.ShapeDtypeStruct((8, 128), jjnp.float16))
+    with pytest.raises(UpstreamError, match="Unsupported cast: bfloat16 -> float16"):
+        upstream_mosaic(call, jax.ShapeDtypeStruct((8, 128), jjnp.bfloat16))
+
+
 def test_reductions_to_a_row_and_to_a_scalar():
     def body(x_ref, o_ref):
         x = x_ref[...]
