@@ -29,9 +29,10 @@ class TypeCheckError(Exception):
 class OpDef:
     """One op kind.
 
-    ``effect`` is how the op touches the ref in operand 0 (``"read"``, ``"write"``, ``"accum"``,
-    a combination such as ``"read,write"``, or ``""`` when it touches none); effects of region
-    ops come from their regions. ``pure`` ops may be removed when their results are unused.
+    ``effect`` is how the op touches the ref in operand 0 (``"read"``, ``"write"`` or
+    ``"accum"``: upstream's effect kind for the same primitive, or ``""`` when it touches none);
+    effects of region ops come from their regions. ``pure`` ops may be removed when their
+    results are unused.
     """
 
     name: str

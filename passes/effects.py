@@ -14,6 +14,11 @@ Algorithm, for a block:
    one at the position of the block parameter the operand comes from. Effects on refs made
    inside the block (scoped allocations) have no position and are dropped.
 Region effects are cached per block, so the whole analysis is linear in program size.
+
+Each state op has upstream's effect kind: ``get`` and ``load`` read, ``store`` and ``swap``
+write (upstream's ``swap`` and ``masked_swap`` are ``{WriteEffect(0)}`` though they return the
+old contents), ``addupdate`` accumulates. A pass that must know whether a ref's old contents are
+observed asks ``effects_with_swap_reads``, where a ``swap`` whose result is used also reads.
 """
 
 from __future__ import annotations
@@ -92,9 +97,13 @@ def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
 
 
 class EffectsAnalysis:
-    """Computes effects with a per-block cache; one instance per analysed program."""
+    """Computes effects with a per-block cache; one instance per analysed program.
 
-    def __init__(self) -> None:
+    With ``swap_reads``, a ``swap`` whose result is used in its block also reads its ref.
+    """
+
+    def __init__(self, swap_reads: bool = False) -> None:
+        self.swap_reads = swap_reads
         self._blocks: dict[int, tuple[Block, frozenset[Effect]]] = {}
 
     def op(self, op: Op) -> frozenset[Effect]:
@@ -112,7 +121,7 @@ class EffectsAnalysis:
         opdef = OPS.get(op.name)
         if opdef is None:
             raise PassError(f"unknown op '{op.name}'", op=op.name, loc=op.loc)
-        return frozenset(Effect(kind, 0) for kind in opdef.effect.split(",") if kind)
+        return frozenset({Effect(opdef.effect, 0)}) if opdef.effect else frozenset()
 
     def block(self, block: Block) -> frozenset[Effect]:
         """Effects of a region, at the positions of its parameters."""
@@ -120,12 +129,16 @@ class EffectsAnalysis:
         if cached is not None and cached[0] is block:
             return cached[1]
         position: dict[Value, int] = {p: i for i, p in enumerate(block.params)}
+        used = _used_values(block) if self.swap_reads else set()
         found = set()
         for op in block.ops:
             if op.name.startswith("ref.") and op.operands[0] in position:
                 position[op.results[0]] = position[op.operands[0]]
                 continue
-            for eff in self.op(op):
+            own = self.op(op)
+            if op.name == "swap" and op.results[0] in used:
+                own = own | {Read(0)}
+            for eff in own:
                 source = op.operands[eff.input]
                 if source in position:
                     found.add(Effect(eff.kind, position[source]))
@@ -137,11 +150,29 @@ class EffectsAnalysis:
         return self.block(fn.body)
 
 
+def _used_values(block: Block) -> set[Value]:
+    """Values the block's ops or results use (regions are closed, so nothing deeper does)."""
+    used = set(block.results)
+    for op in block.ops:
+        used.update(op.operands)
+    return used
+
+
 def effects(fn: Function | Block | Op) -> frozenset[Effect]:
-    """The effects of a function (at parameter positions), a block, or an op (at operands)."""
+    """The effects of a function (at parameter positions), a block, or an op (at operands),
+    with upstream's kinds op by op."""
     analysis = EffectsAnalysis()
     if isinstance(fn, Op):
         return analysis.op(fn)
+    if isinstance(fn, Block):
+        return analysis.block(fn)
+    return analysis.function(fn)
+
+
+def effects_with_swap_reads(fn: Function | Block) -> frozenset[Effect]:
+    """Like ``effects``, but a ``swap`` whose old contents are used also reads its ref: what a
+    pass needs to know whether a ref's incoming value is observed."""
+    analysis = EffectsAnalysis(swap_reads=True)
     if isinstance(fn, Block):
         return analysis.block(fn)
     return analysis.function(fn)

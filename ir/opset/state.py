@@ -28,9 +28,13 @@ def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("swap", effect="read,write", pure=False)
+@declare("swap", effect="write", pure=False)
 def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
-    """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``."""
+    """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``.
+
+    Its effect is a write only, as upstream's ``swap`` (``{WriteEffect(0)}``): returning the old
+    contents is part of the write. ``effects_with_swap_reads`` counts a used result as a read.
+    """
     _, _, rest, win = _split(types, attrs)
     require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
     same_type(rest[0], win, "stored value")

@@ -35,7 +35,7 @@ import numpy as np
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.kernels.spec import Kernel
-from minipallas.passes.effects import Read, effects
+from minipallas.passes.effects import Read, effects_with_swap_reads
 
 MAX_POINTS = 1 << 20
 SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
@@ -133,7 +133,7 @@ class _SharedState:
         """Per scratch buffer: ``(first axis its state crosses, why)``, or None."""
         kernel = self.kernel
         first = kernel.num_inputs + kernel.num_outputs
-        body_effects = effects(kernel.body)
+        body_effects = effects_with_swap_reads(kernel.body)
         out: list[tuple[int, str] | None] = []
         for s in range(len(kernel.scratch_types)):
             if Read(first + s) not in body_effects:

@@ -21,7 +21,12 @@ def test_tour_shows_every_stage():
     out = _run("tour.py")
     stateful, pure = out.split("== 4. Discharge")
     assert "run_scoped" in stateful and "swap" in stateful
-    assert "{read 0, read 1, write 1}" in stateful
+    # o_ref is only written (upstream: {ReadEffect(0), WriteEffect(1)}): no read of it anywhere
+    trace, effects = stateful.split("== 3. Effects")
+    assert "func @running_sum(%0: Ref{f32[8,128], tpu.vmem}, %1: Ref{f32[8,128], tpu.vmem}) -> " \
+        "(i32[]) effects {read 0, write 1} {" in trace  # fmt: skip
+    assert effects.split("\n")[1:3] == ["{read 0, write 1}", ""]
+    assert "read 1" not in stateful
     assert "run_scoped" not in pure and "swap" not in pure and "get " not in pure
     assert "dynamic_update_slice" in pure
     assert "the cleaned pure program gives the same bits: True" in out
@@ -48,7 +53,8 @@ def test_discharge_chapter_shows_carries_and_cond_results():
     stateful, rest = out.split("--- effects ---")
     effects, discharged = rest.split("--- discharged")
     assert "addupdate" in stateful and "ref.at" in stateful
-    assert "function: read 0, read 1, accum 1, read 2, write 2" in effects
+    assert "function: read 0, read 1, accum 1, write 2" in effects  # out is only written
+    assert "cond at line 23: {read 1, write 2} (positions are its operands)" in effects
     # x is only read: a loop constant; acc is accumulated: a carry; out: the cond's only result.
     assert "for %4 to %5 (%0) iter (%6, %1)" in discharged
     assert "}] : f32[8]" in discharged

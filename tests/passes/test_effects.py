@@ -25,6 +25,7 @@ from minipallas.passes.effects import (
     Read,
     Write,
     effects,
+    effects_with_swap_reads,
     region_operand_map,
 )
 
@@ -53,7 +54,7 @@ def test_state_ops_at_operand_zero():
     b = Builder()
     cases = {
         b.create("get", [r, i], {"indexer": (Int(Dyn(0)),)}): {Read(0)},
-        b.create("swap", [r, v], {"indexer": FULL8}): {Read(0), Write(0)},
+        b.create("swap", [r, v], {"indexer": FULL8}): {Write(0)},  # upstream: {WriteEffect(0)}
         b.create("addupdate", [r, v], {"indexer": FULL8}): {Accum(0)},
         b.create("load", [r, m], {"indexer": FULL8, "masked": True}): {Read(0)},
         b.create("store", [r, v], {"indexer": FULL8}): {Write(0)},
@@ -126,7 +127,7 @@ def test_nested_run_scoped_closing_over_outer_allocation():
         get(bb, r_in)
 
     op = scoped_op(b, [r], outer_body)
-    assert effects(inner_ops[0]) == {Read(0), Write(0)}  # the outer scratch, at operand 0
+    assert effects(inner_ops[0]) == {Write(0)}  # the outer scratch, at operand 0
     assert effects(op) == {Read(0)}
 
 
@@ -178,8 +179,8 @@ def test_cond_is_the_union_of_its_branches():
         branches.append(bb.block([pr, ps], []))
     b = Builder()
     op = b.create("cond", [idx, r, s], {}, branches)
-    assert effects(op) == {Read(1), Read(2), Write(2)}
-    assert effects(b.function("f", [idx, r, s], [])) == {Read(1), Read(2), Write(2)}
+    assert effects(op) == {Read(1), Write(2)}
+    assert effects(b.function("f", [idx, r, s], [])) == {Read(1), Write(2)}
 
 
 def test_call_reports_the_callee_at_operand_positions():
@@ -228,3 +229,30 @@ def test_unknown_op_is_an_error():
     op = Op("mystery", (), (), {})
     with pytest.raises(PassError, match="unknown op 'mystery'"):
         effects(op)
+
+
+def test_swap_reads_only_when_its_old_contents_are_used():
+    r, s, t, x = params([REF8, REF8, REF8, F8])
+    b = Builder()
+    swap(b, r, x)  # old contents dropped: a write only
+    old = swap(b, s, x)
+    b.create("store", [r, b.create("exp", [old]).result], {"indexer": FULL8})
+    returned = swap(b, t, x)  # old contents are the function's result
+    fn = b.function("f", [r, s, t, x], [returned])
+    assert effects(fn) == {Write(0), Write(1), Write(2)}
+    assert effects_with_swap_reads(fn) == {Write(0), Read(1), Write(1), Read(2), Write(2)}
+    assert effects_with_swap_reads(fn.body) == effects_with_swap_reads(fn)
+
+
+def test_swap_reads_inside_a_region_map_to_the_operand():
+    (r,) = params([REF8])
+
+    def body(bb, scratch, r_in):
+        old = swap(bb, r_in, get(bb, scratch))  # the outer ref's old contents reach the scratch
+        swap(bb, scratch, old)
+
+    b = Builder()
+    op = scoped_op(b, [r], body)
+    fn = b.function("f", [r], [])
+    assert effects(op) == {Write(0)} and effects(fn) == {Write(0)}
+    assert effects_with_swap_reads(fn) == {Read(0), Write(0)}
