@@ -3,6 +3,8 @@ discharge (scratch that carries state), with one reason per axis kept in the mod
 
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
+import dataclasses
+
 import numpy as np
 import pytest
 from test_tpu_kernel import matmul_kernel
@@ -13,6 +15,7 @@ import minipallas.numpy as jnp
 from minipallas.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.lowering.tpu.semantics import dimension_semantics, evaluate
+from minipallas.passes.effects import Read, Write
 from minipallas.tpu import VMEM
 
 F32 = "float32"
@@ -93,6 +96,27 @@ def test_scratch_written_before_read_is_only_a_temporary():
         o_ref[...] = s_ref[...] + 1.0
 
     assert values(scratch_kernel(step)) == ("parallel",)
+
+
+def test_scratch_whose_old_contents_a_swap_returns_carries_state():
+    # swap is a write effect only (as upstream's), but its result is the step before's value
+    body = mp.parse(
+        """
+        func @body(%x: Ref{f32[8,128], tpu.vmem}, %o: Ref{f32[8,128], tpu.vmem},
+                   %s: Ref{f32[8,128], tpu.vmem}) -> () {
+          %v = get %x[:, :] : f32[8,128]
+          %old = swap %s[:, :], %v : f32[8,128]
+          %unused = swap %o[:, :], %old : f32[8,128]
+          return
+        }
+        """
+    )
+    k = dataclasses.replace(scratch_kernel(lambda x_ref, o_ref, s_ref: None), body=body)
+    assert mp.effects(body) == {Read(0), Write(1), Write(2)}
+    sem = dimension_semantics(k)
+    assert sem.values == ("arbitrary",)
+    assert sem.reasons == ("axis 0 arbitrary: scratch 0 carries state across it (read from the "
+                           "step before)",)  # fmt: skip
 
 
 def test_scratch_reset_with_a_select_on_program_id():
