@@ -162,11 +162,15 @@ def _padded_lanes(scope: Scope, entries: Sequence, shape: Sequence[int]) -> Lane
 
 def _read(scope: Scope, ref: Value, lanes: Lanes) -> Value:
     w = lanes.window
-    value = scope.emit("load", [ref, *w.dyn], indexer=w.indexer)
-    if lanes.inside is not None:
-        fill = scope.constant(fill_value(value.type.dtype), value.type.dtype, value.type.shape)
-        value = scope.emit("select", [lanes.inside, value, fill])
-    return value
+    return _filled(scope, scope.emit("load", [ref, *w.dyn], indexer=w.indexer), lanes)
+
+
+def _filled(scope: Scope, value: Value, lanes: Lanes) -> Value:
+    """What a read of ``lanes`` gives upstream: ``value``, with the fill value past the end."""
+    if lanes.inside is None:
+        return value
+    fill = scope.constant(fill_value(value.type.dtype), value.type.dtype, value.type.shape)
+    return scope.emit("select", [lanes.inside, value, fill])
 
 
 def _lanes_of(scope: Scope, atom: jax_core.Atom, like: Value) -> Value:
@@ -202,8 +206,9 @@ def masked_swap(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     new = scope.read(val)
     w = lanes.window
     used = scope.is_used(eqn.outvars[0])
-    if used and mask is None and lanes.inside is None:
-        return [scope.emit("swap", [ref, *w.dyn, new], indexer=w.indexer)]
+    if used and mask is None:  # a swap, so that its effect is upstream's: a write only
+        old = scope.emit("swap", [ref, *w.dyn, new], indexer=w.indexer)
+        return [_filled(scope, old, lanes)]
     old = _read(scope, ref, lanes) if used else new
     if mask is None:
         scope.emit_op("store", [ref, *w.dyn, new], indexer=w.indexer)
