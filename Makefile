@@ -1,16 +1,44 @@
 # make demo: set up .venv and run the embedded example.  make test: set up and run every test.
+# Both install the exact versions in requirements.lock (make lock refreshes it).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LOCK := requirements.lock
 
-.PHONY: demo test lint fuzz fuzz-upstream fuzz-kernels bench clean
+.PHONY: demo test test-latest lock lint fuzz fuzz-upstream fuzz-kernels bench clean
 
-$(STAMP): setup.cfg pyproject.toml
+# Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
+# list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
+# the list is complete and consistent.
+$(STAMP): $(LOCK) setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $(STAMP)
+
+# The newest versions setup.cfg allows, resolved now, written to the lock with pip's own
+# freeze (pip, setuptools and wheel included).
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	.venv-lock/bin/python -m pip install --quiet '.[test]'
+	printf '# Exact versions of every package make demo / make test install (make lock writes it).\n' > $(LOCK)
+	.venv-lock/bin/python -m pip freeze --all --exclude minipallas >> $(LOCK)
+	rm -rf .venv-lock
+
+# Not in CI: the whole suite on the newest versions the pins allow, to see drift early.
+test-latest:
+	rm -rf .venv-latest
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	.venv-latest/bin/python -m pip install --quiet --upgrade -e '.[test]'
+	.venv-latest/bin/python -m pip freeze --all --exclude minipallas > .venv-latest/versions.txt
+	@echo "versions that differ from the lock (< lock, > latest):"
+	@grep -v '^#' $(LOCK) | diff - .venv-latest/versions.txt || true
+	.venv-latest/bin/python -m pytest -n 2 tests
 
 demo: $(STAMP)
 	$(PY) examples/tour.py
@@ -38,4 +66,4 @@ bench: $(STAMP)
 	$(PY) bench/kernels_bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) .venv-lock .venv-latest build *.egg-info

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.types import ArrayType
 
 
@@ -20,7 +21,7 @@ class Literal:
     @staticmethod
     def of(value: object, dtype: object) -> Literal:
         name = dtypes.canonicalize(dtype)
-        array = np.asarray(value).astype(dtypes.to_numpy(name))
+        array = to_dtype(value, name)
         return Literal(ArrayType(array.shape, name), np.ascontiguousarray(array).tobytes())
 
     def array(self) -> np.ndarray:

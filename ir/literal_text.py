@@ -16,6 +16,7 @@ import numpy as np
 
 from minipallas.errors import ParseError
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import round_float
 from minipallas.ir.lexer import Token
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location
@@ -46,9 +47,7 @@ def _nest(items: list[str], shape: tuple[int, ...]) -> str:
 def _bits(value: float, dtype: str) -> int:
     """The bits of a Python float rounded to ``dtype``."""
     width = dtypes.itemsize(dtype)
-    with np.errstate(over="ignore"):  # too large for the dtype: inf, as numpy rounds it
-        array = np.array(value, np.float64).astype(dtypes.to_numpy(dtype))
-    return int(array.view(_UINT[width]))
+    return int(round_float(np.float64(value), dtype).view(_UINT[width]))
 
 
 def _scalar_text(element: np.ndarray, dtype: str) -> str:

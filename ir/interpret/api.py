@@ -9,6 +9,7 @@ import numpy as np
 
 from minipallas.errors import InterpretError
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
 from minipallas.ir.types import RefType, Type
@@ -119,7 +120,7 @@ def _python_scalar(what: str, t: Type, value: bool | int | float) -> np.ndarray:
             f"{what} is a {t}: the Python value {value!r} does not convert to it exactly",
             fix=f"pass a value of dtype {t.dtype}",
         )
-    return np.array(value, np_dtype)
+    return to_dtype(value, t.dtype)
 
 
 def _axes(values: Sequence[int] | None, name: str) -> tuple[int, ...] | None:

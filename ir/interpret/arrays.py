@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import round_float, to_dtype
 from minipallas.ir.core import Op
 from minipallas.ir.interpret import numerics
 from minipallas.ir.interpret.engine import Interpreter, rule
@@ -153,7 +154,7 @@ def constant(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 @rule("iota")
 def iota(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     t, dim = op.attrs["type"], op.attrs["dimension"]
-    line = np.arange(t.shape[dim]).astype(dtypes.to_numpy(t.dtype))
+    line = to_dtype(np.arange(t.shape[dim]), t.dtype)
     placed = line.reshape(tuple(t.shape[dim] if d == dim else 1 for d in range(t.ndim)))
     return (np.broadcast_to(placed, t.shape),)
 
@@ -183,8 +184,8 @@ def reduce_sum(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     dtype = op.operands[0].type.dtype
     np_dtype, axes = dtypes.to_numpy(dtype), op.attrs["axes"]
     if dtypes.is_float(dtype):
-        total = flush(np.add.reduce(flush(np.asarray(args[0], F32)), axis=axes))
-        return (np.asarray(total).astype(np_dtype),)
+        total = flush(np.add.reduce(flush(widen(args[0], dtype)), axis=axes))
+        return (round_float(total, dtype),)
     return (np.add.reduce(np.asarray(args[0]), axis=axes, dtype=np_dtype),)
 
 
@@ -200,11 +201,11 @@ def reduce_extreme(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     if dtypes.is_int(dtype):
         info = np.iinfo(np_dtype)
         return (ufunc.reduce(x, axis=axes, initial=info.min if is_max else info.max),)
-    x = flush(np.asarray(x, F32))
+    x = flush(widen(x, dtype))
     out = ufunc.reduce(x, axis=axes, initial=-np.inf if is_max else np.inf)
     zero_wins = np.logical_or.reduce((x == 0) & (np.signbit(x) != is_max), axis=axes)
     out = np.where((out == 0) & zero_wins, F32.type(0.0 if is_max else -0.0), out)
-    return (out.astype(np_dtype),)
+    return (round_float(out, dtype),)
 
 
 @rule("dot")

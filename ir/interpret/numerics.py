@@ -16,7 +16,9 @@ function here does what XLA does (values read off XLA on CPU, jaxlib 0.10.2):
   6 bits count); a negative exponent (signed view) gives 1 for base 1 and 0 otherwise.
 - Float ``max``/``min`` propagate NaN and order -0.0 below +0.0.
 - ``convert`` float -> int truncates, saturates at the integer range and maps NaN to 0;
-  number -> bool is ``x != 0``; bool -> number is 0 or 1; int -> int wraps.
+  number -> bool is ``x != 0``; bool -> number is 0 or 1; int -> int wraps. Conversions to a
+  float dtype (and the rounding of bf16/f16 results) are ``ir/conversions.py``'s own code, so
+  they do not change with numpy's or ml_dtypes' version.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import int_to_float, round_float
 
 LOW_PRECISION = ("bfloat16", "float16")
 F32 = np.dtype(np.float32)
@@ -36,7 +39,7 @@ _TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 
 def widen(x: Any, dtype: str) -> Any:
     """bfloat16/float16 values as float32 (exact); other values unchanged."""
-    return np.asarray(x, F32) if dtype in LOW_PRECISION else x
+    return round_float(x, "float32") if dtype in LOW_PRECISION else x
 
 
 def flush(x: Any) -> Any:
@@ -54,12 +57,12 @@ def float_math(fn: Callable[..., Any], dtype: str, *xs: Any, flushes: bool = Tru
     ``flushes``, subnormal operands and results are zeroed as XLA's arithmetic does."""
     low = dtype in LOW_PRECISION
     if low:
-        xs = tuple(np.asarray(x, F32) for x in xs)
+        xs = tuple(widen(x, dtype) for x in xs)
     if flushes:
         out = flush(fn(*(flush(x) for x in xs)))
     else:
         out = fn(*xs)
-    return out.astype(dtypes.to_numpy(dtype)) if low else out
+    return round_float(out, dtype) if low else out
 
 
 def _trunc_div(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -122,4 +125,6 @@ def convert(x: Any, src: str, dst: str) -> Any:
         info = np.iinfo(np_dst)
         whole = np.trunc(np.asarray(x, np.float64))
         return np.where(np.isnan(whole), 0, np.clip(whole, info.min, info.max)).astype(np_dst)
+    if dtypes.is_float(dst) and src != dst:
+        return round_float(x, dst) if dtypes.is_float(src) else int_to_float(x, dst)
     return np.asarray(x).astype(np_dst)

@@ -19,6 +19,7 @@ import numpy as np
 
 from minipallas.errors import PassError
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, triton_bindings
 from minipallas.lowering.mlir_types import WIDTH, signless_type
@@ -95,7 +96,7 @@ def constant(value: object, dtype: str, shape: Sequence[int] = ()) -> ir.Value:
     """A scalar constant, splatted when ``shape`` is given. Floats travel as their bits, so NaN
     payloads and signed zeros survive exactly."""
     element = element_type(dtype)
-    scalar = np.asarray(value).astype(dtypes.to_numpy(dtype))
+    scalar = to_dtype(value, dtype)
     if dtypes.is_float(dtype):
         bits = scalar.view(np.uint16 if WIDTH[dtype] == 16 else np.uint32)
         attr = ir.FloatAttr.get(element, float(scalar.astype(np.float64)))
@@ -115,7 +116,7 @@ def constant(value: object, dtype: str, shape: Sequence[int] = ()) -> ir.Value:
 def dense(array: np.ndarray, dtype: str) -> ir.Value:
     """A tensor constant holding ``array`` (not a splat)."""
     element = element_type(dtype)
-    raw = np.asarray(array).astype(dtypes.to_numpy(dtype))
+    raw = to_dtype(array, dtype)
     if dtypes.is_float(dtype):
         raw = raw.view(np.uint16 if WIDTH[dtype] == 16 else np.uint32)
     elif dtype == "bool":

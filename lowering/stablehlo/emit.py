@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.mlir_types import WIDTH, signless_type
@@ -32,7 +33,7 @@ def constant(value: object, dtype: str, shape: Sequence[int] = ()) -> ir.Value:
 
     Floats travel as their bits, so NaN payloads and signed zeros survive exactly.
     """
-    array = np.asarray(value).astype(dtypes.to_numpy(dtype))
+    array = to_dtype(value, dtype)
     flat = array.reshape(-1)
     if flat.size and (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all():
         array = flat[:1]  # a splat: one element stands for all

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.types import ANY, TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.lowering.jaxlib_shim import arith, ir, vector
 from minipallas.lowering.mlir_types import WIDTH, signless_type
@@ -67,7 +68,7 @@ def constant(value: object, t: ArrayType) -> ir.Value:
 
     Vectors travel as their bits, so NaN payloads and signed zeros survive exactly.
     """
-    array = np.asarray(value).astype(dtypes.to_numpy(t.dtype))
+    array = to_dtype(value, t.dtype)
     element = element_type(t.dtype)
     if not t.shape:
         scalar = array.reshape(())

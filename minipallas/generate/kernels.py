@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.generate.choices import Choices
-from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 
 MAP_KINDS = ("axis", "const", "computed")  # simplest first: draws shrink toward the start
 SCRATCH = (None, "reset", "running")
@@ -187,8 +187,7 @@ def random_kernel(c: Choices) -> KernelSpec:
 
 def kernel_inputs(spec: KernelSpec, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    dtype = dtypes.to_numpy(spec.dtype)
-    return [rng.standard_normal(o.shape).astype(dtype) for o in spec.inputs]
+    return [to_dtype(rng.standard_normal(o.shape), spec.dtype) for o in spec.inputs]
 
 
 def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - a PallasCall

@@ -36,6 +36,7 @@ from minipallas.generate.choices import Choices
 from minipallas.generate.program import Body, Program, Stmt, Var
 from minipallas.ir import dtypes
 from minipallas.ir.builder import infer_result_types
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType, RefType, Type
 
@@ -313,7 +314,7 @@ def random_values(rng: np.random.Generator, t: ArrayType) -> np.ndarray:
         x = np.round(rng.standard_normal(t.shape) * 4, 2)
         specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0])
         x = np.where(rng.random(t.shape) < 0.05, rng.choice(specials, t.shape), x)
-        return x.astype(np_dtype)
+        return to_dtype(x, t.dtype)
     info = np.iinfo(np_dtype)
     if rng.random() < 0.2:
         return rng.integers(info.min, info.max, t.shape, endpoint=True, dtype=np_dtype)

@@ -37,6 +37,7 @@ from jax._src.state.types import AbstractRef
 from minipallas.errors import MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import UNKNOWN, Location
@@ -248,7 +249,7 @@ class Scope:
 
     def constant(self, value: object, dtype: str, shape: tuple[int, ...] | None = None) -> Value:
         """A constant of ``dtype``; a scalar is made once per scope and broadcast to ``shape``."""
-        array = np.asarray(value).astype(dtypes.to_numpy(dtype))
+        array = to_dtype(value, dtype)
         splat = array.size > 0 and bool(np.all(array == array.flat[0]))
         if array.ndim == 0 or (shape is not None and splat):
             scalar = array.reshape(()) if array.ndim == 0 else array.flat[0]

@@ -71,14 +71,13 @@ def test_subnormal_times_one_compiles_like_the_interpreter():
     np.testing.assert_array_equal(mp.compile(fn)(x)[0], mp.interpret(fn, x)[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interpret vs compile: inside a loop, XLA:CPU drops the bf16 rounding of x * 3 "
-    "before the subtraction (x * 3 - x comes out as x * 2) although minipallas compiles with "
-    "xla_allow_excess_precision=false; disabling XLA's algsimp pass restores it (found by "
-    "make fuzz-kernels; upstream's program shows the same)",
-)
 def test_bf16_rounding_inside_a_loop_compiles_like_the_interpreter():
+    """Inside a loop, XLA:CPU was seen to drop the bf16 rounding of x * 3 before the
+    subtraction (x * 3 - x came out as x * 2) although minipallas compiles with
+    xla_allow_excess_precision=false (found by make fuzz-kernels). The same jaxlib keeps the
+    rounding on other machines (x86-64 with AVX512-BF16, whatever the numpy/ml_dtypes
+    version): there compile must equal the interpreter; where XLA drops exactly that rounding,
+    the finding is recorded as an xfail. Any other bits fail."""
     fn = mp.parse(
         """
         func @body(%x: bf16[2]) -> (bf16[2]) {
@@ -105,4 +104,8 @@ def test_bf16_rounding_inside_a_loop_compiles_like_the_interpreter():
         """
     )
     x = np.array([0.69140625, 0.25390625, -0.26171875, 1.203125, 0.92578125, 2.703125], BF16)
-    np.testing.assert_array_equal(mp.compile(fn)(x)[0], mp.interpret(fn, x)[0])
+    compiled = mp.compile(fn)(x)[0]
+    doubled = (x.astype(np.float32) * 2).astype(BF16)  # x * 3 - x without rounding x * 3
+    if np.array_equal(compiled.view(np.uint16), doubled.view(np.uint16)):
+        pytest.xfail("this machine's XLA:CPU drops the bf16 rounding of x * 3 in the loop")
+    np.testing.assert_array_equal(compiled, mp.interpret(fn, x)[0])

@@ -286,7 +286,7 @@ def test_float_narrowing_rounds_to_nearest_even():
         np.array([1 + 2**-8, 1 + 3 * 2**-8, np.inf, np.inf], np.float16),
     )
     big = np.array([2**24 + 2**16 + 1, 2**30 + 2**22 + 1, -(2**30 + 2**22 + 1)], np.int32)
-    # bit patterns XLA's convert gives (one correctly rounded step, no double rounding)
+    # XLA's bits: rounded to float32 first (2**24 + 2**16), then to bfloat16 (a tie, to even)
     np.testing.assert_array_equal(
         run_op("convert", big, dtype="bfloat16").view(np.uint16),
         np.array([19328, 20096, 52864], np.uint16),
