@@ -43,7 +43,8 @@ def _package_roots() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _is_internal(filename: str) -> bool:
+def is_internal(filename: str) -> bool:
+    """Whether ``filename`` is minipallas's own code (or importlib's), not the user's."""
     path = os.path.abspath(filename)
     return path.startswith(_package_roots()) or "importlib" in path
 
@@ -52,7 +53,7 @@ def user_location() -> Location:
     """The innermost stack frame outside minipallas itself: the user's line that made an op."""
     frame = sys._getframe(1)
     while frame is not None:
-        if not _is_internal(frame.f_code.co_filename):
+        if not is_internal(frame.f_code.co_filename):
             return Location(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return UNKNOWN

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.frontend.foreign import is_jax_tracer, jax_tracer_error
 from minipallas.frontend.scopes import Tracer, trace_error
 from minipallas.ir import dtypes
 from minipallas.ir.indexing import Array, Dyn, Entry, Int, Slice
@@ -136,6 +137,8 @@ def _entry(item: Any, dim: int, extent: int, out: Index, arrays: bool) -> Entry:
         return Array(_dynamic(item, out))
     if isinstance(item, np.ndarray | list):
         return _numpy_index(np.asarray(item), where, extent, out, arrays)
+    if is_jax_tracer(item):
+        raise jax_tracer_error(item)
     raise trace_error(
         f"{where}: cannot index with {type(item).__name__} {item!r}",
         fix="use ints, slices, '...', minipallas.ds or integer arrays",

@@ -11,7 +11,8 @@ broadcast to the window's shape.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -75,6 +76,33 @@ class TracedRef(Tracer):
     @property
     def T(self) -> TracedRef:  # noqa: N802 - numpy's name
         return self.transpose()
+
+
+def _not_a_value(symbol: str, example: str) -> Callable[..., NoReturn]:
+    """An operator of ``TracedRef`` that explains a ref must be read before computing with it."""
+
+    def reject(self: TracedRef, *other: Any) -> NoReturn:
+        raise trace_error(
+            "a ref is a mutable buffer, not an array value, so it cannot be computed with",
+            op=symbol,
+            fix=f"read its value with ref[...] first, e.g. {example}",
+        )
+
+    return reject
+
+
+TracedRef.__array__ = _not_a_value("numpy", "minipallas.numpy.exp(x_ref[...])")
+for _name, _symbol in {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+    "pow": "**", "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
+}.items():  # fmt: skip
+    setattr(TracedRef, f"__{_name}__", _not_a_value(_symbol, f"x_ref[...] {_symbol} 1"))
+    setattr(TracedRef, f"__r{_name}__", _not_a_value(_symbol, f"1 {_symbol} x_ref[...]"))
+for _name, _symbol in {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}.items():
+    setattr(TracedRef, f"__{_name}__", _not_a_value(_symbol, f"x_ref[...] {_symbol} 0"))
+for _name, _symbol in {"neg": "-", "pos": "+", "abs": "abs", "invert": "~"}.items():
+    _example = "abs(x_ref[...])" if _symbol == "abs" else f"{_symbol}x_ref[...]"
+    setattr(TracedRef, f"__{_name}__", _not_a_value(_symbol, _example))
 
 
 class _At:

@@ -2,15 +2,18 @@
 
 The function receives one tracer per type (a ``TracedRef`` for a ``RefType``, a ``TracedArray``
 for an ``ArrayType``) and returns nothing, one array, or a tuple of arrays. Each op it records
-carries the user's ``file:line``; mistakes are ``TraceError``s at that line.
+carries the user's ``file:line``; mistakes are ``TraceError``s at that line, and so are JAX
+functions refusing minipallas values (see ``foreign``).
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from typing import Any
 
+from minipallas.frontend.foreign import jax_rejection
 from minipallas.frontend.refs import TracedRef
 from minipallas.frontend.scopes import Scope, innermost, trace_error
 from minipallas.frontend.values import TracedArray, as_result
@@ -32,6 +35,7 @@ def trace(f: Callable[..., Any], *types: ArrayType | RefType, name: str | None =
                 "or a memory space such as minipallas.tpu.VMEM(shape, dtype)",
             )
     name = function_name(f) if name is None else name
+    check_arity(f, len(types), f"@{name}", f"trace was given {_count(len(types), 'type')}")
     scope = Scope(f"function @{name}", None, user_location())
     caller = innermost()
     if caller is not None:  # a callee: share the caller's traced callees and used names
@@ -42,7 +46,13 @@ def trace(f: Callable[..., Any], *types: ArrayType | RefType, name: str | None =
         args = [
             (TracedRef if isinstance(p.type, RefType) else TracedArray)(p, scope) for p in inputs
         ]
-        out = f(*args)
+        try:
+            out = f(*args)
+        except Exception as e:
+            rejection = jax_rejection(e)
+            if rejection is None:
+                raise
+            raise rejection from e
         outs = [] if out is None else list(out) if isinstance(out, tuple | list) else [out]
         results = [scope.lift(as_result(x, f"function @{name}")) for x in outs]
     return Function(name, scope.close(inputs, results))
@@ -52,3 +62,42 @@ def function_name(f: Callable[..., Any]) -> str:
     """``f``'s name as an IR identifier (``<lambda>`` becomes ``lambda``)."""
     name = re.sub(r"\W+", "_", getattr(f, "__name__", "")).strip("_")
     return name or "fn"
+
+
+def check_arity(f: Callable[..., Any], n: int, what: str, given: str) -> None:
+    """Rejects ``f`` (called ``what``) unless it takes ``n`` positional arguments; ``given``
+    says where they come from. A callable without a signature is left to the call."""
+    try:
+        signature = inspect.signature(f)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*range(n))
+    except TypeError as e:
+        defined = _definition(f)
+        raise trace_error(
+            f"{what}{defined} takes {_expected(signature)}, but {given} ({e})",
+            fix=f"give {what} one parameter per argument ({n})",
+        ) from None
+
+
+def _expected(signature: inspect.Signature) -> str:
+    """How many positional parameters a signature takes, in words."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in signature.parameters.values() if p.kind in kinds]
+    required = sum(p.default is inspect.Parameter.empty for p in positional)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in signature.parameters.values()):
+        return f"at least {_count(required, 'parameter')}"
+    if required == len(positional):
+        return _count(required, "parameter")
+    return f"{required} to {_count(len(positional), 'parameter')}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _definition(f: Callable[..., Any]) -> str:
+    """`` (defined at file:line)`` for a Python function, else nothing."""
+    code = getattr(inspect.unwrap(f), "__code__", None)
+    return "" if code is None else f" (defined at {code.co_filename}:{code.co_firstlineno})"

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.frontend import indexing
+from minipallas.frontend.foreign import is_jax_tracer, jax_tracer_error
 from minipallas.frontend.promotion import (
     canonical,
     check_fits,
@@ -227,6 +228,8 @@ def asarray(x: Any, dtype: Any = None) -> TracedArray:
                 fix="build it with minipallas.numpy operations instead",
             )
         return constant(array, numpy_dtype(array) if dtype is None else canonical(dtype))
+    if is_jax_tracer(x):
+        raise jax_tracer_error(x)
     raise trace_error(f"cannot use {type(x).__name__} {x!r} as an array")
 
 
@@ -291,6 +294,8 @@ def promote_operands(*xs: Any) -> list[TracedArray]:
 def _dtype_of(x: Any) -> str:
     if isinstance(x, TracedArray):
         return x.type.dtype
+    if is_jax_tracer(x):
+        raise jax_tracer_error(x)
     array = np.asarray(x)
     if array.dtype == object:
         raise trace_error(f"cannot use {type(x).__name__} {x!r} as an array")

@@ -13,13 +13,12 @@ Steps, for one set of input types:
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from minipallas.errors import TraceError
 from minipallas.frontend.scopes import trace_error
-from minipallas.frontend.tracing import function_name, trace
+from minipallas.frontend.tracing import check_arity, function_name, trace
 from minipallas.frontend.values import TracedArray, as_result, astype
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
@@ -53,6 +52,13 @@ def trace_kernel(
         for k, (s, t) in enumerate(zip(out_specs, outputs, strict=True))
     ]
     refs = [s.ref_type for s in (*traced_in, *traced_out)]
+    check_arity(
+        body,
+        len(refs) + len(scratch_types),
+        f"the kernel @{name}",
+        f"pallas_call passes it {len(refs) + len(scratch_types)} refs ({len(inputs)} inputs, "
+        f"{len(outputs)} outputs, {len(scratch_types)} scratch)",
+    )
     fn = trace(body, *refs, *scratch_types, name=name)
     if fn.result_types:
         raise trace_error(
@@ -135,7 +141,7 @@ def trace_index_map(
     """``index_map`` as a Function ``(i32[] per grid axis) -> (i32[] per array dimension)``."""
     if not callable(index_map):
         raise trace_error(f"the index map of {what} must be callable, got {index_map!r}")
-    _check_arity(index_map, n_axes, what)
+    check_arity(index_map, n_axes, f"the index map of {what}", f"the grid has {n_axes} axes")
 
     def block_indices(*grid_indices: TracedArray) -> tuple[TracedArray, ...]:
         out = index_map(*grid_indices)
@@ -150,18 +156,6 @@ def trace_index_map(
 
     name = f"{kernel}_{what.replace(' ', '')}_index_map"
     return trace(block_indices, *[I32] * n_axes, name=name)
-
-
-def _check_arity(index_map: Callable[..., Any], n_axes: int, what: str) -> None:
-    try:
-        inspect.signature(index_map).bind(*range(n_axes))
-    except TypeError:
-        raise trace_error(
-            f"the index map of {what} cannot take {n_axes} grid indices",
-            fix=f"give it one parameter per grid axis ({n_axes})",
-        ) from None
-    except ValueError:  # a builtin without a signature: let the call decide
-        pass
 
 
 def _block_index(x: Any, what: str) -> TracedArray:

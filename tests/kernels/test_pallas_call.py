@@ -279,11 +279,28 @@ def test_error_index_map_arity_and_results():
     msg = _trace_error(
         add_call(in_specs=[mp.BlockSpec((8, 128), lambda i: (i, 0)), SPEC]), F32, F32
     )
-    assert "index map of input 0 cannot take 2 grid indices" in msg
+    assert "index map of input 0 (defined at" in msg
+    assert "takes 1 parameter, but the grid has 2 axes" in msg
     msg = _trace_error(add_call(out_specs=mp.BlockSpec((8, 128), lambda i, j: (i,))), F32, F32)
     assert "index map of output 0 returns 1 block indices" in msg
     msg = _trace_error(add_call(out_specs=mp.BlockSpec((8, 128), lambda i, j: (i, 0.5))), F32, F32)
     assert "must return integer scalars, got f32[]" in msg
+
+
+def test_error_kernel_with_a_parameter_per_ref_too_few():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+
+    call = mp.pallas_call(kernel, F32, in_specs=[SPEC, SPEC], out_specs=SPEC, grid=(2, 2))
+    with pytest.raises(TraceError) as info:
+        call.trace(F32, F32)
+    e, first = info.value, kernel.__code__.co_firstlineno
+    assert e.message == (
+        f"the kernel @kernel (defined at {__file__}:{first}) takes 2 parameters, but pallas_call "
+        "passes it 3 refs (2 inputs, 1 outputs, 0 scratch) (too many positional arguments)"
+    )
+    assert e.loc.file == __file__
+    assert e.fix == "give the kernel @kernel one parameter per argument (3)"
 
 
 def test_error_kernel_returns_a_value_or_asks_for_a_missing_axis():
