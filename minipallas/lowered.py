@@ -1,8 +1,9 @@
 """``minipallas.lower``: from a (possibly stateful) function to a backend's MLIR module.
 
 Pipeline for ``target="stablehlo"``:
-1. the collective-axes check for the lowering path (before discharge, as upstream, so a
-   ``run_scoped`` with collective axes reports the lowering error, not the discharge one);
+1. the collective-axes check for the lowering path (before discharge): a ``run_scoped`` with
+   collective axes raises what upstream's ``jax.jit(run_state(f)).lower`` raises, the discharge
+   error when it uses an outer ref, the lowering error otherwise (``passes.collectives``);
 2. ``discharge``: refs become values, the function becomes pure;
 3. ``cleanup``: the discharged program made small;
 4. emission of a StableHLO module with jaxlib's MLIR bindings, checked by the verifier.

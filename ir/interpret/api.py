@@ -13,6 +13,7 @@ from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
 from minipallas.ir.types import RefType, Type
+from minipallas.passes.collectives import check_collective_axes
 
 
 def interpret(
@@ -49,6 +50,11 @@ def interpret(
 
     ``program_ids`` and ``grid`` (one int per grid axis) are what ``program_id`` and
     ``num_programs`` return; using those ops without them is an error.
+
+    A ``run_scoped`` with collective axes is rejected before anything runs, as upstream
+    evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
+    error of upstream's interpret mode, any other with that of ``run_state``'s discharge or
+    lowering (``passes.collectives``).
     """
     if not isinstance(fn, Function):
         raise InterpretError(
@@ -59,6 +65,8 @@ def interpret(
         uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid")
     )
     _check_grid(interp.program_ids, interp.grid)
+    kernel = interp.program_ids is not None or interp.grid is not None
+    check_collective_axes(fn, "cpu_kernel" if kernel else "interpreter")
     if len(args) != len(fn.params):
         raise InterpretError(f"@{fn.name} takes {len(fn.params)} arguments, got {len(args)}")
     bound = [

@@ -5,7 +5,8 @@ returns a ``Lowered`` whose module is a Triton (``tt``) module built with jaxlib
 dialect bindings, checked by the MLIR verifier. Pipeline:
 
 1. the collective-axes check for this path (``"triton"``): a ``run_scoped`` with collective
-   axes is rejected with the discharge error, since this path discharges scratch;
+   axes raises upstream Triton lowering's ``NotImplementedError`` (it has no ``run_scoped``
+   rule), since scratch discharged into one program's registers cannot be shared;
 2. partial discharge: the kernel's operand refs stay refs (global memory, read and written
    through pointers); every scoped allocation and every scratch operand becomes SSA values
    (registers). Upstream Pallas's Triton backend rejects ``run_scoped`` and scratch outright;

@@ -2,6 +2,9 @@
 
 Upstream is not always right, so every disagreement is classified (never hidden):
 
+- ``agree``: every way computed the same outputs, or (``same-rejection``) every way rejected
+  the program with upstream's exception class and message, as for a ``run_scoped`` with
+  collective axes, which no path of either implements;
 - ``upstream-crash``: upstream failed to trace, discharge or evaluate a valid program. Known
   crashes are recognized by where they happen (the exception's class, message and the jax
   function that raised it) and named after their defect in ``KNOWN``; an unrecognized crash
@@ -397,6 +400,9 @@ _MINIPALLAS_WAYS = ("interpret", "discharge", "compile")
 def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
     """The ``Finding`` for a finished ``harness.Report`` (see the module docstring)."""
     up = report.outcomes.get("upstream")
+    if up is not None and up.error is not None and _same_rejection(report, up.error):
+        detail = f"every way raised {type(up.error).__name__}: {up.error}"
+        return Finding("agree", "same-rejection", detail)
     if up is not None and up.error is not None:
         name = recognize_crash(up.stage, up.error)
         detail = f"{up.stage}: {type(up.error).__name__}: {up.error}"
@@ -432,6 +438,13 @@ def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
         if out_of_range is not None:
             return Finding("semantic-difference", out_of_range, detail)
     return _unexplained(report, detail)
+
+
+def _same_rejection(report: Any, error: BaseException) -> bool:  # noqa: ANN401
+    """Whether every minipallas way ran and raised upstream's ``error`` again: an instance of
+    its class with its message (e.g. a ``run_scoped`` with collective axes, which both reject)."""
+    ours = [o.error for way, o in report.outcomes.items() if way != "upstream"]
+    return bool(ours) and all(isinstance(e, type(error)) and str(e) == str(error) for e in ours)
 
 
 def _only_nan_bits(report: Any, d: Any) -> bool:  # noqa: ANN401

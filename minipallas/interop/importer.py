@@ -337,8 +337,8 @@ class Scope:
         try:
             outs = fn(self, eqn)
         except MiniPallasError as e:
-            if isinstance(e, JaxprImportError) and e.loc:
-                raise
+            if e.verbatim or (isinstance(e, JaxprImportError) and e.loc):
+                raise  # located already, or upstream's own words and class (collective axes)
             what = f"building '{e.op}': " if e.op and e.op != name else ""
             raise self.error(f"{what}{e.message}", fix=e.fix) from None
         if len(outs) != len(eqn.outvars):

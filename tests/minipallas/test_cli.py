@@ -146,9 +146,9 @@ def test_collective_axes_error_keeps_upstream_message(tmp_path, capsys):
     path = tmp_path / "shared.mir"
     path.write_text(
         textwrap.dedent("""
-        func @f() -> () {
-          run_scoped() collective_axes ("x") {
-          ^(%s: Ref{f32[8]}):
+        func @f(%r: Ref{f32[8]}) -> () {
+          run_scoped(%r) collective_axes ("x") {
+          ^(%s: Ref{f32[8]}, %in: Ref{f32[8]}):
             yield
           }
           return

@@ -17,7 +17,7 @@ F32 = arr(())
 
 
 def test_run_scoped_layout_allocations_then_captures():
-    def f(x_ref, o_ref, y):
+    def f(x_ref, o_ref, y, axes=("x",)):
         def body(a, b):
             a[...] = x_ref[...] + y  # captures x_ref and y, in order of first use
             b[...] = a[...]
@@ -25,7 +25,7 @@ def test_run_scoped_layout_allocations_then_captures():
             return b[0]
 
         return mp.run_scoped(body, tpu.VMEM((4,), jnp.float32), tpu.SMEM((4,), jnp.float32),
-                             collective_axes=("x",))  # fmt: skip
+                             collective_axes=axes)  # fmt: skip
 
     fn = traced(f, ref((4,)), ref((4,)), arr((4,)))
     op = only(fn, "run_scoped")
@@ -40,6 +40,9 @@ def test_run_scoped_layout_allocations_then_captures():
     assert get_x.name == "get" and get_x.operands == (body.params[2],)
     x = np.arange(4, dtype=np.float32)
     out = np.zeros(4, np.float32)
+    with pytest.raises(NotImplementedError, match="^run_scoped discharge does not support"):
+        run(fn, x, out, np.ones(4, np.float32))  # collective axes: no path runs them
+    fn = traced(lambda x_ref, o_ref, y: f(x_ref, o_ref, y, ()), ref((4,)), ref((4,)), arr((4,)))
     (r,) = run(fn, x, out, np.ones(4, np.float32), uninitialized="error")
     same(out, x + 1)
     same(r, np.float32(1))

@@ -1,5 +1,7 @@
-"""The collective-axes pass: every path's exception class, exact message and note, wherever the
-``run_scoped`` with collective axes hides (nested scopes, loops, branches, callees)."""
+"""The collective-axes pass: every path's exception class, exact message and note, which upstream
+rule each path meets (from the op's operands and whether it sits in a callee), wherever the
+``run_scoped`` with collective axes hides (nested scopes, loops, branches, callees). The same
+programs against upstream itself: test_collectives_upstream.py."""
 
 import pytest
 
@@ -27,6 +29,7 @@ from minipallas.passes.collectives import (
 from minipallas.passes.pipeline import run
 
 F32 = ArrayType((), "float32")
+F8 = ArrayType((8,), "float32")
 I32 = ArrayType((), "int32")
 BOOL = ArrayType((), "bool")
 REF8 = RefType((8,), "float32")
@@ -37,14 +40,30 @@ LOC = Location("kernel.py", 12)
 DISCHARGE = "run_scoped discharge does not support collective_axes yet."
 LOWERING = "run_scoped lowering outside of Pallas does not support collective_axes."
 MOSAIC = "run_scoped lowering does not support collective axes"
+INTERPRET = "run_scoped interpret rule does not support collective axes"
+TRITON = (
+    "Unimplemented primitive in Pallas Triton lowering: run_scoped. Please file an issue at"
+    " https://github.com/jax-ml/jax/issues/new/choose."
+)
+CONTEXTS = ("discharge", "lowering", "interpreter", "cpu_kernel", "mosaic", "triton")
+KERNEL_RULES = {"cpu_kernel": "interpret", "mosaic": "mosaic", "triton": "triton"}
 
-# context -> (builtin class, exact message)
+# upstream rule -> (builtin class, exact message)
 EXPECTED = {
     "discharge": (NotImplementedError, DISCHARGE),
     "lowering": (ValueError, LOWERING),
+    "interpret": (NotImplementedError, INTERPRET),
     "mosaic": (NotImplementedError, MOSAIC),
-    "triton": (NotImplementedError, DISCHARGE),
+    "triton": (NotImplementedError, TRITON),
 }
+
+
+def rule_for(context, uses_ref, in_callee=False):
+    """The rule upstream meets: kernels their own (not interpret mode in a callee), else the
+    discharge rule for a scope using an outer ref and the lowering rule for one that does not."""
+    if context in KERNEL_RULES and not (context == "cpu_kernel" and in_callee):
+        return KERNEL_RULES[context]
+    return "discharge" if uses_ref else "lowering"
 
 
 def scoped(b, outer_ref, axes=("x",), loc=LOC, inner=None):
@@ -72,51 +91,82 @@ def kernel(axes=("x",), loc=LOC):
     return b.function("kernel", [r], [out])
 
 
+def of_values(axes=("x",), loc=LOC):
+    """``x -> x[0]`` through scratch: the scope's one operand is an array, no ref."""
+    x = params([F8])[0]
+    body = Builder()
+    scratch, xin = params([SCRATCH, F8])
+    body.create("swap", [scratch, xin], {"indexer": FULL8})
+    out = body.create("get", [scratch], {"indexer": (Int(0),)}).result
+    b = Builder()
+    op = b.create(
+        "run_scoped", [x], {"collective_axes": axes}, [body.block([scratch, xin], [out])], loc
+    )
+    return b.function("values", [x], [op.result])
+
+
+PROGRAMS = {"refs": (kernel, True), "values": (of_values, False)}
+
+
 def raised(fn, context):
     with pytest.raises(MiniPallasError) as info:
         check_collective_axes(fn, context)
     return info.value
 
 
-@pytest.mark.parametrize("context", sorted(EXPECTED))
-def test_each_context_raises_upstream_class_and_exact_message(context):
-    builtin, message = EXPECTED[context]
-    e = raised(kernel(), context)
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_each_context_raises_upstream_class_and_exact_message(context, program):
+    make, uses_ref = PROGRAMS[program]
+    rule = rule_for(context, uses_ref)
+    builtin, message = EXPECTED[rule]
+    e = raised(make(), context)
     assert str(e) == message
     assert e.args == (message,)
     assert isinstance(e, builtin)
     assert isinstance(e, MiniPallasError)
     assert isinstance(e, CollectiveAxesError)
-    assert (e.op, e.loc, e.axes, e.context) == ("run_scoped", LOC, ("x",), context)
+    assert (e.op, e.loc, e.axes, e.context, e.rule) == ("run_scoped", LOC, ("x",), context, rule)
 
 
 def test_classes():
     assert issubclass(CollectiveAxesUnsupported, NotImplementedError)
     assert issubclass(CollectiveAxesLoweringError, ValueError)
     assert not issubclass(CollectiveAxesLoweringError, NotImplementedError)
-    assert type(raised(kernel(), "lowering")) is CollectiveAxesLoweringError
-    for context in ("discharge", "mosaic", "triton"):
-        assert type(raised(kernel(), context)) is CollectiveAxesUnsupported
+    for context in CONTEXTS:
+        for make, uses_ref in PROGRAMS.values():
+            lowering = rule_for(context, uses_ref) == "lowering"
+            want = CollectiveAxesLoweringError if lowering else CollectiveAxesUnsupported
+            assert type(raised(make(), context)) is want
 
 
 def test_plain_except_clauses_catch_it():
     with pytest.raises(NotImplementedError, match=r"^run_scoped discharge does not"):
-        check_collective_axes(kernel(), "discharge")
-    with pytest.raises(ValueError, match=r"^run_scoped lowering outside of Pallas"):
         check_collective_axes(kernel(), "lowering")
+    with pytest.raises(ValueError, match=r"^run_scoped lowering outside of Pallas"):
+        check_collective_axes(of_values(), "lowering")
 
 
-@pytest.mark.parametrize("context", sorted(EXPECTED))
-def test_note_names_op_location_axes_and_ways_out(context):
-    e = raised(kernel(axes=("x", "y")), context)
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_note_names_op_location_axes_origin_and_ways_out(context, program):
+    make, uses_ref = PROGRAMS[program]
+    e = raised(make(axes=("x", "y")), context)
     (note,) = e.__notes__
-    assert "'run_scoped' at kernel.py:12 in @kernel" in note
-    assert "('x', 'y')" in note
+    assert f"'run_scoped' at kernel.py:12 in @{make().name} has collective_axes ('x', 'y')" in note
+    path = collectives_module.CONTEXTS[context]
+    origin = collectives_module.RULES[e.rule][2]
+    assert f", which {path} does not support. The message is that of {origin}. Ways out:" in note
     assert "drop collective_axes" in note
     assert "keep the collective outside the run_scoped body and pass its result in" in note
     assert "inside a kernel whose backend supports collective allocations" in note
-    path = collectives_module.CONTEXTS[context][2]
-    assert f"which {path} does not support" in note
+
+
+def test_the_triton_note_is_one_sentence_per_thought():
+    (note,) = raised(kernel(), "triton").__notes__
+    assert "which Triton GPU kernel lowering does not support. The message is that of " in note
+    assert "upstream's Triton lowering, which has no run_scoped rule at all; " in note
+    assert "Triton GPU lowering, which discharges scratch does not support" not in note
 
 
 def test_other_errors_still_render_their_location():
@@ -126,7 +176,7 @@ def test_other_errors_still_render_their_location():
 
 def test_no_axes_passes_and_the_pass_returns_the_same_function():
     fn = kernel(axes=())
-    for context in EXPECTED:
+    for context in CONTEXTS:
         assert check_collective_axes(fn, context) is None
     assert collectives(fn) is fn
     assert collectives(fn, context="mosaic") is fn
@@ -135,7 +185,7 @@ def test_no_axes_passes_and_the_pass_returns_the_same_function():
 def test_unknown_context():
     with pytest.raises(PassError, match="unknown collective-axes context 'gpu'") as info:
         check_collective_axes(kernel(axes=()), "gpu")
-    assert "discharge, lowering, mosaic, triton" in str(info.value)
+    assert "discharge, lowering, interpreter, cpu_kernel, mosaic, triton" in str(info.value)
 
 
 def test_nested_run_scoped():
@@ -171,8 +221,8 @@ def test_inside_for_loop():
     lo = b.create("constant", [], {"value": Literal.of(0, "int32")}).result
     hi = b.create("constant", [], {"value": Literal.of(4, "int32")}).result
     b.create("for", [lo, hi, r], {"num_consts": 1}, [body.block([i, rr], [])])
-    e = raised(b.function("loop", [r], []), "lowering")
-    assert str(e) == LOWERING and isinstance(e, ValueError)
+    e = raised(b.function("loop", [r], []), "lowering")  # the loop's ref: discharged first
+    assert str(e) == DISCHARGE and isinstance(e, NotImplementedError)
 
 
 def test_inside_while_condition_and_body():
@@ -191,7 +241,7 @@ def test_inside_while_condition_and_body():
             [cond_b.block([cr, cc], [p]), body_b.block([br, bc], [bc])],
         )
         e = raised(b.function("w", [r, c], []), "triton")
-        assert str(e) == DISCHARGE
+        assert str(e) == TRITON
 
 
 def test_inside_second_cond_branch():
@@ -215,9 +265,33 @@ def test_inside_callee():
     b = Builder()
     out = b.create("call", [r], {"callee": inner}).result
     b.create("call", [r], {"callee": inner})
-    e = raised(b.function("outer", [r], [out]), "mosaic")
+    outer = b.function("outer", [r], [out])
+    e = raised(outer, "mosaic")
     assert str(e) == MOSAIC
     assert "in @inner (called from @outer)" in e.__notes__[0]
+    # interpret mode does not look into callees: there the scope meets discharge (it uses a ref)
+    e = raised(outer, "cpu_kernel")
+    assert (str(e), e.rule, e.function) == (DISCHARGE, "discharge", "@inner (called from @outer)")
+
+
+def test_a_callee_of_values_in_a_cpu_kernel_meets_the_lowering_rule():
+    r = params([REF8])[0]
+    b = Builder()
+    x = b.create("get", [r], {"indexer": FULL8}).result
+    b.create("call", [x], {"callee": of_values()})
+    outer = b.function("outer", [r], [])
+    for context in CONTEXTS:
+        assert raised(outer, context).rule == rule_for(context, False, in_callee=True)
+
+
+def test_the_first_offender_decides_even_when_a_later_one_would_meet_another_rule():
+    x, r = params([F8, REF8])
+    b = Builder()
+    values = of_values(loc=Location("kernel.py", 1))
+    first = b.create("call", [x], {"callee": values}).result
+    scoped(b, r, ("y",), Location("kernel.py", 2))
+    e = raised(b.function("both", [x, r], [first]), "discharge")
+    assert (e.rule, e.axes, e.loc.line) == ("lowering", ("x",), 1)
 
 
 def test_pipeline_runs_the_check():
@@ -225,7 +299,10 @@ def test_pipeline_runs_the_check():
         run(kernel(), "collectives")
     assert str(info.value) == DISCHARGE
     with pytest.raises(ValueError) as info:
-        run(kernel(), "collectives{context=lowering}")
+        run(of_values(), "collectives{context=lowering}")
     assert str(info.value) == LOWERING
+    with pytest.raises(NotImplementedError) as info:
+        run(of_values(), "collectives{context=cpu_kernel}")
+    assert str(info.value) == INTERPRET
     fn = kernel(axes=())
     assert run(fn, "collectives", verify=True) is fn
