@@ -35,6 +35,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
+from minipallas.passes.registry import describe
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
 EMIT_TARGETS = ("ir", "stablehlo", "tpu", "gpu", "ptx")
@@ -58,14 +59,15 @@ def _arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="minipallas-opt",
         description="Parse, verify, transform and print minipallas IR; emit MLIR.",
-        epilog=KERNEL_FILE,
+        epilog=f"{describe()}\n\n{KERNEL_FILE}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("file", help="text IR file, kernel file (.py), or '-' for stdin")
     ap.add_argument(
         "--pass-pipeline",
         metavar="PASSES",
-        help="comma-separated passes to run, e.g. collectives,discharge,cleanup",
+        help="comma-separated passes to run, each with options in braces, e.g. "
+        "collectives,discharge{discharge_scoped=false},cleanup (the passes are listed below)",
     )
     ap.add_argument(
         "--print-ir-after-all", action="store_true", help="print the IR after every pass"

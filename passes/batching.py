@@ -47,6 +47,7 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.opset.arrays import ARITHMETIC, BITWISE, COMPARISONS, UNARY
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
+from minipallas.passes.registry import BOOL, INTS, Option, register
 
 Layout = tuple[int | None, ...]  # per dimension: the batch axis it runs along, or None
 Batched = tuple[Value, Layout]  # a value of the new program and its layout
@@ -80,19 +81,19 @@ def batch(
     return Function(f"{fn.name}_batched", body), out
 
 
-def batch_pass(fn: Function, *, sizes: str, exact: str = "true") -> Function:
+@register(
+    "batch",
+    Option("sizes", INTS, "the batch grid's shape; its axes go in front of every parameter"),
+    Option("exact", BOOL, "false also batches float reductions and dots (equal up to rounding)"),
+    doc="the program at every point of a batch grid, every parameter batched (jax.vmap)",
+)
+def batch_pass(fn: Function, *, sizes: tuple[int, ...], exact: bool = True) -> Function:
     """The pipeline's ``batch{sizes=4x2}``: every parameter batched, batch axes in front
     (``exact=false`` as ``batch``'s ``exact=False``)."""
-    try:
-        shape = tuple(int(n) for n in sizes.split("x"))
-    except ValueError:
-        raise PassError(f"batch: sizes={sizes!r} is not like 4x2") from None
-    if exact not in ("true", "false"):
-        raise PassError(f"batch: exact={exact!r} must be true or false")
     layouts = [
-        leading(shape, p.type.ndim if isinstance(p.type, ArrayType) else 0) for p in fn.params
+        leading(sizes, p.type.ndim if isinstance(p.type, ArrayType) else 0) for p in fn.params
     ]
-    return batch(fn, layouts, shape, exact=exact == "true")[0]
+    return batch(fn, layouts, sizes, exact=exact)[0]
 
 
 def leading(sizes: Sequence[int], rank: int) -> Layout:

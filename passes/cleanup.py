@@ -39,10 +39,12 @@ from minipallas.ir.opdef import OPS, OpDef
 from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
 from minipallas.passes.collector import collector_paused
 from minipallas.passes.effects import EffectsAnalysis
+from minipallas.passes.registry import register
 
 MAX_ROUNDS = 4
 
 
+@register("cleanup", doc="remove dead and duplicate ops, fold constants and simplify")
 def cleanup(fn: Function) -> Function:
     """A new function computing what ``fn`` computes, with fewer ops (see the module doc)."""
     size = None  # counted only when a round leaves work for the next

@@ -2,13 +2,14 @@
 ``"collectives,discharge,cleanup"``.
 
 A pass takes a ``Function`` and returns a ``Function`` (a new one, or the same one when it only
-checks). Passes live in ``PASSES`` by name; ``@register(name)`` adds one. A pipeline names passes
-separated by commas; a pass may take options in braces, given to it as keyword arguments of
-type ``str``: ``collectives{context=mosaic}``.
+checks). Each pass is registered next to its definition with its typed options (``registry``);
+they live in ``PASSES`` by name. A pipeline names passes separated by commas; a pass may take
+options in braces, parsed with their declared types and given to it as keyword arguments:
+``discharge{discharge_scoped=false}``, ``batch{sizes=4x2,exact=false}``.
 
 Algorithm of ``run``:
-1. Parse the pipeline into (name, options) pairs; an unknown name or option is a ``PassError``
-   that lists the known ones, raised before any pass runs.
+1. Parse the pipeline into (name, options) pairs; an unknown name, option or option value is a
+   ``PassError`` naming the pass and what it accepts, raised before any pass runs.
 2. With ``verify``, verify the input, so a bad input is not blamed on the first pass.
 3. Run each pass on the previous one's result; with ``verify``, verify what it returned (a
    failure gets a note naming the pass); then call ``after_each(name, fn)``.
@@ -16,30 +17,16 @@ Algorithm of ``run``:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
+from typing import Any
 
 from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir.core import Function
-from minipallas.passes.batching import batch_pass
-from minipallas.passes.cleanup import cleanup
-from minipallas.passes.collectives import collectives
-from minipallas.passes.discharge import discharge
+from minipallas.passes.registry import PASSES, builtin, register
 
-PassFn = Callable[..., Function]  # pass(fn, **options) -> Function
-PASSES: dict[str, PassFn] = {}
+__all__ = ["PASSES", "parse_pipeline", "register", "run"]
 
-
-def register(name: str) -> Callable[[PassFn], PassFn]:
-    """Adds a pass to ``PASSES`` under ``name``; a name is registered once."""
-
-    def add(fn: PassFn) -> PassFn:
-        if name in PASSES:
-            raise PassError(f"a pass named '{name}' is already registered")
-        PASSES[name] = fn
-        return fn
-
-    return add
+builtin()
 
 
 def run(
@@ -54,7 +41,7 @@ def run(
     if verify:
         _verify(fn, "before the first pass", pipeline)
     for name, options in steps:
-        fn = PASSES[name](fn, **options)
+        fn = PASSES[name].run(fn, **options)
         if verify:
             _verify(fn, f"after pass '{name}'", pipeline)
         if after_each is not None:
@@ -62,8 +49,9 @@ def run(
     return fn
 
 
-def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, str]]]:
-    """``"a,b{k=v,k2=v2}"`` -> ``[("a", {}), ("b", {"k": "v", "k2": "v2"})]``, checked."""
+def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
+    """``"a,b{k=v,k2=v2}"`` -> ``[("a", {}), ("b", {"k": v, "k2": v2})]``, each value parsed
+    with its option's type (``discharge{discharge_scoped=false}`` gives ``False``)."""
     steps = []
     for item in _split_top_level(pipeline):
         name, _, rest = item.partition("{")
@@ -74,8 +62,7 @@ def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, str]]]:
                 f"unknown pass '{name}' in pipeline '{pipeline}'", fix=f"known passes: {known}"
             )
         options = _parse_options(rest, item, pipeline) if rest else {}
-        _check_options(name, options)
-        steps.append((name, options))
+        steps.append((name, PASSES[name].parse_options(options, item)))
     return steps
 
 
@@ -107,22 +94,10 @@ def _parse_options(rest: str, item: str, pipeline: str) -> dict[str, str]:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
             raise PassError(f"option '{pair}' of '{item}' is not key=value")
+        if key.strip() in options:
+            raise PassError(f"option '{key.strip()}' is given twice in '{item}'")
         options[key.strip()] = value.strip()
     return options
-
-
-def _check_options(name: str, options: dict[str, str]) -> None:
-    accepted = [
-        p.name
-        for p in inspect.signature(PASSES[name]).parameters.values()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise PassError(
-            f"pass '{name}' has no option {', '.join(map(repr, unknown))}",
-            fix=f"its options: {', '.join(accepted) or 'none'}",
-        )
 
 
 def _verify(fn: Function, when: str, pipeline: str) -> None:
@@ -133,9 +108,3 @@ def _verify(fn: Function, when: str, pipeline: str) -> None:
     except MiniPallasError as e:
         e.add_note(f"the IR failed to verify {when} of pipeline '{pipeline}'")
         raise
-
-
-register("collectives")(collectives)
-register("discharge")(discharge)
-register("cleanup")(cleanup)
-register("batch")(batch_pass)

@@ -39,10 +39,17 @@ from minipallas.passes.discharge import (  # noqa: F401  (each registers its rul
     views,
 )
 from minipallas.passes.discharge.engine import Context, DischargeRule, Handle, Scope, register
+from minipallas.passes.registry import BOOL, Option
+from minipallas.passes.registry import register as register_pass
 
 __all__ = ["DischargeRule", "Handle", "Scope", "discharge", "register"]
 
 
+@register_pass(
+    "discharge",
+    Option("discharge_scoped", BOOL, "false keeps run_scoped allocations as refs"),
+    doc="turn ref parameters and scoped allocations into arrays (upstream's discharge_state)",
+)
 def discharge(
     fn: Function,
     should_discharge: bool | Sequence[bool] = True,
@@ -66,6 +73,12 @@ def discharge(
                 f"should_discharge has {len(mask)} entries for {len(fn.params)} parameters",
                 fix="give one bool per parameter (array parameters ignore theirs), or one bool",
             )
+    if not (isinstance(discharge_scoped, bool) or callable(discharge_scoped)):
+        raise PassError(
+            f"discharge_scoped must be a bool or a predicate on RefType, got {discharge_scoped!r}",
+            op="discharge",
+            fix="pass True, False or a function of the allocation's RefType",
+        )
     if isinstance(discharge_scoped, bool):
         every = discharge_scoped
 

@@ -242,7 +242,11 @@ def test_the_pipeline_pass_and_the_public_name():
     fn = _pure(lambda x: x * 2.0, F32)
     out = run(fn, "batch{sizes=4x2}", verify=True)
     assert out.result_types[0].shape == (4, 2, 8, 128)
-    for bad, message in [("sizes=4y", "is not like 4x2"), ("sizes=2,exact=maybe", "true or false")]:
+    for bad, message in [
+        ("sizes=4y", "option 'sizes' takes non-negative integers joined by 'x', got '4y'"),
+        ("sizes=2,exact=maybe", "option 'exact' takes true or false, got 'maybe'"),
+        ("exact=false", "pass 'batch' needs option 'sizes'"),
+    ]:
         with pytest.raises(PassError, match=message):
             run(fn, f"batch{{{bad}}}")
     assert mp.batch is batch
