@@ -24,7 +24,14 @@ from minipallas.difftest.harness import Case, Report, run
 
 
 def cases_in(path: Path) -> list[Case]:
-    """The ``Case`` s a Python file defines, in definition order, each once."""
+    """The ``Case`` s a Python file defines, in definition order, each once.
+
+    The file's folder goes first on ``sys.path`` (and stays there, since cases may import when
+    they run), as ``python FILE`` and pytest do, so the file can import the modules beside it.
+    """
+    folder = str(Path(path).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     found: dict[int, Case] = {}
     for value in runpy.run_path(str(path)).values():
         items = value if isinstance(value, list | tuple) else [value]

@@ -93,3 +93,28 @@ def test_fuzz_saves_shrunk_findings_and_a_summary(tmp_path, capsys):
         assert text.startswith("# finding: ")
         assert fuzz_upstream.REFERENCE_HEADER in text
         assert str(fuzz_upstream.replay(path).finding) in text.splitlines()[0]
+
+
+def test_a_file_imports_the_modules_beside_it(tmp_path, monkeypatch, capsys):
+    """Once a ``ModuleNotFoundError``: the file's folder goes on the path, as pytest does."""
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "shared_programs_beside.py").write_text("def triple(r):\n    r[...] = r[...] * 3.0\n")
+    (folder / "cases.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            from shared_programs_beside import triple
+            from minipallas.difftest import Case, ref
+
+            CASES = [Case("triple", triple, (ref(np.arange(4, dtype=np.float32)),))]
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)  # not the file's folder
+    monkeypatch.setattr(sys, "path", list(sys.path))  # undone afterwards
+    monkeypatch.delitem(sys.modules, "shared_programs_beside", raising=False)
+    assert cli.main(["suite/cases.py"]) == 0
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.split()[:3] == ["triple", "agree", "yes"]
+    assert sys.path[0] == str(folder.resolve())
