@@ -1,8 +1,9 @@
 """Interop with upstream JAX: import a jaxpr as minipallas IR, and run minipallas under JAX.
 
 - ``from_jaxpr(closed_jaxpr)``: an upstream program (state primitives, Pallas ``run_scoped`` /
-  ``load`` / ``store``, loops, conds, calls, common ``lax`` ops) as a minipallas ``Function``
-  that computes what upstream's ``discharge_state`` + evaluation computes.
+  ``load`` / ``store``, refs made with ``jax.new_ref``, loops, conds, calls, common ``lax``
+  ops) as a minipallas ``Function`` that computes what upstream's ``discharge_state`` +
+  evaluation computes.
 - ``to_jax(fn)``: a minipallas function as a function of JAX arrays, built from ``jax.lax``
   ops, that works under ``jax.jit`` on any backend.
 
@@ -15,6 +16,7 @@ from minipallas.interop import (  # noqa: F401
     control,
     lax,
     lax_indexing,
+    mutable,
     pallas,
     pallas_call,  # registers the pallas_call rule
     state,

@@ -75,6 +75,24 @@ RULES: RuleTable[Rule] = RuleTable("import rule")
 rule = RULES.register
 
 
+class ScopedRule(Protocol):
+    """How a primitive that opens a scope for the rest of its block imports (an allocation:
+    ``new_ref``): it imports the equations after it, ``rest``, inside that scope and returns
+    the values of the block's ``outvars``."""
+
+    def __call__(
+        self,
+        scope: Scope,
+        eqn: jax_core.JaxprEqn,
+        rest: Sequence[jax_core.JaxprEqn],
+        outvars: Sequence[jax_core.Atom],
+    ) -> list[Value]: ...
+
+
+SCOPED_RULES: RuleTable[ScopedRule] = RuleTable("scoped import rule")
+scoped_rule = SCOPED_RULES.register
+
+
 # --- types ---------------------------------------------------------------------------------
 
 
@@ -201,6 +219,7 @@ class Scope:
         self.nonnegative: set[Value] = set()  # integer values known >= 0 (e.g. a clamp from 0)
         self.memo: dict[tuple, Any] = {}  # values derived once per block (index wraps)
         self.used: set[jax_core.Var] = set()  # variables some equation or outvar reads
+        self.ended: dict[jax_core.Var, str] = {}  # refs whose life ended, and where (freeze)
 
     def child(self) -> Scope:
         """A scope for a region of the current equation (same location)."""
@@ -220,6 +239,11 @@ class Scope:
         try:
             return self.env[atom]
         except KeyError:
+            if atom in self.ended:
+                raise self.error(
+                    f"a ref is used after {self.ended[atom]} ended its life",
+                    fix="read or write the ref before freeing it, or freeze it last",
+                ) from None
             raise self.error(f"variable {atom} is used before it is defined") from None
 
     def is_used(self, var: jax_core.Var) -> bool:
@@ -319,10 +343,21 @@ class Scope:
         is_var = jax_core.Var.__instancecheck__
         self.used.update(v for eqn in jaxpr.eqns for v in eqn.invars if is_var(v))
         self.used.update(v for v in jaxpr.outvars if is_var(v))
-        for eqn in jaxpr.eqns:
+        return self.run_eqns(jaxpr.eqns, jaxpr.outvars)
+
+    def run_eqns(
+        self, eqns: Sequence[jax_core.JaxprEqn], outvars: Sequence[jax_core.Atom]
+    ) -> list[Value]:
+        """Import ``eqns`` in order, return the values of ``outvars``. An equation with a
+        scoped rule imports the equations after it itself (inside the scope it opens)."""
+        for k, eqn in enumerate(eqns):
+            scoped = SCOPED_RULES.get(eqn.primitive.name)
+            if scoped is not None:
+                self.loc, self.primitive = location(eqn), eqn.primitive.name
+                return scoped(self, eqn, eqns[k + 1 :], outvars)
             self._import(eqn)
         self.loc, self.primitive = UNKNOWN, None
-        return [self.read(v) for v in jaxpr.outvars]
+        return [self.read(v) for v in outvars]
 
     def _import(self, eqn: jax_core.JaxprEqn) -> None:
         name = eqn.primitive.name

@@ -31,6 +31,7 @@ from minipallas.interop.indexers import Window, window
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
+from minipallas.ir.types import RefType
 
 
 def transforms_of(eqn: jax_core.JaxprEqn, first: int) -> tuple:
@@ -99,29 +100,40 @@ def broadcast_to(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 @rule("run_state")
 def run_state(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    """``run_state(f)(init)``: a ``run_scoped`` allocating one ref per argument of ``f``.
+    """``run_state(f)(init)``: a ``run_scoped`` allocating one ref per array argument of ``f``.
 
     The body stores each initial value into its ref, imports ``f``, and yields every ref's
-    final value. A ref upstream leaves uninitialized keeps the allocation's fill value.
+    final value. A ref upstream leaves uninitialized keeps the allocation's fill value. An
+    argument that is already a ref (a nested ``run_state`` closing over an outer one) is not
+    copied: ``f`` works on that ref itself, and upstream's result for it is the same ref.
     """
     jaxpr = eqn.params["jaxpr"]
     if jaxpr.constvars:
         raise scope.error("a run_state body with constvars cannot be imported")
     initialized = eqn.params["is_initialized"]
-    args = [scope.read(a) for a in eqn.invars]
-    allocs = [Value(type_of(v.aval, f"state variable {v}")) for v in jaxpr.invars]
-    params = [Value(a.type) for a in args]
+    args = iter([scope.read(a) for a in eqn.invars])
+    outer = [next(args) if init else None for init in initialized]
+    params = [Value(a.type) for a in outer if a is not None]
+    allocs = {
+        k: Value(type_of(v.aval, f"state variable {v}"))
+        for k, (v, a) in enumerate(zip(jaxpr.invars, outer, strict=True))
+        if a is None or not isinstance(a.type, RefType)
+    }
 
     def prologue(inner: Scope, _: list[Value]) -> list[Value]:
-        values = iter(params)
-        for ref, init in zip(allocs, initialized, strict=True):
-            if init:
-                indexer = full(ref.type.shape)
-                inner.emit("swap", [ref, next(values)], indexer=indexer)
-        return list(allocs)
+        values, refs = iter(params), []
+        for k, init in enumerate(initialized):
+            value = next(values) if init else None
+            ref = allocs.get(k, value)
+            if value is not None and ref is not value:
+                inner.emit("swap", [ref, value], indexer=full(ref.type.shape))
+            refs.append(ref)
+        return refs
 
     def epilogue(inner: Scope, outs: list[Value]) -> list[Value]:
-        return [inner.emit("get", [ref], indexer=full(ref.type.shape)) for ref in allocs]
+        return [inner.emit("get", [ref], indexer=full(ref.type.shape)) for ref in allocs.values()]
 
-    body = scope.region(jaxpr, None, [*allocs, *params], prologue, epilogue)
-    return list(scope.emit_op("run_scoped", args, [body], collective_axes=()).results)
+    operands = [a for a in outer if a is not None]
+    body = scope.region(jaxpr, None, [*allocs.values(), *params], prologue, epilogue)
+    finals = iter(scope.emit_op("run_scoped", operands, [body], collective_axes=()).results)
+    return [next(finals) if k in allocs else outer[k] for k in range(len(initialized))]

@@ -2,6 +2,7 @@
 ``broadcast_to``, ``run_state``), each checked against upstream's ``discharge_state`` bit for
 bit through the interpreter, XLA (``compile``) and ``to_jax`` under ``jax.jit``."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -269,3 +270,36 @@ def test_run_state_allocates_initializes_and_returns_final_values():
 
     fn = check(f, arr((3,)), arr((3,)))
     assert [op.name for op in fn.body.ops].count("run_scoped") == 1
+
+
+def test_nested_run_state_closing_over_an_outer_ref_works_on_that_ref():
+    def f(x, n):
+        def outer(refs):
+            a_ref, b_ref = refs
+
+            def inner(c_ref):
+                c_ref[...] = a_ref[...] + 1
+                a_ref[...] = c_ref[...] * 2
+
+            b_ref[...] = run_state(inner)(b_ref[...])
+
+        return run_state(outer)((x, n))
+
+    fn = check(f, I32, I32, args=[np.int32(3), np.int32(-5)])
+    inner = fn.body.ops[-1].regions[0].ops
+    (nested,) = [op for op in inner if op.name == "run_scoped"]
+    assert len(nested.regions[0].params) == 3  # one allocation, the outer ref, the value
+
+
+def test_run_state_on_a_ref_parameter_and_inside_a_loop():
+    def f(x_ref):
+        def body(i, carry):
+            def inner(acc_ref):
+                x_ref[i] = x_ref[i] * 2.0 + acc_ref[...]
+                acc_ref[...] += x_ref[i]
+
+            return run_state(inner)(carry)
+
+        return jax.lax.fori_loop(0, 3, body, 1.0)
+
+    check(f, ref((4,)))
