@@ -7,6 +7,8 @@
 - ``refs``: ``TracedRef``, ``ds``, ``load``, ``store``, ``addupdate`` and ref views;
 - ``control``: ``run_scoped``, loops, conditionals, ``call``, ``program_id``;
 - ``tracing``: ``trace``, which turns a function into an IR ``Function``.
+- ``foreign``: JAX functions given minipallas values, and JAX tracers reaching minipallas
+  code, as ``TraceError``s naming the JAX call and the minipallas function to use.
 
 ``minipallas.numpy`` is the jax.numpy-like namespace over ``values``.
 """
