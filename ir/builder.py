@@ -6,8 +6,11 @@ region, finishing it with ``block()``, and passing the blocks to ``create``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from minipallas.errors import MiniPallasError, VerificationError
 from minipallas.ir.core import Block, Function, Op, Value
@@ -41,6 +44,20 @@ def infer_result_types(
         raise error(e.message, op=name, loc=loc, fix=e.fix) from None
 
 
+def static(value: Any) -> Any:
+    """An attribute value with its numpy integers made Python ints, inside tuples too.
+
+    jax's batching rules put ``np.int64`` in shapes and dimension lists; one spelling per
+    value keeps the type rules, the printer and attribute equality simple.
+    """
+    if type(value) is tuple:
+        for v in value:
+            if type(v) is not int and (type(v) is tuple or isinstance(v, np.integer)):
+                return tuple(map(static, value))
+        return value
+    return operator.index(value) if isinstance(value, np.integer) else value
+
+
 class Builder:
     """Appends type-checked ops to a block under construction."""
 
@@ -56,7 +73,7 @@ class Builder:
         regions: Sequence[Block] = (),
         loc: Location = UNKNOWN,
     ) -> Op:
-        attrs = dict(attrs or {})
+        attrs = {k: static(v) for k, v in attrs.items()} if attrs else {}
         types = infer_result_types(
             name, [v.type for v in operands], attrs, regions, loc, self.error
         )
