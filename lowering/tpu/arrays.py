@@ -133,12 +133,9 @@ def constant(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
 
 @register("iota")
 def iota(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
-    """``tpu.iota`` (``i32``; Mosaic has no 1-D iota, so a 1-D one is a row of a 2-D one)."""
+    """``tpu.iota`` (``i32``), converted to the op's dtype."""
     t: ArrayType = op.attrs["type"]
-    dim = op.attrs["dimension"]
-    shape, dims = (t.shape, dim) if t.ndim >= 2 else ((1, *t.shape), dim + 1)
-    x = tpu.iota(emit.value_type(ArrayType(shape, "int32")), [dims])
-    x = emit.shape_cast(x, ArrayType(t.shape, "int32"))
+    x = emit.iota(t.shape, op.attrs["dimension"])
     return [_convert(x, "int32", t.dtype, t.shape)]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.types import ANY, TPU_SMEM, ArrayType, MemorySpace, RefType
-from minipallas.lowering.jaxlib_shim import arith, ir, vector
+from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 MEMORY_SPACE = {ANY: "any", TPU_SMEM: "smem"}  # everything else is VMEM
@@ -113,6 +113,14 @@ def shape_cast(x: ir.Value, t: ArrayType) -> ir.Value:
     if not isinstance(x.type, ir.VectorType):
         return vector.broadcast(target, x)
     return vector.shape_cast(target, x)
+
+
+def iota(shape: Sequence[int], dim: int) -> ir.Value:
+    """Positions along ``dim`` as an ``i32`` vector of ``shape``: ``tpu.iota`` (Mosaic has no
+    1-D iota, so a 1-D one is a row of a 2-D one)."""
+    full, d = (tuple(shape), dim) if len(shape) >= 2 else ((1, *shape), dim + 1)
+    x = tpu.iota(value_type(ArrayType(full, "int32")), [d])
+    return shape_cast(x, ArrayType(tuple(shape), "int32"))
 
 
 def to_index(x: ir.Value, dtype: str) -> ir.Value:

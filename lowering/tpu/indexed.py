@@ -1,66 +1,128 @@
-"""Mosaic rules for the pure indexed ops that scratch promotion leaves behind.
+"""Mosaic rules for windows of register values: ``slice``, ``dynamic_slice`` and
+``dynamic_update_slice``.
 
-Promoting a scoped scratch buffer to registers (``lower_kernel(..., promote_scratch=True)``)
-discharges its reads and writes into ``slice`` and ``dynamic_update_slice`` of an SSA vector.
-Promotion only takes buffers whose every access is static, so these rules see static
-indexers only:
-- ``slice`` is ``vector.extract_strided_slice`` then a ``vector.shape_cast`` (or
-  ``vector.extract`` for a scalar) dropping integer-indexed dimensions;
-- ``dynamic_update_slice`` is a ``vector.shape_cast`` of the update back to the window's rank,
-  then ``vector.insert_strided_slice``.
+They come from scratch promotion (``lower_kernel(..., promote_scratch=True)``, which takes only
+buffers whose every access is static) and from loops over a value's rows, as a ``lax.scan``
+with extensive inputs or outputs imports (upstream's Mosaic lowering rejects those scans:
+"Scan with 1 extensive output(s) is not supported"). Dynamic starts are clamped as the IR
+defines (``windows.clamp_start``).
+
+- A static window is ``vector.extract_strided_slice`` / ``vector.insert_strided_slice``, with a
+  ``vector.shape_cast`` dropping or restoring integer-indexed dimensions. Those ops take unit
+  strides only (upstream emits strided ones for ``lax.slice``, which the verifier rejects), so a
+  strided window of a value is refused: a ref can read it (``tpu.strided_load``).
+- A read at a dynamic start first rotates the value (``tpu.dynamic_rotate``, what ``pltpu.roll``
+  lowers to) so that the window starts at 0 along that dimension, then reads it statically.
+- A write at a dynamic start spreads the update over the whole value (``vector.broadcast`` of a
+  one-position dimension, else a rotation of the zero-padded update) and keeps it where the
+  position lies in the window (``tpu.iota`` compares, then ``arith.select``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import ir, vector
+from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.windows import clamp_start
 
 
-def _static_window(op: Op) -> tuple[list[int], list[int], list[int]]:
-    """Offsets, sizes and strides of a static indexer (integer entries have size 1)."""
-    indexer = op.attrs["indexer"]
-    if not indexing.is_static(indexer):
-        raise unsupported(
-            op,
-            "a dynamic window of a register value has no Mosaic TPU lowering",
-            fix="promote only scratch whose accesses are static (lower_kernel does)",
-        )
-    offsets, sizes, strides = [], [], []
-    for entry in indexer:
+@dataclass(frozen=True)
+class _Dim:
+    """One dimension of a window: its start (an int, or a clamped ``i32`` value) and how many
+    consecutive positions it takes (1 for an integer entry) in a dimension of ``n``."""
+
+    start: int | ir.Value
+    size: int
+    n: int
+
+    @property
+    def dynamic(self) -> bool:
+        return not isinstance(self.start, int)
+
+
+def _dims(ctx: KernelContext, op: Op, dyn: Sequence[ir.Value]) -> list[_Dim]:
+    dyn_values = op.operands[1 : 1 + len(dyn)]
+    dims = []
+    for entry, n in zip(op.attrs["indexer"], op.operands[0].type.shape, strict=True):
         if isinstance(entry, indexing.Int):
-            offsets.append(entry.index)
-            sizes.append(1)
-            strides.append(1)
+            start, size = entry.index, 1
         else:
-            offsets.append(entry.start)
-            sizes.append(entry.size)
-            strides.append(entry.stride)
-    return offsets, sizes, strides
+            start, size = entry.start, entry.size
+            if entry.stride != 1 and size > 1:
+                raise unsupported(
+                    op,
+                    "a strided window of a register value has no Mosaic TPU lowering "
+                    "(vector.extract_strided_slice and insert_strided_slice take unit strides)",
+                    fix="read or write the strided window through a ref "
+                    "(x_ref[pl.ds(start, size, stride=k)]) instead",
+                )
+        if isinstance(start, indexing.Dyn):  # a window as long as its dimension starts at 0
+            pos = start.pos
+            start = 0 if size == n else clamp_start(ctx, dyn_values[pos], dyn[pos], n - size)
+        dims.append(_Dim(start, size, n))
+    return dims
 
 
-@register("slice")
-def slice_(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+@register("slice", "dynamic_slice")
+def slice_(ctx: KernelContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
     src, out = op.operands[0].type, op.result.type
-    offsets, sizes, strides = _static_window(op)
-    if list(sizes) == list(src.shape):
-        window = x
-    else:
+    dims = _dims(ctx, op, dyn)
+    for axis, dim in enumerate(dims):
+        if dim.dynamic:  # bring the window's start to 0: rotate by (n - start) mod n
+            n = emit.i32(dim.n)
+            x = tpu.dynamic_rotate(x, arith.remsi(arith.subi(n, dim.start), n), axis)
+    sizes = [d.size for d in dims]
+    if sizes != list(src.shape):
+        offsets = [0 if d.dynamic else d.start for d in dims]
         window_type = emit.value_type(ArrayType(sizes, src.dtype))
-        window = vector.extract_strided_slice(window_type, x, offsets, sizes, strides)
-    return [emit.shape_cast(window, out)]
+        x = vector.extract_strided_slice(window_type, x, offsets, sizes, [1] * len(dims))
+    return [emit.shape_cast(x, out)]
 
 
 @register("dynamic_update_slice")
-def update_slice(ctx: KernelContext, op: Op, x: ir.Value, update: ir.Value) -> Sequence[ir.Value]:
+def update_slice(ctx: KernelContext, op: Op, x: ir.Value, *rest: ir.Value) -> Sequence[ir.Value]:
+    *dyn, update = rest
     src = op.operands[0].type
-    offsets, sizes, strides = _static_window(op)
+    dims = _dims(ctx, op, dyn)
+    sizes = [d.size for d in dims]
     window = emit.shape_cast(update, ArrayType(sizes, src.dtype))
-    if list(sizes) == list(src.shape):
-        return [window]
-    return [vector.insert_strided_slice(window, x, offsets, strides)]
+    if not any(d.dynamic for d in dims):
+        if sizes == list(src.shape):
+            return [window]
+        return [vector.insert_strided_slice(window, x, [d.start for d in dims], [1] * len(dims))]
+    # Placed statically: static dimensions at their start, dynamic ones at 0 (one position
+    # stays one, to be broadcast), then rotated to their start.
+    placed = [1 if d.dynamic and d.size == 1 else d.n for d in dims]
+    if placed != sizes:
+        zeros = emit.constant(0, ArrayType(placed, src.dtype))
+        offsets = [0 if d.dynamic else d.start for d in dims]
+        window = vector.insert_strided_slice(window, zeros, offsets, [1] * len(dims))
+    for axis, dim in enumerate(dims):
+        if dim.dynamic and dim.size > 1:
+            window = tpu.dynamic_rotate(window, dim.start, axis)
+    window = emit.broadcast(window, src)
+    return [arith.select(_inside(dims, src.shape), window, x)]
+
+
+def _inside(dims: Sequence[_Dim], shape: Sequence[int]) -> ir.Value:
+    """The ``i1`` mask of the positions of ``shape`` the window covers."""
+    positions = ArrayType(tuple(shape), "int32")
+    mask = None
+    for axis, dim in enumerate(dims):
+        if dim.size == dim.n:
+            continue
+        j = emit.iota(shape, axis)
+        start = emit.broadcast(dim.start if dim.dynamic else emit.i32(dim.start), positions)
+        if dim.size == 1:
+            hit = arith.cmpi(arith.CmpIPredicate.eq, j, start)
+        else:  # unsigned, so a position before the start (a negative offset) is outside too
+            size = emit.constant(dim.size, positions)
+            hit = arith.cmpi(arith.CmpIPredicate.ult, arith.subi(j, start), size)
+        mask = hit if mask is None else arith.andi(mask, hit)
+    return mask

@@ -77,7 +77,7 @@ def window(
         if isinstance(start, indexing.Dyn):
             span = (size - 1) * stride + 1
             v, x = dyn_values[start.pos], dyn[start.pos]
-            starts.append(_dynamic(ctx, v, x, dim - span, as_index))
+            starts.append(clamp_start(ctx, v, x, dim - span, as_index))
         else:
             starts.append(_static(start, as_index))
         sizes.append(size)
@@ -90,8 +90,11 @@ def _static(value: int, as_index: bool) -> ir.Value:
     return emit.index(value) if as_index else emit.i32(value)
 
 
-def _dynamic(ctx: KernelContext, v: Value, x: ir.Value, hi: int, as_index: bool) -> ir.Value:
-    """``x`` (the value of ``v``) clamped into ``[0, hi]`` where that may change it."""
+def clamp_start(
+    ctx: KernelContext, v: Value, x: ir.Value, hi: int, as_index: bool = False
+) -> ir.Value:
+    """``x`` (the value of ``v``) clamped into ``[0, hi]`` where that may change it; ``i32``,
+    or ``index`` when ``as_index``."""
     dtype = v.type.dtype
     known = ctx.range_of(v)
     x = emit.to_i32(x, dtype)
