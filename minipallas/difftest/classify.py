@@ -168,6 +168,33 @@ KNOWN: dict[str, Known] = {
         "    def body(c): r[0] += 1; return c + 1\n"
         "    return lax.while_loop(cond, body, 0)  # r = [0]: upstream 5 trips, sequential 3",
     ),
+    "while-ref-written-by-cond-and-body": _crash(
+        "discharge of while_loop refuses a ref that both the condition and the body write "
+        "(upstream's own test_while_errors_if_same_ref_in_body_and_cond expects the error)",
+        "def f(r):\n"
+        "    def cond(i): r[...] += 1; return i < 3\n"
+        "    def body(i): r[...] += 1; return i + 1\n"
+        "    lax.while_loop(cond, body, 0)",
+        error="NotImplementedError",
+        message=r"Cannot write to the same ref in both cond and body",
+    ),
+    "while-cond-writes-ref": Known(
+        "upstream-divergence",
+        "discharge of while_loop drops the writes of a condition's last evaluation (the "
+        "one that ends the loop): it evaluates the condition without keeping its writes and "
+        "replays it at the start of the body, where they are kept; a condition that only "
+        "accumulates (addupdate) loses all its writes, and a ref the body takes too comes out "
+        "as the body's copy, which the condition's writes never reach. Sequential execution "
+        "keeps the writes "
+        "of every evaluation: upstream's own test_while_with_state_in_cond expects 10 and 7 "
+        "where sequential execution gives 12 and 10",
+        "def f(x, y, z):\n"
+        "    @run_state\n"
+        "    def body(x_ref):\n"
+        "        def cond(i): x_ref[...] += z; return i < y\n"
+        "        lax.while_loop(cond, lambda i: i + 1, 0)\n"
+        "    return body(x)  # (0, 5, 2): upstream 10, sequential 12; (1, 2, 3): 7 and 10",
+    ),
     "pallas-store-through-view": Known(
         "upstream-divergence",
         "discharge of a Pallas store (masked_swap) through a view writes into the view's "
@@ -284,28 +311,42 @@ def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
                 stack.append(sub)
 
 
+def _written_inputs(jaxpr: Any) -> set[int]:  # noqa: ANN401
+    """Positions of the inputs of the open ``jaxpr`` that it writes or accumulates into."""
+    from jax._src.state.types import AccumEffect, WriteEffect
+
+    position = {v: k for k, v in enumerate(jaxpr.invars)}
+    written = set()
+    for e in jaxpr.effects:
+        k = position.get(e.input) if not isinstance(e.input, int) else e.input
+        if isinstance(e, WriteEffect | AccumEffect) and k is not None:
+            written.add(k)
+    return written
+
+
+def _whiles(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
+    """Every ``while`` equation in ``jaxpr`` and its sub-jaxprs."""
+    return (e for j in _subjaxprs(jaxpr) for e in j.eqns if e.primitive.name == "while")
+
+
 def while_cond_reads_written_ref(jaxpr: Any) -> bool:  # noqa: ANN401
     """A ``while`` whose condition takes a ref that its body writes (see ``KNOWN``)."""
-    from jax._src.state.types import AbstractRef, AccumEffect, WriteEffect
+    from jax._src.state.types import AbstractRef
 
-    for j in _subjaxprs(jaxpr):
-        for eqn in j.eqns:
-            if eqn.primitive.name != "while":
-                continue
-            nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-            cond_refs = {
-                v for v in eqn.invars[:nc] if isinstance(getattr(v, "aval", None), AbstractRef)
-            }
-            body = eqn.params["body_jaxpr"].jaxpr
-            position = {v: k for k, v in enumerate(body.invars)}
-            written = set()
-            for e in body.effects:
-                k = position.get(e.input) if not isinstance(e.input, int) else e.input
-                if isinstance(e, WriteEffect | AccumEffect) and k is not None and k < nb:
-                    written.add(eqn.invars[nc + k])
-            if cond_refs & written:
-                return True
+    for eqn in _whiles(jaxpr):
+        nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+        cond_refs = {
+            v for v in eqn.invars[:nc] if isinstance(getattr(v, "aval", None), AbstractRef)
+        }
+        body_writes = _written_inputs(eqn.params["body_jaxpr"].jaxpr)
+        if cond_refs & {eqn.invars[nc + k] for k in body_writes if k < nb}:
+            return True
     return False
+
+
+def while_cond_writes_ref(jaxpr: Any) -> bool:  # noqa: ANN401
+    """A ``while`` whose condition writes a ref (see ``KNOWN``)."""
+    return any(_written_inputs(eqn.params["cond_jaxpr"].jaxpr) for eqn in _whiles(jaxpr))
 
 
 def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
@@ -328,6 +369,7 @@ def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
 
 DIVERGENCES = {
     "while-cond-reads-written-ref": while_cond_reads_written_ref,
+    "while-cond-writes-ref": while_cond_writes_ref,
     "pallas-store-through-view": pallas_store_through_view,
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 from jax import lax
 from jax._src.pallas.primitives import load as pl_load  # pl.load / pl.store: jax 0.10.2
 from jax._src.pallas.primitives import store as pl_store  # no longer exports them
+from jax._src.state.discharge import run_state
 from jax._src.state.primitives import ref_addupdate
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -367,6 +368,37 @@ def while_cond_reads_written_ref(r):
     def body(c):
         r[0] = r[0] + 1
         return c + 1
+
+    return lax.while_loop(cond, body, np.int32(0))
+
+
+def while_with_state_in_cond(x, y, z):
+    """upstream's own test_while_with_state_in_cond (jax tests/state_test.py): its
+    expected 10 and 7 keep no writes of the evaluation that ends the loop."""
+
+    @run_state
+    def body(x_ref):
+        def cond(i):
+            x_ref[...] += z
+            return i < y
+
+        lax.while_loop(cond, lambda i: i + 1, 0)
+
+    return body(x)
+
+
+case(I32(0), I32(5), I32(2), expect="while-cond-writes-ref")(while_with_state_in_cond)
+
+
+@case(ref(np.zeros((), I32)), expect="while-ref-written-by-cond-and-body")
+def while_ref_written_by_cond_and_body(r):
+    def cond(i):
+        r[...] += 1
+        return i < 3
+
+    def body(i):
+        r[...] += 1
+        return i + 1
 
     return lax.while_loop(cond, body, np.int32(0))
 

@@ -13,6 +13,7 @@ from minipallas.difftest.classify import (
     recognize_crash,
     unmask_loads,
     while_cond_reads_written_ref,
+    while_cond_writes_ref,
 )
 
 F32 = np.float32
@@ -161,3 +162,44 @@ def test_bf16_and_bool_inputs_round_trip():
 
     x = np.arange(4).astype(ml_dtypes.bfloat16)
     assert check(Case("bf16", f, (ref(x), np.array([True, False, True, False])))).ok
+
+
+@pytest.mark.parametrize("args, upstream, sequential", [((0, 5, 2), 10, 12), ((1, 2, 3), 7, 10)])
+def test_upstreams_while_with_state_in_cond_is_a_documented_divergence(args, upstream, sequential):
+    from corpus import while_with_state_in_cond
+
+    report = run(Case("w", while_with_state_in_cond, tuple(np.int32(a) for a in args)))
+    assert (report.finding.kind, report.finding.name) == (
+        "upstream-divergence",
+        "while-cond-writes-ref",
+    )
+    assert report.finding.reason == KNOWN["while-cond-writes-ref"].reason
+    assert "test_while_with_state_in_cond" in KNOWN["while-cond-writes-ref"].reason
+    assert int(report.outcomes["upstream"].outputs[0]) == upstream  # what upstream's test expects
+    for way in ("interpret", "discharge", "compile"):  # sequential: every evaluation's writes
+        assert int(report.outcomes[way].outputs[0]) == sequential, way
+    assert while_cond_writes_ref(report.jaxpr) and not while_cond_reads_written_ref(report.jaxpr)
+
+
+def test_a_condition_that_only_accumulates_loses_every_write_upstream():
+    from jax._src.state.primitives import ref_addupdate
+
+    def f(r):
+        def cond(i):
+            ref_addupdate(r, (), np.int32(2))
+            return i < 5
+
+        return lax.while_loop(cond, lambda i: i + 1, np.int32(0))
+
+    report = run(Case("acc", f, (ref(np.zeros((), np.int32)),)))
+    assert str(report.finding) == "upstream-divergence (while-cond-writes-ref)"
+    assert int(report.outcomes["upstream"].outputs[1]) == 0
+    assert int(report.outcomes["interpret"].outputs[1]) == 12
+
+
+def test_a_ref_written_by_condition_and_body_is_upstreams_known_crash():
+    from corpus import while_ref_written_by_cond_and_body
+
+    report = run(Case("both", while_ref_written_by_cond_and_body, (ref(np.zeros((), np.int32)),)))
+    assert str(report.finding) == "upstream-crash (while-ref-written-by-cond-and-body)"
+    assert int(report.outcomes["interpret"].outputs[1]) == 7  # 4 conditions + 3 bodies
