@@ -372,6 +372,28 @@ def while_cond_reads_written_ref(r):
     return lax.while_loop(cond, body, np.int32(0))
 
 
+@jax.jit
+def _frozen_plus_one(x):
+    r = jax.new_ref(x)
+    r[0] = 3.0
+    return jax.freeze(r) + 1.0
+
+
+@case(ref(np.zeros(4, F32)), floats(4))
+def new_ref_empty_ref_and_freeze(o, x):
+    s = jax.new_ref(x)
+
+    def body(i, c):
+        s[i] += c
+        return c * 2.0
+
+    lax.fori_loop(0, 4, body, np.float32(1.0))
+    o[...] = _frozen_plus_one(jax.freeze(s))
+    e = jax.empty_ref(jax.ShapeDtypeStruct((4,), F32))
+    e[...] = o[...] * 2.0
+    return e[1:3]
+
+
 def while_with_state_in_cond(x, y, z):
     """upstream's own test_while_with_state_in_cond (jax tests/state_test.py): its
     expected 10 and 7 keep no writes of the evaluation that ends the loop."""
