@@ -126,8 +126,8 @@ def call(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if not isinstance(closed, jax_core.ClosedJaxpr):
         closed = jax_core.ClosedJaxpr(closed, ())
     name = str(eqn.params.get("name", eqn.primitive.name))
-    callee = scope.importer.callee(closed, name)
     args = [scope.read(a) for a in eqn.invars]
+    callee = scope.importer.callee(closed, name, args)
     return list(scope.emit_op("call", args, callee=callee).results)
 
 

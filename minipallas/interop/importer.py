@@ -171,7 +171,7 @@ class Importer:
                 fix=f"use one of {', '.join(map(repr, PALLAS_OOB_MODES))}",
             )
         self.pallas_oob = pallas_oob
-        self.callees: dict[int, tuple[object, Function]] = {}
+        self.callees: dict[tuple, tuple[object, Function]] = {}
         self.names: set[str] = set()
 
     def unique_name(self, name: str) -> str:
@@ -185,21 +185,44 @@ class Importer:
         self.names.add(candidate)
         return candidate
 
-    def function(self, name: str, jaxpr: jax_core.Jaxpr, consts: Sequence[object] = ()) -> Function:
-        """The function a whole jaxpr imports to: invars become parameters, consts constants."""
-        params = [Value(type_of(v.aval, f"input {i}")) for i, v in enumerate(jaxpr.invars)]
+    def function(
+        self,
+        name: str,
+        jaxpr: jax_core.Jaxpr,
+        consts: Sequence[object] = (),
+        types: Sequence[Type] | None = None,
+    ) -> Function:
+        """The function a whole jaxpr imports to: invars become parameters (of ``types`` when
+        given, else of their avals' types), consts constants."""
+        if types is None:
+            types = [type_of(v.aval, f"input {i}") for i, v in enumerate(jaxpr.invars)]
+        params = [Value(t) for t in types]
         scope = Scope(self)
         scope.bind_consts(jaxpr.constvars, consts)
         results = scope.run(jaxpr, params)
         return Function(self.unique_name(name), scope.builder.block(params, results))
 
-    def callee(self, closed: jax_core.ClosedJaxpr, name: str) -> Function:
-        """The function for a called ``ClosedJaxpr``, made once per jaxpr object."""
-        hit = self.callees.get(id(closed))
+    def callee(self, closed: jax_core.ClosedJaxpr, name: str, args: Sequence[Value]) -> Function:
+        """The function for a called ``ClosedJaxpr`` on ``args``, made once per jaxpr object and
+        argument types. A ref parameter whose aval names no memory space takes its argument's:
+        a ``jax.jit`` helper called in a kernel does not say that its refs are in VMEM."""
+        types = tuple(
+            _placed(type_of(v.aval, f"input {i}"), a.type)
+            for i, (v, a) in enumerate(zip(closed.jaxpr.invars, args, strict=True))
+        )
+        key = (id(closed), types)
+        hit = self.callees.get(key)
         if hit is None or hit[0] is not closed:
-            hit = (closed, self.function(name, closed.jaxpr, closed.consts))
-            self.callees[id(closed)] = hit
+            hit = (closed, self.function(name, closed.jaxpr, closed.consts, types))
+            self.callees[key] = hit
         return hit[1]
+
+
+def _placed(param: Type, arg: Type) -> Type:
+    """``param`` in ``arg``'s memory space, where ``param`` is a ref in none (``ANY``)."""
+    if isinstance(param, RefType) and isinstance(arg, RefType) and param.memory_space == ANY:
+        return RefType(param.shape, param.dtype, arg.memory_space)
+    return param
 
 
 class Scope:
