@@ -52,10 +52,13 @@ def static(value: Any) -> Any:
     """
     if type(value) is tuple:
         for v in value:
-            if type(v) is not int and (type(v) is tuple or isinstance(v, np.integer)):
+            if type(v) is not int and isinstance(v, _NESTED):
                 return tuple(map(static, value))
         return value
     return operator.index(value) if isinstance(value, np.integer) else value
+
+
+_NESTED = (tuple, np.integer)  # what static() changes inside a tuple
 
 
 class Builder:
