@@ -7,7 +7,9 @@ Importing is ``eval_jaxpr`` with IR-building rules in place of numbers (autodida
 2. For each equation, set the scope's location to the user's ``file:line`` carried in
    ``eqn.source_info``, look up the rule of ``eqn.primitive.name`` in ``RULES`` and call it; it
    emits minipallas ops through the scope and returns one value per outvar. A primitive with no
-   rule is a ``JaxprImportError`` naming it, at the user's line.
+   rule is a ``JaxprImportError`` naming it, at the user's line. A primitive with a *scoped*
+   rule (``@scoped_rule``: ``new_ref`` allocates a ref for the rest of its block) imports the
+   equations after it itself, inside the region it opens.
 3. The block yields the values of the jaxpr's outvars.
 
 Sub-jaxprs (loop bodies, branches, scoped bodies, callees) are imported the same way into
@@ -16,7 +18,7 @@ conversion is binding their invars (and a ``run_scoped`` body's constvars, which
 equation's operands) to the region's parameters, and a ``ClosedJaxpr``'s consts to ``constant``
 ops inside the region.
 
-Rules live in one file per family (``state``, ``pallas``, ``control``, ``lax``,
+Rules live in one file per family (``state``, ``mutable``, ``pallas``, ``control``, ``lax``,
 ``lax_indexing``) and register with ``@rule("primitive", ...)``; another package adds rules
 the same way (e.g. ``pallas_call`` for kernels). Literal operands are static: ``scope.static``
 gives their value, so rules can fold what upstream computes from constants (index wrapping).
