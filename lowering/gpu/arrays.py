@@ -7,11 +7,13 @@ The module means what the reference interpreter means, as the StableHLO rules do
   ``INT_MIN / -1`` gives ``INT_MIN`` (``rem``: 0); the GPU would trap or return garbage;
 - float ``max``/``min`` propagate NaN (``arith.maximumf``), ``ne`` is unordered;
 - float-to-int ``convert`` rounds toward zero, saturates and maps NaN to 0;
-- transcendentals of bfloat16/float16 are computed in float32 and rounded once (``logistic``:
-  each step rounded, XLA's expansion); sums of bfloat16/float16 accumulate in float32;
+- transcendentals and division of bfloat16/float16 are computed in float32 and rounded once
+  (``logistic``: each step rounded, XLA's expansion); sums of bfloat16/float16 accumulate in
+  float32;
 - ``dot`` is exact in its products: float32 operands use ``inputPrecision = ieee`` (Triton
   would otherwise use TF32), 16-bit float operands with a float32 result go to the tensor
-  cores as they are (their products are exact in float32).
+  cores as they are (their products are exact in float32), and so do int8 operands, into an
+  int32 accumulator truncated for an int8 result (the same bits as wrapping int8 sums).
 
 Integer ``pow`` has no Triton op and is rejected. Transcendentals (CUDA's libdevice, as upstream
 calls them) match the interpreter to a few ulps, float sums and ``dot`` to rounding (the order of
@@ -106,6 +108,8 @@ def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.
 def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """Floats divide as IEEE says; integers get a defined result where C would trap."""
     dtype = _dtype(op)
+    if op.name == "div" and dtypes.is_float(dtype):
+        return [_divf(x, y, dtype)]
     if dtypes.is_float(dtype):
         return [_FLOAT[op.name](x, y)]
     signed = dtypes.is_signed(dtype)
@@ -126,6 +130,13 @@ def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[
     safe = kind(x, arith.select(trap, emit.like(1, y, dtype), y))
     on_zero = emit.like(-1, x, dtype) if op.name == "div" else x
     return [arith.select(by_zero, on_zero, safe)]
+
+
+def _divf(x: ir.Value, y: ir.Value, dtype: str) -> ir.Value:
+    """Float division; bfloat16/float16 in float32, rounded once (Triton cannot lower a 16-bit
+    ``divf``; float32 has more than twice their precision, so the result is the correctly
+    rounded 16-bit quotient)."""
+    return _in_float32(arith.divf, dtype, x, y)
 
 
 def _compare(name: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -192,7 +203,7 @@ def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     dtype = _dtype(op)
     one = emit.like(1, x, dtype)
     e = _in_float32(_libdevice("exp"), dtype, arith.negf(x))
-    return [arith.divf(one, arith.addf(one, e))]
+    return [_divf(one, arith.addf(one, e), dtype)]
 
 
 @register("select")
@@ -268,8 +279,10 @@ def _float_to_int(x: ir.Value, source: str, target: str, to: ir.Type) -> ir.Valu
 
 @register("bitcast")
 def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``tt.bitcast``, as upstream emits it (Triton does not legalize a tensor
+    ``arith.bitcast``)."""
     target = emit.value_type(op.result.type)
-    return [x if target == x.type else arith.bitcast(target, x)]
+    return [x if target == x.type else tt.bitcast(target, x)]
 
 
 @register("broadcast_in_dim")
@@ -322,9 +335,16 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(x, work, dtype)]
 
 
+_ACCUMULATOR = {"bfloat16": "float32", "float16": "float32", "int8": "int32"}
+# operand dtypes the tensor cores multiply as they are into the accumulator, exactly
+_EXACT_PRODUCTS = {("bfloat16", "float32"), ("float16", "float32"), ("int8", "int32")}
+
+
 @register("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
-    """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit results)."""
+    """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit float
+    results, int32 for int8 ones: the tensor cores have no int8 accumulator, and wrapping
+    int32 sums truncated to int8 are the int8 sums)."""
     if op.result.type.ndim != 2:
         raise PassError(
             "a batched dot has no Triton lowering here",
@@ -333,8 +353,8 @@ def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.V
             fix="loop over the batch dimension",
         )
     source, target = _dtype(op), op.result.type.dtype
-    acc_dtype = "float32" if target in ("bfloat16", "float16") else target
-    exact = source in ("bfloat16", "float16") and acc_dtype == "float32"
+    acc_dtype = _ACCUMULATOR.get(target, target)
+    exact = (source, acc_dtype) in _EXACT_PRODUCTS
     if not exact and source != acc_dtype:
         a, b = _convert(a, source, acc_dtype), _convert(b, source, acc_dtype)
     zero = emit.constant(0, acc_dtype, op.result.type.shape)

@@ -11,6 +11,7 @@ from gpu_kernels import EXTRA, masked_io_call
 from gpu_util import KERNELS, lowered
 
 import minipallas as mp
+import minipallas.numpy as jnp
 from minipallas.errors import PassError
 from minipallas.lowering.gpu import lower_kernel
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
@@ -181,6 +182,33 @@ def test_revisited_output_axis_becomes_a_loop_unless_semantics_say_otherwise():
     assert low.schedule.looped == (1,) and "index map ignores it" in low.schedule.why[0]
     assert low.as_text().count("tt.get_program_id") == 1 and "scf.for" in low.as_text()
     assert lowered("add").schedule.looped == ()
+
+
+@pytest.mark.parametrize("dtype, short", [("bfloat16", "bf16"), ("float16", "f16")])
+def test_16_bit_division_is_computed_in_f32_and_rounded_once(dtype, short, tmp_path):
+    """Triton cannot lower a 16-bit ``divf`` ("Unsupported bitwidth" in PTX generation)."""
+
+    def kernel(x_ref, y_ref, o_ref, s_ref):
+        o_ref[...] = x_ref[...] / y_ref[...]
+        s_ref[...] = jnp.logistic(x_ref[...])
+
+    t = mp.ArrayType((8, 128), dtype)
+    text = mp.pallas_call(kernel, (t, t)).lower(t, t, target="gpu").as_text(debug_info=False)
+    checks = f"""
+    CHECK: %[[X:.*]] = tt.load
+    CHECK: %[[Y:.*]] = tt.load
+    CHECK: %[[XW:.*]] = arith.extf %[[X]] : tensor<8x128x{short}> to tensor<8x128xf32>
+    CHECK: %[[YW:.*]] = arith.extf %[[Y]] : tensor<8x128x{short}> to tensor<8x128xf32>
+    CHECK: %[[Q:.*]] = arith.divf %[[XW]], %[[YW]] : tensor<8x128xf32>
+    CHECK: arith.truncf %[[Q]] : tensor<8x128xf32> to tensor<8x128x{short}>
+    CHECK: symbol = "__nv_expf"
+    CHECK: %[[D:.*]] = arith.addf %{{{{.*}}}}, %{{{{.*}}}} : tensor<8x128x{short}>
+    CHECK: %[[DW:.*]] = arith.extf %[[D]] : tensor<8x128x{short}> to tensor<8x128xf32>
+    CHECK: %[[R:.*]] = arith.divf %{{{{.*}}}}, %[[DW]] : tensor<8x128xf32>
+    CHECK: arith.truncf %[[R]]
+    """
+    filecheck(text, checks, tmp_path)
+    assert not any("divf" in line and f"x{short}>" in line for line in text.splitlines())
 
 
 def test_more_than_three_launched_axes_fold_into_x():

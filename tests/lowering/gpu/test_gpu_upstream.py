@@ -1,12 +1,21 @@
 """Differential check against upstream Pallas's Triton backend (jax 0.10.2), on every suite
 kernel: same signature, same kinds of ``tt`` ops, same memory traffic, and the three known
 differences shown one by one: upstream loads before every store (a store is a swap), leaves
-overhanging blocks unmasked, and does not fold its index arithmetic."""
+overhanging blocks unmasked, and does not fold its index arithmetic. Two upstream kernels
+besides: a bitcast (``tt.bitcast`` on both sides) and a bf16 division (which upstream
+rejects)."""
 
+import jax
+import jax.numpy as jjnp
 import pytest
 from gpu_util import KERNELS, lowered, upstream_text
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
 
-from minipallas.difftest.triton import compare, summarize
+from minipallas.difftest.triton import compare, summarize, upstream_triton
+from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.lowering.gpu.ptx import compile_ptx
 
 REJECTED = {  # upstream's Triton backend refuses scratch; minipallas keeps it in registers
     "matmul": "scratch memory not implemented in the Triton backend",
@@ -79,3 +88,34 @@ def test_revisited_output_axis_is_a_loop_here_and_launched_upstream():
     assert c.upstream.tt_ops["tt.get_program_id"] == 2
     assert c.ours.tt_ops["tt.get_program_id"] == 1
     assert "scf.for" in lowered("row_sum").as_text()
+
+
+def _upstream_kernel(kernel, dtype):
+    """An upstream Pallas kernel over one (8, 128) block, for the Triton backend."""
+    out = jax.ShapeDtypeStruct((8, 128), dtype)
+    return pl.pallas_call(kernel, out, compiler_params=plgpu.CompilerParams()), out
+
+
+def _abs_by_bits(x_ref, o_ref):
+    bits = jax.lax.bitcast_convert_type(x_ref[...], jjnp.int32)
+    o_ref[...] = jax.lax.bitcast_convert_type(bits & 0x7FFFFFFF, jjnp.float32)
+
+
+def test_imported_bitcast_is_tt_bitcast_as_upstream_and_compiles_to_ptx():
+    call, spec = _upstream_kernel(_abs_by_bits, jjnp.float32)
+    low = lower_kernel(kernel_from_jaxpr(jax.make_jaxpr(call)(spec)), "gpu")
+    text = low.as_text(debug_info=False)
+    assert text.count("tt.bitcast %") == 2 and "arith.bitcast" not in text
+    c = compare(low.module, upstream_triton(call, spec))
+    assert c.same_signature and c.same_traffic, c.report()
+    assert c.tt_kinds_only_ours == c.tt_kinds_only_upstream == set(), c.report()
+    assert ".visible .entry kernel(" in compile_ptx(low).ptx
+
+
+def test_upstream_triton_rejects_bf16_division_which_minipallas_computes_in_f32():
+    def divide(x_ref, o_ref):
+        o_ref[...] = x_ref[...] / (x_ref[...] + 1)
+
+    call, spec = _upstream_kernel(divide, jjnp.bfloat16)
+    with pytest.raises(NotImplementedError, match="unsupported types: tensor<8x128xbf16>"):
+        upstream_triton(call, spec)
