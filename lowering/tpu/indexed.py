@@ -8,9 +8,9 @@ with extensive inputs or outputs imports (upstream's Mosaic lowering rejects tho
 defines (``windows.clamp_start``).
 
 - A static window is ``vector.extract_strided_slice`` / ``vector.insert_strided_slice``, with a
-  ``vector.shape_cast`` dropping or restoring integer-indexed dimensions. Those ops take unit
-  strides only (upstream emits strided ones for ``lax.slice``, which the verifier rejects), so a
-  strided window of a value is refused: a ref can read it (``tpu.strided_load``).
+  ``vector.shape_cast`` dropping or restoring integer-indexed dimensions. The MLIR verifier
+  accepts unit strides only in those ops, so a strided window of a value is refused: a ref can
+  read it (``tpu.strided_load``).
 - A read at a dynamic start first rotates the value (``tpu.dynamic_rotate``, what ``pltpu.roll``
   lowers to) so that the window starts at 0 along that dimension, then reads it statically.
 - A write at a dynamic start spreads the update over the whole value (``vector.broadcast`` of a
