@@ -19,7 +19,15 @@ import numpy as np
 
 from minipallas.frontend.promotion import check_fits, default_dtype, is_python_scalar, promote
 from minipallas.frontend.refs import TracedRef
-from minipallas.frontend.scopes import Scope, Tracer, child, current, emit, trace_error
+from minipallas.frontend.scopes import (
+    Scope,
+    Tracer,
+    child,
+    current,
+    emit,
+    mark_nonnegative,
+    trace_error,
+)
 from minipallas.frontend.tracing import function_name, trace
 from minipallas.frontend.values import (
     TracedArray,
@@ -28,6 +36,7 @@ from minipallas.frontend.values import (
     astype,
     compare,
     promote_operands,
+    surely_nonnegative,
 )
 from minipallas.ir import dtypes
 from minipallas.ir.builder import params
@@ -84,7 +93,10 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     scope = child("fori_loop body")
     with scope:
         index, *carries = params([bounds[0].type, *(c.type for c in inits)])
-        out = body_fun(TracedArray(index, scope), _unflatten(tree, carries, scope))
+        i = TracedArray(index, scope)
+        if surely_nonnegative(lower):
+            mark_nonnegative(i)  # counts up from lower: indexing with it needs no wrap
+        out = body_fun(i, _unflatten(tree, carries, scope))
         results = _conform(out, tree, inits, scope, "fori_loop body_fun")
     consts = list(scope.captures)
     block = scope.close([index, *scope.captures.values(), *carries], results)
@@ -327,4 +339,5 @@ def _grid_query(name: str, axis: Any) -> TracedArray:
     if not isinstance(axis, int | np.integer) or isinstance(axis, bool) or axis < 0:
         raise trace_error(f"{name} takes a static grid axis (an int >= 0), got {axis!r}")
     (result,) = emit(TracedArray, name, [], {"axis": int(axis)})
+    mark_nonnegative(result)
     return result

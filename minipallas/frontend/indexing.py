@@ -10,8 +10,13 @@ of an ``ir.indexing`` indexer:
 - a traced integer scalar: ``Int(Dyn(k))``; a traced integer array or a numpy integer array:
   ``Array(Dyn(k))`` (gather/scatter).
 
-Dynamic items become the op's index operands, ``Dyn(k)`` being the k-th. Traced indices are
-not normalized or checked: the IR clamps them (see ``minipallas.ir.indexing``).
+Dynamic items become the op's index operands, ``Dyn(k)`` being the k-th. A negative traced
+index counts once from the end, as in JAX (``lax.dynamic_slice``'s start, ``x[i]``, each entry
+of an index array): ``Index.extents`` gives the dimension each operand wraps against, and the
+caller emits the wrap as ops (``values.index_operands``), so the IR's own rule (dynamic indices
+clamp, see ``minipallas.ir.indexing``) applies to the wrapped value. A ``ds`` with a stride wraps
+its start; upstream wraps each position of such a window, which differs only when the window
+crosses zero.
 """
 
 from __future__ import annotations
@@ -42,11 +47,14 @@ class DSlice:
 class Index:
     """A normalized index: the indexer, its dynamic operands, and where ``None`` adds axes.
 
-    ``dynamic`` holds tracers and numpy integer arrays (the caller makes constants of those).
+    ``dynamic`` holds tracers and numpy integer arrays (the caller makes constants of those);
+    ``extents[k]`` is the size of the dimension a negative ``dynamic[k]`` counts back from, or
+    None where nothing wraps (numpy arrays are wrapped here already).
     """
 
     indexer: tuple[Entry, ...] = ()
     dynamic: list[Any] = field(default_factory=list)
+    extents: list[int | None] = field(default_factory=list)
     new_axes: list[int] = field(default_factory=list)
 
 
@@ -119,7 +127,7 @@ def _entry(item: Any, dim: int, extent: int, out: Index, arrays: bool) -> Entry:
                 f"spans {span} positions and does not fit"
             )
         if isinstance(item.start, Tracer):
-            return Slice(_dynamic(item.start, out), item.size, item.stride)
+            return Slice(_dynamic(item.start, out, extent), item.size, item.stride)
         if not 0 <= item.start <= extent - span:
             raise trace_error(
                 f"{where}: ds({item.start}, {item.size}, {item.stride}) is out of bounds"
@@ -128,13 +136,13 @@ def _entry(item: Any, dim: int, extent: int, out: Index, arrays: bool) -> Entry:
     if isinstance(item, Tracer):
         _check_index_type(item, where)
         if item.ndim == 0:
-            return Int(_dynamic(item, out))
+            return Int(_dynamic(item, out, extent))
         if not arrays:
             raise trace_error(
                 f"{where}: a view cannot use an integer-array index",
                 fix="index the ref directly (ref[idx]) for a gather or scatter",
             )
-        return Array(_dynamic(item, out))
+        return Array(_dynamic(item, out, extent))
     if isinstance(item, np.ndarray | list):
         return _numpy_index(np.asarray(item), where, extent, out, arrays)
     if is_jax_tracer(item):
@@ -195,6 +203,7 @@ def _numpy_index(array: np.ndarray, where: str, extent: int, out: Index, arrays:
     return Array(_dynamic(array.astype(np.int32), out))
 
 
-def _dynamic(item: Any, out: Index) -> Dyn:
+def _dynamic(item: Any, out: Index, extent: int | None = None) -> Dyn:
     out.dynamic.append(item)
+    out.extents.append(extent)
     return Dyn(len(out.dynamic) - 1)

@@ -24,6 +24,7 @@ from minipallas.frontend.values import (
     asarray,
     broadcast_to,
     emit_array,
+    index_operands,
     resolve_shape,
 )
 from minipallas.ir import dtypes
@@ -200,7 +201,7 @@ def _check_ref(ref: Any, what: str) -> None:
 def _index(ref: TracedRef, idx: Any, arrays: bool = True) -> tuple[tuple, list[TracedArray]]:
     check_open(ref, *(idx if isinstance(idx, tuple) else (idx,)))
     index = indexing.normalize(idx, ref.shape, arrays=arrays)
-    return index.indexer, [asarray(d) for d in index.dynamic]
+    return index.indexer, index_operands(index)
 
 
 def _window_shape(indexer: tuple, dynamic: list[TracedArray]) -> tuple[int, ...]:

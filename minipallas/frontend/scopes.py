@@ -59,6 +59,8 @@ class Scope:
         self.open = True
         self.cache: dict[Any, Any] = {} if parent is None else parent.cache  # traced callees
         self.names: set[str] = set() if parent is None else parent.names  # function names used
+        # values known to be >= 0 (grid indices, counting loop indices): no index wrap needed
+        self.nonnegative: set[Value] = set() if parent is None else parent.nonnegative
 
     def __enter__(self) -> Scope:
         _STATE.stack.append(self)
@@ -140,6 +142,16 @@ class Tracer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._value.type})"
+
+
+def mark_nonnegative(x: Tracer) -> None:
+    """Records that ``x`` is never negative, so indexing with it needs no negative wrap."""
+    x._scope.nonnegative.add(x._value)
+
+
+def is_nonnegative(x: Tracer) -> bool:
+    """Whether ``x`` was recorded as never negative (``mark_nonnegative``)."""
+    return x._value in x._scope.nonnegative
 
 
 def _ended(x: Tracer) -> TraceError:

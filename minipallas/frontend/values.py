@@ -27,7 +27,14 @@ from minipallas.frontend.promotion import (
     promote,
     weak_dtype,
 )
-from minipallas.frontend.scopes import Tracer, check_open, emit, trace_error
+from minipallas.frontend.scopes import (
+    Tracer,
+    check_open,
+    emit,
+    is_nonnegative,
+    mark_nonnegative,
+    trace_error,
+)
 from minipallas.ir import dtypes
 from minipallas.ir.literal import Literal
 from minipallas.ir.opset.indexed import read_op_for
@@ -315,7 +322,7 @@ def unary(name: str, x: Any) -> TracedArray:
 
 
 def add(x: Any, y: Any) -> TracedArray:
-    return elementwise("add", x, y)
+    return _keeps_nonnegative(elementwise("add", x, y), x, y)
 
 
 def subtract(x: Any, y: Any) -> TracedArray:
@@ -323,7 +330,24 @@ def subtract(x: Any, y: Any) -> TracedArray:
 
 
 def multiply(x: Any, y: Any) -> TracedArray:
-    return elementwise("mul", x, y)
+    return _keeps_nonnegative(elementwise("mul", x, y), x, y)
+
+
+def surely_nonnegative(x: Any) -> bool:
+    """Whether ``x`` is known to be >= 0: a non-negative Python or numpy int, or a tracer
+    recorded as such (grid and counting loop indices, sums and products of those)."""
+    if isinstance(x, Tracer):
+        return is_nonnegative(x)
+    return isinstance(x, int | np.integer) and x >= 0
+
+
+def _keeps_nonnegative(out: TracedArray, *xs: Any) -> TracedArray:
+    """Records an integer sum or product of surely non-negative operands as non-negative, so
+    that an index computed from grid or loop indices (``i * 8 + 1``) needs no negative wrap.
+    int32 overflow is not considered, as for the grid's block starts (``kernels.grid``)."""
+    if dtypes.is_int(out.type.dtype) and all(surely_nonnegative(x) for x in xs):
+        mark_nonnegative(out)
+    return out
 
 
 def compare(name: str, x: Any, y: Any) -> TracedArray:
@@ -479,11 +503,31 @@ def dot(x: Any, y: Any, preferred_element_type: Any = None) -> TracedArray:
     return reshape(out, x.shape[:-1] + y.shape[1:])
 
 
+def wrap_negative(i: TracedArray, n: int) -> TracedArray:
+    """``i`` (an index, elementwise) with ``n`` added where it is negative: a negative index
+    counts once from the end, as JAX's indexing and ``lax.dynamic_slice`` take it. An int8
+    index is widened to int32 first, where ``i + n`` cannot overflow; unsigned ones never wrap.
+    """
+    if not dtypes.is_signed(i.type.dtype):
+        return i
+    i = astype(i, "int32")
+    return where(i < 0, i + n, i)
+
+
+def index_operands(index: indexing.Index) -> list[TracedArray]:
+    """The operands of a normalized index as arrays, each traced one that may be negative
+    wrapped against its dimension (``Index.extents``)."""
+    return [
+        asarray(d) if n is None or surely_nonnegative(d) else wrap_negative(asarray(d), n)
+        for d, n in zip(index.dynamic, index.extents, strict=True)
+    ]
+
+
 def getitem(x: Any, idx: Any) -> TracedArray:
     """``x[idx]`` as a ``slice``, ``dynamic_slice`` or ``gather``; ``None`` adds an axis."""
     x = asarray(x)
     index = indexing.normalize(idx, x.shape, arrays=True, newaxis=True)
-    dynamic = [asarray(d) for d in index.dynamic]
+    dynamic = index_operands(index)
     if dynamic or index.indexer != tuple(indexing.Slice(0, d, 1) for d in x.shape):
         x = emit_array(read_op_for(index.indexer), [x, *dynamic], indexer=index.indexer)
     if index.new_axes:

@@ -27,8 +27,9 @@ from typing import Any
 
 from minipallas.frontend.control import call, fori_loop, run_scoped
 from minipallas.frontend.refs import TracedRef, ds
+from minipallas.frontend.scopes import mark_nonnegative
 from minipallas.frontend.tracing import trace
-from minipallas.frontend.values import TracedArray, where
+from minipallas.frontend.values import TracedArray
 from minipallas.ir.core import Function, Value
 from minipallas.ir.interpret.engine import fill_value
 from minipallas.ir.types import RefType
@@ -99,11 +100,11 @@ def _block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedA
     out = call(spec.index_map, *indices)
     blocks = () if out is None else out if isinstance(out, tuple) else (out,)
     window = []
-    for i, b, n, sure in zip(
-        blocks, spec.block_shape, buf.shape, surely_nonnegative(spec.index_map), strict=True
-    ):
+    sures = surely_nonnegative(spec.index_map)
+    for i, b, sure in zip(blocks, spec.block_shape, sures, strict=True):
         start = i if b is None else i * b
-        start = start if sure else wrap_negative(start, n)
+        if sure:
+            mark_nonnegative(start)  # the view wraps the other starts (lax.dynamic_slice's)
         window.append(start if b is None else ds(start, b))
     return buf.at[tuple(window)] if window else buf
 
@@ -121,11 +122,6 @@ def surely_nonnegative(index_map: Function) -> list[bool]:
         return v in grid_indices or (constant and bool((op.attrs["value"].array() >= 0).all()))
 
     return [sure(v) for v in index_map.body.results]
-
-
-def wrap_negative(start: TracedArray, n: int) -> TracedArray:
-    """A negative start counts from the end once, as ``lax.dynamic_slice`` takes it."""
-    return where(start < 0, start + n, start)
 
 
 def _loop_nest(

@@ -41,14 +41,20 @@ import numpy as np
 from minipallas.errors import MiniPallasError
 from minipallas.frontend.control import call, fori_loop
 from minipallas.frontend.tracing import trace
-from minipallas.frontend.values import TracedArray, broadcast_to, constant, emit_array
+from minipallas.frontend.values import (
+    TracedArray,
+    broadcast_to,
+    constant,
+    emit_array,
+    wrap_negative,
+)
 from minipallas.ir.core import Block, Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.interpret.engine import RULES, Interpreter, fill_value
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
 from minipallas.kernels.bind_grid import bind_grid
-from minipallas.kernels.grid import padded_shape, surely_nonnegative, wrap_negative
+from minipallas.kernels.grid import padded_shape, surely_nonnegative
 from minipallas.kernels.spec import Kernel, TracedBlockSpec
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
 from minipallas.passes.cleanup import cleanup

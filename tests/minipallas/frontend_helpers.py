@@ -84,3 +84,29 @@ def same(actual, expected):
         np.testing.assert_array_equal(a_nan, e_nan)
         a_bits[a_nan] = e_bits[e_nan] = 0
     np.testing.assert_array_equal(a_bits, e_bits)
+
+
+# the ops of a scalar index's negative wrap, in order: select(i < 0, i + n, i)
+WRAP = ["constant", "lt", "constant", "add", "select"]
+
+
+def wrapped_index(fn, v):
+    """``(i, n)`` where ``v`` is computed as ``select(i < 0, i + n, i)`` in ``fn``'s body (an
+    int8 ``i`` widened to int32 first): the explicit negative wrap the front end emits."""
+    made = {r: op for op in fn.walk() for r in op.results}
+
+    def constant(u):  # a constant, maybe broadcast
+        while made[u].name == "broadcast_in_dim":
+            (u,) = made[u].operands
+        return made[u].attrs["value"].array()
+
+    select = made[v]
+    assert select.name == "select", select.name
+    negative, shifted, i = select.operands
+    lt, add = made[negative], made[shifted]
+    assert lt.name == "lt" and lt.operands[0] is i and (constant(lt.operands[1]) == 0).all()
+    assert add.name == "add" and add.operands[0] is i
+    (n,) = set(np.asarray(constant(add.operands[1])).reshape(-1).tolist())
+    if i in made and made[i].name == "convert":
+        (i,) = made[i].operands
+    return i, n

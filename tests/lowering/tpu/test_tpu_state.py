@@ -59,7 +59,7 @@ def test_dynamic_start_in_range_needs_no_clamp():
     assert "maxsi" not in out and "minsi" not in out
 
 
-def test_dynamic_start_of_unknown_range_is_clamped_into_dim_minus_span():
+def test_dynamic_start_of_unknown_range_wraps_then_clamps_into_dim_minus_span():
     def body(s_ref, x_ref, o_ref):
         o_ref[...] = x_ref[mp.ds(s_ref[0], 8), :]
 
@@ -69,9 +69,13 @@ def test_dynamic_start_of_unknown_range_is_clamped_into_dim_minus_span():
         text(k),
         """
         CHECK-DAG: %[[C24:.*]] = arith.constant 24 : i32
+        CHECK-DAG: %[[C32:.*]] = arith.constant 32 : i32
         CHECK-DAG: %[[Z:.*]] = arith.constant 0 : i32
         CHECK: %[[N:.*]] = memref.load %arg1[%{{.*}}] : memref<2xi32, #tpu.memory_space<smem>>
-        CHECK: %[[LO:.*]] = arith.maxsi %[[N]], %[[Z]] : i32
+        CHECK: %[[NEG:.*]] = arith.cmpi slt, %[[N]], %[[Z]] : i32
+        CHECK: %[[UP:.*]] = arith.addi %[[N]], %[[C32]] : i32
+        CHECK: %[[W:.*]] = arith.select %[[NEG]], %[[UP]], %[[N]] : i32
+        CHECK: %[[LO:.*]] = arith.maxsi %[[W]], %[[Z]] : i32
         CHECK: %[[HI:.*]] = arith.minsi %[[LO]], %[[C24]] : i32
         CHECK: %[[I:.*]] = arith.index_cast %[[HI]] : i32 to index
         CHECK: vector.load %arg2[%[[I]], %{{.*}}]
