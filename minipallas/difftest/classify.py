@@ -210,8 +210,9 @@ KNOWN: dict[str, Known] = {
     ),
     "negative-dynamic-index": Known(
         "semantic-difference",
-        "a negative dynamic index: upstream adds the dimension once (numpy style) before "
-        "clamping, minipallas clamps it to 0 (the importer reproduces upstream's meaning)",
+        "a negative dynamic index reaching an IR op: upstream adds the dimension once "
+        "(numpy style) before clamping, the op clamps it to 0 (the front end and the importer "
+        "emit upstream's wrap as ops; IR written or built directly has none)",
         "def f(r, i): return r[i]  # i = -1: upstream r[n-1], minipallas r[0]",
     ),
     "gather-window-clamp": Known(

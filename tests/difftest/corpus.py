@@ -117,11 +117,25 @@ INDEX = mp.ArrayType((), "int32")
 @case(
     ref(floats(4)),
     np.int32(-1),
-    expect="negative-dynamic-index",
     reference=mp.trace(lambda r, i: r[i], REF4, INDEX, name="negative_index_vs_minipallas"),
 )
 def negative_index_vs_minipallas(r, i):
-    return r[i]  # upstream: r[3]; the same program in minipallas: r[0]
+    return r[i]  # upstream: r[3]; the same program in minipallas too (the front end wraps)
+
+
+@case(
+    ref(floats(4)),
+    np.int32(-1),
+    expect="negative-dynamic-index",
+    reference=mp.parse(
+        "func @negative_index_in_ir(%0: Ref{f32[4]}, %1: i32[]) -> (f32[]) {\n"
+        "  %2 = get %0[%1] : f32[]\n"
+        "  return %2\n"
+        "}"
+    ),
+)
+def negative_index_in_ir(r, i):
+    return r[i]  # upstream: r[3]; the IR op itself (written as text) clamps: r[0]
 
 
 @case(
