@@ -23,6 +23,7 @@ from cleanup_harness import (
 )
 
 import minipallas
+from minipallas import MiniPallasError
 from minipallas.ir import (
     TPU_VMEM,
     Dyn,
@@ -191,8 +192,18 @@ def test_collective_scope_is_not_inlined():
     def build(b, x):
         return scoped(b, [x], [], lambda bb, p: [op(bb, "neg", p)], axes=("x",))
 
-    out = cleaned(make([F8], build), 2, 2)
+    fn = make([F8], build)
+    out = cleanup(fn)
+    minipallas.verify(out)
     assert names(out) == ["run_scoped", "neg"]
+    # the interpreter rejects both, as upstream does, with the same upstream message
+    x = np.zeros(8, np.float32)
+    messages = []
+    for program in (fn, out):
+        with pytest.raises(MiniPallasError) as caught:
+            minipallas.interpret(program, x)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "collective_axes" in messages[0]
 
 
 # --- calls ------------------------------------------------------------------------------------
