@@ -2,9 +2,8 @@
 for bit with XLA on CPU.
 
 - ``logistic`` is ``1 / (1 + exp(-x))`` with every step rounded to the dtype (XLA expands it
-  into those ops); ``rsqrt`` is ``1 / sqrt(x)``. Transcendentals use numpy's float32
-  functions: measured against XLA on CPU they differ by at most 4 float32 ulps (exp 2, log 4,
-  tanh 4, sin/cos 1, rsqrt 2, pow 1) and 1 bfloat16 ulp; sqrt is exact.
+  into those ops). Transcendentals are XLA:CPU's own algorithms (``transcendental``), bit for
+  bit with XLA, except float32 ``rsqrt`` (within 2 ulps); sqrt is IEEE's, exact.
 - Reductions: integer sums wrap (exact in any order); float32 sums use numpy's pairwise order
   and bfloat16/float16 sums accumulate in float32 and round once, so float sums match XLA only
   to rounding (XLA reduces in its own tree order). Over an empty axis a reduction gives its
@@ -24,7 +23,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float, to_dtype
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import numerics
+from minipallas.ir.interpret import numerics, transcendental
 from minipallas.ir.interpret.engine import Interpreter, rule
 from minipallas.ir.interpret.numerics import F32, float_math, flush, widen
 
@@ -60,7 +59,11 @@ BINARY: dict[str, Callable[[Any, Any, str], Any]] = {
         if dtypes.is_float(d)
         else numerics.int_rem(a, b, d)
     ),
-    "pow": _arith(numerics.int_pow, np.power),
+    "pow": lambda a, b, d: (
+        float_math(transcendental.pow, d, a, b, flushes=False)
+        if dtypes.is_float(d)
+        else numerics.int_pow(a, b, d)
+    ),
     "max": _arith(_ints(np.maximum), numerics.float_max),
     "min": _arith(_ints(np.minimum), numerics.float_min),
     "and": _ints(np.bitwise_and),
@@ -75,19 +78,15 @@ BINARY: dict[str, Callable[[Any, Any, str], Any]] = {
 }
 
 
-def _rsqrt(x: Any) -> Any:
-    return F32.type(1) / np.sqrt(x)
-
-
 # name -> (function on float32, whether XLA flushes its subnormals)
 FLOAT_UNARY: dict[str, tuple[Callable[[Any], Any], bool]] = {
-    "exp": (np.exp, True),
-    "log": (np.log, True),
+    "exp": (transcendental.exp, True),
+    "log": (transcendental.log, True),
     "sqrt": (np.sqrt, True),
-    "rsqrt": (_rsqrt, True),
-    "tanh": (np.tanh, False),
-    "sin": (np.sin, False),
-    "cos": (np.cos, False),
+    "rsqrt": (transcendental.rsqrt, True),
+    "tanh": (transcendental.tanh, False),
+    "sin": (transcendental.sin, False),
+    "cos": (transcendental.cos, False),
     "neg": (np.negative, False),
     "abs": (np.abs, False),
 }
@@ -121,7 +120,7 @@ def logistic(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     """``1 / (1 + exp(-x))`` as XLA expands it: each step rounds to the operand's dtype."""
     dtype = op.operands[0].type.dtype
     one = np.asarray(1, dtypes.to_numpy(dtype))
-    e = float_math(np.exp, dtype, np.negative(args[0]))
+    e = float_math(transcendental.exp, dtype, np.negative(args[0]))
     return (float_math(np.divide, dtype, one, float_math(np.add, dtype, one, e)),)
 
 
