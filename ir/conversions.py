@@ -28,7 +28,7 @@ from minipallas.ir import dtypes
 
 # (explicit mantissa bits, smallest normal exponent, largest exponent) of each float dtype
 _FORMATS = {"float32": (23, -126, 127), "bfloat16": (7, -126, 127), "float16": (10, -14, 15)}
-_SIGNIFICAND_BITS = {"float32": 23, "bfloat16": 7, "float16": 10}
+_SIGNIFICAND_BITS = {name: fmt[0] for name, fmt in _FORMATS.items()}
 
 
 def round_float(x: Any, dst: str) -> np.ndarray:
@@ -45,9 +45,8 @@ def round_float(x: Any, dst: str) -> np.ndarray:
         source = source.astype(np.float64)  # Python ints and bools: exact below 2**53
     with np.errstate(invalid="ignore"):  # a signalling NaN widens (to a NaN) too
         exact = source.astype(np.float64)  # float16/32/64 widen to float64 exactly
-    rounded = _round_value(exact, *_FORMATS[dst])
-    out = _encode(np.where(np.isnan(exact), 0.0, rounded), dst)
     nan = np.isnan(exact)
+    out = _encode(np.where(nan, 0.0, _round_value(exact, *_FORMATS[dst])), dst)
     if nan.any():
         out = np.where(nan, _quiet_nan(source, dst), out)
     return out

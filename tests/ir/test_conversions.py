@@ -41,13 +41,12 @@ INPUTS = {
 CASES = [(src, dst) for src in INPUTS for dst in ("float32", "bfloat16", "float16") if src != dst]
 
 
-def _xla_convert(x: np.ndarray, src: str, dst: str) -> np.ndarray:
-    short, n = dtypes.SHORT, x.size
-    fn = mp.parse(
+def _convert_program(src: str, dst: str, n: int) -> mp.Function:
+    short = dtypes.SHORT
+    return mp.parse(
         f"func @f(%x: {short[src]}[{n}]) -> ({short[dst]}[{n}]) {{\n"
         f"  %y = convert %x : {short[dst]}[{n}]\n  return %y\n}}"
     )
-    return mp.compile(fn)(x)[0]
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -57,14 +56,8 @@ def _bits(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(("src", "dst"), CASES, ids=[f"{s}->{d}" for s, d in CASES])
 def test_conversion_is_xlas_bit_for_bit(src, dst):
     x = INPUTS[src]
-    ours = mp.interpret(
-        mp.parse(
-            f"func @f(%x: {dtypes.SHORT[src]}[{x.size}]) -> ({dtypes.SHORT[dst]}[{x.size}]) {{\n"
-            f"  %y = convert %x : {dtypes.SHORT[dst]}[{x.size}]\n  return %y\n}}"
-        ),
-        x,
-    )[0]
-    np.testing.assert_array_equal(_bits(ours), _bits(_xla_convert(x, src, dst)))
+    fn = _convert_program(src, dst, x.size)
+    np.testing.assert_array_equal(_bits(mp.interpret(fn, x)[0]), _bits(mp.compile(fn)(x)[0]))
 
 
 def test_int_to_bfloat16_rounds_through_float32():

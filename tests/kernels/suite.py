@@ -481,3 +481,17 @@ KERNELS: list[Case] = [
 ]  # fmt: skip
 
 BY_NAME = {case.name: case for case in KERNELS}
+
+
+def upstream_running_rows(x_ref, o_ref):
+    """An upstream kernel body (jax itself, not a namespace): ``ys[i] = 2 * (x[0] + ... +
+    x[i])``, a ``lax.scan`` with an extensive input and output, which minipallas emits as
+    register windows at the loop index on Mosaic and Triton."""
+    import jax
+
+    def step(c, row):
+        c = c + row
+        return c, c * 2.0
+
+    _, ys = jax.lax.scan(step, jax.numpy.zeros((128,), jax.numpy.float32), x_ref[...])
+    o_ref[...] = ys

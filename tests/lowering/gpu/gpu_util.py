@@ -10,7 +10,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
-from suite import BY_NAME, KERNELS, MP, Case, _spec, jax_namespace  # noqa: E402
+from suite import BY_NAME, KERNELS, MP, Case, _spec, jax_namespace, upstream_running_rows  # noqa: E402, F401
 
 __all__ = ["BY_NAME", "KERNELS", "MP", "Case", "lowered", "upstream_text"]
 

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jjnp
 import numpy as np
 import pytest
+from gpu_util import upstream_running_rows
 from jax.experimental import pallas as pl
 
 import minipallas as mp
@@ -159,15 +160,7 @@ def test_random_kernels_compile_to_ptx(seeds):
 def test_upstream_scan_with_extensive_values_compiles_to_ptx():
     """Rows read and written at the loop index: the register-window gathers and selects."""
 
-    def kernel(x_ref, o_ref):
-        def step(c, row):
-            c = c + row
-            return c, c * 2.0
-
-        _, ys = jax.lax.scan(step, jjnp.zeros((128,), jjnp.float32), x_ref[...])
-        o_ref[...] = ys
-
     out = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
-    jaxpr = jax.make_jaxpr(pl.pallas_call(kernel, out))(out)
+    jaxpr = jax.make_jaxpr(pl.pallas_call(upstream_running_rows, out))(out)
     low = lower_kernel(kernel_from_jaxpr(jaxpr), "gpu")
     assert "tt.gather" in low.as_text() and ".visible .entry kernel(" in compile_ptx(low).ptx

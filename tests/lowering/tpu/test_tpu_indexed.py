@@ -11,7 +11,7 @@ import jax.numpy as jjnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as pl
-from tpu_util import filecheck, spec
+from tpu_util import filecheck, spec, upstream_running_rows
 
 import minipallas as mp
 from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
@@ -26,15 +26,7 @@ from minipallas.kernels.spec import Kernel
 X = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
 
 
-def _running_rows(x_ref, o_ref):
-    """ys[i] = 2 * (x[0] + ... + x[i]): a scan with an extensive input and output."""
-
-    def step(c, row):
-        c = c + row
-        return c, c * 2.0
-
-    _, ys = jax.lax.scan(step, jjnp.zeros((128,), jjnp.float32), x_ref[...])
-    o_ref[...] = ys
+_running_rows = upstream_running_rows
 
 
 def _powers_of_a_row(x_ref, o_ref):

@@ -23,7 +23,15 @@ from minipallas.lowered import Lowered
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
-from suite import BY_NAME, KERNELS, Case, inputs, jax_namespace, normal  # noqa: E402
+from suite import (  # noqa: E402
+    BY_NAME,
+    KERNELS,
+    Case,
+    inputs,
+    jax_namespace,
+    normal,
+    upstream_running_rows,
+)
 
 __all__ = [
     "BY_NAME",
@@ -37,6 +45,7 @@ __all__ = [
     "spec",
     "tpu_shaped",
     "upstream_module",
+    "upstream_running_rows",
 ]
 
 I32 = ArrayType((), "int32")
