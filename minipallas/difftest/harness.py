@@ -57,7 +57,8 @@ class Case:
     ``expect`` names the finding the case is known to produce (a ``KNOWN`` upstream defect or
     semantic difference; None: agreement). ``reference`` is a minipallas ``Function`` meant
     to compute the same thing, checked as a fifth way; ``emitted`` says ``fn`` is
-    ``jax_emit.emit(reference)``.
+    ``jax_emit.emit(reference)``. ``plant`` is a deliberate bug, for testing the harness's
+    power: the ``compile`` way compiles ``plant(program)`` instead of the imported program.
     """
 
     name: str
@@ -67,6 +68,7 @@ class Case:
     expect: str | None = None
     reference: Function | None = None
     emitted: bool = False  # fn was emitted from reference by jax_emit (see classify)
+    plant: Callable[[Function], Function] | None = None
 
 
 @dataclass
@@ -233,7 +235,8 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
         return
 
     comp = report.outcomes["compile"] = Outcome("compile")
-    compiled = _timed("compile", lambda: compile_fn(fn), comp)
+    planted = fn if report.case.plant is None else report.case.plant(fn)
+    compiled = _timed("compile", lambda: compile_fn(planted), comp)
     if compiled is not None:
         comp.outputs = _timed("run", lambda: list(compiled(*_initial(args))), comp)
 
