@@ -327,3 +327,5 @@ _use(RunScoped(), "run_scoped")
 _use(For(), "for")
 _use(While(), "while")
 _use(Cond(), "cond")
+
+from minipallas.ir import syntax_structural  # noqa: E402, F401  (registers its ops)

@@ -12,12 +12,15 @@ semantics are written down, one file per op family:
 - ``state``, ``views``, ``scoped``, ``control``, ``kernel``, ``arrays``, ``indexed``: the rules.
 """
 
-from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules)
+from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules)  # noqa: F401, E402  (structural ops)
     arrays,
     control,
     indexed,
     kernel,
+    layout,
+    scans,
     scoped,
+    sorting,
     state,
     views,
 )

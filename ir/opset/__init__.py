@@ -3,3 +3,7 @@
 from minipallas.ir.opset import arrays, control, indexed, kernel, scoped, state, views
 
 __all__ = ["arrays", "control", "indexed", "kernel", "scoped", "state", "views"]
+
+from minipallas.ir.opset import layout, scans, sorting  # noqa: E402  (jnp.flip, sort, cumsum...)
+
+__all__ += ["layout", "scans", "sorting"]

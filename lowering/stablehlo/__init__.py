@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from minipallas.ir.core import Function
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.stablehlo import arrays, control, indexed, kernel, scoped  # noqa: F401
+from minipallas.lowering.stablehlo import (  # noqa: F401  # noqa: F401
+    arrays,
+    control,
+    indexed,
+    kernel,
+    layout,
+    scans,
+    scoped,
+    sorting,
+)
 from minipallas.lowering.stablehlo.context import RULES, LoweringContext, register
 
 __all__ = ["RULES", "LoweringContext", "lower_stablehlo", "register"]
