@@ -1,0 +1,494 @@
+"""``make mutate``: how many planted bugs the difftest corpus and a short fuzz run catch.
+
+Each mutant of ``bench/mutants.py`` is applied to a fresh copy of the sources (the working tree
+is never touched) and checked in a subprocess whose imports resolve to that copy:
+
+1. the copy: ``minipallas/`` with ``ir/``, ``passes/`` and ``lowering/`` placed inside it as
+   the installed package lays them out (``site/minipallas/ir`` ...), and ``tests/difftest``;
+   ``site`` goes first on ``PYTHONPATH``, ahead of the editable install's finder (which sits
+   last on ``sys.meta_path``), and the worker checks that every package and the mutated module
+   were imported from the copy before it trusts a verdict;
+2. the kill check, stopping at the first kill: every case of the difftest corpora
+   (``tests/difftest/corpus.py``, ``float_corpus.py`` when it exists) through
+   ``minipallas.difftest.run``, a case whose finding is not the one it expects kills; then
+   three fuzzers, each given the number of programs the unmutated control ran in
+   ``--fuzz-seconds`` (same seeds, so the same programs): the discharge property of
+   ``minipallas.fuzz`` (interpreter before and after discharge and cleanup), the upstream
+   fuzzer (``difftest.fuzz_upstream``: a ``minipallas-bug`` finding kills) and the kernel
+   fuzzer (``difftest.fuzz_kernels``: a disagreement kills). A crash while importing or
+   setting up kills too, and so does running past the time limit (a hang is noticed);
+3. the control (no mutant) runs first and must survive, else the run stops: a false alarm.
+
+The table (mutant, category, where, verdict, seconds) and the kill rate, overall and per
+category, over the mutants not marked ``equivalent``, are printed and, for a run of the whole
+catalogue, written to ``bench/mutate_results.md``.
+
+Usage: ``python bench/mutate.py [--only NAME[,NAME]] [--fuzz-seconds S] [--jobs J]
+[--budget SECONDS]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutants import CATEGORIES, MUTANTS, Mutant  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# Repository folder -> where the installed package has it (setup.cfg's package_dir).
+PACKAGES = {
+    "minipallas": "minipallas",
+    "ir": "minipallas/ir",
+    "passes": "minipallas/passes",
+    "lowering": "minipallas/lowering",
+}
+TESTS = "tests/difftest"
+CORPORA = ("corpus", "float_corpus")
+FUZZERS = ("discharge", "upstream", "kernels")
+SEEDS = {"discharge": 1, "upstream": 2, "kernels": 3}
+RESULTS = ROOT / "bench" / "mutate_results.md"
+
+
+class CatalogueError(Exception):
+    """A mutant's snippet does not occur exactly once in its file."""
+
+
+# -- copies -------------------------------------------------------------------------------------
+
+
+def copied_path(file: str) -> str:
+    """Where repository file ``file`` lies in a copy (``passes/x.py`` -> ``site/minipallas/
+    passes/x.py``; tests keep their path)."""
+    top, _, rest = file.partition("/")
+    if top in PACKAGES:
+        return f"site/{PACKAGES[top]}/{rest}"
+    return file
+
+
+def module_name(file: str) -> str | None:
+    """The module a package file is imported as (None for a test file)."""
+    if not copied_path(file).startswith("site/"):
+        return None
+    return copied_path(file)[len("site/") : -len(".py")].replace("/", ".")
+
+
+def snapshot(dest: Path, rev: str) -> Path:
+    """The sources of git revision ``rev`` ("worktree": the files as they are now) under
+    ``dest``, in the repository's layout; returns ``dest``. Other helpers edit the working
+    tree while a run goes on, so the default is the last commit."""
+    folders = [*PACKAGES, TESTS]
+    if rev == "worktree":
+        for folder in folders:
+            shutil.copytree(ROOT / folder, dest / folder, ignore=_IGNORE)
+        return dest
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "--", *folders], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def make_copy(dest: Path, source: Path) -> None:
+    """The sources of ``source`` (a snapshot) under ``dest`` as the installed package lays
+    them out, plus the corpora."""
+    for folder, inside in PACKAGES.items():  # minipallas first: the others go inside it
+        shutil.copytree(source / folder, dest / "site" / inside, ignore=_IGNORE)
+    shutil.copytree(source / TESTS, dest / TESTS, ignore=_IGNORE)
+
+
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def snippet_line(mutant: Mutant, path: Path | None = None) -> int:
+    """The line of ``path`` (default: the mutant's file in this checkout) where the snippet
+    starts; CatalogueError unless it occurs there exactly once."""
+    path = ROOT / mutant.file if path is None else path
+    if not path.is_file():
+        raise CatalogueError(f"mutant {mutant.name}: {mutant.file} does not exist")
+    text = path.read_text()
+    count = text.count(mutant.find)
+    if count != 1:
+        raise CatalogueError(
+            f"mutant {mutant.name}: its snippet occurs {count} times in {mutant.file} "
+            f"(expected once); update it in bench/mutants.py to the code as it is now"
+        )
+    return text[: text.index(mutant.find)].count("\n") + 1
+
+
+def apply(mutant: Mutant, copy: Path) -> Path:
+    """Plants ``mutant`` in the copy at ``copy``; returns the file it changed."""
+    path = copy / copied_path(mutant.file)
+    snippet_line(mutant, path)
+    path.write_text(path.read_text().replace(mutant.find, mutant.replace))
+    return path
+
+
+# -- the worker: runs inside the copy -----------------------------------------------------------
+
+
+def _check_isolation(copy: Path, mutant: Mutant | None) -> None:
+    """Raises unless every package (and the mutated module) comes from the copy."""
+    import importlib
+
+    site = (copy / "site").resolve()
+    for name in ("minipallas", "minipallas.ir", "minipallas.passes", "minipallas.lowering"):
+        where = Path(importlib.import_module(name).__file__).resolve()
+        if not where.is_relative_to(site):
+            raise RuntimeError(f"not isolated: {name} imported from {where}, not {site}")
+    if mutant is not None and module_name(mutant.file) is not None:
+        module = importlib.import_module(module_name(mutant.file))
+        where = Path(module.__file__).resolve()
+        if where != (copy / copied_path(mutant.file)).resolve():
+            raise RuntimeError(f"not isolated: the mutated module runs from {where}")
+        if mutant.replace not in where.read_text():
+            raise RuntimeError(f"the mutant is not in {where}")
+
+
+def _corpus_kill(copy: Path) -> tuple[str | None, list[str]]:
+    """The first corpus case whose finding is not the one it expects, and notes."""
+    import importlib
+
+    from minipallas.difftest import run
+
+    sys.path.insert(0, str(copy / TESTS))
+    notes = []
+    for name in CORPORA:
+        if not (copy / TESTS / f"{name}.py").exists():
+            notes.append(f"{TESTS}/{name}.py does not exist: skipped")
+            continue
+        cases = importlib.import_module(name).CASES
+        planted = [c for c in cases if getattr(c, "plant", None) is not None]
+        if planted:
+            notes.append(
+                f"{len(planted)} planted cases of {name}.py skipped (they carry their own bug)"
+            )
+        for case in cases:
+            if getattr(case, "plant", None) is not None:
+                continue
+            report = run(case)
+            if not report.expected:
+                want = case.expect or "agree"
+                return f"{name}:{case.name} ({report.finding.name}, expected {want})", notes
+    return None, notes
+
+
+def _programs(seed: int, transcendental: bool):  # noqa: ANN202 - a generator of programs
+    """Generated programs (the fuzzers' generator, drawn from a seeded ``random.Random``) with
+    an input seed each."""
+    from minipallas.generate import Config, build
+    from minipallas.generate.choices import RandomChoices
+    from minipallas.generate.sampler import Sampler
+
+    rng, config = random.Random(seed), Config(transcendental=transcendental)
+    while True:
+        yield build(Sampler(RandomChoices(rng), config).program()), rng.randrange(2**16), rng
+
+
+def _fuzz_discharge(count: int, deadline: float) -> tuple[int, str | None]:
+    from minipallas.generate import inputs
+    from minipallas.generate.check import PropertyFailure, check_all_modes
+
+    n = 0
+    for fn, seed, rng in _programs(SEEDS["discharge"], True):
+        if n >= count or time.monotonic() >= deadline:
+            return n, None
+        n += 1
+        partial = [rng.random() < 0.5 for _ in fn.params]
+        try:
+            check_all_modes(fn, inputs(fn, seed), partial)
+        except PropertyFailure as e:
+            return n, f"program {n}: {str(e).splitlines()[0]}"
+    raise AssertionError("unreachable")
+
+
+def _fuzz_upstream(count: int, deadline: float) -> tuple[int, str | None]:
+    from minipallas.difftest import run
+    from minipallas.difftest.fuzz_upstream import case_for
+
+    n = 0
+    for fn, seed, _ in _programs(SEEDS["upstream"], False):
+        if n >= count or time.monotonic() >= deadline:
+            return n, None
+        n += 1
+        finding = run(case_for(fn, seed)).finding
+        if finding.kind == "minipallas-bug":
+            return n, f"program {n}: {finding}"
+    raise AssertionError("unreachable")
+
+
+def _fuzz_kernels(count: int, deadline: float) -> tuple[int, str | None]:
+    from minipallas.difftest.fuzz_kernels import check
+    from minipallas.generate.choices import RandomChoices
+    from minipallas.generate.kernels import random_kernel
+
+    rng, n = random.Random(SEEDS["kernels"]), 0
+    while n < count and time.monotonic() < deadline:
+        n += 1
+        problem = check(random_kernel(RandomChoices(rng)), rng.randrange(2**16)).problem
+        if problem:
+            return n, f"kernel {n}: {problem.splitlines()[0]}"
+    return n, None
+
+
+_FUZZ = {"discharge": _fuzz_discharge, "upstream": _fuzz_upstream, "kernels": _fuzz_kernels}
+
+
+def worker(copy: Path, mutant: Mutant | None, counts: dict[str, int], seconds: float) -> dict:
+    """The kill check (module doc, step 2) in this process; returns the verdict as a dict:
+    ``killed_by`` (None: survived), ``stage``, ``detail``, ``counts`` (programs per fuzzer)."""
+    out: dict = {"killed_by": None, "stage": "", "detail": "", "counts": {}, "notes": []}
+    stage = "setup"
+    try:
+        _check_isolation(copy, mutant)
+        stage = "corpus"
+        killed, out["notes"] = _corpus_kill(copy)
+        if killed:
+            return {**out, "killed_by": "corpus", "stage": stage, "detail": killed}
+        for name in FUZZERS:
+            stage = f"fuzz {name}"
+            # The control runs for ``seconds``; a mutant runs the control's count of programs,
+            # with room for a slower mutant (a hang is caught by the parent's timeout).
+            limit = seconds if mutant is None else 3 * seconds + 30
+            n, found = _FUZZ[name](counts.get(name, 10**9), time.monotonic() + limit)
+            out["counts"][name] = n
+            if found:
+                return {**out, "killed_by": f"fuzz {name}", "stage": stage, "detail": found}
+    except RuntimeError as e:
+        if "isolated" in str(e) or "not in" in str(e):
+            return {**out, "killed_by": "not isolated", "stage": stage, "detail": str(e)}
+        return {**out, "killed_by": f"crash ({stage})", "stage": stage, "detail": _brief(e)}
+    except Exception as e:  # a mutant that breaks import or setup is killed by the crash
+        return {**out, "killed_by": f"crash ({stage})", "stage": stage, "detail": _brief(e)}
+    return out
+
+
+def _brief(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+
+
+# -- the parent ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    mutant: Mutant | None  # None: the control
+    killed_by: str | None
+    detail: str
+    seconds: float
+    counts: dict[str, int]
+    notes: list[str]
+    line: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.mutant.name if self.mutant else "(control)"
+
+    @property
+    def by_corpus(self) -> bool:
+        """Killed without the fuzzers: by the corpus, or by a crash before them."""
+        return self.killed_by is not None and not self.killed_by.startswith("fuzz")
+
+
+def check(
+    mutant: Mutant | None, source: Path, counts: dict[str, int], seconds: float, timeout: float
+) -> Verdict:
+    """Copies the snapshot ``source``, plants ``mutant`` and runs the worker on the copy."""
+    line = snippet_line(mutant, source / mutant.file) if mutant else 0
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="minipallas-mutant-") as tmp:
+        copy = Path(tmp)
+        make_copy(copy, source)
+        if mutant is not None:
+            apply(mutant, copy)
+        env = {**os.environ, "PYTHONPATH": str(copy / "site"), "PYTHONHASHSEED": "0"}
+        env.setdefault("JAX_PLATFORMS", "cpu")
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(copy)]
+        command += ["--only", mutant.name] if mutant else []
+        command += ["--counts", json.dumps(counts), "--fuzz-seconds", str(seconds)]
+        try:
+            done = subprocess.run(
+                command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return Verdict(mutant, "timeout", f"ran past {timeout:.0f} s", timeout, {}, [], line)
+    elapsed = time.monotonic() - start
+    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
+    if not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Verdict(mutant, "crash (worker)", tail[:300], elapsed, {}, [], line)
+    got = json.loads(lines[-1])
+    return Verdict(
+        mutant, got["killed_by"], got["detail"], elapsed, got["counts"], got["notes"], line
+    )
+
+
+def _verdict_text(v: Verdict) -> str:
+    if v.mutant is not None and v.mutant.equivalent:
+        return "equivalent" if v.killed_by is None else f"equivalent, yet killed: {v.killed_by}"
+    return "SURVIVED" if v.killed_by is None else f"killed: {v.killed_by}"
+
+
+def table(verdicts: Sequence[Verdict]) -> list[tuple[str, ...]]:
+    rows = [("mutant", "category", "where", "verdict", "detail", "s")]
+    for v in verdicts:
+        m = v.mutant
+        rows.append((v.name, m.category, f"{m.file}:{v.line}", _verdict_text(v),
+                     v.detail, f"{v.seconds:.0f}"))  # fmt: skip
+    return rows
+
+
+def summary(verdicts: Sequence[Verdict]) -> dict:
+    """Kill counts over the mutants that change semantics, overall and per category."""
+    real = [v for v in verdicts if not v.mutant.equivalent]
+    per = {}
+    for category in CATEGORIES:
+        group = [v for v in real if v.mutant.category == category]
+        if group:
+            per[category] = (sum(v.killed_by is not None for v in group), len(group))
+    return {
+        "total": len(verdicts),
+        "equivalent": len(verdicts) - len(real),
+        "semantic": len(real),
+        "killed": sum(v.killed_by is not None for v in real),
+        "by_corpus": sum(v.by_corpus for v in real),
+        "per_category": per,
+        "survivors": [v for v in real if v.killed_by is None],
+        "equivalents": [v for v in verdicts if v.mutant.equivalent],
+    }
+
+
+def _percent(a: int, b: int) -> str:
+    return f"{a}/{b} ({100 * a / max(b, 1):.1f}%)"
+
+
+def report_text(
+    verdicts: Sequence[Verdict], control: Verdict, wall: float, args: argparse.Namespace
+) -> str:  # noqa: E501
+    """The results as Markdown (also readable as plain text)."""
+    s = summary(verdicts)
+    counts = ", ".join(f"{k} {n}" for k, n in control.counts.items())
+    out = [
+        "# Mutation testing of the difftest harness (`make mutate`)",
+        "",
+        f"{s['total']} mutants ({s['equivalent']} marked equivalent), fuzz {args.fuzz_seconds:g} s "
+        f"per fuzzer for the control ({counts} programs; each mutant runs the same programs), "
+        f"{args.jobs} jobs, wall time {wall / 60:.1f} min.",
+        "",
+        f"- killed, corpus and fuzz: **{_percent(s['killed'], s['semantic'])}**",
+        f"- killed by the corpus alone (or a crash before the fuzzers): "
+        f"{_percent(s['by_corpus'], s['semantic'])}",
+        "",
+        "| category | killed |",
+        "|---|---|",
+        *(f"| {c} | {k}/{n} |" for c, (k, n) in s["per_category"].items()),
+        "",
+        "Survivors:" if s["survivors"] else "No survivors.",
+        *(
+            f"- `{v.name}` ({v.mutant.file}:{v.line}): {v.mutant.description}"
+            for v in s["survivors"]
+        ),  # fmt: skip
+        "",
+    ]
+    if s["equivalents"]:
+        out += ["Equivalent (not counted):", *(f"- `{v.name}`: {v.mutant.equivalent}"
+                                               for v in s["equivalents"]), ""]  # fmt: skip
+    notes = sorted({n for v in (control, *verdicts) for n in v.notes})
+    out += [f"Note: {n}" for n in notes] + ([""] if notes else [])
+    rows = table(verdicts)
+    out += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated mutant names (default: all)")
+    parser.add_argument("--fuzz-seconds", type=float, default=10.0, help="per fuzzer (control)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants checked at once")
+    parser.add_argument("--budget", type=float, default=3600.0, help="seconds for the run")
+    parser.add_argument("--output", type=Path, help=f"Markdown results (default for a full "
+                        f"run: {RESULTS.relative_to(ROOT)})")  # fmt: skip
+    parser.add_argument(
+        "--rev", default="HEAD", help='git revision to mutate, or "worktree" (default HEAD)'
+    )
+    parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--counts", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    by_name = {m.name: m for m in MUTANTS}
+    chosen = list(MUTANTS)
+    if args.only:
+        unknown = [n for n in args.only.split(",") if n not in by_name]
+        if unknown:
+            parser.error(f"unknown mutants: {', '.join(unknown)}")
+        chosen = [by_name[n] for n in args.only.split(",")]
+    if args.worker:
+        mutant = chosen[0] if args.only else None
+        print(json.dumps(worker(args.worker, mutant, json.loads(args.counts), args.fuzz_seconds)))
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="minipallas-snapshot-") as tmp:
+        return campaign(args, chosen, snapshot(Path(tmp), args.rev))
+
+
+def campaign(args: argparse.Namespace, chosen: Sequence[Mutant], source: Path) -> int:
+    """The control, then every chosen mutant, on copies of the snapshot ``source``."""
+    problems = []
+    for m in chosen:
+        try:
+            snippet_line(m, source / m.file)
+        except CatalogueError as e:
+            problems.append(str(e))
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 2
+
+    start = time.monotonic()
+    timeout = 120 + 8 * args.fuzz_seconds
+    control = check(None, source, {}, args.fuzz_seconds, timeout + 2 * args.fuzz_seconds)
+    print(f"control ({args.rev}): {control.killed_by or 'survived'} in {control.seconds:.0f} s, "
+          f"fuzz programs {control.counts}; {control.detail}", flush=True)  # fmt: skip
+    if control.killed_by is not None:
+        print("false alarm: the unmutated sources fail the kill check; no verdict is meaningful")
+        return 2
+
+    def one(m: Mutant) -> Verdict | None:
+        if time.monotonic() - start > args.budget:
+            return None
+        v = check(m, source, control.counts, args.fuzz_seconds, timeout)
+        print(f"  {m.name:<34} {_verdict_text(v):<40} {v.seconds:5.0f} s", flush=True)
+        return v
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(one, chosen))
+    verdicts = [v for v in results if v is not None]
+    skipped = [m.name for m, v in zip(chosen, results, strict=True) if v is None]
+    wall = time.monotonic() - start
+    text = report_text(verdicts, control, wall, args)
+    if skipped:
+        text += f"\nNot run (budget of {args.budget:g} s spent): {', '.join(skipped)}\n"
+    print("\n" + text)
+    output = args.output or (RESULTS if not args.only and not skipped else None)
+    if output is not None:
+        output.write_text(text)
+        print(f"written to {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
