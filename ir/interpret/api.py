@@ -12,6 +12,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
+from minipallas.ir.interpret.perturb import Perturbation
 from minipallas.ir.types import RefType, Type
 from minipallas.passes.collectives import check_collective_axes
 
@@ -23,6 +24,7 @@ def interpret(
     checks: bool = False,
     program_ids: Sequence[int] | None = None,
     grid: Sequence[int] | None = None,
+    perturb: Perturbation | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Evaluate ``fn`` with numpy; return its results as a tuple of arrays (empty if none).
 
@@ -51,6 +53,10 @@ def interpret(
     ``program_ids`` and ``grid`` (one int per grid axis) are what ``program_id`` and
     ``num_programs`` return; using those ops without them is an error.
 
+    ``perturb`` (a ``Perturbation``) runs float sums, dots, contractible adds, transcendentals
+    and bfloat16/float16 arithmetic with the freedoms a correct compiler has, drawn at random
+    from its seed (``perturb``'s docstring); the difftest's numerics envelope is their spread.
+
     A ``run_scoped`` with collective axes is rejected before anything runs, as upstream
     evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
     error of upstream's interpret mode, any other with that of ``run_state``'s discharge or
@@ -61,8 +67,13 @@ def interpret(
             f"expected a Function, got {type(fn).__name__}",
             fix="trace or parse a function first (minipallas.trace, minipallas.parse)",
         )
+    if perturb is not None and not isinstance(perturb, Perturbation):
+        raise InterpretError(
+            f"perturb must be a Perturbation or None, got {type(perturb).__name__}",
+            fix="pass perturb=minipallas.ir.interpret.perturb.Perturbation(seed)",
+        )
     interp = Interpreter(
-        uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid")
+        uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid"), perturb
     )
     _check_grid(interp.program_ids, interp.grid)
     kernel = interp.program_ids is not None or interp.grid is not None

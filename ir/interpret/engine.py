@@ -110,7 +110,8 @@ class Interpreter:
     ``uninitialized``: "nan" (fresh scratch holds ``fill_value``) or "error" (reading an element
     never written raises). ``checks``: raise on any out-of-range dynamic index (instead of
     clamping or dropping) and on any uninitialized read. ``program_ids`` / ``grid``: what
-    ``program_id`` / ``num_programs`` return.
+    ``program_id`` / ``num_programs`` return. ``perturb``: a ``perturb.Perturbation``, whose
+    rule table (the float freedoms a correct compiler has) replaces ``RULES``; None: ``RULES``.
     """
 
     def __init__(
@@ -119,6 +120,7 @@ class Interpreter:
         checks: bool = False,
         program_ids: tuple[int, ...] | None = None,
         grid: tuple[int, ...] | None = None,
+        perturb: Any = None,  # perturb.Perturbation (which imports this module)
     ) -> None:
         if uninitialized not in UNINITIALIZED_MODES:
             raise InterpretError(
@@ -129,6 +131,7 @@ class Interpreter:
         self.tracking = self.checks or uninitialized == "error"
         self.program_ids = program_ids
         self.grid = grid
+        self.rules: dict[str, Rule] = RULES if perturb is None else perturb.rules()
 
     def error(self, op: Op, message: str, fix: str | None = None) -> InterpretError:
         """An ``InterpretError`` located at ``op``; rules ``raise`` it."""
@@ -143,7 +146,7 @@ class Interpreter:
     def run(self, block: Block, args: Sequence[Any]) -> list[Any]:
         """Evaluate ``block`` with its parameters bound to ``args``; return what it yields."""
         env = dict(zip(block.params, args, strict=True))
-        rules = RULES
+        rules = self.rules
         for op in block.ops:
             fn = rules.get(op.name)
             if fn is None:

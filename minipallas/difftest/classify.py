@@ -34,7 +34,14 @@ from typing import Any
 
 from minipallas.ir.core import Block, Function, Op
 
-KINDS = ("agree", "upstream-crash", "upstream-divergence", "semantic-difference", "minipallas-bug")
+KINDS = (
+    "agree",
+    "within-envelope",
+    "upstream-crash",
+    "upstream-divergence",
+    "semantic-difference",
+    "minipallas-bug",
+)
 
 
 @dataclass(frozen=True)
@@ -244,11 +251,18 @@ KNOWN: dict[str, Known] = {
 @dataclass(frozen=True)
 class Finding:
     """A classified outcome: one of ``KINDS``; ``name``: a ``KNOWN`` key, ``agree``, or a
-    short description; ``detail``: the evidence (an error, a difference)."""
+    short description; ``detail``: the evidence (an error, a difference). ``ulps`` and
+    ``fraction``: the largest ulp distance of an XLA way's floats from the interpreter's, and
+    the largest fraction of its allowed distance (<= 1 within the envelope), when the envelope
+    was consulted; ``op``: for a ``compile`` bug, the first op whose value leaves its envelope
+    (IR text and location)."""
 
     kind: str
     name: str
     detail: str = ""
+    ulps: int | None = None
+    fraction: float | None = None
+    op: str | None = None
 
     @property
     def reason(self) -> str:
@@ -256,7 +270,10 @@ class Finding:
         return known.reason if known else self.detail
 
     def __str__(self) -> str:
-        return self.kind if self.name == self.kind else f"{self.kind} ({self.name})"
+        text = self.kind if self.name == self.kind else f"{self.kind} ({self.name})"
+        if self.ulps is not None and self.fraction is not None:
+            text += f" [{self.ulps} ulps, {self.fraction:.2g}x envelope]"
+        return text
 
 
 # -- recognizing upstream crashes ----------------------------------------------------------
@@ -460,10 +477,12 @@ def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
             return Finding("minipallas-bug", f"{way} crash at {o.stage}", detail)
     d = report.difference
     if d is None:
-        return Finding("agree", "agree")
+        return _agreement(report)
     detail = f"{d.way} vs {d.base}, {d.label}: {d.message}"
     if _only_nan_bits(report, d):
         return Finding("semantic-difference", "nan-bit-pattern", detail)
+    if d.way == "compile":
+        return _compile_bug(report, detail)
     if d.way in _MINIPALLAS_WAYS:
         return Finding("minipallas-bug", f"{d.way} disagrees with interpret", detail)
     if d.way == "upstream":
@@ -481,6 +500,32 @@ def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
         if out_of_range is not None:
             return Finding("semantic-difference", out_of_range, detail)
     return _unexplained(report, detail)
+
+
+def _agreement(report: Any) -> Finding:  # noqa: ANN401
+    """``agree``, or ``within-envelope`` when an XLA way's floats needed the envelope."""
+    if not report.distances:
+        return Finding("agree", "agree")
+    far = max(report.distances.values(), key=lambda d: (d.fraction, d.ulps))
+    detail = ", ".join(
+        f"{way}: {d.ulps} ulps, {d.fraction:.3g}x the envelope"
+        for way, d in report.distances.items()
+    )
+    return Finding("within-envelope", "within-envelope", detail, far.ulps, far.fraction)
+
+
+def _compile_bug(report: Any, detail: str) -> Finding:  # noqa: ANN401
+    """A ``compile`` disagreement, with the first op out of its envelope (``bisect``)."""
+    from minipallas.difftest.bisect import first_op_out
+
+    try:
+        op, found = first_op_out(report)
+    except Exception as e:  # the bisect is evidence, not the verdict
+        op, found = None, f"bisect failed: {type(e).__name__}: {e}"
+    d = report.difference.distance
+    ulps, fraction = (d.ulps, d.fraction) if d is not None else (None, None)
+    name = "compile disagrees with interpret"
+    return Finding("minipallas-bug", name, f"{detail}; {found}", ulps, fraction, op)
 
 
 def _same_rejection(report: Any, error: BaseException) -> bool:  # noqa: ANN401

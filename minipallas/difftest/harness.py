@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir import dtypes
+from minipallas.difftest.envelope import (
+    Distance,
+    Envelope,
+    distance,
+    envelope,
+    is_float,
+    ulp_distance,
+)
 from minipallas.ir.core import Function
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
@@ -94,6 +101,7 @@ class Difference:
     way: str
     label: str
     message: str
+    distance: Distance | None = None  # when the envelope judged it (an XLA way, floats)
 
 
 @dataclass
@@ -103,29 +111,43 @@ class Report:
     case: Case
     jaxpr: Any = None  # upstream ClosedJaxpr
     program: Function | None = None  # the import
+    compiled: Function | None = None  # what the compile way compiled: the import, or plant(it)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     labels: list[str] = field(default_factory=list)
     difference: Difference | None = None
     finding: Any = None  # classify.Finding
+    envelope: Envelope | None = None  # computed only when an XLA way's floats differ
+    distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
 
     @property
     def ok(self) -> bool:
-        return self.finding is not None and self.finding.kind == "agree"
+        """Every way agrees: bit for bit, or XLA's floats within the envelope."""
+        return self.finding is not None and self.finding.kind in ("agree", "within-envelope")
 
     @property
     def expected(self) -> bool:
-        """The finding is the one the case expects (agreement when it expects none)."""
-        want = self.case.expect or "agree"
-        return self.finding is not None and self.finding.name == want
+        """The finding is the one the case expects (agreement, exact or within the envelope,
+        when it expects none)."""
+        if self.finding is None:
+            return False
+        if self.case.expect is None:
+            return self.finding.name in ("agree", "within-envelope")
+        return self.finding.name == self.case.expect
 
     def text(self) -> str:
         lines = [f"case {self.case.name}: {self.finding}"]
         for way, o in self.outcomes.items():
             status = "ok" if o.ok else f"{o.stage}: {type(o.error).__name__}: {o.error}"
             lines.append(f"  {way:<10} {o.seconds * 1e3:7.1f} ms  {status.splitlines()[0]}")
+        for way, d in self.distances.items():
+            lines.append(
+                f"  {way} vs {BASE}: at most {d.ulps} ulps, {d.fraction:.3g}x the numerics envelope"
+            )
         if self.difference is not None:
             d = self.difference
             lines.append(f"first difference: {d.way} vs {d.base}, {d.label}: {d.message}")
+        if self.finding is not None and self.finding.op is not None:
+            lines.append(f"first op out of its envelope: {self.finding.op}")
         lines.append("--- upstream jaxpr ---")
         lines.append(str(self.jaxpr) if self.jaxpr is not None else "(not traced)")
         lines.append("--- minipallas IR (imported) ---")
@@ -235,8 +257,11 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
         return
 
     comp = report.outcomes["compile"] = Outcome("compile")
-    planted = fn if report.case.plant is None else report.case.plant(fn)
-    compiled = _timed("compile", lambda: compile_fn(planted), comp)
+    plant = report.case.plant
+    report.compiled = fn if plant is None else _timed("plant", lambda: plant(fn), comp)
+    compiled = None
+    if report.compiled is not None:
+        compiled = _timed("compile", lambda: compile_fn(report.compiled), comp)
     if compiled is not None:
         comp.outputs = _timed("run", lambda: list(compiled(*_initial(args))), comp)
 
@@ -250,25 +275,12 @@ def _pure(fn: Function, arrays: Sequence[Any]) -> list[np.ndarray]:
 # -- comparing -----------------------------------------------------------------------------
 
 
-def _is_float(a: np.ndarray) -> bool:
-    return a.dtype.kind == "f" or a.dtype == dtypes.to_numpy("bfloat16")
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """How many representable floats lie between ``a`` and ``b``, elementwise (same dtype)."""
-    bits = {2: np.int16, 4: np.int32}[a.dtype.itemsize]
-    ia, ib = (np.array(x).view(bits).astype(np.int64) for x in (a, b))  # 0-d stays 0-d
-    top = np.int64(1) << (8 * a.dtype.itemsize - 1)
-    ia, ib = (np.where(i < 0, -1 - (i + top), i) for i in (ia, ib))  # ordered; -0 below +0
-    return np.abs(ia - ib)
-
-
 def compare(want: np.ndarray, got: np.ndarray, ulps: int = 0) -> str | None:
     """None if ``got`` matches ``want`` (bits, NaN equals NaN, or within ``ulps``); else why."""
     want, got = np.asarray(want), np.asarray(got)
     if want.dtype != got.dtype or want.shape != got.shape:
         return f"type {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
-    if _is_float(want):
+    if is_float(want):
         nan_w, nan_g = np.isnan(want.astype(np.float32)), np.isnan(got.astype(np.float32))
         same = (nan_w & nan_g) | (ulp_distance(want, got) <= ulps) & ~nan_w & ~nan_g
     else:
@@ -282,9 +294,51 @@ def compare(want: np.ndarray, got: np.ndarray, ulps: int = 0) -> str | None:
     )
 
 
+XLA_WAYS = ("upstream", "compile")  # computed by XLA: compared with BASE within the envelope
+
+
+def numerics_envelope(report: Report) -> Envelope | None:
+    """The envelope of the import around ``BASE`` 's outputs, computed on first use (most
+    programs agree bit for bit and never need it); None if it cannot be computed."""
+    if report.envelope is None and report.program is not None:
+        base = report.outcomes[BASE].outputs
+        try:
+            report.envelope = envelope(report.program, report.case.args, base)
+        except Exception:  # a perturbed run failed: no envelope, so bits decide
+            return None
+    return report.envelope
+
+
+def closeness(
+    report: Report, way: str, k: int, want: np.ndarray, got: np.ndarray, ulps: int
+) -> tuple[str | None, Distance | None]:
+    """Output ``k`` of ``way`` against ``want`` (``BASE`` 's): None if it matches (to the bit
+    with ``ulps``, or, for an XLA way's float output, within the envelope), else why; and the
+    distance when the envelope was consulted."""
+    message = compare(want, got, ulps)
+    if message is None or way not in XLA_WAYS or message.startswith("type"):
+        return message, None
+    if not is_float(np.asarray(want)):
+        return message, None
+    env = numerics_envelope(report)
+    allowed = None if env is None else env.allowed(k, ulps)
+    if allowed is None:
+        return message, None
+    d = distance(want, got, allowed)
+    if d.within:
+        return None, d
+    at = d.at
+    w, g = np.asarray(want)[at], np.asarray(got)[at]
+    return (
+        f"at {list(at)}: {w!r} != {g!r}, {d.ulps} ulps, {d.fraction:.3g}x the envelope "
+        f"({int(allowed[at])} ulps allowed there)"
+    ), d
+
+
 def first_difference(report: Report, ulps: int) -> Difference | None:
     """The first output where a way that ran differs from ``BASE``, trying minipallas's own
-    ways first (``COMPARED`` order)."""
+    ways first (``COMPARED`` order). XLA ways' float outputs are judged by the envelope; the
+    distance of each that needed it is kept in ``report.distances``."""
     base = report.outcomes.get(BASE)
     if base is None or not base.ok:
         return None
@@ -297,21 +351,35 @@ def first_difference(report: Report, ulps: int) -> Difference | None:
                 BASE, way, "outputs", f"{len(o.outputs)} outputs, expected {len(base.outputs)}"
             )
         tolerance = 0 if way in ("discharge", "reference") else ulps
-        for label, w, g in zip(report.labels, base.outputs, o.outputs, strict=True):
-            message = compare(w, g, tolerance)
+        for k, (label, w, g) in enumerate(zip(report.labels, base.outputs, o.outputs, strict=True)):
+            message, d = closeness(report, way, k, w, g, tolerance)
+            if d is not None and (
+                way not in report.distances or _farther(d, report.distances[way])
+            ):
+                report.distances[way] = d
             if message is not None:
-                return Difference(BASE, way, label, message)
+                return Difference(BASE, way, label, message, d)
     return None
 
 
+def _farther(a: Distance, b: Distance) -> bool:
+    return (a.fraction, a.ulps) > (b.fraction, b.ulps)
+
+
 def agree(report: Report, a: str, b: str) -> bool:
-    """Whether ways ``a`` and ``b`` both ran and produced matching outputs."""
+    """Whether ways ``a`` and ``b`` both ran and produced matching outputs (an XLA way against
+    an interpreted one: within the envelope)."""
     oa, ob = report.outcomes.get(a), report.outcomes.get(b)
     if oa is None or ob is None or not (oa.ok and ob.ok) or len(oa.outputs) != len(ob.outputs):
         return False
-    xla = {"upstream", "compile"}
-    ulps = 0 if {a, b} <= xla or not ({a, b} & xla) else report.case.ulps
-    return all(compare(x, y, ulps) is None for x, y in zip(oa.outputs, ob.outputs, strict=True))
+    xla = set(XLA_WAYS)
+    if {a, b} <= xla or not ({a, b} & xla):
+        return all(compare(x, y) is None for x, y in zip(oa.outputs, ob.outputs, strict=True))
+    (way, mine), (_, theirs) = sorted(((a, oa), (b, ob)), key=lambda p: p[0] not in xla)
+    return all(
+        closeness(report, way, k, w, g, report.case.ulps)[0] is None
+        for k, (w, g) in enumerate(zip(theirs.outputs, mine.outputs, strict=True))
+    )
 
 
 def _labels(case: Case, n_outputs: int) -> list[str]:

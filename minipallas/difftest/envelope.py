@@ -1,0 +1,123 @@
+"""The numerics envelope: how far each float output may legally move under a correct compiler.
+
+XLA may compute a float sum, dot, contractible add, transcendental or bfloat16 chain with
+other bits than the reference interpreter (``ir/interpret/perturb.py`` lists the freedoms).
+``envelope(fn, args)`` interprets ``fn`` ``SAMPLES`` times under random
+``Perturbation`` s and records, per element of each float output, the spread: the largest ulp
+distance of a perturbed value from the plain interpreter's. A value another way computed is
+within the envelope when
+
+    ulp_distance(interpret, value) <= SAFETY * spread + floor + ulps
+
+where ``floor`` is 1 ulp when the program has a perturbable op (else 0), ``ulps`` the case's
+explicit tolerance, and NaN equals NaN. Outputs that are not floats, and outputs of programs
+with nothing to perturb, stay bit for bit.
+
+``SAMPLES`` and ``SAFETY`` were chosen by measurement (``bench/envelope_rates.py``): see the
+README's difftest section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Function
+from minipallas.ir.interpret.perturb import Perturbation, ordered, perturbable
+
+SAMPLES = 8  # perturbed runs per envelope
+SAFETY = 4  # how many spreads a compiled value may stray
+
+
+def is_float(a: np.ndarray) -> bool:
+    """Whether ``a`` holds floats (numpy's, or ml_dtypes' bfloat16)."""
+    return a.dtype.kind == "f" or a.dtype == dtypes.to_numpy("bfloat16")
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many representable floats lie between ``a`` and ``b``, elementwise (same dtype)."""
+    return np.abs(ordered(a) - ordered(b))
+
+
+def _nan(a: np.ndarray) -> np.ndarray:
+    return np.isnan(np.asarray(a).astype(np.float32))
+
+
+@dataclass
+class Envelope:
+    """Per output: the spread in ulps (an int64 array; None for non-float outputs), and the
+    floor every element of a float output gets."""
+
+    spreads: list[np.ndarray | None]
+    floor: int
+
+    def allowed(self, k: int, ulps: int = 0) -> np.ndarray | None:
+        """How many ulps each element of output ``k`` may differ (None: bit for bit)."""
+        spread = self.spreads[k]
+        if spread is None:
+            return None
+        return SAFETY * spread + self.floor + ulps
+
+
+def envelope(
+    fn: Function,
+    args: Sequence[Any],
+    base: Sequence[np.ndarray],
+    samples: int = SAMPLES,
+    seed: int = 0,
+) -> Envelope:
+    """The envelope of ``fn`` around its plain interpreter outputs ``base`` (harness order:
+    results, then final ref values), from ``samples`` perturbed runs seeded ``seed``,
+    ``seed + 1``, ..."""
+    from minipallas.difftest.harness import interpret_outputs
+
+    spreads: list[np.ndarray | None] = [
+        np.zeros(np.shape(b), np.int64) if is_float(np.asarray(b)) else None for b in base
+    ]
+    if not perturbable(fn):
+        return Envelope(spreads, 0)
+    for s in range(samples):
+        outputs = interpret_outputs(fn, args, perturb=Perturbation(seed + s))
+        for k, (b, o) in enumerate(zip(base, outputs, strict=True)):
+            if spreads[k] is None:
+                continue
+            nan_b, nan_o = _nan(b), _nan(o)
+            # a NaN on one side only: no ulp measure; the element may move anywhere
+            far = np.where(nan_b | nan_o, 0, ulp_distance(np.asarray(b), o))
+            far = np.where(nan_b != nan_o, np.iinfo(np.int64).max // 8, far)
+            spreads[k] = np.maximum(spreads[k], far)
+    return Envelope(spreads, 1)
+
+
+@dataclass(frozen=True)
+class Distance:
+    """How far a value is from the interpreter's: the most ulps of any element, and the
+    largest fraction of its allowed distance (<= 1 inside the envelope); ``at``: where the
+    largest fraction is."""
+
+    ulps: int
+    fraction: float
+    at: tuple[int, ...]
+
+    @property
+    def within(self) -> bool:
+        return self.fraction <= 1
+
+
+def distance(want: np.ndarray, got: np.ndarray, allowed: np.ndarray) -> Distance:
+    """``got`` measured against ``want`` and the per-element ``allowed`` ulps (same dtype and
+    shape, floats; NaN equals NaN, a NaN on one side only is infinitely far)."""
+    want, got = np.asarray(want), np.asarray(got)
+    nan_w, nan_g = _nan(want), _nan(got)
+    far = np.where(nan_w | nan_g, 0, ulp_distance(want, got))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(far == 0, 0.0, far / np.maximum(allowed, 0).astype(np.float64))
+    fraction = np.where(nan_w != nan_g, np.inf, fraction)
+    if fraction.size == 0:
+        return Distance(0, 0.0, ())
+    at = tuple(int(i) for i in np.unravel_index(int(np.argmax(fraction)), fraction.shape))
+    return Distance(int(far.max()), float(fraction.max()), at)
