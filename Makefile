@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-latest lock lint fuzz fuzz-upstream fuzz-kernels bench clean
+.PHONY: demo test test-latest lock lint fuzz fuzz-upstream fuzz-kernels bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -64,6 +64,9 @@ bench: $(STAMP)
 	$(PY) bench/discharge_bench.py
 	$(PY) bench/vs_upstream.py
 	$(PY) bench/kernels_bench.py
+
+mutate: $(STAMP)
+	$(PY) bench/mutate.py $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-lock .venv-latest build *.egg-info
