@@ -16,8 +16,11 @@ _NUMPY = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float16": np.dtype(np.float16),
     "int32": np.dtype(np.int32),
+    "int16": np.dtype(np.int16),
     "int8": np.dtype(np.int8),
     "uint32": np.dtype(np.uint32),
+    "uint16": np.dtype(np.uint16),
+    "uint8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
 }
 SHORT = {
@@ -25,8 +28,11 @@ SHORT = {
     "bfloat16": "bf16",
     "float16": "f16",
     "int32": "i32",
+    "int16": "i16",
     "int8": "i8",
     "uint32": "u32",
+    "uint16": "u16",
+    "uint8": "u8",
     "bool": "bool",
 }
 FROM_SHORT = {short: name for name, short in SHORT.items()}
@@ -62,11 +68,22 @@ def is_float(name: str) -> bool:
 
 
 def is_int(name: str) -> bool:
-    return name in ("int32", "int8", "uint32")
+    return name in ("int32", "int16", "int8", "uint32", "uint16", "uint8")
 
 
 def is_signed(name: str) -> bool:
-    return name in ("int32", "int8")
+    """Signed integers (floats are not integers, so neither signed nor unsigned here)."""
+    return name in ("int32", "int16", "int8")
+
+
+def is_unsigned(name: str) -> bool:
+    return name in ("uint32", "uint16", "uint8")
+
+
+def signed_twin(name: str) -> str:
+    """The signed integer dtype of ``name``'s width (``uint8`` -> ``int8``): the view whose
+    sign bit XLA reads where an unsigned operand is taken as signed (a ``pow`` exponent)."""
+    return {8: "int8", 16: "int16", 32: "int32"}[itemsize(name) * 8]
 
 
 def itemsize(name: str) -> int:

@@ -32,8 +32,11 @@ float32 = np.float32
 bfloat16 = ml_dtypes.bfloat16
 float16 = np.float16
 int32 = np.int32
+int16 = np.int16
 int8 = np.int8
 uint32 = np.uint32
+uint16 = np.uint16
+uint8 = np.uint8
 bool_ = np.bool_
 
 # ----- making arrays -----
@@ -237,7 +240,7 @@ sigmoid = logistic
 
 
 def sum(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> TracedArray:  # noqa: A001
-    """Sum over ``axis`` (all by default); bools and int8 sum as int32, as in jnp.sum."""
+    """Sum over ``axis`` (all by default); bools and narrow ints sum as 32-bit, as in jnp.sum."""
     a = _v.asarray(a, dtype)
     return _v.reduction("reduce_sum", a, axis, keepdims)
 

@@ -93,7 +93,7 @@ def int_pow(a: Any, b: Any, dtype: str) -> Any:
         acc = np.where(e & 1, acc * base, acc)
         base = base * base
         e = e >> 1
-    signed = exponent.view(np.int32) if dtype == "uint32" else exponent
+    signed = exponent.view(dtypes.to_numpy(dtypes.signed_twin(dtype)))
     one, zero = np_dtype.type(1), np_dtype.type(0)
     return np.where(signed >= 0, acc, np.where(np.asarray(a) == 1, one, zero))
 

@@ -169,7 +169,7 @@ def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     dtype = _dtype(op)
     if dtypes.is_float(dtype):
         return [math.absf(x)]
-    if dtype == "uint32":
+    if dtypes.is_unsigned(dtype):
         return [x]
     return [math.absi(x)]
 
@@ -236,8 +236,9 @@ def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 def _convert(x: ir.Value, source: str, target: str) -> ir.Value:
-    if source == target or {source, target} == {"int32", "uint32"}:
-        return x
+    same_width = dtypes.itemsize(source) == dtypes.itemsize(target)
+    if source == target or (dtypes.is_int(source) and dtypes.is_int(target) and same_width):
+        return x  # signless: int32 and uint32 are one type
     to = emit.shaped(emit.element_type(target), emit.shape_of(x))
     if target == "bool":
         zero = emit.like(0, x, source)
@@ -335,7 +336,8 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(x, work, dtype)]
 
 
-_ACCUMULATOR = {"bfloat16": "float32", "float16": "float32", "int8": "int32"}
+_ACCUMULATOR = {"bfloat16": "float32", "float16": "float32"}
+_ACCUMULATOR.update({d: "int32" for d in dtypes.NAMES if dtypes.is_int(d)})
 # operand dtypes the tensor cores multiply as they are into the accumulator, exactly
 _EXACT_PRODUCTS = {("bfloat16", "float32"), ("float16", "float32"), ("int8", "int32")}
 
@@ -343,8 +345,8 @@ _EXACT_PRODUCTS = {("bfloat16", "float32"), ("float16", "float32"), ("int8", "in
 @register("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
     """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit float
-    results, int32 for int8 ones: the tensor cores have no int8 accumulator, and wrapping
-    int32 sums truncated to int8 are the int8 sums)."""
+    results, int32 for narrower integer ones: the tensor cores have no int8 accumulator, and
+    wrapping int32 sums truncated to the result width are its wrapping sums)."""
     if op.result.type.ndim != 2:
         raise PassError(
             "a batched dot has no Triton lowering here",

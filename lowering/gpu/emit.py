@@ -109,7 +109,7 @@ def constant(value: object, dtype: str, shape: Sequence[int] = ()) -> ir.Value:
     if dtype == "bool":
         number = int(bool(scalar))
     else:
-        number = int(scalar.astype(np.int64)) if dtype != "uint32" else int(scalar.view(np.int32))
+        number = int(scalar.view(dtypes.to_numpy(dtypes.signed_twin(dtype))))
     return splat(arith.constant(element, ir.IntegerAttr.get(element, number)), shape)
 
 
@@ -121,8 +121,8 @@ def dense(array: np.ndarray, dtype: str) -> ir.Value:
         raw = raw.view(np.uint16 if WIDTH[dtype] == 16 else np.uint32)
     elif dtype == "bool":
         raw = raw.astype(np.bool_)
-    elif dtype == "uint32":
-        raw = raw.view(np.int32)
+    elif dtypes.is_unsigned(dtype):
+        raw = raw.view(dtypes.to_numpy(dtypes.signed_twin(dtype)))
     attr = ir.DenseElementsAttr.get(
         np.ascontiguousarray(raw), type=element, shape=list(array.shape)
     )

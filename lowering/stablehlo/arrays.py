@@ -71,8 +71,9 @@ def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.
     power = stablehlo.PowOp(x, y).result
     if dtypes.is_float(dtype):
         return [power]
-    if dtype == "uint32":
-        negative = emit.compare(y, emit.like(2**31 - 1, y), "GT")
+    if dtypes.is_unsigned(dtype):
+        signed_max = np.iinfo(dtypes.to_numpy(dtypes.signed_twin(dtype))).max
+        negative = emit.compare(y, emit.like(signed_max, y), "GT")
     else:
         negative = emit.compare(y, emit.like(0, y), "LT")
     one = emit.compare(x, emit.like(1, x), "EQ")
@@ -115,7 +116,7 @@ def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 @register("abs")
 def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
-    if _dtype(op) == "uint32":
+    if dtypes.is_unsigned(_dtype(op)):
         return [x]  # every unsigned value is its own magnitude; stablehlo.abs rejects ui32
     return [stablehlo.AbsOp(x).result]
 

@@ -18,9 +18,9 @@ from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 
 def element_type(dtype: str) -> ir.Type:
-    """The MLIR element type of a minipallas dtype (bool is ``i1``, uint32 is ``ui32``)."""
-    if dtype == "uint32":
-        return ir.IntegerType.get_unsigned(32)
+    """The MLIR element type of a minipallas dtype (bool is ``i1``, unsigned are ``ui8/16/32``)."""
+    if dtypes.is_unsigned(dtype):
+        return ir.IntegerType.get_unsigned(WIDTH[dtype])
     return signless_type(dtype)
 
 

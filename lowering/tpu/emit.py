@@ -125,13 +125,15 @@ def iota(shape: Sequence[int], dim: int) -> ir.Value:
 
 def to_index(x: ir.Value, dtype: str) -> ir.Value:
     """An integer scalar as an ``index`` (unsigned values zero-extend)."""
-    if dtype == "uint32":
+    if dtypes.is_unsigned(dtype):
         return arith.index_castui(ir.IndexType.get(), x)
     return arith.index_cast(ir.IndexType.get(), x)
 
 
 def to_i32(x: ir.Value, dtype: str) -> ir.Value:
-    """An integer scalar widened to ``i32`` (``int8`` sign-extends); ``i32``/``u32`` unchanged."""
+    """An integer scalar widened to ``i32`` (signed ones sign-extend, unsigned zero-extend);
+    ``i32``/``u32`` unchanged."""
     if WIDTH[dtype] == 32:
         return x
-    return arith.extsi(ir.IntegerType.get_signless(32), x)
+    extend = arith.extui if dtypes.is_unsigned(dtype) else arith.extsi
+    return extend(ir.IntegerType.get_signless(32), x)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minipallas.ir import indexing
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op, Value
 from minipallas.lowering.jaxlib_shim import arith, ir
 from minipallas.lowering.tpu import emit
@@ -98,7 +98,7 @@ def clamp_start(
     dtype = v.type.dtype
     known = ctx.range_of(v)
     x = emit.to_i32(x, dtype)
-    unsigned = dtype == "uint32"
+    unsigned = dtypes.is_unsigned(dtype)
     if not unsigned and (known is None or known[0] < 0):
         x = arith.maxsi(x, emit.i32(0))
     if known is None or known[1] > hi:

@@ -47,7 +47,7 @@ class EmitError(MiniPallasError):
 
 
 Rule = Callable[["Emitter", Op, list], Sequence[Any]]
-_INDEX_SCALARS = {ArrayType((), d) for d in ("int32", "int8", "uint32")}
+_INDEX_SCALARS = {ArrayType((), d) for d in dtypes.NAMES if dtypes.is_int(d)}
 RULES: dict[str, Rule] = {}
 
 
@@ -423,7 +423,7 @@ def _unary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 @emits("abs")
 def _abs(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     (x,) = args
-    unsigned = op.operands[0].type.dtype == "uint32"
+    unsigned = dtypes.is_unsigned(op.operands[0].type.dtype)
     return [x if unsigned else _lax("abs")(x)]  # lax.abs rejects unsigned; it is the identity
 
 

@@ -1,7 +1,8 @@
 """Dtypes of mixed operations, following ``jax.numpy`` with 64-bit types disabled.
 
-- Two arrays promote along JAX's lattice: bool < int8 < int32, with uint32 next to int32
-  (uint32 with a signed int gives int32, as JAX gives int64 and then narrows it); any int with
+- Two arrays promote along JAX's lattice: bool < int8 < int16 < int32, uint8 < uint16 < uint32;
+  a signed with an unsigned int gives the narrowest signed int holding both (uint8 with int8 is
+  int16; uint32 with a signed int gives int32, as JAX gives int64 and then narrows it); any int with
   a float gives the float; bfloat16 with float16 gives float32.
 - Python scalars are *weakly typed*: next to an array they take the array's dtype, unless the
   kind has to change (an int next to a bool array gives int32, a float next to an int or bool
@@ -18,7 +19,6 @@ from minipallas.frontend.scopes import trace_error
 from minipallas.ir import dtypes
 
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2}
-_INT_RANK = {"int8": 1, "int32": 2, "uint32": 2}
 _NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
 
 PythonScalar = bool | int | float
@@ -51,9 +51,13 @@ def promote(a: str, b: str) -> str:
         return a if _FLOAT_RANK[a] > _FLOAT_RANK[b] else b
     if dtypes.is_float(a) or dtypes.is_float(b):
         return a if dtypes.is_float(a) else b
-    if dtypes.is_signed(a) != dtypes.is_signed(b):
-        return "int32"  # uint32 with a signed int
-    return a if _INT_RANK[a] > _INT_RANK[b] else b
+    if dtypes.is_signed(a) == dtypes.is_signed(b):
+        return a if dtypes.itemsize(a) >= dtypes.itemsize(b) else b
+    signed, unsigned = (a, b) if dtypes.is_signed(a) else (b, a)
+    # the narrowest signed type holding both (uint8 with int8 is int16), int32 at most as
+    # JAX gives with x64 off (uint32 with a signed int is int64, narrowed)
+    width = min(max(dtypes.itemsize(signed), 2 * dtypes.itemsize(unsigned)), 4)
+    return {1: "int8", 2: "int16", 4: "int32"}[width]
 
 
 def is_python_scalar(x: object) -> bool:

@@ -409,7 +409,8 @@ def remainder(x: Any, y: Any) -> TracedArray:
 def absolute(x: Any) -> TracedArray:
     """``abs(x)``; unsigned ints and bools are their own absolute value."""
     x = asarray(x)
-    return x if x.type.dtype in ("uint32", "bool") else unary("abs", x)
+    unsigned = x.type.dtype == "bool" or dtypes.is_unsigned(x.type.dtype)
+    return x if unsigned else unary("abs", x)
 
 
 def where(condition: Any, x: Any, y: Any) -> TracedArray:
@@ -470,14 +471,16 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
 
 
 def reduction(name: str, x: Any, axis: Any = None, keepdims: bool = False) -> TracedArray:
-    """``reduce_sum/max/min`` over ``axis`` (all by default); sums of bool or int8 are int32,
-    as in jnp.sum."""
+    """``reduce_sum/max/min`` over ``axis`` (all by default); sums of bool and narrow ints are
+    32-bit (int32, uint32 for unsigned), as in jnp.sum."""
     x = asarray(x)
     axes = normalize_axes(axis, x.ndim)
     if len(set(axes)) != len(axes):
         raise trace_error(f"axis {axis} repeats a dimension")
-    if name == "reduce_sum" and x.type.dtype in ("bool", "int8"):
+    if name == "reduce_sum" and x.type.dtype in ("bool", "int8", "int16"):
         x = astype(x, "int32")
+    elif name == "reduce_sum" and x.type.dtype in ("uint8", "uint16"):
+        x = astype(x, "uint32")
     out = emit_array(name, [x], axes=tuple(sorted(axes)))
     if keepdims:
         out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))

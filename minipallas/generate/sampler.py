@@ -40,7 +40,7 @@ from minipallas.ir.conversions import to_dtype
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType, RefType, Type
 
-ALL_DTYPES = ("float32", "bfloat16", "float16", "int32", "int8", "uint32", "bool")
+ALL_DTYPES = dtypes.NAMES
 
 
 @dataclass(frozen=True)
@@ -293,14 +293,17 @@ class Sampler:
 def _kind(dtype: str) -> str:
     if dtypes.is_float(dtype):
         return "float"
-    return dtype if dtype in ("bool", "uint32", "int8") else "int"
+    return dtype
 
 
 _SPLATS = {
     "float": (0.0, 1.0, -1.0, 0.5, 2.0, -0.0, 3.25, -7.5, float("nan"), float("inf")),
-    "int": (0, 1, -1, 2, 3, -5, 7, 1 << 30, -(1 << 31)),
+    "int32": (0, 1, -1, 2, 3, -5, 7, 1 << 30, -(1 << 31)),
+    "int16": (0, 1, -1, 2, 3, -5, 7, 1 << 14, -(1 << 15)),
     "int8": (0, 1, -1, 2, 3, -5, 127, -128),
     "uint32": (0, 1, 2, 3, 7, 1 << 31, (1 << 32) - 1),
+    "uint16": (0, 1, 2, 3, 7, 1 << 15, (1 << 16) - 1),
+    "uint8": (0, 1, 2, 3, 7, 128, 255),
     "bool": (False, True),
 }
 
@@ -334,8 +337,12 @@ BITCAST_PARTNERS = {
     "float32": ("int32", "uint32"),
     "int32": ("float32", "uint32"),
     "uint32": ("float32", "int32"),
-    "bfloat16": ("float16",),
-    "float16": ("bfloat16",),
+    "bfloat16": ("float16", "int16", "uint16"),
+    "float16": ("bfloat16", "int16", "uint16"),
+    "int16": ("bfloat16", "float16", "uint16"),
+    "uint16": ("bfloat16", "float16", "int16"),
+    "int8": ("uint8",),
+    "uint8": ("int8",),
 }
 
 

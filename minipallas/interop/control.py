@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from jax._src import core as jax_core
 
 from minipallas.interop.importer import Scope, closed_parts, rule, type_of
+from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
@@ -113,7 +114,7 @@ def _last_if_negative(scope: Scope, atom: jax_core.Atom, n: int) -> Value:
         i = int(known)
         return scope.constant(n - 1 if i < 0 or i >= n else i, "int32")
     index = scope.read(atom)
-    if index in scope.nonnegative or index.type.dtype == "uint32" or n == 1:
+    if index in scope.nonnegative or dtypes.is_unsigned(index.type.dtype) or n == 1:
         return index
     dtype = index.type.dtype
     negative = scope.emit("lt", [index, scope.constant(0, dtype)])

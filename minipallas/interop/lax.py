@@ -1,5 +1,5 @@
 """Import rules for the common ``lax`` primitives: elementwise math, comparisons, ``select_n``,
-conversions, shape changes, reductions, ``iota`` and 2-D ``dot_general``.
+conversions, shape changes, reductions, ``iota`` and ``dot_general``.
 
 Most map one to one onto minipallas ops, whose numerics are XLA's. Where upstream's meaning is
 built from several minipallas ops, the rule spells out what XLA computes:
@@ -15,12 +15,13 @@ built from several minipallas ops, the rule spells out what XLA computes:
 - ``clamp(lo, x, hi)`` is ``min(max(x, lo), hi)``, XLA's definition;
 - ``select_n`` with an integer predicate is a chain of ``select``s (upstream leaves an
   out-of-range predicate undefined);
-- ``dot_general`` imports its 1-D and 2-D forms without batch dimensions as a ``dot`` between
-  transposes and reshapes.
+- ``dot_general`` with any contracting and batch dimensions imports as a ``dot`` (batched when
+  it has batch dimensions) between transposes and reshapes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,7 +119,7 @@ def sign(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     dtype, shape = x.type.dtype, x.type.shape
     zero, one = scope.constant(0, dtype, shape), scope.constant(1, dtype, shape)
     positive = scope.emit("gt", [x, zero])
-    if dtype == "uint32":
+    if dtypes.is_unsigned(dtype):
         return [scope.emit("select", [positive, one, zero])]
     negative = scope.emit("lt", [x, zero])
     rest = x if dtypes.is_float(dtype) else zero  # NaN and signed zeros are their own sign
@@ -238,37 +239,40 @@ def reduce(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 @rule("dot_general")
 def dot_general(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    """``(M,K) x (K,N)`` after transposing or reshaping 1-D and 2-D operands; with leading
-    batch dimensions (``jnp.matmul`` of stacks: ``(B..., M, K) x (B..., K, N)``), a batched
-    ``dot`` as it is."""
+    """Any contracting and batch dimensions, as one (batched) ``dot`` of
+    ``(B..., M, K) x (B..., K, N)``: each operand is transposed to batch, free, contracted
+    (lhs) or batch, contracted, free (rhs) order and its free and contracted dimensions
+    merged by a reshape; the product's ``(M, N)`` is split back into the free dimensions,
+    which is upstream's result order (batch, lhs free, rhs free). Operands of two dtypes are
+    converted to the result dtype (``preferred_element_type``) first."""
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
     result = type_of(eqn.outvars[0].aval)
-    nb = len(batch_a)
-    leading = tuple(batch_a) == tuple(batch_b) == tuple(range(nb))
-    if nb and leading and a.type.ndim == b.type.ndim == nb + 2:
-        if tuple(contract_a) == (nb + 1,) and tuple(contract_b) == (nb,):
-            if a.type.dtype != b.type.dtype:
-                a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
-            return [scope.emit("dot", [a, b], dtype=result.dtype)]
-    if batch_a or batch_b or len(contract_a) != 1 or a.type.ndim > 2 or b.type.ndim > 2:
-        raise scope.error(
-            "only dot_general of 1-D or 2-D operands contracting one dimension, or of stacks "
-            "of matrices with leading batch dimensions, can be imported"
-        )
     if a.type.dtype != b.type.dtype:
         a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
-    lhs = _as_matrix(scope, a, contract_a[0], contracted_last=True)
-    rhs = _as_matrix(scope, b, contract_b[0], contracted_last=False)
+    lhs, m = _dot_operand(scope, a, tuple(batch_a), tuple(contract_a), contracted_last=True)
+    rhs, n = _dot_operand(scope, b, tuple(batch_b), tuple(contract_b), contracted_last=False)
     product = scope.emit("dot", [lhs, rhs], dtype=result.dtype)
-    return [_reshape(scope, product, result.shape)]
+    batch = tuple(a.type.shape[d] for d in batch_a)
+    return [_reshape(scope, product, (*batch, *m, *n))]
 
 
-def _as_matrix(scope: Scope, x: Value, contracted: int, contracted_last: bool) -> Value:
-    """``x`` as a matrix whose contracted dimension is last (lhs) or first (rhs)."""
-    if x.type.ndim == 1:
-        k = x.type.shape[0]
-        return _reshape(scope, x, (1, k) if contracted_last else (k, 1))
-    if (contracted == 1) != contracted_last:
-        return scope.emit("transpose", [x], permutation=(1, 0))
-    return x
+def _dot_operand(
+    scope: Scope,
+    x: Value,
+    batch: tuple[int, ...],
+    contracted: tuple[int, ...],
+    contracted_last: bool,
+) -> tuple[Value, tuple[int, ...]]:
+    """``x`` as ``(batch..., free, contracted)`` (lhs) or ``(batch..., contracted, free)``
+    (rhs), free and contracted dimensions each merged into one; and the free dimensions."""
+    free = tuple(d for d in range(x.type.ndim) if d not in batch and d not in contracted)
+    inner = (*free, *contracted) if contracted_last else (*contracted, *free)
+    perm = (*batch, *inner)
+    if perm != tuple(range(x.type.ndim)):
+        x = scope.emit("transpose", [x], permutation=perm)
+    shape = x.type.shape
+    free_shape = tuple(shape[perm.index(d)] for d in free)
+    k = math.prod(shape[perm.index(d)] for d in contracted)
+    rows = (math.prod(free_shape), k) if contracted_last else (k, math.prod(free_shape))
+    return _reshape(scope, x, (*shape[: len(batch)], *rows)), free_shape

@@ -150,7 +150,7 @@ def not_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 
 @jax_rule("abs")
 def abs_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
-    return [args[0] if _dtype(op) == "uint32" else lax.abs(args[0])]
+    return [args[0] if dtypes.is_unsigned(_dtype(op)) else lax.abs(args[0])]
 
 
 def _in_float32(fn: Callable[[Any], Any], x: Any, dtype: str) -> Any:
@@ -203,7 +203,8 @@ def pow_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
         acc = lax.select(odd, lax.mul(acc, base), acc)
         base = lax.mul(base, base)
         e = lax.shift_right_logical(e, _like(1, e))
-    signed = lax.bitcast_convert_type(y, jnp.int32) if _dtype(op) == "uint32" else y
+    twin = dtypes.to_numpy(dtypes.signed_twin(_dtype(op)))
+    signed = lax.bitcast_convert_type(y, twin) if dtypes.is_unsigned(_dtype(op)) else y
     inverse = lax.select(lax.eq(x, _like(1, x)), _like(1, x), _like(0, x))
     return [lax.select(lax.ge(signed, _like(0, signed)), acc, inverse)]
 

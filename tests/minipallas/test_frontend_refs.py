@@ -270,7 +270,7 @@ I = arr((), "int32")
         (lambda r, i, v: mp.store(v, 0, v), "store needs a ref"),
         (lambda r, i, v: r.reshape(5, 5), "sizes differ"),
         (lambda r, i, v: r.bitcast(jnp.int8), "widths differ"),
-        (lambda r, i, v: r.bitcast("int16"), "unsupported dtype 'int16'"),
+        (lambda r, i, v: r.bitcast("complex64"), "unsupported dtype 'complex64'"),
         (lambda r, i, v: list(r), "not iterable"),
         (lambda r, i, v: r + 1, "'\\+': a ref is a mutable buffer"),
     ],
