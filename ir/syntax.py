@@ -23,7 +23,14 @@ from minipallas.errors import ParseError
 from minipallas.ir import indexing
 from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.literal_text import build_literal, format_literal
-from minipallas.ir.opset.arrays import ARITHMETIC, BITWISE, COMPARISONS, UNARY
+from minipallas.ir.opset.arrays import (
+    ARITHMETIC,
+    BITWISE,
+    COMPARISONS,
+    FLOAT_BINARY,
+    SHIFTS,
+    UNARY,
+)
 from minipallas.ir.types import ArrayType, Type
 
 if TYPE_CHECKING:
@@ -308,7 +315,7 @@ def _type(t: Type) -> dict[str, Any]:
     return {"type": t}
 
 
-_use(Operands(), *ARITHMETIC, *BITWISE, *COMPARISONS, *UNARY, "select")
+_use(Operands(), *ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS, *UNARY, "select")
 _use(Operands(_dtype), "convert", "bitcast", "dot", "ref.bitcast")
 _use(Operands(_shape), "reshape", "ref.reshape")
 _use(Operands(_type), "uninitialized")

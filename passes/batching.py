@@ -44,7 +44,14 @@ from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.indexing import Slice
 from minipallas.ir.literal import Literal
-from minipallas.ir.opset.arrays import ARITHMETIC, BITWISE, COMPARISONS, UNARY
+from minipallas.ir.opset.arrays import (
+    ARITHMETIC,
+    BITWISE,
+    COMPARISONS,
+    FLOAT_BINARY,
+    SHIFTS,
+    UNARY,
+)
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
 from minipallas.passes.registry import BOOL, INTS, Option, register
@@ -227,7 +234,17 @@ def _shifted(bt: _Batcher, dims: Sequence[int]) -> tuple[int, ...]:
 # ----- elementwise ops keep the layout -----
 
 
-@RULES.register(*ARITHMETIC, *BITWISE, *COMPARISONS, *UNARY, "select", "convert", "bitcast")
+@RULES.register(
+    *ARITHMETIC,
+    *FLOAT_BINARY,
+    *BITWISE,
+    *SHIFTS,
+    *COMPARISONS,
+    *UNARY,
+    "select",
+    "convert",
+    "bitcast",
+)
 def _elementwise(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """In the layout of the operand with the most batch axes when it has all the others'
     (else all leading); the other operands are moved to it."""

@@ -23,7 +23,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float, to_dtype
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import numerics, transcendental
+from minipallas.ir.interpret import bits, decompositions, numerics, special, transcendental
 from minipallas.ir.interpret.engine import Interpreter, rule
 from minipallas.ir.interpret.numerics import F32, float_math, flush, widen
 
@@ -64,6 +64,11 @@ BINARY: dict[str, Callable[[Any, Any, str], Any]] = {
         if dtypes.is_float(d)
         else numerics.int_pow(a, b, d)
     ),
+    "atan2": lambda a, b, d: float_math(transcendental.atan2, d, a, b, flushes=False),
+    "nextafter": bits.nextafter,
+    "shift_left": bits.shift_left,
+    "shift_right_logical": bits.shift_right_logical,
+    "shift_right_arithmetic": bits.shift_right_arithmetic,
     "max": _arith(_ints(np.maximum), numerics.float_max),
     "min": _arith(_ints(np.minimum), numerics.float_min),
     "and": _ints(np.bitwise_and),
@@ -87,6 +92,15 @@ FLOAT_UNARY: dict[str, tuple[Callable[[Any], Any], bool]] = {
     "tanh": (transcendental.tanh, False),
     "sin": (transcendental.sin, False),
     "cos": (transcendental.cos, False),
+    "tan": (transcendental.tan, False),
+    "atan": (transcendental.atan, False),
+    "cbrt": (transcendental.cbrt, False),
+    "erf": (special.erf, True),
+    "log1p": (special.log1p, True),
+    "floor": (np.floor, True),
+    "ceil": (np.ceil, True),
+    "round": (bits.round_away, False),
+    "round_even": (np.rint, False),
     "neg": (np.negative, False),
     "abs": (np.abs, False),
 }
@@ -109,6 +123,29 @@ def _unary_rule(fn: Callable[[Any], Any], flushes: bool) -> Callable[..., tuple]
     return apply
 
 
+# name -> function of (operand, dtype): formulas of XLA ops, and integer bit counts
+DTYPE_UNARY: dict[str, Callable[[Any, str], Any]] = {
+    "expm1": decompositions.expm1,
+    "exp2": decompositions.exp2,
+    "asin": decompositions.asin,
+    "asinh": decompositions.asinh,
+    "sinh": decompositions.sinh,
+    "cosh": decompositions.cosh,
+    "erf_inv": decompositions.erf_inv,
+    "population_count": bits.population_count,
+    "clz": bits.clz,
+}
+
+
+def _dtype_unary_rule(fn: Callable[[Any, str], Any]) -> Callable[..., tuple]:
+    def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+        return (fn(args[0], op.operands[0].type.dtype),)
+
+    return apply
+
+
+for _name, _fn in DTYPE_UNARY.items():
+    rule(_name)(_dtype_unary_rule(_fn))
 for _name, _fn in BINARY.items():
     rule(_name)(_binary_rule(_fn))
 for _name, (_fn, _flushes) in FLOAT_UNARY.items():

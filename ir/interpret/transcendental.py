@@ -19,7 +19,11 @@ bit:
   ulps of XLA, not bit for bit (5% of float32 values differ; bfloat16/float16 none).
 - ``sin``, ``cos``, ``pow``: XLA:CPU calls the C library's ``sinf``/``cosf``/``powf`` (its
   code has them as external symbols, bound to the process's libm), so these call the same
-  functions through ctypes.
+  functions through ctypes. So do ``tan`` (``tanf``), ``atan`` (``atanf``; float32 ``atan`` is
+  within 5 ulps: XLA:CPU's vectorized atan is not glibc's), ``cbrt`` (``cbrtf``, with the
+  value glibc gives every subnormal under DAZ) and ``atan2`` (``atan2f``, modelling what DAZ
+  makes of a subnormal divisor). ``erf``, ``expm1``, ``log1p`` are in ``special``, formulas of
+  these ops (``asin``, ``sinh``, ``asinh``, ``erf_inv``, ...) in ``decompositions``.
 
 XLA:CPU's ``exp`` and ``log`` on a one-dimensional array of fewer than 16 elements whose
 length modulo 8 is 3, 5, 6 or 7 may call libm's ``expf``/``logf`` for the last elements,
@@ -43,7 +47,6 @@ import numpy as np
 
 from minipallas.ir.interpret.numerics import F32, flush
 
-
 # The most float32 ulps each op's interpreter value may differ from XLA:CPU's (measured; see the
 # docstring and bench/transcendental_exactness.py). Ops not listed are bit for bit. The numerics
 # envelope (difftest) lets a compiled value stray this far from the interpreter's.
@@ -51,6 +54,8 @@ ULP_BOUND: dict[str, int] = {
     "exp": 5,  # short 1-D tails through libm's expf
     "log": 1,  # short 1-D tails through libm's logf
     "rsqrt": 2,  # the modelled rsqrtss estimate
+    "atan": 5,  # float32: XLA's vectorized atan, not libm's atanf (bfloat16/float16 exact)
+    "asinh": 1,  # float32 (66 of 2.7e5 values), and 1 float16 ulp: XLA's float16 rounding
 }
 
 
@@ -228,6 +233,48 @@ def sin(x: Any) -> np.ndarray:
 def cos(x: Any) -> np.ndarray:
     """XLA:CPU calls the C library's ``cosf``; so does this."""
     return _libm("cosf", 1)(_f32(x))
+
+
+def tan(x: Any) -> np.ndarray:
+    """XLA:CPU calls the C library's ``tanf``; so does this."""
+    return _libm("tanf", 1)(_f32(x))
+
+
+def atan(x: Any) -> np.ndarray:
+    """XLA:CPU folds chlo's ``atan2(x, 1)`` into a call of the C library's ``atanf``."""
+    return _libm("atanf", 1)(_f32(x))
+
+
+def _subnormal(x: np.ndarray) -> np.ndarray:
+    magnitude = np.abs(x)
+    return (magnitude > 0) & (magnitude < _const(0x00800000))
+
+
+# glibc's cbrtf of any subnormal under DAZ: its scaling of the operand by 2**k gives zero
+_CBRT_OF_SUBNORMAL = 0xA6214518
+
+
+def cbrt(x: Any) -> np.ndarray:
+    """XLA:CPU calls the C library's ``cbrtf`` under DAZ; so does this, with the one value
+    DAZ makes of every subnormal operand."""
+    x = _f32(x)
+    return np.where(_subnormal(x), _const(_CBRT_OF_SUBNORMAL), _libm("cbrtf", 1)(x))
+
+
+def atan2(y: Any, x: Any) -> np.ndarray:
+    """XLA:CPU calls the C library's ``atan2f`` under FTZ/DAZ: ``y`` counts as flushed, the
+    result is flushed. A subnormal ``x`` keeps its bits for glibc's tests, but its quotients
+    are zero: the result is +-pi/2 (rounded up for ``x > 0``, down for ``x < 0``), or NaN
+    (negative for ``y < 0 < x``) if ``y`` is subnormal too."""
+    y, x = _f32(y), _f32(x)
+    out = flush(_libm("atan2f", 2)(flush(y), x))
+    tiny = _subnormal(x) & np.isfinite(y) & (y != 0)
+    if not tiny.any():
+        return out
+    half_pi = np.where(x > 0, _const(0x3FC90FDB), _const(0x3FC90FDA))
+    nan = np.where(np.signbit(y) & (x > 0), _const(0xFFC00000), _const(0x7FC00000))
+    near_axis = np.where(_subnormal(y), nan, np.copysign(half_pi, y))
+    return np.where(tiny, near_axis, out)
 
 
 def pow(x: Any, y: Any) -> np.ndarray:  # noqa: A001 - the op's name

@@ -13,10 +13,20 @@ from minipallas.ir.opset.common import array_operand, is_permutation, static_int
 from minipallas.ir.types import ArrayType
 
 ARITHMETIC = ("add", "sub", "mul", "div", "rem", "pow", "max", "min")
+FLOAT_BINARY = ("atan2", "nextafter")
 BITWISE = ("and", "or", "xor")
+# shift amounts are unsigned: one of the bit width or more shifts every bit out
+SHIFTS = ("shift_left", "shift_right_logical", "shift_right_arithmetic")
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
-FLOAT_UNARY = ("exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")
-UNARY = ("neg", "abs", "not", *FLOAT_UNARY)
+# round: half away from zero (lax.round's default); round_even: half to even (jnp.round)
+ROUNDING = ("floor", "ceil", "round", "round_even")
+FLOAT_UNARY = (
+    *("exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos", *ROUNDING),
+    *("exp2", "expm1", "log1p", "erf", "erf_inv", "tan", "asin", "atan"),
+    *("sinh", "cosh", "asinh", "cbrt"),
+)
+INT_UNARY = ("population_count", "clz")
+UNARY = ("neg", "abs", "not", *FLOAT_UNARY, *INT_UNARY)
 
 
 def _operands(types: Types, n: int) -> tuple[ArrayType, ...]:
@@ -31,6 +41,10 @@ def _binary_rule(name: str):
             raise TypeCheckError(f"operands must have one type, got {a} and {b}")
         if name in BITWISE and not (a.dtype == "bool" or dtypes.is_int(a.dtype)):
             raise TypeCheckError(f"needs ints or bools, got {a}")
+        if name in SHIFTS and not dtypes.is_int(a.dtype):
+            raise TypeCheckError(f"needs integers, got {a}")
+        if name in FLOAT_BINARY and not dtypes.is_float(a.dtype):
+            raise TypeCheckError(f"needs float operands, got {a}")
         if name not in BITWISE and name not in ("max", "min") and a.dtype == "bool":
             raise TypeCheckError(f"not defined on bool, got {a}")
         return (ArrayType(a.shape, "bool"),) if name in COMPARISONS else (a,)
@@ -44,6 +58,8 @@ def _unary_rule(name: str):
         (a,) = _operands(types, 1)
         if name in FLOAT_UNARY and not dtypes.is_float(a.dtype):
             raise TypeCheckError(f"needs a float operand, got {a}")
+        if name in INT_UNARY and not dtypes.is_int(a.dtype):
+            raise TypeCheckError(f"needs an integer operand, got {a}")
         if name == "not" and not (a.dtype == "bool" or dtypes.is_int(a.dtype)):
             raise TypeCheckError(f"needs ints or bools, got {a}")
         if name in ("neg", "abs") and a.dtype == "bool":
@@ -54,7 +70,7 @@ def _unary_rule(name: str):
     return rule
 
 
-for _name in (*ARITHMETIC, *BITWISE, *COMPARISONS):
+for _name in (*ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS):
     declare(_name)(_binary_rule(_name))
 for _name in UNARY:
     declare(_name)(_unary_rule(_name))

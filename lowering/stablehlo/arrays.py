@@ -25,7 +25,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, register
 
@@ -40,6 +40,34 @@ _BINARY = {
     "xor": stablehlo.XorOp,
 }
 _UNARY = {"neg": stablehlo.NegOp, "not": stablehlo.NotOp}
+# Emitted as upstream emits them, on the operand's own dtype: XLA:CPU then computes each (or
+# chlo's formula for it) as the interpreter does, and compile agrees with upstream bit for bit.
+_AS_UPSTREAM = {
+    "floor": stablehlo.FloorOp,
+    "ceil": stablehlo.CeilOp,
+    "round": stablehlo.RoundOp,
+    "round_even": stablehlo.RoundNearestEvenOp,
+    "expm1": stablehlo.Expm1Op,
+    "log1p": stablehlo.Log1pOp,
+    "tan": stablehlo.TanOp,
+    "cbrt": stablehlo.CbrtOp,
+    "population_count": stablehlo.PopulationCountOp,
+    "clz": stablehlo.ClzOp,
+    "erf": chlo.ErfOp,
+    "erf_inv": chlo.ErfInvOp,
+    "asin": chlo.AsinOp,
+    "atan": chlo.AtanOp,
+    "sinh": chlo.SinhOp,
+    "cosh": chlo.CoshOp,
+    "asinh": chlo.AsinhOp,
+}
+_BINARY_AS_UPSTREAM = {
+    "atan2": stablehlo.Atan2Op,
+    "nextafter": chlo.NextAfterOp,
+    "shift_left": stablehlo.ShiftLeftOp,
+    "shift_right_logical": stablehlo.ShiftRightLogicalOp,
+    "shift_right_arithmetic": stablehlo.ShiftRightArithmeticOp,
+}
 _TRANSCENDENTAL = {
     "exp": stablehlo.ExpOp,
     "log": stablehlo.LogOp,
@@ -79,6 +107,25 @@ def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.
     one = emit.compare(x, emit.like(1, x), "EQ")
     inverse = emit.select(one, emit.like(1, x), emit.like(0, x))
     return [emit.select(negative, inverse, power)]
+
+
+@register(*_AS_UPSTREAM)
+def as_upstream(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [_AS_UPSTREAM[op.name](x).result]
+
+
+@register(*_BINARY_AS_UPSTREAM)
+def binary_as_upstream(
+    ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value
+) -> Sequence[ir.Value]:
+    return [_BINARY_AS_UPSTREAM[op.name](x, y).result]
+
+
+@register("exp2")
+def exp2(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``exp(ln2 * x)``, upstream's lowering (the product rounded to the dtype)."""
+    ln2 = emit.like(float(np.log(2)), x)
+    return [stablehlo.ExpOp(stablehlo.MulOp(ln2, x).result).result]
 
 
 @register(*_UNARY)
