@@ -4,9 +4,9 @@ and bit counts.
 - ``round`` rounds half away from zero (``round_even``, numpy's ``rint``, half to even); both
   keep the sign of a zero result and pass infinities and NaN through.
 - ``nextafter(x, y)``: the float next to ``x`` toward ``y`` (chlo's formula on the bits): NaN
-  if either is NaN (the NaN ``x + y`` gives), ``y`` if ``x == y``, the smallest subnormal with
-  ``y``'s sign from a zero. Its comparisons are XLA's, so a float32 subnormal ``x`` counts as
-  zero there.
+  if either is NaN (the positive quiet NaN), ``y`` if ``x == y``, the smallest subnormal with
+  ``y``'s sign from a zero (its bits tested, so a subnormal is no zero here). ``x == y`` is
+  a float comparison, under DAZ for float32.
 - Shifts read the amount as unsigned: from the bit width on, every bit is shifted out
   (``shift_right_arithmetic`` leaves copies of the sign bit).
 - ``population_count`` counts set bits, ``clz`` leading zero bits (the width for 0).
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.interpret.numerics import F32, flush, widen
+from minipallas.ir.interpret.numerics import flush, widen
 
 
 def round_away(x: Any) -> np.ndarray:
@@ -38,18 +38,17 @@ def nextafter(x: Any, y: Any, dtype: str) -> np.ndarray:
     x, y = np.asarray(x, np_dtype), np.asarray(y, np_dtype)
     unsigned = _UNSIGNED[np_dtype.itemsize]
     bits = x.view(unsigned)
-    wide_x, wide_y = flush(widen(x, dtype)), flush(widen(y, dtype))
+    wide_x, wide_y = widen(x, dtype), widen(y, dtype)
     with np.errstate(invalid="ignore"):
         away = (wide_x < wide_y) == (wide_x > 0)  # away from zero: the magnitude grows
         either_nan = np.isnan(wide_x) | np.isnan(wide_y)
-        nan = np.asarray(np.add(wide_x, wide_y, dtype=F32)).astype(np_dtype)
     step = np.where(away, unsigned(1), unsigned(-1 & (2 ** (8 * np_dtype.itemsize) - 1)))
     moved = (bits + step).view(np_dtype)
     sign = unsigned(1 << (8 * np_dtype.itemsize - 1))
     tiniest = ((y.view(unsigned) & sign) | unsigned(1)).view(np_dtype)
     out = np.where(wide_x == 0, tiniest, moved)
-    out = np.where(wide_x == wide_y, y, out)
-    return np.where(either_nan, nan, out)
+    out = np.where(flush(wide_x) == flush(wide_y), y, out)
+    return np.where(either_nan, np.asarray(np.nan, np_dtype), out)  # the positive quiet NaN
 
 
 def _width(dtype: str) -> int:

@@ -401,9 +401,14 @@ _BINARY = {
     "and": "bitwise_and",
     "or": "bitwise_or",
     "xor": "bitwise_xor",
+    **{n: n for n in ("atan2", "nextafter", "shift_left", "shift_right_logical")},
+    "shift_right_arithmetic": "shift_right_arithmetic",
 }
 _UNARY = {
     **{n: n for n in ("neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")},
+    **{n: n for n in ("floor", "ceil", "exp2", "expm1", "log1p", "erf", "erf_inv", "tan")},
+    **{n: n for n in ("asin", "atan", "sinh", "cosh", "asinh", "cbrt", "population_count")},
+    "clz": "clz",
     "not": "bitwise_not",
 }
 
@@ -418,6 +423,13 @@ def _binary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 @emits(*_UNARY)
 def _unary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax(_UNARY[op.name])(*args)]
+
+
+@emits("round", "round_even")
+def _round(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    method = _lax("RoundingMethod")
+    even = method.TO_NEAREST_EVEN if op.name == "round_even" else method.AWAY_FROM_ZERO
+    return [_lax("round")(args[0], even)]
 
 
 @emits("abs")

@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from jax import lax
 from jax._src import core as jax_core
 
 from minipallas.interop.importer import Scope, dtype_of, rule, type_of
@@ -32,8 +33,11 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
 
-_SAME_NAME = ("add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor")
+_SAME_NAME = ("add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor", "atan2")
+_SAME_NAME += ("nextafter", "shift_left", "shift_right_logical", "shift_right_arithmetic")
 _UNARY = ("neg", "abs", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos", "not")
+_UNARY += ("floor", "ceil", "exp2", "expm1", "log1p", "erf", "erf_inv", "tan", "asin", "atan")
+_UNARY += ("sinh", "cosh", "asinh", "cbrt", "population_count", "clz")
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
@@ -61,6 +65,13 @@ def binary(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 @rule(*_UNARY)
 def unary(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
+
+
+@rule("round")
+def round_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """``lax.round``'s default rounds half away from zero; ``jnp.round`` asks for half to even."""
+    even = int(eqn.params["rounding_method"]) == int(lax.RoundingMethod.TO_NEAREST_EVEN)
+    return [scope.emit("round_even" if even else "round", operands(scope, eqn))]
 
 
 @rule("copy", "optimization_barrier")

@@ -123,6 +123,18 @@ _FLOAT_UNARY = {
     "exp": lax.exp, "log": lax.log, "tanh": lax.tanh, "sqrt": lax.sqrt, "rsqrt": lax.rsqrt,
     "sin": lax.sin, "cos": lax.cos,
 }  # fmt: skip
+# the lax primitive minipallas's StableHLO lowering also emits as is, so to_jax == compile
+_AS_LAX = {
+    "floor": lax.floor, "ceil": lax.ceil, "exp2": lax.exp2, "expm1": lax.expm1,
+    "log1p": lax.log1p, "erf": lax.erf, "erf_inv": lax.erf_inv, "tan": lax.tan, "asin": lax.asin,
+    "atan": lax.atan, "sinh": lax.sinh, "cosh": lax.cosh, "asinh": lax.asinh, "cbrt": lax.cbrt,
+    "population_count": lax.population_count, "clz": lax.clz, "atan2": lax.atan2,
+    "nextafter": lax.nextafter, "shift_left": lax.shift_left,
+    "shift_right_logical": lax.shift_right_logical,
+    "shift_right_arithmetic": lax.shift_right_arithmetic,
+    "round": lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+    "round_even": lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+}  # fmt: skip
 
 
 def _dtype(op: Op, i: int = 0) -> str:
@@ -136,6 +148,11 @@ def _like(value: object, x: Any) -> Any:
 @jax_rule(*_BINARY)
 def binary(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [_BINARY[op.name](*args)]
+
+
+@jax_rule(*_AS_LAX)
+def as_lax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [_AS_LAX[op.name](*args)]
 
 
 @jax_rule("neg")
