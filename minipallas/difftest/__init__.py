@@ -5,7 +5,11 @@
   through minipallas (``from_jaxpr``, interpret, discharge, compile), compares every output bit
   for bit and returns a ``Report`` whose ``finding`` classifies any disagreement (``classify``,
   ``KNOWN``: the known upstream defects); ``check(case)`` raises ``Disagreement`` unless all
-  agree.
+  agree. Float outputs XLA computed (``compile``, ``upstream``) that differ in bits are judged
+  by the numerics envelope (``envelope``: the interpreter re-run under the freedoms a correct
+  compiler has): inside it the finding is ``within-envelope``, with its distance in ulps and as
+  a fraction of the envelope; outside, a ``compile`` bug names the first op out of its
+  envelope (``bisect``). ``Case.plant`` plants a bug in what ``compile`` compiles.
 - ``emit(fn)`` / ``trace(fn)``: a minipallas program (e.g. a generated one) as an upstream JAX
   function over refs, and its jaxpr: how the fuzzer (``python -m
   minipallas.difftest.fuzz_upstream``) runs one random program both ways.

@@ -5,6 +5,10 @@ Upstream is not always right, so every disagreement is classified (never hidden)
 - ``agree``: every way computed the same outputs, or (``same-rejection``) every way rejected
   the program with upstream's exception class and message, as for a ``run_scoped`` with
   collective axes, which no path of either implements;
+- ``within-envelope``: every way agrees, but some float outputs XLA computed (``compile``,
+  ``upstream``) differ in bits from the interpreter's, by no more than the numerics envelope
+  allows (``envelope``); the finding carries the largest distance (``ulps``) and the largest
+  fraction of the allowed distance (``fraction``, at most 1);
 - ``upstream-crash``: upstream failed to trace, discharge or evaluate a valid program. Known
   crashes are recognized by where they happen (the exception's class, message and the jax
   function that raised it) and named after their defect in ``KNOWN``; an unrecognized crash
@@ -19,10 +23,11 @@ Upstream is not always right, so every disagreement is classified (never hidden)
   programs ``jax_emit`` emitted, which state minipallas's index meaning explicitly); or
   integers that differ only as NaN bit patterns (a bitcast exposing a computed NaN's sign,
   which IEEE leaves unspecified and XLA's constant folding chooses differently).
-- ``minipallas-bug``: anything else: a minipallas way crashed, two minipallas ways disagree, or
-  upstream disagrees with no explanation.
+- ``minipallas-bug``: anything else: a minipallas way crashed, two minipallas ways disagree
+  (for ``compile``, beyond the envelope: the finding's ``op`` is the first op whose compiled
+  value leaves its envelope, found by ``bisect``), or upstream disagrees with no explanation.
 
-``classify(report)`` returns the ``Finding``; ``agree`` when every way agrees.
+``classify(report)`` returns the ``Finding``; ``agree`` when every way agrees bit for bit.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show]`` runs every ``Case`` that the
 files define (at module level, or in a list or tuple there, such as ``CASES``), each through
 ``minipallas.difftest.run``, with a progress bar, then prints a summary table: one row per case
-with its finding, whether that is the finding the case expects, and each way's time. ``--show``
+with its finding, whether that is the finding the case expects, and each way's time, then the
+count of each kind (exact agreement and agreement within the numerics envelope apart). ``--show``
 prints the full report (both programs) of every case whose finding is not the expected one.
 The exit code is 1 if any case's finding is not the one it expects.
 
@@ -68,10 +69,20 @@ def table(reports: Sequence[Report]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     kinds = Counter(r.finding.kind for r in reports)
     lines.append("")
-    lines.append(", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+    lines.append(", ".join(f"{n} {kind}{_gloss(kind, reports)}" for kind, n in kinds.most_common()))
     unexpected = sum(not r.expected for r in reports)
     lines.append(f"{len(reports)} cases, {unexpected} not as expected")
     return "\n".join(lines)
+
+
+def _gloss(kind: str, reports: Sequence[Report]) -> str:
+    """What agreement meant: exact bits, or XLA's float rounding within the envelope."""
+    if kind == "agree":
+        return " (bit for bit)"
+    if kind == "within-envelope":
+        widest = max(r.finding.fraction for r in reports if r.finding.kind == kind)
+        return f" (XLA's float rounding; at most {widest:.2g}x the envelope)"
+    return ""
 
 
 def run_files(paths: Sequence[Path], keyword: str | None, show: bool) -> int:

@@ -15,7 +15,10 @@ input, in order) every way there is:
    (the fuzzer's generated program), that function interpreted.
 
 Every way is compared with ``interpret`` bit for bit (any NaN equals any NaN; ``ulps``
-loosens the comparisons of the interpreter with XLA for programs with transcendentals). The
+loosens the comparisons of the interpreter with XLA for programs with transcendentals), except
+that a float output of an XLA way (``compile``, ``upstream``) that differs in bits is judged by
+the numerics envelope (``envelope``), computed only then. ``discharge`` and ``reference``,
+interpreted like ``interpret``, stay bit for bit. The
 ``Report`` holds every outcome, the first difference, and the ``Finding`` of ``classify``:
 agreement, an upstream crash or divergence, a documented semantic difference, or a minipallas
 bug. ``Report.text()`` prints it with the upstream jaxpr and the minipallas IR.

@@ -197,3 +197,17 @@ def test_planted_integer_off_by_one_stays_a_bug_without_envelope():
     assert (found.kind, found.name) == ("minipallas-bug", "compile disagrees with interpret")
     assert found.ulps is None and found.fraction is None and report.envelope is None
     assert found.op.split(" = ")[1].startswith("add") and "plant.py:1" in found.op
+
+
+def test_cli_summary_counts_within_envelope_apart_from_exact_agreement():
+    from minipallas.difftest.cli import table
+
+    rng = np.random.default_rng(7)
+    reports = [run(Case("matvec", matvec, inputs("matvec", rng))) for _ in range(3)]
+    reports.append(run(Case("ints", lambda r: r[...] + 1, (ref(np.arange(3, dtype=np.int32)),))))
+    within = [r for r in reports if r.finding.kind == "within-envelope"]
+    assert within and reports[-1].finding.kind == "agree"
+    summary = table(reports).splitlines()[-2]
+    assert f"{len(reports) - len(within)} agree (bit for bit)" in summary
+    widest = max(r.finding.fraction for r in within)
+    assert f"{len(within)} within-envelope (XLA's float rounding; at most {widest:.2g}x" in summary
