@@ -263,11 +263,13 @@ def cbrt(x: Any) -> np.ndarray:
 
 def atan2(y: Any, x: Any) -> np.ndarray:
     """XLA:CPU calls the C library's ``atan2f`` under FTZ/DAZ: ``y`` counts as flushed, the
-    result is flushed. A subnormal ``x`` keeps its bits for glibc's tests, but its quotients
-    are zero: the result is +-pi/2 (rounded up for ``x > 0``, down for ``x < 0``), or NaN
-    (negative for ``y < 0 < x``) if ``y`` is subnormal too."""
+    result is flushed, except ``atan2(y, 1)``, which glibc answers with ``atanf(y)`` (so a
+    subnormal ``y`` comes back as it is). A subnormal ``x`` keeps its bits for glibc's tests,
+    but its quotients are zero: the result is +-pi/2 (rounded up for ``x > 0``, down for
+    ``x < 0``), or NaN (negative for ``y < 0 < x``) if ``y`` is subnormal too."""
     y, x = _f32(y), _f32(x)
     out = flush(_libm("atan2f", 2)(flush(y), x))
+    out = np.where(x == 1, atan(y), out)  # glibc's atan2f(y, 1) is atanf(y): y kept as it is
     tiny = _subnormal(x) & np.isfinite(y) & (y != 0)
     if not tiny.any():
         return out
