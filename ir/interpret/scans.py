@@ -4,7 +4,9 @@ Integer results are exact in any order. Float cumulative ops follow the order XL
 upstream's lowering in (a ``reduce_window`` as long as the axis, which XLA's
 ``ReduceWindowRewriter`` turns into a tree over rows of ``BASE`` elements), so they are bit
 for bit with XLA: an axis of at most ``BASE`` elements is folded in index order from the
-identity, each output separately (a reverse scan folds ``x[i], x[i+1], ...``); a longer axis
+identity, each output separately (a reverse scan folds ``x[i], x[i+1], ...``), except that
+a float32/float16 axis of one element is left as it is (XLA drops the window; -0.0 stays
+-0.0, while bfloat16 still gets ``0 + x``); a longer axis
 is padded with the identity to whole rows of ``BASE``, each row scanned so, the row totals
 scanned exclusively by the same rule (recursively), and each row's prefix combined into it.
 Each step rounds to the dtype and flushes subnormals, as XLA's ``add`` / ``mul`` / ``max`` do.
@@ -84,8 +86,8 @@ def scan(x: np.ndarray, f: Fold, init: Any, forward: bool, exclusive: bool = Fal
 def cumulative(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     dtype, axis, reverse = op.operands[0].type.dtype, op.attrs["axis"], op.attrs["reverse"]
     x = np.moveaxis(np.asarray(args[0]), axis, -1)
-    if x.shape[-1] == 0:
-        return (np.asarray(args[0]),)
+    if x.shape[-1] == 0 or (x.shape[-1] == 1 and dtype != "bfloat16"):
+        return (np.asarray(args[0]),)  # XLA folds a one-element window away (not bf16)
     if dtypes.is_float(dtype):
         combine = BINARY[_COMBINE[op.name]]
         out = scan(x, lambda a, b: combine(a, b, dtype), identity(op.name, dtype), not reverse)

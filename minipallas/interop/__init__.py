@@ -16,11 +16,14 @@ from minipallas.interop import (  # noqa: F401
     control,
     lax,
     lax_indexing,
+    lax_misc,
+    lax_structural,
     mutable,
     pallas,
     pallas_call,  # registers the pallas_call rule
     state,
     to_jax_indexing,  # noqa: F401  (registers its to_jax rules)
+    to_jax_structural,
 )
 from minipallas.interop.importer import JaxprImportError, from_jaxpr, rule
 from minipallas.interop.to_jax import to_jax

@@ -20,7 +20,15 @@ from minipallas.ir import (
     Slice,
     params,
 )
-from minipallas.ir.opset.arrays import ARITHMETIC, BITWISE, COMPARISONS, FLOAT_UNARY
+from minipallas.ir.opset.arrays import (
+    ARITHMETIC,
+    BITWISE,
+    COMPARISONS,
+    FLOAT_BINARY,
+    FLOAT_UNARY,
+    INT_UNARY,
+    SHIFTS,
+)
 
 F32 = ArrayType((), "float32")
 I32 = ArrayType((), "int32")
@@ -158,8 +166,12 @@ def kernel_and_arrays() -> Function:
     b.create("program_id", [], {"axis": 0})
     b.create("num_programs", [], {"axis": 2})
     ints = b.create("iota", [], {"type": ArrayType((8, 16), "int32"), "dimension": 1}).result
-    for name in ARITHMETIC + COMPARISONS:
+    for name in ARITHMETIC + FLOAT_BINARY + COMPARISONS:
         b.create(name, [x, x])
+    for name in SHIFTS:
+        b.create(name, [ints, ints])
+    for name in INT_UNARY:
+        b.create(name, [ints])
     for name in BITWISE:
         b.create(name, [ints, ints])
         b.create(name, [m, m])
@@ -236,4 +248,29 @@ def located() -> Function:
     return b.function("located", [x], [v])
 
 
-ALL = [state_ops, views, scoped, control, kernel_and_arrays, indexed, constants, located]
+def structural() -> Function:
+    """reverse, pad, the cumulative ops, reduce_prod, sort, top_k, argmax and argmin."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @structural(%x: f32[4,6], %v: f32[]) -> (f32[7,10], i32[4,6], i32[4,3], i32[4]) {
+  %r = reverse %x, dims (1) : f32[4,6]
+  %p = pad %r, %v, low (1, 0), high (2, -1), interior (0, 1) : f32[7,10]
+  %c = cumsum %x, axis 1, reverse : f32[4,6]
+  %d = cumprod %c, axis 0 : f32[4,6]
+  %e = cummax %d, axis 1 : f32[4,6]
+  %f = cummin %e, axis 1 : f32[4,6]
+  %i = iota dimension 1 : i32[4,6]
+  %s, %t = sort %f, %i, dimension 1, num_keys 1 : f32[4,6], i32[4,6]
+  %k, %ki = top_k %s, k 3 : f32[4,3], i32[4,3]
+  %q = reduce_prod %k, axes (1) : f32[4]
+  %b = broadcast_in_dim %q, dims (0) : f32[4,6]
+  %a = argmax %b, axis 1 : i32[4]
+  %n = argmin %x, axis 1 : i32[4]
+  %z = add %a, %n : i32[4]
+  return %p, %t, %ki, %z
+}"""
+    )
+
+
+ALL = [state_ops, views, scoped, control, kernel_and_arrays, indexed, constants, located, structural]

@@ -1,0 +1,135 @@
+"""Import rules for the structural ``lax`` primitives real ``jnp`` programs use.
+
+One minipallas op each: ``rev`` (``jnp.flip``) as ``reverse``; ``pad`` (``jnp.pad`` with a
+constant, ``lax.pad``) as ``pad``; ``cumsum`` / ``cumprod`` / ``cummax`` / ``cummin`` as the
+op of the same name; ``reduce_prod`` (``jnp.prod``); ``argmax`` / ``argmin``; ``sort``
+(``jnp.sort``, ``jnp.argsort``; always stable, which an unstable sort may also give);
+``top_k`` (its axis moved last and back, as upstream's lowering does).
+
+Compositions of existing ops: ``stack`` (each operand given a size-1 axis, then written into
+the result as ``concatenate`` is), ``split`` (static slices), ``unstack`` (static slices that
+drop the axis). ``jnp.roll`` is already slices and a ``concatenate`` in the jaxpr.
+``cumlogsumexp`` is refused: its ``logaddexp`` needs ``log1p``, which minipallas lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax._src import core as jax_core
+
+from minipallas.interop.importer import Scope, dtype_of, rule, type_of
+from minipallas.ir.core import Value
+from minipallas.ir.indexing import Int, Slice
+
+
+@rule("rev")
+def rev(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    dims = tuple(int(d) for d in eqn.params["dimensions"])
+    return [scope.emit("reverse", [x], dims=dims) if dims else x]
+
+
+@rule("pad")
+def pad(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x, value = (scope.read(a) for a in eqn.invars)
+    config = [tuple(int(n) for n in dim) for dim in eqn.params["padding_config"]]
+    low, high, interior = (tuple(c[j] for c in config) for j in range(3))
+    return [scope.emit("pad", [x, value], low=low, high=high, interior=interior)]
+
+
+@rule("cumsum", "cumprod", "cummax", "cummin")
+def cumulative(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    axis, reverse = int(eqn.params["axis"]), bool(eqn.params["reverse"])
+    return [scope.emit(eqn.primitive.name, [x], axis=axis, reverse=reverse)]
+
+
+@rule("cumlogsumexp")
+def cumlogsumexp(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    raise scope.error(
+        "'cumlogsumexp' cannot be imported: minipallas has no log1p for its logaddexp",
+        fix="compute it outside the imported function, or as log(cumsum(exp(x - max)))",
+    )
+
+
+@rule("reduce_prod")
+def reduce_prod(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    axes = tuple(int(a) for a in eqn.params["axes"])
+    return [scope.emit("reduce_prod", [x], axes=axes) if axes else x]
+
+
+@rule("argmax", "argmin")
+def argmax(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    (axis,) = eqn.params["axes"]
+    dtype = dtype_of(eqn.params["index_dtype"], f"the index of {eqn.primitive.name}")
+    return [scope.emit(eqn.primitive.name, [x], axis=int(axis), dtype=dtype)]
+
+
+@rule("sort")
+def sort(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    xs = [scope.read(a) for a in eqn.invars]
+    op = scope.emit_op(
+        "sort", xs, dimension=int(eqn.params["dimension"]), num_keys=int(eqn.params["num_keys"])
+    )
+    return list(op.results)
+
+
+@rule("top_k")
+def top_k(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    last, axis = x.type.ndim - 1, int(eqn.params.get("axis", x.type.ndim - 1))
+    perm = list(range(x.type.ndim))
+    perm[axis], perm[last] = last, axis
+    if axis != last:
+        x = scope.emit("transpose", [x], permutation=tuple(perm))
+    op = scope.emit_op("top_k", [x], k=int(eqn.params["k"]))
+    if axis == last:
+        return list(op.results)
+    return [scope.emit("transpose", [r], permutation=tuple(perm)) for r in op.results]
+
+
+@rule("stack")
+def stack(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    out = type_of(eqn.outvars[0].aval)
+    axis = int(eqn.params["axis"])
+    result = scope.constant(0, out.dtype, out.shape)
+    for k, atom in enumerate(eqn.invars):
+        part = scope.read(atom)
+        shape = (*part.type.shape[:axis], 1, *part.type.shape[axis:])
+        part = scope.emit("reshape", [part], shape=shape)
+        indexer = tuple(Slice(k if d == axis else 0, n, 1) for d, n in enumerate(shape))
+        result = scope.emit("dynamic_update_slice", [result, part], indexer=indexer)
+    return [result]
+
+
+@rule("split")
+def split(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    axis, start, parts = int(eqn.params["axis"]), 0, []
+    for size in (int(s) for s in eqn.params["sizes"]):
+        indexer = tuple(
+            Slice(start, size, 1) if d == axis else Slice(0, n, 1)
+            for d, n in enumerate(x.type.shape)
+        )
+        parts.append(x if size == x.type.shape[axis] else scope.emit("slice", [x], indexer=indexer))
+        start += size
+    return parts
+
+
+@rule("unstack")
+def unstack(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    axis = int(eqn.params["axis"])
+    return [
+        scope.emit(
+            "slice",
+            [x],
+            indexer=tuple(
+                Int(k) if d == axis else Slice(0, n, 1) for d, n in enumerate(x.type.shape)
+            ),
+        )
+        for k in range(x.type.shape[axis])
+    ]
