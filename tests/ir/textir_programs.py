@@ -273,4 +273,14 @@ def structural() -> Function:
     )
 
 
-ALL = [state_ops, views, scoped, control, kernel_and_arrays, indexed, constants, located, structural]
+ALL = [
+    state_ops,
+    views,
+    scoped,
+    control,
+    kernel_and_arrays,
+    indexed,
+    constants,
+    located,
+    structural,
+]
