@@ -175,7 +175,8 @@ def _corpus_kill(copy: Path) -> tuple[str | None, list[str]]:
         planted = [c for c in cases if getattr(c, "plant", None) is not None]
         if planted:
             notes.append(
-                f"{len(planted)} planted cases of {name}.py skipped (they carry their own bug)"
+                f"{len(planted)} planted cases of {name}.py skipped "
+                "(each carries its own bug for the compile way)"
             )
         for case in cases:
             if getattr(case, "plant", None) is not None:
@@ -418,7 +419,7 @@ def report_text(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated mutant names (default: all)")
-    parser.add_argument("--fuzz-seconds", type=float, default=10.0, help="per fuzzer (control)")
+    parser.add_argument("--fuzz-seconds", type=float, default=20.0, help="per fuzzer (control)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants checked at once")
     parser.add_argument("--budget", type=float, default=3600.0, help="seconds for the run")
     parser.add_argument("--output", type=Path, help=f"Markdown results (default for a full "
