@@ -5,9 +5,12 @@ Importing is ``eval_jaxpr`` with IR-building rules in place of numbers (autodida
 1. Bind the jaxpr's invars to fresh block parameters (an ``AbstractRef`` becomes a ``RefType``
    parameter, a ``ShapedArray`` an ``ArrayType`` one) and its consts to ``constant`` ops.
 2. For each equation, set the scope's location to the user's ``file:line`` carried in
-   ``eqn.source_info``, look up the rule of ``eqn.primitive.name`` in ``RULES`` and call it; it
-   emits minipallas ops through the scope and returns one value per outvar. A primitive with no
-   rule is a ``JaxprImportError`` naming it, at the user's line. A primitive with a *scoped*
+   ``eqn.source_info`` (where it records none, as for ``make_jaxpr(jnp.floor)``, the enclosing
+   equation's, and at the top the line that called ``from_jaxpr``), look up the rule of
+   ``eqn.primitive.name`` in ``RULES`` and call it; it emits minipallas ops through the scope
+   and returns one value per outvar. Every error while importing an equation (no rule, a form
+   the rule refuses, a bad dtype, even a rule's own bug) is a ``JaxprImportError`` naming the
+   primitive at that location, made once in ``Scope._located``. A primitive with a *scoped*
    rule (``@scoped_rule``: ``new_ref`` allocates a ref for the rest of its block) imports the
    equations after it itself, inside the region it opens.
 3. The block yields the values of the jaxpr's outvars.
@@ -26,9 +29,10 @@ gives their value, so rules can fold what upstream computes from constants (inde
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -42,7 +46,7 @@ from minipallas.ir.builder import Builder
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.literal import Literal
-from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.location import UNKNOWN, Location, user_location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import (
     ANY,
@@ -164,12 +168,17 @@ class Importer:
     ``pallas_oob`` says how a Pallas ``load``/``store`` window that runs off the end of its ref
     imports: "pad" (upstream's discharge: lanes past the end read the fill value and their
     writes are dropped) or "clamp" (the window is moved back inside, as for ``ref[...]``).
+    ``caller`` is the user's line that asked for the import: the location of errors about the
+    jaxpr as a whole (its inputs); ``current`` the location of the equation being imported,
+    which an equation of a sub-jaxpr or callee that records no user line gets.
     """
 
     def __init__(self, pallas_oob: str = "pad") -> None:
+        self.caller = self.current = user_location()
         if pallas_oob not in PALLAS_OOB_MODES:
             raise JaxprImportError(
                 f"pallas_oob={pallas_oob!r} is not a mode",
+                loc=self.caller,
                 fix=f"use one of {', '.join(map(repr, PALLAS_OOB_MODES))}",
             )
         self.pallas_oob = pallas_oob
@@ -196,10 +205,11 @@ class Importer:
     ) -> Function:
         """The function a whole jaxpr imports to: invars become parameters (of ``types`` when
         given, else of their avals' types), consts constants."""
-        if types is None:
-            types = [type_of(v.aval, f"input {i}") for i, v in enumerate(jaxpr.invars)]
-        params = [Value(t) for t in types]
         scope = Scope(self)
+        if types is None:
+            with scope.located():
+                types = [type_of(v.aval, f"input {i}") for i, v in enumerate(jaxpr.invars)]
+        params = [Value(t) for t in types]
         scope.bind_consts(jaxpr.constvars, consts)
         results = scope.run(jaxpr, params)
         return Function(self.unique_name(name), scope.builder.block(params, results))
@@ -231,14 +241,16 @@ class Scope:
     """One block under construction: the jaxpr variables seen so far and the ops emitted.
 
     ``env`` maps upstream variables to minipallas values; ``loc`` is the location of the
-    equation being imported (every op emitted gets it); ``primitive`` its name, for errors.
+    equation being imported (every op emitted gets it); ``primitive`` its name, for errors;
+    ``outer`` the location an equation that records none gets (its enclosing equation's).
     """
 
-    def __init__(self, importer: Importer) -> None:
+    def __init__(self, importer: Importer, outer: Location | None = None) -> None:
         self.importer = importer
         self.builder = Builder()  # its errors are re-raised naming the primitive
         self.env: dict[jax_core.Var, Value] = {}
-        self.loc: Location = UNKNOWN
+        self.outer = importer.current if outer is None else outer
+        self.loc: Location = self.outer
         self.primitive: str | None = None
         self._constants: dict[tuple, Value] = {}
         self.nonnegative: set[Value] = set()  # integer values known >= 0 (e.g. a clamp from 0)
@@ -248,12 +260,38 @@ class Scope:
 
     def child(self) -> Scope:
         """A scope for a region of the current equation (same location)."""
-        inner = Scope(self.importer)
-        inner.loc, inner.primitive = self.loc, self.primitive
+        inner = Scope(self.importer, self.loc)
+        inner.primitive = self.primitive
         return inner
 
     def error(self, message: str, fix: str | None = None) -> JaxprImportError:
         return JaxprImportError(message, op=self.primitive, loc=self.loc, fix=fix)
+
+    @contextlib.contextmanager
+    def located(self, eqn: jax_core.JaxprEqn | None = None) -> Iterator[None]:
+        """Import ``eqn`` (or, with None, the jaxpr's inputs) inside: its location and name
+        become the scope's, and any error raised is re-raised as a ``JaxprImportError``
+        naming them. Errors located already (an inner equation's) and upstream's verbatim
+        ones pass through; a Python error of a rule is reported as an importer bug."""
+        if eqn is not None:
+            self.loc = location(eqn) or self.outer
+            self.primitive = eqn.primitive.name
+        enclosing, self.importer.current = self.importer.current, self.loc
+        try:
+            yield
+        except MiniPallasError as e:
+            if e.verbatim or (isinstance(e, JaxprImportError) and e.loc):
+                raise
+            what = f"building '{e.op}': " if e.op and e.op != self.primitive else ""
+            raise self.error(f"{what}{e.message}", fix=e.fix) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, AssertionError) as e:
+            raise self.error(
+                f"the import rule failed: {type(e).__name__}: {e}",
+                fix="this is an importer bug or a form it does not know; please report it "
+                "with the program",
+            ) from e
+        finally:
+            self.importer.current = enclosing
 
     # reading operands
 
@@ -378,15 +416,15 @@ class Scope:
         for k, eqn in enumerate(eqns):
             scoped = SCOPED_RULES.get(eqn.primitive.name)
             if scoped is not None:
-                self.loc, self.primitive = location(eqn), eqn.primitive.name
-                return scoped(self, eqn, eqns[k + 1 :], outvars)
-            self._import(eqn)
-        self.loc, self.primitive = UNKNOWN, None
+                with self.located(eqn):
+                    return scoped(self, eqn, eqns[k + 1 :], outvars)
+            with self.located(eqn):
+                self._import(eqn)
+        self.loc, self.primitive = self.outer, None
         return [self.read(v) for v in outvars]
 
     def _import(self, eqn: jax_core.JaxprEqn) -> None:
         name = eqn.primitive.name
-        self.loc, self.primitive = location(eqn), name
         fn = RULES.get(name)
         if fn is None:
             raise self.error(
@@ -394,13 +432,7 @@ class Scope:
                 fix="rewrite this line with supported operations, or register an import rule "
                 "with minipallas.interop.importer.rule",
             )
-        try:
-            outs = fn(self, eqn)
-        except MiniPallasError as e:
-            if e.verbatim or (isinstance(e, JaxprImportError) and e.loc):
-                raise  # located already, or upstream's own words and class (collective axes)
-            what = f"building '{e.op}': " if e.op and e.op != name else ""
-            raise self.error(f"{what}{e.message}", fix=e.fix) from None
+        outs = fn(self, eqn)
         if len(outs) != len(eqn.outvars):
             raise self.error(
                 f"the import rule gave {len(outs)} results for {len(eqn.outvars)} outputs",
@@ -483,23 +515,28 @@ def from_jaxpr(
     import minipallas.interop  # noqa: F401  (registers every rule)
     from minipallas.ir.verifier import verify as verify_fn
 
+    importer = Importer(pallas_oob)
     if isinstance(jaxpr, jax_core.ClosedJaxpr):
         if consts:
-            raise JaxprImportError("a ClosedJaxpr carries its own consts; pass none")
+            raise JaxprImportError(
+                "a ClosedJaxpr carries its own consts; pass none", loc=importer.caller
+            )
         jaxpr, consts = jaxpr.jaxpr, jaxpr.consts
     elif not isinstance(jaxpr, jax_core.Jaxpr):
         raise JaxprImportError(
             f"from_jaxpr expects a jaxpr, got {type(jaxpr).__name__}",
+            loc=importer.caller,
             fix="pass jax.make_jaxpr(f)(*args)",
         )
     if len(consts) != len(jaxpr.constvars):
         raise JaxprImportError(
-            f"the jaxpr has {len(jaxpr.constvars)} constvars but {len(consts)} consts were given"
+            f"the jaxpr has {len(jaxpr.constvars)} constvars but {len(consts)} consts were given",
+            loc=importer.caller,
         )
     if name is None:
         debug = getattr(jaxpr, "debug_info", None)
         name = getattr(debug, "func_name", None) or "main"
-    fn = Importer(pallas_oob).function(name, jaxpr, consts)
+    fn = importer.function(name, jaxpr, consts)
     if verify:
         verify_fn(fn)
     return fn

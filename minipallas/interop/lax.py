@@ -255,12 +255,16 @@ def dot_general(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (lhs) or batch, contracted, free (rhs) order and its free and contracted dimensions
     merged by a reshape; the product's ``(M, N)`` is split back into the free dimensions,
     which is upstream's result order (batch, lhs free, rhs free). Operands of two dtypes are
-    converted to the result dtype (``preferred_element_type``) first."""
+    converted to the result dtype (``preferred_element_type``) first. Without contracting
+    dimensions it is an outer product, a ``mul`` of broadcasts (as XLA computes it: a sum of
+    one product would turn a ``-0.0`` product into ``+0.0``)."""
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
     result = type_of(eqn.outvars[0].aval)
-    if a.type.dtype != b.type.dtype:
+    if a.type.dtype != b.type.dtype or not contract_a:
         a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
+    if not contract_a:
+        return [_outer(scope, a, b, tuple(batch_a), tuple(batch_b), result.shape)]
     lhs, m = _dot_operand(scope, a, tuple(batch_a), tuple(contract_a), contracted_last=True)
     rhs, n = _dot_operand(scope, b, tuple(batch_b), tuple(contract_b), contracted_last=False)
     product = scope.emit("dot", [lhs, rhs], dtype=result.dtype)
@@ -287,3 +291,22 @@ def _dot_operand(
     k = math.prod(shape[perm.index(d)] for d in contracted)
     rows = (math.prod(free_shape), k) if contracted_last else (k, math.prod(free_shape))
     return _reshape(scope, x, (*shape[: len(batch)], *rows)), free_shape
+
+
+def _outer(
+    scope: Scope, a: Value, b: Value, batch_a: tuple, batch_b: tuple, shape: tuple[int, ...]
+) -> Value:
+    """``a * b`` broadcast to upstream's result order (batch, ``a``'s free, ``b``'s free)."""
+    nb, n_free_a = len(batch_a), a.type.ndim - len(batch_a)
+    wide = []
+    for x, batch, dims in (
+        (a, batch_a, range(nb + n_free_a)),
+        (b, batch_b, (*range(nb), *range(nb + n_free_a, len(shape)))),
+    ):
+        perm = (*batch, *(d for d in range(x.type.ndim) if d not in batch))
+        if perm != tuple(range(x.type.ndim)):
+            x = scope.emit("transpose", [x], permutation=perm)
+        if x.type.shape != shape:
+            x = scope.emit("broadcast_in_dim", [x], shape=shape, dims=tuple(dims))
+        wide.append(x)
+    return scope.emit("mul", wide)

@@ -1,0 +1,24 @@
+"""Import rules for the small primitives real ``jnp`` programs carry that compute nothing new:
+
+- ``stop_gradient`` (``jax.nn.softmax``, ``log_softmax``, ``logsumexp`` put one around their
+  shift by the maximum) and ``multiple_of`` (``pl.multiple_of``: a divisibility hint for the
+  compiler) are the identity on values;
+- ``add_any`` (the sum of cotangents ``jax.grad`` makes) is ``add``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax._src import core as jax_core
+
+from minipallas.interop.importer import Scope, rule
+from minipallas.interop.lax import identity, operands
+from minipallas.ir.core import Value
+
+rule("stop_gradient", "multiple_of")(identity)
+
+
+@rule("add_any")
+def add_any(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    return [scope.emit("add", operands(scope, eqn))]
