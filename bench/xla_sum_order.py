@@ -87,8 +87,10 @@ def main() -> None:
         for name, ok in alive.items():
             fixed.setdefault(name, Counter())[min(ok) if ok else "none"] += 1
     for name, counts in fixed.items():
-        print(f"{name:15s} n=2..64: {dict(counts)}; trials differing from sequential: "
-              f"{differ[name]}/{63 * args.trials}")
+        print(
+            f"{name:15s} n=2..64: {dict(counts)}; trials differing from sequential: "
+            f"{differ[name]}/{63 * args.trials}"
+        )
 
 
 if __name__ == "__main__":

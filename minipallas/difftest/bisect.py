@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from minipallas.difftest.envelope import distance, envelope
+from minipallas.difftest.envelope import envelope
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.types import ArrayType
 
@@ -80,12 +80,11 @@ def first_op_out(report: Any) -> tuple[str | None, str]:  # noqa: ANN401 - a har
     first = len(program.body.results)
     for i, v in enumerate(shared):
         k = first + i
-        allowed = env.allowed(k, report.case.ulps)
-        if allowed is None:
+        d = env.judge(k, base[k], got[k], report.case.ulps)
+        if d is None:
             out = compare(base[k], got[k]) is not None
             how = "differs in bits"
         else:
-            d = distance(base[k], got[k], allowed)
             out = not d.within
             how = f"{d.ulps} ulps, {d.fraction:.3g}x its envelope"
         if out:

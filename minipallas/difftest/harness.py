@@ -33,14 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.envelope import (
-    Distance,
-    Envelope,
-    distance,
-    envelope,
-    is_float,
-    ulp_distance,
-)
+from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
 from minipallas.ir.core import Function
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
@@ -324,17 +317,17 @@ def closeness(
     if not is_float(np.asarray(want)):
         return message, None
     env = numerics_envelope(report)
-    allowed = None if env is None else env.allowed(k, ulps)
-    if allowed is None:
+    d = None if env is None else env.judge(k, want, got, ulps)
+    if d is None:
         return message, None
-    d = distance(want, got, allowed)
     if d.within:
         return None, d
     at = d.at
     w, g = np.asarray(want)[at], np.asarray(got)[at]
+    allowed = int(env.allowed(k, ulps)[at])
     return (
         f"at {list(at)}: {w!r} != {g!r}, {d.ulps} ulps, {d.fraction:.3g}x the envelope "
-        f"({int(allowed[at])} ulps allowed there)"
+        f"({allowed} ulps allowed there, {env.samples} samples)"
     ), d
 
 
