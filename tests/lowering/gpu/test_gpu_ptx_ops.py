@@ -25,7 +25,7 @@ from minipallas.lowering.gpu.ptx import compile_ptx
 pytest.importorskip("triton")
 
 FLOATS = ("float32", "bfloat16", "float16")
-INTS = ("int32", "uint32", "int8")
+INTS = ("int32", "uint32", "int8", "int16", "uint16", "uint8")
 DTYPES = (*FLOATS, *INTS, "bool")
 S = (8, 128)
 
