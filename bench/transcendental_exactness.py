@@ -1,6 +1,7 @@
 """The reference interpreter's elementwise math against XLA:CPU (``minipallas.compile``).
 
-For each op (exp, log, tanh, logistic, sqrt, rsqrt, sin, cos, pow) and float dtype, the same
+For each op (exp, log, tanh, logistic, sqrt, rsqrt, sin, cos, pow, and those jnp programs use
+beyond them: floor ... cbrt, atan2, nextafter) and float dtype, the same
 inputs go through ``minipallas.interpret`` and ``minipallas.compile``; the table gives how many
 results differ in any bit, the largest distance in ulps of the dtype (NaN against a number
 counts as infinite) and how many results are NaN on both sides with different bits.
@@ -8,7 +9,8 @@ counts as infinite) and how many results are NaN on both sides with different bi
 Inputs: bfloat16 and float16 exhaustively (all 65536 bit patterns); float32 ``--f32`` values per
 op (default 10**7): zeros, subnormals, infinities, NaN payloads, the values around each
 algorithm's range boundaries (clamps, reduction steps, mantissa splits), uniformly random bit
-patterns and random values in the range where the op is interesting. ``pow`` takes pairs.
+patterns and random values in the range where the op is interesting. ``pow``, ``atan2`` and
+``nextafter`` take pairs.
 
     python bench/transcendental_exactness.py [--f32 10000000] [--ops exp,log] [--seed 0]
 """
@@ -25,15 +27,18 @@ import minipallas as mp
 from minipallas.ir import dtypes
 
 OPS = ("exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos", "pow")
+OPS += ("floor", "ceil", "round", "round_even", "exp2", "expm1", "log1p", "erf", "erf_inv")
+OPS += ("tan", "asin", "atan", "sinh", "cosh", "asinh", "cbrt", "atan2", "nextafter")
+PAIRS = ("pow", "atan2", "nextafter")
 CHUNK = 1 << 20
 U16 = np.arange(2**16, dtype=np.uint16)
 
 
 def program(op: str, dtype: str, n: int) -> mp.ir.Function:
     t = f"{dtypes.SHORT[dtype]}[{n}]"
-    if op == "pow":
+    if op in PAIRS:
         return mp.parse(
-            f"func @f(%x: {t}, %z: {t}) -> ({t}) {{\n  %y = pow %x, %z : {t}\n  return %y\n}}"
+            f"func @f(%x: {t}, %z: {t}) -> ({t}) {{\n  %y = {op} %x, %z : {t}\n  return %y\n}}"
         )
     return mp.parse(f"func @f(%x: {t}) -> ({t}) {{\n  %y = {op} %x : {t}\n  return %y\n}}")
 
@@ -59,6 +64,21 @@ def _boundaries(op: str) -> np.ndarray:
         "sin": [k * float(np.pi) / 4 for k in range(-64, 65)] + [1e4, 1e6, 1e30],
         "cos": [k * float(np.pi) / 4 for k in range(-64, 65)] + [1e4, 1e6, 1e30],
         "pow": [],
+        **{r: [k + 0.5 for k in range(-64, 64)] for r in ("floor", "ceil", "round", "round_even")},
+        "exp2": [float(k) for k in range(-150, 129)],
+        "expm1": [0.5, 1e-3, 88.7, -87.8, 4e-4],
+        "log1p": [0.41421356, -0.41421356, 1e-3, -0.999999],
+        "erf": [3.8325, 1.0, 0.5],
+        "erf_inv": [1.0, 0.999999, 0.99, 0.5, 0.9932621],  # w = 5 near 0.99326
+        "tan": [k * float(np.pi) / 4 for k in range(-64, 65)] + [1e4, 1e6, 1e30],
+        "asin": [1.0, 0.5, 0.999],
+        "atan": [1.0, 1e4, 1e-4],
+        "sinh": [1.0, 88.7, 89.4],
+        "cosh": [1.0, 88.7, 89.4],
+        "asinh": [2.0**64, 1.0, 1e-4],
+        "cbrt": [8.0, 27.0, 1e-30],
+        "atan2": [1.0],
+        "nextafter": [],
     }[op]
     return _near(common + specific)
 
@@ -72,11 +92,17 @@ def _specials() -> np.ndarray:
     return np.concatenate([both, -both])
 
 
+_SCALE = {"exp": 40.0, "logistic": 30.0, "tanh": 5.0, "sin": 50.0, "cos": 50.0, "tan": 50.0}
+_POSITIVE = ("log", "sqrt", "rsqrt", "pow", "log1p")  # random values where these are defined
+_UNIT = ("erf_inv", "asin")  # and in [-1, 1]
+
+
 def _interesting(op: str, rng: np.random.Generator, n: int) -> np.ndarray:
-    scale = {"exp": 40.0, "logistic": 30.0, "tanh": 5.0, "sin": 50.0, "cos": 50.0}.get(op)
-    if scale is not None:
-        return (rng.standard_normal(n) * scale).astype(np.float32)
-    return np.exp(rng.uniform(-87, 88, n)).astype(np.float32)  # log, sqrt, rsqrt: positives
+    if op in _UNIT:
+        return rng.uniform(-1, 1, n).astype(np.float32)
+    if op in _POSITIVE:
+        return np.exp(rng.uniform(-87, 88, n)).astype(np.float32)
+    return (rng.standard_normal(n) * _SCALE.get(op, 4.0)).astype(np.float32)
 
 
 def f32_inputs(op: str, n: int, seed: int) -> np.ndarray:
@@ -145,9 +171,9 @@ def inputs(op: str, dtype: str, f32: int, seed: int) -> tuple[np.ndarray, ...]:
         x = f32_inputs(op, f32, seed)
     else:
         x = U16.view(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16)
-    if op != "pow":
+    if op not in PAIRS:
         return (x,)
-    if dtype == "float32":
+    if dtype == "float32" and op == "pow":
         return _pow_pairs(x, np.random.default_rng(seed + 1))
     rng = np.random.default_rng(seed + 1)  # every base, against a random exponent each
     return x, rng.permutation(x)
