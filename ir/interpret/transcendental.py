@@ -19,11 +19,12 @@ bit:
   ulps of XLA, not bit for bit (5% of float32 values differ; bfloat16/float16 none).
 - ``sin``, ``cos``, ``pow``: XLA:CPU calls the C library's ``sinf``/``cosf``/``powf`` (its
   code has them as external symbols, bound to the process's libm), so these call the same
-  functions through ctypes. So do ``tan`` (``tanf``), ``atan`` (``atanf``; float32 ``atan`` is
-  within 5 ulps: XLA:CPU's vectorized atan is not glibc's), ``cbrt`` (``cbrtf``, with the
-  value glibc gives every subnormal under DAZ) and ``atan2`` (``atan2f``, modelling what DAZ
-  makes of a subnormal divisor). ``erf``, ``expm1``, ``log1p`` are in ``special``, formulas of
-  these ops (``asin``, ``sinh``, ``asinh``, ``erf_inv``, ...) in ``decompositions``.
+  functions through ctypes. So do ``tan`` (``tanf``), ``atan`` (``atanf``; float32 ``atan``
+  on arrays of some lengths is within 5 ulps: XLA:CPU's vectorized atan is not glibc's),
+  ``cbrt`` (``cbrtf``, with the value glibc gives every subnormal under DAZ) and ``atan2``
+  (``atan2f``, modelling what DAZ makes of a subnormal divisor). ``erf``, ``expm1``,
+  ``log1p`` are in ``special``, formulas of these ops (``asin``, ``sinh``, ``asinh``,
+  ``erf_inv``, ...) in ``decompositions``.
 
 XLA:CPU's ``exp`` and ``log`` on a one-dimensional array of fewer than 16 elements whose
 length modulo 8 is 3, 5, 6 or 7 may call libm's ``expf``/``logf`` for the last elements,
@@ -54,8 +55,11 @@ ULP_BOUND: dict[str, int] = {
     "exp": 5,  # short 1-D tails through libm's expf
     "log": 1,  # short 1-D tails through libm's logf
     "rsqrt": 2,  # the modelled rsqrtss estimate
-    "atan": 5,  # float32: XLA's vectorized atan, not libm's atanf (bfloat16/float16 exact)
-    "asinh": 1,  # float32 (66 of 2.7e5 values), and 1 float16 ulp: XLA's float16 rounding
+    # float32 arrays of some lengths (not a multiple of 8, or under 64 elements) run XLA's
+    # vectorized atan, not libm's atanf, in some lanes; bfloat16/float16 are bit for bit
+    "atan": 5,
+    # float32: the same lengths (log1p's libm tails); float16: XLA's float16 rounding
+    "asinh": 1,
 }
 
 
