@@ -3,7 +3,9 @@ for bit with XLA on CPU.
 
 - ``logistic`` is ``1 / (1 + exp(-x))`` with every step rounded to the dtype (XLA expands it
   into those ops). Transcendentals are XLA:CPU's own algorithms (``transcendental``), bit for
-  bit with XLA, except float32 ``rsqrt`` (within 2 ulps); sqrt is IEEE's, exact.
+  bit with XLA, except float32 ``rsqrt`` (within 2 ulps); sqrt is IEEE's, exact. Ops upstream
+  lowers as a formula (``asin``, ``sinh``, ``erf_inv``, ...) run it step by step
+  (``decompositions``); rounding, ``nextafter``, shifts and bit counts are exact (``bits``).
 - Reductions: integer sums wrap (exact in any order); float32 sums use numpy's pairwise order
   and bfloat16/float16 sums accumulate in float32 and round once, so float sums match XLA only
   to rounding (XLA reduces in its own tree order). Over an empty axis a reduction gives its
