@@ -17,7 +17,6 @@ from minipallas.interop import (  # noqa: F401
     lax,
     lax_indexing,
     lax_misc,
-    lax_misc,
     lax_structural,
     mutable,
     pallas,
