@@ -19,7 +19,9 @@ The walk follows the program once, op by op:
    broadcast to it, which XLA fuses into the op): an elementwise kernel runs on its arrays as
    they lie; ``transpose`` permutes only the original dimensions, ``broadcast_in_dim`` and
    reductions add or remove only original dimensions, and windows without integer-array
-   indices slice the batch axes whole, all keeping the batch axes in place;
+   indices slice the batch axes whole, all keeping the batch axes in place; so do
+   ``reverse``, ``pad``, the cumulative ops and ``argmax`` / ``argmin``, which work along
+   original dimensions where they lie;
 3. every other op takes its batched operands in the *leading* layout (all batch axes first,
    in order; ``leading``) and shifts its dimensions past them; regions are batched with
    leading layouts, loops until their carries' batching settles; callees once per batching of
@@ -52,6 +54,7 @@ from minipallas.ir.opset.arrays import (
     SHIFTS,
     UNARY,
 )
+from minipallas.ir.opset.scans import CUMULATIVE
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
 from minipallas.passes.registry import BOOL, INTS, Option, register
@@ -304,16 +307,74 @@ def _reshape(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list
     return _leading_op(bt, builder, op, bt.all_leading(builder, ins), shape=shape)
 
 
-@RULES.register("reduce_sum", "reduce_max", "reduce_min")
+@RULES.register("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 def _reduce(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Over the original dimensions where they lie; the batch axes stay put."""
     _exact_in_any_order(bt, op)
     (x, layout), reduced = ins[0], set(op.attrs["axes"])
-    slots = [k for k, d in enumerate(layout) if d is None]
+    slots = _slots(layout)
     positions = tuple(slots[a] for a in sorted(reduced))
     out = tuple(d for k, d in enumerate(layout) if k not in positions)
     new = builder.create(op.name, [x], {**op.attrs, "axes": positions}, (), op.loc)
     return [(new.result, out)]
+
+
+def _slots(layout: Layout) -> list[int]:
+    """Where each original dimension lies in ``layout``."""
+    return [k for k, d in enumerate(layout) if d is None]
+
+
+# ----- structural ops: along original dimensions where they lie -----
+
+
+@RULES.register("reverse")
+def _reverse(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    (x, layout), slots = ins[0], _slots(ins[0][1])
+    dims = tuple(slots[d] for d in op.attrs["dims"])
+    return [(builder.create("reverse", [x], {"dims": dims}, (), op.loc).result, layout)]
+
+
+@RULES.register(*CUMULATIVE)
+def _cumulative(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """Exact for floats too: XLA scans each line along the axis alike whatever the other
+    dimensions (the rows-of-16 tree is built along the axis alone)."""
+    (x, layout), slots = ins[0], _slots(ins[0][1])
+    attrs = {**op.attrs, "axis": slots[op.attrs["axis"]]}
+    return [(builder.create(op.name, [x], attrs, (), op.loc).result, layout)]
+
+
+@RULES.register("argmax", "argmin")
+def _argmax(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """Comparisons only, so exact; the reduced dimension leaves the layout."""
+    (x, layout), slots = ins[0], _slots(ins[0][1])
+    position = slots[op.attrs["axis"]]
+    new = builder.create(op.name, [x], {**op.attrs, "axis": position}, (), op.loc)
+    return [(new.result, layout[:position] + layout[position + 1 :])]
+
+
+@RULES.register("pad")
+def _pad(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """Batch axes get no padding; the padding value must be the same at every point (a
+    ``pad`` takes one scalar)."""
+    (x, layout), value = ins
+    value = _unbatched(op, "padding value", value)
+    attrs = {}
+    for what in ("low", "high", "interior"):
+        amounts = iter(op.attrs[what])
+        attrs[what] = tuple(next(amounts) if d is None else 0 for d in layout)
+    return [(builder.create("pad", [x, value], attrs, (), op.loc).result, layout)]
+
+
+@RULES.register("sort")
+def _sort(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    (dimension,) = _shifted(bt, [op.attrs["dimension"]])
+    return _leading_op(bt, builder, op, bt.all_leading(builder, ins), dimension=dimension)
+
+
+@RULES.register("top_k")
+def _top_k(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """Along the last dimension, which the leading layout keeps last."""
+    return _leading_op(bt, builder, op, bt.all_leading(builder, ins))
 
 
 @RULES.register("dot")
