@@ -28,8 +28,11 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
     indexed,
+    layout,
     promote,
+    scans,
     scoped,
+    sorting,
     state,
     views,
 )
