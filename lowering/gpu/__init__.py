@@ -27,7 +27,15 @@ from minipallas.errors import PassError
 from minipallas.ir.core import Function
 from minipallas.kernels.spec import Kernel
 from minipallas.lowered import Lowered
-from minipallas.lowering.gpu import arrays, control, indexed, memory  # noqa: F401
+from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
+    arrays,
+    control,
+    indexed,
+    layout,
+    memory,
+    scans,
+    sorting,
+)
 from minipallas.lowering.gpu.context import RULES, LoweringContext, register
 from minipallas.lowering.gpu.grid import Schedule, schedule
 from minipallas.lowering.gpu.kernel import emit_kernel
