@@ -24,7 +24,13 @@ Replaced rules (``Perturbation.rules``), every decision drawn from one generator
    ulps in ``[-bound, bound]`` (NaN and infinity stay; finite values stay finite);
 4. bfloat16/float16 elementwise arithmetic (``ELEMENTWISE``): the float32 result rounded to one
    of its two neighbouring values in the dtype, at random (random rounding), instead of the
-   nearest.
+   nearest;
+5. division by a constant: a float ``div`` whose divisor a ``constant`` made (or a
+   ``broadcast_in_dim`` of one) is, for a random half of its elements, the product with the
+   divisor's float32 reciprocal, as XLA's algebraic simplifier rewrites it (measured: XLA:CPU
+   computes ``x / 3.0`` as ``x * (1 / 3.0)`` for every float32 element, and a bfloat16
+   ``x / c`` as the float32 ``x * (1 / c)`` rounded); that product may be contracted (rule 2)
+   like a ``mul``'s. A power-of-two divisor has an exact reciprocal and changes nothing.
 
 Everything else (data movement, integers, bitwise ops, comparisons, ``select``, ``convert``,
 ``max``/``min``, ``neg``/``abs``) keeps its rule and stays bit for bit.
@@ -96,6 +102,7 @@ def perturbable(fn: Function) -> bool:
 
 def _block_perturbable(block: Block) -> bool:
     products = set()
+    constants: dict[Value, np.ndarray] = {}  # float constants (and their broadcasts)
     for op in block.ops:
         if any(_block_perturbable(r) for r in op.regions):
             return True
@@ -106,8 +113,16 @@ def _block_perturbable(block: Block) -> bool:
             return True
         if op.name in ELEMENTWISE and dtype in LOW_PRECISION:
             return True
-        if op.name == "mul":
+        if op.name == "constant":
+            constants[op.results[0]] = op.attrs["value"].array()
+        elif op.name == "broadcast_in_dim" and op.operands[0] in constants:
+            constants[op.results[0]] = constants[op.operands[0]]
+        elif op.name == "mul":
             products.add(op.results[0])
+        elif op.name == "div" and op.operands[1] in constants:
+            divisor = np.asarray(constants[op.operands[1]], np.float64)
+            if np.any(np.frexp(divisor)[0] != 0.5):  # not a power of two: inexact reciprocal
+                return True
         elif op.name in ("add", "sub") and products.intersection(op.operands):
             return True
     return False
@@ -139,17 +154,21 @@ class Perturbation:
         for name in {*ELEMENTWISE, *_bounds()}:
             if name in RULES:
                 table[name] = state.elementwise_rule(name, RULES[name])
+        for name in ("constant", "broadcast_in_dim"):
+            table[name] = state.constant_rule(RULES[name])
         table["reduce_sum"] = state.guard(RULES["reduce_sum"], state.reduce_sum)
         table["dot"] = state.guard(RULES["dot"], state.dot)
         return table
 
 
 class _State:
-    """The generator and the products ``mul`` made (for FMA contraction) of one run."""
+    """The generator, the products ``mul`` made (for FMA contraction) and the values constants
+    made (for division by a constant) of one run."""
 
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng = rng
         self.products: dict[Value, tuple[Any, Any]] = {}
+        self.constants: set[Value] = set()
         self.shadows: dict[Op, Op] = {}
 
     # -- wrappers ---------------------------------------------------------------------------
@@ -164,8 +183,20 @@ class _State:
 
         return apply
 
+    def constant_rule(self, plain: Rule) -> Rule:
+        """``plain``, noting a float result that a constant made (a ``constant``, or a
+        ``broadcast_in_dim`` of such a value): rule 5's divisors."""
+
+        def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+            made = op.name == "constant" or op.operands[0] in self.constants
+            if made and dtypes.is_float(op.results[0].type.dtype):
+                self.constants.add(op.results[0])
+            return plain(interp, op, args)
+
+        return apply
+
     def elementwise_rule(self, name: str, plain: Rule) -> Rule:
-        """Rules 2-4 around an elementwise op's own rule."""
+        """Rules 2-5 around an elementwise op's own rule."""
         bound = _bounds().get(name, 0)
 
         def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
@@ -179,6 +210,8 @@ class _State:
                 out = plain(interp, op, args)[0]
             if name == "mul":
                 self.products[op.results[0]] = (args[0], args[1])
+            elif name == "div" and op.operands[1] in self.constants:
+                out = self.reciprocal(op, args, out, dtype)
             elif name in ("add", "sub"):
                 out = self.contract(op, args, out, dtype)
             if bound:
@@ -220,6 +253,19 @@ class _State:
             return plain
         take = self.rng.random(np.shape(plain)) < 0.5
         return np.where(take, fused, plain).astype(F32)
+
+    # -- rule 5: division by a constant ---------------------------------------------------------
+
+    def reciprocal(self, op: Op, args: Sequence[Any], plain: Any, dtype: str) -> np.ndarray:
+        """``plain`` (float32 values of ``x / c``) with a random half of its elements
+        ``x * (1 / c)``, the reciprocal rounded to float32; the product is noted for rule 2."""
+        x, c = (flush(widen(v, dtype)) for v in args)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            inverse = flush(np.divide(F32.type(1), np.asarray(c, F32)))
+            product = flush(np.multiply(np.asarray(x, F32), inverse))
+        self.products[op.results[0]] = (args[0], inverse)
+        take = self.rng.random(np.shape(plain)) < 0.5
+        return np.where(take, product, plain).astype(F32)
 
     # -- rule 3: transcendental bounds --------------------------------------------------------
 

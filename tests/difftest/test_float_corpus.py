@@ -38,14 +38,6 @@ JNP = {
 # values only, so a plant inside a kernel is named by the kernel's call
 PLANTED_OP = {"scale": "= mul ", "eps": "= constant ", "sum": "= add "}
 INSIDE_KERNEL = {"eps", "sum"}
-# the bisect's taps of these unplanted programs already leave their envelopes (measured: the
-# tap of (x - mean)**2 by 174 ulps, 3x; of q @ k.T / sqrt(d) by 5793 ulps, 2x), so it names
-# that earlier op, not the planted one
-EARLIER_OP = {
-    "layer_norm_f32_planted_eps": "(x - mean)**2",
-    "attention_f32_planted_sum": "q @ k.T / sqrt(d)",
-}
-
 BY_NAME = {p.name: p for p in PROGRAMS}
 
 
@@ -70,12 +62,6 @@ def _param(case):
     if p.missing is not None:
         reason = f"the import has no rule for '{p.missing}' yet (jax.nn uses it)"
         marks.append(pytest.mark.xfail(strict=False, reason=reason))
-    if case.name in EARLIER_OP:
-        reason = (
-            f"difftest.bisect: the tap of {EARLIER_OP[case.name]} leaves its envelope in the "
-            "unplanted program too, so the first op out is that one"
-        )
-        marks.append(pytest.mark.xfail(strict=True, reason=reason))
     return pytest.param(case.name, id=case.name, marks=marks)
 
 
