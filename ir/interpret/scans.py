@@ -10,6 +10,7 @@ a float32/float16 axis of one element is left as it is (XLA drops the window; -0
 is padded with the identity to whole rows of ``BASE``, each row scanned so, the row totals
 scanned exclusively by the same rule (recursively), and each row's prefix combined into it.
 Each step rounds to the dtype and flushes subnormals, as XLA's ``add`` / ``mul`` / ``max`` do.
+``cumlogsumexp`` folds with upstream's ``logaddexp`` body (``logaddexp``), op by op.
 
 ``reduce_prod`` of floats multiplies in index order, rounding each product to the dtype; XLA
 reduces in its own order, so it matches only to rounding (as ``reduce_sum``).
@@ -24,8 +25,9 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.ir.interpret.arrays import BINARY
+from minipallas.ir.interpret.arrays import BINARY, FLOAT_UNARY
 from minipallas.ir.interpret.engine import Interpreter, rule
+from minipallas.ir.interpret.numerics import float_math
 
 BASE = 16  # XLA:CPU's base length for rewriting a scan-shaped reduce_window
 _COMBINE = {"cumsum": "add", "cumprod": "mul", "cummax": "max", "cummin": "min"}
@@ -41,12 +43,31 @@ Fold = Callable[[Any, Any], Any]
 def identity(name: str, dtype: str) -> Any:
     """The value a cumulative op or ``reduce_prod`` starts from (what padding holds)."""
     np_dtype = dtypes.to_numpy(dtype)
+    if name == "cumlogsumexp":
+        return np_dtype.type(-np.inf)
     if name in ("cumsum", "cumprod", "reduce_prod"):
         return np_dtype.type(0 if name == "cumsum" else 1)
     if dtypes.is_float(dtype):
         return np_dtype.type(-np.inf if name == "cummax" else np.inf)
     info = np.iinfo(np_dtype)
     return np_dtype.type(info.min if name == "cummax" else info.max)
+
+
+def _unary(name: str, x: Any, dtype: str) -> Any:
+    fn, flushes = FLOAT_UNARY[name]
+    return float_math(fn, dtype, x, flushes=flushes)
+
+
+def logaddexp(a: Any, b: Any, dtype: str) -> Any:
+    """``log(exp(a) + exp(b))`` as upstream's ``cumlogsumexp`` body computes it:
+    ``max(a, b) + log1p(exp(-|a - b|))``, or ``a + b`` where ``a - b`` is NaN (equal
+    infinities, a NaN operand), each op rounded to ``dtype``."""
+    add, sub = BINARY["add"], BINARY["sub"]
+    d = sub(a, b, dtype)
+    tail = d
+    for name in ("abs", "neg", "exp", "log1p"):
+        tail = _unary(name, tail, dtype)
+    return np.where(d != d, add(a, b, dtype), add(BINARY["max"](a, b, dtype), tail, dtype))
 
 
 def _windows(x: np.ndarray, f: Fold, init: Any, forward: bool, exclusive: bool) -> np.ndarray:
@@ -82,14 +103,14 @@ def scan(x: np.ndarray, f: Fold, init: Any, forward: bool, exclusive: bool = Fal
     return out
 
 
-@rule(*_COMBINE)
+@rule(*_COMBINE, "cumlogsumexp")
 def cumulative(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     dtype, axis, reverse = op.operands[0].type.dtype, op.attrs["axis"], op.attrs["reverse"]
     x = np.moveaxis(np.asarray(args[0]), axis, -1)
     if x.shape[-1] == 0 or (x.shape[-1] == 1 and dtype != "bfloat16"):
         return (np.asarray(args[0]),)  # XLA folds a one-element window away (not bf16)
     if dtypes.is_float(dtype):
-        combine = BINARY[_COMBINE[op.name]]
+        combine = logaddexp if op.name == "cumlogsumexp" else BINARY[_COMBINE[op.name]]
         out = scan(x, lambda a, b: combine(a, b, dtype), identity(op.name, dtype), not reverse)
     else:
         flip = (lambda a: a[..., ::-1]) if reverse else (lambda a: a)

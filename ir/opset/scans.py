@@ -1,15 +1,17 @@
 """Reductions along an axis that XLA writes as windows or products: the cumulative ops
-``cumsum``, ``cumprod``, ``cummax``, ``cummin`` (every prefix, or with ``reverse`` every
-suffix, of one axis reduced) and ``reduce_prod``.
+``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp`` (every prefix, or with
+``reverse`` every suffix, of one axis reduced; ``cumlogsumexp`` is of floats only) and
+``reduce_prod``.
 """
 
 from __future__ import annotations
 
+from minipallas.ir import dtypes
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, static_ints
 from minipallas.ir.types import ArrayType
 
-CUMULATIVE = ("cumsum", "cumprod", "cummax", "cummin")
+CUMULATIVE = ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 
 
 def _numeric(types: Types) -> ArrayType:
@@ -22,6 +24,7 @@ def _numeric(types: Types) -> ArrayType:
 def _cumulative_rule(name: str):
     def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         x = _numeric(types)
+        require(name != "cumlogsumexp" or dtypes.is_float(x.dtype), f"needs floats, got {x}")
         axis = attrs.get("axis")
         require(isinstance(axis, int) and 0 <= axis < x.ndim, f"axis {axis!r} is not a dim of {x}")
         require(isinstance(attrs.get("reverse"), bool), "attribute 'reverse' must be a bool")

@@ -1,7 +1,8 @@
 """StableHLO rules for the cumulative ops and ``reduce_prod``, emitted as upstream lowers
 ``lax.cumsum`` & co. on CPU: a ``reduce_window`` as long as the axis, padded by its length
 minus one before (after, reversed) the data; XLA:CPU rewrites it into the tree the interpreter
-models (``ir.interpret.scans``), so the bits are XLA's. ``reduce_prod`` is a ``stablehlo.reduce``
+models (``ir.interpret.scans``), so the bits are XLA's; ``cumlogsumexp``'s body is upstream's
+``logaddexp``. ``reduce_prod`` is a ``stablehlo.reduce``
 with a ``multiply`` body, in the operand's dtype as upstream emits it (floats match the
 interpreter to rounding).
 """
@@ -35,7 +36,23 @@ def combine_body(region_op: ir.Operation, dtype: str, combine: type) -> None:
         stablehlo.ReturnOp([combine(*body.arguments).result])
 
 
-@register("cumsum", "cumprod", "cummax", "cummin")
+def logaddexp_body(region_op: ir.Operation, dtype: str) -> None:
+    """Fills ``region_op``'s body with upstream's ``logaddexp`` of two ``dtype`` scalars:
+    ``a - b`` NaN ? ``a + b`` : ``max(a, b) + log1p(exp(-|a - b|))``."""
+    scalar = ir.RankedTensorType.get([], emit.element_type(dtype))
+    body = region_op.body.blocks.append(scalar, scalar)
+    with ir.InsertionPoint(body):
+        a, b = body.arguments
+        d = stablehlo.SubtractOp(a, b).result
+        tail = stablehlo.Log1pOp(
+            stablehlo.ExpOp(stablehlo.NegOp(stablehlo.AbsOp(d).result).result).result
+        ).result
+        finite = stablehlo.AddOp(stablehlo.MaxOp(a, b).result, tail).result
+        total = emit.select(emit.compare(d, d, "NE"), stablehlo.AddOp(a, b).result, finite)
+        stablehlo.ReturnOp([total])
+
+
+@register("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t, axis = op.result.type, op.attrs["axis"]
     n = t.shape[axis]
@@ -50,7 +67,10 @@ def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
         window_strides=[1] * t.ndim,
         padding=ir.DenseIntElementsAttr.get(padding),
     )
-    combine_body(window_op, t.dtype, _COMBINE[op.name])
+    if op.name == "cumlogsumexp":
+        logaddexp_body(window_op, t.dtype)
+    else:
+        combine_body(window_op, t.dtype, _COMBINE[op.name])
     return [window_op.result]
 
 

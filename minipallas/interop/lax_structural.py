@@ -1,15 +1,16 @@
 """Import rules for the structural ``lax`` primitives real ``jnp`` programs use.
 
 One minipallas op each: ``rev`` (``jnp.flip``) as ``reverse``; ``pad`` (``jnp.pad`` with a
-constant, ``lax.pad``) as ``pad``; ``cumsum`` / ``cumprod`` / ``cummax`` / ``cummin`` as the
-op of the same name; ``reduce_prod`` (``jnp.prod``); ``argmax`` / ``argmin``; ``sort``
-(``jnp.sort``, ``jnp.argsort``; always stable, which an unstable sort may also give);
-``top_k`` (its axis moved last and back, as upstream's lowering does).
+constant, ``lax.pad``) as ``pad``; ``cumsum`` / ``cumprod`` / ``cummax`` / ``cummin`` /
+``cumlogsumexp`` as the op of the same name; ``reduce_prod`` (``jnp.prod``); ``argmax`` /
+``argmin``; ``sort`` (``jnp.sort``, ``jnp.argsort``; always stable, which an unstable sort may
+also give); ``top_k`` (its axis moved last and back, as upstream's lowering does).
 
 Compositions of existing ops: ``stack`` (each operand given a size-1 axis, then written into
 the result as ``concatenate`` is), ``split`` (static slices), ``unstack`` (static slices that
 drop the axis). ``jnp.roll`` is already slices and a ``concatenate`` in the jaxpr.
-``cumlogsumexp`` is refused: its ``logaddexp`` needs ``log1p``, which minipallas lacks.
+``tile`` (``jnp.tile``) is upstream's lowering: a ``broadcast_in_dim`` that puts a size-``rep``
+dim before each dim, then a ``reshape`` merging each pair.
 """
 
 from __future__ import annotations
@@ -38,19 +39,11 @@ def pad(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("pad", [x, value], low=low, high=high, interior=interior)]
 
 
-@rule("cumsum", "cumprod", "cummax", "cummin")
+@rule("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 def cumulative(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis, reverse = int(eqn.params["axis"]), bool(eqn.params["reverse"])
     return [scope.emit(eqn.primitive.name, [x], axis=axis, reverse=reverse)]
-
-
-@rule("cumlogsumexp")
-def cumlogsumexp(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    raise scope.error(
-        "'cumlogsumexp' cannot be imported: minipallas has no log1p for its logaddexp",
-        fix="compute it outside the imported function, or as log(cumsum(exp(x - max)))",
-    )
 
 
 @rule("reduce_prod")
@@ -89,6 +82,19 @@ def top_k(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if axis == last:
         return list(op.results)
     return [scope.emit("transpose", [r], permutation=tuple(perm)) for r in op.results]
+
+
+@rule("tile")
+def tile(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    reps = tuple(int(r) for r in eqn.params["reps"])
+    shape = x.type.shape
+    pairs = tuple(k for r, n in zip(reps, shape, strict=True) for k in (r, n))
+    spread = scope.emit(
+        "broadcast_in_dim", [x], shape=pairs, dims=tuple(range(1, 2 * len(shape), 2))
+    )
+    tiled = tuple(r * n for r, n in zip(reps, shape, strict=True))
+    return [scope.emit("reshape", [spread], shape=tiled)]
 
 
 @rule("stack")

@@ -15,7 +15,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 
 _CUMULATIVE = {"cumsum": lax.cumsum, "cumprod": lax.cumprod, "cummax": lax.cummax,
-               "cummin": lax.cummin}  # fmt: skip
+               "cummin": lax.cummin, "cumlogsumexp": lax.cumlogsumexp}  # fmt: skip
 
 
 @jax_rule("reverse")
