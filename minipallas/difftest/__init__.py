@@ -16,6 +16,7 @@
 - ``minipallas-difftest`` (``cli``): runs the cases a Python file defines, or the fuzzer.
 """
 
+from minipallas.difftest import jax_emit_structural  # noqa: F401  (registers its emission rules)
 from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known, classify
 from minipallas.difftest.harness import (
     Case,
