@@ -32,7 +32,8 @@ class OpDef:
     ``effect`` is how the op touches the ref in operand 0 (``"read"``, ``"write"`` or
     ``"accum"``: upstream's effect kind for the same primitive, or ``""`` when it touches none);
     effects of region ops come from their regions. ``pure`` ops may be removed when their
-    results are unused.
+    results are unused; ``observable`` ones act outside the program (``debug_print``) and may
+    never be removed.
     """
 
     name: str
@@ -41,20 +42,28 @@ class OpDef:
     regions: int | None = 0  # how many regions; None means one or more
     effect: str = ""
     pure: bool = True
+    observable: bool = False
 
 
 OPS: dict[str, OpDef] = {}
 
 
 def declare(
-    name: str, *, regions: int | None = 0, effect: str = "", pure: bool = True
+    name: str,
+    *,
+    regions: int | None = 0,
+    effect: str = "",
+    pure: bool = True,
+    observable: bool = False,
 ) -> Callable[[InferFn], InferFn]:
     """Register ``infer`` as the type rule of op ``name``; its docstring documents the op."""
 
     def register(infer: InferFn) -> InferFn:
         if name in OPS:
             raise ValueError(f"op {name!r} declared twice")
-        OPS[name] = OpDef(name, infer, (infer.__doc__ or "").strip(), regions, effect, pure)
+        OPS[name] = OpDef(
+            name, infer, (infer.__doc__ or "").strip(), regions, effect, pure, observable
+        )
         return infer
 
     return register

@@ -335,4 +335,4 @@ _use(For(), "for")
 _use(While(), "while")
 _use(Cond(), "cond")
 
-from minipallas.ir import syntax_structural  # noqa: E402, F401  (registers its ops)
+from minipallas.ir import syntax_debug, syntax_structural  # noqa: E402, F401  (register theirs)

@@ -14,7 +14,7 @@ them from here, so a jaxlib upgrade touches this file only. Known to work with j
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,8 +51,11 @@ def _cpu() -> tuple[Any, Any]:
     return backend, backend.devices()[0]
 
 
-def cpu_compile(text: str) -> Any:
-    """Compiles a StableHLO module (text, entry ``@main``) for the CPU; returns the executable."""
+def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) -> Any:
+    """Compiles a StableHLO module (text, entry ``@main``) for the CPU; returns the executable.
+
+    ``host_callbacks[k]`` is the Python function the module's ``xla_ffi_python_cpu_callback``
+    custom call with ``index = k`` runs (on numpy arrays), as ``jax.jit``'s callbacks do."""
     from jaxlib import xla_client
 
     backend, device = _cpu()
@@ -60,7 +63,11 @@ def cpu_compile(text: str) -> Any:
     # Round every bf16/f16 op to its dtype, as the reference interpreter (and the IR) define it;
     # by default XLA may keep a chain of them in f32.
     options.env_option_overrides = [("xla_allow_excess_precision", False)]
-    return backend.compile_and_load(text, xla_client.DeviceList((device,)), options)
+    devices = xla_client.DeviceList((device,))
+    if host_callbacks:  # only a parsed module takes callbacks
+        module = ir.Module.parse(text, context=make_context())
+        return backend.compile_and_load(module, devices, options, list(host_callbacks))
+    return backend.compile_and_load(text, devices, options)
 
 
 def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

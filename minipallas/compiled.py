@@ -49,7 +49,9 @@ class Compiled:
         self.lowered = lowered
         self.param_types: tuple[ArrayType, ...] = lowered.function.param_types
         self._expected = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in self.param_types)
-        self.executable = jaxlib_shim.cpu_compile(lowered.as_text(debug_info=False))
+        self.executable = jaxlib_shim.cpu_compile(
+            lowered.as_text(debug_info=False), lowered.host_callbacks
+        )
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if len(args) != len(self.param_types):

@@ -14,7 +14,7 @@ named like the public function would replace ``minipallas.lower`` on the package
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from minipallas.errors import PassError
@@ -28,7 +28,8 @@ class Lowered:
     """A lowered function: ``str()`` is the MLIR text (with source locations), ``.module`` the
     bindings' module, ``.function`` the minipallas function it was emitted from (pure for
     StableHLO; a kernel body for TPU), ``.info`` what the backend reports about the lowering
-    (TPU: the dimension semantics and why, the scratch promotion's op counts)."""
+    (TPU: the dimension semantics and why, the scratch promotion's op counts),
+    ``.host_callbacks`` the Python functions its host callbacks run (``debug_print``)."""
 
     def __init__(
         self,
@@ -36,11 +37,13 @@ class Lowered:
         module: ir.Module,
         function: Function,
         info: Mapping[str, Any] | None = None,
+        host_callbacks: Sequence[Callable[..., Any]] = (),
     ) -> None:
         self.target = target
         self.module = module
         self.function = function
         self.info = dict(info or {})
+        self.host_callbacks = tuple(host_callbacks)
 
     def as_text(self, debug_info: bool = True) -> str:
         """The module's MLIR text; ``debug_info`` prints each op's ``loc(...)``."""
@@ -69,4 +72,5 @@ def lower(fn: Function, target: str = "stablehlo") -> Lowered:
 
     check_collective_axes(fn, "lowering")
     pure = cleanup(discharge(fn))
-    return Lowered(target, lower_stablehlo(pure), pure)
+    callbacks: list[Callable[..., Any]] = []
+    return Lowered(target, lower_stablehlo(pure, callbacks), pure, host_callbacks=callbacks)

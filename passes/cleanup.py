@@ -17,7 +17,8 @@ unless the first pair already reached a fixed point, see ``cleanup``):
       existing value;
    c. reuse an identical earlier pure op in the same block (common subexpressions).
 2. Prune, backward from each block's results: drop ops whose results are unused and that write
-   or accumulate into no ref (``pure`` ops, and region ops and calls whose effects only read).
+   or accumulate into no ref (``pure`` ops, and region ops and calls whose effects only read),
+   unless they are or hold an ``observable`` op (``debug_print``).
    A region op whose results are partly used loses the unused ones: ``cond`` branches stop
    yielding them, loops drop carries that no live carry needs, and regions drop parameters
    (loop constants, ``cond`` arguments, ``run_scoped`` operands and allocations) they no longer
@@ -239,6 +240,7 @@ class _Prune:
         self.effects = EffectsAnalysis()
         self.done: dict[int, Function] = {}
         self.unlocked = False
+        self.observed: dict[int, tuple[Block, bool]] = {}
 
     def function(self, fn: Function) -> Function:
         if id(fn) not in self.done:
@@ -264,10 +266,26 @@ class _Prune:
         return Block(block.params, kept[::-1], results), used
 
     def removable(self, op: Op) -> bool:
-        """Unused, ``op`` can go if it changes no ref: only writes are visible from outside."""
+        """Unused, ``op`` can go if it changes no ref and prints nothing: only writes and prints
+        are visible from outside."""
+        if self.observable(op):
+            return False
         if _opdef(op).pure:
             return True
         return all(e.kind == "read" for e in self.effects.op(op))
+
+    def observable(self, op: Op) -> bool:
+        """Whether ``op`` is, or its regions or callee hold, an op acting outside the program."""
+        if op.name == "call":
+            return self.observable_block(op.attrs["callee"].body)
+        return _opdef(op).observable or any(self.observable_block(r) for r in op.regions)
+
+    def observable_block(self, block: Block) -> bool:
+        cached = self.observed.get(id(block))
+        if cached is None or cached[0] is not block:
+            cached = (block, any(self.observable(op) for op in block.ops))
+            self.observed[id(block)] = cached
+        return cached[1]
 
     def shrink(self, op: Op, live: list[bool]) -> Op:
         """``op`` with its regions pruned and whatever they no longer use dropped."""

@@ -15,6 +15,7 @@ semantics are written down, one file per op family:
 from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules)  # noqa: F401, E402  (structural ops)
     arrays,
     control,
+    debug,
     indexed,
     kernel,
     layout,

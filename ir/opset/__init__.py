@@ -7,3 +7,7 @@ __all__ = ["arrays", "control", "indexed", "kernel", "scoped", "state", "views"]
 from minipallas.ir.opset import layout, scans, sorting  # noqa: E402  (jnp.flip, sort, cumsum...)
 
 __all__ += ["layout", "scans", "sorting"]
+
+from minipallas.ir.opset import debug  # noqa: E402  (jax.debug.print)
+
+__all__ += ["debug"]

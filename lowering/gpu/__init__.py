@@ -30,6 +30,7 @@ from minipallas.lowered import Lowered
 from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
+    debug,
     indexed,
     layout,
     memory,

@@ -13,6 +13,7 @@ from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import (  # noqa: F401  # noqa: F401
     arrays,
     control,
+    debug,
     indexed,
     kernel,
     layout,
@@ -25,9 +26,11 @@ from minipallas.lowering.stablehlo.context import RULES, LoweringContext, regist
 __all__ = ["RULES", "LoweringContext", "lower_stablehlo", "register"]
 
 
-def lower_stablehlo(fn: Function) -> ir.Module:
-    """The StableHLO module of a pure function, checked by the MLIR verifier."""
-    ctx = LoweringContext()
+def lower_stablehlo(fn: Function, host_callbacks: list | None = None) -> ir.Module:
+    """The StableHLO module of a pure function, checked by the MLIR verifier; the Python
+    functions its host callbacks run (``debug_print``) are appended to ``host_callbacks``
+    (without it, a program that has some is refused)."""
+    ctx = LoweringContext(host_callbacks)
     ctx.lower_entry(fn)
     ctx.verify(fn.name, fix="this is a bug in minipallas's lowering rules; please report it")
     return ctx.module

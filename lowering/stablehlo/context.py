@@ -46,8 +46,9 @@ class LoweringContext(EmitterContext):
     rules = RULES
     target = "StableHLO"
 
-    def __init__(self) -> None:
+    def __init__(self, host_callbacks: list | None = None) -> None:
         super().__init__()
+        self.host_callbacks = host_callbacks  # None: the caller cannot run callbacks
         self.mlir = make_context()
         self.module = ir.Module.create(loc=ir.Location.unknown(self.mlir))
         self._symbols: dict[int, str] = {}  # id(Function) -> its func.func symbol

@@ -27,6 +27,7 @@ from minipallas.lowering.jaxlib_shim import canonicalize, ir
 from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
+    debug,
     indexed,
     layout,
     promote,

@@ -1,6 +1,7 @@
 """Emission rules for the structural ops (``reverse``, ``pad``, the cumulative ops,
-``reduce_prod``, ``sort``, ``top_k``, ``argmax`` / ``argmin``): upstream computes each with the
-``jax.lax`` call ``to_jax`` already makes for it, so the rule is ``to_jax``'s. On tracers of a
+``reduce_prod``, ``sort``, ``top_k``, ``argmax`` / ``argmin``) and ``debug_print``: upstream
+computes each with the ``jax.lax`` call (``jax.debug.print``) ``to_jax`` already makes for it,
+so the rule is ``to_jax``'s. On tracers of a
 program over refs these are plain array ops, which upstream's ``discharge_state`` leaves alone.
 """
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from minipallas.difftest.jax_emit import Emitter, emits
-from minipallas.interop import to_jax_structural  # noqa: F401  (registers the to_jax rules)
+from minipallas.interop import debug, to_jax_structural  # noqa: F401  (their to_jax rules)
 from minipallas.interop.to_jax import RULES as TO_JAX
 from minipallas.ir.core import Op
 from minipallas.ir.opset.scans import CUMULATIVE
@@ -18,6 +19,6 @@ from minipallas.ir.opset.scans import CUMULATIVE
 STRUCTURAL = ("reverse", "pad", *CUMULATIVE, "reduce_prod", "sort", "top_k", "argmax", "argmin")
 
 
-@emits(*STRUCTURAL)
+@emits(*STRUCTURAL, "debug_print")
 def _as_to_jax(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return TO_JAX[op.name](op, args)

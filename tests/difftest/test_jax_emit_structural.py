@@ -64,3 +64,24 @@ def test_emitted_structural_op_agrees_with_the_interpreter(name):
     report = run(case_for(_program(name), seed=3, name=name))
     assert report.ok, report.text()
     assert name in str(report.jaxpr).replace("rev[", "reverse[")
+
+
+def test_emitted_debug_print_prints_on_every_path(capfd):
+    import jax
+
+    fn = mp.parse(
+        """
+        func @p(%r: Ref{f32[2,3]}) -> () {
+          %x = get %r[:, :] : f32[2,3]
+          %s = reduce_max %x, axes (0, 1) : f32[]
+          debug_print %s, %x, fmt "m={} x={x}", names ("", "x")
+          return
+        }
+        """
+    )
+    report = run(case_for(fn, seed=1, name="debug_print"))
+    assert report.ok, report.text()
+    assert "debug_print" in str(report.jaxpr)
+    jax.effects_barrier()
+    printed = capfd.readouterr().out.split("m=")[1:]  # a line per print, x wraps
+    assert len(printed) == len(report.outcomes) >= 4 and len(set(printed)) == 1

@@ -274,6 +274,19 @@ def structural() -> Function:
     )
 
 
+def debug() -> Function:
+    """debug_print: positional and keyword operands, a quoted format, print options."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @debug(%x: f32[4], %i: i32[]) -> () {
+  debug_print %i, %x, fmt "i={} \\"x\\"={x:}", names ("", "x"), options (precision 3, sign " ")
+  debug_print fmt "no values", names ()
+  return
+}"""
+    )
+
+
 ALL = [
     state_ops,
     views,
@@ -284,4 +297,5 @@ ALL = [
     constants,
     located,
     structural,
+    debug,
 ]

@@ -1,0 +1,94 @@
+"""``jax.debug.print`` across the interop boundary: the ``debug_print`` primitive imports as the
+``debug_print`` op, and ``to_jax`` evaluates that op as a ``jax.debug.print`` call.
+
+What the op keeps of the primitive: ``fmt``; which operand is which argument, from
+``in_tree`` (positional ones, then keywords in sorted order, as upstream flattens them); the
+numpy print options upstream captured, where they differ from numpy's defaults. Refused, each
+with a fix: non-array arguments (``static_args``), nested arguments (a list or dict of arrays),
+``jax.debug.log`` (a logging record), a custom ``formatter`` or ``override_repr``, and ``!r``
+fields (JAX's ``Array(...)`` repr, which the interpreter does not reproduce). ``ordered`` and
+``partitioned`` are dropped: one device, and the interpreter prints in program order.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax import tree_util
+from jax._src import core as jax_core
+
+from minipallas.interop.importer import Scope, rule
+from minipallas.interop.to_jax import jax_rule
+from minipallas.ir.core import Op, Value
+from minipallas.ir.opset.debug import DEFAULT_OPTIONS
+
+_FIX = "pass the arrays themselves as arguments: jax.debug.print('{} {x}', a, x=b)"
+
+
+def _names(scope: Scope, eqn: jax_core.JaxprEqn) -> tuple[str, ...]:
+    """One name per operand: "" for a positional argument, else its keyword."""
+    n = len(eqn.invars)
+    try:
+        args, kwargs = tree_util.tree_unflatten(eqn.params["in_tree"], range(n))
+    except (TypeError, ValueError):
+        raise scope.error("the arguments' structure cannot be read", fix=_FIX) from None
+    leaves = [*args, *kwargs.values()]
+    if not all(isinstance(i, int) for i in leaves) or len(leaves) != n:
+        raise scope.error("nested arguments (a list or dict of arrays) are not imported", fix=_FIX)
+    names = [""] * n
+    for key, i in kwargs.items():
+        names[i] = key
+    return tuple(names)
+
+
+def _options(scope: Scope, captured: Sequence[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    """The captured numpy print options that differ from numpy's defaults."""
+    kept = []
+    for name, value in captured:
+        if name in ("formatter", "override_repr"):
+            if value is not None:
+                raise scope.error(
+                    f"the numpy print option '{name}' is a function, which the IR cannot hold",
+                    fix=f"print without np.set_printoptions({name}=...)",
+                )
+        elif name not in DEFAULT_OPTIONS:
+            raise scope.error(f"unknown numpy print option '{name}'", fix="print with defaults")
+        elif value != DEFAULT_OPTIONS[name] or type(value) is not type(DEFAULT_OPTIONS[name]):
+            kept.append((name, value))
+    return tuple(kept)
+
+
+@rule("debug_print")
+def debug_print(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    p = eqn.params
+    if p["static_args"]:
+        raise scope.error("non-array arguments (strings, None, ...) are not imported", fix=_FIX)
+    if p.get("logging_record") is not None:
+        raise scope.error("jax.debug.log is not imported", fix="use jax.debug.print")
+    fmt = p["fmt"]
+    if any(field[3] == "r" for field in string.Formatter().parse(fmt)):
+        raise scope.error(
+            f"the format {fmt!r} uses '!r', JAX's Array(...) repr", fix="drop the '!r'"
+        )
+    operands = [scope.read(a) for a in eqn.invars]
+    scope.emit_op(
+        "debug_print",
+        operands,
+        fmt=fmt,
+        names=_names(scope, eqn),
+        options=_options(scope, p["np_printoptions"]),
+    )
+    return []
+
+
+@jax_rule("debug_print")
+def to_jax_debug_print(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    positional = [a for a, n in zip(args, op.attrs["names"], strict=True) if not n]
+    keywords = {n: a for a, n in zip(args, op.attrs["names"], strict=True) if n}
+    with np.printoptions(**{**DEFAULT_OPTIONS, **dict(op.attrs["options"])}):
+        jax.debug.print(op.attrs["fmt"], *positional, skip_format_check=True, **keywords)
+    return []
