@@ -153,8 +153,10 @@ def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function] | None:
     if plan is None:
         return None
     body = _pure_body(kernel, plan)
-    if body is None:
-        return None
+    if body is None or any(
+        OPS[op.name].observable for f in (body, *body.callees()) for op in f.walk()
+    ):
+        return None  # a debug_print runs once per grid point, as in upstream's interpret mode
     n_in, sizes = kernel.num_inputs, plan.sizes(kernel.grid)
     windows = [_window_layout(op, plan) for op in plan.operands]
     scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]

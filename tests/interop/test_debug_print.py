@@ -147,3 +147,26 @@ def test_kernel_backends_refuse_it_with_a_fix(backend):
     with pytest.raises(mp.PassError, match="debug_print.*not lowered") as e:
         rules["debug_print"](None, fn.body.ops[0])
     assert "minipallas.interpret" in str(e.value)
+
+
+def test_a_kernel_that_prints_runs_its_grid_as_loops(capfd):
+    """Batching the grid would print once for all points; upstream's interpret mode prints at
+    each."""
+    from minipallas.frontend.scopes import emit
+    from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+
+    def kernel(x_ref, o_ref):
+        emit(None, "debug_print", [], {"fmt": "block", "names": (), "options": ()})
+        o_ref[...] = x_ref[...] * 2
+
+    call = mp.pallas_call(
+        kernel,
+        out_shape=mp.ArrayType((6,), "float32"),
+        grid=(3,),
+        in_specs=[mp.BlockSpec((2,), lambda i: (i,))],
+        out_specs=mp.BlockSpec((2,), lambda i: (i,)),
+    )
+    x = np.arange(6, dtype=np.float32)
+    assert vectorized_grid_plan(call.trace(x)) is None
+    np.testing.assert_array_equal(call(x), 2 * x)
+    assert _lines(capfd) == ["block"] * 3
