@@ -44,7 +44,8 @@ def message(op: Op, values: Sequence[Any]) -> str:
     """The line ``op`` prints for these operand values (without its newline)."""
     fmt, names = op.attrs["fmt"], op.attrs["names"]
     shown = [Shown(v) for v in values]
-    with np.printoptions(**{**DEFAULT_OPTIONS, **dict(op.attrs["options"])}):
+    options = {**DEFAULT_OPTIONS, **dict(op.attrs["options"])}
+    with np.printoptions(formatter=None, **options):  # upstream's, not the caller's, options
         if not has_placeholders(fmt):
             return " ".join((fmt, *(str(s) for s in shown)))
         positional = [s for s, n in zip(shown, names, strict=True) if not n]
