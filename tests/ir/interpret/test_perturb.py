@@ -199,3 +199,55 @@ func @f(%0: bf16[3000], %1: bf16[3000]) -> (bf16[3000]) {
         )
         moved += np.count_nonzero(other)
     assert 0.4 < moved / (3000 * len(SEEDS)) < 0.6
+
+
+DIV = """
+func @f(%0: f32[2000], %1: f32[2000]) -> (f32[2000], f32[2000]) {{
+  %2 = constant {c} : f32[]
+  %3 = broadcast_in_dim %2, dims () : f32[2000]
+  %4 = div %0, %3 : f32[2000]
+  %5 = sub %4, %1 : f32[2000]
+  return %4, %5
+}}
+"""
+
+
+def test_division_by_a_constant_is_the_reciprocal_product_for_a_random_half():
+    """XLA computes ``x / 3.0`` as ``x * (1 / 3.0)``; that product may then fuse into an FMA
+    with the ``sub`` it feeds."""
+    fn = parse(DIV.format(c="3.0"))
+    rng = np.random.default_rng(8)
+    x, o = rng.standard_normal(2000).astype(F32), rng.standard_normal(2000).astype(F32)
+    r = F32(1) / F32(3)
+    quotient, product = x / F32(3), x * r
+    plain_q, plain_s = interpret(fn, x, o)
+    assert np.array_equal(plain_q, quotient) and np.array_equal(plain_s, quotient - o)
+    assert perturbable(fn)
+    differ = quotient != product
+    assert 0.2 < np.mean(differ) < 0.5  # the reciprocal moves a third of the quotients
+    fused = (x.astype(np.float64) * np.float64(r) - o).astype(F32)  # exact product, one rounding
+    for s in SEEDS:
+        q, d = interpret(fn, x, o, perturb=Perturbation(s))
+        is_product = q == product
+        assert np.all(is_product | (q == quotient))
+        assert 0.4 < np.count_nonzero(is_product & differ) / np.count_nonzero(differ) < 0.6
+        assert np.all((d == q - o) | (d == fused))  # the sub, plain or fused with x * (1/3)
+        assert np.any((d == fused) & (d != q - o))
+
+
+def test_division_by_a_power_of_two_or_a_parameter_stays_bit_for_bit():
+    assert not perturbable(
+        parse(DIV.replace("%5 = sub %4, %1", "%5 = max %4, %1").format(c="0.25"))
+    )
+    by_param = parse("""
+func @f(%0: f32[8], %1: f32[8]) -> (f32[8]) {
+  %2 = div %0, %1 : f32[8]
+  return %2
+}
+""")
+    assert not perturbable(by_param)
+    x = np.linspace(-3, 5, 8, dtype=F32)
+    y = np.full(8, 3, F32)
+    for s in SEEDS:
+        (q,) = interpret(by_param, x, y, perturb=Perturbation(s))
+        assert np.array_equal(q.view(np.int32), (x / y).view(np.int32))
