@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.difftest.envelope import Envelope, envelope
+from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.types import ArrayType
 
@@ -108,10 +109,10 @@ def first_op_out(report: Any) -> tuple[str | None, str]:  # noqa: ANN401 - a har
         if how is not None:
             text = op_text(compiled, theirs[v])
             return text, (
-                f"no op leaves its envelope on the interpreter's operands{note}; the first "
-                f"tapped value out of its envelope in the whole program: {text}: {how}"
+                f"no op leaves its envelope on the interpreter's operands{note}{local.note}; "
+                f"the first tapped value out of its envelope in the whole program: {text}: {how}"
             )
-    return None, f"no tapped value leaves its envelope{note}; only the outputs do"
+    return None, f"no tapped value leaves its envelope{note}{local.note}; only the outputs do"
 
 
 def _compiled_outputs(fn: Function, args: Sequence[Any]) -> list[np.ndarray]:
@@ -143,23 +144,23 @@ class _Local:
         values: dict[Value, Any],
     ) -> None:
         self.report, self.ours, self.values = report, ours, values
+        self.note = ""
         params = set(compiled.params)
+        imported = {v for op in report.program.body.ops for v in op.results}
         defs = {v: op for op in compiled.body.ops for v in op.results}
         order = {op: i for i, op in enumerate(compiled.body.ops)}
         self.sources: dict[Value, list[Op]] = {}
-        for v in values:
-            operands = ours[v].operands if v in ours else ()
-            if v in defs and all(u in values for u in operands):
-                ops = _sources(defs, v, values, ours)
+        for v in ours:
+            if v in values and v in defs and all(u in values for u in ours[v].operands):
+                ops = _sources(defs, v, values, imported)
                 if ops is not None:
                     self.sources[v] = sorted(ops, key=order.__getitem__)
         # taps of parameters only that both programs return: the whole program's own verdict
-        results = list(compiled.body.results)
+        returned = _returned(report.program, compiled)
         self.whole = {
-            v: results.index(v)
+            v: returned[v]
             for v, ops in self.sources.items()
-            if v in results
-            and report.program.body.results[results.index(v)] is v
+            if v in returned
             and all(u in params for u in (*ours[v].operands, *_leaves(ops, values)))
         }
         self.got: dict[Value, np.ndarray] | None = None
@@ -167,7 +168,7 @@ class _Local:
     def out(self, v: Value) -> str | None:
         """How the tap ``v`` leaves its local envelope, or None if it stays or is not judged
         locally (an operand that is no tapped value)."""
-        from minipallas.difftest.harness import numerics_envelope
+        from minipallas.difftest.harness import compare, numerics_envelope
 
         ulps = self.report.case.ulps
         if v in self.whole:
@@ -176,13 +177,15 @@ class _Local:
             if env is None or got is None:
                 return None
             return _out(env, self.whole[v], self.values[v], got[self.whole[v]], ulps)
-        if v not in self.sources:
+        got = self._compiled().get(v)
+        if got is None:
             return None
-        got = self._compiled()[v]
-        op = self.ours[v]
-        fn, operands = _alone(op, v)
-        env = envelope(fn, [self.values[u] for u in operands], [self.values[v]])
-        return _out(env, 0, self.values[v], got, ulps)
+        want = self.values[v]
+        if compare(want, got) is None:
+            return None  # the same bits: no envelope to sample
+        fn, operands = _alone(self.ours[v], v)
+        env = envelope(fn, [self.values[u] for u in operands], [want])
+        return _out(env, 0, want, got, ulps)
 
     def _compiled(self) -> dict[Value, np.ndarray]:
         """Every locally judged tap's value, its defining ops compiled in one program."""
@@ -192,13 +195,26 @@ class _Local:
                 dict.fromkeys(u for v in taps for u in _leaves(self.sources[v], self.values))
             )
             fn = _local_program([self.sources[v] for v in taps], taps, leaves)
-            got = _compiled_outputs(fn, [self.values[u] for u in leaves]) if taps else []
+            try:
+                got = _compiled_outputs(fn, [self.values[u] for u in leaves]) if taps else []
+            except MiniPallasError as e:  # e.g. an op the lowering takes only in context
+                self.note = f" (the ops alone did not compile: {str(e).splitlines()[0]})"
+                taps, got = [], []
             self.got = dict(zip(taps, got, strict=True))
         return self.got
 
 
+def _returned(program: Function, compiled: Function) -> dict[Value, int]:
+    """The values both programs return at the same position: that position (the first)."""
+    out: dict[Value, int] = {}
+    for k, (a, b) in enumerate(zip(program.body.results, compiled.body.results, strict=False)):
+        if a is b:
+            out.setdefault(a, k)
+    return out
+
+
 def _sources(
-    defs: dict[Value, Op], v: Value, leaves: dict[Value, Any], ours: set[Value]
+    defs: dict[Value, Op], v: Value, leaves: dict[Value, Any], imported: set[Value]
 ) -> list[Op] | None:
     """The ops that define ``v`` from ``leaves``: ``v`` 's op and, through values the import
     lacks (a plant's), the ops before it; None if one reads anything else (a ref, an untapped
@@ -213,7 +229,7 @@ def _sources(
         for u in op.operands:
             if u in leaves:
                 continue
-            if u in ours or u not in defs:
+            if u in imported or u not in defs:
                 return None
             todo.append(defs[u])
     return found
