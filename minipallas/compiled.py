@@ -49,9 +49,11 @@ class Compiled:
         self.lowered = lowered
         self.param_types: tuple[ArrayType, ...] = lowered.function.param_types
         self._expected = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in self.param_types)
-        self.executable = jaxlib_shim.cpu_compile(
-            lowered.as_text(debug_info=False), lowered.host_callbacks
-        )
+        text, callbacks = lowered.as_text(debug_info=False), lowered.host_callbacks
+        if callbacks:  # a debug_print's
+            self.executable = jaxlib_shim.cpu_compile(text, callbacks)
+        else:
+            self.executable = jaxlib_shim.cpu_compile(text)
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if len(args) != len(self.param_types):
