@@ -10,9 +10,14 @@ through a leading unit dimension and ``vector.extract``, as upstream does); ``do
 Where minipallas's meaning and upstream's lowering part ways, minipallas's meaning wins:
 ``neg`` of a float is ``arith.negf`` (upstream emits ``0 - x``, which turns ``-0.0`` into
 ``+0.0``); ``pow`` of integers is ``math.ipowi``. Integer division and ``rem`` by zero, and
-float-to-integer conversion out of range, are the TPU's, as upstream leaves them. A convert
+float-to-integer conversion out of range, are the TPU's, as upstream leaves them; so are shifts
+by the bit width or more (upstream emits a bare ``arith.shli``/``shrui``/``shrsi``). A convert
 between bf16 and f16 (same width; ``arith.truncf`` needs a narrower result, and upstream rejects
 it with "Unsupported cast") goes through f32, which holds either exactly, so it rounds once.
+
+Elementwise ops upstream's Mosaic lowering has no rule for (``expm1``, ``asin``, ``atan``,
+``sinh``, ``cosh``, ``asinh``, ``cbrt``), or expands in jax.numpy (``erf_inv``, ``nextafter``),
+are rejected with a fix; ``population_count`` of a scalar is rejected as upstream rejects it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,26 @@ _FLOAT_UNARY = {
     "rsqrt": math.rsqrt,
     "sin": math.sin,
     "cos": math.cos,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "round": math.round,  # half away from zero
+    "round_even": math.roundeven,
+    "exp2": math.exp2,
+    "log1p": math.log1p,
+    "erf": math.erf,
+    "tan": math.tan,
+}
+_SHIFTS = {
+    "shift_left": arith.shli,
+    "shift_right_logical": arith.shrui,
+    "shift_right_arithmetic": arith.shrsi,
+}
+# op -> why Mosaic has no lowering for it
+_NO_MOSAIC_RULE = {
+    **{n: "upstream Pallas has no Mosaic rule for it" for n in ("expm1", "asin", "atan")},
+    **{n: "upstream Pallas has no Mosaic rule for it" for n in ("sinh", "cosh", "asinh", "cbrt")},
+    "erf_inv": "upstream expands it as a polynomial in jax.numpy; minipallas does not",
+    "nextafter": "upstream expands it with bit operations in jax.numpy; minipallas does not",
 }
 
 
@@ -86,6 +111,42 @@ def compare(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir
 @register(*_FLOAT_UNARY)
 def float_unary(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_FLOAT_UNARY[op.name](x)]
+
+
+@register("atan2")
+def atan2(ctx: KernelContext, op: Op, y: ir.Value, x: ir.Value) -> Sequence[ir.Value]:
+    return [math.atan2(y, x)]
+
+
+@register(*_SHIFTS)
+def shift(ctx: KernelContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
+    return [_SHIFTS[op.name](x, amount)]
+
+
+@register("clz")
+def clz(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [math.ctlz(x)]
+
+
+@register("population_count")
+def population_count(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    if not _type(op).shape:
+        raise unsupported(
+            op,
+            "population_count of a scalar has no Mosaic TPU lowering (upstream rejects it too)",
+            fix="broadcast the scalar to a vector, e.g. jnp.full((8, 128), x), and count that",
+        )
+    return [math.ctpop(x)]
+
+
+@register(*_NO_MOSAIC_RULE)
+def no_mosaic_rule(ctx: KernelContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
+    raise unsupported(
+        op,
+        f"{op.name} has no Mosaic TPU lowering ({_NO_MOSAIC_RULE[op.name]})",
+        fix=f"compute {op.name} outside the kernel, or from ops Mosaic lowers (exp, log, "
+        "sqrt, tanh, ...) inside it",
+    )
 
 
 @register("logistic")
