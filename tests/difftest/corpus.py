@@ -528,3 +528,103 @@ def mixed_dtypes_loop(ri, rf, i):
         return c * 0.5
 
     return lax.fori_loop(i, 3, body, np.float32(1.0))
+
+
+# -- edges of the compiler that only a few programs reach (bench/mutate.py's survivors) -------
+
+
+@case(ref(floats(6)))
+def read_overlapping_a_write_by_one(r):
+    r[0:3] = jnp.ones((3,), F32)
+    return r[2:4]  # position 2 was just written: the read must see it
+
+
+@case(ref(ints(6)))
+def int_read_one_past_a_write(r):
+    r[1:3] = jnp.full((2,), 7, I32)
+    return r[3], r[2]  # 3 is past the written window, 2 is its last position
+
+
+@case(ref(ints(8)))
+def small_write_inside_a_larger_one(r):
+    r[0:6] = jnp.zeros((6,), I32)
+    r[2:4] = jnp.full((2,), 5, I32)  # hides only part of the earlier write
+    return r[...]
+
+
+@case(ref(floats(8)))
+def sigmoid_of_a_ref(r):
+    r[...] = jax.nn.sigmoid(r[...])
+
+
+@case(ref(floats(512, dtype=BF16)))
+def long_bf16_sum(r):
+    return jnp.sum(r[...])  # jnp accumulates bf16 in f32 and rounds once
+
+
+@case(ref(np.array([2147483520.0, -2147483648.0, 2.0e9, -2.1e9, 1.5], F32)))
+def float_to_int_near_the_range_edges(r):
+    return r[...].astype(I32)  # 2147483520 is the largest f32 inside the i32 range
+
+
+@case(ref(floats(4, 6)), np.array([0, 3], I32), np.int32(5))
+def scatter_with_a_dynamic_start_past_the_end(r, idx, i):
+    r[idx, pl.ds(i, 2)] = jnp.full((2, 2), -1.0, F32)  # start 5 clamps to 4
+
+
+@case(ref(floats(4, 9)), np.array([1, 2], I32), np.int32(4))
+def gather_strided_dynamic_window(r, idx, i):
+    return r[idx, pl.ds(i, 3, 2)]
+
+
+@case(ref(floats(5)), np.array([-7, 1, 9], I32))
+def scatter_index_still_negative_after_wrapping(r, idx):
+    r[idx] = jnp.full((3,), 4.0, F32)  # -7 wraps once to -2: out of range, dropped like 9
+
+
+@case(ref(floats(2, 3, 4)), np.array([2, 0], I32))
+def gather_through_a_3d_layout(r, idx):
+    return r[:, idx, 1:3]  # batch dim in the middle: a permutation that is not an involution
+
+
+def _int_row_sums_kernel(x_ref, o_ref):
+    o_ref[...] = jnp.sum(x_ref[...], axis=1, keepdims=True)
+
+
+@case(ints(4, 8, 3))
+def pallas_int_row_sums(x):
+    return _pallas(
+        _int_row_sums_kernel, jax.ShapeDtypeStruct((4, 1, 3), I32), (4,), (1, 8, 3), (1, 1, 3)
+    )(x)
+
+
+def _transpose_kernel(x_ref, o_ref):
+    o_ref[...] = jnp.transpose(x_ref[...], (1, 2, 0))
+
+
+@case(ints(8, 2, 3))
+def pallas_transpose(x):
+    out = jax.ShapeDtypeStruct((4, 3, 4), I32)
+    return _pallas(_transpose_kernel, out, (2,), (4, 2, 3), (2, 3, 4))(x)
+
+
+def _pallas(kernel, out, grid, in_block, out_block):
+    """A jitted upstream ``pallas_call(..., interpret=True)`` whose one input and output have
+    blocks indexed by the first grid index."""
+
+    def index(i):
+        return (i,) + (0,) * (len(in_block) - 1)
+
+    def out_index(i):
+        return (i,) + (0,) * (len(out_block) - 1)
+
+    return jax.jit(
+        pl.pallas_call(
+            kernel,
+            out,
+            grid=grid,
+            in_specs=[pl.BlockSpec(in_block, index)],
+            out_specs=pl.BlockSpec(out_block, out_index),
+            interpret=True,
+        )
+    )
