@@ -9,7 +9,9 @@ transpose permutation, select branch order, wrong constant).
 
 The reference interpreter (``ir/interpret``) is the oracle and is never mutated. A mutant
 that cannot change what any program computes is marked ``equivalent`` with the reason; it is
-left out of the kill rate's denominator.
+left out of the kill rate's denominator. A mutant that changes programs no upstream jaxpr
+imports to (so no corpus case can reach it; only minipallas's own front end and kernels do) is
+marked ``unreachable`` with the reason: it stays in the denominator, a survivor if it survives.
 """
 
 from __future__ import annotations
@@ -41,7 +43,17 @@ class Mutant:
     replace: str
     description: str
     equivalent: str = ""  # why no program can tell it apart ("" if some program can)
+    unreachable: str = ""  # why no imported jaxpr reaches it ("" if one can); still counted
 
+
+_BATCHED = (
+    "the batched grid runs only minipallas's own pallas_call (the CPU path); an imported "
+    "upstream pallas_call always becomes the loop program (interop/pallas_call.py)"
+)
+_GATHER_DYN = (
+    "an imported gather/scatter has no dynamic slice start: the importer turns a slice "
+    "with a dynamic start next to an array into position arrays (interop/indexers.py)"
+)
 
 # A float literal scaled by (1 + 1e-6): f32 moves by ~8 ulps, bf16/f16 round back to itself.
 _NUDGED = "np.float32(1 + 1e-6)"
@@ -252,6 +264,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "positions = tuple(slots[a] for a in sorted(reduced))",
         "positions = tuple(sorted(reduced))",
         "a batched reduction reduces positions of the original axes, batch axes included",
+        unreachable=_BATCHED,
     ),
     Mutant(
         "batched-transpose-perm",
@@ -260,6 +273,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        full[slot] = slots[p]\n",
         "        full[slot] = p\n",
         "a batched transpose permutes by original axis numbers, ignoring the batch axes",
+        unreachable=_BATCHED,
     ),
     Mutant(
         "batched-cond-select-lt",
@@ -276,6 +290,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if bt.exact and dtypes.is_float(op.result.type.dtype):",
         "if False:",
         "float reductions and dots are batched, so XLA may add them in another order",
+        unreachable=_BATCHED + "; and the envelope admits any summation order of a float sum",
     ),
     # -- lowering/stablehlo ------------------------------------------------------------------
     Mutant(
@@ -301,6 +316,9 @@ MUTANTS: tuple[Mutant, ...] = (
         'negative = emit.compare(y, emit.like(0, y), "LT")',
         'negative = emit.compare(y, emit.like(0, y), "LE")',
         "integer pow treats exponent 0 as negative (x ** 0 = 0 for x != 1)",
+        unreachable="the importer never emits an integer pow: lax.pow takes a float base, "
+        "jnp.power of ints is a square-and-multiply chain and integer_pow is expanded; only "
+        "the front end (x ** y on int arrays) makes one",
     ),
     Mutant(
         "reduce-max-identity",
@@ -317,6 +335,9 @@ MUTANTS: tuple[Mutant, ...] = (
         'dtype in ("bfloat16", "float16")\n    work',
         'dtype in ("float16",)\n    work',
         "a bfloat16 reduce_sum accumulates in bfloat16 instead of float32",
+        unreachable="jnp.sum widens bf16 to f32 in the jaxpr itself; a bf16 reduce_sum in a jaxpr "
+        "(lax.reduce with lax.add) is reached, but there upstream XLA accumulates in bf16 too, "
+        "so the case needs a KNOWN upstream divergence in difftest/classify.py first",
     ),
     Mutant(
         "dot-contracts-wrong-axis",
@@ -360,6 +381,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "dyn[where.pos], types[where.pos].dtype, dim - _span(entry), clamp)",
         "dyn[where.pos], types[where.pos].dtype, dim - _span(entry) + 1, clamp)",
         "gather/scatter: a dynamic start is clamped one past the last valid start",
+        unreachable=_GATHER_DYN,
     ),
     Mutant(
         "index-clamp-dropped",
@@ -370,6 +392,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return value",
         "gather/scatter: dynamic starts and read indices are not clamped (XLA's gather clamps "
         "each slice itself; a strided window or a scatter start then differs)",
+        unreachable=_GATHER_DYN + "; an array index XLA's gather clamps itself",
     ),
     Mutant(
         "scatter-array-index-clamped",
@@ -443,6 +466,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "    return index",
         "a cond of 3+ branches passes its index unclamped (stablehlo.case runs the last "
         "branch for a negative one)",
+        unreachable="a jaxpr's cond index is clamped in the jaxpr (lax.switch emits clamp), so "
+        "the lowering sees an in-range index; only a front-end cond with a traced index can "
+        "be out of range",
     ),
     Mutant(
         "scratch-fill-zero",

@@ -401,6 +401,11 @@ def report_text(
         "Survivors:" if s["survivors"] else "No survivors.",
         *(
             f"- `{v.name}` ({v.mutant.file}:{v.line}): {v.mutant.description}"
+            + (
+                f" (unreachable from jaxprs: {v.mutant.unreachable})"
+                if v.mutant.unreachable
+                else ""
+            )
             for v in s["survivors"]
         ),  # fmt: skip
         "",
