@@ -15,9 +15,17 @@ The module means what the reference interpreter means, as the StableHLO rules do
   cores as they are (their products are exact in float32), and so do int8 operands, into an
   int32 accumulator truncated for an int8 result (the same bits as wrapping int8 sums).
 
-Integer ``pow`` has no Triton op and is rejected. Transcendentals (CUDA's libdevice, as upstream
-calls them) match the interpreter to a few ulps, float sums and ``dot`` to rounding (the order of
-additions differs).
+- shifts by the bit width or more (the amount read as unsigned) shift every bit out: 0, or the
+  sign's bits for ``shift_right_arithmetic`` (upstream emits a bare ``arith.shli``/``shrui``/
+  ``shrsi``, which LLVM leaves undefined there).
+
+Integer ``pow`` has no Triton op and is rejected; so are ``round``, ``round_even`` and ``erf``
+(upstream's Triton lowering has no rule for them), ``erf_inv`` (upstream expands it in
+jax.numpy; minipallas does not) and ``nextafter`` of bfloat16/float16 (libdevice has it in
+float32 only, and the float32 neighbour rounded back is not the 16-bit one).
+
+Transcendentals (CUDA's libdevice, as upstream calls them) match the interpreter to a few ulps,
+float sums and ``dot`` to rounding (the order of additions differs).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from minipallas.ir.core import Op
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, register
 from minipallas.lowering.gpu.emit import arith, ir, math, tt
+from minipallas.lowering.gpu.unsupported import no_triton_rule
 
 _FLOAT = {
     "add": arith.addf,
@@ -63,6 +72,27 @@ _LIBDEVICE = {
     "sin": "__nv_sinf",
     "cos": "__nv_cosf",
     "pow": "__nv_powf",
+    "floor": "__nv_floorf",
+    "ceil": "__nv_ceilf",
+    "exp2": "__nv_exp2f",
+    "expm1": "__nv_expm1f",
+    "log1p": "__nv_log1pf",
+    "tan": "__nv_tanf",
+    "asin": "__nv_asinf",
+    "atan": "__nv_atanf",
+    "sinh": "__nv_sinhf",
+    "cosh": "__nv_coshf",
+    "asinh": "__nv_asinhf",
+    "cbrt": "__nv_cbrtf",
+    "atan2": "__nv_atan2f",
+    "nextafter": "__nv_nextafterf",
+    "population_count": "__nv_popc",
+    "clz": "__nv_clz",
+}
+_SHIFTS = {
+    "shift_left": arith.shli,
+    "shift_right_logical": arith.shrui,
+    "shift_right_arithmetic": arith.shrsi,
 }
 _P = arith.CmpIPredicate
 _F = arith.CmpFPredicate
@@ -174,9 +204,69 @@ def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [math.absi(x)]
 
 
-@register("exp", "log", "tanh", "sqrt", "rsqrt", "sin", "cos")
-def transcendental(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
-    return [_in_float32(_libdevice(op.name), _dtype(op), x)]
+@register("exp", "log", "tanh", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "exp2")
+@register("expm1", "log1p", "tan", "asin", "atan", "sinh", "cosh", "asinh", "cbrt", "atan2")
+def transcendental(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
+    return [_in_float32(_libdevice(op.name), _dtype(op), *xs)]
+
+
+@register("nextafter")
+def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    if _dtype(op) != "float32":
+        raise PassError(
+            f"of {_dtype(op)} has no Triton lowering (libdevice's nextafter is float32 only, "
+            "as upstream's rule is)",
+            op=op.name,
+            loc=op.loc,
+            fix="compute nextafter in float32 outside the kernel, or step the 16-bit pattern "
+            "with bitcast and integer add",
+        )
+    return [_libdevice(op.name)(x, y)]
+
+
+@register("population_count", "clz")
+def bit_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """libdevice's 32-bit count, as upstream calls it; narrower integers zero-extended to 32
+    bits for it (Triton cannot legalize ``math.ctpop``/``ctlz``, upstream's fallback), ``clz``
+    less the 32 - width leading zeros the extension adds."""
+    dtype = _dtype(op)
+    bits = 8 * dtypes.itemsize(dtype)
+    if bits == 32:
+        return [_libdevice(op.name)(x)]
+    wide = arith.extui(emit.shaped(emit.element_type("int32"), emit.shape_of(x)), x)
+    count = _libdevice(op.name)(wide)
+    if op.name == "clz":
+        count = arith.subi(count, emit.like(32 - bits, count, "int32"))
+    return [arith.trunci(x.type, count)]
+
+
+@register(*_SHIFTS)
+def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
+    """The shift, with amounts of the bit width or more (unsigned) giving every bit out."""
+    dtype = _dtype(op)
+    bits = 8 * dtypes.itemsize(dtype)
+    if (known := emit.known_int(amount)) is not None and 0 <= known < bits:
+        return [_SHIFTS[op.name](x, amount)]
+    out = arith.cmpi(_P.uge, amount, emit.like(bits, amount, dtype))
+    if op.name == "shift_right_arithmetic":  # every bit out is every bit the sign
+        shifted = arith.shrsi(x, arith.select(out, emit.like(bits - 1, amount, dtype), amount))
+        return [shifted]
+    safe = _SHIFTS[op.name](x, arith.select(out, emit.like(0, amount, dtype), amount))
+    return [arith.select(out, emit.like(0, x, dtype), safe)]
+
+
+@register("round", "round_even", "erf", "erf_inv")
+def no_rule(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    fix = f"compute {op.name} outside the kernel"
+    if op.name == "erf_inv":
+        raise PassError(
+            "has no Triton lowering (upstream expands it as a polynomial in jax.numpy; "
+            "minipallas does not)",
+            op=op.name,
+            loc=op.loc,
+            fix=fix,
+        )
+    raise no_triton_rule(op, fix=fix + ", or from floor/ceil/exp/... inside it")
 
 
 def _libdevice(name: str) -> Callable[..., ir.Value]:
