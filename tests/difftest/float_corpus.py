@@ -14,7 +14,8 @@ program, every seed's results compared) and must agree with the interpreter, bit
 within XLA's envelope. Each case (but jax.nn's, whose plants ours share) has one sibling whose
 ``plant`` (``plants.py``) changes the program the ``compile`` way runs: result 0 scaled by
 1 + 2**-17 (bf16: 1 + 2**-4), layer norm's eps 1e-5 made 1e-6, or the first ``reduce_sum``
-off by 0.01 (bf16: 0.25), sizes ``plants.SIZES`` explains. The harness must flag every sibling: the envelope is tight.
+off by 0.01 (bf16: 0.25), sizes ``plants.SIZES`` explains. The harness must flag every
+sibling: the envelope is tight.
 
 This file is also a module of programs for the command line:
 ``minipallas-difftest tests/difftest/float_corpus.py``.
