@@ -131,7 +131,7 @@ def cosh(x: Any) -> Any:
 
 
 # Giles' coefficients, highest first: (for w < 5, for w >= 5)
-_ERF_INV = (
+ERF_INV_COEFFICIENTS = (
     ("2.81022636e-08", "-0.000200214257"),
     ("3.43273939e-07", "0.000100950558"),
     ("-3.5233877e-06", "0.00134934322"),
@@ -163,7 +163,7 @@ def _erf_inv(x: Any) -> Any:
         _step(np.add, f, w, F32.type(-2.5)),
         _step(np.add, f, _step(np.sqrt, f, w), F32.type(-3)),
     )
-    coefficient = [np.where(central, F32.type(a), F32.type(b)) for a, b in _ERF_INV]
+    coefficient = [np.where(central, F32.type(a), F32.type(b)) for a, b in ERF_INV_COEFFICIENTS]
     p = coefficient[0]
     for c in coefficient[1:]:
         p = _mul_add(p, t, c, f)

@@ -20,9 +20,9 @@ The module means what the reference interpreter means, as the StableHLO rules do
   ``shrsi``, which LLVM leaves undefined there).
 
 Integer ``pow`` has no Triton op and is rejected; so are ``round``, ``round_even`` and ``erf``
-(upstream's Triton lowering has no rule for them), ``erf_inv`` (upstream expands it in
-jax.numpy; minipallas does not) and ``nextafter`` of bfloat16/float16 (libdevice has it in
-float32 only, and the float32 neighbour rounded back is not the 16-bit one).
+(upstream's Triton lowering has no rule for them) and ``nextafter`` of bfloat16/float16
+(libdevice has it in float32 only, and the float32 neighbour rounded back is not the 16-bit
+one). ``erf_inv`` is upstream's expansion (Giles' float32 polynomial, the interpreter's).
 
 Transcendentals (CUDA's libdevice, as upstream calls them) match the interpreter to a few ulps,
 float sums and ``dot`` to rounding (the order of additions differs).
@@ -37,6 +37,7 @@ import numpy as np
 from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, register
 from minipallas.lowering.gpu.emit import arith, ir, math, tt
@@ -255,18 +256,34 @@ def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequen
     return [arith.select(out, emit.like(0, x, dtype), safe)]
 
 
-@register("round", "round_even", "erf", "erf_inv")
+@register("round", "round_even", "erf")
 def no_rule(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
-    fix = f"compute {op.name} outside the kernel"
-    if op.name == "erf_inv":
-        raise PassError(
-            "has no Triton lowering (upstream expands it as a polynomial in jax.numpy; "
-            "minipallas does not)",
-            op=op.name,
-            loc=op.loc,
-            fix=fix,
-        )
-    raise no_triton_rule(op, fix=fix + ", or from floor/ceil/exp/... inside it")
+    fix = f"compute {op.name} outside the kernel, or from floor/ceil/exp/... inside it"
+    raise no_triton_rule(op, fix=fix)
+
+
+@register("erf_inv")
+def erf_inv(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """Giles' approximation, as upstream expands it: ``w = -log1p(-x**2)``; a degree-8
+    polynomial in ``w - 2.5`` (``w < 5``) or ``sqrt(w) - 3``, times ``x``; ``x * inf`` at
+    ``|x| = 1``. bfloat16/float16 in float32, rounded once (as chlo; upstream rejects them)."""
+
+    def giles(x: ir.Value) -> ir.Value:
+        def const(value: float) -> ir.Value:
+            return emit.like(value, x, "float32")
+
+        w = arith.negf(_libdevice("log1p")(arith.mulf(x, arith.negf(x))))
+        central = arith.cmpf(_F.OLT, w, const(5.0))
+        root = _libdevice("sqrt")(w)
+        w = arith.select(central, arith.subf(w, const(2.5)), arith.subf(root, const(3.0)))
+        p = None
+        for a, b in ERF_INV_COEFFICIENTS:
+            c = arith.select(central, const(float(a)), const(float(b)))
+            p = c if p is None else arith.addf(c, arith.mulf(p, w))
+        at_one = arith.cmpf(_F.OEQ, math.absf(x), const(1.0))
+        return arith.select(at_one, arith.mulf(const(np.inf), x), arith.mulf(p, x))
+
+    return [_in_float32(giles, _dtype(op), x)]
 
 
 def _libdevice(name: str) -> Callable[..., ir.Value]:

@@ -15,9 +15,11 @@ by the bit width or more (upstream emits a bare ``arith.shli``/``shrui``/``shrsi
 between bf16 and f16 (same width; ``arith.truncf`` needs a narrower result, and upstream rejects
 it with "Unsupported cast") goes through f32, which holds either exactly, so it rounds once.
 
-Elementwise ops upstream's Mosaic lowering has no rule for (``expm1``, ``asin``, ``atan``,
-``sinh``, ``cosh``, ``asinh``, ``cbrt``), or expands in jax.numpy (``erf_inv``, ``nextafter``),
-are rejected with a fix; ``population_count`` of a scalar is rejected as upstream rejects it.
+``erf_inv`` is upstream's expansion (Giles' float32 polynomial, the interpreter's); bf16/f16
+compute it in f32 and round once, as chlo does (upstream rejects them). Elementwise ops
+upstream's Mosaic lowering has no rule for (``expm1``, ``asin``, ``atan``, ``sinh``, ``cosh``,
+``asinh``, ``cbrt``), or expands in jax.numpy with bit operations (``nextafter``), are rejected
+with a fix; ``population_count`` of a scalar is rejected as upstream rejects it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit
@@ -85,7 +88,6 @@ _SHIFTS = {
 _NO_MOSAIC_RULE = {
     **{n: "upstream Pallas has no Mosaic rule for it" for n in ("expm1", "asin", "atan")},
     **{n: "upstream Pallas has no Mosaic rule for it" for n in ("sinh", "cosh", "asinh", "cbrt")},
-    "erf_inv": "upstream expands it as a polynomial in jax.numpy; minipallas does not",
     "nextafter": "upstream expands it with bit operations in jax.numpy; minipallas does not",
 }
 
@@ -147,6 +149,30 @@ def no_mosaic_rule(ctx: KernelContext, op: Op, *xs: ir.Value) -> Sequence[ir.Val
         fix=f"compute {op.name} outside the kernel, or from ops Mosaic lowers (exp, log, "
         "sqrt, tanh, ...) inside it",
     )
+
+
+@register("erf_inv")
+def erf_inv(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """Giles' approximation, as upstream expands it: ``w = -log1p(-x**2)``; a degree-8
+    polynomial in ``w - 2.5`` (``w < 5``) or ``sqrt(w) - 3``, times ``x``; ``x * inf`` at
+    ``|x| = 1``."""
+    t = _type(op)
+    f32 = ArrayType(t.shape, "float32")
+    x = _convert(x, t.dtype, "float32", t.shape)
+
+    def const(value: float) -> ir.Value:
+        return emit.constant(value, f32)
+
+    w = arith.negf(math.log1p(arith.mulf(x, arith.negf(x))))
+    central = arith.cmpf(arith.CmpFPredicate.OLT, w, const(5.0))
+    w = arith.select(central, arith.subf(w, const(2.5)), arith.subf(math.sqrt(w), const(3.0)))
+    p = None
+    for a, b in ERF_INV_COEFFICIENTS:
+        c = arith.select(central, const(float(a)), const(float(b)))
+        p = c if p is None else arith.addf(c, arith.mulf(p, w))
+    at_one = arith.cmpf(arith.CmpFPredicate.OEQ, math.absf(x), const(1.0))
+    y = arith.select(at_one, arith.mulf(const(np.inf), x), arith.mulf(p, x))
+    return [_convert(y, "float32", t.dtype, t.shape)]
 
 
 @register("logistic")

@@ -1,9 +1,13 @@
 """The elementwise ops of issue 11 item 6 on the Triton path: float ops call the libdevice
 function upstream's Triton lowering calls (checked against upstream's module for the same
 ``lax`` op), bfloat16/float16 in float32; bit counts call libdevice's 32-bit count (narrower
-integers zero-extended for it); shifts guard amounts of the bit width or more. Each dtype's
+integers zero-extended for it); shifts guard amounts of the bit width or more; ``erf_inv``
+is upstream's expansion. Each dtype's
 ops compile to PTX together. Ops upstream's Triton lowering has no rule for are rejected with
 a fix."""
+
+import collections
+import re
 
 import jax
 import numpy as np
@@ -129,7 +133,7 @@ def test_shift_by_a_constant_in_range_is_the_bare_shift():
 @pytest.mark.parametrize("dtype", [*FLOATS, *INTS])
 def test_each_dtypes_new_ops_compile_to_ptx(dtype):
     if dtype in FLOATS:
-        ops = _float_ops(dtype)
+        ops = {**_float_ops(dtype), "erf_inv": 1}
     else:
         ops = {"population_count": 1, "clz": 1, **dict.fromkeys(SHIFTS, 2)}
     x = np.ones(S, dtypes.to_numpy(dtype))
@@ -155,10 +159,24 @@ def test_ops_without_an_upstream_triton_rule_are_rejected_with_a_fix(name):
         upstream(f, 1, "float32")
 
 
-def test_erf_inv_is_rejected_with_a_fix():
-    with pytest.raises(MiniPallasError, match="expands it") as err:
-        ours({"erf_inv": 1}, "float32")
-    assert "outside the kernel" in str(err.value)
+def _ops(text: str) -> collections.Counter:
+    found = re.findall(r'= ((?:arith|math)\.\w+) |symbol = "(\w+)"', text)
+    return collections.Counter(op or symbol for op, symbol in found)
+
+
+def test_erf_inv_is_upstreams_expansion():
+    """Upstream's ops (libdevice's log1p and sqrt among them), but ``-x`` is ``arith.negf``
+    (upstream: ``0 - x``) and ``|x|`` ``math.absf`` (upstream: ``__nv_fabsf``, the same)."""
+    mine = _ops(ours({"erf_inv": 1}, "float32"))
+    theirs = _ops(upstream(lax.erf_inv, 1, "float32"))
+    assert mine.pop("arith.negf") == 2 and mine.pop("math.absf") == 1
+    theirs["arith.subf"] -= 2
+    assert theirs.pop("__nv_fabsf") == 1
+    for counts in (mine, theirs):  # index arithmetic and shared constants differ
+        for op in ("arith.constant", "arith.muli", "arith.addi"):
+            counts.pop(op, None)
+    assert mine == theirs, (mine, theirs)
+    assert mine["arith.select"] == 11 and mine["__nv_log1pf"] == mine["__nv_sqrtf"] == 1
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
