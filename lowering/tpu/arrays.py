@@ -18,8 +18,9 @@ it with "Unsupported cast") goes through f32, which holds either exactly, so it 
 ``erf_inv`` is upstream's expansion (Giles' float32 polynomial, the interpreter's); bf16/f16
 compute it in f32 and round once, as chlo does (upstream rejects them). Elementwise ops
 upstream's Mosaic lowering has no rule for (``expm1``, ``asin``, ``atan``, ``sinh``, ``cosh``,
-``asinh``, ``cbrt``), or expands in jax.numpy with bit operations (``nextafter``), are rejected
-with a fix; ``population_count`` of a scalar is rejected as upstream rejects it.
+``asinh``, ``cbrt``) are rejected with a fix; so are ``population_count`` of a scalar and
+``nextafter`` of bf16/f16, as upstream rejects them (float32 ``nextafter`` is upstream's
+expansion in the float's bits).
 """
 
 from __future__ import annotations
@@ -88,7 +89,6 @@ _SHIFTS = {
 _NO_MOSAIC_RULE = {
     **{n: "upstream Pallas has no Mosaic rule for it" for n in ("expm1", "asin", "atan")},
     **{n: "upstream Pallas has no Mosaic rule for it" for n in ("sinh", "cosh", "asinh", "cbrt")},
-    "nextafter": "upstream expands it with bit operations in jax.numpy; minipallas does not",
 }
 
 
@@ -264,8 +264,47 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
 
 @register("bitcast")
 def bitcast(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
-    out = emit.value_type(op.result.type)
-    return [tpu.bitcast(out, x) if _type(op).shape else arith.bitcast(out, x)]
+    return [_bitcast(x, op.result.type)]
+
+
+def _bitcast(x: ir.Value, t: ArrayType) -> ir.Value:
+    """``tpu.bitcast`` of a vector, ``arith.bitcast`` of a scalar."""
+    out = emit.value_type(t)
+    return tpu.bitcast(out, x) if t.shape else arith.bitcast(out, x)
+
+
+@register("nextafter")
+def nextafter(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+    """Upstream's expansion on the bits: ``x`` stepped by one toward ``y`` (down in magnitude
+    when the signs differ or ``|x| > |y|``); from zero the smallest subnormal signed like
+    ``y``; ``y`` when ``x == y`` (or both are zeros); NaN when either is NaN."""
+    t = _type(op)
+    if t.dtype != "float32":
+        raise unsupported(
+            op,
+            f"nextafter of {t.dtype} has no Mosaic TPU lowering (upstream's is float32 only)",
+            fix="compute nextafter outside the kernel, or step the bits: bitcast to an "
+            "integer and add or subtract 1",
+        )
+    u = ArrayType(t.shape, "uint32")
+
+    def const(value: int) -> ir.Value:
+        return emit.constant(value, u)
+
+    def cmp(predicate: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.cmpi(getattr(arith.CmpIPredicate, predicate), a, b)
+
+    xi, yi = _bitcast(x, u), _bitcast(y, u)
+    x_abs, y_abs = (arith.andi(v, const(0x7FFFFFFF)) for v in (xi, yi))
+    x_sign, y_sign = (arith.andi(v, const(0x80000000)) for v in (xi, yi))
+    smaller = arith.ori(cmp("ugt", x_abs, y_abs), cmp("ne", x_sign, y_sign))
+    stepped = arith.addi(xi, arith.select(smaller, const(0xFFFFFFFF), const(1)))
+    from_zero = arith.select(cmp("eq", y_abs, const(0)), yi, arith.ori(y_sign, const(1)))
+    result = arith.select(cmp("eq", x_abs, const(0)), from_zero, stepped)
+    result = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, x, y), yi, result)
+    nan = arith.ori(*(arith.cmpf(arith.CmpFPredicate.UNE, v, v) for v in (x, y)))
+    result = arith.select(nan, const(0x7FC00000), result)
+    return [_bitcast(result, t)]
 
 
 @register("broadcast_in_dim")

@@ -1,7 +1,8 @@
 """The elementwise ops of issue 11 item 6 in Mosaic: each op upstream's Mosaic lowering has a
 rule for emits the ``math``/``arith`` op upstream's module holds (both modules checked, ours by
 the Mosaic dialect verifier), ``erf_inv`` upstream's expansion; the others are rejected with a
-fix, and upstream rejects them too (or, for ``nextafter``, expands it in jax.numpy)."""
+fix, and upstream rejects them too; ``nextafter`` upstream's expansion in float32 (bf16/f16
+rejected, as upstream rejects them)."""
 
 import collections
 import re
@@ -91,7 +92,7 @@ def test_ops_without_an_upstream_rule_are_rejected_with_a_fix(name):
 
 
 def _ops(text: str) -> collections.Counter:
-    return collections.Counter(re.findall(r"= ((?:arith|math)\.\w+) ", text))
+    return collections.Counter(re.findall(r"= ((?:arith|math|tpu)\.\w+) ", text))
 
 
 def test_erf_inv_is_upstreams_expansion():
@@ -110,10 +111,21 @@ def test_bf16_erf_inv_is_computed_in_f32_and_rounded_once():
     assert ops["arith.extf"] == 1 and ops["arith.truncf"] == 1
 
 
-def test_nextafter_which_upstream_expands_in_jax_numpy_is_rejected_with_a_fix():
-    with pytest.raises(PassError, match="expands it") as err:
-        ours("nextafter", 2, "float32")
+def test_nextafter_is_upstreams_expansion_on_the_bits():
+    mine = _ops(ours("nextafter", 2, "float32"))
+    theirs = _ops(upstream(lax.nextafter, 2, "float32"))
+    mine.pop("arith.constant"), theirs.pop("arith.constant")  # upstream shares some
+    assert mine == theirs, (mine, theirs)
+    assert mine["tpu.bitcast"] == 3 and mine["arith.select"] == 5
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_nextafter_is_rejected_as_upstream_rejects_it(dtype):
+    with pytest.raises(PassError, match="float32 only") as err:
+        ours("nextafter", 2, dtype)
     assert "outside the kernel" in str(err.value)
+    with pytest.raises(Exception, match="only supports float32"):
+        upstream(lax.nextafter, 2, dtype)
 
 
 def test_population_count_of_a_scalar_is_rejected_as_upstream_rejects_it():
