@@ -28,9 +28,10 @@ Replaced rules (``Perturbation.rules``), every decision drawn from one generator
 5. division by a constant: a float ``div`` whose divisor a ``constant`` made (or a
    ``broadcast_in_dim`` of one) is, for a random half of its elements, the product with the
    divisor's float32 reciprocal, as XLA's algebraic simplifier rewrites it (measured: XLA:CPU
-   computes ``x / 3.0`` as ``x * (1 / 3.0)`` for every float32 element, and a bfloat16
-   ``x / c`` as the float32 ``x * (1 / c)`` rounded); that product may be contracted (rule 2)
-   like a ``mul``'s. A power-of-two divisor has an exact reciprocal and changes nothing.
+   computes a float32 ``x / 3.0`` as ``x * (1 / 3.0)`` on every element, a third of them one
+   ulp from the quotient); that product may be contracted (rule 2) like a ``mul``'s, as XLA
+   fuses ``x / c - m`` into ``fma(x, 1 / c, -m)``. A power-of-two divisor has an exact
+   reciprocal and changes nothing.
 
 Everything else (data movement, integers, bitwise ops, comparisons, ``select``, ``convert``,
 ``max``/``min``, ``neg``/``abs``) keeps its rule and stays bit for bit.
