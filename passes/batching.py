@@ -333,7 +333,7 @@ def _reverse(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list
     return [(builder.create("reverse", [x], {"dims": dims}, (), op.loc).result, layout)]
 
 
-@RULES.register("cumsum", "cumprod", "cummax", "cummin")
+@RULES.register("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 def _cumulative(bt: _Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Exact for floats too: XLA scans each line along the axis alike whatever the other
     dimensions (the rows-of-16 tree is built along the axis alone; checked bit for bit in

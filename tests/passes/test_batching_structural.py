@@ -74,6 +74,7 @@ LEADING = (0, 1, None, None)
         ("cumsum", [F], {"axis": 1, "reverse": False}),
         ("cumsum", [F], {"axis": 0, "reverse": True}),
         ("cummax", [F], {"axis": 1, "reverse": True}),
+        ("cumlogsumexp", [F], {"axis": 1, "reverse": False}),
         ("cumprod", [I], {"axis": 1, "reverse": False}),
         ("reduce_prod", [I], {"axes": (0, 1)}),
         ("argmax", [F], {"axis": 1, "dtype": "int32"}),
