@@ -8,6 +8,7 @@ and negative."""
 import ml_dtypes
 import numpy as np
 import pytest
+from float_samples import edge_rich_float32
 
 import minipallas as mp
 from minipallas.ir import dtypes
@@ -35,16 +36,8 @@ def _program(op: str, dtype: str, n: int, arity: int) -> mp.ir.Function:
 
 def _f32(n: int = 120_000) -> np.ndarray:
     rng = np.random.default_rng(0)
-    centres = np.array([0.0, 2.0**-126, *EDGES], np.float32).view(np.int32)
-    near = (centres[:, None] + np.arange(-32, 33, dtype=np.int32)).ravel().view(np.float32)
-    subnormals = np.arange(1, 1 << 23, 8191, dtype=np.uint32).view(np.float32)
-    nans = np.array([0x7FC00000, 0x7F800001, 0x7FA00000, 0x7FFFFFFF], np.uint32).view(np.float32)
-    fixed = np.concatenate([near, subnormals, nans, np.float32([np.inf])])
-    fixed = np.concatenate([fixed, -fixed])
-    rest = n - fixed.size
-    bits = rng.integers(0, 2**32, rest // 2, dtype=np.uint64).astype(np.uint32).view(np.float32)
-    typical = (rng.standard_normal(rest - rest // 2) * 2).astype(np.float32)
-    return np.concatenate([fixed, bits, typical])
+    centres = np.array([0.0, 2.0**-126, *EDGES], np.float32)
+    return edge_rich_float32(centres, lambda k: rng.standard_normal(k) * 2, n, rng)
 
 
 def _ordered(a: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+from float_samples import edge_rich_float32
 
 import minipallas as mp
 from minipallas.ir import dtypes
@@ -44,19 +45,10 @@ def _program(op: str, dtype: str, n: int) -> mp.ir.Function:
 
 def _f32_values(op: str, n: int = 200_000) -> np.ndarray:
     rng = np.random.default_rng(sorted(BOUNDARIES).index(op))
-    centres = np.array([0.0, 1.0, 2.0**-126, 3e38, *BOUNDARIES[op]], np.float32).view(np.int32)
-    near = (centres[:, None] + np.arange(-32, 33, dtype=np.int32)).ravel().view(np.float32)
-    subnormals = np.arange(1, 1 << 23, 8191, dtype=np.uint32).view(np.float32)
-    nans = np.array([0x7FC00000, 0x7F800001, 0x7FA00000, 0x7FFFFFFF], np.uint32).view(np.float32)
-    fixed = np.concatenate([near, subnormals, nans, np.float32([np.inf])])
-    fixed = np.concatenate([fixed, -fixed])
-    rest = n - fixed.size
-    bits = rng.integers(0, 2**32, rest // 2, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    centres = np.array([0.0, 1.0, 2.0**-126, 3e38, *BOUNDARIES[op]], np.float32)
     if op in SCALE:
-        typical = rng.standard_normal(rest - rest // 2) * SCALE[op]
-    else:
-        typical = np.exp(rng.uniform(-87, 88, rest - rest // 2))
-    return np.concatenate([fixed, bits, typical.astype(np.float32)])
+        return edge_rich_float32(centres, lambda k: rng.standard_normal(k) * SCALE[op], n, rng)
+    return edge_rich_float32(centres, lambda k: np.exp(rng.uniform(-87, 88, k)), n, rng)
 
 
 def _pow_f32(n: int = 200_000) -> tuple[np.ndarray, np.ndarray]:
