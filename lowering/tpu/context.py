@@ -108,3 +108,9 @@ class KernelContext(EmitterContext):
 def unsupported(op: Op, message: str, fix: str) -> PassError:
     """The error for a construct Mosaic cannot express (upstream raises NotImplementedError)."""
     return PassError(message, op=op.name, loc=op.loc, fix=fix)
+
+
+def no_mosaic_rule(op: Op, fix: str) -> PassError:
+    """The error for an op upstream Pallas's Mosaic lowering has no rule for."""
+    message = f"{op.name} has no Mosaic TPU lowering (upstream Pallas TPU has no rule for it)"
+    return unsupported(op, message, fix)

@@ -9,23 +9,20 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.ir.opset.scans import CUMULATIVE
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import KernelContext, no_mosaic_rule, register
 
 
 @register(*CUMULATIVE)
 def cumulative(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
-    raise unsupported(
+    raise no_mosaic_rule(
         op,
-        f"{op.name} has no Mosaic TPU lowering (upstream Pallas TPU has no rule for it)",
-        fix=f"compute the {op.name} outside the kernel, or accumulate it over a "
-        "fori_loop of slices",
+        fix=f"compute the {op.name} outside the kernel, or accumulate it over a fori_loop "
+        "of slices",
     )
 
 
 @register("reduce_prod")
 def reduce_prod(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
-    raise unsupported(
-        op,
-        "reduce_prod has no Mosaic TPU lowering (upstream Pallas TPU has no rule for it)",
-        fix="compute the product outside the kernel, or multiply slices in a fori_loop",
+    raise no_mosaic_rule(
+        op, fix="compute the product outside the kernel, or multiply slices in a fori_loop"
     )

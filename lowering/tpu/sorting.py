@@ -16,7 +16,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import KernelContext, no_mosaic_rule, register, unsupported
 
 
 @register("argmax", "argmin")
@@ -44,8 +44,4 @@ def argmax(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 @register("sort", "top_k")
 def sort(ctx: KernelContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
-    raise unsupported(
-        op,
-        f"{op.name} has no Mosaic TPU lowering (upstream Pallas TPU has no rule for it)",
-        fix=f"{op.name} outside the kernel, on the kernel's inputs or outputs",
-    )
+    raise no_mosaic_rule(op, fix=f"{op.name} outside the kernel, on the kernel's inputs or outputs")
