@@ -38,7 +38,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     views,
 )
 from minipallas.lowering.tpu import kernel as kernel_rules  # noqa: F401
-from minipallas.lowering.tpu.context import RULES, KernelContext, register
+from minipallas.lowering.tpu.context import RULES, LoweringContext, register
 from minipallas.lowering.tpu.module import kernel_function
 from minipallas.lowering.tpu.promote import PromotionReport
 from minipallas.lowering.tpu.ranges import int_ranges
@@ -47,7 +47,7 @@ from minipallas.lowering.tpu.semantics import DimensionSemantics, dimension_sema
 __all__ = [
     "RULES",
     "DimensionSemantics",
-    "KernelContext",
+    "LoweringContext",
     "PromotionReport",
     "count_ops",
     "lower_kernel",
@@ -88,7 +88,7 @@ def lower_kernel(kernel: Kernel, *, promote_scratch: bool = False) -> Lowered:
 
 
 def _emit(kernel: Kernel, body: Function, semantics: DimensionSemantics) -> ir.Module:
-    ctx = KernelContext(kernel.grid, int_ranges(body.body, kernel.grid))
+    ctx = LoweringContext(kernel.grid, int_ranges(body.body, kernel.grid))
     with ctx.mlir, ir.Location.unknown():
         fn = kernel_function(ctx, kernel, body, semantics.values)
         fn.attributes[REASONS_ATTR] = ir.ArrayAttr.get(

@@ -35,7 +35,7 @@ from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
 
 
 def _kind(dtype: str) -> str:
@@ -97,12 +97,12 @@ def _type(op: Op, i: int = 0) -> ArrayType:
 
 
 @register(*_BINARY)
-def binary(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     return [_BINARY[op.name][_kind(_type(op).dtype)](x, y)]
 
 
 @register(*_CMPF)
-def compare(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     kind = _kind(_type(op).dtype)
     if kind == "f":
         return [arith.cmpf(getattr(arith.CmpFPredicate, _CMPF[op.name]), x, y)]
@@ -111,27 +111,27 @@ def compare(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir
 
 
 @register(*_FLOAT_UNARY)
-def float_unary(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def float_unary(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_FLOAT_UNARY[op.name](x)]
 
 
 @register("atan2")
-def atan2(ctx: KernelContext, op: Op, y: ir.Value, x: ir.Value) -> Sequence[ir.Value]:
+def atan2(ctx: LoweringContext, op: Op, y: ir.Value, x: ir.Value) -> Sequence[ir.Value]:
     return [math.atan2(y, x)]
 
 
 @register(*_SHIFTS)
-def shift(ctx: KernelContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
+def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
     return [_SHIFTS[op.name](x, amount)]
 
 
 @register("clz")
-def clz(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def clz(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [math.ctlz(x)]
 
 
 @register("population_count")
-def population_count(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def population_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if not _type(op).shape:
         raise unsupported(
             op,
@@ -142,7 +142,7 @@ def population_count(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Val
 
 
 @register(*_NO_MOSAIC_RULE)
-def no_mosaic_rule(ctx: KernelContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
+def no_mosaic_rule(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     raise unsupported(
         op,
         f"{op.name} has no Mosaic TPU lowering ({_NO_MOSAIC_RULE[op.name]})",
@@ -152,7 +152,7 @@ def no_mosaic_rule(ctx: KernelContext, op: Op, *xs: ir.Value) -> Sequence[ir.Val
 
 
 @register("erf_inv")
-def erf_inv(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def erf_inv(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """Giles' approximation, as upstream expands it: ``w = -log1p(-x**2)``; a degree-8
     polynomial in ``w - 2.5`` (``w < 5``) or ``sqrt(w) - 3``, times ``x``; ``x * inf`` at
     ``|x| = 1``."""
@@ -176,14 +176,14 @@ def erf_inv(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @register("logistic")
-def logistic(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``1 / (1 + exp(-x))``, upstream's expansion."""
     one = emit.constant(1.0, _type(op))
     return [arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))]
 
 
 @register("neg")
-def neg(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     if _kind(t.dtype) == "f":
         return [arith.negf(x)]
@@ -191,7 +191,7 @@ def neg(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @register("abs")
-def abs_(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if _kind(_type(op).dtype) == "f":
         return [math.absf(x)]
     if _kind(_type(op).dtype) == "u":
@@ -200,26 +200,26 @@ def abs_(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @register("not")
-def not_(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def not_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     return [arith.xori(x, emit.constant(True if t.dtype == "bool" else -1, t))]
 
 
 @register("select")
 def select(
-    ctx: KernelContext, op: Op, pred: ir.Value, on_true: ir.Value, on_false: ir.Value
+    ctx: LoweringContext, op: Op, pred: ir.Value, on_true: ir.Value, on_false: ir.Value
 ) -> Sequence[ir.Value]:
     return [arith.select(pred, on_true, on_false)]
 
 
 @register("constant")
-def constant(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     literal = op.attrs["value"]
     return [emit.constant(literal.array(), literal.type)]
 
 
 @register("iota")
-def iota(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     """``tpu.iota`` (``i32``), converted to the op's dtype."""
     t: ArrayType = op.attrs["type"]
     x = emit.iota(t.shape, op.attrs["dimension"])
@@ -227,7 +227,7 @@ def iota(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
 
 
 @register("convert")
-def convert(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     return [_convert(x, t.dtype, op.attrs["dtype"], t.shape)]
 
@@ -263,7 +263,7 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
 
 
 @register("bitcast")
-def bitcast(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_bitcast(x, op.result.type)]
 
 
@@ -274,7 +274,7 @@ def _bitcast(x: ir.Value, t: ArrayType) -> ir.Value:
 
 
 @register("nextafter")
-def nextafter(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """Upstream's expansion on the bits: ``x`` stepped by one toward ``y`` (down in magnitude
     when the signs differ or ``|x| > |y|``); from zero the smallest subnormal signed like
     ``y``; ``y`` when ``x == y`` (or both are zeros); NaN when either is NaN."""
@@ -308,7 +308,7 @@ def nextafter(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[
 
 
 @register("broadcast_in_dim")
-def broadcast_in_dim(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     src, out = _type(op), op.result.type
     if src.shape == out.shape:
         return [x]
@@ -321,12 +321,12 @@ def broadcast_in_dim(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Val
 
 
 @register("reshape")
-def reshape(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def reshape(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [emit.shape_cast(x, op.result.type)]
 
 
 @register("transpose")
-def transpose(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     perm = op.attrs["permutation"]
     if list(perm) == sorted(perm):
         return [x]
@@ -350,7 +350,7 @@ def _identity(name: str, dtype: str) -> object:
 
 
 @register(*_REDUCE_KIND)
-def reduce(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t, out = _type(op), op.result.type
     axes = list(op.attrs["axes"])
     if t.dtype == "bool":  # as upstream: reduce 1.0 / 0.0 in f32, then compare with 0
@@ -382,7 +382,7 @@ _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []
 
 
 @register("dot")
-def dot(ctx: KernelContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
+def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator."""
     out = op.result.type
     if out.ndim != 2:

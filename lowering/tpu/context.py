@@ -65,14 +65,14 @@ class Rule(Protocol):
     location is already the op's source location.
     """
 
-    def __call__(self, ctx: KernelContext, op: Op, *args: Bound) -> Sequence[Bound]: ...
+    def __call__(self, ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]: ...
 
 
 RULES: RuleTable[Rule] = RuleTable("Mosaic TPU rule")
 register = RULES.register
 
 
-class KernelContext(EmitterContext):
+class LoweringContext(EmitterContext):
     """One kernel lowering in progress: the module, the grid and what the body knows about it.
 
     ``grid_indices`` are the kernel function's grid arguments (``program_id`` reads them);

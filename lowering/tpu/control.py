@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Block, Op
 from minipallas.lowering.jaxlib_shim import arith, ir, scf
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, KernelContext, register
+from minipallas.lowering.tpu.context import Bound, LoweringContext, register
 
 
 def _types(values: Sequence[ir.Value]) -> list[ir.Type]:
@@ -25,7 +25,7 @@ def _types(values: Sequence[ir.Value]) -> list[ir.Type]:
 
 
 @register("for")
-def for_(ctx: KernelContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Bound) -> list:
+def for_(ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Bound) -> list:
     (body,) = op.regions
     n = op.attrs["num_consts"]
     consts, inits = list(rest[:n]), list(rest[n:])
@@ -38,7 +38,7 @@ def for_(ctx: KernelContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Bo
 
 
 @register("while")
-def while_(ctx: KernelContext, op: Op, *args: Bound) -> list:
+def while_(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     cond, body = op.regions
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
     cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], list(args[nc + nb :])
@@ -54,7 +54,7 @@ def while_(ctx: KernelContext, op: Op, *args: Bound) -> list:
 
 
 @register("cond")
-def cond(ctx: KernelContext, op: Op, index: ir.Value, *args: Bound) -> list:
+def cond(ctx: LoweringContext, op: Op, index: ir.Value, *args: Bound) -> list:
     branches = list(op.regions)
     n = len(branches)
     known = ctx.range_of(op.operands[0])
@@ -78,7 +78,7 @@ def _const(like: ir.Value, value: int) -> ir.Value:
 
 
 def _cascade(
-    ctx: KernelContext,
+    ctx: LoweringContext,
     index: ir.Value,
     branches: list[Block],
     args: Sequence[Bound],
@@ -102,5 +102,5 @@ def _cascade(
 
 
 @register("call")
-def call(ctx: KernelContext, op: Op, *args: Bound) -> list:
+def call(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     return ctx.lower_block(op.attrs["callee"].body, args)

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
 
 
 @register("debug_print")
-def debug_print(ctx: KernelContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
+def debug_print(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     raise unsupported(
         op,
         "jax.debug.print in a kernel is not lowered to Mosaic TPU",

@@ -28,7 +28,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
 from minipallas.lowering.tpu.windows import clamp_start
 
 
@@ -46,7 +46,7 @@ class _Dim:
         return not isinstance(self.start, int)
 
 
-def _dims(ctx: KernelContext, op: Op, dyn: Sequence[ir.Value]) -> list[_Dim]:
+def _dims(ctx: LoweringContext, op: Op, dyn: Sequence[ir.Value]) -> list[_Dim]:
     dyn_values = op.operands[1 : 1 + len(dyn)]
     dims = []
     for entry, n in zip(op.attrs["indexer"], op.operands[0].type.shape, strict=True):
@@ -70,7 +70,7 @@ def _dims(ctx: KernelContext, op: Op, dyn: Sequence[ir.Value]) -> list[_Dim]:
 
 
 @register("slice", "dynamic_slice")
-def slice_(ctx: KernelContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
+def slice_(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
     src, out = op.operands[0].type, op.result.type
     dims = _dims(ctx, op, dyn)
     for axis, dim in enumerate(dims):
@@ -86,7 +86,7 @@ def slice_(ctx: KernelContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[
 
 
 @register("dynamic_update_slice")
-def update_slice(ctx: KernelContext, op: Op, x: ir.Value, *rest: ir.Value) -> Sequence[ir.Value]:
+def update_slice(ctx: LoweringContext, op: Op, x: ir.Value, *rest: ir.Value) -> Sequence[ir.Value]:
     *dyn, update = rest
     src = op.operands[0].type
     dims = _dims(ctx, op, dyn)

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
 
 
-def _axis(ctx: KernelContext, op: Op) -> int:
+def _axis(ctx: LoweringContext, op: Op) -> int:
     axis = op.attrs["axis"]
     if axis >= len(ctx.grid):
         raise unsupported(
@@ -27,10 +27,10 @@ def _axis(ctx: KernelContext, op: Op) -> int:
 
 
 @register("program_id")
-def program_id(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+def program_id(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [ctx.grid_indices[_axis(ctx, op)]]
 
 
 @register("num_programs")
-def num_programs(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+def num_programs(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [emit.i32(ctx.grid[_axis(ctx, op)])]

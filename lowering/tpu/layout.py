@@ -14,11 +14,11 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
 
 
 @register("reverse")
-def reverse(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def reverse(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise unsupported(
         op,
         "reverse (lax.rev, jnp.flip) has no Mosaic TPU lowering (upstream Pallas TPU has no "
@@ -28,7 +28,7 @@ def reverse(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @register("pad")
-def pad(ctx: KernelContext, op: Op, x: ir.Value, value: ir.Value) -> Sequence[ir.Value]:
+def pad(ctx: LoweringContext, op: Op, x: ir.Value, value: ir.Value) -> Sequence[ir.Value]:
     t: ArrayType = op.operands[0].type
     low, high, interior = op.attrs["low"], op.attrs["high"], op.attrs["interior"]
     if any(interior):

@@ -29,12 +29,12 @@ from minipallas.ir.core import Function
 from minipallas.kernels.spec import Kernel, TracedBlockSpec
 from minipallas.lowering.jaxlib_shim import func, ir
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, MemRef
+from minipallas.lowering.tpu.context import LoweringContext, MemRef
 from minipallas.lowering.tpu.scoped import scratch_space
 
 
 def kernel_function(
-    ctx: KernelContext, kernel: Kernel, body: Function, semantics: Sequence[str]
+    ctx: LoweringContext, kernel: Kernel, body: Function, semantics: Sequence[str]
 ) -> func.FuncOp:
     """Emits the kernel function (and its index-map functions) into ``ctx.module``."""
     specs = (*kernel.in_specs, *kernel.out_specs)
@@ -68,7 +68,7 @@ def kernel_function(
 
 
 def _attributes(
-    ctx: KernelContext,
+    ctx: LoweringContext,
     fn: func.FuncOp,
     kernel: Kernel,
     specs: Sequence[TracedBlockSpec],
@@ -89,7 +89,7 @@ def _attributes(
     attrs["tpu.core_type"] = ir.Attribute.parse("#tpu.core_type<tc>")
 
 
-def _window(ctx: KernelContext, kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:
+def _window(ctx: LoweringContext, kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:
     """``window_params`` entry ``k``, emitting its ``@transform_k`` index-map function."""
     if emit.space_name(spec.memory_space) == "any":
         return ir.DictAttr.get({})

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.ir.opset.scans import CUMULATIVE
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.tpu.context import KernelContext, no_mosaic_rule, register
+from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, register
 
 
 @register(*CUMULATIVE)
-def cumulative(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_mosaic_rule(
         op,
         fix=f"compute the {op.name} outside the kernel, or accumulate it over a fori_loop "
@@ -22,7 +22,7 @@ def cumulative(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @register("reduce_prod")
-def reduce_prod(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def reduce_prod(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_mosaic_rule(
         op, fix="compute the product outside the kernel, or multiply slices in a fori_loop"
     )

@@ -19,7 +19,7 @@ from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ANY, TPU_VMEM, RefType
 from minipallas.lowering.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, KernelContext, MemRef, register
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, register
 
 
 def scratch_space(t: RefType) -> RefType:
@@ -34,7 +34,7 @@ def allocate(t: RefType) -> MemRef:
 
 
 @register("run_scoped")
-def run_scoped(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[Bound]:
+def run_scoped(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
     (body,) = op.regions
     n_alloc = len(body.params) - len(args)
     region = tpu.RegionOp([emit.value_type(r.type) for r in op.results])
@@ -45,6 +45,6 @@ def run_scoped(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[Bound]:
 
 
 @register("uninitialized")
-def uninitialized(ctx: KernelContext, op: Op) -> Sequence[ir.Value]:
+def uninitialized(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
     return [emit.constant(fill_value(t.dtype), t)]

@@ -16,11 +16,11 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, no_mosaic_rule, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, register, unsupported
 
 
 @register("argmax", "argmin")
-def argmax(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+def argmax(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t: ArrayType = op.operands[0].type
     index = op.result.type.dtype
     if t.dtype != "float32" or index != "int32":
@@ -43,5 +43,5 @@ def argmax(ctx: KernelContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @register("sort", "top_k")
-def sort(ctx: KernelContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
+def sort(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     raise no_mosaic_rule(op, fix=f"{op.name} outside the kernel, on the kernel's inputs or outputs")

@@ -25,7 +25,7 @@ from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, memref, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, KernelContext, MemRef, register, unsupported
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, register, unsupported
 from minipallas.lowering.tpu.windows import Window, window
 
 
@@ -105,21 +105,21 @@ def _to_memory(x: ir.Value, t: ArrayType) -> ir.Value:
     return arith.extui(emit.value_type(ArrayType(t.shape, "int32")), x)
 
 
-def _access(ctx: KernelContext, op: Op, args: Sequence[Bound], t: ArrayType) -> tuple:
+def _access(ctx: LoweringContext, op: Op, args: Sequence[Bound], t: ArrayType) -> tuple:
     ref, dyn, rest = _split(op, args)
     _check_space(op, ref, t)
     return ref, window(ctx, op, ref, dyn), rest
 
 
 @register("get")
-def get(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
+def get(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.result.type
     ref, w, _ = _access(ctx, op, args, t)
     return [read(ref, w, t)]
 
 
 @register("swap")
-def swap(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
+def swap(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.result.type
     ref, w, (value,) = _access(ctx, op, args, t)
     old = read(ref, w, t)
@@ -128,7 +128,7 @@ def swap(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
 
 
 @register("addupdate")
-def addupdate(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
+def addupdate(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.operands[-1].type
     ref, w, (value,) = _access(ctx, op, args, t)
     old = read(ref, w, t)
@@ -138,7 +138,7 @@ def addupdate(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
 
 
 @register("load")
-def load(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
+def load(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.result.type
     ref, w, rest = _access(ctx, op, args, t)
     value = read(ref, w, t)
@@ -153,7 +153,7 @@ def load(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
 
 
 @register("store")
-def store(ctx: KernelContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
+def store(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.operands[-2 if op.attrs.get("masked") else -1].type
     ref, w, rest = _access(ctx, op, args, t)
     mask = rest[1] if op.attrs.get("masked") else None

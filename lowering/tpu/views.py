@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, KernelContext, MemRef, register, unsupported
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, register, unsupported
 from minipallas.lowering.tpu.windows import window
 
 
@@ -23,7 +23,7 @@ def _memref(ref: MemRef, shape: Sequence[int], dtype: str) -> ir.MemRefType:
 
 
 @register("ref.at")
-def at(ctx: KernelContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
+def at(ctx: LoweringContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
     w = window(ctx, op, ref, dyn, as_index=False)
     if w.strided:
         raise unsupported(
@@ -38,7 +38,7 @@ def at(ctx: KernelContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Boun
 
 
 @register("ref.reshape")
-def reshape(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+def reshape(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     shape = op.attrs["shape"]
     if len(shape) < 2 or len(ref.shape) < 2 or any(ref.squeezed[-2:]):
         raise unsupported(
@@ -52,14 +52,14 @@ def reshape(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
 
 
 @register("ref.bitcast")
-def bitcast(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+def bitcast(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     dtype = op.attrs["dtype"]
     out = tpu.memref_bitcast(_memref(ref, ref.shape, dtype), ref.value)
     return [MemRef(out, dtype, ref.space, ref.squeezed)]
 
 
 @register("ref.transpose")
-def transpose(ctx: KernelContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+def transpose(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     raise unsupported(
         op,
         "transposed views of refs have no Mosaic TPU lowering (upstream supports none either)",

@@ -19,7 +19,7 @@ from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op, Value
 from minipallas.lowering.jaxlib_shim import arith, ir
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import KernelContext, MemRef, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, MemRef, unsupported
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Window:
 
 
 def window(
-    ctx: KernelContext,
+    ctx: LoweringContext,
     op: Op,
     ref: MemRef,
     dyn: Sequence[ir.Value],
@@ -91,7 +91,7 @@ def _static(value: int, as_index: bool) -> ir.Value:
 
 
 def clamp_start(
-    ctx: KernelContext, v: Value, x: ir.Value, hi: int, as_index: bool = False
+    ctx: LoweringContext, v: Value, x: ir.Value, hi: int, as_index: bool = False
 ) -> ir.Value:
     """``x`` (the value of ``v``) clamped into ``[0, hi]`` where that may change it; ``i32``,
     or ``index`` when ``as_index``."""
