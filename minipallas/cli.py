@@ -38,7 +38,13 @@ from minipallas.ir.printer import effects_text, print_function
 from minipallas.passes.registry import describe
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
-EMIT_TARGETS = ("ir", "stablehlo", "tpu", "gpu", "ptx")
+EMIT_TARGETS = {  # --emit=NAME: what it prints, for --help
+    "ir": "minipallas IR, after the passes if any (the default)",
+    "stablehlo": "StableHLO: text IR discharged and lowered, or a kernel file's CPU program",
+    "tpu": "a kernel file's Mosaic TPU module (as upstream Pallas hands it to Mosaic)",
+    "gpu": "a kernel file's Triton GPU module",
+    "ptx": "a kernel file's Triton module compiled to PTX by triton",
+}
 KERNEL_ONLY = ("tpu", "gpu", "ptx")
 KERNEL_FILE = """\
 kernel files: a Python file (ending in .py) that defines a minipallas.pallas_call named
@@ -59,7 +65,7 @@ def _arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="minipallas-opt",
         description="Parse, verify, transform and print minipallas IR; emit MLIR.",
-        epilog=f"{describe()}\n\n{KERNEL_FILE}",
+        epilog=f"{describe()}\n\n{_targets()}\n\n{KERNEL_FILE}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("file", help="text IR file, kernel file (.py), or '-' for stdin")
@@ -87,8 +93,7 @@ def _arguments() -> argparse.ArgumentParser:
         "--emit",
         choices=EMIT_TARGETS,
         default="ir",
-        help="what to print: minipallas IR (default), StableHLO, or a kernel file's Mosaic TPU "
-        "module, Triton GPU module (gpu), or that module compiled to PTX by triton (ptx)",
+        help="what to print (the targets are listed below)",
     )
     ap.add_argument(
         "--promote-scratch",
@@ -96,6 +101,14 @@ def _arguments() -> argparse.ArgumentParser:
         help="with --emit=tpu: keep register-sized scoped scratch in vector registers",
     )
     return ap
+
+
+def _targets() -> str:
+    """The ``--emit`` targets, one line each, as ``--help`` lists them."""
+    width = max(map(len, EMIT_TARGETS))
+    lines = ["targets (--emit=NAME):"]
+    lines += [f"  {name:<{width}}  {doc}" for name, doc in EMIT_TARGETS.items()]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

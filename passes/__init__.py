@@ -1,36 +1,39 @@
-"""Passes over minipallas IR: effects, the collective-axes check, discharge, cleanup, and the
-pass manager that composes them (``run(fn, "collectives,discharge,cleanup")``).
+"""Passes over minipallas IR: effects, the collective-axes check, discharge, cleanup, batching,
+and the pass manager that composes them (``run(fn, "collectives,discharge,cleanup")``).
 
-Names are imported on first use, as in ``minipallas/__init__.py``, so importing one pass does not
-import them all (and the passes may import each other without cycles). The ``effects`` and
-``cleanup`` functions are reached through their modules (``minipallas.passes.effects.effects``),
-so those module names are never shadowed by functions.
+The registry is the passes' own declarations: each pass module registers its pass and typed
+options with ``registry.register`` where the pass is defined, and importing this package imports
+every pass module, so ``PASSES`` holds them all once ``minipallas.passes`` (or any module in it)
+is imported. A new pass is a module with a ``@register`` imported here; there is no other list.
+Imports point one way, ``ir`` <- ``passes``, and the passes import each other at module level.
+
+The ``effects`` and ``cleanup`` functions are reached through their modules
+(``minipallas.passes.effects.effects``), so those module names are never shadowed by functions.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from minipallas.passes import (  # noqa: F401  (each registers its pass)
+    batching,
+    cleanup,
+    collectives,
+    discharge,
+)
+from minipallas.passes.cleanup import count_ops
+from minipallas.passes.collectives import check_collective_axes
+from minipallas.passes.effects import Accum, Effect, EffectsAnalysis, Read, Write
+from minipallas.passes.pipeline import run
+from minipallas.passes.registry import PASSES, register
 
-_PUBLIC = {
-    "run": "minipallas.passes.pipeline",
-    "register": "minipallas.passes.pipeline",
-    "PASSES": "minipallas.passes.pipeline",
-    "Effect": "minipallas.passes.effects",
-    "EffectsAnalysis": "minipallas.passes.effects",
-    "Read": "minipallas.passes.effects",
-    "Write": "minipallas.passes.effects",
-    "Accum": "minipallas.passes.effects",
-    "check_collective_axes": "minipallas.passes.collectives",
-    "count_ops": "minipallas.passes.cleanup",
-}
-
-__all__ = list(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'minipallas.passes' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value
-    return value
+__all__ = [
+    "PASSES",
+    "Accum",
+    "Effect",
+    "EffectsAnalysis",
+    "Read",
+    "Write",
+    "check_collective_axes",
+    "count_ops",
+    "register",
+    "run",
+]

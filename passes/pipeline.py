@@ -22,11 +22,9 @@ from typing import Any
 
 from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir.core import Function
-from minipallas.passes.registry import PASSES, builtin, register
+from minipallas.passes.registry import PASSES, register
 
 __all__ = ["PASSES", "parse_pipeline", "register", "run"]
-
-builtin()
 
 
 def run(

@@ -7,13 +7,12 @@ the option is required). The pipeline parses option text with these types, so a 
 option or a bad value is an error naming the pass, the option and the values it accepts, raised
 before any pass runs; ``minipallas-opt --help`` prints ``describe()``.
 
-``PASSES`` holds the registered passes by name; ``builtin()`` imports the modules of
-minipallas's own passes, which registers them (lazily, since the passes import each other).
+``PASSES`` holds the registered passes by name. It is filled by the declarations themselves:
+``minipallas.passes`` imports every pass module, and each registers its pass as it is defined.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -24,12 +23,6 @@ from minipallas.errors import PassError
 from minipallas.ir.core import Function
 
 PassFn = Callable[..., Function]  # pass(fn, **options) -> Function
-BUILTIN_MODULES = (
-    "minipallas.passes.collectives",
-    "minipallas.passes.discharge",
-    "minipallas.passes.cleanup",
-    "minipallas.passes.batching",
-)
 REQUIRED = inspect.Parameter.empty
 
 
@@ -162,17 +155,10 @@ def register(name: str, *options: Option, doc: str = "") -> Callable[[PassFn], P
     return add
 
 
-def builtin() -> dict[str, PassInfo]:
-    """``PASSES``, with minipallas's own passes registered."""
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    return PASSES
-
-
 def describe() -> str:
     """The passes and their options, as ``minipallas-opt --help`` lists them."""
     lines = ["passes (--pass-pipeline=NAME or NAME{option=value,...}, comma-separated):"]
-    for info in sorted(builtin().values(), key=lambda i: i.name):
+    for info in sorted(PASSES.values(), key=lambda i: i.name):
         lines.append(f"  {info.name}: {info.doc}")
         for o in info.options:
             default = info.defaults[o.name]

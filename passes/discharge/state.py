@@ -28,7 +28,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Array as ArrayIndex
 from minipallas.ir.indexing import Dyn, Int, Slice
-from minipallas.ir.interpret import fill_value
+from minipallas.ir.interpret.engine import fill_value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType

@@ -1,15 +1,19 @@
-"""``minipallas-opt`` and pass options: ``--help`` lists the passes and their options, options are
-parsed with their types, and a bad option is a clean error naming the pass and the option."""
+"""``minipallas-opt`` and pass options: ``--help`` lists every declared pass with its options
+(type, default, doc) and every target, options are parsed with their types, and a bad option is a
+clean error naming the pass and the option."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import minipallas as mp
-from minipallas.cli import main
-from minipallas.passes.pipeline import PASSES
+import minipallas.passes
+from minipallas.cli import EMIT_TARGETS, main
+from minipallas.passes.registry import PASSES, REQUIRED
 
 F8 = mp.RefType((8,), "float32")
 
@@ -30,16 +34,52 @@ def scoped_file(tmp_path):
     return path
 
 
-def test_help_lists_every_pass_and_option(capsys):
-    with pytest.raises(SystemExit) as info:
-        main(["--help"])
-    assert info.value.code == 0
-    out = capsys.readouterr().out
-    for name, pass_info in PASSES.items():
-        assert f"\n  {name}: {pass_info.doc}\n" in out
-        for option in pass_info.options:
-            assert f"      {option.name}={option.type.example}  ({option.type.accepts}" in out
+def declared_passes() -> dict[str, list[str]]:
+    """Pass name -> option names, read from the ``@register(...)`` decorators in the passes'
+    source (under whatever name the module imports ``registry.register``), not from ``PASSES``:
+    so a declared pass that never reaches the registry is caught."""
+    declared = {}
+    for path in Path(minipallas.passes.__path__[0]).rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "minipallas.passes.registry"
+            for alias in node.names
+            if alias.name == "register"
+        }
+        for node in ast.walk(tree):
+            for deco in getattr(node, "decorator_list", ()):
+                if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) in names:
+                    options = [a.args[0].value for a in deco.args[1:]]
+                    declared[deco.args[0].value] = options
+    return declared
+
+
+def test_help_lists_every_declared_pass_and_option_and_every_target():
+    """``--help`` in a fresh process: only the CLI's own imports fill the registry."""
+    done = subprocess.run(
+        [sys.executable, "-m", "minipallas.cli", "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    declared = declared_passes()
+    assert set(declared) == set(PASSES) == {"batch", "cleanup", "collectives", "discharge"}
+    listing = out[out.index("passes (") : out.index("\n\ntargets (")].splitlines()[1:]
+    assert [line[2:].partition(":")[0] for line in listing if line[2] != " "] == sorted(declared)
+    for name, options in declared.items():
+        info = PASSES[name]
+        assert [o.name for o in info.options] == options
+        assert f"\n  {name}: {info.doc}\n" in out
+        for o in info.options:
+            default = info.defaults[o.name]
+            shown = "required" if default is REQUIRED else "default "
+            assert f"\n      {o.name}={o.type.example}  ({o.type.accepts}; {shown}" in out
+            assert f"\n          {o.doc}\n" in out
     assert "discharge_scoped=false  (true or false; default true)" in out
+    assert "sizes=4x2  (non-negative integers joined by 'x'; required)" in out
+    for target, doc in EMIT_TARGETS.items():
+        assert f"\n  {target:<9}  {doc}\n" in out
 
 
 def test_discharge_scoped_false_keeps_the_scratch_a_ref(scoped_file, capsys):
