@@ -37,12 +37,12 @@ from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
     scans,
     sorting,
 )
-from minipallas.lowering.gpu.context import RULES, LoweringContext, register
+from minipallas.lowering.gpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.gpu.grid import Schedule, schedule
 from minipallas.lowering.gpu.kernel import emit_kernel
 from minipallas.lowering.jaxlib_shim import ir
 
-__all__ = ["RULES", "GpuLowered", "LoweringContext", "lower_kernel", "register"]
+__all__ = ["RULES", "GpuLowered", "LoweringContext", "lower_kernel", "rule"]
 
 
 class GpuLowered(Lowered):

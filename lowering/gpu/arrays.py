@@ -39,7 +39,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, math, tt
 from minipallas.lowering.gpu.unsupported import no_triton_rule
 
@@ -114,7 +114,7 @@ def _int_kind(name: str, dtype: str) -> Callable[..., ir.Value]:
     return _INT[name]
 
 
-@register("add", "sub", "mul", "max", "min", "and", "or", "xor")
+@rule("add", "sub", "mul", "max", "min", "and", "or", "xor")
 def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     dtype = _dtype(op)
     if dtypes.is_float(dtype):
@@ -122,7 +122,7 @@ def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[i
     return [_int_kind(op.name, dtype)(x, y)]
 
 
-@register("pow")
+@rule("pow")
 def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     dtype = _dtype(op)
     if not dtypes.is_float(dtype):
@@ -135,7 +135,7 @@ def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.
     return [_in_float32(_libdevice("pow"), dtype, x, y)]
 
 
-@register("div", "rem")
+@rule("div", "rem")
 def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """Floats divide as IEEE says; integers get a defined result where C would trap."""
     dtype = _dtype(op)
@@ -177,25 +177,25 @@ def _compare(name: str, dtype: str, x: ir.Value, y: ir.Value) -> ir.Value:
     return arith.cmpi(table[name], x, y)
 
 
-@register("eq", "ne", "lt", "le", "gt", "ge")
+@rule("eq", "ne", "lt", "le", "gt", "ge")
 def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     return [_compare(op.name, _dtype(op), x, y)]
 
 
-@register("neg")
+@rule("neg")
 def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if dtypes.is_float(_dtype(op)):
         return [arith.negf(x)]
     return [arith.subi(emit.like(0, x, _dtype(op)), x)]
 
 
-@register("not")
+@rule("not")
 def not_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     ones = True if _dtype(op) == "bool" else -1
     return [arith.xori(x, emit.like(ones, x, _dtype(op)))]
 
 
-@register("abs")
+@rule("abs")
 def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     dtype = _dtype(op)
     if dtypes.is_float(dtype):
@@ -205,13 +205,13 @@ def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [math.absi(x)]
 
 
-@register("exp", "log", "tanh", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "exp2")
-@register("expm1", "log1p", "tan", "asin", "atan", "sinh", "cosh", "asinh", "cbrt", "atan2")
+@rule("exp", "log", "tanh", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "exp2")
+@rule("expm1", "log1p", "tan", "asin", "atan", "sinh", "cosh", "asinh", "cbrt", "atan2")
 def transcendental(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     return [_in_float32(_libdevice(op.name), _dtype(op), *xs)]
 
 
-@register("nextafter")
+@rule("nextafter")
 def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     if _dtype(op) != "float32":
         raise PassError(
@@ -225,7 +225,7 @@ def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequenc
     return [_libdevice(op.name)(x, y)]
 
 
-@register("population_count", "clz")
+@rule("population_count", "clz")
 def bit_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """libdevice's 32-bit count, as upstream calls it; narrower integers zero-extended to 32
     bits for it (Triton cannot legalize ``math.ctpop``/``ctlz``, upstream's fallback), ``clz``
@@ -241,7 +241,7 @@ def bit_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [arith.trunci(x.type, count)]
 
 
-@register(*_SHIFTS)
+@rule(*_SHIFTS)
 def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
     """The shift, with amounts of the bit width or more (unsigned) giving every bit out."""
     dtype = _dtype(op)
@@ -256,13 +256,13 @@ def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequen
     return [arith.select(out, emit.like(0, x, dtype), safe)]
 
 
-@register("round", "round_even", "erf")
+@rule("round", "round_even", "erf")
 def no_rule(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     fix = f"compute {op.name} outside the kernel, or from floor/ceil/exp/... inside it"
     raise no_triton_rule(op, fix=fix)
 
 
-@register("erf_inv")
+@rule("erf_inv")
 def erf_inv(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """Giles' approximation, as upstream expands it: ``w = -log1p(-x**2)``; a degree-8
     polynomial in ``w - 2.5`` (``w < 5``) or ``sqrt(w) - 3``, times ``x``; ``x * inf`` at
@@ -304,7 +304,7 @@ def _in_float32(kind: Callable[..., ir.Value], dtype: str, *xs: ir.Value) -> ir.
     return _convert(wide, "float32", dtype)
 
 
-@register("logistic")
+@rule("logistic")
 def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``1 / (1 + exp(-x))``, each step rounded to the dtype."""
     dtype = _dtype(op)
@@ -313,12 +313,12 @@ def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_divf(one, arith.addf(one, e), dtype)]
 
 
-@register("select")
+@rule("select")
 def select(ctx: LoweringContext, op: Op, p: ir.Value, x: ir.Value, y: ir.Value) -> Sequence:
     return [arith.select(p, x, y)]
 
 
-@register("constant")
+@rule("constant")
 def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     literal = op.attrs["value"]
     t = literal.type
@@ -328,7 +328,7 @@ def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [emit.dense(array, t.dtype)]
 
 
-@register("iota")
+@rule("iota")
 def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
     dim = op.attrs["dimension"]
@@ -337,7 +337,7 @@ def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [_convert(steps, "int32", t.dtype)]
 
 
-@register("convert")
+@rule("convert")
 def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(x, _dtype(op), op.result.type.dtype)]
 
@@ -385,7 +385,7 @@ def _float_to_int(x: ir.Value, source: str, target: str, to: ir.Type) -> ir.Valu
     return result
 
 
-@register("bitcast")
+@rule("bitcast")
 def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``tt.bitcast``, as upstream emits it (Triton does not legalize a tensor
     ``arith.bitcast``)."""
@@ -393,7 +393,7 @@ def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [x if target == x.type else tt.bitcast(target, x)]
 
 
-@register("broadcast_in_dim")
+@rule("broadcast_in_dim")
 def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     shape, dims = op.attrs["shape"], list(op.attrs["dims"])
     if not emit.is_tensor(x):
@@ -405,12 +405,12 @@ def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.V
     return [emit.broadcast_to(emit.expand(x, len(shape), dims), shape)]
 
 
-@register("reshape")
+@rule("reshape")
 def reshape(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [emit.reshape(x, op.attrs["shape"])]
 
 
-@register("transpose")
+@rule("transpose")
 def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     perm = list(op.attrs["permutation"])
     return [x if perm == sorted(perm) else tt.trans(x, perm)]
@@ -426,7 +426,7 @@ def _combine(name: str, dtype: str) -> Callable[..., ir.Value]:
     return _FLOAT[kind] if dtypes.is_float(dtype) else _int_kind(kind, dtype)
 
 
-@register("reduce_sum", "reduce_max", "reduce_min")
+@rule("reduce_sum", "reduce_max", "reduce_min")
 def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """One ``tt.reduce`` per axis, innermost first; 16-bit float sums accumulate in float32."""
     dtype = _dtype(op)
@@ -449,7 +449,7 @@ _ACCUMULATOR.update({d: "int32" for d in dtypes.NAMES if dtypes.is_int(d)})
 _EXACT_PRODUCTS = {("bfloat16", "float32"), ("float16", "float32"), ("int8", "int32")}
 
 
-@register("dot")
+@rule("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
     """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit float
     results, int32 for narrower integer ones: the tensor cores have no int8 accumulator, and

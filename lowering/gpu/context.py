@@ -34,7 +34,7 @@ class Rule(Protocol):
 
 
 RULES: RuleTable[Rule] = RuleTable("Triton rule")
-register = RULES.register
+rule = RULES.register
 
 
 class LoweringContext(EmitterContext):
@@ -83,4 +83,4 @@ class LoweringContext(EmitterContext):
         opdef = OPS.get(op.name)
         if opdef is not None and opdef.effect:
             return "this state op is not supported on kernel operands in Triton"
-        return "add a rule with @register in minipallas.lowering.gpu"
+        return "add a rule with @rule in minipallas.lowering.gpu"

@@ -21,7 +21,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
 from minipallas.ir.interpret import fill_value
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, scf
 
 
@@ -29,7 +29,7 @@ def _result_types(op: Op) -> list[ir.Type]:
     return [emit.value_type(v.type) for v in op.results]
 
 
-@register("for")
+@rule("for")
 def for_loop(
     ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Any
 ) -> Sequence[Any]:
@@ -45,7 +45,7 @@ def for_loop(
     return list(loop.results)
 
 
-@register("while")
+@rule("while")
 def while_loop(ctx: LoweringContext, op: Op, *operands: Any) -> Sequence[Any]:
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
     cond_consts, body_consts = operands[:nc], operands[nc : nc + nb]
@@ -62,7 +62,7 @@ def while_loop(ctx: LoweringContext, op: Op, *operands: Any) -> Sequence[Any]:
     return list(loop.results)
 
 
-@register("cond")
+@rule("cond")
 def cond(ctx: LoweringContext, op: Op, index: ir.Value, *args: Any) -> Sequence[Any]:
     return _branch(ctx, op, index, op.operands[0].type.dtype, list(op.regions), args)
 
@@ -92,12 +92,12 @@ def _branch(
     return list(choice.results)
 
 
-@register("call")
+@rule("call")
 def call(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
     return ctx.lower_block(op.attrs["callee"].body, args)
 
 
-@register("run_scoped")
+@rule("run_scoped")
 def run_scoped(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
     (body,) = op.regions
     n_alloc = len(body.params) - len(args)
@@ -111,7 +111,7 @@ def run_scoped(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
     return ctx.lower_block(body, args)
 
 
-@register("uninitialized")
+@rule("uninitialized")
 def uninitialized(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
     return [emit.constant(fill_value(t.dtype), t.dtype, t.shape)]

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Op
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.jaxlib_shim import ir
 
 
-@register("debug_print")
+@rule("debug_print")
 def debug_print(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     raise PassError(
         "jax.debug.print in a kernel is not lowered to Triton",

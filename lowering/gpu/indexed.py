@@ -21,7 +21,7 @@ from minipallas.errors import PassError
 from minipallas.ir.core import Op
 from minipallas.ir.indexing import Dyn, Int
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import Index, arith, ir, tt
 
 
@@ -52,7 +52,7 @@ def _gather(x: ir.Value, axis: int, index: ir.Value) -> ir.Value:
     return tt.gather(x, index, axis, results=[emit.shaped(emit.element_of(x), shape)])
 
 
-@register("slice", "dynamic_slice")
+@rule("slice", "dynamic_slice")
 def slice_(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
     shape = list(op.operands[0].type.shape)
     for axis, (start, size, stride) in enumerate(_starts(op, shape, dyn)):
@@ -64,7 +64,7 @@ def slice_(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequenc
     return [emit.reshape(x, op.result.type.shape)]
 
 
-@register("dynamic_update_slice")
+@rule("dynamic_update_slice")
 def update(ctx: LoweringContext, op: Op, x: ir.Value, *rest: ir.Value) -> Sequence[ir.Value]:
     *dyn, window = rest
     shape = list(op.operands[0].type.shape)
@@ -95,7 +95,7 @@ def update(ctx: LoweringContext, op: Op, x: ir.Value, *rest: ir.Value) -> Sequen
     return [arith.select(inside, spread, x)]
 
 
-@register("gather", "scatter", "scatter_add")
+@rule("gather", "scatter", "scatter_add")
 def array_indexed(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     del args
     raise PassError(

@@ -30,7 +30,7 @@ from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 from minipallas.kernels.spec import Kernel, TracedBlockSpec
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import Index, arith, ir, scf, tt
 from minipallas.lowering.gpu.grid import Schedule, dependencies
 from minipallas.lowering.gpu.memory import BlockRef, block_ref
@@ -198,12 +198,12 @@ def _depth(spec: TracedBlockSpec, plan: Schedule) -> int:
     return max(levels, default=0)
 
 
-@register("program_id")
+@rule("program_id")
 def program_id(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [emit.i32(ctx.program_ids[_axis(ctx, op)])]
 
 
-@register("num_programs")
+@rule("num_programs")
 def num_programs(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [emit.i32(ctx.grid[_axis(ctx, op)])]
 

@@ -7,19 +7,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import ir
 from minipallas.lowering.gpu.unsupported import no_triton_rule
 
 
-@register("reverse")
+@rule("reverse")
 def reverse(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_triton_rule(
         op, "flip the array outside the kernel, or load the block through reversed indices"
     )
 
 
-@register("pad")
+@rule("pad")
 def pad(ctx: LoweringContext, op: Op, x: ir.Value, value: ir.Value) -> Sequence[ir.Value]:
     raise no_triton_rule(
         op,

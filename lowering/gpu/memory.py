@@ -37,7 +37,7 @@ from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import Index, arith, ir, tt
 
 
@@ -316,13 +316,13 @@ def _window(
     return _access(ctx, ref, indexer, args[:n], dyn_types, write), list(args[n:])
 
 
-@register("get")
+@rule("get")
 def get(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     access, _ = _window(ctx, op, ref, args, write=False)
     return [_load(access, op.result.type.dtype)]
 
 
-@register("swap")
+@rule("swap")
 def swap(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     access, (value,) = _window(ctx, op, ref, args, write=True)
     dtype = op.result.type.dtype
@@ -331,7 +331,7 @@ def swap(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     return [old]
 
 
-@register("load")
+@rule("load")
 def load(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     access, rest = _window(ctx, op, ref, args, write=False)
     dtype = op.result.type.dtype
@@ -348,7 +348,7 @@ def load(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     return [_load(replace(access, mask=bounded), dtype, other)]
 
 
-@register("store")
+@rule("store")
 def store(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     access, rest = _window(ctx, op, ref, args, write=True)
     mask = rest[1] if op.attrs.get("masked") else None
@@ -356,7 +356,7 @@ def store(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     return []
 
 
-@register("addupdate")
+@rule("addupdate")
 def addupdate(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     access, (value,) = _window(ctx, op, ref, args, write=True)
     dtype = op.operands[0].type.dtype
@@ -369,7 +369,7 @@ def addupdate(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[An
 # --- views ------------------------------------------------------------------------------------
 
 
-@register("ref.at")
+@rule("ref.at")
 def ref_at(ctx: LoweringContext, op: Op, ref: Any, *dyn: Any) -> Sequence[Any]:
     """A window of the block: integer entries fix a dimension, slices narrow it."""
     ref = _ref(op, ref)
@@ -390,7 +390,7 @@ def ref_at(ctx: LoweringContext, op: Op, ref: Any, *dyn: Any) -> Sequence[Any]:
     return [BlockRef(ref.pointer, ref.array, tuple(dims), tuple(order))]
 
 
-@register("ref.transpose")
+@rule("ref.transpose")
 def ref_transpose(ctx: LoweringContext, op: Op, ref: Any) -> Sequence[Any]:
     ref = _ref(op, ref)
     order = tuple(ref.order[p] for p in op.attrs["permutation"])

@@ -19,12 +19,12 @@ from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, tt
 from minipallas.lowering.gpu.unsupported import no_triton_rule
 
 
-@register("cumsum")
+@rule("cumsum")
 def cumsum(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t, axis = op.operands[0].type, op.attrs["axis"]
     if op.attrs["reverse"]:
@@ -47,12 +47,12 @@ def cumsum(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [y]
 
 
-@register("cumprod", "cummax", "cummin")
+@rule("cumprod", "cummax", "cummin")
 def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_triton_rule(op, f"compute the {op.name} outside the kernel")
 
 
-@register("reduce_prod")
+@rule("reduce_prod")
 def reduce_prod(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_triton_rule(
         op, "compute the product outside the kernel, or multiply slices in a fori_loop"

@@ -23,7 +23,7 @@ from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, register
+from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, math, tt
 from minipallas.lowering.gpu.unsupported import no_triton_rule
 
@@ -31,7 +31,7 @@ _F, _P = arith.CmpFPredicate, arith.CmpIPredicate
 _SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)  # what XLA's comparisons flush below
 
 
-@register("argmax", "argmin")
+@rule("argmax", "argmin")
 def argmax(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t, axis = op.operands[0].type, op.attrs["axis"]
     if op.result.type.dtype != "int32":
@@ -73,6 +73,6 @@ def _better(is_max: bool, dtype: str, a: ir.Value, b: ir.Value) -> ir.Value:
     return arith.cmpi(predicate.get((is_max, signed), _P.ult), a, b)
 
 
-@register("sort", "top_k")
+@rule("sort", "top_k")
 def sort(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     raise no_triton_rule(op, f"{op.name} outside the kernel, on its inputs or outputs")

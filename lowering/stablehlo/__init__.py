@@ -21,9 +21,9 @@ from minipallas.lowering.stablehlo import (  # noqa: F401  # noqa: F401
     scoped,
     sorting,
 )
-from minipallas.lowering.stablehlo.context import RULES, LoweringContext, register
+from minipallas.lowering.stablehlo.context import RULES, LoweringContext, rule
 
-__all__ = ["RULES", "LoweringContext", "lower_stablehlo", "register"]
+__all__ = ["RULES", "LoweringContext", "lower_stablehlo", "rule"]
 
 
 def lower_stablehlo(fn: Function, host_callbacks: list | None = None) -> ir.Module:

@@ -27,7 +27,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 _BINARY = {
     "add": stablehlo.AddOp,
@@ -84,12 +84,12 @@ def _dtype(op: Op, i: int = 0) -> str:
     return op.operands[i].type.dtype
 
 
-@register(*_BINARY)
+@rule(*_BINARY)
 def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     return [_BINARY[op.name](x, y).result]
 
 
-@register("pow")
+@rule("pow")
 def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """Integer ``pow`` with a negative exponent is 1 for base 1 and 0 for any other base
     (``jnp.power``'s rule, which the interpreter follows; ``stablehlo.power`` gives -1 to the
@@ -109,31 +109,31 @@ def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.
     return [emit.select(negative, inverse, power)]
 
 
-@register(*_AS_UPSTREAM)
+@rule(*_AS_UPSTREAM)
 def as_upstream(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_AS_UPSTREAM[op.name](x).result]
 
 
-@register(*_BINARY_AS_UPSTREAM)
+@rule(*_BINARY_AS_UPSTREAM)
 def binary_as_upstream(
     ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value
 ) -> Sequence[ir.Value]:
     return [_BINARY_AS_UPSTREAM[op.name](x, y).result]
 
 
-@register("exp2")
+@rule("exp2")
 def exp2(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``exp(ln2 * x)``, upstream's lowering (the product rounded to the dtype)."""
     ln2 = emit.like(float(np.log(2)), x)
     return [stablehlo.ExpOp(stablehlo.MulOp(ln2, x).result).result]
 
 
-@register(*_UNARY)
+@rule(*_UNARY)
 def unary(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_UNARY[op.name](x).result]
 
 
-@register(*_TRANSCENDENTAL)
+@rule(*_TRANSCENDENTAL)
 def transcendental(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """bfloat16 is emitted as is, as jax emits it: XLA:CPU computes it in float32 and rounds
     once anyway, while an explicit ``convert`` of the operand would let XLA skip rounding an
@@ -150,7 +150,7 @@ def _in_float32(kind: type, x: ir.Value, dtype: str) -> ir.Value:
     return kind(x).result
 
 
-@register("logistic")
+@rule("logistic")
 def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``1 / (1 + exp(-x))``, each step rounded to the dtype, as the interpreter defines it.
 
@@ -161,19 +161,19 @@ def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [stablehlo.DivOp(one, stablehlo.AddOp(one, e).result).result]
 
 
-@register("abs")
+@rule("abs")
 def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if dtypes.is_unsigned(_dtype(op)):
         return [x]  # every unsigned value is its own magnitude; stablehlo.abs rejects ui32
     return [stablehlo.AbsOp(x).result]
 
 
-@register(*_COMPARE)
+@rule(*_COMPARE)
 def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     return [emit.compare(x, y, _COMPARE[op.name])]
 
 
-@register("div", "rem")
+@rule("div", "rem")
 def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """Floats divide as IEEE says; integers get a defined result for the two C traps."""
     dtype = _dtype(op)
@@ -194,26 +194,26 @@ def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[
     return [emit.select(by_zero, on_zero, safe)]
 
 
-@register("select")
+@rule("select")
 def select(
     ctx: LoweringContext, op: Op, pred: ir.Value, x: ir.Value, y: ir.Value
 ) -> Sequence[ir.Value]:
     return [emit.select(pred, x, y)]
 
 
-@register("constant")
+@rule("constant")
 def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     literal = op.attrs["value"]
     return [emit.constant(literal.array(), literal.type.dtype, literal.type.shape)]
 
 
-@register("iota")
+@rule("iota")
 def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
     return [stablehlo.IotaOp(emit.tensor_type(t), op.attrs["dimension"]).result]
 
 
-@register("convert")
+@rule("convert")
 def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(x, _dtype(op), op.result.type.dtype)]
 
@@ -245,22 +245,22 @@ def _float_to_int(x: ir.Value, source: str, target: str) -> ir.Value:
     return result
 
 
-@register("bitcast")
+@rule("bitcast")
 def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [stablehlo.BitcastConvertOp(emit.tensor_type(op.result.type), x).result]
 
 
-@register("broadcast_in_dim")
+@rule("broadcast_in_dim")
 def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [emit.broadcast(x, op.attrs["shape"], op.attrs["dims"])]
 
 
-@register("reshape")
+@rule("reshape")
 def reshape(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [emit.reshape(x, op.attrs["shape"])]
 
 
-@register("transpose")
+@rule("transpose")
 def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [stablehlo.TransposeOp(x, list(op.attrs["permutation"])).result]
 
@@ -285,7 +285,7 @@ def _identity(name: str, dtype: str) -> object:
     return info.min if name == "reduce_max" else info.max
 
 
-@register(*_REDUCE)
+@rule(*_REDUCE)
 def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``stablehlo.reduce`` with a one-op body. bfloat16/float16 sums accumulate in float32 and
     round once, as the interpreter does; float sums match it only to rounding (tree order)."""
@@ -307,7 +307,7 @@ def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [emit.convert(reduce_op.result, dtype) if widen else reduce_op.result]
 
 
-@register("dot")
+@rule("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
     """A ``dot_general`` (leading dims batched) in the result dtype: the operands are first
     converted to it (as ``convert`` does), as the interpreter defines ``dot``; matches it only

@@ -4,7 +4,7 @@ Lowering is an interpreter over the IR (autodidax's ``jaxpr_subcomp``): an envir
 minipallas ``Value`` to the MLIR value that holds it, and each op is handed to the rule
 registered for its name, which emits MLIR ops at the current insertion point and returns the
 op's results. A rule file per op family (``arrays``, ``indexed``, ``control``, ``scoped``,
-``kernel``) registers its rules with ``@register``; an op without a rule is an error naming it.
+``kernel``) registers its rules with ``@rule``; an op without a rule is an error naming it.
 The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 
 Functions are emitted as ``func.func``: the entry one public as ``@main`` (what XLA runs), each
@@ -37,7 +37,7 @@ class Rule(Protocol):
 
 
 RULES: RuleTable[Rule] = RuleTable("StableHLO rule")
-register = RULES.register
+rule = RULES.register
 
 
 class LoweringContext(EmitterContext):
@@ -100,4 +100,4 @@ class LoweringContext(EmitterContext):
         opdef = OPS.get(op.name)
         if (opdef is not None and opdef.effect) or op.name.startswith("ref."):
             return "state ops must be discharged before lowering (minipallas.lower does this)"
-        return "add a rule with @register in minipallas.lowering.stablehlo"
+        return "add a rule with @rule in minipallas.lowering.stablehlo"

@@ -18,7 +18,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
 from minipallas.lowering.jaxlib_shim import func, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
 def _types(values: Sequence[ir.Value]) -> list[ir.Type]:
@@ -29,7 +29,7 @@ def _region_block(region: ir.Region, types: Sequence[ir.Type]) -> ir.Block:
     return region.blocks.append(*types, arg_locs=[ir.Location.current] * len(types))
 
 
-@register("for")
+@rule("for")
 def for_loop(
     ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: ir.Value
 ) -> Sequence[ir.Value]:
@@ -50,7 +50,7 @@ def for_loop(
     return list(loop.results)[2 + n_consts :]
 
 
-@register("while")
+@rule("while")
 def while_loop(ctx: LoweringContext, op: Op, *state: ir.Value) -> Sequence[ir.Value]:
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
     cond_region, body_region = op.regions
@@ -68,7 +68,7 @@ def while_loop(ctx: LoweringContext, op: Op, *state: ir.Value) -> Sequence[ir.Va
     return list(loop.results)[nc + nb :]
 
 
-@register("cond")
+@rule("cond")
 def cond(ctx: LoweringContext, op: Op, index: ir.Value, *args: ir.Value) -> Sequence[ir.Value]:
     branches = op.regions
     if len(branches) == 1:
@@ -108,7 +108,7 @@ def _clamped_index(index: ir.Value, dtype: str, n: int) -> ir.Value:
     return stablehlo.ClampOp(emit.like(0, index), index, emit.like(n - 1, index)).result
 
 
-@register("call")
+@rule("call")
 def call(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     symbol = ctx.callee(op.attrs["callee"])
     result_types = [emit.tensor_type(v.type) for v in op.results]

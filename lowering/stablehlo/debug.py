@@ -14,7 +14,7 @@ from minipallas.errors import PassError
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.debug import show
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
 def _callback(op: Op, *arrays: object) -> tuple:
@@ -22,7 +22,7 @@ def _callback(op: Op, *arrays: object) -> tuple:
     return ()
 
 
-@register("debug_print")
+@rule("debug_print")
 def debug_print(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     if ctx.host_callbacks is None:
         raise PassError(

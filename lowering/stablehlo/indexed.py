@@ -34,7 +34,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
 def _span(entry: Int | Slice) -> int:
@@ -76,7 +76,7 @@ def _window(op: Op) -> tuple[tuple, tuple[int, ...], list[int]]:
     return indexer, op.operands[0].type.shape, [_span(e) for e in indexer]
 
 
-@register("slice", "dynamic_slice")
+@rule("slice", "dynamic_slice")
 def read_window(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
     indexer, shape, spans = _window(op)
     strides = [e.stride if isinstance(e, Slice) else 1 for e in indexer]
@@ -93,7 +93,7 @@ def read_window(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Se
     return [_reshape_if_needed(window, op.result.type.shape)]
 
 
-@register("dynamic_update_slice")
+@rule("dynamic_update_slice")
 def write_window(
     ctx: LoweringContext, op: Op, x: ir.Value, *operands: ir.Value
 ) -> Sequence[ir.Value]:
@@ -190,7 +190,7 @@ def _is_strided(entry: Slice) -> bool:
     return entry.stride > 1 and entry.size > 1
 
 
-@register("gather")
+@rule("gather")
 def gather(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
     result_type = op.result.type
     if result_type.size == 0:  # nothing to read; a size-0 operand dim has no slice of size 1
@@ -221,7 +221,7 @@ def gather(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequenc
     return [emit.transpose(out, list(np.argsort(plan.to_plan)))]
 
 
-@register("scatter", "scatter_add")
+@rule("scatter", "scatter_add")
 def scatter(ctx: LoweringContext, op: Op, x: ir.Value, *operands: ir.Value) -> Sequence[ir.Value]:
     *dyn, update = operands
     return [_scatter(op, x, dyn, update, accumulate=op.name == "scatter_add")]

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from minipallas.errors import PassError
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
-@register("program_id", "num_programs")
+@rule("program_id", "num_programs")
 def grid_query(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     raise PassError(
         f"axis {op.attrs['axis']} of a grid, but this function is lowered outside any kernel",

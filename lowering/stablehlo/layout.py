@@ -7,15 +7,15 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
-@register("reverse")
+@rule("reverse")
 def reverse(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [stablehlo.ReverseOp(x, list(op.attrs["dims"])).result]
 
 
-@register("pad")
+@rule("pad")
 def pad(ctx: LoweringContext, op: Op, x: ir.Value, value: ir.Value) -> Sequence[ir.Value]:
     a = op.attrs
     return [stablehlo.PadOp(x, value, list(a["low"]), list(a["high"]), list(a["interior"])).result]

@@ -17,7 +17,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.interpret.scans import identity
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 _COMBINE = {
     "cumsum": stablehlo.AddOp,
@@ -52,7 +52,7 @@ def logaddexp_body(region_op: ir.Operation, dtype: str) -> None:
         stablehlo.ReturnOp([total])
 
 
-@register("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
+@rule("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t, axis = op.result.type, op.attrs["axis"]
     n = t.shape[axis]
@@ -74,7 +74,7 @@ def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [window_op.result]
 
 
-@register("reduce_prod")
+@rule("reduce_prod")
 def reduce_prod(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     dtype = op.result.type.dtype
     reduce_op = stablehlo.ReduceOp(

@@ -17,7 +17,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import emit
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
 def uninitialized_value(dtype: str) -> object:
@@ -29,13 +29,13 @@ def uninitialized_value(dtype: str) -> object:
     return np.iinfo(dtypes.to_numpy(dtype)).min
 
 
-@register("uninitialized")
+@rule("uninitialized")
 def uninitialized(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
     return [emit.constant(uninitialized_value(t.dtype), t.dtype, t.shape)]
 
 
-@register("run_scoped")
+@rule("run_scoped")
 def run_scoped(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     (body,) = op.regions
     n_alloc = len(body.params) - len(args)

@@ -20,7 +20,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
-from minipallas.lowering.stablehlo.context import LoweringContext, register
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
 def _scalar(dtype: str) -> ir.Type:
@@ -45,7 +45,7 @@ def _total(a: ir.Value, b: ir.Value, direction: str, dtype: str) -> ir.Value:
     ).result
 
 
-@register("sort")
+@rule("sort")
 def sort(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     kinds = [v.type.dtype for v in op.operands]
     sort_op = stablehlo.SortOp(
@@ -65,12 +65,12 @@ def sort(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     return list(sort_op.results)
 
 
-@register("top_k")
+@rule("top_k")
 def top_k(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return list(chlo.TopKOp(x, op.attrs["k"]).results)
 
 
-@register("argmax", "argmin")
+@rule("argmax", "argmin")
 def argmax(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     source, index = op.operands[0].type, op.result.type.dtype
     axis, is_max = op.attrs["axis"], op.name == "argmax"

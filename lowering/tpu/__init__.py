@@ -38,7 +38,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     views,
 )
 from minipallas.lowering.tpu import kernel as kernel_rules  # noqa: F401
-from minipallas.lowering.tpu.context import RULES, LoweringContext, register
+from minipallas.lowering.tpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.tpu.module import kernel_function
 from minipallas.lowering.tpu.promote import PromotionReport
 from minipallas.lowering.tpu.ranges import int_ranges
@@ -51,7 +51,7 @@ __all__ = [
     "PromotionReport",
     "count_ops",
     "lower_kernel",
-    "register",
+    "rule",
 ]
 
 REASONS_ATTR = "minipallas.dimension_semantics_reasons"

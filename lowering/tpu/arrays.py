@@ -35,7 +35,7 @@ from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 
 
 def _kind(dtype: str) -> str:
@@ -96,12 +96,12 @@ def _type(op: Op, i: int = 0) -> ArrayType:
     return op.operands[i].type
 
 
-@register(*_BINARY)
+@rule(*_BINARY)
 def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     return [_BINARY[op.name][_kind(_type(op).dtype)](x, y)]
 
 
-@register(*_CMPF)
+@rule(*_CMPF)
 def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     kind = _kind(_type(op).dtype)
     if kind == "f":
@@ -110,27 +110,27 @@ def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[
     return [arith.cmpi(getattr(arith.CmpIPredicate, prefix + _CMPI[op.name]), x, y)]
 
 
-@register(*_FLOAT_UNARY)
+@rule(*_FLOAT_UNARY)
 def float_unary(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_FLOAT_UNARY[op.name](x)]
 
 
-@register("atan2")
+@rule("atan2")
 def atan2(ctx: LoweringContext, op: Op, y: ir.Value, x: ir.Value) -> Sequence[ir.Value]:
     return [math.atan2(y, x)]
 
 
-@register(*_SHIFTS)
+@rule(*_SHIFTS)
 def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
     return [_SHIFTS[op.name](x, amount)]
 
 
-@register("clz")
+@rule("clz")
 def clz(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [math.ctlz(x)]
 
 
-@register("population_count")
+@rule("population_count")
 def population_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if not _type(op).shape:
         raise unsupported(
@@ -141,7 +141,7 @@ def population_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.V
     return [math.ctpop(x)]
 
 
-@register(*_NO_MOSAIC_RULE)
+@rule(*_NO_MOSAIC_RULE)
 def no_mosaic_rule(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     raise unsupported(
         op,
@@ -151,7 +151,7 @@ def no_mosaic_rule(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.V
     )
 
 
-@register("erf_inv")
+@rule("erf_inv")
 def erf_inv(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """Giles' approximation, as upstream expands it: ``w = -log1p(-x**2)``; a degree-8
     polynomial in ``w - 2.5`` (``w < 5``) or ``sqrt(w) - 3``, times ``x``; ``x * inf`` at
@@ -175,14 +175,14 @@ def erf_inv(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(y, "float32", t.dtype, t.shape)]
 
 
-@register("logistic")
+@rule("logistic")
 def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``1 / (1 + exp(-x))``, upstream's expansion."""
     one = emit.constant(1.0, _type(op))
     return [arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))]
 
 
-@register("neg")
+@rule("neg")
 def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     if _kind(t.dtype) == "f":
@@ -190,7 +190,7 @@ def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [arith.subi(emit.constant(0, t), x)]
 
 
-@register("abs")
+@rule("abs")
 def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if _kind(_type(op).dtype) == "f":
         return [math.absf(x)]
@@ -199,26 +199,26 @@ def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [math.absi(x)]
 
 
-@register("not")
+@rule("not")
 def not_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     return [arith.xori(x, emit.constant(True if t.dtype == "bool" else -1, t))]
 
 
-@register("select")
+@rule("select")
 def select(
     ctx: LoweringContext, op: Op, pred: ir.Value, on_true: ir.Value, on_false: ir.Value
 ) -> Sequence[ir.Value]:
     return [arith.select(pred, on_true, on_false)]
 
 
-@register("constant")
+@rule("constant")
 def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     literal = op.attrs["value"]
     return [emit.constant(literal.array(), literal.type)]
 
 
-@register("iota")
+@rule("iota")
 def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     """``tpu.iota`` (``i32``), converted to the op's dtype."""
     t: ArrayType = op.attrs["type"]
@@ -226,7 +226,7 @@ def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [_convert(x, "int32", t.dtype, t.shape)]
 
 
-@register("convert")
+@rule("convert")
 def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     return [_convert(x, t.dtype, op.attrs["dtype"], t.shape)]
@@ -262,7 +262,7 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
     return (arith.uitofp if a == "u" else arith.sitofp)(out, x)
 
 
-@register("bitcast")
+@rule("bitcast")
 def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_bitcast(x, op.result.type)]
 
@@ -273,7 +273,7 @@ def _bitcast(x: ir.Value, t: ArrayType) -> ir.Value:
     return tpu.bitcast(out, x) if t.shape else arith.bitcast(out, x)
 
 
-@register("nextafter")
+@rule("nextafter")
 def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """Upstream's expansion on the bits: ``x`` stepped by one toward ``y`` (down in magnitude
     when the signs differ or ``|x| > |y|``); from zero the smallest subnormal signed like
@@ -307,7 +307,7 @@ def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequenc
     return [_bitcast(result, t)]
 
 
-@register("broadcast_in_dim")
+@rule("broadcast_in_dim")
 def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     src, out = _type(op), op.result.type
     if src.shape == out.shape:
@@ -320,12 +320,12 @@ def broadcast_in_dim(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.V
     return [emit.broadcast(x, out)]
 
 
-@register("reshape")
+@rule("reshape")
 def reshape(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [emit.shape_cast(x, op.result.type)]
 
 
-@register("transpose")
+@rule("transpose")
 def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     perm = op.attrs["permutation"]
     if list(perm) == sorted(perm):
@@ -349,7 +349,7 @@ def _identity(name: str, dtype: str) -> object:
     return info.min if name == "reduce_max" else info.max
 
 
-@register(*_REDUCE_KIND)
+@rule(*_REDUCE_KIND)
 def reduce(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t, out = _type(op), op.result.type
     axes = list(op.attrs["axes"])
@@ -381,7 +381,7 @@ def _reduce(name: str, x: ir.Value, t: ArrayType, axes: list[int]) -> ir.Value:
 _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []>"
 
 
-@register("dot")
+@rule("dot")
 def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator."""
     out = op.result.type

@@ -6,7 +6,7 @@ difference is that a kernel body is *stateful*: its refs are not discharged but 
 ``memref``s, and the rules turn reads and writes into ``vector.load`` / ``tpu.vector_store``.
 So the environment holds two kinds of things: an ``ir.Value`` for an array, a ``MemRef`` for a
 ref. Rule files (``state``, ``views``, ``arrays``, ``control``, ``scoped``, ``kernel``,
-``indexed``) register their rules with ``@register``; an op without a rule is an error naming it.
+``indexed``) register their rules with ``@rule``; an op without a rule is an error naming it.
 
 The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 Regions are closed in minipallas but open in MLIR, so a region parameter that stands for an
@@ -69,7 +69,7 @@ class Rule(Protocol):
 
 
 RULES: RuleTable[Rule] = RuleTable("Mosaic TPU rule")
-register = RULES.register
+rule = RULES.register
 
 
 class LoweringContext(EmitterContext):
@@ -92,7 +92,7 @@ class LoweringContext(EmitterContext):
         self._named_locs: dict[tuple[Location, str], ir.Location] = {}
 
     def missing_rule_fix(self, op: Op) -> str:
-        return "add a rule with @register in minipallas.lowering.tpu"
+        return "add a rule with @rule in minipallas.lowering.tpu"
 
     def op_location(self, op: Op) -> ir.Location:
         """``loc("op"("file":line:col))``: the user's line, named by the minipallas op."""

@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from minipallas.ir.core import Block, Op
 from minipallas.lowering.jaxlib_shim import arith, ir, scf
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, LoweringContext, register
+from minipallas.lowering.tpu.context import Bound, LoweringContext, rule
 
 
 def _types(values: Sequence[ir.Value]) -> list[ir.Type]:
     return [v.type for v in values]
 
 
-@register("for")
+@rule("for")
 def for_(ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Bound) -> list:
     (body,) = op.regions
     n = op.attrs["num_consts"]
@@ -37,7 +37,7 @@ def for_(ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: 
     return list(loop.results)
 
 
-@register("while")
+@rule("while")
 def while_(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     cond, body = op.regions
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
@@ -53,7 +53,7 @@ def while_(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     return list(loop.results)
 
 
-@register("cond")
+@rule("cond")
 def cond(ctx: LoweringContext, op: Op, index: ir.Value, *args: Bound) -> list:
     branches = list(op.regions)
     n = len(branches)
@@ -101,6 +101,6 @@ def _cascade(
     return list(if_op.results)
 
 
-@register("call")
+@rule("call")
 def call(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     return ctx.lower_block(op.attrs["callee"].body, args)

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 
 
-@register("debug_print")
+@rule("debug_print")
 def debug_print(ctx: LoweringContext, op: Op, *args: ir.Value) -> Sequence[ir.Value]:
     raise unsupported(
         op,

@@ -28,7 +28,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 from minipallas.lowering.tpu.windows import clamp_start
 
 
@@ -69,7 +69,7 @@ def _dims(ctx: LoweringContext, op: Op, dyn: Sequence[ir.Value]) -> list[_Dim]:
     return dims
 
 
-@register("slice", "dynamic_slice")
+@rule("slice", "dynamic_slice")
 def slice_(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequence[ir.Value]:
     src, out = op.operands[0].type, op.result.type
     dims = _dims(ctx, op, dyn)
@@ -85,7 +85,7 @@ def slice_(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Sequenc
     return [emit.shape_cast(x, out)]
 
 
-@register("dynamic_update_slice")
+@rule("dynamic_update_slice")
 def update_slice(ctx: LoweringContext, op: Op, x: ir.Value, *rest: ir.Value) -> Sequence[ir.Value]:
     *dyn, update = rest
     src = op.operands[0].type

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 
 
 def _axis(ctx: LoweringContext, op: Op) -> int:
@@ -26,11 +26,11 @@ def _axis(ctx: LoweringContext, op: Op) -> int:
     return axis
 
 
-@register("program_id")
+@rule("program_id")
 def program_id(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [ctx.grid_indices[_axis(ctx, op)]]
 
 
-@register("num_programs")
+@rule("num_programs")
 def num_programs(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [emit.i32(ctx.grid[_axis(ctx, op)])]

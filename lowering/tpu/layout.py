@@ -14,10 +14,10 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import LoweringContext, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 
 
-@register("reverse")
+@rule("reverse")
 def reverse(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise unsupported(
         op,
@@ -27,7 +27,7 @@ def reverse(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     )
 
 
-@register("pad")
+@rule("pad")
 def pad(ctx: LoweringContext, op: Op, x: ir.Value, value: ir.Value) -> Sequence[ir.Value]:
     t: ArrayType = op.operands[0].type
     low, high, interior = op.attrs["low"], op.attrs["high"], op.attrs["interior"]

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.ir.opset.scans import CUMULATIVE
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, register
+from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, rule
 
 
-@register(*CUMULATIVE)
+@rule(*CUMULATIVE)
 def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_mosaic_rule(
         op,
@@ -21,7 +21,7 @@ def cumulative(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     )
 
 
-@register("reduce_prod")
+@rule("reduce_prod")
 def reduce_prod(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     raise no_mosaic_rule(
         op, fix="compute the product outside the kernel, or multiply slices in a fori_loop"

@@ -19,7 +19,7 @@ from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ANY, TPU_VMEM, RefType
 from minipallas.lowering.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, register
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule
 
 
 def scratch_space(t: RefType) -> RefType:
@@ -33,7 +33,7 @@ def allocate(t: RefType) -> MemRef:
     return MemRef(buffer, t.dtype, t.memory_space, (False,) * t.ndim)
 
 
-@register("run_scoped")
+@rule("run_scoped")
 def run_scoped(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
     (body,) = op.regions
     n_alloc = len(body.params) - len(args)
@@ -44,7 +44,7 @@ def run_scoped(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
     return list(region.results)
 
 
-@register("uninitialized")
+@rule("uninitialized")
 def uninitialized(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
     return [emit.constant(fill_value(t.dtype), t)]

@@ -16,10 +16,10 @@ from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, register, unsupported
+from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, rule, unsupported
 
 
-@register("argmax", "argmin")
+@rule("argmax", "argmin")
 def argmax(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t: ArrayType = op.operands[0].type
     index = op.result.type.dtype
@@ -42,6 +42,6 @@ def argmax(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [vector.extract(y, [], [0]) if one_d else y]
 
 
-@register("sort", "top_k")
+@rule("sort", "top_k")
 def sort(ctx: LoweringContext, op: Op, *xs: ir.Value) -> Sequence[ir.Value]:
     raise no_mosaic_rule(op, fix=f"{op.name} outside the kernel, on the kernel's inputs or outputs")

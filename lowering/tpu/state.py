@@ -25,7 +25,7 @@ from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, memref, tpu, vector
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, register, unsupported
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
 from minipallas.lowering.tpu.windows import Window, window
 
 
@@ -111,14 +111,14 @@ def _access(ctx: LoweringContext, op: Op, args: Sequence[Bound], t: ArrayType) -
     return ref, window(ctx, op, ref, dyn), rest
 
 
-@register("get")
+@rule("get")
 def get(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.result.type
     ref, w, _ = _access(ctx, op, args, t)
     return [read(ref, w, t)]
 
 
-@register("swap")
+@rule("swap")
 def swap(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.result.type
     ref, w, (value,) = _access(ctx, op, args, t)
@@ -127,7 +127,7 @@ def swap(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     return [old]
 
 
-@register("addupdate")
+@rule("addupdate")
 def addupdate(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.operands[-1].type
     ref, w, (value,) = _access(ctx, op, args, t)
@@ -137,7 +137,7 @@ def addupdate(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     return []
 
 
-@register("load")
+@rule("load")
 def load(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.result.type
     ref, w, rest = _access(ctx, op, args, t)
@@ -152,7 +152,7 @@ def load(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     return [arith.select(mask, value, other)]
 
 
-@register("store")
+@rule("store")
 def store(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     t = op.operands[-2 if op.attrs.get("masked") else -1].type
     ref, w, rest = _access(ctx, op, args, t)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, register, unsupported
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
 from minipallas.lowering.tpu.windows import window
 
 
@@ -22,7 +22,7 @@ def _memref(ref: MemRef, shape: Sequence[int], dtype: str) -> ir.MemRefType:
     return emit.memref_type(shape, dtype, ref.space)
 
 
-@register("ref.at")
+@rule("ref.at")
 def at(ctx: LoweringContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
     w = window(ctx, op, ref, dyn, as_index=False)
     if w.strided:
@@ -37,7 +37,7 @@ def at(ctx: LoweringContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bo
     return [MemRef(sliced, ref.dtype, ref.space, (False,) * len(w.result_shape))]
 
 
-@register("ref.reshape")
+@rule("ref.reshape")
 def reshape(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     shape = op.attrs["shape"]
     if len(shape) < 2 or len(ref.shape) < 2 or any(ref.squeezed[-2:]):
@@ -51,14 +51,14 @@ def reshape(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     return [MemRef(out, ref.dtype, ref.space, (False,) * len(shape))]
 
 
-@register("ref.bitcast")
+@rule("ref.bitcast")
 def bitcast(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     dtype = op.attrs["dtype"]
     out = tpu.memref_bitcast(_memref(ref, ref.shape, dtype), ref.value)
     return [MemRef(out, dtype, ref.space, ref.squeezed)]
 
 
-@register("ref.transpose")
+@rule("ref.transpose")
 def transpose(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     raise unsupported(
         op,
