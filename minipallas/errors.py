@@ -12,9 +12,12 @@ class MiniPallasError(Exception):
 
     A subclass that sets ``verbatim = True`` renders as its message alone, with no location or
     fix: for errors that must read word for word like upstream's (they carry the rest in a note).
+    An error on a program also notes the IR around its op (``minipallas.ir.excerpt``).
     """
 
     verbatim = False
+    failing_op: object = None  # the Op it is about, once a walk over the IR met it (ir.excerpt)
+    excerpt: str | None = None  # the IR around that op, shown as a note (ir.excerpt.show_ir)
 
     def __init__(
         self, message: str, *, op: str | None = None, loc: object = None, fix: str | None = None
