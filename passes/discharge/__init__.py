@@ -38,14 +38,13 @@ from minipallas.passes.discharge import (  # noqa: F401  (each registers its rul
     state,
     views,
 )
-from minipallas.passes.discharge.engine import Context, DischargeRule, Handle, Scope, register
-from minipallas.passes.registry import BOOL, Option
-from minipallas.passes.registry import register as register_pass
+from minipallas.passes.discharge.engine import Context, DischargeRule, Handle, Scope, rule
+from minipallas.passes.registry import BOOL, Option, register
 
-__all__ = ["DischargeRule", "Handle", "Scope", "discharge", "register"]
+__all__ = ["DischargeRule", "Handle", "Scope", "discharge", "rule"]
 
 
-@register_pass(
+@register(
     "discharge",
     Option("discharge_scoped", BOOL, "false keeps run_scoped allocations as refs"),
     doc="turn ref parameters and scoped allocations into arrays (upstream's discharge_state)",

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Op, Value
-from minipallas.passes.discharge.engine import Scope, register, written
+from minipallas.passes.discharge.engine import Scope, rule, written
 from minipallas.passes.discharge.regions import (
     Section,
     finish,
@@ -34,7 +34,7 @@ from minipallas.passes.discharge.regions import (
 from minipallas.passes.discharge.views import Access
 
 
-@register("for", always=True)
+@rule("for", always=True)
 def _for(scope: Scope, op: Op) -> Sequence[Value]:
     (body,) = op.regions
     n_consts = op.attrs["num_consts"]
@@ -71,7 +71,7 @@ def _for(scope: Scope, op: Op) -> Sequence[Value]:
     return finish(scope, new, len(op.results), carried)
 
 
-@register("while", always=True)
+@rule("while", always=True)
 def _while(scope: Scope, op: Op) -> Sequence[Value]:
     cond, body = op.regions
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
@@ -147,7 +147,7 @@ def _while(scope: Scope, op: Op) -> Sequence[Value]:
     return results
 
 
-@register("cond", always=True)
+@rule("cond", always=True)
 def _cond(scope: Scope, op: Op) -> Sequence[Value]:
     positions = range(1, len(op.operands))
     groups, dyn = group_refs(scope, op.operands, positions, written(scope.ctx.effects.op(op)))
@@ -169,7 +169,7 @@ def _cond(scope: Scope, op: Op) -> Sequence[Value]:
     return finish(scope, new, len(op.results), carried)
 
 
-@register("call", always=True)
+@rule("call", always=True)
 def _call(scope: Scope, op: Op) -> Sequence[Value]:
     callee = op.attrs["callee"]
     handles = [scope.handles.get(v) for v in op.operands]

@@ -33,6 +33,7 @@ from minipallas.errors import PassError
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.passes.effects import EffectsAnalysis
 
@@ -101,27 +102,30 @@ class DischargeRule(Protocol):
     def __call__(self, scope: Scope, op: Op) -> Sequence[Value | Handle]: ...
 
 
-_RULES: dict[str, DischargeRule] = {}
-_ALWAYS: set[str] = set()  # names whose rule runs for every op (``register(always=True)``)
+class DischargeRules(RuleTable[DischargeRule]):
+    """The discharge rules by op name, and which of them run for every op of their name.
 
-
-def register(*names: str, always: bool = False) -> Callable[[DischargeRule], DischargeRule]:
-    """Registers ``rule`` for ops ``names``.
-
-    Without ``always`` the rule runs only for ops that use a discharged ref; other ops with that
-    name are copied unchanged (e.g. a ``get`` on a ref that is not discharged).
+    A rule runs for an op that uses a discharged ref; one registered with ``always=True`` runs
+    for every op of its name (``run_scoped`` allocates a ref to discharge; a region op's body
+    or a callee may hold such allocations). An op whose rule did not run is copied unchanged
+    (e.g. a ``get`` on a ref that is not discharged).
     """
 
-    def add(rule: DischargeRule) -> DischargeRule:
-        for name in names:
-            if name in _RULES:
-                raise ValueError(f"discharge rule for {name!r} registered twice")
-            _RULES[name] = rule
-            if always:
-                _ALWAYS.add(name)
-        return rule
+    def __init__(self) -> None:
+        super().__init__("discharge rule")
+        self.always: set[str] = set()
 
-    return add
+    def register(
+        self, *names: str, always: bool = False
+    ) -> Callable[[DischargeRule], DischargeRule]:
+        add = super().register(*names)
+        if always:
+            self.always.update(names)
+        return add
+
+
+RULES = DischargeRules()
+rule = RULES.register
 
 
 ScopedPredicate = Callable[[RefType], bool]
@@ -297,8 +301,8 @@ class Scope:
         lookup = env.__getitem__
         discharged = handles.keys()
         emitted = self.ops
-        rules = _RULES
-        always = _ALWAYS
+        rules = RULES
+        always = RULES.always
         for op in ops:
             if not discharged.isdisjoint(op.operands) or op.name in always:
                 rule = rules.get(op.name)
@@ -340,7 +344,7 @@ class Scope:
             f"no discharge rule for op '{op.name}'",
             op=op.name,
             loc=op.loc,
-            fix="register one with minipallas.passes.discharge.register",
+            fix="register one with minipallas.passes.discharge.rule",
         )
 
     def inline(self, block: Block, args: Sequence[Value]) -> list[Value]:

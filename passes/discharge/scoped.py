@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Block, Op, Value
-from minipallas.passes.discharge.engine import Handle, Root, Scope, register, written
+from minipallas.passes.discharge.engine import Handle, Root, Scope, rule, written
 from minipallas.passes.discharge.regions import Section, finish, group_refs, params_by_operand
 
 
@@ -28,7 +28,7 @@ def _allocate(scope: Scope, param: Value, op: Op) -> None:
     scope.bind(param, Handle(Root(start, param.type)))
 
 
-@register("run_scoped", always=True)
+@rule("run_scoped", always=True)
 def _run_scoped(scope: Scope, op: Op) -> Sequence[Value]:
     (body,) = op.regions
     n_alloc = len(body.params) - len(op.operands)

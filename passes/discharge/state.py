@@ -32,7 +32,7 @@ from minipallas.ir.interpret.engine import fill_value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
-from minipallas.passes.discharge.engine import Scope, register
+from minipallas.passes.discharge.engine import Scope, rule
 from minipallas.passes.discharge.views import Access
 from minipallas.passes.indexer_facts import IndexerFacts, facts
 
@@ -67,13 +67,13 @@ def _fill(scope: Scope, window: ArrayType, loc: Location) -> Value:
     return _broadcast(scope, scalar, window.shape, loc)
 
 
-@register("get")
+@rule("get")
 def _get(scope: Scope, op: Op) -> Sequence[Value]:
     access, known, dyn, _ = _split(scope, op)
     return [access.read(known, dyn, op.results[0].type)]
 
 
-@register("swap")
+@rule("swap")
 def _swap(scope: Scope, op: Op) -> Sequence[Value]:
     access, known, dyn, (new,) = _split(scope, op)
     old = access.read(known, dyn, new.type)
@@ -81,7 +81,7 @@ def _swap(scope: Scope, op: Op) -> Sequence[Value]:
     return [old]
 
 
-@register("addupdate")
+@rule("addupdate")
 def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
     access, known, dyn, (delta,) = _split(scope, op)
     if known.arrays:
@@ -93,7 +93,7 @@ def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
     return []
 
 
-@register("load")
+@rule("load")
 def _load(scope: Scope, op: Op) -> Sequence[Value]:
     access, known, dyn, rest = _split(scope, op)
     window = access.read(known, dyn, op.result.type)
@@ -107,7 +107,7 @@ def _load(scope: Scope, op: Op) -> Sequence[Value]:
     return [scope.emit_typed("select", [mask, window, fill], window.type, op.loc)]
 
 
-@register("store")
+@rule("store")
 def _store(scope: Scope, op: Op) -> Sequence[Value]:
     access, known, dyn, rest = _split(scope, op)
     new = rest[0]

@@ -24,7 +24,7 @@ from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Indexer
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.types import ArrayType
-from minipallas.passes.discharge.engine import Handle, Scope, View, register
+from minipallas.passes.discharge.engine import Handle, Scope, View, rule
 from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
@@ -164,7 +164,7 @@ class Access:
         self._levels = None
 
 
-@register("ref.at", "ref.reshape", "ref.bitcast", "ref.transpose")
+@rule("ref.at", "ref.reshape", "ref.bitcast", "ref.transpose")
 def _view(scope: Scope, op: Op) -> Sequence[Handle]:
     """A view of a discharged ref emits nothing; it extends the parent's chain."""
     parent = scope.handles[op.operands[0]]
