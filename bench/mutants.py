@@ -170,8 +170,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "accumulate-not-a-write",
         "wrong comparison",
         "passes/discharge/engine.py",
-        'return {e.input for e in effects if e.kind != "read"}',
-        'return {e.input for e in effects if e.kind == "write"}',
+        "return {e.input for e in effects if e.kind is not READ}",
+        "return {e.input for e in effects if e.kind.value == 'write'}",
         "refs a region only accumulates into (addupdate) are not carried out of it",
     ),
     Mutant(
@@ -252,8 +252,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "prune-drops-accumulate",
         "dropped write-back",
         "passes/cleanup.py",
-        'return all(e.kind == "read" for e in self.effects.op(op))',
-        'return all(e.kind != "write" for e in self.effects.op(op))',
+        "return all(e.kind is READ for e in self.effects.op(op))",
+        "return all(e.kind.value != 'write' for e in self.effects.op(op))",
         "an unused region op that only accumulates into a ref is pruned",
     ),
     # -- passes/batching (the CPU kernel path's batched grid) -----------------------------------

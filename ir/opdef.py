@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from minipallas.ir.types import Type
@@ -21,6 +22,21 @@ Regions = tuple[Any, ...]  # tuple[Block, ...]; Block is not imported to keep th
 InferFn = Callable[[Types, Attrs, Regions], Types]
 
 
+class EffectKind(Enum):
+    """How an op touches a ref: upstream's three effect kinds (``ReadEffect``, ``WriteEffect``,
+    ``AccumEffect``). Declared in the order effects print in: ``{read 0, write 0, accum 1}``."""
+
+    READ = "read"
+    WRITE = "write"
+    ACCUM = "accum"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+READ, WRITE, ACCUM = EffectKind.READ, EffectKind.WRITE, EffectKind.ACCUM
+
+
 class TypeCheckError(Exception):
     """Raised by a type rule; the builder and verifier add the op name and location."""
 
@@ -29,8 +45,8 @@ class TypeCheckError(Exception):
 class OpDef:
     """One op kind.
 
-    ``effect`` is how the op touches the ref in operand 0 (``"read"``, ``"write"`` or
-    ``"accum"``: upstream's effect kind for the same primitive, or ``""`` when it touches none);
+    ``effect`` is how the op touches the ref in operand 0 (upstream's effect kind for the same
+    primitive, or ``None`` when it touches none);
     effects of region ops come from their regions. ``pure`` ops may be removed when their
     results are unused; ``observable`` ones act outside the program (``debug_print``) and may
     never be removed.
@@ -40,7 +56,7 @@ class OpDef:
     infer: InferFn
     doc: str
     regions: int | None = 0  # how many regions; None means one or more
-    effect: str = ""
+    effect: EffectKind | None = None
     pure: bool = True
     observable: bool = False
 
@@ -52,7 +68,7 @@ def declare(
     name: str,
     *,
     regions: int | None = 0,
-    effect: str = "",
+    effect: EffectKind | None = None,
     pure: bool = True,
     observable: bool = False,
 ) -> Callable[[InferFn], InferFn]:

@@ -32,6 +32,7 @@ from minipallas.ir.core import Block, Function, Module, Op, Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.lexer import EOF, IDENT, NUMBER, STRING, SYMBOL, VALUE, Source, Token, tokenize
 from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.opdef import EffectKind
 from minipallas.ir.syntax import SYNTAX
 from minipallas.ir.types import ANY, MEMORY_SPACES, ArrayType, RefType, Type
 
@@ -147,18 +148,20 @@ class Parser:
         self.functions[name] = fn
         return fn
 
-    def effect_set(self) -> set[tuple[str, int]]:
+    def effect_set(self) -> set[tuple[EffectKind, int]]:
         self.expect("{", "after 'effects'")
         found = set()
         while not self.accept("}"):
             if found:
                 self.expect(",", "between effects")
-            kind = self.expect_kind(IDENT, "an effect (read, write or accum)", "in 'effects'")
-            if kind.text not in ("read", "write", "accum"):
+            tok = self.expect_kind(IDENT, "an effect (read, write or accum)", "in 'effects'")
+            try:
+                kind = EffectKind(tok.text)
+            except ValueError:
                 raise self.error(
-                    f"unknown effect '{kind.text}'; expected read, write or accum", kind
-                )
-            found.add((kind.text, self.integer("after the effect kind", minimum=0)))
+                    f"unknown effect '{tok.text}'; expected read, write or accum", tok
+                ) from None
+            found.add((kind, self.integer("after the effect kind", minimum=0)))
         return found
 
     def params(self) -> list[Value]:
@@ -525,7 +528,7 @@ def _symbol_name(tok: Token) -> str:
     return json.loads(text) if text.startswith('"') else text
 
 
-def _check_effects(fn: Function, claimed: set[tuple[str, int]], loc: Location) -> None:
+def _check_effects(fn: Function, claimed: set[tuple[EffectKind, int]], loc: Location) -> None:
     from minipallas.ir.printer import effects_text
     from minipallas.passes.effects import Effect, effects
 

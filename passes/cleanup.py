@@ -36,7 +36,7 @@ from typing import Any
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
-from minipallas.ir.opdef import OPS, OpDef
+from minipallas.ir.opdef import OPS, READ, OpDef
 from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
 from minipallas.passes.collector import collector_paused
 from minipallas.passes.effects import EffectsAnalysis
@@ -272,7 +272,7 @@ class _Prune:
             return False
         if _opdef(op).pure:
             return True
-        return all(e.kind == "read" for e in self.effects.op(op))
+        return all(e.kind is READ for e in self.effects.op(op))
 
     def observable(self, op: Op) -> bool:
         """Whether ``op`` is, or its regions or callee hold, an op acting outside the program."""

@@ -27,46 +27,50 @@ from dataclasses import dataclass
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
-from minipallas.ir.opdef import OPS
+from minipallas.ir.opdef import ACCUM, OPS, READ, WRITE, EffectKind
 
-KINDS = ("read", "write", "accum")
+_ORDER = tuple(EffectKind)
 
 
 @dataclass(frozen=True)
 class Effect:
-    """``kind`` ("read", "write" or "accum") on the ref at position ``input``.
+    """``kind`` on the ref at position ``input``.
 
-    Effects sort by position, then kind in the order of ``KINDS``, which is how they print:
+    Effects sort by position, then kind in ``EffectKind``'s order, which is how they print:
     ``{read 0, write 0, accum 1}``.
     """
 
-    kind: str
+    kind: EffectKind
     input: int
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS or not isinstance(self.input, int) or self.input < 0:
+        if (
+            not isinstance(self.kind, EffectKind)
+            or not isinstance(self.input, int)
+            or self.input < 0
+        ):
             raise PassError(
                 f"bad effect {self.kind!r} on input {self.input!r}",
-                fix=f"kind is one of {', '.join(KINDS)}; input is an int >= 0",
+                fix="kind is an EffectKind (READ, WRITE or ACCUM); input is an int >= 0",
             )
 
     def __lt__(self, other: Effect) -> bool:
-        return (self.input, KINDS.index(self.kind)) < (other.input, KINDS.index(other.kind))
+        return (self.input, _ORDER.index(self.kind)) < (other.input, _ORDER.index(other.kind))
 
     def __str__(self) -> str:
         return f"{self.kind} {self.input}"
 
 
 def Read(input: int) -> Effect:  # noqa: N802 - named like upstream's effect classes
-    return Effect("read", input)
+    return Effect(READ, input)
 
 
 def Write(input: int) -> Effect:  # noqa: N802
-    return Effect("write", input)
+    return Effect(WRITE, input)
 
 
 def Accum(input: int) -> Effect:  # noqa: N802
-    return Effect("accum", input)
+    return Effect(ACCUM, input)
 
 
 def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
@@ -121,7 +125,7 @@ class EffectsAnalysis:
         opdef = OPS.get(op.name)
         if opdef is None:
             raise PassError(f"unknown op '{op.name}'", op=op.name, loc=op.loc)
-        return frozenset({Effect(opdef.effect, 0)}) if opdef.effect else frozenset()
+        return frozenset({Effect(opdef.effect, 0)}) if opdef.effect is not None else frozenset()
 
     def block(self, block: Block) -> frozenset[Effect]:
         """Effects of a region, at the positions of its parameters."""

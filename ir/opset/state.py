@@ -7,7 +7,7 @@ then any value operands. The ``indexer`` attribute picks the window (see ``ir.in
 from __future__ import annotations
 
 from minipallas.ir import dtypes
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import ACCUM, READ, WRITE, Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
 from minipallas.ir.types import ArrayType
 
@@ -20,7 +20,7 @@ def _split(types: Types, attrs: Attrs) -> tuple:
     return ref, dyn, rest, ArrayType(window(ref.shape, attrs, dyn), ref.dtype)
 
 
-@declare("get", effect="read", pure=False)
+@declare("get", effect=READ, pure=False)
 def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Read a window: ``%v = get %r[0, 2:6, ds(%i, 8)] : f32[4,8]``."""
     _, _, rest, win = _split(types, attrs)
@@ -28,7 +28,7 @@ def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("swap", effect="write", pure=False)
+@declare("swap", effect=WRITE, pure=False)
 def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``.
 
@@ -41,7 +41,7 @@ def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("addupdate", effect="accum", pure=False)
+@declare("addupdate", effect=ACCUM, pure=False)
 def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Add into a window in place: ``addupdate %r[ds(%i, 8)], %v``."""
     _, _, rest, win = _split(types, attrs)
@@ -51,7 +51,7 @@ def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return ()
 
 
-@declare("load", effect="read", pure=False)
+@declare("load", effect=READ, pure=False)
 def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked read: ``%v = load %r[0:8], mask %m, other %o : f32[8]``.
 
@@ -77,7 +77,7 @@ def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("store", effect="write", pure=False)
+@declare("store", effect=WRITE, pure=False)
 def store(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked write: ``store %r[0:8], %v, mask %m``; masked-off lanes keep their value."""
     _, _, rest, win = _split(types, attrs)

@@ -33,6 +33,7 @@ from minipallas.errors import PassError
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.opdef import READ
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.passes.effects import EffectsAnalysis
@@ -358,4 +359,4 @@ class Scope:
 
 def written(effects: frozenset) -> set[int]:
     """Positions an effect set writes or accumulates into."""
-    return {e.input for e in effects if e.kind != "read"}
+    return {e.input for e in effects if e.kind is not READ}

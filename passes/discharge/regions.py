@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from minipallas.ir.core import Op, Value
+from minipallas.ir.opdef import READ
 from minipallas.passes.discharge.engine import Handle, Root, Scope, View
 from minipallas.passes.discharge.views import Access
 from minipallas.passes.effects import region_operand_map
@@ -89,7 +90,7 @@ def written_operands(scope: Scope, op: Op, region_index: int) -> set[int]:
     """Operand positions whose refs region ``region_index`` writes or accumulates into."""
     to_operand = region_operand_map(op, region_index)
     inside = scope.ctx.effects.block(op.regions[region_index])
-    return {to_operand[e.input] for e in inside if e.kind != "read" and e.input in to_operand}
+    return {to_operand[e.input] for e in inside if e.kind is not READ and e.input in to_operand}
 
 
 class Section:

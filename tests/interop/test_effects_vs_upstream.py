@@ -31,13 +31,14 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas import cli
 from minipallas.interop import from_jaxpr
+from minipallas.ir.opdef import ACCUM, READ, WRITE
 from minipallas.ir.printer import effects_text
-from minipallas.passes.effects import Effect
+from minipallas.passes.effects import Effect, Read, Write
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "kernels"))
 from suite import KERNELS  # noqa: E402
 
-KIND = {ReadEffect: "read", WriteEffect: "write", AccumEffect: "accum"}
+KIND = {ReadEffect: READ, WriteEffect: WRITE, AccumEffect: ACCUM}
 
 UP = types.SimpleNamespace(
     np=jnp,
@@ -281,7 +282,7 @@ def test_pallas_swap_past_the_end_whose_old_value_is_used_is_a_write(i):
     want = upstream_effects(jax.make_jaxpr(f)(*avals))
     x = np.arange(8.0, dtype=np.float32)
     fn = check(f, *avals, args=[x, x + 100.0, np.int32(i)])
-    assert mp.effects(fn) == want == {Effect("read", 0), Effect("write", 1)}
+    assert mp.effects(fn) == want == {Read(0), Write(1)}
 
 
 def test_state_swap_whose_old_value_is_used_is_a_write():
@@ -291,7 +292,7 @@ def test_state_swap_whose_old_value_is_used_is_a_write():
     avals = (ref((8,)), ref((8,)))
     fn = check(f, *avals)
     assert mp.effects(fn) == upstream_effects(jax.make_jaxpr(f)(*avals))
-    assert mp.effects(fn) == {Effect("read", 0), Effect("write", 1)}
+    assert mp.effects(fn) == {Read(0), Write(1)}
 
 
 @pytest.mark.xfail(

@@ -17,8 +17,8 @@ from minipallas.ir import (
     Slice,
     params,
 )
+from minipallas.ir.opdef import READ, WRITE, EffectKind
 from minipallas.passes.effects import (
-    KINDS,
     Accum,
     Effect,
     EffectsAnalysis,
@@ -215,11 +215,11 @@ def test_effect_order_and_text():
         "write 1",
         "accum 1",
     ]
-    assert Effect("read", 2) == Read(2) and hash(Effect("read", 2)) == hash(Read(2))
-    assert KINDS == ("read", "write", "accum")
+    assert Effect(READ, 2) == Read(2) and hash(Effect(READ, 2)) == hash(Read(2))
+    assert [str(k) for k in EffectKind] == ["read", "write", "accum"]
 
 
-@pytest.mark.parametrize("kind, pos", [("update", 0), ("read", -1), ("write", "0")])
+@pytest.mark.parametrize("kind, pos", [("read", 0), ("update", 0), (READ, -1), (WRITE, "0")])
 def test_bad_effects_are_rejected(kind, pos):
     with pytest.raises(PassError, match="bad effect"):
         Effect(kind, pos)
