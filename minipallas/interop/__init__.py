@@ -8,7 +8,7 @@
   ops, that works under ``jax.jit`` on any backend.
 
 Import rules are registered per primitive (``importer.rule``), one file per family; ``to_jax``
-rules per op (``to_jax.jax_rule``). The function ``to_jax`` is imported last so that it, not
+rules per op (``to_jax.rule``). The function ``to_jax`` is imported last so that it, not
 its module of the same name, is this package's ``to_jax``.
 """
 

@@ -21,8 +21,9 @@ import numpy as np
 from jax import tree_util
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope, rule
-from minipallas.interop.to_jax import jax_rule
+from minipallas.interop.importer import Scope
+from minipallas.interop.importer import rule as import_rule
+from minipallas.interop.to_jax import rule as to_jax_rule
 from minipallas.ir.core import Op, Value
 from minipallas.ir.opset.debug import DEFAULT_OPTIONS
 
@@ -62,7 +63,7 @@ def _options(scope: Scope, captured: Sequence[tuple[str, Any]]) -> tuple[tuple[s
     return tuple(kept)
 
 
-@rule("debug_print")
+@import_rule("debug_print")
 def debug_print(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     if p["static_args"]:
@@ -85,7 +86,7 @@ def debug_print(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return []
 
 
-@jax_rule("debug_print")
+@to_jax_rule("debug_print")
 def to_jax_debug_print(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     positional = [a for a, n in zip(args, op.attrs["names"], strict=True) if not n]
     keywords = {n: a for a, n in zip(args, op.attrs["names"], strict=True) if n}

@@ -53,7 +53,7 @@ class JaxRule(Protocol):
 
 
 RULES: RuleTable[JaxRule] = RuleTable("to_jax rule")
-jax_rule = RULES.register
+rule = RULES.register
 
 
 def evaluate(block: Block, args: Sequence[Any]) -> list[Any]:
@@ -145,27 +145,27 @@ def _like(value: object, x: Any) -> Any:
     return lax.full_like(x, value)
 
 
-@jax_rule(*_BINARY)
+@rule(*_BINARY)
 def binary(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [_BINARY[op.name](*args)]
 
 
-@jax_rule(*_AS_LAX)
+@rule(*_AS_LAX)
 def as_lax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [_AS_LAX[op.name](*args)]
 
 
-@jax_rule("neg")
+@rule("neg")
 def neg(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.neg(args[0])]
 
 
-@jax_rule("not")
+@rule("not")
 def not_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.bitwise_not(args[0])]
 
 
-@jax_rule("abs")
+@rule("abs")
 def abs_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [args[0] if dtypes.is_unsigned(_dtype(op)) else lax.abs(args[0])]
 
@@ -176,12 +176,12 @@ def _in_float32(fn: Callable[[Any], Any], x: Any, dtype: str) -> Any:
     return fn(x)
 
 
-@jax_rule(*_FLOAT_UNARY)
+@rule(*_FLOAT_UNARY)
 def transcendental(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [_in_float32(_FLOAT_UNARY[op.name], args[0], _dtype(op))]
 
 
-@jax_rule("logistic")
+@rule("logistic")
 def logistic(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     (x,) = args
     one = _like(1, x)
@@ -189,7 +189,7 @@ def logistic(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.div(one, lax.add(one, e))]
 
 
-@jax_rule("div", "rem")
+@rule("div", "rem")
 def div_rem(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     x, y = args
     kind = lax.div if op.name == "div" else lax.rem
@@ -206,7 +206,7 @@ def div_rem(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.select(by_zero, on_zero, safe)]
 
 
-@jax_rule("pow")
+@rule("pow")
 def pow_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     """Float ``pow`` is ``lax.pow``. Integer ``pow`` (which ``lax.pow`` lacks) is XLA's: six
     square-and-multiply steps, so only the exponent's low 6 bits count; a negative exponent
@@ -226,29 +226,29 @@ def pow_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.select(lax.ge(signed, _like(0, signed)), acc, inverse)]
 
 
-@jax_rule("select")
+@rule("select")
 def select(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.select(*args)]
 
 
-@jax_rule("constant")
+@rule("constant")
 def constant(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [jnp.asarray(op.attrs["value"].array())]
 
 
-@jax_rule("uninitialized")
+@rule("uninitialized")
 def uninitialized(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     t = op.attrs["type"]
     return [lax.full(t.shape, fill_value(t.dtype), dtypes.to_numpy(t.dtype))]
 
 
-@jax_rule("iota")
+@rule("iota")
 def iota(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     t = op.attrs["type"]
     return [lax.broadcasted_iota(dtypes.to_numpy(t.dtype), t.shape, op.attrs["dimension"])]
 
 
-@jax_rule("convert")
+@rule("convert")
 def convert(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [convert_value(args[0], _dtype(op), op.result.type.dtype)]
 
@@ -270,7 +270,7 @@ def convert_value(x: Any, source: str, target: str) -> Any:
     return result
 
 
-@jax_rule("bitcast")
+@rule("bitcast")
 def bitcast(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.bitcast_convert_type(args[0], dtypes.to_numpy(op.result.type.dtype))]
 
@@ -278,22 +278,22 @@ def bitcast(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 # --- shapes, reductions, dot -----------------------------------------------------------------
 
 
-@jax_rule("broadcast_in_dim")
+@rule("broadcast_in_dim")
 def broadcast_in_dim(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.broadcast_in_dim(args[0], op.attrs["shape"], op.attrs["dims"])]
 
 
-@jax_rule("reshape")
+@rule("reshape")
 def reshape(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.reshape(args[0], op.attrs["shape"])]
 
 
-@jax_rule("transpose")
+@rule("transpose")
 def transpose(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.transpose(args[0], op.attrs["permutation"])]
 
 
-@jax_rule("reduce_sum", "reduce_max", "reduce_min")
+@rule("reduce_sum", "reduce_max", "reduce_min")
 def reduce(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     (x,), axes, dtype = args, tuple(op.attrs["axes"]), _dtype(op)
     if dtype == "bool":
@@ -306,7 +306,7 @@ def reduce(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [(lax.reduce_max if op.name == "reduce_max" else lax.reduce_min)(x, axes)]
 
 
-@jax_rule("dot")
+@rule("dot")
 def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     source, target = _dtype(op), op.result.type.dtype
     a, b = (convert_value(x, source, target) for x in args)
@@ -318,7 +318,7 @@ def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 # --- control flow and calls -----------------------------------------------------------------
 
 
-@jax_rule("for")
+@rule("for")
 def for_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     (body,) = op.regions
     n = op.attrs["num_consts"]
@@ -330,7 +330,7 @@ def for_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return list(lax.fori_loop(lower, upper, step, tuple(inits)))
 
 
-@jax_rule("while")
+@rule("while")
 def while_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     cond, body = op.regions
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
@@ -346,7 +346,7 @@ def while_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return list(lax.while_loop(keep_going, step, tuple(inits)))
 
 
-@jax_rule("cond")
+@rule("cond")
 def cond(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     index, operands = args[0], args[1:]
     last = len(op.regions) - 1
@@ -359,6 +359,6 @@ def _branch(region: Block, *operands: Any) -> tuple:
     return tuple(evaluate(region, operands))
 
 
-@jax_rule("call")
+@rule("call")
 def call(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return evaluate(op.attrs["callee"].body, args)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from minipallas.interop.to_jax import jax_rule
+from minipallas.interop.to_jax import rule
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
@@ -70,20 +70,20 @@ def _window(x: Any, indexer: tuple, dyn: Sequence[Any], out_shape: tuple[int, ..
     return lax.reshape(window, out_shape)
 
 
-@jax_rule("slice", "dynamic_slice")
+@rule("slice", "dynamic_slice")
 def read_window(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     x, indexer, dyn, _ = _split(op, args)
     return [_window(x, indexer, dyn, op.result.type.shape)]
 
 
-@jax_rule("gather")
+@rule("gather")
 def gather(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     x, indexer, dyn, _ = _split(op, args)
     index, _ = positions(indexer, x.shape, dyn, read=True)
     return [x[index]]
 
 
-@jax_rule("dynamic_update_slice")
+@rule("dynamic_update_slice")
 def write_window(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     x, indexer, dyn, (update,) = _split(op, args)
     if any(isinstance(e, Slice) and e.stride != 1 for e in indexer):
@@ -96,7 +96,7 @@ def write_window(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.dynamic_update_slice(x, update, starts)]
 
 
-@jax_rule("scatter", "scatter_add")
+@rule("scatter", "scatter_add")
 def scatter(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     x, indexer, dyn, (update,) = _split(op, args)
     index, _ = positions(indexer, x.shape, dyn, read=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 from jax import lax
 
-from minipallas.interop.to_jax import jax_rule
+from minipallas.interop.to_jax import rule
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 
@@ -18,39 +18,39 @@ _CUMULATIVE = {"cumsum": lax.cumsum, "cumprod": lax.cumprod, "cummax": lax.cumma
                "cummin": lax.cummin, "cumlogsumexp": lax.cumlogsumexp}  # fmt: skip
 
 
-@jax_rule("reverse")
+@rule("reverse")
 def reverse(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.rev(args[0], op.attrs["dims"])]
 
 
-@jax_rule("pad")
+@rule("pad")
 def pad(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     a = op.attrs
     return [lax.pad(args[0], args[1], list(zip(a["low"], a["high"], a["interior"], strict=True)))]
 
 
-@jax_rule(*_CUMULATIVE)
+@rule(*_CUMULATIVE)
 def cumulative(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [_CUMULATIVE[op.name](args[0], op.attrs["axis"], op.attrs["reverse"])]
 
 
-@jax_rule("reduce_prod")
+@rule("reduce_prod")
 def reduce_prod(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.reduce_prod(args[0], tuple(op.attrs["axes"]))]
 
 
-@jax_rule("sort")
+@rule("sort")
 def sort(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     a = op.attrs
     return list(lax.sort(tuple(args), dimension=a["dimension"], num_keys=a["num_keys"]))
 
 
-@jax_rule("top_k")
+@rule("top_k")
 def top_k(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return list(lax.top_k(args[0], op.attrs["k"]))
 
 
-@jax_rule("argmax", "argmin")
+@rule("argmax", "argmin")
 def argmax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     pick = lax.argmax if op.name == "argmax" else lax.argmin
     return [pick(args[0], op.attrs["axis"], dtypes.to_numpy(op.result.type.dtype))]
