@@ -39,6 +39,7 @@ from minipallas.errors import MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
 
 
@@ -48,18 +49,8 @@ class EmitError(MiniPallasError):
 
 Rule = Callable[["Emitter", Op, list], Sequence[Any]]
 _INDEX_SCALARS = {ArrayType((), d) for d in dtypes.NAMES if dtypes.is_int(d)}
-RULES: dict[str, Rule] = {}
-
-
-def emits(*names: str) -> Callable[[Rule], Rule]:
-    """Registers the decorated function as the emission rule of each op in ``names``."""
-
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            RULES[name] = fn
-        return fn
-
-    return register
+RULES: RuleTable[Rule] = RuleTable("JAX emission rule")
+rule = RULES.register
 
 
 class Emitter:
@@ -218,7 +209,7 @@ def _split(op: Op, args: list) -> tuple[Any, tuple, list]:
 # -- state ops and views -------------------------------------------------------------------
 
 
-@emits("get")
+@rule("get")
 def _get(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax._src.state import primitives as state
 
@@ -226,7 +217,7 @@ def _get(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [state.ref_get(ref, idx)]
 
 
-@emits("swap")
+@rule("swap")
 def _swap(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax._src.state import primitives as state
 
@@ -234,7 +225,7 @@ def _swap(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [state.ref_swap(ref, idx, value)]
 
 
-@emits("addupdate")
+@rule("addupdate")
 def _addupdate(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax._src.state import primitives as state
 
@@ -243,7 +234,7 @@ def _addupdate(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return []
 
 
-@emits("load")
+@rule("load")
 def _load(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax._src.pallas import primitives as pallas
 
@@ -253,7 +244,7 @@ def _load(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [pallas.load(ref, idx, mask=mask, other=other)]
 
 
-@emits("store")
+@rule("store")
 def _store(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax._src.pallas import primitives as pallas
 
@@ -263,23 +254,23 @@ def _store(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return []
 
 
-@emits("ref.at")
+@rule("ref.at")
 def _at(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     ref, idx, _ = _split(op, args)
     return [ref.at[idx]]
 
 
-@emits("ref.reshape")
+@rule("ref.reshape")
 def _ref_reshape(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [args[0].reshape(*op.attrs["shape"])]
 
 
-@emits("ref.bitcast")
+@rule("ref.bitcast")
 def _ref_bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [args[0].bitcast(_np(op.attrs["dtype"]))]
 
 
-@emits("ref.transpose")
+@rule("ref.transpose")
 def _ref_transpose(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [args[0].transpose(tuple(op.attrs["permutation"]))]
 
@@ -296,7 +287,7 @@ def _scratch(t: RefType) -> Any:  # noqa: ANN401
     return space(t.shape, _np(t.dtype))
 
 
-@emits("run_scoped")
+@rule("run_scoped")
 def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax.experimental import pallas as pl
 
@@ -310,7 +301,7 @@ def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return list(pl.run_scoped(scoped, *(_scratch(p.type) for p in allocs), collective_axes=axes))
 
 
-@emits("uninitialized")
+@rule("uninitialized")
 def _uninitialized(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax._src.pallas.primitives import uninitialized_value
 
@@ -318,7 +309,7 @@ def _uninitialized(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [uninitialized_value(t.shape, _np(t.dtype))]
 
 
-@emits("for")
+@rule("for")
 def _for(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax import lax
 
@@ -336,7 +327,7 @@ def _for(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return list(lax.fori_loop(lower, upper, step, tuple(inits)))
 
 
-@emits("while")
+@rule("while")
 def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax import lax
 
@@ -353,7 +344,7 @@ def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return list(lax.while_loop(keep_going, step, tuple(inits)))
 
 
-@emits("cond")
+@rule("cond")
 def _cond(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     from jax import lax
 
@@ -365,7 +356,7 @@ def _cond(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return list(lax.switch(index_value, [branch(b) for b in op.regions]))
 
 
-@emits("call")
+@rule("call")
 def _call(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     import jax
 
@@ -376,7 +367,7 @@ def _call(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return list(jitted(*args))
 
 
-@emits("program_id", "num_programs")
+@rule("program_id", "num_programs")
 def _kernel_query(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     raise EmitError(
         f"'{op.name}' has no meaning outside a pallas_call",
@@ -413,81 +404,81 @@ _UNARY = {
 }
 
 
-@emits(*_BINARY)
+@rule(*_BINARY)
 def _binary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     if op.name == "pow" and not dtypes.is_float(op.operands[0].type.dtype):
         raise EmitError("lax.pow has no integer form", op=op.name, loc=op.loc)
     return [_lax(_BINARY[op.name])(*args)]
 
 
-@emits(*_UNARY)
+@rule(*_UNARY)
 def _unary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax(_UNARY[op.name])(*args)]
 
 
-@emits("round", "round_even")
+@rule("round", "round_even")
 def _round(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     method = _lax("RoundingMethod")
     even = method.TO_NEAREST_EVEN if op.name == "round_even" else method.AWAY_FROM_ZERO
     return [_lax("round")(args[0], even)]
 
 
-@emits("abs")
+@rule("abs")
 def _abs(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     (x,) = args
     unsigned = dtypes.is_unsigned(op.operands[0].type.dtype)
     return [x if unsigned else _lax("abs")(x)]  # lax.abs rejects unsigned; it is the identity
 
 
-@emits("constant")
+@rule("constant")
 def _constant(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     import jax.numpy as jnp
 
     return [jnp.asarray(op.attrs["value"].array())]
 
 
-@emits("iota")
+@rule("iota")
 def _iota(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     t: ArrayType = op.attrs["type"]
     return [_lax("broadcasted_iota")(_np(t.dtype), t.shape, op.attrs["dimension"])]
 
 
-@emits("select")
+@rule("select")
 def _select(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("select")(*args)]
 
 
-@emits("convert")
+@rule("convert")
 def _convert(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("convert_element_type")(args[0], _np(op.attrs["dtype"]))]
 
 
-@emits("bitcast")
+@rule("bitcast")
 def _bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("bitcast_convert_type")(args[0], _np(op.attrs["dtype"]))]
 
 
-@emits("broadcast_in_dim")
+@rule("broadcast_in_dim")
 def _broadcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("broadcast_in_dim")(args[0], op.attrs["shape"], tuple(op.attrs["dims"]))]
 
 
-@emits("reshape")
+@rule("reshape")
 def _reshape(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("reshape")(args[0], tuple(op.attrs["shape"]))]
 
 
-@emits("transpose")
+@rule("transpose")
 def _transpose(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("transpose")(args[0], tuple(op.attrs["permutation"]))]
 
 
-@emits("reduce_sum", "reduce_max", "reduce_min")
+@rule("reduce_sum", "reduce_max", "reduce_min")
 def _reduce(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax(op.name)(args[0], tuple(op.attrs["axes"]))]
 
 
-@emits("dot")
+@rule("dot")
 def _dot(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     batch = tuple(range(op.results[0].type.ndim - 2))
     dims = (((len(batch) + 1,), (len(batch),)), (batch, batch))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from minipallas.difftest.jax_emit import Emitter, emits
+from minipallas.difftest.jax_emit import Emitter, rule
 from minipallas.interop import debug, to_jax_structural  # noqa: F401  (their to_jax rules)
 from minipallas.interop.to_jax import RULES as TO_JAX
 from minipallas.ir.core import Op
@@ -19,6 +19,6 @@ from minipallas.ir.opset.scans import CUMULATIVE
 STRUCTURAL = ("reverse", "pad", *CUMULATIVE, "reduce_prod", "sort", "top_k", "argmax", "argmin")
 
 
-@emits(*STRUCTURAL, "debug_print")
+@rule(*STRUCTURAL, "debug_print")
 def _as_to_jax(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return TO_JAX[op.name](op, args)
