@@ -1,27 +1,44 @@
-"""FileCheck text tests, run the way LLVM's lit runs them.
+"""FileCheck text tests, run the way LLVM's lit runs them: the one FileCheck runner.
 
-Every ``.mir`` or ``.py`` file in a folder named ``filecheck`` is collected; each of its
-``// RUN:`` (or ``# RUN:``) lines is one test: a shell pipeline, ``%s`` standing for the file,
-that must exit with status 0. A RUN line ending in ``\\`` continues on the next; ``not CMD``
-succeeds when CMD fails; a pipeline fails when any command in it fails. ``minipallas-opt`` and
-``filecheck`` are found next to the running Python (the project's virtualenv). A file in such a
-folder without a RUN line is an error, so a test cannot be dropped by accident.
+Every ``.mir``, ``.mpir`` or kernel ``.py`` file in a folder named ``filecheck`` is collected,
+and each of its RUN lines is one test item (``RUN1``, ``RUN2``...)::
+
+    // RUN: minipallas-opt %s --pass-pipeline=discharge | filecheck %s
+    // RUN: not minipallas-opt %s --emit=tpu 2>&1 | filecheck %s --check-prefix=ERR
+    # RUN: minipallas-opt %s --emit=gpu \\
+    # RUN:   | filecheck %s                       (a kernel .py file: ``#`` comments)
+
+- a RUN line is a bash pipeline, run in the file's folder; ``%s`` stands for the file's path;
+- it passes when it exits with status 0, and a pipeline fails when any command in it fails
+  (``set -o pipefail``);
+- ``not CMD`` succeeds when CMD fails (exits non-zero), for checking error output;
+- a RUN line ending in ``\\`` continues on the next RUN line;
+- ``minipallas-opt`` and ``filecheck`` (the ``filecheck`` pip package, LLVM FileCheck's
+  patterns) are found next to the running Python, the project's virtualenv;
+- a file in such a folder without a RUN line is an error, so a test cannot be dropped by
+  accident.
+
+``.mir`` and ``.mpir`` files hold minipallas text IR (``minipallas-opt`` reads either); a kernel
+``.py`` file defines a ``pallas_call`` (see ``minipallas-opt --help``). Text built in Python is
+checked with the same tool by ``filecheck_util.filecheck``.
 """
 
 import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from filecheck_util import TOOLS
 
 RUN = re.compile(r"^\s*(?://|#)\s*RUN:(.*)$")
 PRELUDE = 'set -o pipefail\nnot() { ! "$@"; }\n'
+SUFFIXES = (".mir", ".mpir", ".py")
 
 
 def run_lines(path: Path) -> list[str]:
+    """The file's RUN commands, continuation lines joined."""
     lines, current = [], ""
     for line in path.read_text().splitlines():
         match = RUN.match(line)
@@ -36,8 +53,23 @@ def run_lines(path: Path) -> list[str]:
     return lines
 
 
+def run_command(command: str, path: Path) -> subprocess.CompletedProcess:
+    """Runs one RUN ``command`` of ``path`` as lit would (see the module docstring)."""
+    env = dict(os.environ)
+    env["PATH"] = str(TOOLS) + os.pathsep + env.get("PATH", "")
+    script = PRELUDE + command.replace("%s", shlex.quote(str(path)))
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=path.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.File | None:
-    if file_path.parent.name == "filecheck" and file_path.suffix in (".mir", ".py"):
+    if file_path.parent.name == "filecheck" and file_path.suffix in SUFFIXES:
         return LitFile.from_parent(parent, path=file_path)
     return None
 
@@ -56,17 +88,7 @@ class LitItem(pytest.Item):
 
     def runtest(self) -> None:
         assert self.command is not None, f"{self.path.name} has no RUN line"
-        env = dict(os.environ)
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-        script = PRELUDE + self.command.replace("%s", shlex.quote(str(self.path)))
-        done = subprocess.run(
-            ["bash", "-c", script],
-            cwd=self.path.parent,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_command(self.command, self.path)
         assert done.returncode == 0, f"RUN: {self.command}\n{done.stdout}{done.stderr}"
 
     def reportinfo(self) -> tuple:
