@@ -38,10 +38,10 @@ from minipallas.passes.discharge import (  # noqa: F401  (each registers its rul
     state,
     views,
 )
-from minipallas.passes.discharge.engine import Context, DischargeRule, Handle, Scope, rule
+from minipallas.passes.discharge.engine import Context, DischargeRule, DischargeScope, Handle, rule
 from minipallas.passes.registry import BOOL, Option, register
 
-__all__ = ["DischargeRule", "Handle", "Scope", "discharge", "rule"]
+__all__ = ["DischargeRule", "DischargeScope", "Handle", "discharge", "rule"]
 
 
 @register(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from minipallas.errors import PassError
 from minipallas.ir.core import Block, Op, Value
-from minipallas.passes.discharge.engine import Scope, rule, written
+from minipallas.passes.discharge.engine import DischargeScope, rule, written
 from minipallas.passes.discharge.regions import (
     Section,
     finish,
@@ -35,7 +35,7 @@ from minipallas.passes.discharge.views import Access
 
 
 @rule("for", always=True)
-def _for(scope: Scope, op: Op) -> Sequence[Value]:
+def _for(scope: DischargeScope, op: Op) -> Sequence[Value]:
     (body,) = op.regions
     n_consts = op.attrs["num_consts"]
     const_pos = range(2, 2 + n_consts)
@@ -72,7 +72,7 @@ def _for(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 @rule("while", always=True)
-def _while(scope: Scope, op: Op) -> Sequence[Value]:
+def _while(scope: DischargeScope, op: Op) -> Sequence[Value]:
     cond, body = op.regions
     nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
     cond_writes = written_operands(scope, op, 0)
@@ -148,7 +148,7 @@ def _while(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 @rule("cond", always=True)
-def _cond(scope: Scope, op: Op) -> Sequence[Value]:
+def _cond(scope: DischargeScope, op: Op) -> Sequence[Value]:
     positions = range(1, len(op.operands))
     groups, dyn = group_refs(scope, op.operands, positions, written(scope.ctx.effects.op(op)))
     carried = [g for g in groups if g.written]
@@ -170,7 +170,7 @@ def _cond(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 @rule("call", always=True)
-def _call(scope: Scope, op: Op) -> Sequence[Value]:
+def _call(scope: DischargeScope, op: Op) -> Sequence[Value]:
     callee = op.attrs["callee"]
     handles = [scope.handles.get(v) for v in op.operands]
     present = [h for h in handles if h is not None]

@@ -1,13 +1,13 @@
 """The discharge interpreter: walks a stateful block and builds its pure counterpart.
 
-Discharge never edits the input. It *interprets* each block with an environment:
+Discharge never edits the input. It *interprets* each block in a ``DischargeScope``:
 
-- ``Scope.env`` maps each old value (an array, or a ref that is not discharged) to its new value;
-- ``Scope.handles`` maps each old *discharged* ref (a parameter, a scoped allocation, or a view
+- ``env`` maps each old value (an array, or a ref that is not discharged) to its new value;
+- ``handles`` maps each old *discharged* ref (a parameter, a scoped allocation, or a view
   of one) to a ``Handle``: the ``Root`` cell that holds the ref's current array value, plus the
   chain of views (``View``) between that root and the ref.
 
-Algorithm, for one block (``Scope.run``):
+Algorithm, for one block (``DischargeScope.run``):
 1. The caller binds the block's parameters (arrays and kept refs in ``env``, discharged refs to
    handles).
 2. For each op: when it has regions, is a ``call``, or uses a discharged ref, its registered rule
@@ -100,7 +100,7 @@ class DischargeRule(Protocol):
     per result of the old op: its new ``Value``, or a ``Handle`` for a view of a discharged ref.
     """
 
-    def __call__(self, scope: Scope, op: Op) -> Sequence[Value | Handle]: ...
+    def __call__(self, scope: DischargeScope, op: Op) -> Sequence[Value | Handle]: ...
 
 
 class DischargeRules(RuleTable[DischargeRule]):
@@ -164,7 +164,7 @@ class Context:
     def function(self, fn: Function, mask: Sequence[bool], name: str | None = None) -> Function:
         """``fn`` discharged: each param whose ``mask`` entry is true (and is a ref) becomes an
         array, and its final value is appended to the results in parameter order."""
-        scope = Scope(self)
+        scope = DischargeScope(self)
         params: list[Value] = []
         roots: list[Root] = []
         for p, discharge in zip(fn.params, mask, strict=True):
@@ -206,7 +206,7 @@ class Context:
         return new
 
 
-class Scope:
+class DischargeScope:
     """One block under construction: the environment and the new ops emitted so far."""
 
     __slots__ = ("ctx", "env", "handles", "_builder", "ops")
@@ -218,9 +218,9 @@ class Scope:
         self._builder = Builder(error=PassError)
         self.ops: list[Op] = self._builder.ops  # the new ops emitted so far, in order
 
-    def child(self) -> Scope:
+    def child(self) -> DischargeScope:
         """A fresh scope for a region of an op emitted here."""
-        return Scope(self.ctx)
+        return DischargeScope(self.ctx)
 
     # -- environment -------------------------------------------------------------------------
 

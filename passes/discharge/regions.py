@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from minipallas.ir.core import Op, Value
 from minipallas.ir.opdef import READ
-from minipallas.passes.discharge.engine import Handle, Root, Scope, View
+from minipallas.passes.discharge.engine import DischargeScope, Handle, Root, View
 from minipallas.passes.discharge.views import Access
 from minipallas.passes.effects import region_operand_map
 
@@ -34,19 +34,19 @@ class RefGroup:
     written: bool = False
     _outer: Value | None = field(default=None, repr=False)
 
-    def outer_value(self, scope: Scope) -> Value:
+    def outer_value(self, scope: DischargeScope) -> Value:
         """The base's current value in the enclosing scope (read once per op)."""
         if self._outer is None:
             self._outer = Access(scope, self.base).value()
         return self._outer
 
-    def write_back(self, scope: Scope, final: Value) -> None:
+    def write_back(self, scope: DischargeScope, final: Value) -> None:
         """Gives the region's final value of the group back to the ref outside."""
         Access(scope, self.base).write(final)
 
 
 def group_refs(
-    scope: Scope, operands: Sequence[Value], positions: Iterable[int], writes: set[int]
+    scope: DischargeScope, operands: Sequence[Value], positions: Iterable[int], writes: set[int]
 ) -> tuple[list[RefGroup], list[Value]]:
     """Groups the discharged refs among ``operands[positions]`` by root.
 
@@ -73,7 +73,9 @@ def group_refs(
     return groups, list(dict.fromkeys(dyn))
 
 
-def finish(scope: Scope, new: Op, n_results: int, carried: Sequence[RefGroup]) -> list[Value]:
+def finish(
+    scope: DischargeScope, new: Op, n_results: int, carried: Sequence[RefGroup]
+) -> list[Value]:
     """Writes a new op's extra results back to the refs they carry; returns its first results."""
     for group, final in zip(carried, new.results[n_results:], strict=True):
         group.write_back(scope, final)
@@ -86,7 +88,7 @@ def params_by_operand(op: Op, region_index: int) -> dict[int, Value]:
     return {pos: region.params[k] for k, pos in region_operand_map(op, region_index).items()}
 
 
-def written_operands(scope: Scope, op: Op, region_index: int) -> set[int]:
+def written_operands(scope: DischargeScope, op: Op, region_index: int) -> set[int]:
     """Operand positions whose refs region ``region_index`` writes or accumulates into."""
     to_operand = region_operand_map(op, region_index)
     inside = scope.ctx.effects.block(op.regions[region_index])
@@ -97,7 +99,7 @@ class Section:
     """Values a new region op passes into one region at one place of its operand list, with the
     region parameters that receive them, bound in the region's scope."""
 
-    def __init__(self, outer: Scope, inner: Scope) -> None:
+    def __init__(self, outer: DischargeScope, inner: DischargeScope) -> None:
         self.outer = outer
         self.inner = inner
         self.operands: list[Value] = []

@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Block, Op, Value
-from minipallas.passes.discharge.engine import Handle, Root, Scope, rule, written
+from minipallas.passes.discharge.engine import DischargeScope, Handle, Root, rule, written
 from minipallas.passes.discharge.regions import Section, finish, group_refs, params_by_operand
 
 
-def _allocate(scope: Scope, param: Value, op: Op) -> None:
+def _allocate(scope: DischargeScope, param: Value, op: Op) -> None:
     """Binds a scoped allocation to a fresh root holding an ``uninitialized`` value."""
     start = scope.emit("uninitialized", [], op.loc, type=param.type.value_type)
     scope.bind(param, Handle(Root(start, param.type)))
 
 
 @rule("run_scoped", always=True)
-def _run_scoped(scope: Scope, op: Op) -> Sequence[Value]:
+def _run_scoped(scope: DischargeScope, op: Op) -> Sequence[Value]:
     (body,) = op.regions
     n_alloc = len(body.params) - len(op.operands)
     allocs = body.params[:n_alloc]

@@ -32,12 +32,14 @@ from minipallas.ir.interpret.engine import fill_value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
-from minipallas.passes.discharge.engine import Scope, rule
+from minipallas.passes.discharge.engine import DischargeScope, rule
 from minipallas.passes.discharge.views import Access
 from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
-def _split(scope: Scope, op: Op) -> tuple[Access, IndexerFacts, Sequence[Value], Sequence[Value]]:
+def _split(
+    scope: DischargeScope, op: Op
+) -> tuple[Access, IndexerFacts, Sequence[Value], Sequence[Value]]:
     """The access to the op's ref, its indexer's facts, new dynamic indices and new value
     operands."""
     operands = op.operands
@@ -53,13 +55,13 @@ def _split(scope: Scope, op: Op) -> tuple[Access, IndexerFacts, Sequence[Value],
     return access, known, news[:n], news[n:]
 
 
-def _broadcast(scope: Scope, x: Value, shape: tuple[int, ...], loc: Location) -> Value:
+def _broadcast(scope: DischargeScope, x: Value, shape: tuple[int, ...], loc: Location) -> Value:
     if x.type.shape == shape:
         return x
     return scope.emit("broadcast_in_dim", [x], loc, shape=shape, dims=())
 
 
-def _fill(scope: Scope, window: ArrayType, loc: Location) -> Value:
+def _fill(scope: DischargeScope, window: ArrayType, loc: Location) -> Value:
     """The uninitialized fill value of ``window``'s dtype, as an array of its shape."""
     scalar = scope.emit(
         "constant", [], loc, value=Literal.of(fill_value(window.dtype), window.dtype)
@@ -68,13 +70,13 @@ def _fill(scope: Scope, window: ArrayType, loc: Location) -> Value:
 
 
 @rule("get")
-def _get(scope: Scope, op: Op) -> Sequence[Value]:
+def _get(scope: DischargeScope, op: Op) -> Sequence[Value]:
     access, known, dyn, _ = _split(scope, op)
     return [access.read(known, dyn, op.results[0].type)]
 
 
 @rule("swap")
-def _swap(scope: Scope, op: Op) -> Sequence[Value]:
+def _swap(scope: DischargeScope, op: Op) -> Sequence[Value]:
     access, known, dyn, (new,) = _split(scope, op)
     old = access.read(known, dyn, new.type)
     access.write_window(known, dyn, new)
@@ -82,7 +84,7 @@ def _swap(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 @rule("addupdate")
-def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
+def _addupdate(scope: DischargeScope, op: Op) -> Sequence[Value]:
     access, known, dyn, (delta,) = _split(scope, op)
     if known.arrays:
         access.write_window(known, dyn, delta, accumulate=True)
@@ -94,7 +96,7 @@ def _addupdate(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 @rule("load")
-def _load(scope: Scope, op: Op) -> Sequence[Value]:
+def _load(scope: DischargeScope, op: Op) -> Sequence[Value]:
     access, known, dyn, rest = _split(scope, op)
     window = access.read(known, dyn, op.result.type)
     if not op.attrs.get("masked"):
@@ -108,7 +110,7 @@ def _load(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 @rule("store")
-def _store(scope: Scope, op: Op) -> Sequence[Value]:
+def _store(scope: DischargeScope, op: Op) -> Sequence[Value]:
     access, known, dyn, rest = _split(scope, op)
     new = rest[0]
     if op.attrs.get("masked"):
@@ -122,7 +124,7 @@ def _store(scope: Scope, op: Op) -> Sequence[Value]:
 
 
 def _masked_scatter(
-    scope: Scope,
+    scope: DischargeScope,
     access: Access,
     indexer: tuple,
     dyn: Sequence[Value],
@@ -188,9 +190,9 @@ def _masked_scatter(
     access.write(scope.emit("scatter", [access.value(), *positions, new], loc, indexer=every))
 
 
-def _constant(scope: Scope, value: object, dtype: str, loc: Location) -> Value:
+def _constant(scope: DischargeScope, value: object, dtype: str, loc: Location) -> Value:
     return scope.emit("constant", [], loc, value=Literal.of(value, dtype))
 
 
-def _int32(scope: Scope, v: Value, loc: Location) -> Value:
+def _int32(scope: DischargeScope, v: Value, loc: Location) -> Value:
     return v if v.type.dtype == "int32" else scope.emit("convert", [v], loc, dtype="int32")

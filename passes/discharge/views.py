@@ -24,7 +24,7 @@ from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Indexer
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.types import ArrayType
-from minipallas.passes.discharge.engine import Handle, Scope, View, rule
+from minipallas.passes.discharge.engine import DischargeScope, Handle, View, rule
 from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
@@ -36,7 +36,7 @@ def is_full(indexer: Indexer, shape: Sequence[int]) -> bool:
     return facts(indexer).unit_sizes == tuple(shape)
 
 
-def _apply(scope: Scope, view: View, x: Value) -> Value:
+def _apply(scope: DischargeScope, view: View, x: Value) -> Value:
     """The value a view shows, given its parent's value ``x``."""
     out = view.type.value_type
     if view.op == "ref.at":
@@ -53,7 +53,7 @@ def _apply(scope: Scope, view: View, x: Value) -> Value:
     return scope.emit_typed("transpose", [x], out, view.loc, permutation=view.attrs["permutation"])
 
 
-def _unapply(scope: Scope, view: View, parent: Access, level: int, new: Value) -> Value:
+def _unapply(scope: DischargeScope, view: View, parent: Access, level: int, new: Value) -> Value:
     """The parent's new value, given the view's new value ``new``."""
     out = view.parent.value_type
     if view.op == "ref.at":
@@ -86,7 +86,7 @@ class Access:
 
     __slots__ = ("scope", "handle", "loc", "_levels")
 
-    def __init__(self, scope: Scope, handle: Handle, loc: Location = UNKNOWN) -> None:
+    def __init__(self, scope: DischargeScope, handle: Handle, loc: Location = UNKNOWN) -> None:
         self.scope = scope
         self.handle = handle
         self.loc = loc
@@ -165,7 +165,7 @@ class Access:
 
 
 @rule("ref.at", "ref.reshape", "ref.bitcast", "ref.transpose")
-def _view(scope: Scope, op: Op) -> Sequence[Handle]:
+def _view(scope: DischargeScope, op: Op) -> Sequence[Handle]:
     """A view of a discharged ref emits nothing; it extends the parent's chain."""
     parent = scope.handles[op.operands[0]]
     dyn = tuple(scope.value(v) for v in op.operands[1:])
