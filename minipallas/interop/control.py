@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope, closed_parts, rule, type_of
+from minipallas.interop.importer import ImportScope, closed_parts, rule, type_of
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice
@@ -36,7 +36,7 @@ def _element(type_: object) -> tuple:
 
 
 @rule("scan")
-def scan(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def scan(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     jaxpr, consts = closed_parts(p["jaxpr"])
     n_consts, n_carry, length = p["num_consts"], p["num_carry"], int(p["length"])
@@ -53,7 +53,7 @@ def scan(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x_params = const_params[n_consts:]
     position: list[Value] = []  # the element index k, made by the prologue
 
-    def prologue(inner: Scope, _: list[Value]) -> list[Value]:
+    def prologue(inner: ImportScope, _: list[Value]) -> list[Value]:
         k = i
         if p["reverse"]:
             k = inner.emit("sub", [inner.constant(length - 1, "int32"), i])
@@ -66,7 +66,7 @@ def scan(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         position.append(k)
         return [*const_params[:n_consts], *carry_params[:n_carry], *elements]
 
-    def epilogue(inner: Scope, outs: list[Value]) -> list[Value]:
+    def epilogue(inner: ImportScope, outs: list[Value]) -> list[Value]:
         carries, ys = outs[:n_carry], outs[n_carry:]
         stacked = [
             inner.emit("dynamic_update_slice", [acc, position[0], y], indexer=_element(acc.type))
@@ -81,7 +81,7 @@ def scan(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("while")
-def while_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def while_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
     args = [scope.read(a) for a in eqn.invars]
@@ -95,7 +95,7 @@ def while_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("cond")
-def cond(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def cond(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     branches = eqn.params["branches"]
     index_atom, *operand_atoms = eqn.invars
     args = [scope.read(a) for a in operand_atoms]
@@ -107,7 +107,7 @@ def cond(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(scope.emit_op("cond", [index, *args], regions).results)
 
 
-def _last_if_negative(scope: Scope, atom: jax_core.Atom, n: int) -> Value:
+def _last_if_negative(scope: ImportScope, atom: jax_core.Atom, n: int) -> Value:
     """The branch index with a negative value sent to the last branch, as XLA's ``case``."""
     known = scope.static(atom)
     if known is not None:
@@ -122,7 +122,7 @@ def _last_if_negative(scope: Scope, atom: jax_core.Atom, n: int) -> Value:
 
 
 @rule("jit", "closed_call")
-def call(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     closed = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
     if not isinstance(closed, jax_core.ClosedJaxpr):
         closed = jax_core.ClosedJaxpr(closed, ())
@@ -133,6 +133,6 @@ def call(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("remat2", "custom_jvp_call", "custom_vjp_call")
-def inline(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def inline(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     jaxpr, consts = closed_parts(eqn.params.get("jaxpr", eqn.params.get("call_jaxpr")))
     return scope.inline(jaxpr, consts, [scope.read(a) for a in eqn.invars])

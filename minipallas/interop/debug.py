@@ -21,7 +21,7 @@ import numpy as np
 from jax import tree_util
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope
+from minipallas.interop.importer import ImportScope
 from minipallas.interop.importer import rule as import_rule
 from minipallas.interop.to_jax import rule as to_jax_rule
 from minipallas.ir.core import Op, Value
@@ -30,7 +30,7 @@ from minipallas.ir.opset.debug import DEFAULT_OPTIONS
 _FIX = "pass the arrays themselves as arguments: jax.debug.print('{} {x}', a, x=b)"
 
 
-def _names(scope: Scope, eqn: jax_core.JaxprEqn) -> tuple[str, ...]:
+def _names(scope: ImportScope, eqn: jax_core.JaxprEqn) -> tuple[str, ...]:
     """One name per operand: "" for a positional argument, else its keyword."""
     n = len(eqn.invars)
     try:
@@ -46,7 +46,9 @@ def _names(scope: Scope, eqn: jax_core.JaxprEqn) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _options(scope: Scope, captured: Sequence[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
+def _options(
+    scope: ImportScope, captured: Sequence[tuple[str, Any]]
+) -> tuple[tuple[str, Any], ...]:
     """The captured numpy print options that differ from numpy's defaults."""
     kept = []
     for name, value in captured:
@@ -64,7 +66,7 @@ def _options(scope: Scope, captured: Sequence[tuple[str, Any]]) -> tuple[tuple[s
 
 
 @import_rule("debug_print")
-def debug_print(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def debug_print(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     if p["static_args"]:
         raise scope.error("non-array arguments (strings, None, ...) are not imported", fix=_FIX)

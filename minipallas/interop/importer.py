@@ -10,7 +10,7 @@ Importing is ``eval_jaxpr`` with IR-building rules in place of numbers (autodida
    ``eqn.primitive.name`` in ``RULES`` and call it; it emits minipallas ops through the scope
    and returns one value per outvar. Every error while importing an equation (no rule, a form
    the rule refuses, a bad dtype, even a rule's own bug) is a ``JaxprImportError`` naming the
-   primitive at that location, made once in ``Scope._located``. A primitive with a *scoped*
+   primitive at that location, made once in ``ImportScope._located``. A primitive with a *scoped*
    rule (``@scoped_rule``: ``new_ref`` allocates a ref for the rest of its block) imports the
    equations after it itself, inside the region it opens.
 3. The block yields the values of the jaxpr's outvars.
@@ -74,7 +74,7 @@ class Rule(Protocol):
     cannot import by raising ``scope.error(message)``.
     """
 
-    def __call__(self, scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]: ...
+    def __call__(self, scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]: ...
 
 
 RULES: RuleTable[Rule] = RuleTable("import rule")
@@ -88,7 +88,7 @@ class ScopedRule(Protocol):
 
     def __call__(
         self,
-        scope: Scope,
+        scope: ImportScope,
         eqn: jax_core.JaxprEqn,
         rest: Sequence[jax_core.JaxprEqn],
         outvars: Sequence[jax_core.Atom],
@@ -205,7 +205,7 @@ class Importer:
     ) -> Function:
         """The function a whole jaxpr imports to: invars become parameters (of ``types`` when
         given, else of their avals' types), consts constants."""
-        scope = Scope(self)
+        scope = ImportScope(self)
         if types is None:
             with scope.located():
                 types = [type_of(v.aval, f"input {i}") for i, v in enumerate(jaxpr.invars)]
@@ -237,7 +237,7 @@ def _placed(param: Type, arg: Type) -> Type:
     return param
 
 
-class Scope:
+class ImportScope:
     """One block under construction: the jaxpr variables seen so far and the ops emitted.
 
     ``env`` maps upstream variables to minipallas values; ``loc`` is the location of the
@@ -258,9 +258,9 @@ class Scope:
         self.used: set[jax_core.Var] = set()  # variables some equation or outvar reads
         self.ended: dict[jax_core.Var, str] = {}  # refs whose life ended, and where (freeze)
 
-    def child(self) -> Scope:
+    def child(self) -> ImportScope:
         """A scope for a region of the current equation (same location)."""
-        inner = Scope(self.importer, self.loc)
+        inner = ImportScope(self.importer, self.loc)
         inner.primitive = self.primitive
         return inner
 
@@ -464,8 +464,8 @@ class Scope:
         jaxpr: jax_core.Jaxpr,
         consts: Sequence[object] | None,
         params: Sequence[Value],
-        prologue: Callable[[Scope, list[Value]], list[Value]] | None = None,
-        epilogue: Callable[[Scope, list[Value]], list[Value]] | None = None,
+        prologue: Callable[[ImportScope, list[Value]], list[Value]] | None = None,
+        epilogue: Callable[[ImportScope, list[Value]], list[Value]] | None = None,
     ) -> Block:
         """A region with parameters ``params`` importing ``jaxpr``.
 

@@ -31,7 +31,7 @@ from jax._src import core as jax_core
 from jax._src.state import indexing as jax_indexing
 
 from minipallas.errors import MiniPallasError
-from minipallas.interop.importer import Scope
+from minipallas.interop.importer import ImportScope
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice, full
@@ -59,7 +59,7 @@ def static_int(atom: object) -> int | None:
     return None
 
 
-def wrap_negative(scope: Scope, i: Value, dim: int) -> Value:
+def wrap_negative(scope: ImportScope, i: Value, dim: int) -> Value:
     """``select(i < 0, i + dim, i)``, elementwise in ``i``'s dtype; unsigned ``i`` unchanged."""
     dtype = i.type.dtype
     if not dtypes.is_signed(dtype) or i in scope.nonnegative:
@@ -73,7 +73,7 @@ def wrap_negative(scope: Scope, i: Value, dim: int) -> Value:
     return scope.memo[key]
 
 
-def _int32(scope: Scope, v: Value) -> Value:
+def _int32(scope: ImportScope, v: Value) -> Value:
     return scope.convert(v, "int32")
 
 
@@ -89,7 +89,7 @@ def _is_scalar(entry: object) -> bool:
     return not isinstance(entry, jax_indexing.Slice) and _shape(entry) == ()
 
 
-def _check_entry(scope: Scope, entry: object) -> None:
+def _check_entry(scope: ImportScope, entry: object) -> None:
     if isinstance(entry, jax_indexing.Slice):
         if not isinstance(entry.size, int) or not isinstance(entry.stride, int):
             raise scope.error("a slice of dynamic size cannot be imported")
@@ -99,7 +99,7 @@ def _check_entry(scope: Scope, entry: object) -> None:
         raise scope.error(f"index {entry} must be an integer, got dtype {entry.aval.dtype}")
 
 
-def _dtype(scope: Scope, atom: jax_core.Atom) -> str:
+def _dtype(scope: ImportScope, atom: jax_core.Atom) -> str:
     try:
         return dtypes.canonicalize(np.dtype(atom.aval.dtype))
     except (MiniPallasError, TypeError):
@@ -115,7 +115,7 @@ def _static_in_bounds(entry: jax_indexing.Slice, dim: int) -> int | None:
 
 
 def window(
-    scope: Scope, nd: jax_indexing.NDIndexer, shape: Sequence[int], view: bool = False
+    scope: ImportScope, nd: jax_indexing.NDIndexer, shape: Sequence[int], view: bool = False
 ) -> Window:
     """The minipallas window of ``nd`` on an array or ref of ``shape`` (see the module doc)."""
     if len(nd.indices) != len(shape):
@@ -141,7 +141,7 @@ def window(
     return _gather_form(scope, nd.indices, shape)
 
 
-def _slice_form(scope: Scope, entries: Sequence[object], shape: Sequence[int]) -> Window:
+def _slice_form(scope: ImportScope, entries: Sequence[object], shape: Sequence[int]) -> Window:
     indexer, dyn = [], []
     for entry, dim in zip(entries, shape, strict=True):
         if isinstance(entry, jax_indexing.Slice):
@@ -165,7 +165,7 @@ def _slice_form(scope: Scope, entries: Sequence[object], shape: Sequence[int]) -
     return Window(tuple(indexer), dyn)
 
 
-def _gather_form(scope: Scope, entries: Sequence[object], shape: Sequence[int]) -> Window:
+def _gather_form(scope: ImportScope, entries: Sequence[object], shape: Sequence[int]) -> Window:
     """Static in-bounds slices stay slices; integers and arrays become wrapped ``Array``s.
 
     A literal scalar stays a static ``Int`` (upstream's discharge rejects one here)."""
@@ -195,7 +195,7 @@ def window_shape(entries: Sequence[object], shape: Sequence[int]) -> tuple[tuple
     return (*sizes[:first], *group_shape, *sizes[first:]), first
 
 
-def _positions(scope: Scope, entries: Sequence[object], shape: Sequence[int]) -> Window:
+def _positions(scope: ImportScope, entries: Sequence[object], shape: Sequence[int]) -> Window:
     """Every entry as an int position array of the window's shape, as upstream's gather form
     computes them (``iota * stride + start`` for slices), with negative positions wrapped."""
     win, first = window_shape(entries, shape)

@@ -28,7 +28,7 @@ import numpy as np
 from jax import lax
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope, dtype_of, rule, type_of
+from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
@@ -41,7 +41,7 @@ _UNARY += ("sinh", "cosh", "asinh", "cbrt", "population_count", "clz")
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
-def operands(scope: Scope, eqn: jax_core.JaxprEqn) -> list[Value]:
+def operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     """The equation's operands, each broadcast explicitly to their common shape.
 
     Upstream's jaxprs broadcast implicitly: a scalar next to an array, and (jax 0.10.2, for
@@ -58,29 +58,29 @@ def operands(scope: Scope, eqn: jax_core.JaxprEqn) -> list[Value]:
 
 
 @rule(*_SAME_NAME)
-def binary(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def binary(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
 
 
 @rule(*_UNARY)
-def unary(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def unary(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
 
 
 @rule("round")
-def round_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def round_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """``lax.round``'s default rounds half away from zero; ``jnp.round`` asks for half to even."""
     even = int(eqn.params["rounding_method"]) == int(lax.RoundingMethod.TO_NEAREST_EVEN)
     return [scope.emit("round_even" if even else "round", operands(scope, eqn))]
 
 
 @rule("copy", "optimization_barrier")
-def identity(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def identity(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.read(a) for a in eqn.invars]
 
 
 @rule(*_COMPARE)
-def compare(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def compare(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     a, b = operands(scope, eqn)
     name = eqn.primitive.name
     if a.type.dtype != "bool":
@@ -95,14 +95,14 @@ def compare(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("pow")
-def pow_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def pow_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Upstream's ``pow`` takes a float base; an integer exponent is converted to it first."""
     x, y = operands(scope, eqn)
     return [scope.emit("pow", [x, scope.convert(y, x.type.dtype)])]
 
 
 @rule("integer_pow")
-def integer_pow(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def integer_pow(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     y = int(eqn.params["y"])
     one = scope.constant(1, x.type.dtype, x.type.shape)
@@ -119,13 +119,13 @@ def integer_pow(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("square")
-def square(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def square(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     return [scope.emit("mul", [x, x])]
 
 
 @rule("sign")
-def sign(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def sign(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     dtype, shape = x.type.dtype, x.type.shape
     zero, one = scope.constant(0, dtype, shape), scope.constant(1, dtype, shape)
@@ -139,14 +139,14 @@ def sign(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("is_finite")
-def is_finite(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def is_finite(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     infinity = scope.constant(np.inf, x.type.dtype, x.type.shape)
     return [scope.emit("lt", [scope.emit("abs", [x]), infinity])]
 
 
 @rule("clamp")
-def clamp(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def clamp(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     low, x, high = operands(scope, eqn)
     result = scope.emit("min", [scope.emit("max", [x, low]), high])
     floor = scope.static(eqn.invars[0])
@@ -156,7 +156,7 @@ def clamp(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("select_n")
-def select_n(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def select_n(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     pred, *cases = (scope.read(a) for a in eqn.invars)
     if len(cases) == 1:
         return [cases[0]]
@@ -172,14 +172,14 @@ def select_n(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("convert_element_type")
-def convert_element_type(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def convert_element_type(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dtype = dtype_of(eqn.params["new_dtype"], "the converted value")
     return [scope.convert(x, dtype)]
 
 
 @rule("bitcast_convert_type")
-def bitcast_convert_type(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def bitcast_convert_type(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dtype = dtype_of(eqn.params["new_dtype"], "the bitcast value")
     if dtypes.itemsize(dtype) != dtypes.itemsize(x.type.dtype):
@@ -188,7 +188,7 @@ def bitcast_convert_type(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value
 
 
 @rule("broadcast_in_dim")
-def broadcast_in_dim(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def broadcast_in_dim(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     shape = tuple(eqn.params["shape"])
     dims = tuple(eqn.params["broadcast_dimensions"])
@@ -198,25 +198,25 @@ def broadcast_in_dim(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("reshape")
-def reshape(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def reshape(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     if eqn.params.get("dimensions") is not None:
         x = scope.emit("transpose", [x], permutation=tuple(eqn.params["dimensions"]))
     return [_reshape(scope, x, tuple(eqn.params["new_sizes"]))]
 
 
-def _reshape(scope: Scope, x: Value, shape: tuple[int, ...]) -> Value:
+def _reshape(scope: ImportScope, x: Value, shape: tuple[int, ...]) -> Value:
     return x if x.type.shape == shape else scope.emit("reshape", [x], shape=shape)
 
 
 @rule("squeeze")
-def squeeze(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def squeeze(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     return [_reshape(scope, x, type_of(eqn.outvars[0].aval).shape)]
 
 
 @rule("transpose")
-def transpose(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def transpose(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     perm = tuple(eqn.params["permutation"])
     if perm == tuple(range(len(perm))):
@@ -225,7 +225,7 @@ def transpose(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("iota")
-def iota(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def iota(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     t = ArrayType(tuple(eqn.params["shape"]), dtype_of(eqn.params["dtype"], "an iota"))
     result = scope.emit("iota", [], type=t, dimension=int(eqn.params["dimension"]))
     scope.nonnegative.add(result)
@@ -237,7 +237,7 @@ _REDUCE_BOOL = {"reduce_or": "reduce_max", "reduce_and": "reduce_min"}
 
 
 @rule(*_REDUCE, *_REDUCE_BOOL)
-def reduce(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def reduce(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     name = eqn.primitive.name
     if name in _REDUCE_BOOL and x.type.dtype != "bool":
@@ -249,7 +249,7 @@ def reduce(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("dot_general")
-def dot_general(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Any contracting and batch dimensions, as one (batched) ``dot`` of
     ``(B..., M, K) x (B..., K, N)``: each operand is transposed to batch, free, contracted
     (lhs) or batch, contracted, free (rhs) order and its free and contracted dimensions
@@ -273,7 +273,7 @@ def dot_general(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 def _dot_operand(
-    scope: Scope,
+    scope: ImportScope,
     x: Value,
     batch: tuple[int, ...],
     contracted: tuple[int, ...],
@@ -294,7 +294,7 @@ def _dot_operand(
 
 
 def _outer(
-    scope: Scope, a: Value, b: Value, batch_a: tuple, batch_b: tuple, shape: tuple[int, ...]
+    scope: ImportScope, a: Value, b: Value, batch_a: tuple, batch_b: tuple, shape: tuple[int, ...]
 ) -> Value:
     """``a * b`` broadcast to upstream's result order (batch, ``a``'s free, ``b``'s free)."""
     nb, n_free_a = len(batch_a), a.type.ndim - len(batch_a)

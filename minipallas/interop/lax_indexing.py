@@ -22,7 +22,7 @@ import numpy as np
 from jax._src import core as jax_core
 from jax._src.lax.slicing import GatherScatterMode
 
-from minipallas.interop.importer import Scope, rule, type_of
+from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import static_int
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
@@ -31,7 +31,7 @@ from minipallas.ir.types import ArrayType
 
 
 @rule("slice")
-def slice_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def slice_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     p = eqn.params
     strides = p.get("strides") or (1,) * x.type.ndim
@@ -44,7 +44,9 @@ def slice_(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("slice", [x], indexer=entries)]
 
 
-def _starts(scope: Scope, atoms: Sequence, shape: Sequence[int], sizes: Sequence[int]) -> tuple:
+def _starts(
+    scope: ImportScope, atoms: Sequence, shape: Sequence[int], sizes: Sequence[int]
+) -> tuple:
     """XLA's clamped window starts: literal ones folded, the others ``Dyn`` operands."""
     entries, dyn = [], []
     for atom, dim, size in zip(atoms, shape, sizes, strict=True):
@@ -58,7 +60,7 @@ def _starts(scope: Scope, atoms: Sequence, shape: Sequence[int], sizes: Sequence
 
 
 @rule("dynamic_slice")
-def dynamic_slice(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def dynamic_slice(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     sizes = tuple(eqn.params["slice_sizes"])
     indexer, dyn = _starts(scope, eqn.invars[1:], x.type.shape, sizes)
@@ -66,14 +68,14 @@ def dynamic_slice(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("dynamic_update_slice")
-def dynamic_update_slice(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def dynamic_update_slice(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, update = scope.read(eqn.invars[0]), scope.read(eqn.invars[1])
     indexer, dyn = _starts(scope, eqn.invars[2:], x.type.shape, update.type.shape)
     return [scope.emit("dynamic_update_slice", [x, *dyn, update], indexer=indexer)]
 
 
 @rule("concatenate")
-def concatenate(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def concatenate(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     parts = [scope.read(a) for a in eqn.invars]
     if len(parts) == 1:
         return parts
@@ -97,7 +99,7 @@ def _mode(eqn: jax_core.JaxprEqn) -> GatherScatterMode:
     return GatherScatterMode.from_any(eqn.params.get("mode"))
 
 
-def _column(scope: Scope, indices: Value, j: int) -> Value:
+def _column(scope: ImportScope, indices: Value, j: int) -> Value:
     """``indices[..., j]`` as int32."""
     batch = indices.type.shape[:-1]
     if indices.type.shape[-1] == 1:
@@ -108,19 +110,19 @@ def _column(scope: Scope, indices: Value, j: int) -> Value:
     return scope.convert(column, "int32")
 
 
-def _spread(scope: Scope, x: Value, shape: tuple[int, ...], axes: Sequence[int]) -> Value:
+def _spread(scope: ImportScope, x: Value, shape: tuple[int, ...], axes: Sequence[int]) -> Value:
     """``x`` (one value per index vector) broadcast over the result, along ``axes``."""
     if x.type.shape == shape:
         return x
     return scope.emit("broadcast_in_dim", [x], shape=shape, dims=tuple(axes))
 
 
-def _int32(scope: Scope, value: int, shape: tuple[int, ...]) -> Value:
+def _int32(scope: ImportScope, value: int, shape: tuple[int, ...]) -> Value:
     return scope.constant(value, "int32", shape)
 
 
 def _window_positions(
-    scope: Scope,
+    scope: ImportScope,
     operand: ArrayType,
     indices: Value,
     out_shape: tuple[int, ...],
@@ -161,7 +163,7 @@ def _window_positions(
     return positions, valid
 
 
-def _check_plain(scope: Scope, numbers: object) -> None:
+def _check_plain(scope: ImportScope, numbers: object) -> None:
     batching = ("operand_batching_dims", "start_indices_batching_dims")
     batching += ("scatter_indices_batching_dims",)
     if any(getattr(numbers, name, ()) for name in batching):
@@ -180,7 +182,7 @@ def _fill(dtype: str, given: object) -> object:
 
 
 @rule("gather")
-def gather(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def gather(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, indices = scope.read(eqn.invars[0]), scope.read(eqn.invars[1])
     numbers = eqn.params["dimension_numbers"]
     _check_plain(scope, numbers)
@@ -206,7 +208,7 @@ def gather(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("scatter", "scatter-add")
-def scatter(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def scatter(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, indices, updates = (scope.read(a) for a in eqn.invars)
     numbers = eqn.params["dimension_numbers"]
     _check_plain(scope, numbers)

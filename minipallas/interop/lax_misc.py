@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope, rule
+from minipallas.interop.importer import ImportScope, rule
 from minipallas.interop.lax import identity, operands
 from minipallas.ir.core import Value
 
@@ -20,5 +20,5 @@ rule("stop_gradient", "multiple_of")(identity)
 
 
 @rule("add_any")
-def add_any(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def add_any(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("add", operands(scope, eqn))]

@@ -19,20 +19,20 @@ from collections.abc import Sequence
 
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope, dtype_of, rule, type_of
+from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Int, Slice
 
 
 @rule("rev")
-def rev(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def rev(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dims = tuple(int(d) for d in eqn.params["dimensions"])
     return [scope.emit("reverse", [x], dims=dims) if dims else x]
 
 
 @rule("pad")
-def pad(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def pad(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, value = (scope.read(a) for a in eqn.invars)
     config = [tuple(int(n) for n in dim) for dim in eqn.params["padding_config"]]
     low, high, interior = (tuple(c[j] for c in config) for j in range(3))
@@ -40,21 +40,21 @@ def pad(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
-def cumulative(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def cumulative(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis, reverse = int(eqn.params["axis"]), bool(eqn.params["reverse"])
     return [scope.emit(eqn.primitive.name, [x], axis=axis, reverse=reverse)]
 
 
 @rule("reduce_prod")
-def reduce_prod(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def reduce_prod(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axes = tuple(int(a) for a in eqn.params["axes"])
     return [scope.emit("reduce_prod", [x], axes=axes) if axes else x]
 
 
 @rule("argmax", "argmin")
-def argmax(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def argmax(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     (axis,) = eqn.params["axes"]
     dtype = dtype_of(eqn.params["index_dtype"], f"the index of {eqn.primitive.name}")
@@ -62,7 +62,7 @@ def argmax(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("sort")
-def sort(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def sort(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     xs = [scope.read(a) for a in eqn.invars]
     op = scope.emit_op(
         "sort", xs, dimension=int(eqn.params["dimension"]), num_keys=int(eqn.params["num_keys"])
@@ -71,7 +71,7 @@ def sort(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("top_k")
-def top_k(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def top_k(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     last, axis = x.type.ndim - 1, int(eqn.params.get("axis", x.type.ndim - 1))
     perm = list(range(x.type.ndim))
@@ -85,7 +85,7 @@ def top_k(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("tile")
-def tile(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def tile(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     reps = tuple(int(r) for r in eqn.params["reps"])
     shape = x.type.shape
@@ -98,7 +98,7 @@ def tile(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("stack")
-def stack(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def stack(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     out = type_of(eqn.outvars[0].aval)
     axis = int(eqn.params["axis"])
     result = scope.constant(0, out.dtype, out.shape)
@@ -112,7 +112,7 @@ def stack(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("split")
-def split(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def split(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis, start, parts = int(eqn.params["axis"]), 0, []
     for size in (int(s) for s in eqn.params["sizes"]):
@@ -126,7 +126,7 @@ def split(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("unstack")
-def unstack(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def unstack(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis = int(eqn.params["axis"])
     return [

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from jax._src import core as jax_core
 
-from minipallas.interop.importer import Scope, rule, scoped_rule, type_of
+from minipallas.interop.importer import ImportScope, rule, scoped_rule, type_of
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
@@ -25,7 +25,7 @@ from minipallas.ir.types import RefType
 
 @scoped_rule("new_ref", "empty_ref")
 def allocate(
-    scope: Scope,
+    scope: ImportScope,
     eqn: jax_core.JaxprEqn,
     rest: Sequence[jax_core.JaxprEqn],
     outvars: Sequence[jax_core.Atom],
@@ -63,14 +63,14 @@ def allocate(
     return [values[v] if v in values else scope.read(v) for v in outvars]
 
 
-def _end(scope: Scope, var: jax_core.Atom) -> None:
+def _end(scope: ImportScope, var: jax_core.Atom) -> None:
     """Ends the life of the ref ``var``: a later use is an error naming this equation."""
     scope.env.pop(var, None)  # type: ignore[call-overload]
     scope.ended[var] = f"'{scope.primitive}' at {scope.loc}"  # type: ignore[index]
 
 
 @rule("freeze")
-def freeze(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def freeze(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """The ref's whole value; the ref is not used again."""
     (ref_atom,) = eqn.invars
     ref = scope.read(ref_atom)
@@ -80,7 +80,7 @@ def freeze(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("free_ref")
-def free_ref(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def free_ref(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Nothing to compute: the ref is not used again."""
     (ref_atom,) = eqn.invars
     scope.read(ref_atom)

@@ -32,7 +32,7 @@ from jax._src import core as jax_core
 from jax._src import tree_util
 from jax._src.state import indexing as jax_indexing
 
-from minipallas.interop.importer import Scope, rule, type_of
+from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import Window, static_int, window
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
@@ -42,13 +42,13 @@ from minipallas.ir.types import ArrayType
 
 
 @rule("run_scoped")
-def run_scoped(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     jaxpr = eqn.params["jaxpr"]
     args = [scope.read(a) for a in eqn.invars]
     allocs = [Value(type_of(v.aval, f"scoped allocation {v}")) for v in jaxpr.invars]
     params = [Value(a.type) for a in args]
 
-    def prologue(inner: Scope, _: list[Value]) -> list[Value]:
+    def prologue(inner: ImportScope, _: list[Value]) -> list[Value]:
         for var, param in zip(jaxpr.constvars, params, strict=True):
             inner.bind(var, param)
         return list(allocs)
@@ -59,7 +59,7 @@ def run_scoped(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("program_id", "num_programs")
-def grid_query(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def grid_query(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, [], axis=int(eqn.params["axis"]))]
 
 
@@ -75,7 +75,9 @@ class Lanes:
         self.inside = inside
 
 
-def _target(scope: Scope, ref_atom: jax_core.Atom, transforms: Sequence) -> tuple[Value, Lanes]:
+def _target(
+    scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence
+) -> tuple[Value, Lanes]:
     ref = scope.read(ref_atom)
     views = list(transforms)
     last = views.pop() if views and isinstance(views[-1], jax_indexing.NDIndexer) else None
@@ -98,7 +100,7 @@ def _array_shape(entry: object) -> tuple[int, ...]:
     return tuple(getattr(getattr(entry, "aval", None), "shape", ()))
 
 
-def _padded(scope: Scope, entries: Sequence, shape: Sequence[int]) -> Lanes:
+def _padded(scope: ImportScope, entries: Sequence, shape: Sequence[int]) -> Lanes:
     """Upstream's padded window: start ``s`` (a negative one plus ``dim + size``) clamped into
     ``[0, dim]``, lanes ``s .. s+size-1``, those from ``dim`` on outside the ref. Made once
     per block for the same starts, sizes and shape."""
@@ -108,14 +110,14 @@ def _padded(scope: Scope, entries: Sequence, shape: Sequence[int]) -> Lanes:
     return scope.memo[key]
 
 
-def _entry_key(scope: Scope, entry: object) -> tuple:
+def _entry_key(scope: ImportScope, entry: object) -> tuple:
     is_slice = isinstance(entry, jax_indexing.Slice)
     atom = entry.start if is_slice else entry
     s = static_int(atom)
     return (is_slice, entry.size if is_slice else 1, s if s is not None else scope.read(atom))
 
 
-def _padded_lanes(scope: Scope, entries: Sequence, shape: Sequence[int]) -> Lanes:
+def _padded_lanes(scope: ImportScope, entries: Sequence, shape: Sequence[int]) -> Lanes:
     starts: list[int | Value] = []
     sizes = []
     for entry, dim in zip(entries, shape, strict=True):
@@ -160,12 +162,12 @@ def _padded_lanes(scope: Scope, entries: Sequence, shape: Sequence[int]) -> Lane
     return Lanes(Window(indexer, positions), inside)
 
 
-def _read(scope: Scope, ref: Value, lanes: Lanes) -> Value:
+def _read(scope: ImportScope, ref: Value, lanes: Lanes) -> Value:
     w = lanes.window
     return _filled(scope, scope.emit("load", [ref, *w.dyn], indexer=w.indexer), lanes)
 
 
-def _filled(scope: Scope, value: Value, lanes: Lanes) -> Value:
+def _filled(scope: ImportScope, value: Value, lanes: Lanes) -> Value:
     """What a read of ``lanes`` gives upstream: ``value``, with the fill value past the end."""
     if lanes.inside is None:
         return value
@@ -173,7 +175,7 @@ def _filled(scope: Scope, value: Value, lanes: Lanes) -> Value:
     return scope.emit("select", [lanes.inside, value, fill])
 
 
-def _lanes_of(scope: Scope, atom: jax_core.Atom, like: Value) -> Value:
+def _lanes_of(scope: ImportScope, atom: jax_core.Atom, like: Value) -> Value:
     """A mask or ``other`` operand broadcast to the window (and ``other`` in its dtype)."""
     x = scope.read(atom)
     if x.type.dtype != "bool":
@@ -182,7 +184,7 @@ def _lanes_of(scope: Scope, atom: jax_core.Atom, like: Value) -> Value:
 
 
 @rule("masked_load")
-def masked_load(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def masked_load(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref_atom, transforms, mask, other = tree_util.tree_unflatten(
         eqn.params["args_tree"], eqn.invars
     )
@@ -200,7 +202,7 @@ def masked_load(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("masked_swap")
-def masked_swap(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def masked_swap(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref_atom, transforms, val, mask = tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
     ref, lanes = _target(scope, ref_atom, transforms or ())
     new = scope.read(val)

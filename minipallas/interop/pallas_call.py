@@ -30,8 +30,8 @@ from jax._src.pallas import core as pallas_core
 
 from minipallas.interop.importer import (
     Importer,
+    ImportScope,
     JaxprImportError,
-    Scope,
     closed_parts,
     dtype_of,
     rule,
@@ -45,7 +45,7 @@ from minipallas.kernels.spec import Kernel, TracedBlockSpec
 
 
 @rule("pallas_call")
-def pallas_call(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def pallas_call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     kernel = kernel_from_eqn(eqn, importer=scope.importer)
     program = grid_program(kernel, name=scope.importer.unique_name(f"{kernel.name}_grid"))
     args = [scope.read(a) for a in eqn.invars]
@@ -165,7 +165,7 @@ def _body(
     if jaxpr.constvars:
         raise JaxprImportError(f"the body of pallas_call {name} closes over constants")
     params = [Value(t) for t in types]
-    scope = Scope(importer)
+    scope = ImportScope(importer)
     results = scope.run(jaxpr, params)
     if results:
         raise JaxprImportError(f"the body of pallas_call {name} returns values")

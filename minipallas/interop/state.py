@@ -26,7 +26,7 @@ from jax._src import tree_util
 from jax._src.state import indexing as jax_indexing
 from jax._src.state import types as state_types
 
-from minipallas.interop.importer import Scope, dtype_of, rule, type_of
+from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.interop.indexers import Window, window
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
@@ -39,7 +39,7 @@ def transforms_of(eqn: jax_core.JaxprEqn, first: int) -> tuple:
     return tuple(tree_util.tree_unflatten(eqn.params["tree"], eqn.invars[first:]))
 
 
-def apply_view(scope: Scope, ref: Value, transform: object) -> Value:
+def apply_view(scope: ImportScope, ref: Value, transform: object) -> Value:
     """The ref view one upstream transform makes of ``ref``."""
     if isinstance(transform, jax_indexing.NDIndexer):
         w = window(scope, transform, ref.type.shape, view=True)
@@ -59,7 +59,9 @@ def apply_view(scope: Scope, ref: Value, transform: object) -> Value:
     raise scope.error(f"the ref transform {type(transform).__name__} cannot be imported")
 
 
-def target(scope: Scope, ref_atom: jax_core.Atom, transforms: Sequence) -> tuple[Value, Window]:
+def target(
+    scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence
+) -> tuple[Value, Window]:
     """The ref a state equation acts on (views applied) and the window it reads or writes."""
     ref = scope.read(ref_atom)
     views = list(transforms)
@@ -72,20 +74,20 @@ def target(scope: Scope, ref_atom: jax_core.Atom, transforms: Sequence) -> tuple
 
 
 @rule("get")
-def get(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def get(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 1))
     return [scope.emit("get", [ref, *w.dyn], indexer=w.indexer)]
 
 
 @rule("swap")
-def swap(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def swap(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 2))
     value = scope.read(eqn.invars[1])
     return [scope.emit("swap", [ref, *w.dyn, value], indexer=w.indexer)]
 
 
 @rule("addupdate")
-def addupdate(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def addupdate(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 2))
     value = scope.read(eqn.invars[1])
     scope.emit_op("addupdate", [ref, *w.dyn, value], indexer=w.indexer)
@@ -93,13 +95,13 @@ def addupdate(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 
 @rule("broadcast_to")
-def broadcast_to(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def broadcast_to(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """numpy-style broadcast (upstream inserts it to line up integer indices)."""
     return [scope.broadcast(scope.read(eqn.invars[0]), eqn.params["shape"])]
 
 
 @rule("run_state")
-def run_state(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+def run_state(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """``run_state(f)(init)``: a ``run_scoped`` allocating one ref per array argument of ``f``.
 
     The body stores each initial value into its ref, imports ``f``, and yields every ref's
@@ -120,7 +122,7 @@ def run_state(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         if a is None or not isinstance(a.type, RefType)
     }
 
-    def prologue(inner: Scope, _: list[Value]) -> list[Value]:
+    def prologue(inner: ImportScope, _: list[Value]) -> list[Value]:
         values, refs = iter(params), []
         for k, init in enumerate(initialized):
             value = next(values) if init else None
@@ -130,7 +132,7 @@ def run_state(scope: Scope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
             refs.append(ref)
         return refs
 
-    def epilogue(inner: Scope, outs: list[Value]) -> list[Value]:
+    def epilogue(inner: ImportScope, outs: list[Value]) -> list[Value]:
         return [inner.emit("get", [ref], indexer=full(ref.type.shape)) for ref in allocs.values()]
 
     operands = [a for a in outer if a is not None]
