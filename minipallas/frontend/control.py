@@ -20,8 +20,8 @@ import numpy as np
 from minipallas.frontend.promotion import check_fits, default_dtype, is_python_scalar, promote
 from minipallas.frontend.refs import TracedRef
 from minipallas.frontend.scopes import (
-    Scope,
     Tracer,
+    TraceScope,
     child,
     current,
     emit,
@@ -149,12 +149,12 @@ def _carries(init_val: Any, what: str) -> tuple[list[TracedArray], Any]:
     return inits, tree
 
 
-def _unflatten(tree: Any, values: Sequence[Value], scope: Scope) -> Any:
+def _unflatten(tree: Any, values: Sequence[Value], scope: TraceScope) -> Any:
     return tree.unflatten([TracedArray(v, scope) for v in values])
 
 
 def _conform(
-    out: Any, tree: Any, like: Sequence[TracedArray], scope: Scope, what: str
+    out: Any, tree: Any, like: Sequence[TracedArray], scope: TraceScope, what: str
 ) -> list[Value]:
     """A body's returned carries, checked against ``tree`` and the types of ``like``."""
     leaves, out_tree = _flatten(out)

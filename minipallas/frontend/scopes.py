@@ -43,14 +43,14 @@ def trace_error(message: str, *, op: str | None = None, fix: str | None = None) 
     return TraceError(message, op=op, loc=user_location(), fix=fix)
 
 
-class Scope:
+class TraceScope:
     """One region under construction: its ops, the outer values it captured, its state.
 
     ``captures`` maps each captured value of the parent scope to the parameter standing for it
     here, in order of first use. ``what`` names the region for error messages.
     """
 
-    def __init__(self, what: str, parent: Scope | None, loc: Location) -> None:
+    def __init__(self, what: str, parent: TraceScope | None, loc: Location) -> None:
         self.what = what
         self.parent = parent
         self.loc = loc
@@ -62,7 +62,7 @@ class Scope:
         # values known to be >= 0 (grid indices, counting loop indices): no index wrap needed
         self.nonnegative: set[Value] = set() if parent is None else parent.nonnegative
 
-    def __enter__(self) -> Scope:
+    def __enter__(self) -> TraceScope:
         _STATE.stack.append(self)
         return self
 
@@ -72,7 +72,7 @@ class Scope:
         if kind is not None:
             self.open = False  # tracing failed: nothing more goes into this scope
 
-    def encloses(self, other: Scope) -> bool:
+    def encloses(self, other: TraceScope) -> bool:
         scope = self.parent
         while scope is not None:
             if scope is other:
@@ -114,7 +114,7 @@ class Tracer:
     __slots__ = ("_value", "_scope")
     kind = "value"  # what error messages call it
 
-    def __init__(self, value: Value, scope: Scope) -> None:
+    def __init__(self, value: Value, scope: TraceScope) -> None:
         self._value = value
         self._scope = scope
 
@@ -168,7 +168,7 @@ class _State(threading.local):
     """The open scopes of this thread, innermost last."""
 
     def __init__(self) -> None:
-        self.stack: list[Scope] = []
+        self.stack: list[TraceScope] = []
 
 
 _STATE = _State()
@@ -181,12 +181,12 @@ def check_open(*xs: object) -> None:
             raise _ended(x)
 
 
-def innermost() -> Scope | None:
+def innermost() -> TraceScope | None:
     """The current scope, or None when nothing is being traced."""
     return _STATE.stack[-1] if _STATE.stack else None
 
 
-def current() -> Scope:
+def current() -> TraceScope:
     """The innermost open scope: where new ops go."""
     stack = _STATE.stack
     if not stack:
@@ -197,16 +197,16 @@ def current() -> Scope:
     return stack[-1]
 
 
-def child(what: str) -> Scope:
+def child(what: str) -> TraceScope:
     """A new scope nested in the current one (not yet entered)."""
-    return Scope(what, current(), user_location())
+    return TraceScope(what, current(), user_location())
 
 
 T = TypeVar("T")
 
 
 def emit(
-    wrap: Callable[[Value, Scope], T],
+    wrap: Callable[[Value, TraceScope], T],
     name: str,
     operands: Sequence[Tracer | Value],
     attrs: Mapping[str, Any] | None = None,

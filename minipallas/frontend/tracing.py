@@ -15,7 +15,7 @@ from typing import Any
 
 from minipallas.frontend.foreign import jax_rejection
 from minipallas.frontend.refs import TracedRef
-from minipallas.frontend.scopes import Scope, innermost, trace_error
+from minipallas.frontend.scopes import TraceScope, innermost, trace_error
 from minipallas.frontend.values import TracedArray, as_result
 from minipallas.ir.builder import params
 from minipallas.ir.core import Function
@@ -36,7 +36,7 @@ def trace(f: Callable[..., Any], *types: ArrayType | RefType, name: str | None =
             )
     name = function_name(f) if name is None else name
     check_arity(f, len(types), f"@{name}", f"trace was given {_count(len(types), 'type')}")
-    scope = Scope(f"function @{name}", None, user_location())
+    scope = TraceScope(f"function @{name}", None, user_location())
     caller = innermost()
     if caller is not None:  # a callee: share the caller's traced callees and used names
         scope.cache, scope.names = caller.cache, caller.names
