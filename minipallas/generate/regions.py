@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from minipallas.generate.program import Body, Program, Var
-from minipallas.generate.sampler import NO_WRITES, Sampler, Scope
+from minipallas.generate.sampler import NO_WRITES, Sampler, SampleScope
 from minipallas.generate.state import indexer
 from minipallas.ir import indexing
 from minipallas.ir.types import ArrayType, RefType
@@ -21,18 +21,18 @@ I32 = ArrayType((), "int32")
 BOOL = ArrayType((), "bool")
 
 
-def _yields(s: Sampler, inner: Scope, types: list[ArrayType]) -> tuple[Var, ...]:
+def _yields(s: Sampler, inner: SampleScope, types: list[ArrayType]) -> tuple[Var, ...]:
     return tuple(s.obtain(inner, t) for t in types)
 
 
-def _out_types(s: Sampler, scope: Scope, n: int) -> list[ArrayType]:
+def _out_types(s: Sampler, scope: SampleScope, n: int) -> list[ArrayType]:
     return [v.type for v in s.some_arrays(scope, n)]  # type: ignore[misc]
 
 
-def run_scoped(s: Sampler, scope: Scope) -> None:
+def run_scoped(s: Sampler, scope: SampleScope) -> None:
     """Scratch refs for a body; usually written whole first, sometimes read uninitialized."""
     body = Body()
-    inner = Scope(scope, body, scope.readonly)
+    inner = SampleScope(scope, body, scope.readonly)
     allocs = []
     for _ in range(s.c.integer(1, 2)):
         space = s.c.pick(s.cfg.memory_spaces)
@@ -49,7 +49,7 @@ def run_scoped(s: Sampler, scope: Scope) -> None:
     s.emit(scope, "run_scoped", (), {"collective_axes": ()}, out_types=out_types, bodies=(body,))
 
 
-def for_loop(s: Sampler, scope: Scope) -> None:
+def for_loop(s: Sampler, scope: SampleScope) -> None:
     """``for i in range(lower, upper)`` with 0-2 carries; 0-3 trips (or none: upper < lower)."""
     lo = s.c.integer(-1, 2)
     hi = lo + s.c.integer(-1, 3)
@@ -59,7 +59,7 @@ def for_loop(s: Sampler, scope: Scope) -> None:
     inits = [s.obtain(scope, t) for t in types]
     i, carries = s.var(I32), [s.var(t) for t in types]
     body = Body(params=(i, *carries))
-    inner = Scope(scope, body, s.region_readonly(scope))
+    inner = SampleScope(scope, body, s.region_readonly(scope))
     for v in (i, *carries):
         inner.add(v)
     s.fill(inner, s.nested_count())
@@ -67,7 +67,7 @@ def for_loop(s: Sampler, scope: Scope) -> None:
     s.emit(scope, "for", (lower, upper, *inits), {}, out_types=types, bodies=(body,))
 
 
-def while_loop(s: Sampler, scope: Scope) -> None:
+def while_loop(s: Sampler, scope: SampleScope) -> None:
     """A counted ``while``; the condition may also read a ref (which the body may write)."""
     start = s.index_constant(scope, np.array(s.c.integer(-1, 1)))
     types = _out_types(s, scope, s.c.integer(0, 1))
@@ -78,7 +78,7 @@ def while_loop(s: Sampler, scope: Scope) -> None:
 
     counter, extras = s.var(I32), [s.var(t) for t in types]
     cond_body = Body(params=(counter, *extras))
-    cond = Scope(scope, cond_body, NO_WRITES)
+    cond = SampleScope(scope, cond_body, NO_WRITES)
     for v in extras:
         cond.add(v)
     if bound is None:
@@ -90,7 +90,7 @@ def while_loop(s: Sampler, scope: Scope) -> None:
 
     counter2, extras2 = s.var(I32), [s.var(t) for t in types]
     body = Body(params=(counter2, *extras2))
-    inner = Scope(scope, body, s.region_readonly(scope))
+    inner = SampleScope(scope, body, s.region_readonly(scope))
     for v in (counter2, *extras2):
         inner.add(v)
     s.fill(inner, s.nested_count())
@@ -99,7 +99,7 @@ def while_loop(s: Sampler, scope: Scope) -> None:
     s.emit(scope, "while", (start, *inits), {}, out_types=[I32, *types], bodies=(cond_body, body))
 
 
-def _scalar_test(s: Sampler, scope: Scope) -> Var:
+def _scalar_test(s: Sampler, scope: SampleScope) -> Var:
     """A bool scalar read from a visible ref (any of its elements), or drawn from the pools."""
     ref = s.pick_ref(scope, ok=lambda r: 0 not in r.type.shape)
     if ref is None:
@@ -124,7 +124,7 @@ def _renumber(idx: tuple) -> tuple:
     return tuple(out)
 
 
-def cond(s: Sampler, scope: Scope) -> None:
+def cond(s: Sampler, scope: SampleScope) -> None:
     """One to three branches on an index that may be out of range (it is clamped)."""
     n = s.c.integer(1, 3)
     if s.c.chance(0.3):
@@ -136,14 +136,14 @@ def cond(s: Sampler, scope: Scope) -> None:
     branches = []
     for _ in range(n):
         body = Body()
-        inner = Scope(scope, body, s.region_readonly(scope))
+        inner = SampleScope(scope, body, s.region_readonly(scope))
         s.fill(inner, s.nested_count())
         body.results = _yields(s, inner, types)
         branches.append(body)
     s.emit(scope, "cond", (index,), {}, out_types=types, bodies=tuple(branches))
 
 
-def call(s: Sampler, scope: Scope) -> None:
+def call(s: Sampler, scope: SampleScope) -> None:
     """A call of a freshly drawn function (or again of an earlier one), passed refs with
     distinct roots and some arrays."""
     if s.callees and s.c.chance(0.3) and _call_again(s, scope, s.c.pick(s.callees)):
@@ -159,7 +159,7 @@ def call(s: Sampler, scope: Scope) -> None:
     readonly = frozenset(
         p for p, a in zip(params, args, strict=True) if a in refs and not s.writable(scope, a)
     )
-    inner = Scope(None, body, readonly)
+    inner = SampleScope(None, body, readonly)
     inner.depth = scope.depth + 1
     for p in params:
         if isinstance(p.type, RefType):
@@ -176,7 +176,7 @@ def call(s: Sampler, scope: Scope) -> None:
     s.emit(scope, "call", args, {"callee": callee}, out_types=out_types)
 
 
-def _call_again(s: Sampler, scope: Scope, callee: Program) -> bool:
+def _call_again(s: Sampler, scope: SampleScope, callee: Program) -> bool:
     """Calls an earlier callee if visible refs of its parameter types (distinct roots, and
     writable unless the callee never writes them) can be found; arrays are obtained."""
     args: list[Var] = []

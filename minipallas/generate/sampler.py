@@ -65,7 +65,7 @@ class Config:
     transcendental: bool = True  # exp and tanh on floats
 
 
-class Scope:
+class SampleScope:
     """The variables one body defines, filed for quick picking, and what it may write."""
 
     __slots__ = (
@@ -73,7 +73,7 @@ class Scope:
     )  # fmt: skip
 
     def __init__(
-        self, parent: Scope | None, body: Body, readonly: frozenset[Var] = frozenset()
+        self, parent: SampleScope | None, body: Body, readonly: frozenset[Var] = frozenset()
     ) -> None:
         self.parent = parent
         self.body = body
@@ -85,7 +85,7 @@ class Scope:
         self.readonly = readonly  # roots this body must not write (``None`` member: none)
         self.windows: list[tuple] = []  # (ref, indexer, dyn, unique) state ops used here
 
-    def chain(self) -> list[Scope]:
+    def chain(self) -> list[SampleScope]:
         scopes, s = [], self
         while s is not None:
             scopes.append(s)
@@ -119,7 +119,7 @@ class Sampler:
     def program(self, n_ops: int | None = None, name: str = "generated") -> Program:
         """Draws a program; ``n_ops`` asks for about that many ops instead of a small budget."""
         body = Body()
-        scope = Scope(None, body)
+        scope = SampleScope(None, body)
         refs = [self.ref_param(scope) for _ in range(self.c.integer(1, 4))]
         arrays = [self.array_param(scope) for _ in range(self.c.integer(0, 3))]
         body.params = (*refs, *arrays)
@@ -131,35 +131,35 @@ class Sampler:
         body.results = tuple(self.some_arrays(scope, self.c.integer(0, 3)))
         return Program(name, body)
 
-    def ref_param(self, scope: Scope) -> Var:
+    def ref_param(self, scope: SampleScope) -> Var:
         space = "any" if self.c.chance(0.7) else self.c.pick(self.cfg.memory_spaces)
         return self.new_root(scope, RefType(self.shape(), self.dtype(), space))
 
-    def array_param(self, scope: Scope) -> Var:
+    def array_param(self, scope: SampleScope) -> Var:
         t = ArrayType((), "int32") if self.c.chance(0.6) else ArrayType(self.shape(), self.dtype())
         v = self.var(t)
         scope.add(v)
         return v
 
-    def new_root(self, scope: Scope, t: RefType) -> Var:
+    def new_root(self, scope: SampleScope, t: RefType) -> Var:
         v = self.var(t)
         self.root[v] = v
         scope.refs.append(v)
         scope.roots.append(v)
         return v
 
-    def fill(self, scope: Scope, n: int) -> None:
+    def fill(self, scope: SampleScope, n: int) -> None:
         for _ in range(n):
             self.statement(scope)
 
     def nested_count(self) -> int:
         return self.c.integer(0, self.cfg.max_stmts // 2 + 1)
 
-    def statement(self, scope: Scope) -> None:
+    def statement(self, scope: SampleScope) -> None:
         from minipallas.generate import regions, state  # they build on this module
 
         cfg, deep = self.cfg, scope.depth < self.cfg.max_depth
-        menu: list[tuple[int, Callable[[Sampler, Scope], None]]] = [
+        menu: list[tuple[int, Callable[[Sampler, SampleScope], None]]] = [
             (6, compute),
             (8, state.get),
             (6, state.swap),
@@ -182,7 +182,7 @@ class Sampler:
 
     def emit(
         self,
-        scope: Scope,
+        scope: SampleScope,
         op: str,
         args: Sequence[Var],
         attrs: dict | None = None,
@@ -203,7 +203,9 @@ class Sampler:
                 scope.add(v)
         return outs
 
-    def emit1(self, scope: Scope, op: str, args: Sequence[Var], attrs: dict | None = None) -> Var:
+    def emit1(
+        self, scope: SampleScope, op: str, args: Sequence[Var], attrs: dict | None = None
+    ) -> Var:
         (out,) = self.emit(scope, op, args, attrs)
         return out
 
@@ -212,24 +214,24 @@ class Sampler:
     def recent(self, items: list) -> object:
         return items[-1 - self.c.integer(0, min(len(items), RECENT) - 1)]
 
-    def find(self, scope: Scope, t: Type) -> Var | None:
+    def find(self, scope: SampleScope, t: Type) -> Var | None:
         """A visible array variable of type ``t``, or None."""
         lists = [lst for s in scope.chain() if (lst := s.arrays.get(t))]
         return self.recent(self.c.pick(lists)) if lists else None  # type: ignore[return-value]
 
-    def any_array(self, scope: Scope) -> Var | None:
+    def any_array(self, scope: SampleScope) -> Var | None:
         lists = [s.all_arrays for s in scope.chain() if s.all_arrays]
         return self.recent(self.c.pick(lists)) if lists else None  # type: ignore[return-value]
 
-    def some_arrays(self, scope: Scope, n: int) -> list[Var]:
+    def some_arrays(self, scope: SampleScope, n: int) -> list[Var]:
         found = (self.any_array(scope) for _ in range(n))
         return [v for v in found if v is not None]
 
-    def writable(self, scope: Scope, ref: Var) -> bool:
+    def writable(self, scope: SampleScope, ref: Var) -> bool:
         return None not in scope.readonly and self.root[ref] not in scope.readonly
 
     def pick_ref(
-        self, scope: Scope, write: bool = False, ok: Callable[[Var], bool] | None = None
+        self, scope: SampleScope, write: bool = False, ok: Callable[[Var], bool] | None = None
     ) -> Var | None:
         """A visible ref (a writable one when ``write``), tried a few times; None if none fit."""
         if write and None in scope.readonly:
@@ -241,7 +243,7 @@ class Sampler:
                 return ref
         return None
 
-    def region_readonly(self, scope: Scope) -> frozenset[Var]:
+    def region_readonly(self, scope: SampleScope) -> frozenset[Var]:
         """For a loop or branch body: the enclosing read-only roots plus a random few more."""
         roots = [r for s in scope.chain() for r in s.roots]
         return scope.readonly | frozenset(self.c.subset(roots, 0.3))
@@ -259,7 +261,7 @@ class Sampler:
 
     # -- values ------------------------------------------------------------------------------
 
-    def obtain(self, scope: Scope, t: ArrayType, depth: int = 0) -> Var:
+    def obtain(self, scope: SampleScope, t: ArrayType, depth: int = 0) -> Var:
         """A variable of type ``t``: reused from a visible pool, a constant, or an expression."""
         how = self.c.weighted([(6, "reuse"), (2, "constant"), (3 * (depth < 2), "derive")])
         if how == "reuse":
@@ -270,7 +272,7 @@ class Sampler:
             return derive(self, scope, t, depth + 1)
         return self.constant(scope, t)
 
-    def adapt(self, scope: Scope, t: ArrayType) -> Var | None:
+    def adapt(self, scope: SampleScope, t: ArrayType) -> Var | None:
         """A visible value of ``t``'s shape converted to ``t``'s dtype, or None if none is."""
         for dtype in self.cfg.dtypes:
             if dtype != t.dtype and convertible(dtype, t.dtype):
@@ -279,14 +281,14 @@ class Sampler:
                     return self.emit1(scope, "convert", (found,), {"dtype": t.dtype})
         return None
 
-    def constant(self, scope: Scope, t: ArrayType) -> Var:
+    def constant(self, scope: SampleScope, t: ArrayType) -> Var:
         if t.size <= 1 or self.c.chance(0.6):
             value = np.full(t.shape, self.c.pick(_SPLATS[_kind(t.dtype)]))
         else:
             value = random_values(np.random.default_rng(self.c.integer(0, 1 << 16)), t)
         return self.emit1(scope, "constant", (), {"value": Literal.of(value, t.dtype)})
 
-    def index_constant(self, scope: Scope, value: np.ndarray, dtype: str = "int32") -> Var:
+    def index_constant(self, scope: SampleScope, value: np.ndarray, dtype: str = "int32") -> Var:
         return self.emit1(scope, "constant", (), {"value": Literal.of(value, dtype)})
 
 
@@ -350,7 +352,7 @@ def _family(dtype: str) -> str:
     return "float" if dtypes.is_float(dtype) else ("bool" if dtype == "bool" else "int")
 
 
-def derive(s: Sampler, scope: Scope, t: ArrayType, depth: int) -> Var:
+def derive(s: Sampler, scope: SampleScope, t: ArrayType, depth: int) -> Var:
     """A small expression of type ``t`` over visible values."""
     fam = _family(t.dtype)
     menu = [(3, "binary"), (2, "unary"), (2, "convert"), (1, "select"), (1, "broadcast")]
@@ -393,7 +395,7 @@ def convertible(src: str, dst: str) -> bool:
     return not (dtypes.is_float(src) and dtypes.is_int(dst))
 
 
-def compute(s: Sampler, scope: Scope) -> None:
+def compute(s: Sampler, scope: SampleScope) -> None:
     """One array statement reshaping, reducing, converting or combining a visible value."""
     x = s.any_array(scope)
     if x is None:

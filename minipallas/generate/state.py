@@ -18,7 +18,13 @@ from collections.abc import Callable
 import numpy as np
 
 from minipallas.generate.program import Var
-from minipallas.generate.sampler import BITCAST_PARTNERS, Sampler, Scope, factor_shape, permutation
+from minipallas.generate.sampler import (
+    BITCAST_PARTNERS,
+    Sampler,
+    SampleScope,
+    factor_shape,
+    permutation,
+)
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
@@ -27,7 +33,7 @@ KINDS = ("full", "int", "slice", "dyn_int", "dyn_slice", "array")
 
 
 def indexer(
-    s: Sampler, scope: Scope, shape: tuple[int, ...], *, arrays: bool, write: str = ""
+    s: Sampler, scope: SampleScope, shape: tuple[int, ...], *, arrays: bool, write: str = ""
 ) -> tuple[tuple, list[Var]]:
     """A random indexer for ``shape`` and its dynamic index variables (``Dyn(k)`` is ``[k]``).
 
@@ -70,7 +76,7 @@ def indexer(
     return tuple(entries), dyn
 
 
-def index_scalar(s: Sampler, scope: Scope, hi: int) -> Var:
+def index_scalar(s: Sampler, scope: SampleScope, hi: int) -> Var:
     """An integer scalar meant to land in ``[0, hi]``; sometimes a visible one, or out of range."""
     if s.c.chance(0.6):
         found = s.find(scope, ArrayType((), "int32"))
@@ -81,7 +87,7 @@ def index_scalar(s: Sampler, scope: Scope, hi: int) -> Var:
     return s.index_constant(scope, np.array(value), dtype)
 
 
-def array_indices(s: Sampler, scope: Scope, extents: list[int], write: str) -> list[Var]:
+def array_indices(s: Sampler, scope: SampleScope, extents: list[int], write: str) -> list[Var]:
     """Integer-array index operands for dimensions of ``extents`` (one shared index shape)."""
     if not extents:
         return []
@@ -116,7 +122,7 @@ def window(ref: Var, idx: tuple, dyn: list[Var]) -> ArrayType:
 
 
 def access(
-    s: Sampler, scope: Scope, write: str = "", ok: Callable[[Var], bool] | None = None
+    s: Sampler, scope: SampleScope, write: str = "", ok: Callable[[Var], bool] | None = None
 ) -> tuple[Var, tuple, list[Var]] | None:
     """A ref, indexer and dynamic indices for a state op, or None if no ref fits.
 
@@ -139,14 +145,14 @@ def access(
     return ref, idx, dyn
 
 
-def get(s: Sampler, scope: Scope) -> None:
+def get(s: Sampler, scope: SampleScope) -> None:
     found = access(s, scope)
     if found is not None:
         ref, idx, dyn = found
         s.emit(scope, "get", (ref, *dyn), {"indexer": idx})
 
 
-def swap(s: Sampler, scope: Scope) -> None:
+def swap(s: Sampler, scope: SampleScope) -> None:
     found = access(s, scope, "set")
     if found is not None:
         ref, idx, dyn = found
@@ -154,7 +160,7 @@ def swap(s: Sampler, scope: Scope) -> None:
         s.emit(scope, "swap", (ref, *dyn, value), {"indexer": idx})
 
 
-def addupdate(s: Sampler, scope: Scope) -> None:
+def addupdate(s: Sampler, scope: SampleScope) -> None:
     """Accumulate; repeated integer-array positions only into integers (order-free sums)."""
     ok = lambda r: r.type.dtype != "bool"  # noqa: E731
     found = access(s, scope, "set", ok) if s.c.chance(0.5) else None
@@ -165,7 +171,7 @@ def addupdate(s: Sampler, scope: Scope) -> None:
         s.emit(scope, "addupdate", (ref, *dyn, value), {"indexer": idx})
 
 
-def load(s: Sampler, scope: Scope) -> None:
+def load(s: Sampler, scope: SampleScope) -> None:
     """A masked load. Without ``other`` its masked-off lanes are unspecified, so the loaded
     value is used only through a ``select`` on the same mask."""
     found = access(s, scope)
@@ -184,7 +190,7 @@ def load(s: Sampler, scope: Scope) -> None:
     s.emit(scope, "load", (ref, *dyn, mask, fill), attrs)
 
 
-def store(s: Sampler, scope: Scope) -> None:
+def store(s: Sampler, scope: SampleScope) -> None:
     found = access(s, scope, "set")
     if found is None:
         return
@@ -198,7 +204,7 @@ def store(s: Sampler, scope: Scope) -> None:
         s.emit(scope, "store", (ref, *dyn, value), {"indexer": idx, "masked": False})
 
 
-def view(s: Sampler, scope: Scope) -> None:
+def view(s: Sampler, scope: SampleScope) -> None:
     """A view of a visible ref: ``ref.at`` window, reshape, bitcast or transpose; chains of
     views stay at most ``Config.max_view_chain`` long, as in real kernels."""
     ref = s.pick_ref(scope, ok=lambda r: s.chain_length.get(r, 0) < s.cfg.max_view_chain)
