@@ -1,7 +1,7 @@
 """Builds minipallas IR from an abstract ``Program``: closure conversion plus ``ir.Builder``.
 
 The program's regions are open (a body uses outer variables freely); the IR's are closed. The
-conversion is lazy and linear: a body is built in a ``_Scope`` that maps program variables to
+conversion is lazy and linear: a body is built in a ``_ClosureScope`` that maps program variables to
 IR values. Looking up a variable the scope does not define makes a fresh body parameter for it
 and records the variable as a *capture*; when the body is done, the region op passes its
 captures as operands, looked up in the enclosing scope (which may capture them in turn). The
@@ -23,10 +23,10 @@ from minipallas.ir.core import Function, Value
 _REGION_OPS = ("run_scoped", "for", "while", "cond", "call")
 
 
-class _Scope:
+class _ClosureScope:
     __slots__ = ("parent", "env", "captures")
 
-    def __init__(self, parent: _Scope | None) -> None:
+    def __init__(self, parent: _ClosureScope | None) -> None:
         self.parent = parent
         self.env: dict[Var, Value] = {}
         self.captures: list[tuple[Var, Value]] = []
@@ -52,28 +52,30 @@ class _Converter:
     def function(self, program: Program) -> Function:
         fn = self.functions.get(id(program))
         if fn is None:
-            scope = _Scope(None)
+            scope = _ClosureScope(None)
             params = [scope.bind(p) for p in program.params]
             builder = Builder()
             results = self.body_into(builder, scope, program.body)
             fn = self.functions[id(program)] = builder.function(program.name, params, results)
         return fn
 
-    def body_into(self, builder: Builder, scope: _Scope, body: Body) -> list[Value]:
+    def body_into(self, builder: Builder, scope: _ClosureScope, body: Body) -> list[Value]:
         for stmt in body.stmts:
             self.stmt(builder, scope, stmt)
         return [scope.value(r) for r in body.results]
 
-    def region(self, scope: _Scope, body: Body) -> tuple[_Scope, list[Value], Builder]:
+    def region(
+        self, scope: _ClosureScope, body: Body
+    ) -> tuple[_ClosureScope, list[Value], Builder]:
         """Builds a body in a child scope; its params are bound but not yet ordered."""
-        inner = _Scope(scope)
+        inner = _ClosureScope(scope)
         for p in body.params:
             inner.bind(p)
         builder = Builder()
         results = self.body_into(builder, inner, body)
         return inner, results, builder
 
-    def stmt(self, b: Builder, scope: _Scope, stmt: Stmt) -> None:
+    def stmt(self, b: Builder, scope: _ClosureScope, stmt: Stmt) -> None:
         if stmt.op in _REGION_OPS:
             op = getattr(self, "stmt_" + stmt.op)(b, scope, stmt)
         else:
@@ -81,7 +83,7 @@ class _Converter:
         for var, value in zip(stmt.outs, op.results, strict=True):
             scope.env[var] = value
 
-    def stmt_run_scoped(self, b: Builder, scope: _Scope, stmt: Stmt):  # noqa: ANN201
+    def stmt_run_scoped(self, b: Builder, scope: _ClosureScope, stmt: Stmt):  # noqa: ANN201
         (body,) = stmt.bodies
         inner, results, builder = self.region(scope, body)
         allocs = [inner.env[p] for p in body.params]
@@ -89,7 +91,7 @@ class _Converter:
         operands = [scope.value(var) for var, _ in inner.captures]
         return b.create("run_scoped", operands, stmt.attrs, [block])
 
-    def stmt_for(self, b: Builder, scope: _Scope, stmt: Stmt):  # noqa: ANN201
+    def stmt_for(self, b: Builder, scope: _ClosureScope, stmt: Stmt):  # noqa: ANN201
         (body,) = stmt.bodies
         inner, results, builder = self.region(scope, body)
         i, *carries = (inner.env[p] for p in body.params)
@@ -99,7 +101,7 @@ class _Converter:
         attrs = {**stmt.attrs, "num_consts": len(consts)}
         return b.create("for", [lower, upper, *consts, *inits], attrs, [block])
 
-    def stmt_while(self, b: Builder, scope: _Scope, stmt: Stmt):  # noqa: ANN201
+    def stmt_while(self, b: Builder, scope: _ClosureScope, stmt: Stmt):  # noqa: ANN201
         blocks, consts = [], []
         for body in stmt.bodies:
             inner, results, builder = self.region(scope, body)
@@ -110,7 +112,7 @@ class _Converter:
         attrs = {**stmt.attrs, "cond_nconsts": len(consts[0]), "body_nconsts": len(consts[1])}
         return b.create("while", [*consts[0], *consts[1], *inits], attrs, blocks)
 
-    def stmt_cond(self, b: Builder, scope: _Scope, stmt: Stmt):  # noqa: ANN201
+    def stmt_cond(self, b: Builder, scope: _ClosureScope, stmt: Stmt):  # noqa: ANN201
         built = [self.region(scope, body) for body in stmt.bodies]
         order: dict[Var, None] = {}
         for inner, _, _ in built:
@@ -122,7 +124,7 @@ class _Converter:
         operands = [scope.value(stmt.args[0]), *(scope.value(var) for var in order)]
         return b.create("cond", operands, stmt.attrs, blocks)
 
-    def stmt_call(self, b: Builder, scope: _Scope, stmt: Stmt):  # noqa: ANN201
+    def stmt_call(self, b: Builder, scope: _ClosureScope, stmt: Stmt):  # noqa: ANN201
         callee = self.function(stmt.attrs["callee"])
         args = [scope.value(a) for a in stmt.args]
         return b.create("call", args, {**stmt.attrs, "callee": callee})
