@@ -71,7 +71,7 @@ def count_ops(fn: Function) -> int:
 # --- step 1: simplify ----------------------------------------------------------------------
 
 
-class _Scope:
+class _CleanupScope:
     """The ops of one block being built, with what CSE and the patterns need to look up."""
 
     def __init__(self) -> None:
@@ -99,14 +99,14 @@ class _Simplify:
         return self.done[id(fn)]
 
     def block(self, block: Block) -> Block:
-        scope = _Scope()
+        scope = _CleanupScope()
         self.ops(block.ops, scope)
         return Block(block.params, scope.ops, self.values(block.results))
 
     def values(self, values: Sequence[Value]) -> tuple[Value, ...]:
         return tuple(map(self.env.get, values, values))  # env.get(v, v): v unless replaced
 
-    def ops(self, ops: Sequence[Op], scope: _Scope) -> None:
+    def ops(self, ops: Sequence[Op], scope: _CleanupScope) -> None:
         replaced = self.env.get
         for op in ops:
             operands = tuple(map(replaced, op.operands, op.operands))  # ``values``, inline
@@ -122,7 +122,7 @@ class _Simplify:
                 op = Op.of_parts(op.name, operands, op.results, op.attrs, (), op.loc)
             self.emit(op, scope)
 
-    def emit(self, op: Op, scope: _Scope) -> None:
+    def emit(self, op: Op, scope: _CleanupScope) -> None:
         """Rewrite ``op`` by its patterns, reuse an equal op, or append it."""
         defs = scope.defs
         rules = PATTERNS.get(op.name)
@@ -181,7 +181,7 @@ class _Simplify:
         self.attrs_numbers[id(attrs)] = (attrs, number)
         return number
 
-    def inline(self, op: Op, operands: tuple[Value, ...], scope: _Scope) -> bool:
+    def inline(self, op: Op, operands: tuple[Value, ...], scope: _CleanupScope) -> bool:
         """Step 1a: emit the one region that runs, in place of ``op``; False if none applies."""
         if op.name == "run_scoped":
             (body,) = op.regions
@@ -206,7 +206,7 @@ class _Simplify:
             return self.splice(op, op.regions[0], (operands[0], *operands[2:]), scope)
         return False
 
-    def splice(self, op: Op, region: Block, args: Sequence[Value], scope: _Scope) -> bool:
+    def splice(self, op: Op, region: Block, args: Sequence[Value], scope: _CleanupScope) -> bool:
         """Bind ``region``'s parameters to ``args``, emit its ops here, and take its yields."""
         for param, arg in zip(region.params, args, strict=True):
             self.env[param] = arg
@@ -223,7 +223,7 @@ def _opdef(op: Op) -> OpDef:
     return opdef
 
 
-def _constant_int(value: Value, scope: _Scope) -> int | None:
+def _constant_int(value: Value, scope: _CleanupScope) -> int | None:
     source = scope.defs.get(value)
     if source is None or source.name != "constant" or value.type.shape != ():
         return None
