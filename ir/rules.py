@@ -8,7 +8,8 @@ swap a rule, whose ``register`` refuses a second rule for the same name. What a 
 means stays with each pass: each raises its own error naming the op.
 
 ``run_block`` is the walk they share (autodidax's ``eval_jaxpr``): bind the block's parameters,
-hand each op its operands' entries and bind its results, return the yielded entries.
+hand each op its operands' entries and bind its results, return the yielded entries. An error
+from an op's rule learns that op (``excerpt.at_op``), so the entry point can show it in the IR.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Block, Op
+from minipallas.ir.excerpt import at_op
 
 R = TypeVar("R", bound=Callable[..., Any])
 
@@ -47,7 +50,11 @@ def run_block(
     """Binds ``block``'s parameters to ``args``, binds each op's results to ``apply(op, its
     operands' entries)``, and returns the entries of the values the block yields."""
     env = dict(zip(block.params, args, strict=True))
-    for op in block.ops:
-        outs = apply(op, [env[v] for v in op.operands])
-        env.update(zip(op.results, outs, strict=True))
+    try:
+        for op in block.ops:
+            outs = apply(op, [env[v] for v in op.operands])
+            env.update(zip(op.results, outs, strict=True))
+    except MiniPallasError as e:
+        at_op(e, op)  # the innermost walk is first: its op is the one that failed
+        raise
     return [env[v] for v in block.results]

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from minipallas.errors import VerificationError
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Function, Module, Op, Value
+from minipallas.ir.excerpt import at_op, show_ir
 from minipallas.ir.location import UNKNOWN
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType, RefType
@@ -160,7 +161,11 @@ class _FunctionVerifier:
     ) -> VerificationError:
         name = op_name or (op.name if isinstance(op, Op) else None)
         loc = op.loc if isinstance(op, Op) else UNKNOWN
-        return VerificationError(f"{message} (in @{self.fn.name})", op=name, loc=loc, fix=fix)
+        error = VerificationError(f"{message} (in @{self.fn.name})", op=name, loc=loc, fix=fix)
+        if isinstance(op, Op):
+            at_op(error, op)
+            show_ir(error, self.fn)
+        return error
 
     def _describe(self, where: _Def) -> str:
         region, op, pos = where

@@ -10,6 +10,9 @@ Algorithm of ``EmitterContext.lower_block``:
 2. For each op: look up its rule, set the op's source location as the MLIR location, call the
    rule with the entries of the operands, bind the op's results to what it returns.
 3. Return the entries of the block's yielded values.
+
+``lower_body`` does this for a function's body, and an error on the way shows the IR around the
+op whose rule raised it.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from minipallas.errors import PassError
-from minipallas.ir.core import Block, Op
+from minipallas.errors import MiniPallasError, PassError
+from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.excerpt import show_ir
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable, run_block
 from minipallas.lowering.jaxlib_shim import ir
@@ -39,6 +43,15 @@ class EmitterContext:
     def lower_block(self, block: Block, args: Sequence[Any]) -> list[Any]:
         """Emits ``block``'s ops at the current insertion point; returns its yielded entries."""
         return run_block(block, args, self.lower_op)
+
+    def lower_body(self, fn: Function, args: Sequence[Any]) -> list[Any]:
+        """``lower_block`` of ``fn``'s body; an error at one of its ops (or its callees') notes
+        the IR around that op (``ir.excerpt``)."""
+        try:
+            return self.lower_block(fn.body, args)
+        except MiniPallasError as e:
+            show_ir(e, fn)
+            raise
 
     def lower_op(self, op: Op, args: Sequence[Any]) -> Sequence[Any]:
         """Emits one op on the given operand entries, at its source location."""

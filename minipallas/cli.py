@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Function
+from minipallas.ir.excerpt import source_excerpt
 from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
@@ -141,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _process(piece, args)
         except MiniPallasError as e:
             sys.stdout.flush()  # keep stdout and stderr in order when both go to one place
-            print(_describe(e, name), file=sys.stderr)
+            print(_describe(e, name, piece), file=sys.stderr)
             status = 1
     return status
 
@@ -240,14 +241,21 @@ def _effects_report(fn: Function) -> str:
     return "\n".join(lines)
 
 
-def _describe(error: MiniPallasError, name: str) -> str:
+def _describe(error: MiniPallasError, name: str, text: str | None = None) -> str:
     """The error as ``FILE:LINE:COL: message`` (position in the text) or ``FILE: message``,
-    followed by any notes attached to it."""
+    followed by any notes attached to it. At a position in ``text``, the lines of ``text``
+    there are shown, carets under the op, instead of the printed IR around it (the note of
+    ``ir.excerpt``): the user's own names read better than the printer's numbers."""
     loc = error.loc
     verbatim = getattr(error, "verbatim", False)  # upstream's exact words; the note says where
     in_text = isinstance(loc, Location) and not loc.file and loc.line and not verbatim
     lines = [f"{name}:{error}" if in_text else f"{name}: {error}"]
-    lines += getattr(error, "__notes__", [])
+    notes = getattr(error, "__notes__", [])
+    source = source_excerpt(text, loc, error.op) if in_text and text is not None else None
+    if source is not None:
+        lines.append(source)
+        notes = [note for note in notes if note is not error.excerpt]
+    lines += notes
     return "\n".join(lines)
 
 

@@ -107,7 +107,7 @@ class _Nest:
             if self.depth[k] == depth:
                 self.refs[k] = self.place(k, spec)
         if depth == len(self.plan.looped):
-            return self.ctx.lower_block(self.body.body, [*self.refs, *scratch])
+            return self.ctx.lower_body(self.body, [*self.refs, *scratch])
         axis = self.plan.looped[depth]
         loop = scf.ForOp(emit.i32(0), emit.i32(self.kernel.grid[axis]), emit.i32(1), scratch)
         with ir.InsertionPoint(loop.body):

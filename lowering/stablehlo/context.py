@@ -83,7 +83,7 @@ class LoweringContext(EmitterContext):
                 op.attributes["sym_visibility"] = ir.StringAttr.get("private")
             entry = op.add_entry_block()
             with ir.InsertionPoint(entry):
-                func.ReturnOp(self.lower_block(fn.body, list(entry.arguments)))
+                func.ReturnOp(self.lower_body(fn, list(entry.arguments)))
 
     # -- types and errors ---------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ def kernel_function(
         for a, t in zip(scratch_args, scratch, strict=True)
     ]
     with ir.InsertionPoint(entry), ir.Location.unknown():
-        ctx.lower_block(body.body, refs)
+        ctx.lower_body(body, refs)
         func.ReturnOp([])
     _attributes(ctx, fn, kernel, specs, semantics)
     return fn

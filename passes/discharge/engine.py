@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn, Protocol
 
-from minipallas.errors import PassError
+from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.excerpt import at_op, show_ir
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.opdef import READ
 from minipallas.ir.rules import RuleTable
@@ -177,7 +178,11 @@ class Context:
                 new = Value(p.type)
                 scope.env[p] = new
             params.append(new)
-        scope.run(fn.body.ops)
+        try:
+            scope.run(fn.body.ops)
+        except MiniPallasError as e:
+            show_ir(e, fn)
+            raise
         results = [scope.value(r) for r in fn.body.results]
         results += [root.value for root in roots]
         return Function(name or fn.name, Block(tuple(params), scope.ops, tuple(results)))
@@ -295,7 +300,8 @@ class DischargeScope:
 
         The hot loop, kept inline: an op that uses a discharged ref, or whose rule always runs
         (region ops, ``call``), runs its rule and its results are bound to what the rule
-        returns; any other op is copied with its operands renamed.
+        returns; any other op is copied with its operands renamed. An error learns the op it
+        came from (``excerpt.at_op``); ``Context.function`` shows it in the IR.
         """
         env = self.env
         handles = self.handles
@@ -304,40 +310,44 @@ class DischargeScope:
         emitted = self.ops
         rules = RULES
         always = RULES.always
-        for op in ops:
-            if not discharged.isdisjoint(op.operands) or op.name in always:
-                rule = rules.get(op.name)
-                if rule is None:
+        try:
+            for op in ops:
+                if not discharged.isdisjoint(op.operands) or op.name in always:
+                    rule = rules.get(op.name)
+                    if rule is None:
+                        self._no_rule(op)
+                    olds = op.results
+                    news = rule(self, op)
+                    if len(news) != len(olds):
+                        raise PassError(
+                            f"discharge rule returned {len(news)} values for {len(olds)} results",
+                            op=op.name,
+                            loc=op.loc,
+                        )
+                    for old, new in zip(olds, news, strict=False):  # lengths checked above
+                        if type(new) is Handle:
+                            handles[old] = new
+                        else:
+                            env[old] = new
+                    continue
+                if op.regions and op.name not in rules:
                     self._no_rule(op)
+                try:
+                    operands = tuple(map(lookup, op.operands))
+                except KeyError:  # an undefined value: ``value`` raises the located error
+                    for v in op.operands:
+                        self.value(v)
+                    raise
+                copy = op.renamed(operands)
+                emitted.append(copy)
                 olds = op.results
-                news = rule(self, op)
-                if len(news) != len(olds):
-                    raise PassError(
-                        f"discharge rule returned {len(news)} values for {len(olds)} results",
-                        op=op.name,
-                        loc=op.loc,
-                    )
-                for old, new in zip(olds, news, strict=False):  # lengths checked above
-                    if type(new) is Handle:
-                        handles[old] = new
-                    else:
-                        env[old] = new
-                continue
-            if op.regions and op.name not in rules:
-                self._no_rule(op)
-            try:
-                operands = tuple(map(lookup, op.operands))
-            except KeyError:  # an undefined value: ``value`` raises the located error
-                for v in op.operands:
-                    self.value(v)
-                raise
-            copy = op.renamed(operands)
-            emitted.append(copy)
-            olds = op.results
-            if len(olds) == 1:
-                env[olds[0]] = copy.results[0]
-            else:
-                env.update(zip(olds, copy.results, strict=True))
+                if len(olds) == 1:
+                    env[olds[0]] = copy.results[0]
+                else:
+                    env.update(zip(olds, copy.results, strict=True))
+        except MiniPallasError as e:
+            at_op(e, op)  # the innermost block is first: its op is the one that failed
+            raise
 
     def _no_rule(self, op: Op) -> NoReturn:
         """The error for an op that uses a discharged ref or has regions but has no rule."""

@@ -56,13 +56,23 @@ def test_parse_error_is_reported_at_line_and_column(tmp_path, capsys):
     assert main([str(path)]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == f"{path}:3:15: expected ':' after operand list, got 'f32'\n"
+    assert err == (  # the lines around it, a caret under the column
+        f"{path}:3:15: expected ':' after operand list, got 'f32'\n"
+        "  func @kernel(%r: Ref{f32[8]}, %i: i32[]) -> (f32[]) {\n"
+        "    %v = get %r[%i] : f32[]\n"
+        "    %w = neg %v f32[]\n"
+        "                ^\n"
+        "    store %r[%i], %w\n"
+        "    return %v\n"
+    )
 
 
 def test_stdin_errors_name_stdin(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("func @f() -> () {\n  %x = what\n"))
     assert main(["-"]) == 1
-    assert capsys.readouterr().err == "<stdin>:2:8: unknown op 'what'\n"
+    assert capsys.readouterr().err == (
+        "<stdin>:2:8: unknown op 'what'\n  func @f() -> () {\n    %x = what\n         ^\n"
+    )
 
 
 def test_verifier_errors_are_reported(tmp_path, capsys):
@@ -173,7 +183,9 @@ def test_split_input_file(tmp_path, capsys):
         out
         == "func @a() -> () {\n  return\n}\n// -----\n// -----\nfunc @c() -> () {\n  return\n}\n"
     )
-    assert err == f"{path}:6:8: unknown op 'nope'\n"
+    assert err == (  # line numbers and lines of the whole file; other pieces are blank
+        f"{path}:6:8: unknown op 'nope'\n\n  func @b() -> () {{\n    %x = nope\n         ^\n  }}\n"
+    )
 
 
 def test_bad_arguments_exit_2(capsys):
@@ -200,5 +212,5 @@ def test_console_script_and_module(kernel_file):
     assert run.returncode == 1
     assert (
         run.stderr == "<stdin>:1:9: expected a parameter name like %0 in the parameter "
-        "list, got end of input\n"
+        "list, got end of input\n  func @f(\n          ^\n"
     )
