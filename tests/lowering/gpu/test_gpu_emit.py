@@ -1,13 +1,10 @@
-"""The Triton module the GPU path emits: its shape (FileCheck on the text), the schedule of the
-grid, scratch carried in registers, and the errors for what Triton cannot express."""
+"""The Triton module the GPU path emits: that it parses and verifies, the schedule of the grid,
+scratch carried in registers, and the errors for what Triton cannot express. Its shape, as
+FileCheck patterns over the text of kernel files, is in ``filecheck/``."""
 
-import pathlib
-import subprocess
-import sys
-
-import numpy as np
 import pytest
-from gpu_kernels import EXTRA, masked_io_call
+from filecheck_util import filecheck
+from gpu_kernels import EXTRA
 from gpu_util import KERNELS, lowered
 
 import minipallas as mp
@@ -17,15 +14,7 @@ from minipallas.lowering.gpu import lower_kernel
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 from minipallas.passes.collectives import TRITON_MESSAGE, CollectiveAxesUnsupported
 
-FILECHECK = pathlib.Path(sys.executable).parent / "filecheck"
 ALL = [*KERNELS, *EXTRA]
-
-
-def filecheck(text: str, checks: str, tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "checks.txt"
-    path.write_text(checks)
-    done = subprocess.run([str(FILECHECK), str(path)], input=text, capture_output=True, text=True)
-    assert done.returncode == 0, f"{done.stderr}\n--- emitted:\n{text}"
 
 
 def lower_case(case):
@@ -39,30 +28,6 @@ def test_every_kernel_emits_a_module_the_triton_dialect_parses_and_verifies(case
         module = ir.Module.parse(low.as_text())
         assert module.operation.verify()
     assert low.target == "gpu" and str(low).startswith("#loc")
-
-
-def test_operands_are_pointers_and_blocks_pointer_tensors(tmp_path):
-    checks = """
-    CHECK: tt.func public @add(%[[X:[a-z0-9]+]]: !tt.ptr<f32> {tt.divisibility = 32 : i32},
-    CHECK-SAME: %[[Y:[a-z0-9]+]]: !tt.ptr<f32> {tt.divisibility = 32 : i32},
-    CHECK-SAME: %[[O:[a-z0-9]+]]: !tt.ptr<f32> {tt.divisibility = 32 : i32})
-    CHECK-NEXT: %[[I:.*]] = tt.get_program_id x : i32
-    CHECK-NEXT: %[[J:.*]] = tt.get_program_id y : i32
-    CHECK: tt.make_range {end = 8 : i32, start = 0 : i32} : tensor<8xi32>
-    CHECK: tt.expand_dims
-    CHECK: tt.broadcast
-    CHECK: %[[PX:.*]] = tt.addptr %[[X]], %[[OFF:.*]] : !tt.ptr<f32>, i32
-    CHECK-NEXT: tt.splat %[[PX]] : !tt.ptr<f32> -> tensor<8x128x!tt.ptr<f32>>
-    CHECK: %[[A:.*]] = tt.load %{{.*}} : tensor<8x128x!tt.ptr<f32>>
-    CHECK: tt.addptr %[[Y]], %[[OFF]]
-    CHECK: %[[B:.*]] = tt.load
-    CHECK: %[[S:.*]] = arith.addf %[[A]], %[[B]] : tensor<8x128xf32>
-    CHECK: tt.addptr %[[O]], %[[OFF]]
-    CHECK-NOT: tt.load
-    CHECK: tt.store %{{.*}}, %[[S]] : tensor<8x128x!tt.ptr<f32>>
-    CHECK-NEXT: tt.return
-    """
-    filecheck(lowered("add").as_text(debug_info=False), checks, tmp_path)
 
 
 def test_no_dead_load_before_a_store():
@@ -79,34 +44,8 @@ def test_index_arithmetic_is_folded_and_shared():
     assert text.count("tt.make_range") == 2
 
 
-def test_overhanging_blocks_are_masked(tmp_path):
-    """20x300 in 8x128 blocks: loads read the fill value past the end, stores are masked."""
-    checks = """
-    CHECK: arith.cmpi slt
-    CHECK: %[[M:.*]] = arith.andi %{{.*}}, %{{.*}} : tensor<8x128xi1>
-    CHECK: %[[NAN:.*]] = arith.bitcast %{{.*}} : i32 to f32
-    CHECK: tt.load %{{.*}}, %[[M]], %{{.*}} : tensor<8x128x!tt.ptr<f32>>
-    CHECK: tt.load %{{.*}}, %[[M]], %{{.*}} : tensor<8x128x!tt.ptr<f32>>
-    CHECK: tt.store %{{.*}}, %{{.*}}, %[[M]] : tensor<8x128x!tt.ptr<f32>>
-    """
-    filecheck(lowered("add_partial_blocks").as_text(debug_info=False), checks, tmp_path)
-
-
 def test_blocks_that_divide_the_array_have_no_masks():
     assert "tt.load %" in lowered("softmax").as_text() and "i1>" not in lowered("add").as_text()
-
-
-def test_masked_load_and_store_from_the_ir_map_onto_triton_masks(tmp_path):
-    x = np.arange(100, dtype=np.float32)
-    text = masked_io_call().lower(x, target="gpu").as_text(debug_info=False)
-    checks = """
-    CHECK: %[[KEEP:.*]] = arith.cmpi slt, %{{.*}} : tensor<64xi32>
-    CHECK: %[[BOTH:.*]] = arith.andi %[[KEEP]], %[[BOUND:.*]] : tensor<64xi1>
-    CHECK: tt.load %{{.*}}, %[[BOTH]], %{{.*}} : tensor<64x!tt.ptr<f32>>
-    CHECK: %[[W:.*]] = arith.andi %{{.*}}, %[[BOUND]] : tensor<64xi1>
-    CHECK-NEXT: tt.store %{{.*}}, %{{.*}}, %[[W]] : tensor<64x!tt.ptr<f32>>
-    """
-    filecheck(text, checks, tmp_path)
 
 
 def test_source_locations_are_the_users_lines():
@@ -114,28 +53,12 @@ def test_source_locations_are_the_users_lines():
     assert 'loc("' in text and "suite.py" in text
 
 
-def test_scratch_matmul_carries_the_accumulator_in_registers(tmp_path):
-    """Grid (i, j, k), k 'arbitrary': i, j are launched, k is a loop carrying the scratch
-    accumulator as an iter_arg; the k == 0 init and the last-k store are scf.if. The f32 dot
-    is IEEE (the dialect's default, so not printed), not TF32."""
-    checks = """
-    CHECK: tt.get_program_id x
-    CHECK: tt.get_program_id y
-    CHECK-NOT: tt.get_program_id
-    CHECK: %[[INIT:.*]] = tt.splat %{{.*}} : f32 -> tensor<32x128xf32>
-    CHECK: scf.for %[[K:[a-z0-9]+]] = %{{[a-z0-9_]+}} to %{{[a-z0-9_]+}} step %{{[a-z0-9_]+}}
-    CHECK-SAME: iter_args(%[[ACC:.*]] = %[[INIT]]) -> (tensor<32x128xf32>)  : i32
-    CHECK: scf.if
-    CHECK: tt.dot %{{.*}}, %{{.*}}, %{{.*}} : tensor<32x32xf32> * tensor<32x128xf32>
-    CHECK: scf.if
-    CHECK: tt.store
-    CHECK: scf.yield
-    CHECK-NOT: tt.load
-    CHECK: tt.return
-    """
+def test_scratch_matmul_launches_i_j_and_loops_over_k_in_ieee_f32():
+    """Grid (i, j, k), k 'arbitrary': i, j are launched and k is a loop (its accumulator
+    carried in registers: ``filecheck/matmul.py``). The f32 dot is IEEE (the dialect's default,
+    so not printed), not TF32."""
     low = lowered("matmul")
     assert low.schedule.looped == (2,) and low.launch_grid == (2, 2)
-    filecheck(low.as_text(debug_info=False), checks, tmp_path)
     assert "tf32" not in low.as_text()
 
 
@@ -151,30 +74,10 @@ def test_scratch_never_reaches_memory():
         assert not any(op.name in ("run_scoped",) for op in low.function.walk())
 
 
-def test_softmax_with_scratch_and_online_scratch_emit_and_verify(tmp_path):
-    text = lower_case(EXTRA[1]).as_text(debug_info=False)
-    checks = """
-    CHECK: tt.get_program_id x
-    CHECK: scf.for {{.*}} iter_args({{.*}}) -> (tensor<16x1xf32>, tensor<16x1xf32>)
-    CHECK: tt.reduce
-    CHECK: tt.extern_elementwise {{.*}}symbol = "__nv_expf"
-    CHECK: scf.yield
-    """
-    filecheck(text, checks, tmp_path)
+def test_softmax_through_scratch_loads_its_block():
+    """Scratch staging does not lose the block's load (the online kind's loop carrying its
+    scratch is checked in ``filecheck/logsumexp_online.py``)."""
     assert "tt.load" in lower_case(EXTRA[0]).as_text()
-
-
-def test_reductions_and_transcendentals(tmp_path):
-    checks = """
-    CHECK: "tt.reduce"(%{{.*}}) <{axis = 1 : i32}>
-    CHECK: arith.maximumf
-    CHECK: tt.reduce.return
-    CHECK: symbol = "__nv_expf"
-    CHECK: "tt.reduce"
-    CHECK: arith.addf
-    CHECK: arith.divf
-    """
-    filecheck(lowered("softmax").as_text(debug_info=False), checks, tmp_path)
 
 
 def test_revisited_output_axis_becomes_a_loop_unless_semantics_say_otherwise():
@@ -185,7 +88,7 @@ def test_revisited_output_axis_becomes_a_loop_unless_semantics_say_otherwise():
 
 
 @pytest.mark.parametrize("dtype, short", [("bfloat16", "bf16"), ("float16", "f16")])
-def test_16_bit_division_is_computed_in_f32_and_rounded_once(dtype, short, tmp_path):
+def test_16_bit_division_is_computed_in_f32_and_rounded_once(dtype, short):
     """Triton cannot lower a 16-bit ``divf`` ("Unsupported bitwidth" in PTX generation)."""
 
     def kernel(x_ref, y_ref, o_ref, s_ref):
@@ -207,7 +110,7 @@ def test_16_bit_division_is_computed_in_f32_and_rounded_once(dtype, short, tmp_p
     CHECK: %[[R:.*]] = arith.divf %{{{{.*}}}}, %[[DW]] : tensor<8x128xf32>
     CHECK: arith.truncf %[[R]]
     """
-    filecheck(text, checks, tmp_path)
+    filecheck(text, checks)
     assert not any("divf" in line and f"x{short}>" in line for line in text.splitlines())
 
 
