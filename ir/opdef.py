@@ -4,7 +4,8 @@ An ``OpDef`` is found by name in ``OPS``. Its ``infer`` function is the op's typ
 operand types, static attributes and regions it returns the result types, or raises
 ``TypeCheckError`` with a plain statement of what is wrong. The builder calls it to give new
 ops their result types, and the verifier calls it to check existing ops, so the two can never
-disagree.
+disagree. Its ``syntax`` (an ``ir.syntax.Rule``) is how the printer writes the op and the
+parser reads it back; it is given in the same declaration, so an op cannot exist without one.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minipallas.ir.types import Type
+
+if TYPE_CHECKING:  # a leaf at run time: ir.syntax needs ir.core, which the type rules do not
+    from minipallas.ir.syntax import Rule
 
 Types = tuple[Type, ...]
 Attrs = Mapping[str, Any]
@@ -55,6 +59,7 @@ class OpDef:
     name: str
     infer: InferFn
     doc: str
+    syntax: Rule
     regions: int | None = 0  # how many regions; None means one or more
     effect: EffectKind | None = None
     pure: bool = True
@@ -67,19 +72,20 @@ OPS: dict[str, OpDef] = {}
 def declare(
     name: str,
     *,
+    syntax: Rule,
     regions: int | None = 0,
     effect: EffectKind | None = None,
     pure: bool = True,
     observable: bool = False,
 ) -> Callable[[InferFn], InferFn]:
-    """Register ``infer`` as the type rule of op ``name``; its docstring documents the op."""
+    """Register ``infer`` as the type rule of op ``name``, printed and parsed by ``syntax``;
+    ``infer``'s docstring documents the op."""
 
     def register(infer: InferFn) -> InferFn:
         if name in OPS:
             raise ValueError(f"op {name!r} declared twice")
-        OPS[name] = OpDef(
-            name, infer, (infer.__doc__ or "").strip(), regions, effect, pure, observable
-        )
+        doc = (infer.__doc__ or "").strip()
+        OPS[name] = OpDef(name, infer, doc, syntax, regions, effect, pure, observable)
         return infer
 
     return register

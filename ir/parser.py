@@ -1,6 +1,6 @@
 """The parser: the printer's text back to IR, with errors at ``line:col``.
 
-Grammar (``ir.syntax`` gives each op's ``op-body``)::
+Grammar (each op's declaration gives its ``op-body``: ``OPS[name].syntax``)::
 
     module    := function*
     function  := 'func' SYMBOL '(' params? ')' '->' '(' types? ')' effects?
@@ -32,8 +32,7 @@ from minipallas.ir.core import Block, Function, Module, Op, Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.lexer import EOF, IDENT, NUMBER, STRING, SYMBOL, VALUE, Source, Token, tokenize
 from minipallas.ir.location import UNKNOWN, Location
-from minipallas.ir.opdef import EffectKind
-from minipallas.ir.syntax import SYNTAX
+from minipallas.ir.opdef import OPS, EffectKind
 from minipallas.ir.types import ANY, MEMORY_SPACES, ArrayType, RefType, Type
 
 
@@ -210,10 +209,10 @@ class Parser:
             self.expect("=", "after the result names")
         name_tok = self.expect_kind(IDENT, "an op name", "")
         name = name_tok.text
-        rule = SYNTAX.get(name)
-        if rule is None:
+        opdef = OPS.get(name)
+        if opdef is None:
             raise self.error(f"unknown op '{name}'", name_tok)
-        parsed = rule.parse(self)
+        parsed = opdef.syntax.parse(self)
         types: list[Type] = []
         if names or self.at(":"):
             after = "the regions" if parsed.regions else "operand list"

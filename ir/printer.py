@@ -8,9 +8,9 @@
     }
 
 Values are numbered ``%0, %1, ...`` in the order they appear in the text, so the output is
-deterministic. Each op's own syntax (what follows its name) comes from its rule in
-``ir.syntax``; this module lays out lines, names values and prints types, indexers and
-locations. Lines are collected in a list and joined once, so printing is linear.
+deterministic. Each op's own syntax (what follows its name) comes from the rule its
+declaration gives (``OPS[name].syntax``); this module lays out lines, names values and prints
+types, indexers and locations. Lines are collected in a list and joined once, so printing is linear.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Block, Function, Module, Op, Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.location import Location
-from minipallas.ir.syntax import SYNTAX, symbol
+from minipallas.ir.opdef import OPS
+from minipallas.ir.syntax import symbol
 
 INDENT = "  "
 
@@ -124,17 +125,17 @@ class Printer:
         self.lines.append(f"{inner}yield {self.values(block.results)}".rstrip())
 
     def op(self, op: Op, indent: str) -> None:
-        rule = SYNTAX.get(op.name)
-        if rule is None:
+        opdef = OPS.get(op.name)
+        if opdef is None:
             raise MiniPallasError(
                 f"no text syntax for op '{op.name}'",
                 op=op.name,
                 loc=op.loc,
-                fix="add a rule for it to SYNTAX in ir/syntax.py",
+                fix="declare the op, with its syntax, in ir/opset (see minipallas.ir.OPS)",
             )
         results = ", ".join(self.define(r) for r in op.results)
         line = [indent, f"{results} = " if results else "", op.name]
-        for part in rule.print(self, op):
+        for part in opdef.syntax.print(self, op):
             if isinstance(part, Block):
                 line.append("{")
                 self.lines.append("".join(line))

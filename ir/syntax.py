@@ -1,4 +1,4 @@
-"""Each op's text syntax: how it prints and how it parses, side by side, one rule per op.
+"""The shared machinery of op syntax: how an op's text prints and parses, one rule per op.
 
 A line of text IR is ``%results = NAME <body> : <result types> <loc>``; the printer and parser
 handle the names, types and location, and an op's rule handles only the ``<body>``. ``print``
@@ -8,7 +8,10 @@ into a ``Parsed``. Attributes that the result type already shows (a ``reshape``'
 ``convert``'s dtype, an ``iota``'s type) are not printed twice: ``Parsed.from_types`` reads
 them off the printed result type.
 
-Every op in ``ir.OPS`` has a rule here; a test checks it.
+Each op gives its rule where it is declared (``@declare(name, syntax=...)`` in ``ir.opset``),
+next to its type rule. This module holds the rules several op families share (``Operands``,
+``IntsAttr``, ``IntAttr``, ``Windowed``, ``Keywords``); a family with a syntax of its own
+(``for``, ``constant``, ``debug_print``...) writes it beside its declaration.
 """
 
 from __future__ import annotations
@@ -17,21 +20,11 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from minipallas.errors import ParseError
 from minipallas.ir import indexing
 from minipallas.ir.core import Block, Op, Value
-from minipallas.ir.literal_text import build_literal, format_literal
-from minipallas.ir.opset.arrays import (
-    ARITHMETIC,
-    BITWISE,
-    COMPARISONS,
-    FLOAT_BINARY,
-    SHIFTS,
-    UNARY,
-)
-from minipallas.ir.types import ArrayType, Type
+from minipallas.ir.types import Type
 
 if TYPE_CHECKING:
     from minipallas.ir.parser import Parser
@@ -60,20 +53,13 @@ def symbol(name: str) -> str:
     return f"@{name}" if _BARE_SYMBOL.match(name) else f"@{json.dumps(name)}"
 
 
+@runtime_checkable
 class Rule(Protocol):
+    """An op's syntax: ``print`` gives the body's pieces, ``parse`` reads them back."""
+
     def print(self, p: Printer, op: Op) -> Pieces: ...
 
     def parse(self, r: Parser) -> Parsed: ...
-
-
-SYNTAX: dict[str, Rule] = {}
-
-
-def _use(rule: Rule, *names: str) -> None:
-    for name in names:
-        if name in SYNTAX:
-            raise ValueError(f"op {name!r} has two syntax rules")
-        SYNTAX[name] = rule
 
 
 def _from_result(read: Callable[[Type], dict[str, Any]] | None) -> Callable | None:
@@ -166,173 +152,60 @@ class Windowed:
         return Parsed(operands, attrs)
 
 
-class Constant:
-    """``%c = constant 1.5 : f32[8]`` (a splat) or ``%c = constant [1, 2] : i32[2]``."""
-
-    def print(self, p: Printer, op: Op) -> Pieces:
-        return [" " + format_literal(op.attrs["value"])]
-
-    def parse(self, r: Parser) -> Parsed:
-        tokens, shape, start = r.literal()
-
-        def value(types: list[Type]) -> dict[str, Any]:
-            (t,) = types[:1]
-            if not isinstance(t, ArrayType):
-                raise ParseError(
-                    f"a constant's type must be an array type, got {t}",
-                    op="constant",
-                    loc=r.where(start),
-                )
-            if shape is not None and shape != t.shape and (t.size or len(tokens)):
-                raise ParseError(
-                    f"the value has shape {list(shape)}, but the type is {t}",
-                    op="constant",
-                    loc=r.where(start),
-                )
-            return {"value": build_literal(tokens, t, shape is None, r.where)}
-
-        return Parsed([], from_types=value)
+# Readers for attributes the printed result type shows (``Operands(dtype_of)``...).
 
 
-class Call:
-    """``%r = call @f(%x, %ref) : f32[8]``; the callee is defined earlier in the text."""
-
-    def print(self, p: Printer, op: Op) -> Pieces:
-        callee = op.attrs.get("callee")
-        name = symbol(callee.name) if callee is not None else "@<missing>"
-        return [f" {name}({p.values(op.operands)})"]
-
-    def parse(self, r: Parser) -> Parsed:
-        callee = r.callee()
-        return Parsed(r.paren_values("after the callee"), {"callee": callee})
-
-
-class RunScoped:
-    """``%o = run_scoped(%x) collective_axes ("x") { ^(%scratch, %x_in): ... } : f32[8]``."""
-
-    def print(self, p: Printer, op: Op) -> Pieces:
-        axes = op.attrs.get("collective_axes", ())
-        names = ", ".join(json.dumps(a) for a in axes)
-        return [
-            f"({p.values(op.operands)})",
-            f" collective_axes ({names})" if axes else "",
-            " ",
-            *op.regions,
-        ]
-
-    def parse(self, r: Parser) -> Parsed:
-        operands = r.paren_values("after 'run_scoped'")
-        axes = r.string_tuple("after 'collective_axes'") if r.accept("collective_axes") else ()
-        return Parsed(operands, {"collective_axes": axes}, [r.region()])
-
-
-class For:
-    """``%c = for %lo to %hi (%consts) iter (%inits) { ^(%i, %consts, %carries): ... }``;
-    the ``(...)`` and ``iter (...)`` lists are left out when empty."""
-
-    def print(self, p: Printer, op: Op) -> Pieces:
-        n = op.attrs.get("num_consts", 0)
-        lo, hi, consts, inits = (
-            op.operands[:1],
-            op.operands[1:2],
-            op.operands[2 : 2 + n],
-            op.operands[2 + n :],
-        )
-        return [
-            f" {p.values(lo)} to {p.values(hi)}",
-            f" ({p.values(consts)})" if consts else "",
-            f" iter ({p.values(inits)})" if inits else "",
-            " ",
-            *op.regions,
-        ]
-
-    def parse(self, r: Parser) -> Parsed:
-        lower = r.operand("as the lower bound")
-        r.expect("to", "after the lower bound")
-        upper = r.operand("as the upper bound")
-        consts = r.paren_values("") if r.at("(") else []
-        inits = r.paren_values("after 'iter'") if r.accept("iter") else []
-        return Parsed([lower, upper, *consts, *inits], {"num_consts": len(consts)}, [r.region()])
-
-
-class While:
-    """``%c = while (%cond_consts) (%body_consts) iter (%inits) cond {...} body {...}``."""
-
-    def print(self, p: Printer, op: Op) -> Pieces:
-        nc, nb = op.attrs.get("cond_nconsts", 0), op.attrs.get("body_nconsts", 0)
-        ops = op.operands
-        inits = ops[nc + nb :]
-        pieces: Pieces = [
-            f" ({p.values(ops[:nc])}) ({p.values(ops[nc : nc + nb])})",
-            f" iter ({p.values(inits)})" if inits else "",
-        ]
-        for label, region in zip((" cond ", " body "), op.regions, strict=False):
-            pieces += [label, region]
-        return pieces
-
-    def parse(self, r: Parser) -> Parsed:
-        cond_consts = r.paren_values("after 'while'")
-        body_consts = r.paren_values("after the condition's operands")
-        inits = r.paren_values("after 'iter'") if r.accept("iter") else []
-        r.expect("cond", "before the condition region")
-        cond = r.region()
-        r.expect("body", "before the body region")
-        body = r.region()
-        attrs = {"cond_nconsts": len(cond_consts), "body_nconsts": len(body_consts)}
-        return Parsed([*cond_consts, *body_consts, *inits], attrs, [cond, body])
-
-
-class Cond:
-    """``%r = cond %index (%args) [{ branch 0 }, { branch 1 }] : f32[]``."""
-
-    def print(self, p: Printer, op: Op) -> Pieces:
-        pieces: Pieces = [f" {p.values(op.operands[:1])} ({p.values(op.operands[1:])}) ["]
-        for k, branch in enumerate(op.regions):
-            pieces += [", "] if k else []
-            pieces.append(branch)
-        return [*pieces, "]"]
-
-    def parse(self, r: Parser) -> Parsed:
-        index = r.operand("as the branch index")
-        args = r.paren_values("after the branch index")
-        r.expect("[", "before the branches")
-        branches = [r.region()]
-        while r.accept(","):
-            branches.append(r.region())
-        r.expect("]", "after the branches")
-        return Parsed([index, *args], {}, branches)
-
-
-def _dtype(t: Type) -> dict[str, Any]:
+def dtype_of(t: Type) -> dict[str, Any]:
     return {"dtype": t.dtype}
 
 
-def _shape(t: Type) -> dict[str, Any]:
+def shape_of(t: Type) -> dict[str, Any]:
     return {"shape": t.shape}
 
 
-def _type(t: Type) -> dict[str, Any]:
+def type_of(t: Type) -> dict[str, Any]:
     return {"type": t}
 
 
-_use(Operands(), *ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS, *UNARY, "select")
-_use(Operands(_dtype), "convert", "bitcast", "dot", "ref.bitcast")
-_use(Operands(_shape), "reshape", "ref.reshape")
-_use(Operands(_type), "uninitialized")
-_use(IntsAttr("permutation"), "transpose", "ref.transpose")
-_use(IntsAttr("axes"), "reduce_sum", "reduce_max", "reduce_min")
-_use(IntsAttr("dims", _shape), "broadcast_in_dim")
-_use(IntAttr("axis"), "program_id", "num_programs")
-_use(IntAttr("dimension", _type), "iota")
-_use(Constant(), "constant")
-_use(Windowed(0), "get", "ref.at", "slice", "dynamic_slice", "gather")
-_use(Windowed(1), "swap", "addupdate", "dynamic_update_slice", "scatter", "scatter_add")
-_use(Windowed(0, (("mask", "masked"), ("other", "has_other"))), "load")
-_use(Windowed(1, (("mask", "masked"),)), "store")
-_use(Call(), "call")
-_use(RunScoped(), "run_scoped")
-_use(For(), "for")
-_use(While(), "while")
-_use(Cond(), "cond")
+INT, INTS, FLAG = "int", "ints", "flag"  # the kinds of a ``Keywords`` attribute
 
-from minipallas.ir import syntax_debug, syntax_structural  # noqa: E402, F401  (register theirs)
+
+class Keywords:
+    """Operands, then each attribute of ``spec`` (``(name, kind)`` pairs) as ``, name value``,
+    a ``FLAG`` printed as its bare keyword when set (the structural ops)::
+
+        %y = pad %x, %v, low (1, 0), high (-1, 2), interior (1, 0) : f32[7,8]
+        %s = cumsum %x, axis 1, reverse : f32[4,6]
+        %k, %i = sort %x, %iota, dimension 1, num_keys 1 : f32[4,6], i32[4,6]
+    """
+
+    def __init__(
+        self, *spec: tuple[str, str], read: Callable[[Type], dict[str, Any]] | None = None
+    ) -> None:
+        self.spec = spec
+        self.read = read
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        text = [" " + p.values(op.operands)]
+        for name, kind in self.spec:
+            value = op.attrs.get(name)
+            if kind == FLAG:
+                text.append(f", {name}" if value else "")
+            else:
+                text.append(f", {name} {p.ints(value) if kind == INTS else value}")
+        return ["".join(text)]
+
+    def parse(self, r: Parser) -> Parsed:
+        operands = r.values()
+        attrs: dict[str, Any] = {}
+        for name, kind in self.spec:
+            if kind == FLAG:
+                present = r.at(",") and r.tokens[r.pos + 1].text == name
+                r.pos += 2 if present else 0
+                attrs[name] = present
+                continue
+            r.expect(",", f"before '{name}'")
+            r.expect(name, "after the operands")
+            context = f"after '{name}'"
+            attrs[name] = r.int_tuple(context) if kind == INTS else r.integer(context)
+        return Parsed(operands, attrs, from_types=_from_result(self.read))

@@ -6,11 +6,30 @@ conversions explicitly, so every op's types can be read off its line.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from minipallas.errors import ParseError
 from minipallas.ir import dtypes
 from minipallas.ir.literal import Literal
+from minipallas.ir.literal_text import build_literal, format_literal
 from minipallas.ir.opdef import Attrs, Regions, TypeCheckError, Types, declare, require
 from minipallas.ir.opset.common import array_operand, is_permutation, static_ints
-from minipallas.ir.types import ArrayType
+from minipallas.ir.syntax import (
+    IntAttr,
+    IntsAttr,
+    Operands,
+    Parsed,
+    Pieces,
+    dtype_of,
+    shape_of,
+    type_of,
+)
+from minipallas.ir.types import ArrayType, Type
+
+if TYPE_CHECKING:
+    from minipallas.ir.core import Op
+    from minipallas.ir.parser import Parser
+    from minipallas.ir.printer import Printer
 
 ARITHMETIC = ("add", "sub", "mul", "div", "rem", "pow", "max", "min")
 FLOAT_BINARY = ("atan2", "nextafter")
@@ -71,12 +90,40 @@ def _unary_rule(name: str):
 
 
 for _name in (*ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS):
-    declare(_name)(_binary_rule(_name))
+    declare(_name, syntax=Operands())(_binary_rule(_name))
 for _name in UNARY:
-    declare(_name)(_unary_rule(_name))
+    declare(_name, syntax=Operands())(_unary_rule(_name))
 
 
-@declare("constant")
+class Constant:
+    """``%c = constant 1.5 : f32[8]`` (a splat) or ``%c = constant [1, 2] : i32[2]``."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        return [" " + format_literal(op.attrs["value"])]
+
+    def parse(self, r: Parser) -> Parsed:
+        tokens, shape, start = r.literal()
+
+        def value(types: list[Type]) -> dict[str, Any]:
+            (t,) = types[:1]
+            if not isinstance(t, ArrayType):
+                raise ParseError(
+                    f"a constant's type must be an array type, got {t}",
+                    op="constant",
+                    loc=r.where(start),
+                )
+            if shape is not None and shape != t.shape and (t.size or len(tokens)):
+                raise ParseError(
+                    f"the value has shape {list(shape)}, but the type is {t}",
+                    op="constant",
+                    loc=r.where(start),
+                )
+            return {"value": build_literal(tokens, t, shape is None, r.where)}
+
+        return Parsed([], from_types=value)
+
+
+@declare("constant", syntax=Constant())
 def constant(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A constant: ``%c = constant 1.5 : f32[8]`` (a splat) or ``constant [1, 2] : i32[2]``."""
     require(not types, "takes no operands")
@@ -93,7 +140,7 @@ def constant(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (t,)
 
 
-@declare("iota")
+@declare("iota", syntax=IntAttr("dimension", type_of))
 def iota(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Positions along one dimension: ``%i = iota dimension 0 : i32[8,128]``."""
     require(not types, "takes no operands")
@@ -104,7 +151,7 @@ def iota(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (t,)
 
 
-@declare("select")
+@declare("select", syntax=Operands())
 def select(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Choose elementwise: ``%z = select %pred, %on_true, %on_false : f32[8]``."""
     p, a, b = _operands(types, 3)
@@ -113,14 +160,14 @@ def select(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (a,)
 
 
-@declare("convert")
+@declare("convert", syntax=Operands(dtype_of))
 def convert(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Change dtype by value: ``%y = convert %x : i32[8]``."""
     (a,) = _operands(types, 1)
     return (ArrayType(a.shape, dtypes.canonicalize(attrs.get("dtype", ""))),)
 
 
-@declare("bitcast")
+@declare("bitcast", syntax=Operands(dtype_of))
 def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Reinterpret bits as a dtype of the same width: ``%y = bitcast %x : i32[8]``."""
     (a,) = _operands(types, 1)
@@ -132,7 +179,7 @@ def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (ArrayType(a.shape, dtype),)
 
 
-@declare("broadcast_in_dim")
+@declare("broadcast_in_dim", syntax=IntsAttr("dims", shape_of))
 def broadcast_in_dim(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Broadcast, operand dim i going to result dim ``dims[i]``:
     ``%y = broadcast_in_dim %x, dims (1) : f32[8,128]``."""
@@ -152,7 +199,7 @@ def broadcast_in_dim(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (ArrayType(shape, a.dtype),)
 
 
-@declare("reshape")
+@declare("reshape", syntax=Operands(shape_of))
 def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Same elements, row-major, another shape: ``%y = reshape %x : f32[4,32]``."""
     (a,) = _operands(types, 1)
@@ -162,7 +209,7 @@ def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (out,)
 
 
-@declare("transpose")
+@declare("transpose", syntax=IntsAttr("permutation"))
 def transpose(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Permute dimensions: ``%y = transpose %x, permutation (1, 0) : f32[128,8]``."""
     (a,) = _operands(types, 1)
@@ -188,10 +235,10 @@ def _reduce_rule(name: str):
 
 
 for _name in ("reduce_sum", "reduce_max", "reduce_min"):
-    declare(_name)(_reduce_rule(_name))
+    declare(_name, syntax=IntsAttr("axes"))(_reduce_rule(_name))
 
 
-@declare("dot")
+@declare("dot", syntax=Operands(dtype_of))
 def dot(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``. Operands are
     2-D, or share leading batch dimensions (``(B, m, k) x (B, k, n)``, as ``jnp.matmul``): the

@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING
 
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import int_scalar, no_refs, same_type
+from minipallas.ir.syntax import Parsed, Pieces, symbol
 from minipallas.ir.types import ArrayType, Type
 
 if TYPE_CHECKING:
-    from minipallas.ir.core import Block
+    from minipallas.ir.core import Block, Op
+    from minipallas.ir.parser import Parser
+    from minipallas.ir.printer import Printer
 
 
 def _num(attrs: Attrs, name: str) -> int:
@@ -44,7 +47,36 @@ def _yields_match(block: Block, types: Sequence[Type], what: str) -> None:
         same_type(r.type, t, f"{what} result {i}")
 
 
-@declare("for", regions=1, pure=False)
+class For:
+    """``%c = for %lo to %hi (%consts) iter (%inits) { ^(%i, %consts, %carries): ... }``;
+    the ``(...)`` and ``iter (...)`` lists are left out when empty."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        n = op.attrs.get("num_consts", 0)
+        lo, hi, consts, inits = (
+            op.operands[:1],
+            op.operands[1:2],
+            op.operands[2 : 2 + n],
+            op.operands[2 + n :],
+        )
+        return [
+            f" {p.values(lo)} to {p.values(hi)}",
+            f" ({p.values(consts)})" if consts else "",
+            f" iter ({p.values(inits)})" if inits else "",
+            " ",
+            *op.regions,
+        ]
+
+    def parse(self, r: Parser) -> Parsed:
+        lower = r.operand("as the lower bound")
+        r.expect("to", "after the lower bound")
+        upper = r.operand("as the upper bound")
+        consts = r.paren_values("") if r.at("(") else []
+        inits = r.paren_values("after 'iter'") if r.accept("iter") else []
+        return Parsed([lower, upper, *consts, *inits], {"num_consts": len(consts)}, [r.region()])
+
+
+@declare("for", syntax=For(), regions=1, pure=False)
 def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Counted loop ``for i in range(lower, upper)`` with carried values::
 
@@ -69,7 +101,34 @@ def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return tuple(inits)
 
 
-@declare("while", regions=2, pure=False)
+class While:
+    """``%c = while (%cond_consts) (%body_consts) iter (%inits) cond {...} body {...}``."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        nc, nb = op.attrs.get("cond_nconsts", 0), op.attrs.get("body_nconsts", 0)
+        ops = op.operands
+        inits = ops[nc + nb :]
+        pieces: Pieces = [
+            f" ({p.values(ops[:nc])}) ({p.values(ops[nc : nc + nb])})",
+            f" iter ({p.values(inits)})" if inits else "",
+        ]
+        for label, region in zip((" cond ", " body "), op.regions, strict=False):
+            pieces += [label, region]
+        return pieces
+
+    def parse(self, r: Parser) -> Parsed:
+        cond_consts = r.paren_values("after 'while'")
+        body_consts = r.paren_values("after the condition's operands")
+        inits = r.paren_values("after 'iter'") if r.accept("iter") else []
+        r.expect("cond", "before the condition region")
+        cond = r.region()
+        r.expect("body", "before the body region")
+        body = r.region()
+        attrs = {"cond_nconsts": len(cond_consts), "body_nconsts": len(body_consts)}
+        return Parsed([*cond_consts, *body_consts, *inits], attrs, [cond, body])
+
+
+@declare("while", syntax=While(), regions=2, pure=False)
 def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Loop while a condition region yields true::
 
@@ -94,7 +153,28 @@ def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return tuple(inits)
 
 
-@declare("cond", regions=None, pure=False)
+class Cond:
+    """``%r = cond %index (%args) [{ branch 0 }, { branch 1 }] : f32[]``."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        pieces: Pieces = [f" {p.values(op.operands[:1])} ({p.values(op.operands[1:])}) ["]
+        for k, branch in enumerate(op.regions):
+            pieces += [", "] if k else []
+            pieces.append(branch)
+        return [*pieces, "]"]
+
+    def parse(self, r: Parser) -> Parsed:
+        index = r.operand("as the branch index")
+        args = r.paren_values("after the branch index")
+        r.expect("[", "before the branches")
+        branches = [r.region()]
+        while r.accept(","):
+            branches.append(r.region())
+        r.expect("]", "after the branches")
+        return Parsed([index, *args], {}, branches)
+
+
+@declare("cond", syntax=Cond(), regions=None, pure=False)
 def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Run one of N branches chosen by an integer index (clamped into range, as in lax.switch)::
 
@@ -116,7 +196,20 @@ def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return out
 
 
-@declare("call", pure=False)
+class Call:
+    """``%r = call @f(%x, %ref) : f32[8]``; the callee is defined earlier in the text."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        callee = op.attrs.get("callee")
+        name = symbol(callee.name) if callee is not None else "@<missing>"
+        return [f" {name}({p.values(op.operands)})"]
+
+    def parse(self, r: Parser) -> Parsed:
+        callee = r.callee()
+        return Parsed(r.paren_values("after the callee"), {"callee": callee})
+
+
+@declare("call", syntax=Call(), pure=False)
 def call(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Call another function: ``%r = call @f(%x, %ref) : f32[8]``."""
     from minipallas.ir.core import Function

@@ -17,6 +17,7 @@ from __future__ import annotations
 from minipallas.ir import indexing
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, same_type, window
+from minipallas.ir.syntax import Windowed
 from minipallas.ir.types import ArrayType
 
 _KIND = {
@@ -74,9 +75,9 @@ def _write_rule(name: str):
 
 
 for _name in ("slice", "dynamic_slice", "gather"):
-    declare(_name)(_read_rule(_name))
+    declare(_name, syntax=Windowed(0))(_read_rule(_name))
 for _name in ("dynamic_update_slice", "scatter", "scatter_add"):
-    declare(_name)(_write_rule(_name))
+    declare(_name, syntax=Windowed(1))(_write_rule(_name))
 
 
 def read_op_for(indexer: tuple) -> str:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, static_ints
+from minipallas.ir.syntax import INTS, IntsAttr, Keywords
 from minipallas.ir.types import ArrayType
 
 
-@declare("reverse")
+@declare("reverse", syntax=IntsAttr("dims"))
 def reverse(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Elements in reverse order along ``dims``: ``%y = reverse %x, dims (1) : f32[4,6]``."""
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
@@ -24,7 +25,7 @@ def reverse(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (x,)
 
 
-@declare("pad")
+@declare("pad", syntax=Keywords(("low", INTS), ("high", INTS), ("interior", INTS)))
 def pad(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """``%x`` with ``low``/``high`` elements of ``%v`` at each end of each dim and ``interior``
     between neighbours; negative ``low``/``high`` drop elements (XLA's ``pad``):

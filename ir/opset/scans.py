@@ -9,6 +9,7 @@ from __future__ import annotations
 from minipallas.ir import dtypes
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, static_ints
+from minipallas.ir.syntax import FLAG, INT, IntsAttr, Keywords
 from minipallas.ir.types import ArrayType
 
 CUMULATIVE = ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
@@ -38,10 +39,10 @@ def _cumulative_rule(name: str):
 
 
 for _name in CUMULATIVE:
-    declare(_name)(_cumulative_rule(_name))
+    declare(_name, syntax=Keywords(("axis", INT), ("reverse", FLAG)))(_cumulative_rule(_name))
 
 
-@declare("reduce_prod")
+@declare("reduce_prod", syntax=IntsAttr("axes"))
 def reduce_prod(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Product over static axes: ``%y = reduce_prod %x, axes (1) : f32[4]``."""
     x = _numeric(types)

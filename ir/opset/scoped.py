@@ -2,12 +2,40 @@
 
 from __future__ import annotations
 
+import json
+from typing import TYPE_CHECKING
+
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import no_refs, same_type
+from minipallas.ir.syntax import Operands, Parsed, Pieces, type_of
 from minipallas.ir.types import ArrayType, RefType
 
+if TYPE_CHECKING:
+    from minipallas.ir.core import Op
+    from minipallas.ir.parser import Parser
+    from minipallas.ir.printer import Printer
 
-@declare("run_scoped", regions=1, pure=False)
+
+class RunScoped:
+    """``%o = run_scoped(%x) collective_axes ("x") { ^(%scratch, %x_in): ... } : f32[8]``."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        axes = op.attrs.get("collective_axes", ())
+        names = ", ".join(json.dumps(a) for a in axes)
+        return [
+            f"({p.values(op.operands)})",
+            f" collective_axes ({names})" if axes else "",
+            " ",
+            *op.regions,
+        ]
+
+    def parse(self, r: Parser) -> Parsed:
+        operands = r.paren_values("after 'run_scoped'")
+        axes = r.string_tuple("after 'collective_axes'") if r.accept("collective_axes") else ()
+        return Parsed(operands, {"collective_axes": axes}, [r.region()])
+
+
+@declare("run_scoped", syntax=RunScoped(), regions=1, pure=False)
 def run_scoped(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Allocate fresh refs for the duration of a body::
 
@@ -37,7 +65,7 @@ def run_scoped(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return body.result_types
 
 
-@declare("uninitialized")
+@declare("uninitialized", syntax=Operands(type_of))
 def uninitialized(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A value whose contents are unspecified: ``%u = uninitialized : f32[8]``.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from minipallas.ir import dtypes
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand
+from minipallas.ir.syntax import INT, Keywords, dtype_of
 from minipallas.ir.types import ArrayType
 
 
@@ -25,7 +26,7 @@ def _dim(value: object, x: ArrayType, what: str) -> int:
     return value  # type: ignore[return-value]
 
 
-@declare("sort")
+@declare("sort", syntax=Keywords(("dimension", INT), ("num_keys", INT)))
 def sort(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Sort along ``dimension`` by the first ``num_keys`` operands, stable:
     ``%k, %i = sort %x, %iota, dimension 1, num_keys 1 : f32[4,6], i32[4,6]``."""
@@ -41,7 +42,7 @@ def sort(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return tuple(xs)
 
 
-@declare("top_k")
+@declare("top_k", syntax=Keywords(("k", INT)))
 def top_k(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The ``k`` largest along the last dim and their indices:
     ``%v, %i = top_k %x, k 3 : f32[4,3], i32[4,3]``."""
@@ -70,4 +71,4 @@ def _arg_rule(name: str):
 
 
 for _name in ("argmax", "argmin"):
-    declare(_name)(_arg_rule(_name))
+    declare(_name, syntax=Keywords(("axis", INT), read=dtype_of))(_arg_rule(_name))

@@ -9,7 +9,10 @@ from __future__ import annotations
 from minipallas.ir import dtypes
 from minipallas.ir.opdef import ACCUM, READ, WRITE, Attrs, Regions, Types, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
+from minipallas.ir.syntax import Windowed
 from minipallas.ir.types import ArrayType
+
+_LOAD = Windowed(0, (("mask", "masked"), ("other", "has_other")))
 
 
 def _split(types: Types, attrs: Attrs) -> tuple:
@@ -20,7 +23,7 @@ def _split(types: Types, attrs: Attrs) -> tuple:
     return ref, dyn, rest, ArrayType(window(ref.shape, attrs, dyn), ref.dtype)
 
 
-@declare("get", effect=READ, pure=False)
+@declare("get", syntax=Windowed(0), effect=READ, pure=False)
 def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Read a window: ``%v = get %r[0, 2:6, ds(%i, 8)] : f32[4,8]``."""
     _, _, rest, win = _split(types, attrs)
@@ -28,7 +31,7 @@ def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("swap", effect=WRITE, pure=False)
+@declare("swap", syntax=Windowed(1), effect=WRITE, pure=False)
 def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``.
 
@@ -41,7 +44,7 @@ def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("addupdate", effect=ACCUM, pure=False)
+@declare("addupdate", syntax=Windowed(1), effect=ACCUM, pure=False)
 def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Add into a window in place: ``addupdate %r[ds(%i, 8)], %v``."""
     _, _, rest, win = _split(types, attrs)
@@ -51,7 +54,7 @@ def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return ()
 
 
-@declare("load", effect=READ, pure=False)
+@declare("load", syntax=_LOAD, effect=READ, pure=False)
 def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked read: ``%v = load %r[0:8], mask %m, other %o : f32[8]``.
 
@@ -77,7 +80,7 @@ def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("store", effect=WRITE, pure=False)
+@declare("store", syntax=Windowed(1, (("mask", "masked"),)), effect=WRITE, pure=False)
 def store(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked write: ``store %r[0:8], %v, mask %m``; masked-off lanes keep their value."""
     _, _, rest, win = _split(types, attrs)
