@@ -12,6 +12,8 @@ that cannot change what any program computes is marked ``equivalent`` with the r
 left out of the kill rate's denominator. A mutant that changes programs no upstream jaxpr
 imports to (so no corpus case can reach it; only minipallas's own front end and kernels do) is
 marked ``unreachable`` with the reason: it stays in the denominator, a survivor if it survives.
+The kill check's front-end stage (``tests/difftest/frontend_corpus.py``) is there for those:
+each note names the check that reaches the mutant.
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ class Mutant:
 
 _BATCHED = (
     "the batched grid runs only minipallas's own pallas_call (the CPU path); an imported "
-    "upstream pallas_call always becomes the loop program (interop/pallas_call.py)"
+    "upstream pallas_call always becomes the loop program (interop/pallas_call.py); the "
+    "front-end checks' kernels reach it"
 )
 _GATHER_DYN = (
     "an imported gather/scatter has no dynamic slice start: the importer turns a slice "
-    "with a dynamic start next to an array into position arrays (interop/indexers.py)"
+    "with a dynamic start next to an array into position arrays (interop/indexers.py); the "
+    "front-end check dynamic_window_next_to_array reaches it"
 )
 
 # A float literal scaled by (1 + 1e-6): f32 moves by ~8 ulps, bf16/f16 round back to itself.
@@ -290,7 +294,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "if bt.exact and dtypes.is_float(op.result.type.dtype):",
         "if False:",
         "float reductions and dots are batched, so XLA may add them in another order",
-        unreachable=_BATCHED + "; and the envelope admits any summation order of a float sum",
+        unreachable=_BATCHED + " (wide_f32_row_sum, bit for bit against upstream's per-block sums)",
     ),
     # -- lowering/stablehlo ------------------------------------------------------------------
     Mutant(
@@ -318,7 +322,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "integer pow treats exponent 0 as negative (x ** 0 = 0 for x != 1)",
         unreachable="the importer never emits an integer pow: lax.pow takes a float base, "
         "jnp.power of ints is a square-and-multiply chain and integer_pow is expanded; only "
-        "the front end (x ** y on int arrays) makes one",
+        "the front end (x ** y on int arrays) makes one: the front-end check int_pow",
     ),
     Mutant(
         "reduce-max-identity",
@@ -335,9 +339,6 @@ MUTANTS: tuple[Mutant, ...] = (
         'dtype in ("bfloat16", "float16")\n    work',
         'dtype in ("float16",)\n    work',
         "a bfloat16 reduce_sum accumulates in bfloat16 instead of float32",
-        unreachable="jnp.sum widens bf16 to f32 in the jaxpr itself; a bf16 reduce_sum in a jaxpr "
-        "(lax.reduce with lax.add) is reached, but there upstream XLA accumulates in bf16 too, "
-        "so the case needs a KNOWN upstream divergence in difftest/classify.py first",
     ),
     Mutant(
         "dot-contracts-wrong-axis",
@@ -468,7 +469,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "branch for a negative one)",
         unreachable="a jaxpr's cond index is clamped in the jaxpr (lax.switch emits clamp), so "
         "the lowering sees an in-range index; only a front-end cond with a traced index can "
-        "be out of range",
+        "be out of range: the front-end check switch_out_of_range",
     ),
     Mutant(
         "scratch-fill-zero",

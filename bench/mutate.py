@@ -11,8 +11,12 @@ is never touched) and checked in a subprocess whose imports resolve to that copy
 2. the kill check, stopping at the first kill: every case of the difftest corpora
    (``tests/difftest/corpus.py``, ``float_corpus.py`` when it exists) through
    ``minipallas.difftest.run``, a case whose finding is not the one it expects kills; then
-   three fuzzers, each given the number of programs the unmutated control ran in
-   ``--fuzz-seconds`` (same seeds, so the same programs): the discharge property of
+   the front-end checks (``tests/difftest/frontend_corpus.py``'s ``CHECKS``: programs and
+   kernels built with minipallas's own front end, which reach code no imported jaxpr does:
+   integer ``pow``, an out-of-range ``switch`` index, dynamic gather/scatter starts, the
+   batched kernel grid), a check that reports a problem kills; then three fuzzers, each given
+   the number of programs the unmutated control ran in ``--fuzz-seconds`` (same seeds, so
+   the same programs; ``--programs`` fixes the counts instead): the discharge property of
    ``minipallas.fuzz`` (interpreter before and after discharge and cleanup), the upstream
    fuzzer (``difftest.fuzz_upstream``: a ``minipallas-bug`` finding kills) and the kernel
    fuzzer (``difftest.fuzz_kernels``: a disagreement kills). A crash while importing or
@@ -24,7 +28,9 @@ category, over the mutants not marked ``equivalent``, are printed and, for a run
 catalogue, written to ``bench/mutate_results.md``.
 
 Usage: ``python bench/mutate.py [--only NAME[,NAME]] [--fuzz-seconds S] [--jobs J]
-[--budget SECONDS]``.
+[--budget SECONDS] [--programs discharge=N,upstream=N,kernels=N] [--rev REV]``. With
+``--programs`` the control and every mutant run exactly those counts, so a campaign on a
+loaded machine runs the same programs as an earlier one.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ PACKAGES = {
 }
 TESTS = "tests/difftest"
 CORPORA = ("corpus", "float_corpus")
+FRONTEND = "frontend_corpus"
 FUZZERS = ("discharge", "upstream", "kernels")
 SEEDS = {"discharge": 1, "upstream": 2, "kernels": 3}
 RESULTS = ROOT / "bench" / "mutate_results.md"
@@ -188,6 +195,21 @@ def _corpus_kill(copy: Path) -> tuple[str | None, list[str]]:
     return None, notes
 
 
+def _frontend_kill(copy: Path) -> str | None:
+    """The first front-end check that reports a problem (its name and the problem)."""
+    import importlib
+
+    if not (copy / TESTS / f"{FRONTEND}.py").exists():
+        return None
+    if str(copy / TESTS) not in sys.path:
+        sys.path.insert(0, str(copy / TESTS))
+    for c in importlib.import_module(FRONTEND).CHECKS:
+        problem = c.run()
+        if problem:
+            return f"{FRONTEND}:{c.name} ({problem.splitlines()[0]})"[:300]
+    return None
+
+
 def _programs(seed: int, transcendental: bool):  # noqa: ANN202 - a generator of programs
     """Generated programs (the fuzzers' generator, drawn from a seeded ``random.Random``) with
     an input seed each."""
@@ -260,11 +282,16 @@ def worker(copy: Path, mutant: Mutant | None, counts: dict[str, int], seconds: f
         killed, out["notes"] = _corpus_kill(copy)
         if killed:
             return {**out, "killed_by": "corpus", "stage": stage, "detail": killed}
+        stage = "frontend"
+        killed = _frontend_kill(copy)
+        if killed:
+            return {**out, "killed_by": "frontend", "stage": stage, "detail": killed}
         for name in FUZZERS:
             stage = f"fuzz {name}"
-            # The control runs for ``seconds``; a mutant runs the control's count of programs,
-            # with room for a slower mutant (a hang is caught by the parent's timeout).
-            limit = seconds if mutant is None else 3 * seconds + 30
+            # The control runs for ``seconds`` (or ``counts`` when fixed); a mutant runs the
+            # control's count of programs, with room for a slower mutant (a hang is caught by
+            # the parent's timeout).
+            limit = 3 * seconds + 30 if mutant is not None or name in counts else seconds
             n, found = _FUZZ[name](counts.get(name, 10**9), time.monotonic() + limit)
             out["counts"][name] = n
             if found:
@@ -301,7 +328,8 @@ class Verdict:
 
     @property
     def by_corpus(self) -> bool:
-        """Killed without the fuzzers: by the corpus, or by a crash before them."""
+        """Killed without the fuzzers: by the corpora or the front-end checks, or by a crash
+        before the fuzzers."""
         return self.killed_by is not None and not self.killed_by.startswith("fuzz")
 
 
@@ -383,15 +411,18 @@ def report_text(
     """The results as Markdown (also readable as plain text)."""
     s = summary(verdicts)
     counts = ", ".join(f"{k} {n}" for k, n in control.counts.items())
+    fuzz = f"fuzz {args.fuzz_seconds:g} s per fuzzer for the control"
+    if args.programs:
+        fuzz = "fuzz program counts fixed by --programs"
     out = [
         "# Mutation testing of the difftest harness (`make mutate`)",
         "",
-        f"{s['total']} mutants ({s['equivalent']} marked equivalent), fuzz {args.fuzz_seconds:g} s "
-        f"per fuzzer for the control ({counts} programs; each mutant runs the same programs), "
+        f"{s['total']} mutants ({s['equivalent']} marked equivalent), {fuzz} "
+        f"({counts} programs; each mutant runs the same programs), "
         f"{args.jobs} jobs, wall time {wall / 60:.1f} min.",
         "",
         f"- killed, corpus and fuzz: **{_percent(s['killed'], s['semantic'])}**",
-        f"- killed by the corpus alone (or a crash before the fuzzers): "
+        f"- killed by the corpora and front-end checks alone (or a crash before the fuzzers): "
         f"{_percent(s['by_corpus'], s['semantic'])}",
         "",
         "| category | killed |",
@@ -421,11 +452,28 @@ def report_text(
     return "\n".join(out) + "\n"
 
 
+def parse_programs(text: str) -> dict[str, int]:
+    """``--programs``: ``discharge=625,upstream=69`` -> ``{"discharge": 625, "upstream": 69}``
+    (fuzzers left out are time-boxed by the control as usual)."""
+    counts = {}
+    for item in text.split(","):
+        name, eq, number = item.strip().partition("=")
+        if name not in FUZZERS or not eq or not number.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{item.strip()!r}: expected FUZZER=COUNT with FUZZER one of {', '.join(FUZZERS)}"
+            )
+        counts[name] = int(number)
+    return counts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated mutant names (default: all)")
     parser.add_argument("--fuzz-seconds", type=float, default=20.0, help="per fuzzer (control)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants checked at once")
+    parser.add_argument("--programs", type=parse_programs, default={},
+                        help="fix the fuzz program counts: discharge=N,upstream=N,kernels=N "
+                        "(default: what the control runs in --fuzz-seconds)")  # fmt: skip
     parser.add_argument("--budget", type=float, default=3600.0, help="seconds for the run")
     parser.add_argument("--output", type=Path, help=f"Markdown results (default for a full "
                         f"run: {RESULTS.relative_to(ROOT)})")  # fmt: skip
@@ -465,9 +513,13 @@ def campaign(args: argparse.Namespace, chosen: Sequence[Mutant], source: Path) -
         return 2
 
     start = time.monotonic()
-    control = check(None, source, {}, args.fuzz_seconds, 600 + 10 * args.fuzz_seconds)
+    control = check(None, source, args.programs, args.fuzz_seconds, 600 + 10 * args.fuzz_seconds)
     print(f"control ({args.rev}): {control.killed_by or 'survived'} in {control.seconds:.0f} s, "
           f"fuzz programs {control.counts}; {control.detail}", flush=True)  # fmt: skip
+    short = {k: n for k, n in args.programs.items() if control.counts.get(k, 0) < n}
+    if short:
+        print(f"note: within its time limit the control ran fewer programs than --programs "
+              f"asks ({short}); the mutants run the control's counts")  # fmt: skip
     if control.killed_by is not None:
         print("false alarm: the unmutated sources fail the kill check; no verdict is meaningful")
         return 2

@@ -214,6 +214,14 @@ KNOWN: dict[str, Known] = {
         "view's shape and contents",
         "def f(r, i): pl.store(r.at[:, 0], (i,), -1.0)  # r: Ref{f32[2,2]} ends up f32[2]",
     ),
+    "bf16-sum-in-bf16": Known(
+        "upstream-divergence",
+        "XLA:CPU accumulates a bfloat16 reduce_sum (lax.reduce with lax.add) in bfloat16, "
+        "rounding every partial sum; minipallas sums in float32 and rounds once (jnp.sum "
+        "widens bf16 in the jaxpr itself, so only a bf16 reduce_sum in the jaxpr shows it)",
+        "lax.reduce(x, bf16(0), lax.add, (0,))  # x: 64 x 256.0 then 960 x 1.0 in bf16: "
+        "upstream 16384, float32 accumulation 17408",
+    ),
     "uninitialized-read": Known(
         "semantic-difference",
         "the program reads scratch it never wrote, whose contents are unspecified: the two "
@@ -390,10 +398,20 @@ def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
     return False
 
 
+def bf16_reduce_sum(jaxpr: Any) -> bool:  # noqa: ANN401
+    """A ``reduce_sum`` of bfloat16 operands (see ``KNOWN``)."""
+    return any(
+        e.primitive.name == "reduce_sum" and str(e.invars[0].aval.dtype) == "bfloat16"
+        for j in _subjaxprs(jaxpr)
+        for e in j.eqns
+    )
+
+
 DIVERGENCES = {
     "while-cond-reads-written-ref": while_cond_reads_written_ref,
     "while-cond-writes-ref": while_cond_writes_ref,
     "pallas-store-through-view": pallas_store_through_view,
+    "bf16-sum-in-bf16": bf16_reduce_sum,
 }
 
 

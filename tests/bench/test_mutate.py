@@ -71,3 +71,40 @@ def test_a_cheap_mutant_is_killed_by_the_corpus_in_a_subprocess():
     assert verdict.killed_by == "corpus", verdict
     assert verdict.detail.startswith("corpus:static_int_and_slice (discharge disagrees")
     assert verdict.by_corpus
+
+
+def test_programs_option_fixes_the_fuzz_counts():
+    assert mutate.parse_programs("discharge=625,upstream=69,kernels=17") == {
+        "discharge": 625,
+        "upstream": 69,
+        "kernels": 17,
+    }
+    assert mutate.parse_programs("kernels=3") == {"kernels": 3}
+    for bad in ("kernel=3", "kernels", "kernels=-1", "kernels=x"):
+        with pytest.raises(mutate.argparse.ArgumentTypeError, match="FUZZER=COUNT"):
+            mutate.parse_programs(bad)
+    with pytest.raises(SystemExit):  # argparse turns the error into a usage message
+        mutate.main(["--programs", "fuzz=1", "--only", "for-loop-le"])
+
+
+def _fake_frontend(tmp_path, monkeypatch, problems):
+    folder = tmp_path / mutate.TESTS
+    folder.mkdir(parents=True)
+    checks = ", ".join(f"Check({n!r}, lambda: {p!r})" for n, p in problems)
+    (folder / f"{mutate.FRONTEND}.py").write_text(
+        "from collections import namedtuple\n"
+        "Check = namedtuple('Check', 'name run')\n"
+        f"CHECKS = ({checks},)\n"
+    )
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, mutate.FRONTEND, raising=False)
+
+
+def test_the_frontend_stage_kills_at_the_first_check_reporting_a_problem(tmp_path, monkeypatch):
+    _fake_frontend(tmp_path, monkeypatch, [("fine", None), ("bad", "compile 1 != 0"), ("x", "y")])
+    assert mutate._frontend_kill(tmp_path) == "frontend_corpus:bad (compile 1 != 0)"
+
+
+def test_the_frontend_stage_passes_when_every_check_agrees(tmp_path, monkeypatch):
+    _fake_frontend(tmp_path, monkeypatch, [("fine", None), ("also", None)])
+    assert mutate._frontend_kill(tmp_path) is None

@@ -585,3 +585,10 @@ def scatter_index_still_negative_after_wrapping(r, idx):
 @case(ref(floats(2, 3, 4)), np.array([2, 0, 3], I32))
 def gather_through_a_3d_layout(r, idx):
     return r[:, :, idx]  # XLA's layout (idx, d0, d1) goes back by a 3-cycle, not an involution
+
+
+@case(np.concatenate([np.full(64, 256.0), np.ones(960)]).astype(BF16), expect="bf16-sum-in-bf16")
+def bf16_reduce_sum_accumulates_in_bf16(x):
+    # Upstream's XLA gives 16384 (each 1.0 vanishes into a partial sum of 256s); minipallas
+    # sums in float32, 17408, as jnp.sum does: a bf16-accumulating lowering agrees with upstream
+    return lax.reduce(x, np.array(0, BF16), lax.add, (0,))

@@ -1,0 +1,266 @@
+"""Checks of programs built with minipallas's own front end, which no imported jaxpr makes.
+
+The difftest corpora start from upstream jaxprs, and some of minipallas's code is out of their
+reach: the importer never emits an integer ``pow``, ``lax.switch`` clamps its index in the
+jaxpr, imported gathers and scatters have no dynamic slice start (the importer turns one into
+position arrays), and only minipallas's own ``pallas_call`` runs a kernel as a batched grid
+(an imported one always becomes the loop program). Each check here builds such a program with
+``minipallas.trace`` / ``minipallas.numpy`` / ``minipallas.pallas_call`` and computes its
+outputs two ways that must agree bit for bit:
+
+- a traced program: ``minipallas.compile`` (StableHLO on XLA:CPU) against the reference
+  interpreter, outputs compared as the harness compares them (its results, then the final
+  value of every ref input);
+- a kernel: ``minipallas.pallas_call`` on the CPU (the batched grid, checked to be taken where
+  the check says so) against the same body under upstream ``pl.pallas_call(...,
+  interpret=True)``, as ``minipallas.difftest.fuzz_kernels`` compares them.
+
+``CHECKS`` holds them; ``Check.run()`` returns None on agreement, else a one-line problem.
+``bench/mutate.py`` runs them as its "frontend" stage. Each takes well under 2 s.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import minipallas as mp
+import minipallas.numpy as mnp
+from minipallas.difftest.harness import RefArg, compare, interpret_outputs, ref
+
+I32, F32 = np.int32, np.float32
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    run: Callable[[], str | None]
+    reaches: str  # the code it exercises that jaxprs do not
+
+
+def program_problem(fn: Any, args: Sequence[Any], compiled: Any = None) -> str | None:  # noqa: ANN401
+    """None if ``minipallas.compile(compiled or fn)`` gives the interpreter's outputs of ``fn``
+    bit for bit on ``args`` (``ref(...)`` marks a ref input); else the first difference.
+    ``compiled`` is a different function to compile, for showing the check's power."""
+    want = interpret_outputs(fn, list(args))
+    arrays = [np.array(a.value if isinstance(a, RefArg) else a) for a in args]
+    got = mp.compile(fn if compiled is None else compiled)(*arrays)
+    for k, (w, g) in enumerate(zip(want, got, strict=True)):
+        problem = compare(w, g)
+        if problem:
+            return f"@{fn.name} output {k}: compile {problem} (interpret first)"
+    return None
+
+
+# -- traced programs --------------------------------------------------------------------------
+
+
+def int_pow(x: Any, y: Any) -> Any:  # noqa: ANN401
+    return x**y
+
+
+POW_ARGS = (np.array([2, 3, -2, 0, 1, -1, 5, 7], I32), np.array([0, 0, 3, 0, -1, -3, 2, -2], I32))
+
+
+def pow_check(compiled: Callable[..., Any] | None = None) -> str | None:
+    """Integer ``x ** y`` with exponents 0, negative and positive (1 ** -n is 1, any other
+    base 0; x ** 0 is 1). ``compiled``: a Python function traced and compiled in place of
+    ``int_pow`` (the tests' wrong variants)."""
+    t = mp.ArrayType((8,), "int32")
+    other = None if compiled is None else mp.trace(compiled, t, t)
+    return program_problem(mp.trace(int_pow, t, t), POW_ARGS, other)
+
+
+def three_way_switch(i: Any, x: Any) -> Any:  # noqa: ANN401
+    return mp.switch(i, [lambda v: v + 1, lambda v: v * 2, lambda v: v - 3], x)
+
+
+def switch_check(compiled: Callable[..., Any] | None = None) -> str | None:
+    """A traced switch index of three branches, in range and out (clamped as lax.switch).
+    ``compiled``: as for ``pow_check``."""
+    types_ = mp.ArrayType((), "int32"), mp.ArrayType((4,), "int32")
+    traced = mp.trace(three_way_switch, *types_)
+    other = None if compiled is None else mp.trace(compiled, *types_)
+    for i in (-1, -7, 0, 1, 2, 3, 9):
+        problem = program_problem(traced, (I32(i), np.arange(4, dtype=I32)), other)
+        if problem:
+            return f"index {i}: {problem}"
+    return None
+
+
+def gather_dynamic_window(i: Any, idx: Any, x_ref: Any, o_ref: Any) -> None:  # noqa: ANN401
+    o_ref[...] = x_ref[mp.ds(i, 3, 2), idx]
+
+
+def scatter_dynamic_window(i: Any, idx: Any, x_ref: Any) -> None:  # noqa: ANN401
+    x_ref[mp.ds(i, 3), idx] = mnp.full((3, 2), -1, mnp.int32)
+
+
+def window_check(compiled: Callable[..., Any] | None = None) -> str | None:
+    """A dynamic-start window next to an integer-array index, read (a strided window) and
+    written, at starts inside, at and past the last valid one and negative: each op clamps
+    its start so the window fits, and XLA's scatter would drop a window that does not.
+    ``compiled``: a gather compiled in place of ``gather_dynamic_window``, as for
+    ``pow_check``."""
+    i32, idx2 = mp.ArrayType((), "int32"), mp.ArrayType((2,), "int32")
+    refs = mp.RefType((10, 5), "int32"), mp.RefType((3, 2), "int32")
+    read = mp.trace(gather_dynamic_window, i32, idx2, *refs)
+    other = None if compiled is None else mp.trace(compiled, i32, idx2, *refs)
+    write = mp.trace(scatter_dynamic_window, i32, idx2, refs[0])
+    x = np.arange(50, dtype=I32).reshape(10, 5)
+    idx = np.array([1, -1], I32)
+    for i in (0, 4, 5, 6, 7, 8, 9, 30, -2, -30):
+        zeros = np.zeros((3, 2), I32)
+        problem = program_problem(read, (I32(i), idx, ref(x), ref(zeros)), other)
+        problem = problem or program_problem(write, (I32(i), idx, ref(x)))
+        if problem:
+            return f"start {i}: {problem}"
+    return None
+
+
+# -- kernels on the batched grid ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A Pallas kernel written once over a namespace ``ns`` (``ns.np``: ``minipallas.numpy`` or
+    ``jax.numpy``), with one input and one output, each with a block spec on a 1-D grid."""
+
+    body: Callable[..., None]  # body(ns, x_ref, o_ref)
+    x: np.ndarray
+    out: tuple[tuple[int, ...], str]
+    grid: int
+    x_block: tuple[tuple[int, ...], Callable[..., tuple]]
+    o_block: tuple[tuple[int, ...], Callable[..., tuple]]
+
+    def minipallas(self) -> Any:  # noqa: ANN401 - a PallasCall
+        ns = types.SimpleNamespace(np=mnp)
+        return mp.pallas_call(
+            lambda x, o: self.body(ns, x, o),
+            mp.ArrayType(*self.out),
+            grid=(self.grid,),
+            in_specs=[mp.BlockSpec(*self.x_block)],
+            out_specs=mp.BlockSpec(*self.o_block),
+        )
+
+    def upstream(self) -> Any:  # noqa: ANN401 - a jitted function
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+
+        ns = types.SimpleNamespace(np=jnp)
+        return jax.jit(
+            pl.pallas_call(
+                lambda x, o: self.body(ns, x, o),
+                out_shape=jax.ShapeDtypeStruct(self.out[0], jnp.dtype(self.out[1])),
+                grid=(self.grid,),
+                in_specs=[pl.BlockSpec(*self.x_block)],
+                out_specs=pl.BlockSpec(*self.o_block),
+                interpret=True,
+            )
+        )
+
+
+def kernel_problem(kernel: Kernel, batched: bool, upstream: Kernel | None = None) -> str | None:
+    """None if minipallas's CPU run of ``kernel`` equals upstream's run of ``upstream``
+    (default: the same kernel) bit for bit and the grid was batched iff ``batched``."""
+    from minipallas.generate.check import same_bits
+    from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+
+    call = kernel.minipallas()
+    planned = vectorized_grid_plan(call.trace(kernel.x)) is not None
+    if batched and not planned:
+        return "the grid was not batched, so the check does not reach the batching pass"
+    got = np.asarray(call(kernel.x))
+    want = np.asarray((upstream or kernel).upstream()(kernel.x))
+    if same_bits(got, want):
+        return None
+    differ = np.argwhere(got != want)[0]
+    return f"cpu program differs from upstream at {differ.tolist()}: {got[tuple(differ)]} vs " + (
+        f"{want[tuple(differ)]}"
+    )
+
+
+def _int_blocks(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.integers(-50, 50, shape).astype(I32)
+
+
+def sum_middle(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
+    o[...] = ns.np.sum(x[...], axis=1)
+
+
+def max_last(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
+    o[...] = ns.np.max(x[...], axis=2)
+
+
+def reduce_kernel(body: Callable[..., None], axis: int) -> Kernel:
+    """An integer reduction of (2, 4, 6) blocks over the non-leading ``axis``."""
+    x = _int_blocks(np.random.default_rng(1), 8, 4, 6)
+    out = tuple(n for d, n in enumerate(x.shape) if d != axis)
+    block = tuple(n for d, n in enumerate((2, 4, 6)) if d != axis)
+    return Kernel(body, x, (out, "int32"), 4, ((2, 4, 6), lambda i: (i, 0, 0)),
+                  (block, lambda i: (i, 0)))  # fmt: skip
+
+
+def transpose_201(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
+    o[...] = ns.np.transpose(x[...], (2, 0, 1))
+
+
+def transpose_kernel(body: Callable[..., None]) -> Kernel:
+    """A (2, 0, 1)-shaped transpose of 3-D (2, 3, 5) blocks (the grid's axis lands at output
+    dim 1)."""
+    x = _int_blocks(np.random.default_rng(2), 8, 3, 5)
+    return Kernel(body, x, ((5, 8, 3), "int32"), 4, ((2, 3, 5), lambda i: (i, 0, 0)),
+                  ((5, 2, 3), lambda i: (0, i, 0)))  # fmt: skip
+
+
+def row_sum(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
+    o[...] = ns.np.sum(x[...], axis=1)
+
+
+def float_sum_kernels(body: Callable[..., None]) -> list[Kernel]:
+    """f32 row sums of (16, 128) and (1, 1024) blocks: XLA:CPU orders a float sum by the
+    operand's shape, so batching the blocks into one (4, 16, 128) or (16, 1, 1024) sum
+    changes bits (measured: the last bit of most rows; (16, 1024) blocks happen to agree). The
+    kernel must stay on loops, summing per block as upstream does."""
+    out = []
+    for rows, cols, grid in ((16, 128, 4), (1, 1024, 16)):
+        x = np.random.default_rng(3).standard_normal((rows * grid, cols)).astype(F32)
+        out.append(Kernel(body, x, ((rows * grid,), "float32"), grid,
+                          ((rows, cols), lambda i: (i, 0)), ((rows,), lambda i: (i,))))  # fmt: skip
+    return out
+
+
+def float_sum_check() -> str | None:
+    for k in float_sum_kernels(row_sum):
+        problem = kernel_problem(k, batched=False)
+        if problem:
+            return f"{k.x_block[0]} blocks: {problem}"
+    return None
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("int_pow", pow_check, "integer pow (lowering/stablehlo/arrays.py)"),
+    Check("switch_out_of_range", switch_check, "a cond of 3+ branches with a traced index"),
+    Check("dynamic_window_next_to_array", window_check, "gather/scatter with a dynamic start"),
+    Check(
+        "batched_int_sum_middle_axis",
+        lambda: kernel_problem(reduce_kernel(sum_middle, 1), batched=True),
+        "batched reduction",
+    ),
+    Check(
+        "batched_int_max_last_axis",
+        lambda: kernel_problem(reduce_kernel(max_last, 2), batched=True),
+        "batched reduction",
+    ),
+    Check(
+        "batched_transpose_3d",
+        lambda: kernel_problem(transpose_kernel(transpose_201), batched=True),
+        "batched transpose",
+    ),
+    Check("wide_f32_row_sum", float_sum_check, "a float reduction kept off the batched grid"),
+)
