@@ -39,12 +39,13 @@ CONTEXT = 2  # lines shown before and after the failing op's line
 
 def excerpt(fn: Function, op: Op, *, context: int = CONTEXT) -> str | None:
     """The lines of printed IR around ``op``, its name underlined; ``None`` when neither ``fn``
-    nor a function it calls holds ``op``, or the IR is too broken to print."""
+    nor a function it calls holds ``op``, or the IR is too broken to print (the verifier reports
+    IR the printer cannot read: a malformed indexer, a literal of the wrong size, ...)."""
     for f in (fn, *fn.callees()):
         printer = _Finder(op)
         try:
             printer.function(f)
-        except MiniPallasError:  # an op with no text syntax: nothing to show
+        except Exception:  # noqa: BLE001  IR too broken to print: the error stands without it
             return None
         if printer.at is not None:
             line = printer.lines[printer.at]
