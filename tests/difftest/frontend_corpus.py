@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 import minipallas as mp
@@ -120,6 +121,22 @@ def window_check(compiled: Callable[..., Any] | None = None) -> str | None:
         if problem:
             return f"start {i}: {problem}"
     return None
+
+
+def bf16_product_in_f32(a: Any, b: Any) -> Any:  # noqa: ANN401
+    return (a * b).astype(mnp.float32)
+
+
+def bf16_rounding_check(compiled: Callable[..., Any] | None = None) -> str | None:
+    """bf16 products converted to f32: each product is rounded to bf16 first. minipallas
+    compiles with ``xla_allow_excess_precision`` off; with it on, XLA:CPU drops the rounding
+    and keeps the f32 product (measured: 246 of these 256 elements then differ). ``compiled``:
+    as for ``pow_check``."""
+    t = mp.ArrayType((16, 16), "bfloat16")
+    rng = np.random.default_rng(4)
+    args = [rng.standard_normal((16, 16)).astype(ml_dtypes.bfloat16) for _ in range(2)]
+    other = None if compiled is None else mp.trace(compiled, t, t)
+    return program_problem(mp.trace(bf16_product_in_f32, t, t), args, other)
 
 
 # -- kernels on the batched grid ---------------------------------------------------------------
@@ -247,6 +264,7 @@ CHECKS: tuple[Check, ...] = (
     Check("int_pow", pow_check, "integer pow (lowering/stablehlo/arrays.py)"),
     Check("switch_out_of_range", switch_check, "a cond of 3+ branches with a traced index"),
     Check("dynamic_window_next_to_array", window_check, "gather/scatter with a dynamic start"),
+    Check("bf16_product_in_f32", bf16_rounding_check, "per-op bf16 rounding in XLA"),
     Check(
         "batched_int_sum_middle_axis",
         lambda: kernel_problem(reduce_kernel(sum_middle, 1), batched=True),

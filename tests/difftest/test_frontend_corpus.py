@@ -21,7 +21,7 @@ def test_every_check_agrees_and_is_fast(check):
 
 def test_the_checks_are_named_once():
     names = [c.name for c in fc.CHECKS]
-    assert len(set(names)) == len(names) >= 7
+    assert len(set(names)) == len(names) >= 8
 
 
 def test_pow_with_exponent_zero_computed_as_negative_is_reported():
@@ -43,6 +43,14 @@ def test_a_window_start_clamped_one_past_the_last_is_reported():
 
     problem = fc.window_check(shifted)
     assert problem is not None and problem.startswith("start 4: @gather_dynamic_window output 1")
+
+
+def test_a_bf16_product_kept_in_f32_is_reported():
+    def unrounded(a, b):
+        return a.astype(mnp.float32) * b.astype(mnp.float32)
+
+    problem = fc.bf16_rounding_check(unrounded)
+    assert problem is not None and problem.startswith("@bf16_product_in_f32 output 0: compile at")
 
 
 def test_a_kernel_reducing_another_axis_upstream_is_reported():
