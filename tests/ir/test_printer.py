@@ -1,30 +1,18 @@
 """The printer's output, checked with FileCheck patterns (captured names, not fixed numbers,
 except where the numbering itself is the point)."""
 
-import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import textir_programs as programs
+from filecheck_util import filecheck
 
-from minipallas.errors import MiniPallasError
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir import Block, Builder, Function, Location, Op, Value, params
 from minipallas.ir.printer import print_function
 
-FILECHECK = os.path.join(os.path.dirname(sys.executable), "filecheck")
 
-
-def filecheck(output: str, checks: str, tmp_path) -> None:
-    check_file = tmp_path / "checks.txt"
-    check_file.write_text(textwrap.dedent(checks))
-    run = subprocess.run([FILECHECK, str(check_file)], input=output, capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
-
-
-def test_header_names_params_results_and_effects(tmp_path):
+def test_header_names_params_results_and_effects():
     filecheck(
         str(programs.state_ops()),
         """
@@ -34,21 +22,19 @@ def test_header_names_params_results_and_effects(tmp_path):
         CHECK: return %4
         CHECK-NEXT: }
         """,
-        tmp_path,
     )
 
 
-def test_no_effects_header_for_pure_functions(tmp_path):
+def test_no_effects_header_for_pure_functions():
     filecheck(
         str(programs.indexed()),
         """
         CHECK: func @indexed(%0: f32[8,128], %1: i32[], %2: i32[4]) -> (f32[64]) {
         """,
-        tmp_path,
     )
 
 
-def test_every_indexer_kind(tmp_path):
+def test_every_indexer_kind():
     filecheck(
         str(programs.state_ops()),
         r"""
@@ -73,11 +59,10 @@ def test_every_indexer_kind(tmp_path):
         CHECK-NEXT: {{^  }}store %0[1, 8:16], [[WIN]]{{$}}
         CHECK-NEXT: {{^  }}store %0[1, 8:16], [[WIN]], mask [[MASK]]{{$}}
         """,
-        tmp_path,
     )
 
 
-def test_views(tmp_path):
+def test_views():
     filecheck(
         str(programs.views()),
         """
@@ -87,11 +72,10 @@ def test_views(tmp_path):
         CHECK-NEXT: ref.bitcast [[FLAT]] : Ref{i32[1024], tpu.vmem}
         CHECK-NEXT: ref.transpose %0, permutation (1, 0) : Ref{f32[128,8], tpu.vmem}
         """,
-        tmp_path,
     )
 
 
-def test_run_scoped_layout(tmp_path):
+def test_run_scoped_layout():
     filecheck(
         str(programs.scoped()),
         """
@@ -115,11 +99,10 @@ def test_run_scoped_layout(tmp_path):
         CHECK-NEXT: uninitialized : bf16[2,3]
         CHECK-NEXT: return [[A]], [[B]]
         """,
-        tmp_path,
     )
 
 
-def test_control_flow_layout_and_callees_first(tmp_path):
+def test_control_flow_layout_and_callees_first():
     filecheck(
         str(programs.control()),
         """
@@ -143,11 +126,10 @@ def test_control_flow_layout_and_callees_first(tmp_path):
         CHECK-NEXT: {{^  }}}]
         CHECK-NEXT: = call @"<lambda>"(%0, %2) : f32[8], f32[]
         """,
-        tmp_path,
     )
 
 
-def test_array_ops(tmp_path):
+def test_array_ops():
     filecheck(
         str(programs.kernel_and_arrays()),
         """
@@ -170,11 +152,10 @@ def test_array_ops(tmp_path):
         CHECK-NEXT: dot %0, %1 : f32[8,4]
         CHECK: dot {{%[0-9]+}}, {{%[0-9]+}} : f32[8,4]
         """,
-        tmp_path,
     )
 
 
-def test_constants(tmp_path):
+def test_constants():
     filecheck(
         str(programs.constants()),
         """
@@ -195,11 +176,10 @@ def test_constants(tmp_path):
         CHECK-NEXT: constant [0x7fc1, 0xffc0, 9e-41] : bf16[3]
         CHECK-NEXT: constant 3.0 : bf16[]
         """,
-        tmp_path,
     )
 
 
-def test_locations(tmp_path):
+def test_locations():
     filecheck(
         print_function(programs.located(), locations=True),
         """
@@ -208,7 +188,6 @@ def test_locations(tmp_path):
         CHECK-NEXT: exp %2 : f32[] loc("we\\"ird.py":4:2)
         CHECK-NEXT: sqrt %3 : f32[] loc(unknown)
         """,
-        tmp_path,
     )
     assert "loc(" not in str(programs.located())
 

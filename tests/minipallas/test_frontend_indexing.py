@@ -10,16 +10,13 @@ range after the wrap (out of range, upstream clamps or drops each position: docu
 """
 
 import functools
-import os
-import subprocess
-import sys
-import tempfile
 import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from filecheck_util import filecheck
 from frontend_helpers import WRAP, arr, find, names, ref, same, traced
 from jax._src import core as jax_core
 from jax._src.state import discharge as state_discharge
@@ -215,16 +212,6 @@ def test_value_integer_array_entries_wrap_each(idx, i):
 
 
 # ----- the wrap in the IR -----
-
-FILECHECK = os.path.join(os.path.dirname(sys.executable), "filecheck")
-
-
-def filecheck(text, checks):
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as file:
-        file.write(checks)
-        file.flush()
-        run = subprocess.run([FILECHECK, file.name], input=text, capture_output=True, text=True)
-    assert run.returncode == 0, f"{run.stdout}{run.stderr}\n--- input ---\n{text}"
 
 
 def test_the_wrap_is_explicit_ops_before_the_indexed_op():

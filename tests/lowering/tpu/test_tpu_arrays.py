@@ -3,10 +3,11 @@
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
 import pytest
-from tpu_util import filecheck, kernel, spec
+from filecheck_util import filecheck
+from tpu_util import kernel, spec
 
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 
 

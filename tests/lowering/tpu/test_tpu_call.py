@@ -6,9 +6,9 @@ scratch); the Mosaic module then agrees with upstream Pallas's own lowering."""
 
 import jax
 import jax.numpy as jjnp
+from filecheck_util import filecheck
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from tpu_util import filecheck
 
 import minipallas as mp
 from minipallas.difftest.mosaic import compare, upstream_mosaic

@@ -4,13 +4,14 @@ calls, and run_scoped as a tpu.region of memref.allocas."""
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
 import pytest
-from tpu_util import filecheck, kernel, spec
+from filecheck_util import filecheck
+from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.types import TPU_SMEM
 from minipallas.lowering.tpu import lower_kernel
-from minipallas.passes.collectives import CollectiveAxesUnsupported
+from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.tpu import SMEM, VMEM
 
 F = spec((8, 128), "float32")

@@ -4,13 +4,14 @@ locations; block-shape rules; the entry point through ``pallas_call(...).lower``
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
 import pytest
-from tpu_util import BY_NAME, filecheck, kernel, lower_case, spec
+from filecheck_util import filecheck
+from tpu_util import BY_NAME, kernel, lower_case, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.ir.types import ANY
-from minipallas.lowered import Lowered
+from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.tpu import VMEM
 

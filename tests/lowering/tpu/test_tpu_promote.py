@@ -4,11 +4,12 @@ values by partial discharge; the op-count difference is reported."""
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
 import pytest
-from tpu_util import BY_NAME, KERNELS, filecheck, kernel, lower_case, spec
+from filecheck_util import filecheck
+from tpu_util import BY_NAME, KERNELS, kernel, lower_case, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import count_ops, lower_kernel
 from minipallas.lowering.tpu.promote import REGISTER_BUDGET, promote_scratch
 from minipallas.tpu import VMEM

@@ -7,15 +7,16 @@ import dataclasses
 
 import numpy as np
 import pytest
+from filecheck_util import filecheck
 from test_tpu_kernel import matmul_kernel
-from tpu_util import filecheck, kernel, spec
+from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.lowering.tpu.semantics import dimension_semantics, evaluate
-from minipallas.passes.effects import Read, Write
+from minipallas.ir.effects import Read, Write
 from minipallas.tpu import VMEM
 
 F32 = "float32"

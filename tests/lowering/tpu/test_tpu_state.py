@@ -4,11 +4,12 @@ memref.store in SMEM, index arithmetic with clamps only where they can fire, and
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
 import pytest
-from tpu_util import filecheck, kernel, spec
+from filecheck_util import filecheck
+from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.ir.types import ANY, TPU_SMEM
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.tpu import VMEM

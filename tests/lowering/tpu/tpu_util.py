@@ -2,8 +2,7 @@
 
 - ``spec`` / ``kernel`` build ``Kernel`` objects directly from Python bodies and index maps, so a
   test can state exactly the block specs it needs;
-- ``suite_kernel`` / ``upstream_module`` give a suite kernel on both sides;
-- ``filecheck`` runs FileCheck patterns over emitted MLIR text.
+- ``suite_kernel`` / ``upstream_module`` give a suite kernel on both sides.
 """
 
 from __future__ import annotations
@@ -11,15 +10,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import pathlib
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 
 import minipallas as mp
 from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
-from minipallas.lowered import Lowered
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.lowering.lowered import Lowered
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
@@ -37,7 +34,6 @@ __all__ = [
     "BY_NAME",
     "KERNELS",
     "Case",
-    "filecheck",
     "inputs",
     "kernel",
     "lower_case",
@@ -134,13 +130,3 @@ def tpu_shaped(case: Case, suffix: str = "_tpu", **changes: object) -> Case:
     """``case`` renamed with ``suffix`` and other block shapes, grid... (for suite kernels whose
     blocks Mosaic rejects)."""
     return dataclasses.replace(case, name=case.name + suffix, **changes)
-
-
-def filecheck(text: str, checks: str) -> None:
-    """Runs FileCheck ``checks`` (``CHECK:`` lines) over ``text``; fails with its report."""
-    tool = pathlib.Path(sys.executable).parent / "filecheck"
-    with tempfile.TemporaryDirectory() as folder:
-        path = pathlib.Path(folder) / "checks"
-        path.write_text(checks)
-        run = subprocess.run([str(tool), str(path)], input=text, capture_output=True, text=True)
-    assert run.returncode == 0, f"{run.stdout}{run.stderr}\n--- input ---\n{text}"
