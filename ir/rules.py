@@ -1,11 +1,14 @@
 """Rule tables: one rule per op name, registered by decorator, and the op-by-op block walk.
 
-Every interpreter-shaped pass in minipallas (the reference interpreter, the StableHLO, Mosaic
-TPU and Triton lowerings, ``to_jax``, the jaxpr importer) keeps a table from an op's (or a
-primitive's) name to the function handling it, filled by a ``@register("name", ...)``
-decorator in one file per op family. ``RuleTable`` is that table: a plain dict, so tests can
-swap a rule, whose ``register`` refuses a second rule for the same name. What a *missing* rule
-means stays with each pass: each raises its own error naming the op.
+Every interpreter-shaped pass in minipallas (the reference interpreter, discharge, batching, the
+StableHLO, Mosaic TPU and Triton lowerings, ``to_jax``, the jaxpr importer, the difftest JAX
+emitter) keeps a table from an op's (or a primitive's) name to the function handling it,
+``RULES``, filled by ``@rule("name", ...)`` (``rule = RULES.register``) in one file per op
+family. ``@register`` is the pass registry's decorator: it registers passes, not rules.
+``RuleTable`` is that table: a plain dict, so tests can swap a rule, whose ``register`` refuses
+a second rule for the same name. What a *missing* rule means stays with each pass: each raises
+its own error naming the op. Cleanup's rewrite patterns are no rule table: an op may have
+several, tried in order (``cleanup_patterns.pattern``).
 
 ``run_block`` is the walk they share (autodidax's ``eval_jaxpr``): bind the block's parameters,
 hand each op its operands' entries and bind its results, return the yielded entries. An error
