@@ -13,7 +13,7 @@ from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.ir.errors import PassError
+from minipallas.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.lowering.tpu.semantics import dimension_semantics, evaluate
 from minipallas.ir.effects import Read, Write
