@@ -264,7 +264,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "batched-reduce-wrong-axis",
         "wrong reduction axis",
-        "passes/batching.py",
+        "passes/batching/arrays.py",
         "positions = tuple(slots[a] for a in sorted(reduced))",
         "positions = tuple(sorted(reduced))",
         "a batched reduction reduces positions of the original axes, batch axes included",
@@ -273,7 +273,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "batched-transpose-perm",
         "transpose permutation",
-        "passes/batching.py",
+        "passes/batching/arrays.py",
         "        full[slot] = slots[p]\n",
         "        full[slot] = p\n",
         "a batched transpose permutes by original axis numbers, ignoring the batch axes",
@@ -282,15 +282,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "batched-cond-select-lt",
         "wrong comparison",
-        "passes/batching.py",
-        '_emit(builder, "le", [ins[0][0], bound])',
-        '_emit(builder, "lt", [ins[0][0], bound])',
+        "passes/batching/control.py",
+        'emit(builder, "le", [ins[0][0], bound])',
+        'emit(builder, "lt", [ins[0][0], bound])',
         "a cond whose index differs between batch points picks branch k+1 at index k",
     ),
     Mutant(
         "batched-float-reduce-allowed",
         "wrong rounding dtype",
-        "passes/batching.py",
+        "passes/batching/engine.py",
         "if bt.exact and dtypes.is_float(op.result.type.dtype):",
         "if False:",
         "float reductions and dots are batched, so XLA may add them in another order",

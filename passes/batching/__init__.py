@@ -1,0 +1,90 @@
+"""Batching: a pure function applied over new batch axes (``jax.vmap`` for minipallas IR).
+
+``batch(fn, layouts, sizes)`` returns a function computing ``fn`` at every point of a batch
+grid of shape ``sizes``, all at once. This is how the CPU path runs the independent points of
+a kernel's grid as one program (``minipallas.kernels.vectorized_grid``), so that XLA sees whole
+arrays instead of a loop over blocks.
+
+Every value of the new program has a *layout*: one entry per dimension, the batch axis it runs
+along (an int), or None for a dimension of the original value, in order. A value without batch
+axes is the same at every point and keeps its type. The layouts of the parameters are the
+caller's choice: the kernel path passes blocks in the order they lie in memory (for an array
+cut into ``(8, 128)`` blocks along batch axes 0 and 1, layout ``(0, None, 1, None)``), so that
+no data moves to make them; results come back in whatever layout their ops produced.
+
+The pass is an interpreter (``engine``) that follows the program once, op by op:
+
+1. an op whose operands have no batch axes is copied as it is;
+2. elementwise ops keep the layout of their richest operand (the others are transposed and
+   broadcast to it, which XLA fuses into the op): an elementwise kernel runs on its arrays as
+   they lie; ``transpose`` permutes only the original dimensions, ``broadcast_in_dim`` and
+   reductions add or remove only original dimensions (``arrays``), and windows without
+   integer-array indices slice the batch axes whole (``indexed``), all keeping the batch axes
+   in place; so do ``reverse``, ``pad``, the cumulative ops and ``argmax`` / ``argmin``
+   (``structural``), which work along original dimensions where they lie;
+3. every other op takes its batched operands in the *leading* layout (all batch axes first,
+   in order; ``leading``) and shifts its dimensions past them; regions are batched with
+   leading layouts, loops until their carries' batching settles; callees once per batching of
+   their arguments (``control``).
+
+A ``cond`` whose index differs between points runs every branch and selects each point's
+results. Some programs have no batched form here: a float reduction or dot (XLA would round it
+differently at the batched shape, see ``engine.exact_in_any_order``); a dynamic index, loop
+bound or loop condition that differs between batch points (that needs a gather, or masking);
+refs (batch only discharged programs). ``NotBatchable`` says which op; callers fall back to
+running the points one at a time. Like every pass, ``batch`` builds new IR and never edits
+``fn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
+from minipallas.ir.types import ArrayType
+from minipallas.passes.batching import (  # noqa: F401  (each registers its rules)
+    arrays,
+    control,
+    indexed,
+    structural,
+)
+from minipallas.passes.batching.engine import Batcher, Layout, NotBatchable, axes, leading
+from minipallas.passes.registry import BOOL, INTS, Option, register
+
+__all__ = ["Layout", "NotBatchable", "axes", "batch", "leading"]
+
+
+def batch(
+    fn: Function,
+    layouts: Sequence[Layout],
+    sizes: Sequence[int],
+    results: Sequence[Layout | None] | None = None,
+    exact: bool = True,
+) -> tuple[Function, tuple[Layout, ...]]:
+    """``fn`` at every point of a batch grid of shape ``sizes``, its parameters given in
+    ``layouts``; results are given in the layouts ``results`` asks for (None: as they come),
+    which must hold all their batch axes. Returns the function and its results' layouts.
+
+    ``exact=False`` batches float reductions and dots too: each point's result is then
+    what XLA computes at the batched shape, equal to the unbatched program's only to rounding.
+    """
+    if len(layouts) != len(fn.params):
+        raise PassError(f"batch: {len(layouts)} layouts for {len(fn.params)} parameters")
+    body, out = Batcher(tuple(sizes), exact).block(fn.body, layouts, results)
+    return Function(f"{fn.name}_batched", body), out
+
+
+@register(
+    "batch",
+    Option("sizes", INTS, "the batch grid's shape; its axes go in front of every parameter"),
+    Option("exact", BOOL, "false also batches float reductions and dots (equal up to rounding)"),
+    doc="the program at every point of a batch grid, every parameter batched (jax.vmap)",
+)
+def batch_pass(fn: Function, *, sizes: tuple[int, ...], exact: bool = True) -> Function:
+    """The pipeline's ``batch{sizes=4x2}``: every parameter batched, batch axes in front
+    (``exact=false`` as ``batch``'s ``exact=False``)."""
+    layouts = [
+        leading(sizes, p.type.ndim if isinstance(p.type, ArrayType) else 0) for p in fn.params
+    ]
+    return batch(fn, layouts, sizes, exact=exact)[0]

@@ -1,0 +1,138 @@
+"""Array ops: elementwise ops, shape ops, reductions and ``dot``.
+
+Elementwise ops, ``transpose``, ``broadcast_in_dim`` and the reductions keep the batch axes
+where they lie: they work on the original dimensions only, so the value is never moved for
+them. ``reshape`` takes the leading layout (a reshape may merge any dimensions), and ``dot``
+lays its operands out as XLA's ``dot_general`` wants them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from minipallas.ir.builder import Builder
+from minipallas.ir.core import Op
+from minipallas.ir.opset.arrays import (
+    ARITHMETIC,
+    BITWISE,
+    COMPARISONS,
+    FLOAT_BINARY,
+    SHIFTS,
+    UNARY,
+)
+from minipallas.passes.batching.engine import (
+    RULES,
+    Batched,
+    Batcher,
+    axes,
+    emit,
+    exact_in_any_order,
+    leading,
+    leading_op,
+    original,
+    slots_of,
+)
+
+
+@RULES.register(
+    *ARITHMETIC,
+    *FLOAT_BINARY,
+    *BITWISE,
+    *SHIFTS,
+    *COMPARISONS,
+    *UNARY,
+    "select",
+    "convert",
+    "bitcast",
+)
+def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """In the layout of the operand with the most batch axes when it has all the others'
+    (else all leading); the other operands are moved to it."""
+    richest = max((lay for _, lay in ins), key=lambda lay: len(axes(lay)))
+    if not all(axes(lay) <= axes(richest) for _, lay in ins):
+        richest = leading(bt.sizes, len(richest) - len(axes(richest)))
+    operands = [bt.conform(builder, b, richest) for b in ins]
+    new = builder.create(op.name, operands, op.attrs, (), op.loc)
+    return [(new.result, richest)]
+
+
+@RULES.register("transpose")
+def _transpose(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """The original dimensions permuted among their own positions; batch axes stay put."""
+    (x, layout), perm = ins[0], op.attrs["permutation"]
+    slots = slots_of(layout)
+    full = list(range(len(layout)))
+    for slot, p in zip(slots, perm, strict=True):
+        full[slot] = slots[p]
+    new = builder.create("transpose", [x], {"permutation": tuple(full)}, (), op.loc)
+    return [(new.result, layout)]
+
+
+@RULES.register("broadcast_in_dim")
+def _broadcast_in_dim(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """Each batch axis stays just before the dimension its next original dimension goes to
+    (or last), so the broadcast is one ``broadcast_in_dim`` of the value as it lies."""
+    (x, layout), shape, dims = ins[0], op.attrs["shape"], op.attrs["dims"]
+    before: dict[int, list[int]] = {}  # result dim -> the batch axes placed just before it
+    pending: list[int] = []
+    body = iter(dims)
+    for d in layout:
+        if d is None:
+            before.setdefault(next(body), []).extend(pending)
+            pending = []
+        else:
+            pending.append(d)
+    out: list[int | None] = []
+    for r in range(len(shape)):
+        out += [*before.get(r, []), None]
+    result = (*out, *pending)
+    position = {d: k for k, d in enumerate(result) if d is not None}
+    slots = slots_of(result)
+    body = iter(dims)
+    where = tuple(slots[next(body)] if d is None else position[d] for d in layout)
+    new_shape = bt.type(op.result.type, result).shape
+    new = builder.create("broadcast_in_dim", [x], {"shape": new_shape, "dims": where}, (), op.loc)
+    return [(new.result, result)]
+
+
+@RULES.register("reshape")
+def _reshape(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    shape = (*bt.sizes, *op.attrs["shape"])
+    return leading_op(bt, builder, op, bt.all_leading(builder, ins), shape=shape)
+
+
+@RULES.register("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """Over the original dimensions where they lie; the batch axes stay put."""
+    exact_in_any_order(bt, op)
+    (x, layout), reduced = ins[0], set(op.attrs["axes"])
+    slots = slots_of(layout)
+    positions = tuple(slots[a] for a in sorted(reduced))
+    out = tuple(d for k, d in enumerate(layout) if k not in positions)
+    new = builder.create(op.name, [x], {**op.attrs, "axes": positions}, (), op.loc)
+    return [(new.result, out)]
+
+
+@RULES.register("dot")
+def _dot(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+    """As XLA's ``dot_general`` sees it: batch axes of both sides are batch dimensions, those
+    of the left side alone stack its rows, those of the right side alone its columns. A
+    batched left side against a fixed right side is then one 2-D dot, as ``jax.jit`` runs
+    it; a blocked matmul's (i, j) points one dot of all row blocks by all column blocks."""
+    exact_in_any_order(bt, op)
+    (a, a_layout), (b, b_layout) = ins
+    both = sorted(axes(a_layout) & axes(b_layout))
+    rows = sorted(axes(a_layout) - axes(b_layout))
+    cols = sorted(axes(b_layout) - axes(a_layout))
+    m, k = original(a.type, a_layout).shape
+    n = original(b.type, b_layout).shape[1]
+    a = bt.conform(builder, ins[0], (*both, *rows, None, None))
+    b = bt.conform(builder, ins[1], (*both, None, *cols, None))
+    outer = [bt.sizes[d] for d in both]
+    n_rows, n_cols = math.prod(bt.sizes[d] for d in rows), math.prod(bt.sizes[d] for d in cols)
+    a = emit(builder, "reshape", [a], shape=(*outer, n_rows * m, k))
+    b = emit(builder, "reshape", [b], shape=(*outer, k, n_cols * n))
+    (product,) = builder.create("dot", [a, b], op.attrs, (), op.loc).results
+    shape = (*outer, *(bt.sizes[d] for d in rows), m, *(bt.sizes[d] for d in cols), n)
+    layout = (*both, *rows, None, *cols, None)
+    return [(emit(builder, "reshape", [product], shape=shape), layout)]
