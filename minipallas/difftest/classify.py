@@ -33,10 +33,10 @@ Upstream is not always right, so every disagreement is classified (never hidden)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from minipallas.difftest.divergences import DIVERGENCES
 from minipallas.ir.core import Block, Function, Op
 
 KINDS = (
@@ -326,99 +326,13 @@ def recognize_crash(stage: str, error: BaseException) -> str | None:
     return None
 
 
-# -- recognizing divergences and semantic differences ---------------------------------------
-
-
-def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
-    """``jaxpr`` and every jaxpr nested in its equations' parameters (open jaxprs)."""
-    from jax._src import core as jax_core
-
-    stack = [jaxpr.jaxpr if isinstance(jaxpr, jax_core.ClosedJaxpr) else jaxpr]
-    while stack:
-        j = stack.pop()
-        yield j
-        for eqn in j.eqns:
-            for sub in jax_core.jaxprs_in_params(eqn.params):
-                stack.append(sub)
-
-
-def _written_inputs(jaxpr: Any) -> set[int]:  # noqa: ANN401
-    """Positions of the inputs of the open ``jaxpr`` that it writes or accumulates into."""
-    from jax._src.state.types import AccumEffect, WriteEffect
-
-    position = {v: k for k, v in enumerate(jaxpr.invars)}
-    written = set()
-    for e in jaxpr.effects:
-        k = position.get(e.input) if not isinstance(e.input, int) else e.input
-        if isinstance(e, WriteEffect | AccumEffect) and k is not None:
-            written.add(k)
-    return written
-
-
-def _whiles(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
-    """Every ``while`` equation in ``jaxpr`` and its sub-jaxprs."""
-    return (e for j in _subjaxprs(jaxpr) for e in j.eqns if e.primitive.name == "while")
-
-
-def while_cond_reads_written_ref(jaxpr: Any) -> bool:  # noqa: ANN401
-    """A ``while`` whose condition takes a ref that its body writes (see ``KNOWN``)."""
-    from jax._src.state.types import AbstractRef
-
-    for eqn in _whiles(jaxpr):
-        nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
-        cond_refs = {
-            v for v in eqn.invars[:nc] if isinstance(getattr(v, "aval", None), AbstractRef)
-        }
-        body_writes = _written_inputs(eqn.params["body_jaxpr"].jaxpr)
-        if cond_refs & {eqn.invars[nc + k] for k in body_writes if k < nb}:
-            return True
-    return False
-
-
-def while_cond_writes_ref(jaxpr: Any) -> bool:  # noqa: ANN401
-    """A ``while`` whose condition writes a ref (see ``KNOWN``)."""
-    return any(_written_inputs(eqn.params["cond_jaxpr"].jaxpr) for eqn in _whiles(jaxpr))
-
-
-def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
-    """A Pallas store (``masked_swap``) whose ref has transforms before its indexer."""
-    from jax._src import tree_util
-    from jax._src.state.indexing import NDIndexer
-
-    for j in _subjaxprs(jaxpr):
-        for eqn in j.eqns:
-            if eqn.primitive.name != "masked_swap":
-                continue
-            _, transforms, _, _ = tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
-            transforms = tuple(transforms or ())
-            if transforms and not isinstance(transforms[-1], NDIndexer):
-                transforms = (*transforms, None)
-            if len(transforms) > 1:
-                return True
-    return False
-
-
-def bf16_reduce_sum(jaxpr: Any) -> bool:  # noqa: ANN401
-    """A ``reduce_sum`` of bfloat16 operands (see ``KNOWN``)."""
-    return any(
-        e.primitive.name == "reduce_sum" and str(e.invars[0].aval.dtype) == "bfloat16"
-        for j in _subjaxprs(jaxpr)
-        for e in j.eqns
-    )
-
-
-DIVERGENCES = {
-    "while-cond-reads-written-ref": while_cond_reads_written_ref,
-    "while-cond-writes-ref": while_cond_writes_ref,
-    "pallas-store-through-view": pallas_store_through_view,
-    "bf16-sum-in-bf16": bf16_reduce_sum,
-}
+# -- recognizing semantic differences (divergences: divergences.py) -------------------------
 
 
 def reads_uninitialized(fn: Function, args: list) -> bool:
     """Whether interpreting ``fn`` reads a scratch element before writing it."""
     from minipallas.difftest.harness import interpret_outputs
-    from minipallas.errors import InterpretError
+    from minipallas.ir.errors import InterpretError
 
     try:
         interpret_outputs(fn, args, uninitialized="error")
@@ -580,7 +494,7 @@ def _out_of_range(fn: Function, report: Any) -> str | None:  # noqa: ANN401
     (found with ``interpret(..., checks=True)``, which stops at the first out-of-range one)."""
     from minipallas.difftest.harness import interpret_outputs
     from minipallas.difftest.jax_emit import gathers
-    from minipallas.errors import InterpretError
+    from minipallas.ir.errors import InterpretError
 
     try:
         interpret_outputs(fn, list(report.case.args), checks=True)
