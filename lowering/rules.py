@@ -1,7 +1,7 @@
 """What the three emitters (StableHLO, Mosaic TPU, Triton) share: lowering a block op by op.
 
 Each target keeps its own rule table (``minipallas.ir.rules.RuleTable``), its own typed ``Rule``
-protocol and its own context class; the context derives from ``EmitterContext``, which walks a
+protocol and its own ``LoweringContext`` (derived from ``EmitterContext``), which walks a
 block, hands each op to its rule at the op's MLIR location, and makes an op without a rule a
 ``PassError`` naming it and the target.
 
