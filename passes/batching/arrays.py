@@ -21,7 +21,6 @@ from minipallas.ir.opset.arrays import (
     UNARY,
 )
 from minipallas.passes.batching.engine import (
-    RULES,
     Batched,
     Batcher,
     axes,
@@ -30,11 +29,12 @@ from minipallas.passes.batching.engine import (
     leading,
     leading_op,
     original,
+    rule,
     slots_of,
 )
 
 
-@RULES.register(
+@rule(
     *ARITHMETIC,
     *FLOAT_BINARY,
     *BITWISE,
@@ -56,7 +56,7 @@ def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> l
     return [(new.result, richest)]
 
 
-@RULES.register("transpose")
+@rule("transpose")
 def _transpose(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """The original dimensions permuted among their own positions; batch axes stay put."""
     (x, layout), perm = ins[0], op.attrs["permutation"]
@@ -68,7 +68,7 @@ def _transpose(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> lis
     return [(new.result, layout)]
 
 
-@RULES.register("broadcast_in_dim")
+@rule("broadcast_in_dim")
 def _broadcast_in_dim(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Each batch axis stays just before the dimension its next original dimension goes to
     (or last), so the broadcast is one ``broadcast_in_dim`` of the value as it lies."""
@@ -95,13 +95,13 @@ def _broadcast_in_dim(bt: Batcher, builder: Builder, op: Op, ins: list[Batched])
     return [(new.result, result)]
 
 
-@RULES.register("reshape")
+@rule("reshape")
 def _reshape(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     shape = (*bt.sizes, *op.attrs["shape"])
     return leading_op(bt, builder, op, bt.all_leading(builder, ins), shape=shape)
 
 
-@RULES.register("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+@rule("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Over the original dimensions where they lie; the batch axes stay put."""
     exact_in_any_order(bt, op)
@@ -113,7 +113,7 @@ def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[B
     return [(new.result, out)]
 
 
-@RULES.register("dot")
+@rule("dot")
 def _dot(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """As XLA's ``dot_general`` sees it: batch axes of both sides are batch dimensions, those
     of the left side alone stack its rows, those of the right side alone its columns. A

@@ -16,7 +16,6 @@ from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.literal import Literal
 from minipallas.passes.batching.engine import (
-    RULES,
     Batched,
     Batcher,
     Layout,
@@ -24,6 +23,7 @@ from minipallas.passes.batching.engine import (
     emit,
     rank,
     rank_of,
+    rule,
     unbatched,
 )
 
@@ -33,7 +33,7 @@ def _lead_or_not(bt: Batcher, builder: Builder, ins: Sequence[Batched]) -> list[
     return [(bt.to_leading(builder, b), bt.leading(rank_of(b))) if axes(b[1]) else b for b in ins]
 
 
-@RULES.register("cond")
+@rule("cond")
 def _cond(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Each branch batched as its arguments are; a result batched in any branch is batched
     (leading) in all."""
@@ -121,7 +121,7 @@ def _carried(bt: Batcher, op: Op, new: Op, carries: Sequence[bool]) -> list[Batc
     ]
 
 
-@RULES.register("for")
+@rule("for")
 def _for(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     lower = unbatched(op, "lower bound", ins[0])
     upper = unbatched(op, "upper bound", ins[1])
@@ -136,7 +136,7 @@ def _for(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
     return _carried(bt, op, new, carries)
 
 
-@RULES.register("while")
+@rule("while")
 def _while(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """The body settled first (its carries' batching fixes the condition's parameters), then
     the condition, whose result must be the same at every point."""
@@ -160,7 +160,7 @@ def _while(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Ba
     return _carried(bt, op, new, carries)
 
 
-@RULES.register("call")
+@rule("call")
 def _call(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """The callee batched once per batching of its arguments, its results as they come."""
     callee: Function = op.attrs["callee"]

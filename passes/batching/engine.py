@@ -33,6 +33,7 @@ class NotBatchable(PassError):
 
 Rule = Callable[["Batcher", Builder, Op, list[Batched]], list[Batched]]
 RULES: RuleTable[Rule] = RuleTable("batching rule")
+rule = RULES.register
 
 
 def leading(sizes: Sequence[int], rank: int) -> Layout:

@@ -15,12 +15,12 @@ from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Slice
 from minipallas.passes.batching.engine import (
-    RULES,
     Batched,
     Batcher,
     NotBatchable,
     axes,
     leading_op,
+    rule,
 )
 
 
@@ -33,7 +33,7 @@ def _same_everywhere(op: Op, dyn: Sequence[Batched]) -> None:
         )
 
 
-@RULES.register("slice", "dynamic_slice", "gather")
+@rule("slice", "dynamic_slice", "gather")
 def _read(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Without integer arrays, the batch axes are sliced whole where they lie, and the window
     keeps them in place; with them, numpy's placement of the array dimensions could move a
@@ -52,7 +52,7 @@ def _read(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Bat
     return leading_op(bt, builder, op, [x, *dyn], indexer=_in_front(bt, op, indexer, dyn))
 
 
-@RULES.register("dynamic_update_slice", "scatter", "scatter_add")
+@rule("dynamic_update_slice", "scatter", "scatter_add")
 def _write(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     _same_everywhere(op, ins[1:-1])
     dyn = [v for v, _ in ins[1:-1]]

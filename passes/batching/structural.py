@@ -11,23 +11,23 @@ from __future__ import annotations
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op
 from minipallas.passes.batching.engine import (
-    RULES,
     Batched,
     Batcher,
     leading_op,
+    rule,
     slots_of,
     unbatched,
 )
 
 
-@RULES.register("reverse")
+@rule("reverse")
 def _reverse(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     (x, layout), slots = ins[0], slots_of(ins[0][1])
     dims = tuple(slots[d] for d in op.attrs["dims"])
     return [(builder.create("reverse", [x], {"dims": dims}, (), op.loc).result, layout)]
 
 
-@RULES.register("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
+@rule("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 def _cumulative(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Exact for floats too: XLA scans each line along the axis alike whatever the other
     dimensions (the rows-of-16 tree is built along the axis alone; checked bit for bit in
@@ -37,7 +37,7 @@ def _cumulative(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> li
     return [(builder.create(op.name, [x], attrs, (), op.loc).result, layout)]
 
 
-@RULES.register("argmax", "argmin")
+@rule("argmax", "argmin")
 def _argmax(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Comparisons only, so exact; the reduced dimension leaves the layout."""
     (x, layout), slots = ins[0], slots_of(ins[0][1])
@@ -46,7 +46,7 @@ def _argmax(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[B
     return [(new.result, layout[:position] + layout[position + 1 :])]
 
 
-@RULES.register("pad")
+@rule("pad")
 def _pad(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Batch axes get no padding; the padding value must be the same at every point (a
     ``pad`` takes one scalar)."""
@@ -59,14 +59,14 @@ def _pad(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
     return [(builder.create("pad", [x, value], attrs, (), op.loc).result, layout)]
 
 
-@RULES.register("sort")
+@rule("sort")
 def _sort(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Along its dimension, shifted past the leading batch axes."""
     dimension = op.attrs["dimension"] + len(bt.sizes)
     return leading_op(bt, builder, op, bt.all_leading(builder, ins), dimension=dimension)
 
 
-@RULES.register("top_k")
+@rule("top_k")
 def _top_k(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Along the last dimension, which the leading layout keeps last."""
     return leading_op(bt, builder, op, bt.all_leading(builder, ins))
