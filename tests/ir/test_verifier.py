@@ -4,7 +4,8 @@ views and attributes. Each test asserts the error class, the op's name and the u
 """
 
 import pytest
-from verifier_build import F8, F32, FULL8, I8, I32, REF2D, REF8, at, fn, mk, rejects
+from ir_types import F8, F32, I32, REF8
+from verifier_build import FULL8, I8, REF2D, at, fn, mk, rejects
 
 from minipallas.errors import VerificationError
 from minipallas.ir import (

@@ -4,7 +4,8 @@ name and the user's line (see ``verifier_build``).
 """
 
 import pytest
-from verifier_build import F8, F32, FULL8, I8, I32, REF2D, REF8, U32, at, fn, mk, rejects
+from ir_types import F8, F32, I32, REF8, U32
+from verifier_build import FULL8, I8, REF2D, at, fn, mk, rejects
 
 import minipallas
 from minipallas import ir

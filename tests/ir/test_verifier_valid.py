@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from ir_types import F8, F32, I32, REF8
 
 import minipallas
 from minipallas.errors import VerificationError
@@ -32,10 +33,6 @@ from minipallas.ir import (
 )
 from minipallas.ir import verifier as verifier_module
 
-F32 = ArrayType((), "float32")
-I32 = ArrayType((), "int32")
-F8 = ArrayType((8,), "float32")
-REF8 = RefType((8,), "float32")
 REF2D = RefType((8, 128), "float32", TPU_VMEM)
 FULL8 = (Slice(0, 8, 1),)
 

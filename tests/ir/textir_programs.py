@@ -4,6 +4,7 @@ tests (not a test module itself)."""
 
 import ml_dtypes
 import numpy as np
+from ir_types import F32, I32, REF8
 
 from minipallas.ir import (
     TPU_SMEM,
@@ -30,11 +31,6 @@ from minipallas.ir.opset.arrays import (
     SHIFTS,
 )
 
-F32 = ArrayType((), "float32")
-I32 = ArrayType((), "int32")
-BOOL = ArrayType((), "bool")
-F8 = ArrayType((8,), "float32")
-REF8 = RefType((8,), "float32")
 REF2D = RefType((8, 128), "float32", TPU_VMEM)
 
 

@@ -20,12 +20,7 @@ from minipallas.ir import (
     Value,
 )
 
-F32 = ArrayType((), "float32")
-I32 = ArrayType((), "int32")
-U32 = ArrayType((), "uint32")
-F8 = ArrayType((8,), "float32")
 I8 = ArrayType((8,), "int32")
-REF8 = RefType((8,), "float32")
 REF2D = RefType((8, 128), "float32")
 FULL8 = (Slice(0, 8, 1),)
 

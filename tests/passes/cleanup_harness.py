@@ -3,18 +3,15 @@ verifies, the input is unchanged, the counts are as expected, and the reference 
 bit-identical results (and final ref values) before and after."""
 
 import numpy as np
+from ir_types import I32
 
 import minipallas
-from minipallas.ir import ArrayType, Builder, Literal, RefType, Slice, params
+from minipallas.ir import ArrayType, Builder, Literal, Slice, params
 from minipallas.passes.cleanup import cleanup, count_ops
 
-F32 = ArrayType((), "float32")
-I32 = ArrayType((), "int32")
-F8 = ArrayType((8,), "float32")
 F4 = ArrayType((4,), "float32")
 F48 = ArrayType((4, 8), "float32")
 I3 = ArrayType((3,), "int32")
-REF8 = RefType((8,), "float32")
 FULL8 = (Slice(0, 8, 1),)
 
 

@@ -3,22 +3,8 @@ and CSE, each with op counts before and after; ``cleaned`` also checks that the 
 the input is unchanged and the interpreter gives the same bits before and after."""
 
 import numpy as np
-from cleanup_harness import (
-    F4,
-    F8,
-    F48,
-    FULL8,
-    I3,
-    I32,
-    REF8,
-    cleaned,
-    const,
-    dus,
-    make,
-    names,
-    op,
-    read,
-)
+from cleanup_harness import F4, F48, FULL8, I3, cleaned, const, dus, make, names, op, read
+from ir_types import F8, I32, REF8
 
 from minipallas.ir import (
     Array,

@@ -5,10 +5,7 @@ generated ones, whose meaning must not change."""
 import numpy as np
 import pytest
 from cleanup_harness import (
-    F8,
     FULL8,
-    I32,
-    REF8,
     cleaned,
     cond_op,
     const,
@@ -21,6 +18,7 @@ from cleanup_harness import (
     scoped,
     while_loop,
 )
+from ir_types import F8, I32, REF8
 
 import minipallas
 from minipallas import MiniPallasError

@@ -4,11 +4,11 @@ rule each path meets (from the op's operands and whether it sits in a callee), w
 programs against upstream itself: test_collectives_upstream.py."""
 
 import pytest
+from ir_types import F8, I32, REF8
 
 from minipallas.errors import MiniPallasError, PassError, VerificationError
 from minipallas.ir import (
     TPU_VMEM,
-    ArrayType,
     Builder,
     Function,
     Int,
@@ -28,11 +28,6 @@ from minipallas.passes.collectives import (
 )
 from minipallas.passes.pipeline import run
 
-F32 = ArrayType((), "float32")
-F8 = ArrayType((8,), "float32")
-I32 = ArrayType((), "int32")
-BOOL = ArrayType((), "bool")
-REF8 = RefType((8,), "float32")
 SCRATCH = RefType((8,), "float32", TPU_VMEM)
 FULL8 = (Slice(0, 8, 1),)
 LOC = Location("kernel.py", 12)

@@ -3,6 +3,7 @@ positions); scoped allocations stay inside; views map to their root ref; regions
 
 import numpy as np
 import pytest
+from ir_types import F8, F32, I32, REF8
 
 from minipallas.errors import PassError
 from minipallas.ir import (
@@ -29,10 +30,6 @@ from minipallas.passes.effects import (
     region_operand_map,
 )
 
-F32 = ArrayType((), "float32")
-I32 = ArrayType((), "int32")
-F8 = ArrayType((8,), "float32")
-REF8 = RefType((8,), "float32")
 REF2D = RefType((4, 8), "float32")
 FULL8 = (Slice(0, 8, 1),)
 

@@ -4,17 +4,16 @@ tests in ``filecheck/`` (one file per pass) are run by ``tests/conftest.py``."""
 
 import numpy as np
 import pytest
+from ir_types import F8, REF8
 
 import minipallas
 from minipallas.errors import PassError, VerificationError
-from minipallas.ir import TPU_VMEM, ArrayType, Builder, Function, Literal, RefType, Slice, params
+from minipallas.ir import TPU_VMEM, Builder, Function, Literal, RefType, Slice, params
 from minipallas.passes.cleanup import cleanup, count_ops
 from minipallas.passes.collectives import CollectiveAxesUnsupported
 from minipallas.passes.discharge import discharge
 from minipallas.passes.pipeline import PASSES, parse_pipeline, register, run
 
-F8 = ArrayType((8,), "float32")
-REF8 = RefType((8,), "float32")
 FULL8 = (Slice(0, 8, 1),)
 
 

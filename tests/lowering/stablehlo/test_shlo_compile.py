@@ -3,16 +3,15 @@ function object, checks its arguments, and returns results then final ref values
 
 import numpy as np
 import pytest
+from ir_types import F8 as VEC
+from ir_types import I32
+from ir_types import REF8 as REF
 from shlo_util import check, const
 
 import minipallas
 from minipallas.errors import MiniPallasError
-from minipallas.ir import ArrayType, Builder, Dyn, Int, RefType, Slice, params
+from minipallas.ir import ArrayType, Builder, Dyn, Int, Slice, params
 from minipallas.lowering import jaxlib_shim
-
-VEC = ArrayType((8,), "float32")
-REF = RefType((8,), "float32")
-I32 = ArrayType((), "int32")
 
 
 def accumulate():

@@ -3,14 +3,12 @@
 
 import numpy as np
 import pytest
+from ir_types import F32, I32
 from shlo_util import check, const
 
 import minipallas
 from minipallas.ir import ArrayType, Builder, params
 
-F32 = ArrayType((), "float32")
-I32 = ArrayType((), "int32")
-BOOL = ArrayType((), "bool")
 VEC = ArrayType((4,), "float32")
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ir_types import I32, U32
 from shlo_util import check, random_array
 
 import minipallas
@@ -16,8 +17,6 @@ from minipallas.ir import Array, ArrayType, Builder, Dyn, Int, Slice, indexing, 
 from minipallas.ir import dtypes as mp_dtypes
 from minipallas.ir.opset.indexed import read_op_for, write_op_for
 
-I32 = ArrayType((), "int32")
-U32 = ArrayType((), "uint32")
 I8 = ArrayType((), "int8")
 
 

@@ -3,6 +3,8 @@ verification, source locations, the collective-axes check, and every rejection's
 
 import numpy as np
 import pytest
+from ir_types import F8 as VEC
+from ir_types import REF8 as REF
 from shlo_util import check, const
 
 import minipallas
@@ -21,8 +23,6 @@ from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import RULES, lower_stablehlo
 from minipallas.passes.collectives import CollectiveAxesLoweringError, CollectiveAxesUnsupported
 
-VEC = ArrayType((8,), "float32")
-REF = RefType((8,), "float32")
 LOWERING = "run_scoped lowering outside of Pallas does not support collective_axes."
 USER_LOC = Location("user.py", 12)
 

@@ -1,11 +1,10 @@
 """The integer range analysis that lets index clamps be left out."""
 
+from ir_types import I32
+
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.ir import ArrayType
 from minipallas.lowering.tpu.ranges import int_ranges
-
-I32 = ArrayType((), "int32")
 
 
 def ranges_of(f, *types, grid=(4, 3)):

@@ -13,9 +13,11 @@ import pathlib
 import sys
 from collections.abc import Callable, Sequence
 
+from ir_types import I32
+
 import minipallas as mp
-from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
 from minipallas.lowering.lowered import Lowered
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
@@ -43,8 +45,6 @@ __all__ = [
     "upstream_module",
     "upstream_running_rows",
 ]
-
-I32 = ArrayType((), "int32")
 
 
 def spec(
