@@ -39,7 +39,11 @@ def infer_result_types(
     try:
         return tuple(opdef.infer(tuple(operand_types), attrs, tuple(regions)))
     except TypeCheckError as e:
-        raise error(str(e), op=name, loc=loc) from None
+        message = str(e)
+        if e.operand is not None:
+            label = opdef.operand_label(e.operand, len(operand_types), attrs)
+            message = f"operand {label} {message}"
+        raise error(message, op=name, loc=loc) from None
     except MiniPallasError as e:
         raise error(e.message, op=name, loc=loc, fix=e.fix) from None
 

@@ -6,6 +6,7 @@ operand types, static attributes and regions it returns the result types, or rai
 ops their result types, and the verifier calls it to check existing ops, so the two can never
 disagree. Its ``syntax`` (an ``ir.syntax.Rule``) is how the printer writes the op and the
 parser reads it back; it is given in the same declaration, so an op cannot exist without one.
+Its ``operands`` name the operand positions, so an error about one says ``operand 'ref'``.
 """
 
 from __future__ import annotations
@@ -42,28 +43,94 @@ READ, WRITE, ACCUM = EffectKind.READ, EffectKind.WRITE, EffectKind.ACCUM
 
 
 class TypeCheckError(Exception):
-    """Raised by a type rule; the builder and verifier add the op name and location."""
+    """Raised by a type rule; the builder and verifier add the op name and location, and, when
+    the error is about the operand at position ``operand``, that operand's declared name."""
+
+    def __init__(self, message: str, operand: int | None = None) -> None:
+        super().__init__(message)
+        self.operand = operand
+
+
+@dataclass(frozen=True)
+class Variadic:
+    """Zero or more operands under one name (``indices``, named ``indices[k]`` one by one).
+
+    ``count`` names the int attribute that says how many (``for``'s ``num_consts``); without
+    it the group takes the operands the others leave, which at most one group per op may do.
+    """
+
+    name: str
+    count: str | None = None
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """One operand, present when the bool attribute ``flag`` is set (``load``'s ``mask``)."""
+
+    name: str
+    flag: str
+
+
+Operand = str | Variadic | Flagged  # a plain string: exactly one operand of that name
 
 
 @dataclass(frozen=True)
 class OpDef:
     """One op kind.
 
-    ``effect`` is how the op touches the ref in operand 0 (upstream's effect kind for the same
-    primitive, or ``None`` when it touches none);
-    effects of region ops come from their regions. ``pure`` ops may be removed when their
-    results are unused; ``observable`` ones act outside the program (``debug_print``) and may
-    never be removed.
+    ``operands`` names the operands in order. ``effect`` is how the op touches the ref in
+    operand 0 (upstream's effect kind for the same primitive, or ``None`` when it touches
+    none); effects of region ops come from their regions. ``pure`` ops may be removed when
+    their results are unused; ``observable`` ones act outside the program (``debug_print``)
+    and may never be removed.
     """
 
     name: str
     infer: InferFn
     doc: str
+    operands: tuple[Operand, ...]
     syntax: Rule
     regions: int | None = 0  # how many regions; None means one or more
     effect: EffectKind | None = None
     pure: bool = True
     observable: bool = False
+
+    def operand_names(self, count: int, attrs: Attrs) -> tuple[str, ...] | None:
+        """The name of each of an op's ``count`` operands, or ``None`` when that many do not
+        fit the declaration (the type rule then says what is wrong)."""
+        sizes: list[int] = []
+        rest = None
+        for entry in self.operands:
+            if isinstance(entry, Flagged):
+                sizes.append(1 if attrs.get(entry.flag) else 0)
+            elif not isinstance(entry, Variadic):
+                sizes.append(1)
+            elif entry.count is None:
+                rest = len(sizes)
+                sizes.append(0)
+            else:
+                n = attrs.get(entry.count)
+                if not isinstance(n, int) or n < 0:
+                    return None
+                sizes.append(n)
+        left = count - sum(sizes)
+        if left < 0 or (left and rest is None):
+            return None
+        if rest is not None:
+            sizes[rest] = left
+        names: list[str] = []
+        for entry, n in zip(self.operands, sizes, strict=True):
+            if isinstance(entry, Variadic):
+                names += [f"{entry.name}[{k}]" for k in range(n)]
+            else:
+                names += [entry if isinstance(entry, str) else entry.name] * n
+        return tuple(names)
+
+    def operand_label(self, position: int, count: int, attrs: Attrs) -> str:
+        """``'ref'`` for the operand at ``position``; just the position when the operands do
+        not fit the declaration."""
+        names = self.operand_names(count, attrs)
+        return f"'{names[position]}'" if names and 0 <= position < len(names) else str(position)
 
 
 OPS: dict[str, OpDef] = {}
@@ -72,20 +139,23 @@ OPS: dict[str, OpDef] = {}
 def declare(
     name: str,
     *,
+    operands: tuple[Operand, ...],
     syntax: Rule,
     regions: int | None = 0,
     effect: EffectKind | None = None,
     pure: bool = True,
     observable: bool = False,
 ) -> Callable[[InferFn], InferFn]:
-    """Register ``infer`` as the type rule of op ``name``, printed and parsed by ``syntax``;
-    ``infer``'s docstring documents the op."""
+    """Register ``infer`` as the type rule of op ``name``, whose operands are ``operands``,
+    printed and parsed by ``syntax``; ``infer``'s docstring documents the op."""
+    if sum(isinstance(e, Variadic) and e.count is None for e in operands) > 1:
+        raise ValueError(f"op {name!r}: only one Variadic may go without a count")
 
     def register(infer: InferFn) -> InferFn:
         if name in OPS:
             raise ValueError(f"op {name!r} declared twice")
         doc = (infer.__doc__ or "").strip()
-        OPS[name] = OpDef(name, infer, doc, syntax, regions, effect, pure, observable)
+        OPS[name] = OpDef(name, infer, doc, operands, syntax, regions, effect, pure, observable)
         return infer
 
     return register

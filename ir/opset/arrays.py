@@ -50,7 +50,7 @@ UNARY = ("neg", "abs", "not", *FLOAT_UNARY, *INT_UNARY)
 
 def _operands(types: Types, n: int) -> tuple[ArrayType, ...]:
     require(len(types) == n, f"expected {n} operands, got {len(types)}")
-    return tuple(array_operand(t, f"operand {i}") for i, t in enumerate(types))
+    return tuple(array_operand(t, i) for i, t in enumerate(types))
 
 
 def _binary_rule(name: str):
@@ -90,9 +90,9 @@ def _unary_rule(name: str):
 
 
 for _name in (*ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS):
-    declare(_name, syntax=Operands())(_binary_rule(_name))
+    declare(_name, operands=("x", "y"), syntax=Operands())(_binary_rule(_name))
 for _name in UNARY:
-    declare(_name, syntax=Operands())(_unary_rule(_name))
+    declare(_name, operands=("x",), syntax=Operands())(_unary_rule(_name))
 
 
 class Constant:
@@ -123,7 +123,7 @@ class Constant:
         return Parsed([], from_types=value)
 
 
-@declare("constant", syntax=Constant())
+@declare("constant", operands=(), syntax=Constant())
 def constant(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A constant: ``%c = constant 1.5 : f32[8]`` (a splat) or ``constant [1, 2] : i32[2]``."""
     require(not types, "takes no operands")
@@ -140,7 +140,7 @@ def constant(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (t,)
 
 
-@declare("iota", syntax=IntAttr("dimension", type_of))
+@declare("iota", operands=(), syntax=IntAttr("dimension", type_of))
 def iota(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Positions along one dimension: ``%i = iota dimension 0 : i32[8,128]``."""
     require(not types, "takes no operands")
@@ -151,7 +151,7 @@ def iota(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (t,)
 
 
-@declare("select", syntax=Operands())
+@declare("select", operands=("pred", "on_true", "on_false"), syntax=Operands())
 def select(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Choose elementwise: ``%z = select %pred, %on_true, %on_false : f32[8]``."""
     p, a, b = _operands(types, 3)
@@ -160,14 +160,14 @@ def select(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (a,)
 
 
-@declare("convert", syntax=Operands(dtype_of))
+@declare("convert", operands=("x",), syntax=Operands(dtype_of))
 def convert(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Change dtype by value: ``%y = convert %x : i32[8]``."""
     (a,) = _operands(types, 1)
     return (ArrayType(a.shape, dtypes.canonicalize(attrs.get("dtype", ""))),)
 
 
-@declare("bitcast", syntax=Operands(dtype_of))
+@declare("bitcast", operands=("x",), syntax=Operands(dtype_of))
 def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Reinterpret bits as a dtype of the same width: ``%y = bitcast %x : i32[8]``."""
     (a,) = _operands(types, 1)
@@ -179,7 +179,7 @@ def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (ArrayType(a.shape, dtype),)
 
 
-@declare("broadcast_in_dim", syntax=IntsAttr("dims", shape_of))
+@declare("broadcast_in_dim", operands=("x",), syntax=IntsAttr("dims", shape_of))
 def broadcast_in_dim(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Broadcast, operand dim i going to result dim ``dims[i]``:
     ``%y = broadcast_in_dim %x, dims (1) : f32[8,128]``."""
@@ -199,7 +199,7 @@ def broadcast_in_dim(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (ArrayType(shape, a.dtype),)
 
 
-@declare("reshape", syntax=Operands(shape_of))
+@declare("reshape", operands=("x",), syntax=Operands(shape_of))
 def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Same elements, row-major, another shape: ``%y = reshape %x : f32[4,32]``."""
     (a,) = _operands(types, 1)
@@ -209,7 +209,7 @@ def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (out,)
 
 
-@declare("transpose", syntax=IntsAttr("permutation"))
+@declare("transpose", operands=("x",), syntax=IntsAttr("permutation"))
 def transpose(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Permute dimensions: ``%y = transpose %x, permutation (1, 0) : f32[128,8]``."""
     (a,) = _operands(types, 1)
@@ -235,10 +235,10 @@ def _reduce_rule(name: str):
 
 
 for _name in ("reduce_sum", "reduce_max", "reduce_min"):
-    declare(_name, syntax=IntsAttr("axes"))(_reduce_rule(_name))
+    declare(_name, operands=("x",), syntax=IntsAttr("axes"))(_reduce_rule(_name))
 
 
-@declare("dot", syntax=Operands(dtype_of))
+@declare("dot", operands=("lhs", "rhs"), syntax=Operands(dtype_of))
 def dot(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``. Operands are
     2-D, or share leading batch dimensions (``(B, m, k) x (B, k, n)``, as ``jnp.matmul``): the

@@ -10,8 +10,17 @@ from minipallas.ir.opdef import TypeCheckError, require
 from minipallas.ir.types import ArrayType, RefType, Type
 
 
-def ref_operand(types: Sequence[Type], what: str = "operand 0") -> RefType:
-    require(len(types) >= 1 and isinstance(types[0], RefType), f"{what} must be a Ref")
+def _error(what: str | int, message: str) -> TypeCheckError:
+    """``message`` about ``what``: a description (``"mask"``), or an operand's position, which
+    the builder turns into the operand's declared name (``operand 'ref' must be a Ref``)."""
+    if isinstance(what, int):
+        return TypeCheckError(message, operand=what)
+    return TypeCheckError(f"{what} {message}")
+
+
+def ref_operand(types: Sequence[Type], what: str | int = 0) -> RefType:
+    if not (len(types) >= 1 and isinstance(types[0], RefType)):
+        raise _error(what, "must be a Ref")
     return types[0]  # type: ignore[return-value]
 
 
@@ -19,15 +28,15 @@ def ref_operand(types: Sequence[Type], what: str = "operand 0") -> RefType:
 # makes or the verifier checks, and printing types on the success path would dominate the cost.
 
 
-def array_operand(t: Type, what: str) -> ArrayType:
+def array_operand(t: Type, what: str | int) -> ArrayType:
     if not isinstance(t, ArrayType):
-        raise TypeCheckError(f"{what} must be an array, got {t}")
+        raise _error(what, f"must be an array, got {t}")
     return t  # type: ignore[return-value]
 
 
-def int_scalar(t: Type, what: str) -> ArrayType:
+def int_scalar(t: Type, what: str | int) -> ArrayType:
     if not (isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)):
-        raise TypeCheckError(f"{what} must be an integer scalar, got {t}")
+        raise _error(what, f"must be an integer scalar, got {t}")
     return t  # type: ignore[return-value]
 
 

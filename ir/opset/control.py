@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import int_scalar, no_refs, same_type
 from minipallas.ir.syntax import Parsed, Pieces, symbol
 from minipallas.ir.types import ArrayType, Type
@@ -76,7 +76,13 @@ class For:
         return Parsed([lower, upper, *consts, *inits], {"num_consts": len(consts)}, [r.region()])
 
 
-@declare("for", syntax=For(), regions=1, pure=False)
+@declare(
+    "for",
+    operands=("lower", "upper", Variadic("consts", count="num_consts"), Variadic("inits")),
+    syntax=For(),
+    regions=1,
+    pure=False,
+)
 def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Counted loop ``for i in range(lower, upper)`` with carried values::
 
@@ -128,7 +134,17 @@ class While:
         return Parsed([*cond_consts, *body_consts, *inits], attrs, [cond, body])
 
 
-@declare("while", syntax=While(), regions=2, pure=False)
+@declare(
+    "while",
+    operands=(
+        Variadic("cond_consts", count="cond_nconsts"),
+        Variadic("body_consts", count="body_nconsts"),
+        Variadic("inits"),
+    ),
+    syntax=While(),
+    regions=2,
+    pure=False,
+)
 def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Loop while a condition region yields true::
 
@@ -174,7 +190,7 @@ class Cond:
         return Parsed([index, *args], {}, branches)
 
 
-@declare("cond", syntax=Cond(), regions=None, pure=False)
+@declare("cond", operands=("index", Variadic("args")), syntax=Cond(), regions=None, pure=False)
 def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Run one of N branches chosen by an integer index (clamped into range, as in lax.switch)::
 
@@ -209,7 +225,7 @@ class Call:
         return Parsed(r.paren_values("after the callee"), {"callee": callee})
 
 
-@declare("call", syntax=Call(), pure=False)
+@declare("call", operands=(Variadic("args"),), syntax=Call(), pure=False)
 def call(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Call another function: ``%r = call @f(%x, %ref) : f32[8]``."""
     from minipallas.ir.core import Function

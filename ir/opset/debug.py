@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from minipallas.ir.lexer import IDENT, NUMBER, STRING
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import no_refs
 from minipallas.ir.syntax import Parsed, Pieces
 
@@ -92,7 +92,9 @@ class DebugPrint:
         raise r.error("expected a string, an integer, true or false as an option value")
 
 
-@declare("debug_print", syntax=DebugPrint(), pure=False, observable=True)
+@declare(
+    "debug_print", operands=(Variadic("args"),), syntax=DebugPrint(), pure=False, observable=True
+)
 def debug_print(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Prints ``fmt`` formatted with the operands, as ``jax.debug.print`` does:
     ``debug_print %x, %i, fmt "x={x} i={}", names ("", "x")`` (positional operands first)."""

@@ -15,7 +15,7 @@ unchanged. The op name says which kind of indexer it holds:
 from __future__ import annotations
 
 from minipallas.ir import indexing
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, same_type, window
 from minipallas.ir.syntax import Windowed
 from minipallas.ir.types import ArrayType
@@ -50,7 +50,7 @@ def _read_rule(name: str):
     def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         n = count_dyn(attrs)
         require(len(types) == 1 + n, f"expected {1 + n} operands, got {len(types)}")
-        x = array_operand(types[0], "operand 0")
+        x = array_operand(types[0], 0)
         _check_kind(name, attrs["indexer"])
         return (ArrayType(window(x.shape, attrs, types[1:]), x.dtype),)
 
@@ -62,7 +62,7 @@ def _write_rule(name: str):
     def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         n = count_dyn(attrs)
         require(len(types) == 2 + n, f"expected {2 + n} operands, got {len(types)}")
-        x = array_operand(types[0], "operand 0")
+        x = array_operand(types[0], 0)
         _check_kind(name, attrs["indexer"])
         win = ArrayType(window(x.shape, attrs, types[1 : 1 + n]), x.dtype)
         same_type(types[-1], win, "update")
@@ -75,9 +75,10 @@ def _write_rule(name: str):
 
 
 for _name in ("slice", "dynamic_slice", "gather"):
-    declare(_name, syntax=Windowed(0))(_read_rule(_name))
+    declare(_name, operands=("x", Variadic("indices")), syntax=Windowed(0))(_read_rule(_name))
 for _name in ("dynamic_update_slice", "scatter", "scatter_add"):
-    declare(_name, syntax=Windowed(1))(_write_rule(_name))
+    _operands = ("x", Variadic("indices"), "update")
+    declare(_name, operands=_operands, syntax=Windowed(1))(_write_rule(_name))
 
 
 def read_op_for(indexer: tuple) -> str:

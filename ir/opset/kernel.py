@@ -17,13 +17,13 @@ def _axis_rule(types: Types, attrs: Attrs) -> Types:
     return (ArrayType((), "int32"),)
 
 
-@declare("program_id", syntax=IntAttr("axis"), pure=False)
+@declare("program_id", operands=(), syntax=IntAttr("axis"), pure=False)
 def program_id(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """This instance's index along a grid axis: ``%i = program_id axis 0 : i32[]``."""
     return _axis_rule(types, attrs)
 
 
-@declare("num_programs", syntax=IntAttr("axis"), pure=False)
+@declare("num_programs", operands=(), syntax=IntAttr("axis"), pure=False)
 def num_programs(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The grid's size along an axis: ``%n = num_programs axis 0 : i32[]``."""
     return _axis_rule(types, attrs)

@@ -12,11 +12,11 @@ from minipallas.ir.syntax import INTS, IntsAttr, Keywords
 from minipallas.ir.types import ArrayType
 
 
-@declare("reverse", syntax=IntsAttr("dims"))
+@declare("reverse", operands=("x",), syntax=IntsAttr("dims"))
 def reverse(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Elements in reverse order along ``dims``: ``%y = reverse %x, dims (1) : f32[4,6]``."""
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
-    x = array_operand(types[0], "operand 0")
+    x = array_operand(types[0], 0)
     dims = static_ints(attrs.get("dims"), "dims")
     require(
         len(set(dims)) == len(dims) and all(0 <= d < x.ndim for d in dims),
@@ -25,13 +25,17 @@ def reverse(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (x,)
 
 
-@declare("pad", syntax=Keywords(("low", INTS), ("high", INTS), ("interior", INTS)))
+@declare(
+    "pad",
+    operands=("x", "padding_value"),
+    syntax=Keywords(("low", INTS), ("high", INTS), ("interior", INTS)),
+)
 def pad(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """``%x`` with ``low``/``high`` elements of ``%v`` at each end of each dim and ``interior``
     between neighbours; negative ``low``/``high`` drop elements (XLA's ``pad``):
     ``%y = pad %x, %v, low (1, 0), high (-1, 2), interior (1, 0) : f32[7,8]``."""
     require(len(types) == 2, f"expected 2 operands (array, padding value), got {len(types)}")
-    x = array_operand(types[0], "operand 0")
+    x = array_operand(types[0], 0)
     require(
         types[1] == ArrayType((), x.dtype),
         f"the padding value must be a {x.dtype} scalar, got {types[1]}",

@@ -17,7 +17,7 @@ CUMULATIVE = ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
 
 def _numeric(types: Types) -> ArrayType:
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
-    x = array_operand(types[0], "operand 0")
+    x = array_operand(types[0], 0)
     require(x.dtype != "bool", f"needs a numeric operand, got {x}")
     return x
 
@@ -39,10 +39,12 @@ def _cumulative_rule(name: str):
 
 
 for _name in CUMULATIVE:
-    declare(_name, syntax=Keywords(("axis", INT), ("reverse", FLAG)))(_cumulative_rule(_name))
+    declare(_name, operands=("x",), syntax=Keywords(("axis", INT), ("reverse", FLAG)))(
+        _cumulative_rule(_name)
+    )
 
 
-@declare("reduce_prod", syntax=IntsAttr("axes"))
+@declare("reduce_prod", operands=("x",), syntax=IntsAttr("axes"))
 def reduce_prod(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Product over static axes: ``%y = reduce_prod %x, axes (1) : f32[4]``."""
     x = _numeric(types)

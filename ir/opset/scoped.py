@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import no_refs, same_type
 from minipallas.ir.syntax import Operands, Parsed, Pieces, type_of
 from minipallas.ir.types import ArrayType, RefType
@@ -35,7 +35,7 @@ class RunScoped:
         return Parsed(operands, {"collective_axes": axes}, [r.region()])
 
 
-@declare("run_scoped", syntax=RunScoped(), regions=1, pure=False)
+@declare("run_scoped", operands=(Variadic("args"),), syntax=RunScoped(), regions=1, pure=False)
 def run_scoped(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Allocate fresh refs for the duration of a body::
 
@@ -65,7 +65,7 @@ def run_scoped(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return body.result_types
 
 
-@declare("uninitialized", syntax=Operands(type_of))
+@declare("uninitialized", operands=(), syntax=Operands(type_of))
 def uninitialized(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A value whose contents are unspecified: ``%u = uninitialized : f32[8]``.
 

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from minipallas.ir import dtypes
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import array_operand
 from minipallas.ir.syntax import INT, Keywords, dtype_of
 from minipallas.ir.types import ArrayType
@@ -26,12 +26,14 @@ def _dim(value: object, x: ArrayType, what: str) -> int:
     return value  # type: ignore[return-value]
 
 
-@declare("sort", syntax=Keywords(("dimension", INT), ("num_keys", INT)))
+@declare(
+    "sort", operands=(Variadic("arrays"),), syntax=Keywords(("dimension", INT), ("num_keys", INT))
+)
 def sort(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Sort along ``dimension`` by the first ``num_keys`` operands, stable:
     ``%k, %i = sort %x, %iota, dimension 1, num_keys 1 : f32[4,6], i32[4,6]``."""
     require(len(types) >= 1, "needs at least one operand")
-    xs = [array_operand(t, f"operand {i}") for i, t in enumerate(types)]
+    xs = [array_operand(t, i) for i, t in enumerate(types)]
     require(all(x.shape == xs[0].shape for x in xs), f"operands must share a shape, got {xs}")
     _dim(attrs.get("dimension"), xs[0], "dimension")
     keys = attrs.get("num_keys")
@@ -42,12 +44,12 @@ def sort(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return tuple(xs)
 
 
-@declare("top_k", syntax=Keywords(("k", INT)))
+@declare("top_k", operands=("x",), syntax=Keywords(("k", INT)))
 def top_k(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The ``k`` largest along the last dim and their indices:
     ``%v, %i = top_k %x, k 3 : f32[4,3], i32[4,3]``."""
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
-    x = array_operand(types[0], "operand 0")
+    x = array_operand(types[0], 0)
     require(x.ndim >= 1, f"needs an operand of rank >= 1, got {x}")
     k = attrs.get("k")
     require(isinstance(k, int) and 0 <= k <= x.shape[-1], f"k {k!r} must be in [0, {x.shape[-1]}]")
@@ -58,7 +60,7 @@ def top_k(types: Types, attrs: Attrs, regions: Regions) -> Types:
 def _arg_rule(name: str):
     def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
         require(len(types) == 1, f"expected 1 operand, got {len(types)}")
-        x = array_operand(types[0], "operand 0")
+        x = array_operand(types[0], 0)
         axis = _dim(attrs.get("axis"), x, "axis")
         dtype = dtypes.canonicalize(attrs.get("dtype", ""))
         require(dtypes.is_int(dtype), f"the index dtype must be an integer, got {dtype}")
@@ -71,4 +73,4 @@ def _arg_rule(name: str):
 
 
 for _name in ("argmax", "argmin"):
-    declare(_name, syntax=Keywords(("axis", INT), read=dtype_of))(_arg_rule(_name))
+    declare(_name, operands=("x",), syntax=Keywords(("axis", INT), read=dtype_of))(_arg_rule(_name))

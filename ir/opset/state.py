@@ -7,7 +7,18 @@ then any value operands. The ``indexer`` attribute picks the window (see ``ir.in
 from __future__ import annotations
 
 from minipallas.ir import dtypes
-from minipallas.ir.opdef import ACCUM, READ, WRITE, Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import (
+    ACCUM,
+    READ,
+    WRITE,
+    Attrs,
+    Flagged,
+    Regions,
+    Types,
+    Variadic,
+    declare,
+    require,
+)
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
 from minipallas.ir.syntax import Windowed
 from minipallas.ir.types import ArrayType
@@ -23,7 +34,7 @@ def _split(types: Types, attrs: Attrs) -> tuple:
     return ref, dyn, rest, ArrayType(window(ref.shape, attrs, dyn), ref.dtype)
 
 
-@declare("get", syntax=Windowed(0), effect=READ, pure=False)
+@declare("get", operands=("ref", Variadic("indices")), syntax=Windowed(0), effect=READ, pure=False)
 def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Read a window: ``%v = get %r[0, 2:6, ds(%i, 8)] : f32[4,8]``."""
     _, _, rest, win = _split(types, attrs)
@@ -31,7 +42,13 @@ def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("swap", syntax=Windowed(1), effect=WRITE, pure=False)
+@declare(
+    "swap",
+    operands=("ref", Variadic("indices"), "value"),
+    syntax=Windowed(1),
+    effect=WRITE,
+    pure=False,
+)
 def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``.
 
@@ -44,7 +61,13 @@ def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("addupdate", syntax=Windowed(1), effect=ACCUM, pure=False)
+@declare(
+    "addupdate",
+    operands=("ref", Variadic("indices"), "value"),
+    syntax=Windowed(1),
+    effect=ACCUM,
+    pure=False,
+)
 def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Add into a window in place: ``addupdate %r[ds(%i, 8)], %v``."""
     _, _, rest, win = _split(types, attrs)
@@ -54,7 +77,13 @@ def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return ()
 
 
-@declare("load", syntax=_LOAD, effect=READ, pure=False)
+@declare(
+    "load",
+    operands=("ref", Variadic("indices"), Flagged("mask", "masked"), Flagged("other", "has_other")),
+    syntax=_LOAD,
+    effect=READ,
+    pure=False,
+)
 def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked read: ``%v = load %r[0:8], mask %m, other %o : f32[8]``.
 
@@ -80,7 +109,13 @@ def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (win,)
 
 
-@declare("store", syntax=Windowed(1, (("mask", "masked"),)), effect=WRITE, pure=False)
+@declare(
+    "store",
+    operands=("ref", Variadic("indices"), "value", Flagged("mask", "masked")),
+    syntax=Windowed(1, (("mask", "masked"),)),
+    effect=WRITE,
+    pure=False,
+)
 def store(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Masked write: ``store %r[0:8], %v, mask %m``; masked-off lanes keep their value."""
     _, _, rest, win = _split(types, attrs)

@@ -7,13 +7,13 @@ discharge follow the chain of views back to the root ref.
 from __future__ import annotations
 
 from minipallas.ir import dtypes, indexing
-from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
+from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import count_dyn, is_permutation, ref_operand, static_ints, window
 from minipallas.ir.syntax import IntsAttr, Operands, Windowed, dtype_of, shape_of
 from minipallas.ir.types import RefType
 
 
-@declare("ref.at", syntax=Windowed(0))
+@declare("ref.at", operands=("ref", Variadic("indices")), syntax=Windowed(0))
 def at(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """A window of a ref, as ``ref.at[...]``: ``%w = ref.at %r[ds(%i, 8), :] : Ref{f32[8,128]}``.
 
@@ -26,7 +26,7 @@ def at(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (RefType(window(ref.shape, attrs, types[1:]), ref.dtype, ref.memory_space),)
 
 
-@declare("ref.reshape", syntax=Operands(shape_of))
+@declare("ref.reshape", operands=("ref",), syntax=Operands(shape_of))
 def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The same buffer seen with another shape: ``%w = ref.reshape %r : Ref{f32[4,256]}``."""
     ref = ref_operand(types)
@@ -37,7 +37,7 @@ def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (new,)
 
 
-@declare("ref.bitcast", syntax=Operands(dtype_of))
+@declare("ref.bitcast", operands=("ref",), syntax=Operands(dtype_of))
 def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The same bits as another dtype of equal width: ``%w = ref.bitcast %r : Ref{i32[8]}``."""
     ref = ref_operand(types)
@@ -50,7 +50,7 @@ def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (RefType(ref.shape, dtype, ref.memory_space),)
 
 
-@declare("ref.transpose", syntax=IntsAttr("permutation"))
+@declare("ref.transpose", operands=("ref",), syntax=IntsAttr("permutation"))
 def transpose(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Dimensions permuted: ``%w = ref.transpose %r, permutation (1, 0) : Ref{f32[128,8]}``."""
     ref = ref_operand(types)

@@ -302,7 +302,7 @@ def test_get_from_an_array_not_a_ref():
         fn([x], [mk("get", [x], [F8], {"indexer": FULL8}, line=28)]),
         "get",
         28,
-        "operand 0 must be a Ref",
+        "operand 'ref' must be a Ref",
     )
 
 
