@@ -1,4 +1,6 @@
-"""Declarations of every op, one file per family. Importing this package registers them all."""
+"""Declarations of every op, one file per family: each ``@declare`` gives the op's operands,
+printed syntax, effect and purity beside its type rule. Importing this package registers them
+all."""
 
 from minipallas.ir.opset import arrays, control, indexed, kernel, scoped, state, views
 
