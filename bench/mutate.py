@@ -329,8 +329,8 @@ class Verdict:
     @property
     def by_corpus(self) -> bool:
         """Killed without the fuzzers: by the corpora or the front-end checks, or by a crash
-        before the fuzzers."""
-        return self.killed_by is not None and not self.killed_by.startswith("fuzz")
+        before the fuzzers (not "crash (fuzz kernels)", a crash inside one)."""
+        return self.killed_by is not None and "fuzz" not in self.killed_by
 
 
 def check(

@@ -108,3 +108,13 @@ def test_the_frontend_stage_kills_at_the_first_check_reporting_a_problem(tmp_pat
 def test_the_frontend_stage_passes_when_every_check_agrees(tmp_path, monkeypatch):
     _fake_frontend(tmp_path, monkeypatch, [("fine", None), ("also", None)])
     assert mutate._frontend_kill(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("killed_by", "without_fuzzers"),
+    [("corpus", True), ("frontend", True), ("crash (frontend)", True), ("crash (setup)", True),
+     ("fuzz kernels", False), ("crash (fuzz kernels)", False), (None, False)],
+)  # fmt: skip
+def test_kills_without_the_fuzzers_are_counted_apart(killed_by, without_fuzzers):
+    verdict = mutate.Verdict(BY_NAME["for-loop-le"], killed_by, "", 1.0, {}, [])
+    assert verdict.by_corpus is without_fuzzers
