@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import generated, op_count, parse_args, per_op_us, repeats, table, timed  # noqa: E402
 
+from minipallas.ir.effects import effects  # noqa: E402
 from minipallas.passes.cleanup import cleanup  # noqa: E402
 from minipallas.passes.discharge import discharge  # noqa: E402
-from minipallas.passes.effects import effects  # noqa: E402
 
 STAGES = ("effects", "discharge", "cleanup")
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError, VerificationError
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError, VerificationError
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.opdef import OPS, TypeCheckError
 from minipallas.ir.types import Type

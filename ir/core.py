@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from minipallas.errors import MiniPallasError
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.types import Type
 

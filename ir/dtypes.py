@@ -9,7 +9,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from minipallas.errors import MiniPallasError
+from minipallas.ir.errors import MiniPallasError
 
 _NUMPY = {
     "float32": np.dtype(np.float32),

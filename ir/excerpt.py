@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import re
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Function, Op
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.location import Location
 from minipallas.ir.printer import INDENT, Printer
 

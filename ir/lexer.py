@@ -13,7 +13,7 @@ import re
 from operator import itemgetter
 from typing import NamedTuple
 
-from minipallas.errors import ParseError
+from minipallas.ir.errors import ParseError
 from minipallas.ir.location import Location
 
 VALUE = "value"  # %0, %acc

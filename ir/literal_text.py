@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from minipallas.errors import ParseError
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float
+from minipallas.ir.errors import ParseError
 from minipallas.ir.lexer import Token
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location

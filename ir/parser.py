@@ -25,14 +25,16 @@ import json
 import math
 from typing import Any
 
-from minipallas.errors import ParseError
 from minipallas.ir import dtypes
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Function, Module, Op, Value
+from minipallas.ir.effects import Effect, effects
+from minipallas.ir.errors import ParseError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.lexer import EOF, IDENT, NUMBER, STRING, SYMBOL, VALUE, Source, Token, tokenize
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.opdef import OPS, EffectKind
+from minipallas.ir.printer import effects_text
 from minipallas.ir.types import ANY, MEMORY_SPACES, ArrayType, RefType, Type
 
 
@@ -528,8 +530,6 @@ def _symbol_name(tok: Token) -> str:
 
 
 def _check_effects(fn: Function, claimed: set[tuple[EffectKind, int]], loc: Location) -> None:
-    from minipallas.ir.printer import effects_text
-    from minipallas.passes.effects import Effect, effects
 
     actual = effects(fn)
     if {(e.kind, e.input) for e in actual} != claimed:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Block, Function, Module, Op, Value
+from minipallas.ir.effects import effects
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.location import Location
 from minipallas.ir.opdef import OPS
@@ -96,7 +97,6 @@ class Printer:
     # -- structure ----------------------------------------------------------------------------
 
     def function(self, fn: Function) -> str:
-        from minipallas.passes.effects import effects
 
         params = ", ".join(f"{self.define(p)}: {p.type}" for p in fn.params)
         results = ", ".join(str(t) for t in fn.result_types)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Block, Op
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.excerpt import at_op
 
 R = TypeVar("R", bound=Callable[..., Any])

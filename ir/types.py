@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir import dtypes
+from minipallas.ir.errors import MiniPallasError
 
 
 def _check_shape(shape: object) -> tuple[int, ...]:

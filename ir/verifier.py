@@ -30,9 +30,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from minipallas.errors import VerificationError
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Function, Module, Op, Value
+from minipallas.ir.errors import VerificationError
 from minipallas.ir.excerpt import at_op, show_ir
 from minipallas.ir.location import UNKNOWN
 from minipallas.ir.opdef import OPS

@@ -1,6 +1,147 @@
-"""Lowering of minipallas functions to MLIR for a backend; ``minipallas.lower`` is the entry.
+"""Lowering of minipallas to MLIR for a backend, and the one table of targets.
 
-One subpackage per target (``stablehlo`` now; ``tpu`` and ``gpu`` follow the same layout: a
-lowering context, a rule table, one rule file per op family). Every private jaxlib entry point
-they use is in ``jaxlib_shim``.
+``TARGETS`` maps each target to what it lowers (a ``Function``, or a traced ``Kernel``), the
+passes run before emission (a ``passes.pipeline`` string, run by ``passes.pipeline.run`` like
+every other pipeline) and its emitter. ``Target.lower`` is the one way down: ``minipallas.lower``,
+``compile``, ``pallas_call(...).lower``, ``minipallas-opt --emit`` and the difftest all go
+through it, so ``verify`` (``MINIPALLAS_VERIFY=1``) and ``--print-ir-after-all`` see every
+path's passes.
+
+One subpackage per target (``stablehlo``, ``tpu`` for Mosaic, ``gpu`` for Triton; ``ptx`` is the
+Triton module compiled by the ``triton`` package), each laid out alike: a lowering context, a
+rule table, one rule file per op family. Every private jaxlib entry point they use is in
+``jaxlib_shim``; every emitter returns a ``Lowered`` (``lowered``).
 """
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from string import Template
+from typing import Any
+
+from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, Kernel
+from minipallas.ir.types import TPU_VMEM, MemorySpace
+from minipallas.passes.pipeline import run
+
+__all__ = ["TARGETS", "Target", "target"]
+
+AfterEach = Callable[[str, Function], None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One backend. ``pipeline`` may name ``$operands``, a kernel's inputs and outputs (the
+    parameters that stay refs when the scratch is discharged). ``emitter`` is
+    ``"module:function"``, called as ``emitter(subject, body, **options)`` with the pipeline's
+    result as ``body``; it is imported on first use, since jaxlib's MLIR bindings are slow to
+    import and a backend may be missing from an installation."""
+
+    name: str
+    doc: str  # for minipallas-opt --help
+    kernel: bool  # lowers a traced Kernel (else a Function)
+    pipeline: str
+    emitter: str
+    memory_space: MemorySpace = DEFAULT_MEMORY_SPACE  # of a kernel's blocks that name none
+
+    def lower(self, subject: Any, *, after_each: AfterEach | None = None, **options: Any) -> Any:
+        """Runs the pipeline on ``subject`` (its body, for a kernel), then the emitter."""
+        self._check_subject(subject)
+        emit = self._emitter()
+        self._check_options(emit, options)
+        body = subject.body if self.kernel else subject
+        body = run(body, self.pipeline_for(subject), after_each=after_each)
+        return emit(subject, body, **options)
+
+    def pipeline_for(self, subject: Function | Kernel) -> str:
+        if not self.kernel:
+            return self.pipeline
+        operands = subject.num_inputs + subject.num_outputs
+        return Template(self.pipeline).substitute(operands=operands)
+
+    def _check_subject(self, subject: Any) -> None:
+        got = type(subject).__name__
+        if self.kernel and not isinstance(subject, Kernel):
+            raise PassError(
+                f"target '{self.name}' takes a traced Kernel, got {got}",
+                fix="build one with minipallas.pallas_call(...).trace(*arrays_or_types)",
+            )
+        if not self.kernel and not isinstance(subject, Function):
+            raise PassError(
+                f"lower takes a minipallas Function for target '{self.name}', got {got}",
+                fix="trace a Python function first: minipallas.trace(f, *types)",
+            )
+
+    def _emitter(self) -> Callable[..., Any]:
+        module, _, name = self.emitter.partition(":")
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError as e:
+            if e.name is None or not module.startswith(e.name):
+                raise
+            raise PassError(
+                f"the {self.name} emitter ({module}) is not available in this installation"
+            ) from None
+
+    def _check_options(self, emit: Callable[..., Any], options: dict[str, Any]) -> None:
+        accepted = [
+            p.name
+            for p in inspect.signature(emit).parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        ]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown and not accepted:
+            raise PassError(f"target '{self.name}' takes no options, got {unknown}")
+        if unknown:
+            raise PassError(
+                f"target '{self.name}' has no option {', '.join(map(repr, unknown))}",
+                fix=f"its options: {', '.join(accepted)}",
+            )
+
+
+_TRITON = "collectives{context=triton},discharge{keep_params=$operands},cleanup"
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target(
+            "stablehlo",
+            "StableHLO: text IR discharged and lowered, or a kernel file's CPU program",
+            kernel=False,
+            pipeline="collectives{context=lowering},discharge,cleanup",
+            emitter="minipallas.lowering.stablehlo:emit",
+        ),
+        Target(
+            "tpu",
+            "a kernel file's Mosaic TPU module (as upstream Pallas hands it to Mosaic)",
+            kernel=True,
+            pipeline="collectives{context=mosaic}",
+            emitter="minipallas.lowering.tpu:emit",
+            memory_space=TPU_VMEM,
+        ),
+        Target(
+            "gpu",
+            "a kernel file's Triton GPU module",
+            kernel=True,
+            pipeline=_TRITON,
+            emitter="minipallas.lowering.gpu:emit",
+        ),
+        Target(
+            "ptx",
+            "a kernel file's Triton module compiled to PTX by triton",
+            kernel=True,
+            pipeline=_TRITON,
+            emitter="minipallas.lowering.gpu.ptx:emit",
+        ),
+    )
+}
+
+
+def target(name: str) -> Target:
+    """The target named ``name``; a ``PassError`` listing the targets when there is none."""
+    if name not in TARGETS:
+        raise PassError(f"unknown lowering target '{name}'", fix=f"use one of: {tuple(TARGETS)}")
+    return TARGETS[name]

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.excerpt import show_ir
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable, run_block

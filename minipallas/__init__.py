@@ -9,16 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from minipallas.errors import (
-    InterpretError,
-    MiniPallasError,
-    ParseError,
-    PassError,
-    TraceError,
-    VerificationError,
-)
-
 _PUBLIC = {
+    # the exception hierarchy
+    "MiniPallasError": "minipallas.ir.errors",
+    "VerificationError": "minipallas.ir.errors",
+    "ParseError": "minipallas.ir.errors",
+    "TraceError": "minipallas.ir.errors",
+    "InterpretError": "minipallas.ir.errors",
+    "PassError": "minipallas.ir.errors",
     # types and memory spaces
     "ArrayType": "minipallas.ir.types",
     "RefType": "minipallas.ir.types",
@@ -45,33 +43,24 @@ _PUBLIC = {
     "program_id": "minipallas.frontend.control",
     "num_programs": "minipallas.frontend.control",
     # passes
-    "effects": "minipallas.passes.effects",
+    "effects": "minipallas.ir.effects",
     "discharge": "minipallas.passes.discharge",
     "cleanup": "minipallas.passes.cleanup",
     "count_ops": "minipallas.passes.cleanup",
     "batch": "minipallas.passes.batching",
     # lowering and running
-    "lower": "minipallas.lowered",
+    "lower": "minipallas.lowering.lowered",
     "compile": "minipallas.compiled",
     # interop with upstream JAX
     "from_jaxpr": "minipallas.interop",
     "to_jax": "minipallas.interop",
     # kernels
     "pallas_call": "minipallas.kernels.pallas_call",
-    "BlockSpec": "minipallas.kernels.spec",
+    "BlockSpec": "minipallas.ir.kernel_spec",
 }
 _SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering", "difftest")
 
-__all__ = [
-    "InterpretError",
-    "MiniPallasError",
-    "ParseError",
-    "PassError",
-    "TraceError",
-    "VerificationError",
-    *_PUBLIC,
-    *_SUBMODULES,
-]
+__all__ = [*_PUBLIC, *_SUBMODULES]
 
 
 def __getattr__(name: str) -> Any:

@@ -28,25 +28,23 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Function
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.excerpt import source_excerpt
 from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
+from minipallas.lowering import TARGETS
 from minipallas.passes.registry import describe
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
-EMIT_TARGETS = {  # --emit=NAME: what it prints, for --help
+EMIT_TARGETS = {  # --emit=NAME: what it prints, for --help; the rest is the target table's
     "ir": "minipallas IR, after the passes if any (the default)",
-    "stablehlo": "StableHLO: text IR discharged and lowered, or a kernel file's CPU program",
-    "tpu": "a kernel file's Mosaic TPU module (as upstream Pallas hands it to Mosaic)",
-    "gpu": "a kernel file's Triton GPU module",
-    "ptx": "a kernel file's Triton module compiled to PTX by triton",
+    **{name: t.doc for name, t in TARGETS.items()},
 }
-KERNEL_ONLY = ("tpu", "gpu", "ptx")
+KERNEL_ONLY = tuple(name for name, t in TARGETS.items() if t.kernel)
 KERNEL_FILE = """\
 kernel files: a Python file (ending in .py) that defines a minipallas.pallas_call named
 `kernel` or `KERNEL` and its example inputs, a sequence of minipallas.ArrayType (or arrays)
@@ -167,18 +165,13 @@ def _process(text: str, args: argparse.Namespace) -> None:
     if args.pass_pipeline is not None:
         from minipallas.passes.pipeline import run
 
-        def dump(pass_name: str, result: Function) -> None:
-            print(f"// -----// IR Dump After {pass_name} //----- //")
-            print(print_function(result, locations=args.locations) + "\n")
-
-        after_each = dump if args.print_ir_after_all else None
-        fn = run(fn, args.pass_pipeline, verify=True, after_each=after_each)
+        fn = run(fn, args.pass_pipeline, verify=True, after_each=_dumper(args))
     if args.print_effects:
         print(_effects_report(fn))
     if args.emit == "stablehlo":
-        from minipallas.lowered import lower
+        from minipallas.lowering.lowered import lower
 
-        print(lower(fn).as_text(debug_info=args.locations), end="")
+        print(lower(fn, after_each=_dumper(args)).as_text(debug_info=args.locations), end="")
         return
     print(print_function(fn, locations=args.locations))
 
@@ -211,14 +204,8 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         )
         return 1
     options = {"promote_scratch": True} if args.promote_scratch else {}
-    target = "gpu" if args.emit == "ptx" else args.emit
     try:
-        lowered = calls[0].lower(*inputs, target=target, **options)
-        if args.emit == "ptx":
-            from minipallas.lowering.gpu.ptx import compile_ptx
-
-            print(compile_ptx(lowered).ptx, end="")
-            return 0
+        lowered = calls[0].lower(*inputs, target=args.emit, after_each=_dumper(args), **options)
     except MiniPallasError as e:
         print(_describe(e, name), file=sys.stderr)
         return 1
@@ -226,10 +213,22 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
     return 0
 
 
+def _dumper(args: argparse.Namespace) -> Callable[[str, Function], None] | None:
+    """With ``--print-ir-after-all``, what prints the IR after each pass of a pipeline."""
+    if not args.print_ir_after_all:
+        return None
+
+    def dump(pass_name: str, result: Function) -> None:
+        print(f"// -----// IR Dump After {pass_name} //----- //")
+        print(print_function(result, locations=args.locations) + "\n")
+
+    return dump
+
+
 def _effects_report(fn: Function) -> str:
     """``// effects of @f: {...}`` per function, then one line per region op or call, whose
     effects are at the positions of its operands."""
-    from minipallas.passes.effects import EffectsAnalysis
+    from minipallas.ir.effects import EffectsAnalysis
 
     analysis = EffectsAnalysis()
     lines = []

@@ -18,12 +18,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import ArrayType
-from minipallas.lowered import Lowered, lower
 from minipallas.lowering import jaxlib_shim
+from minipallas.lowering.lowered import Lowered, lower
 
 CACHE_SIZE = 256
 _CACHE: OrderedDict[int, tuple[Function, Compiled]] = OrderedDict()

@@ -8,11 +8,13 @@ is imported. A new pass is a module with a ``@register`` imported here; there is
 Imports point one way, ``ir`` <- ``passes``, and the passes import each other at module level.
 
 The ``effects`` and ``cleanup`` functions are reached through their modules
-(``minipallas.passes.effects.effects``), so those module names are never shadowed by functions.
+(``minipallas.ir.effects.effects``), so those module names are never shadowed by functions.
 """
 
 from __future__ import annotations
 
+from minipallas.ir.collectives import check_collective_axes
+from minipallas.ir.effects import Accum, Effect, EffectsAnalysis, Read, Write
 from minipallas.passes import (  # noqa: F401  (each registers its pass)
     batching,
     cleanup,
@@ -20,8 +22,6 @@ from minipallas.passes import (  # noqa: F401  (each registers its pass)
     discharge,
 )
 from minipallas.passes.cleanup import count_ops
-from minipallas.passes.collectives import check_collective_axes
-from minipallas.passes.effects import Accum, Effect, EffectsAnalysis, Read, Write
 from minipallas.passes.pipeline import run
 from minipallas.passes.registry import PASSES, register
 

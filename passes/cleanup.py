@@ -34,12 +34,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.effects import EffectsAnalysis
+from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS, READ, OpDef
 from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
 from minipallas.passes.collector import collector_paused
-from minipallas.passes.effects import EffectsAnalysis
 from minipallas.passes.registry import register
 
 MAX_ROUNDS = 4

@@ -11,31 +11,39 @@ Algorithm of ``run``:
 1. Parse the pipeline into (name, options) pairs; an unknown name, option or option value is a
    ``PassError`` naming the pass and what it accepts, raised before any pass runs.
 2. With ``verify``, verify the input, so a bad input is not blamed on the first pass.
+   ``verify`` left as None means on when the environment has ``MINIPALLAS_VERIFY=1`` (the
+   tests set it, so every path's passes are verified there; off by default, for speed).
 3. Run each pass on the previous one's result; with ``verify``, verify what it returned (a
    failure gets a note naming the pass); then call ``after_each(name, fn)``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
-from minipallas.errors import MiniPallasError, PassError
+from minipallas.ir import verifier
 from minipallas.ir.core import Function
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.passes.registry import PASSES, register
 
-__all__ = ["PASSES", "parse_pipeline", "register", "run"]
+__all__ = ["PASSES", "VERIFY_ENV", "parse_pipeline", "register", "run"]
+
+VERIFY_ENV = "MINIPALLAS_VERIFY"  # =1: verify before and after every pass of every pipeline
 
 
 def run(
     fn: Function,
     pipeline: str,
     *,
-    verify: bool = False,
+    verify: bool | None = None,
     after_each: Callable[[str, Function], None] | None = None,
 ) -> Function:
     """Runs the passes named in ``pipeline`` on ``fn`` in order and returns the last result."""
     steps = parse_pipeline(pipeline)
+    if verify is None:
+        verify = os.environ.get(VERIFY_ENV) == "1"
     if verify:
         _verify(fn, "before the first pass", pipeline)
     for name, options in steps:
@@ -99,10 +107,8 @@ def _parse_options(rest: str, item: str, pipeline: str) -> dict[str, str]:
 
 
 def _verify(fn: Function, when: str, pipeline: str) -> None:
-    from minipallas.ir.verifier import verify
-
     try:
-        verify(fn)
+        verifier.verify(fn)
     except MiniPallasError as e:
         e.add_note(f"the IR failed to verify {when} of pipeline '{pipeline}'")
         raise

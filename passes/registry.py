@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
 
 PassFn = Callable[..., Function]  # pass(fn, **options) -> Function
 REQUIRED = inspect.Parameter.empty

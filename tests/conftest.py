@@ -32,6 +32,10 @@ from pathlib import Path
 import pytest
 from filecheck_util import TOOLS
 
+# Every pipeline verifies the IR before and after each pass in the tests (passes.pipeline), in
+# this process and in the minipallas-opt runs the RUN lines start.
+os.environ.setdefault("MINIPALLAS_VERIFY", "1")
+
 RUN = re.compile(r"^\s*(?://|#)\s*RUN:(.*)$")
 PRELUDE = 'set -o pipefail\nnot() { ! "$@"; }\n'
 SUFFIXES = (".mir", ".mpir", ".py")

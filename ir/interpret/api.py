@@ -7,14 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.errors import InterpretError
 from minipallas.ir import dtypes
+from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Function
+from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
 from minipallas.ir.interpret.perturb import Perturbation
 from minipallas.ir.types import RefType, Type
-from minipallas.passes.collectives import check_collective_axes
 
 
 def interpret(
@@ -60,7 +60,7 @@ def interpret(
     A ``run_scoped`` with collective axes is rejected before anything runs, as upstream
     evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
     error of upstream's interpret mode, any other with that of ``run_state``'s discharge or
-    lowering (``passes.collectives``).
+    lowering (``ir.collectives``).
     """
     if not isinstance(fn, Function):
         raise InterpretError(

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from minipallas.errors import InterpretError, MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
+from minipallas.ir.errors import InterpretError, MiniPallasError
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType, Type
 

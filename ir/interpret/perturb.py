@@ -45,10 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.errors import InterpretError
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import numerics, transcendental
 from minipallas.ir.interpret.engine import RULES, Interpreter, Rule
 from minipallas.ir.interpret.numerics import F32, LOW_PRECISION, flush, widen

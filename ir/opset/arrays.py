@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from minipallas.errors import ParseError
 from minipallas.ir import dtypes
+from minipallas.ir.errors import ParseError
 from minipallas.ir.literal import Literal
 from minipallas.ir.literal_text import build_literal, format_literal
 from minipallas.ir.opdef import Attrs, Regions, TypeCheckError, Types, declare, require

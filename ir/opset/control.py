@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from minipallas.ir.core import Function
 from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import int_scalar, no_refs, same_type
 from minipallas.ir.syntax import Parsed, Pieces, symbol
@@ -228,7 +229,6 @@ class Call:
 @declare("call", operands=(Variadic("args"),), syntax=Call(), pure=False)
 def call(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Call another function: ``%r = call @f(%x, %ref) : f32[8]``."""
-    from minipallas.ir.core import Function
 
     callee = attrs.get("callee")
     require(isinstance(callee, Function), f"attribute 'callee' must be a function, got {callee!r}")

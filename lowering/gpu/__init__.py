@@ -1,8 +1,10 @@
 """Triton GPU emission of kernels, with scoped allocations discharged into registers.
 
-``lower_kernel(kernel)`` takes a traced ``pallas_call`` (``minipallas.kernels.spec.Kernel``) and
+``lower_kernel(kernel)`` takes a traced ``pallas_call`` (``minipallas.ir.kernel_spec.Kernel``) and
 returns a ``Lowered`` whose module is a Triton (``tt``) module built with jaxlib's Triton
-dialect bindings, checked by the MLIR verifier. Pipeline:
+dialect bindings, checked by the MLIR verifier. Steps 1-3 are the target table's pipeline
+(``collectives{context=triton},discharge{keep_params=N},cleanup``, N the kernel's operands),
+step 4 is ``emit``:
 
 1. the collective-axes check for this path (``"triton"``): a ``run_scoped`` with collective
    axes raises upstream Triton lowering's ``NotImplementedError`` (it has no ``run_scoped``
@@ -23,10 +25,9 @@ The result's ``function`` is the partially discharged body the module was emitte
 
 from __future__ import annotations
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function
-from minipallas.kernels.spec import Kernel
-from minipallas.lowered import Lowered
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.lowering import TARGETS, AfterEach
 from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
@@ -41,8 +42,9 @@ from minipallas.lowering.gpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.gpu.grid import Schedule, schedule
 from minipallas.lowering.gpu.kernel import emit_kernel
 from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.lowered import Lowered
 
-__all__ = ["RULES", "GpuLowered", "LoweringContext", "lower_kernel", "rule"]
+__all__ = ["RULES", "GpuLowered", "LoweringContext", "emit", "lower_kernel", "rule"]
 
 
 class GpuLowered(Lowered):
@@ -59,21 +61,14 @@ class GpuLowered(Lowered):
         self.launch_grid = plan.launch_grid(kernel.grid)
 
 
-def lower_kernel(kernel: Kernel) -> GpuLowered:
-    """Steps 1-4 of the module doc; raises ``PassError`` for what Triton cannot express."""
-    from minipallas.passes.cleanup import cleanup
-    from minipallas.passes.collectives import check_collective_axes
-    from minipallas.passes.discharge import discharge
+def lower_kernel(kernel: Kernel, *, after_each: AfterEach | None = None) -> GpuLowered:
+    """Steps 1-4 of the module doc (the table's ``gpu`` row); raises ``PassError`` for what
+    Triton cannot express."""
+    return TARGETS["gpu"].lower(kernel, after_each=after_each)
 
-    if not isinstance(kernel, Kernel):
-        raise PassError(
-            f"lower_kernel takes a traced Kernel, got {type(kernel).__name__}",
-            fix="build one with minipallas.pallas_call(...).trace(*arrays_or_types)",
-        )
-    check_collective_axes(kernel.body, "triton")
-    n_operands = kernel.num_inputs + kernel.num_outputs
-    to_registers = [False] * n_operands + [True] * len(kernel.scratch_types)
-    body = cleanup(discharge(kernel.body, to_registers, discharge_scoped=True))
+
+def emit(kernel: Kernel, body: Function) -> GpuLowered:
+    """Step 4: the Triton module of ``body``, what steps 1-3 made of ``kernel.body``."""
     plan = schedule(kernel)
     ctx = LoweringContext(kernel.name)
     ctx.note_uses(body)

@@ -34,9 +34,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule

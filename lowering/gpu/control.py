@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.interpret import fill_value
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule

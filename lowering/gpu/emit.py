@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
+from minipallas.ir.errors import PassError
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, triton_bindings
 from minipallas.lowering.mlir_types import WIDTH, signless_type

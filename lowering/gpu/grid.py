@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function, Value
-from minipallas.kernels.spec import Kernel
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel
 
 CUDA_YZ_LIMIT = 2**16 - 1
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Dyn, Int
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule

@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function, Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.interpret import fill_value
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ArrayType
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import Index, arith, ir, scf, tt

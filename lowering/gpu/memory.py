@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType

@@ -16,8 +16,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from minipallas.errors import PassError
-from minipallas.lowered import Lowered
+from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.lowering import gpu
+from minipallas.lowering.lowered import Lowered
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,15 @@ class CompiledKernel:
     llir: str
     num_warps: int
     shared: int
+
+    def as_text(self, debug_info: bool = True) -> str:
+        """The PTX, as ``Lowered.as_text`` gives a module's text (PTX keeps no locations)."""
+        return self.ptx
+
+
+def emit(kernel: Kernel, body: Function) -> CompiledKernel:
+    """The target table's ``ptx`` emitter: the Triton module of ``body``, compiled."""
+    return compile_ptx(gpu.emit(kernel, body))
 
 
 def compile_ptx(

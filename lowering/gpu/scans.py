@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, tt

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.errors import InterpretError
 from minipallas.ir import dtypes
+from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import fill_value, interpret
-from minipallas.kernels.spec import TracedBlockSpec
+from minipallas.ir.kernel_spec import TracedBlockSpec
 from minipallas.lowering.gpu import GpuLowered
 
 

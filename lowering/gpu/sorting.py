@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, math, tt

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 
 
 def no_triton_rule(op: Op, fix: str, what: str | None = None) -> PassError:

@@ -2,15 +2,17 @@
 
 ``lower_stablehlo(fn)`` takes a discharged (pure) function and returns a verified MLIR module
 whose public ``@main`` is ``fn``: one argument per parameter, one result per result; functions
-it calls become private ``func.func``s. The rules live one file per op family and register
-themselves in ``context.RULES`` when imported here.
+it calls become private ``func.func``s. ``emit`` is the target table's emitter (the pipeline
+that makes the function pure is the table's, ``minipallas.lowering.TARGETS``). The rules live
+one file per op family and register themselves in ``context.RULES`` when imported here.
 """
 
 from __future__ import annotations
 
 from minipallas.ir.core import Function
 from minipallas.lowering.jaxlib_shim import ir
-from minipallas.lowering.stablehlo import (  # noqa: F401  # noqa: F401
+from minipallas.lowering.lowered import Lowered
+from minipallas.lowering.stablehlo import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
     debug,
@@ -23,7 +25,13 @@ from minipallas.lowering.stablehlo import (  # noqa: F401  # noqa: F401
 )
 from minipallas.lowering.stablehlo.context import RULES, LoweringContext, rule
 
-__all__ = ["RULES", "LoweringContext", "lower_stablehlo", "rule"]
+__all__ = ["RULES", "LoweringContext", "emit", "lower_stablehlo", "rule"]
+
+
+def emit(fn: Function, pure: Function) -> Lowered:
+    """The ``Lowered`` of ``pure``, what the stablehlo pipeline made of ``fn``."""
+    callbacks: list = []
+    return Lowered("stablehlo", lower_stablehlo(pure, callbacks), pure, host_callbacks=callbacks)
 
 
 def lower_stablehlo(fn: Function, host_callbacks: list | None = None) -> ir.Module:

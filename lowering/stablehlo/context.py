@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function, Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import RefType, Type

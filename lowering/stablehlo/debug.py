@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.interpret.debug import show
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo.context import LoweringContext, rule

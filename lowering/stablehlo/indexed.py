@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit

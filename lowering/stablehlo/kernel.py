@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

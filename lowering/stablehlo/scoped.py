@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule

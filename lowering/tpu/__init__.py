@@ -1,12 +1,12 @@
 """Mosaic TPU emission: a traced ``pallas_call`` becomes the module upstream Pallas hands Mosaic.
 
-``lower_kernel(kernel)`` takes a ``minipallas.kernels.spec.Kernel`` and returns a ``Lowered``
+``lower_kernel(kernel)`` takes a ``minipallas.ir.kernel_spec.Kernel`` and returns a ``Lowered``
 (``str()`` is the MLIR text, ``.module`` the module) whose kernel function follows Pallas TPU's
 calling convention (``module``). Unlike the StableHLO path, the body is *not* discharged: refs
 stay in memory as ``memref``s and the rules (one file per op family, registered in
 ``context.RULES``) turn state ops into ``vector.load`` / ``tpu.vector_store``.
 
-Pipeline:
+Pipeline (step 1 is the target table's ``collectives{context=mosaic}``, the rest ``emit``):
 1. the collective-axes check in its Mosaic form (a ``run_scoped`` with collective axes raises
    upstream Mosaic's ``NotImplementedError``, with the location note);
 2. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
@@ -19,11 +19,12 @@ Pipeline:
 
 from __future__ import annotations
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function
-from minipallas.kernels.spec import Kernel
-from minipallas.lowered import Lowered
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.lowering import TARGETS, AfterEach
 from minipallas.lowering.jaxlib_shim import canonicalize, ir
+from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
@@ -50,6 +51,7 @@ __all__ = [
     "LoweringContext",
     "PromotionReport",
     "count_ops",
+    "emit",
     "lower_kernel",
     "rule",
 ]
@@ -57,26 +59,26 @@ __all__ = [
 REASONS_ATTR = "minipallas.dimension_semantics_reasons"
 
 
-def lower_kernel(kernel: Kernel, *, promote_scratch: bool = False) -> Lowered:
-    """The Mosaic TPU module of ``kernel``, verified and canonicalized.
+def lower_kernel(
+    kernel: Kernel, *, promote_scratch: bool = False, after_each: AfterEach | None = None
+) -> Lowered:
+    """The Mosaic TPU module of ``kernel``, verified and canonicalized: the table's ``tpu`` row,
+    whose pipeline is step 1, then ``emit``."""
+    return TARGETS["tpu"].lower(kernel, promote_scratch=promote_scratch, after_each=after_each)
+
+
+def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lowered:
+    """Steps 2-4 on ``body``, the kernel's body once the collective-axes check passed.
 
     ``Lowered.info`` holds ``"dimension_semantics"`` (a ``DimensionSemantics``: values, one
     reason per axis, whether inferred) and ``"promotion"`` (a ``PromotionReport``, or None
     when ``promote_scratch`` is False).
     """
-    from minipallas.passes.collectives import check_collective_axes
-
-    if not isinstance(kernel, Kernel):
-        raise PassError(
-            f"lower_kernel takes a traced Kernel, got {type(kernel).__name__}",
-            fix="trace the kernel with minipallas.pallas_call(...).trace(*arrays) first",
-        )
-    check_collective_axes(kernel.body, "mosaic")
     semantics = dimension_semantics(kernel)
-    body, report = kernel.body, None
+    report = None
     if promote_scratch:
-        promotion = promote.promote_scratch(kernel.body)
-        baseline = _emit(kernel, kernel.body, semantics)
+        promotion = promote.promote_scratch(body)
+        baseline = _emit(kernel, body, semantics)
         body = promotion.body
         module = _emit(kernel, body, semantics)
         report = PromotionReport(promotion.promoted, count_ops(baseline), count_ops(module))

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Op, Value
+from minipallas.ir.errors import PassError
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import MemorySpace

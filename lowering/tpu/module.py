@@ -23,10 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.lowering.jaxlib_shim import func, ir
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, MemRef

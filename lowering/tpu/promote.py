@@ -22,8 +22,10 @@ from dataclasses import dataclass
 
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Block, Function, Value
+from minipallas.ir.effects import region_operand_map
 from minipallas.ir.types import ANY, TPU_VMEM, RefType
-from minipallas.passes.effects import region_operand_map
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
 
 # Half of the TensorCore's 64 vector registers of 8x128x32 bits: room left for temporaries.
 REGISTER_BUDGET = 32 * 8 * 128 * 4
@@ -60,8 +62,6 @@ class PromotionReport:
 
 def promote_scratch(body: Function) -> Promotion:
     """``body`` with its register-sized, statically accessed scoped scratch discharged."""
-    from minipallas.passes.cleanup import cleanup
-    from minipallas.passes.discharge import discharge
 
     good, bad = _classify(body)
     chosen = good - bad

@@ -32,10 +32,12 @@ from functools import cached_property
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
-from minipallas.kernels.spec import Kernel
-from minipallas.passes.effects import Read, effects_with_swap_reads
+from minipallas.ir.effects import Read, effects_with_swap_reads
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
 
 MAX_POINTS = 1 << 20
 SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
@@ -151,8 +153,6 @@ class _SharedState:
 
     @cached_property
     def _pure(self) -> Function:
-        from minipallas.passes.cleanup import cleanup
-        from minipallas.passes.discharge import discharge
 
         return cleanup(discharge(self.kernel.body))
 

@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from minipallas.difftest.envelope import Envelope, envelope
-from minipallas.errors import MiniPallasError
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import ArrayType
+from minipallas.passes.pipeline import run as run_pipeline
 
 MAX_TAPS = 256
 
@@ -69,13 +70,14 @@ def first_op_out(report: Any) -> tuple[str | None, str]:  # noqa: ANN401 - a har
     """(the first op out of its envelope, or None; what was found), for ``report``'s
     ``compile`` disagreement."""
     from minipallas.difftest.harness import compare, interpret_outputs
-    from minipallas.passes.discharge import discharge
 
     program, compiled, args = report.program, report.compiled, report.case.args
     if program is None or compiled is None:
         return None, "no program to bisect"
     mine = interpret_outputs(compiled, args)
-    pure = interpret_outputs(discharge(compiled), [getattr(a, "value", a) for a in args])
+    pure = interpret_outputs(
+        run_pipeline(compiled, "discharge"), [getattr(a, "value", a) for a in args]
+    )
     if any(compare(w, g) is not None for w, g in zip(mine, pure, strict=False)):
         return None, "discharge of the compiled program disagrees with interpreting it (no bisect)"
     ours = _top_level_arrays(program)

@@ -332,7 +332,7 @@ def recognize_crash(stage: str, error: BaseException) -> str | None:
 def reads_uninitialized(fn: Function, args: list) -> bool:
     """Whether interpreting ``fn`` reads a scratch element before writing it."""
     from minipallas.difftest.harness import interpret_outputs
-    from minipallas.errors import InterpretError
+    from minipallas.ir.errors import InterpretError
 
     try:
         interpret_outputs(fn, args, uninitialized="error")
@@ -494,7 +494,7 @@ def _out_of_range(fn: Function, report: Any) -> str | None:  # noqa: ANN401
     (found with ``interpret(..., checks=True)``, which stops at the first out-of-range one)."""
     from minipallas.difftest.harness import interpret_outputs
     from minipallas.difftest.jax_emit import gathers
-    from minipallas.errors import InterpretError
+    from minipallas.ir.errors import InterpretError
 
     try:
         interpret_outputs(fn, list(report.case.args), checks=True)

@@ -35,6 +35,7 @@ import numpy as np
 
 from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
 from minipallas.ir.core import Function
+from minipallas.passes.pipeline import run as run_pipeline
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
 COMPARED = ("discharge", "compile", "upstream", "reference")  # against BASE, in this order
@@ -233,7 +234,6 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
     imported program."""
     import minipallas
     from minipallas.compiled import compile as compile_fn
-    from minipallas.passes.discharge import discharge
 
     interp = report.outcomes["interpret"] = Outcome("interpret")
     fn = _timed("import", lambda: minipallas.from_jaxpr(report.jaxpr), interp)
@@ -245,7 +245,7 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
     interp.outputs = _timed("interpret", lambda: interpret_outputs(fn, args), interp)
 
     dis = report.outcomes["discharge"] = Outcome("discharge")
-    pure = _timed("discharge", lambda: discharge(fn), dis)
+    pure = _timed("discharge", lambda: run_pipeline(fn, "discharge"), dis)
     if pure is not None:
         arrays = [a.value if isinstance(a, RefArg) else a for a in args]
         dis.outputs = _timed("interpret", lambda: _pure(pure, arrays), dis)

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType

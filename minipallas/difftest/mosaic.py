@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from minipallas.errors import MiniPallasError
+from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.jaxlib_shim import canonicalize, ir
 
 KERNEL_ATTRIBUTES = (

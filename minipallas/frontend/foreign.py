@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
-from minipallas.errors import MiniPallasError, TraceError
+from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.location import Location, is_internal, user_location
 
 _TRACER_NAMES = ("TracedArray", "TracedRef")  # how JAX's messages name a minipallas value

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError
 from minipallas.frontend.scopes import trace_error
 from minipallas.ir import dtypes
+from minipallas.ir.errors import MiniPallasError
 
 _FLOAT_RANK = {"float16": 1, "bfloat16": 1, "float32": 2}
 _NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32"}

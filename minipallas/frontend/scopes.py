@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from minipallas.errors import TraceError
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.errors import TraceError
 from minipallas.ir.location import Location, user_location
 from minipallas.ir.types import Type
 

@@ -40,11 +40,11 @@ from jax._src import core as jax_core
 from jax._src import source_info_util
 from jax._src.state.types import AbstractRef
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import UNKNOWN, Location, user_location
 from minipallas.ir.rules import RuleTable

@@ -30,10 +30,10 @@ import numpy as np
 from jax._src import core as jax_core
 from jax._src.state import indexing as jax_indexing
 
-from minipallas.errors import MiniPallasError
 from minipallas.interop.importer import ImportScope
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice, full
 from minipallas.ir.types import ArrayType
 

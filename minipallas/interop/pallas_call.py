@@ -38,10 +38,10 @@ from minipallas.interop.importer import (
     type_of,
 )
 from minipallas.ir.core import Function, Value
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
 from minipallas.kernels.grid import grid_program
 from minipallas.kernels.pallas_call import DIMENSION_SEMANTICS
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
 
 
 @rule("pallas_call")

@@ -1,7 +1,8 @@
 """``to_jax``: a minipallas function as a function of JAX arrays, for ``jax.jit`` on any backend.
 
-Approach: discharge and clean up the function (the pipeline ``minipallas.lower`` runs), then
-*evaluate* the pure program with one rule per op that calls ``jax.lax`` (``RULES``). Called on
+Approach: discharge and clean up the function (the pipeline ``minipallas.lower`` runs, the
+target table's ``stablehlo`` row), then *evaluate* the pure program with one rule per op that
+calls ``jax.lax`` (``RULES``). Called on
 tracers, the evaluation stages out an upstream program, so the result works under ``jax.jit``,
 ``jax.vmap`` and on every backend JAX has. The alternative, embedding the StableHLO module that
 ``minipallas.lower`` emits, needs private JAX entry points and ties the function to the
@@ -36,14 +37,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.interpret import fill_value
 from minipallas.ir.rules import RuleTable, run_block
-from minipallas.passes.cleanup import cleanup
-from minipallas.passes.collectives import check_collective_axes
-from minipallas.passes.discharge import discharge
+from minipallas.lowering import TARGETS
+from minipallas.passes.pipeline import run as run_pipeline
 
 
 class JaxRule(Protocol):
@@ -81,8 +81,7 @@ def to_jax(fn: Function) -> Callable[..., tuple[jax.Array, ...]]:
     """
     if not isinstance(fn, Function):
         raise PassError(f"to_jax takes a minipallas Function, got {type(fn).__name__}")
-    check_collective_axes(fn, "lowering")
-    pure = cleanup(discharge(fn))
+    pure = run_pipeline(fn, TARGETS["stablehlo"].pipeline)
     types = pure.param_types
 
     def run(*args: Any) -> tuple[jax.Array, ...]:

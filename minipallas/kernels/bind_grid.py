@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.errors import PassError
 from minipallas.ir.builder import params
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import PassError
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType
 

@@ -30,19 +30,19 @@ from minipallas.frontend.refs import TracedRef, ds
 from minipallas.frontend.scopes import mark_nonnegative
 from minipallas.frontend.tracing import trace
 from minipallas.frontend.values import TracedArray
+from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Function, Value
 from minipallas.ir.interpret.engine import fill_value
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
 from minipallas.kernels.bind_grid import bind_grid
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
-from minipallas.passes.collectives import check_collective_axes
 
 
 def grid_program(kernel: Kernel, name: str | None = None) -> Function:
     """``@<name>_grid(inputs...) -> outputs``: the kernel over its whole grid (module doc).
 
     A ``run_scoped`` with collective axes in the body raises upstream interpret mode's error
-    (``passes.collectives``, context ``"cpu_kernel"``)."""
+    (``ir.collectives``, context ``"cpu_kernel"``)."""
     check_collective_axes(kernel.body, "cpu_kernel")
     body = bind_grid(kernel.body, kernel.grid)
     specs = (*kernel.in_specs, *kernel.out_specs)

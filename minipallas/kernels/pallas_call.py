@@ -4,33 +4,30 @@
 ``PallasCall``. Calling it on arrays runs the kernel on the CPU: the grid becomes loops over
 whole arrays (``grid.grid_program``), discharged, lowered to StableHLO and compiled by XLA,
 once per input types. ``trace`` gives the ``Kernel`` every backend reads, and ``lower`` emits
-it for a target: ``"stablehlo"`` (the CPU program), ``"tpu"`` (Mosaic) or ``"gpu"`` (Triton).
+it for a target of the one target table (``minipallas.lowering.TARGETS``): ``"stablehlo"`` (the
+CPU program), ``"tpu"`` (Mosaic), ``"gpu"`` (Triton) or ``"ptx"``.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError, PassError, TraceError
+from minipallas import lowering
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.ir.errors import MiniPallasError, TraceError
+from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
-from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
-from minipallas.kernels.spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
+from minipallas.ir.types import ArrayType, MemorySpace, RefType
+from minipallas.lowering import AfterEach
 
 if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to import
-    from minipallas.lowered import Lowered
+    from minipallas.lowering.lowered import Lowered
 
 DIMENSION_SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
-TARGETS = {
-    # target -> (module with ``lower_kernel``, default memory space of the kernel's blocks)
-    "tpu": ("minipallas.lowering.tpu", TPU_VMEM),
-    "gpu": ("minipallas.lowering.gpu", DEFAULT_MEMORY_SPACE),
-}
 
 
 def pallas_call(
@@ -148,17 +145,23 @@ class PallasCall:
             return outs[0]
         return self.out_structure(outs)
 
-    def lower(self, *args: Any, target: str = "stablehlo", **options: Any) -> Lowered:
-        """The kernel emitted for ``target`` ("stablehlo", "tpu" or "gpu") as a ``Lowered``;
-        ``options`` go to the backend (e.g. ``promote_scratch=True`` for "tpu"). For "tpu",
-        blocks whose spec names no memory space are in VMEM, as in Pallas TPU."""
-        if target == "stablehlo":
-            _no_options(target, options)
-            from minipallas.lowered import lower
-
-            return lower(self.program(*args), target="stablehlo")
-        memory_space = _backend(target)[1]
-        return lower_kernel(self.trace(*args, memory_space=memory_space), target, **options)
+    def lower(
+        self,
+        *args: Any,
+        target: str = "stablehlo",
+        after_each: AfterEach | None = None,
+        **options: Any,
+    ) -> Lowered:
+        """The kernel emitted for ``target`` (a row of ``minipallas.lowering.TARGETS``:
+        "stablehlo" is the CPU program, "tpu", "gpu", "ptx" the kernel); ``options`` go to the
+        emitter (e.g. ``promote_scratch=True`` for "tpu"), ``after_each`` to the pipeline. Blocks
+        whose spec names no memory space are in the target's (VMEM for "tpu", as Pallas TPU)."""
+        row = lowering.target(target)
+        if row.kernel:
+            subject = self.trace(*args, memory_space=row.memory_space)
+        else:
+            subject = self.program(*args)
+        return row.lower(subject, after_each=after_each, **options)
 
     def _input_types(self, args: Sequence[Any]) -> tuple[ArrayType, ...]:
         types = tuple(_array_type(a, f"input {k}") for k, a in enumerate(args))
@@ -175,16 +178,18 @@ class PallasCall:
         )
 
 
-def lower_kernel(kernel: Kernel, target: str = "stablehlo", **options: Any) -> Lowered:
-    """A traced (or imported) ``Kernel`` emitted for ``target``: "stablehlo" is the CPU program
-    (``grid.grid_program``), "tpu"/"gpu" go to that backend's ``lower_kernel``."""
-    if target == "stablehlo":
-        _no_options(target, options)
-        from minipallas.lowered import lower
-
-        return lower(cpu_program(kernel), target="stablehlo")
-    backend, _ = _backend(target)
-    return backend.lower_kernel(kernel, **options)
+def lower_kernel(
+    kernel: Kernel,
+    target: str = "stablehlo",
+    *,
+    after_each: AfterEach | None = None,
+    **options: Any,
+) -> Lowered:
+    """A traced (or imported) ``Kernel`` emitted for ``target``; a target that lowers a
+    ``Function`` ("stablehlo") gets the CPU program (``cpu_program``)."""
+    row = lowering.target(target)
+    subject = kernel if row.kernel else cpu_program(kernel)
+    return row.lower(subject, after_each=after_each, **options)
 
 
 def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
@@ -194,28 +199,6 @@ def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
     from minipallas.kernels.vectorized_grid import vectorized_grid_program
 
     return vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
-
-
-def _backend(target: str) -> tuple[Any, MemorySpace]:
-    """The emitter module of a device target and the default memory space of its blocks."""
-    if target not in TARGETS:
-        raise PassError(
-            f"unknown kernel target '{target}'", fix=f"use one of: {('stablehlo', *TARGETS)}"
-        )
-    module, memory_space = TARGETS[target]
-    try:
-        return importlib.import_module(module), memory_space
-    except ModuleNotFoundError as e:
-        if e.name is None or not module.startswith(e.name):
-            raise
-        raise PassError(
-            f"the {target} emitter ({module}) is not available in this installation"
-        ) from None
-
-
-def _no_options(target: str, options: dict[str, Any]) -> None:
-    if options:
-        raise PassError(f"target '{target}' takes no options, got {sorted(options)}")
 
 
 # ----- argument checks -----

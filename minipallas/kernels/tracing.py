@@ -16,14 +16,14 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from minipallas.errors import TraceError
 from minipallas.frontend.scopes import trace_error
 from minipallas.frontend.tracing import check_arity, function_name, trace
 from minipallas.frontend.values import TracedArray, as_result, astype
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.ir.errors import TraceError
+from minipallas.ir.kernel_spec import BlockSpec, Kernel, TracedBlockSpec
 from minipallas.ir.types import ArrayType, MemorySpace, RefType
-from minipallas.kernels.spec import BlockSpec, Kernel, TracedBlockSpec
 
 I32 = ArrayType((), "int32")
 

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.errors import MiniPallasError
 from minipallas.frontend.control import call, fori_loop
 from minipallas.frontend.tracing import trace
 from minipallas.frontend.values import (
@@ -49,13 +48,14 @@ from minipallas.frontend.values import (
     wrap_negative,
 )
 from minipallas.ir.core import Block, Function, Value
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.interpret.engine import RULES, Interpreter, fill_value
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.grid import padded_shape, surely_nonnegative
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from minipallas.errors import PassError
+from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
 from minipallas.ir.types import RefType
-from minipallas.passes.collectives import check_collective_axes
 from minipallas.passes.collector import collector_paused
 from minipallas.passes.discharge import (  # noqa: F401  (each registers its rules)
     control,
@@ -39,7 +39,7 @@ from minipallas.passes.discharge import (  # noqa: F401  (each registers its rul
     views,
 )
 from minipallas.passes.discharge.engine import Context, DischargeRule, DischargeScope, Handle, rule
-from minipallas.passes.registry import BOOL, Option, register
+from minipallas.passes.registry import BOOL, INT, Option, register
 
 __all__ = ["DischargeRule", "DischargeScope", "Handle", "discharge", "rule"]
 
@@ -47,6 +47,7 @@ __all__ = ["DischargeRule", "DischargeScope", "Handle", "discharge", "rule"]
 @register(
     "discharge",
     Option("discharge_scoped", BOOL, "false keeps run_scoped allocations as refs"),
+    Option("keep_params", INT, "the first N parameters stay refs (a kernel's operands)"),
     doc="turn ref parameters and scoped allocations into arrays (upstream's discharge_state)",
 )
 def discharge(
@@ -54,8 +55,11 @@ def discharge(
     should_discharge: bool | Sequence[bool] = True,
     *,
     discharge_scoped: bool | Callable[[RefType], bool] = True,
+    keep_params: int = 0,
 ) -> Function:
-    """``fn`` with the chosen ``Ref`` parameters (all, by default) turned into arrays.
+    """``fn`` with the chosen ``Ref`` parameters (all, by default) turned into arrays;
+    ``keep_params=N`` keeps the first N as refs whatever ``should_discharge`` says (the Triton
+    path keeps a kernel's operands in memory and discharges its scratch).
 
     Raises the collective-axes pass's error first when a ``run_scoped`` has collective axes,
     and ``PassError`` when ``should_discharge`` does not give one bool per parameter.
@@ -72,6 +76,8 @@ def discharge(
                 f"should_discharge has {len(mask)} entries for {len(fn.params)} parameters",
                 fix="give one bool per parameter (array parameters ignore theirs), or one bool",
             )
+    if keep_params:
+        mask = tuple(m and k >= keep_params for k, m in enumerate(mask))
     if not (isinstance(discharge_scoped, bool) or callable(discharge_scoped)):
         raise PassError(
             f"discharge_scoped must be a bool or a predicate on RefType, got {discharge_scoped!r}",

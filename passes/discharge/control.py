@@ -19,12 +19,14 @@ In every case refs that are not discharged pass through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.errors import PassError
 from minipallas.passes.discharge.engine import DischargeScope, rule, written
 from minipallas.passes.discharge.regions import (
+    RefGroup,
     Section,
     finish,
     group_refs,
@@ -73,78 +75,166 @@ def _for(scope: DischargeScope, op: Op) -> Sequence[Value]:
 
 @rule("while", always=True)
 def _while(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    cond, body = op.regions
-    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-    cond_writes = written_operands(scope, op, 0)
-    groups, dyn = group_refs(
-        scope, op.operands, range(nc + nb), cond_writes | written_operands(scope, op, 1)
+    """A ``while`` over discharged refs becomes a ``while`` over arrays, in four steps.
+
+    1. Group the discharged refs among the consts by buffer (``_Loop.of``). A group that the
+       condition or the body writes becomes an extra carry, after the original carries, seen
+       by both regions: a condition that reads a ref the body writes sees each iteration's
+       value, as the original loop does. A group neither writes is an array const of each
+       region that reads it.
+    2. The new condition (``_new_condition``): the original's ops on its consts and on every
+       carry. It yields only its predicate, so whatever it writes is dropped there.
+    3. The new body (``_new_body``). When the condition writes a discharged ref, its writes
+       must still happen, in order: the body first *replays* the condition's ops on the
+       carries (the evaluation that let this iteration run), then runs its own.
+    4. After the loop, the carried groups' final values go back to their refs (``finish``), and
+       a replayed condition runs once more for the evaluation that ended the loop
+       (``_replay_final_condition``).
+    """
+    loop = _Loop.of(scope, op)
+    replay = _replays_condition(loop)
+    cond_block, cond_consts = _new_condition(loop)
+    body_block, body = _new_body(loop, replay)
+    new = scope.emit_op(
+        "while",
+        [*cond_consts, *body.consts.operands, *body.carries.operands],
+        op.loc,
+        [cond_block, body_block],
+        cond_nconsts=len(cond_consts),
+        body_nconsts=len(body.consts.operands),
     )
-    cond_params, body_params = params_by_operand(op, 0), params_by_operand(op, 1)
-    replay = any(pos in cond_writes for g in groups for pos in g.members)
-    if replay and any(not scope.is_discharged(op.operands[pos]) for pos in cond_writes):
+    results = finish(scope, new, len(loop.inits), loop.carried)
+    if replay:
+        _replay_final_condition(loop, results)
+    return results
+
+
+@dataclass(eq=False)
+class _Loop:
+    """A ``while`` being discharged, and what its regions do to the refs among its operands.
+
+    The operands are the condition's ``n_cond`` consts, the body's ``n_body`` consts, then the
+    initial carries. ``groups`` are the discharged refs among the consts, one per buffer
+    (``group_refs``), with ``dyn`` the dynamic indices of their views; ``carried`` are the
+    groups the condition or the body writes, ``cond_writes`` the const positions whose refs the
+    condition writes.
+    """
+
+    scope: DischargeScope
+    op: Op
+    n_cond: int
+    n_body: int
+    cond_writes: set[int]
+    groups: list[RefGroup]
+    dyn: list[Value]
+    carried: list[RefGroup]
+
+    @classmethod
+    def of(cls, scope: DischargeScope, op: Op) -> _Loop:
+        n_cond, n_body = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+        cond_writes = written_operands(scope, op, 0)
+        writes = cond_writes | written_operands(scope, op, 1)
+        groups, dyn = group_refs(scope, op.operands, range(n_cond + n_body), writes)
+        carried = [g for g in groups if g.written]
+        return cls(scope, op, n_cond, n_body, cond_writes, groups, dyn, carried)
+
+    @property
+    def inits(self) -> Sequence[Value]:
+        """The original carries' initial values."""
+        return self.op.operands[self.n_cond + self.n_body :]
+
+
+class _NewRegion:
+    """One region of the new ``while``: a fresh scope whose parameters are two sections.
+
+    The consts: the operands at ``forwarded``'s (region index, positions) that are not
+    discharged, the views' dynamic indices, then each group no region writes that one of the
+    old parameters in ``sees`` (operand position -> old parameter) receives. The carries: the
+    original ones, received by the old parameters ``carry_params``, then every carried group,
+    whose root in this region is in ``roots``.
+    """
+
+    def __init__(
+        self,
+        loop: _Loop,
+        forwarded: Sequence[tuple[int, range]],
+        sees: Mapping[int, Value],
+        carry_params: Sequence[Value],
+    ) -> None:
+        self.scope = loop.scope.child()
+        self.consts = Section(loop.scope, self.scope)
+        for region_index, positions in forwarded:
+            self.consts.forward_all(loop.op, region_index, positions)
+        dyn_map = self.consts.add_dyn(loop.dyn)
+        for group in loop.groups:
+            if not group.written and any(pos in sees for pos in group.members):
+                self.consts.add_group(group, dyn_map, sees)
+        self.carries = Section(loop.scope, self.scope)
+        for param, init in zip(carry_params, loop.inits, strict=True):
+            self.carries.forward(param, init)
+        self.roots = [self.carries.add_group(g, dyn_map, sees) for g in loop.carried]
+
+    def block(self, yields: Sequence[Value]) -> Block:
+        return Block((*self.consts.params, *self.carries.params), self.scope.ops, tuple(yields))
+
+
+def _replays_condition(loop: _Loop) -> bool:
+    """Whether the condition writes a discharged ref, so that its ops are replayed in the body
+    and after the loop. Its writes to a kept ref would then happen twice (the kept ref's ops
+    stay in the new condition too), so a condition writing both kinds is refused."""
+    replay = any(pos in loop.cond_writes for g in loop.groups for pos in g.members)
+    operands = loop.op.operands
+    if replay and any(not loop.scope.is_discharged(operands[pos]) for pos in loop.cond_writes):
         raise PassError(
             "this while condition writes both a discharged ref and a kept one; "
             "its writes cannot be replayed in the body",
             op="while",
-            loc=op.loc,
+            loc=loop.op.loc,
             fix="move the condition's writes into the body",
         )
-    carried = [g for g in groups if g.written]
-    n_carry = len(op.operands) - nc - nb
+    return replay
 
-    # The condition: its consts, then the original carries and the carried refs.
-    ci = scope.child()
-    c_consts = Section(scope, ci)
-    c_consts.forward_all(op, 0, range(nc))
-    c_dyn = c_consts.add_dyn(dyn)
-    for g in groups:
-        if not g.written and any(pos < nc for pos in g.members):
-            c_consts.add_group(g, c_dyn, cond_params)
-    c_carries = Section(scope, ci)
-    for k in range(n_carry):
-        c_carries.forward(cond.params[nc + k], op.operands[nc + nb + k])
-    for g in carried:
-        c_carries.add_group(g, c_dyn, cond_params)
-    ci.run(cond.ops)
-    cond_block = Block((*c_consts.params, *c_carries.params), ci.ops, (ci.value(cond.results[0]),))
 
-    # The body, which first replays the condition's writes when it has any.
-    bi = scope.child()
-    seen = {**body_params, **cond_params} if replay else body_params
-    b_consts = Section(scope, bi)
-    if replay:
-        b_consts.forward_all(op, 0, range(nc))
-    b_consts.forward_all(op, 1, range(nc, nc + nb))
-    b_dyn = b_consts.add_dyn(dyn)
-    for g in groups:
-        if not g.written and any(pos in seen for pos in g.members):
-            b_consts.add_group(g, b_dyn, seen)
-    b_carries = Section(scope, bi)
-    for k in range(n_carry):
-        b_carries.forward(body.params[nb + k], op.operands[nc + nb + k])
-    roots = [b_carries.add_group(g, b_dyn, seen) for g in carried]
-    if replay:
-        for k in range(n_carry):
-            bi.alias(cond.params[nc + k], body.params[nb + k])
-        bi.run(cond.ops)
-    bi.run(body.ops)
-    yields = [bi.value(r) for r in body.results] + [root.value for root in roots]
-    body_block = Block((*b_consts.params, *b_carries.params), bi.ops, tuple(yields))
-
-    new = scope.emit_op(
-        "while",
-        [*c_consts.operands, *b_consts.operands, *b_carries.operands],
-        op.loc,
-        [cond_block, body_block],
-        cond_nconsts=len(c_consts.operands),
-        body_nconsts=len(b_consts.operands),
+def _new_condition(loop: _Loop) -> tuple[Block, list[Value]]:
+    """The new condition block, and the consts the new loop passes it."""
+    cond = loop.op.regions[0]
+    new = _NewRegion(
+        loop, [(0, range(loop.n_cond))], params_by_operand(loop.op, 0), cond.params[loop.n_cond :]
     )
-    results = finish(scope, new, n_carry, carried)
-    if replay:  # the last evaluation of the condition, the one that ended the loop
-        for k in range(n_carry):
-            scope.bind(cond.params[nc + k], results[k])
-        scope.inline(Block(cond.params[:nc], cond.ops, ()), op.operands[:nc])
-    return results
+    new.scope.run(cond.ops)
+    return new.block([new.scope.value(cond.results[0])]), new.consts.operands
+
+
+def _new_body(loop: _Loop, replay: bool) -> tuple[Block, _NewRegion]:
+    """The new body block, and its region (whose sections the new loop's operands follow).
+
+    A replayed condition needs the condition's consts in the body too, and its carry
+    parameters stand for the body's."""
+    cond, body = loop.op.regions
+    forwarded = [(1, range(loop.n_cond, loop.n_cond + loop.n_body))]
+    sees = params_by_operand(loop.op, 1)
+    if replay:
+        forwarded.insert(0, (0, range(loop.n_cond)))
+        sees = {**sees, **params_by_operand(loop.op, 0)}
+    carry_params = body.params[loop.n_body :]
+    new = _NewRegion(loop, forwarded, sees, carry_params)
+    if replay:
+        for cond_param, body_param in zip(cond.params[loop.n_cond :], carry_params, strict=True):
+            new.scope.alias(cond_param, body_param)
+        new.scope.run(cond.ops)
+    new.scope.run(body.ops)
+    yields = [new.scope.value(r) for r in body.results] + [root.value for root in new.roots]
+    return new.block(yields), new
+
+
+def _replay_final_condition(loop: _Loop, results: Sequence[Value]) -> None:
+    """The condition's ops once more, after the loop, on the original carries' final values:
+    the writes of the evaluation that ended the loop."""
+    scope, op, n_cond = loop.scope, loop.op, loop.n_cond
+    cond = op.regions[0]
+    for param, final in zip(cond.params[n_cond:], results, strict=True):
+        scope.bind(param, final)
+    scope.inline(Block(cond.params[:n_cond], cond.ops, ()), op.operands[:n_cond])
 
 
 @rule("cond", always=True)

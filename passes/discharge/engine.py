@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NoReturn, Protocol
 
-from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.effects import EffectsAnalysis
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.excerpt import at_op, show_ir
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.opdef import READ
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
-from minipallas.passes.effects import EffectsAnalysis
 
 
 class Root:

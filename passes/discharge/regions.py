@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from minipallas.ir.core import Op, Value
+from minipallas.ir.effects import region_operand_map
 from minipallas.ir.opdef import READ
 from minipallas.passes.discharge.engine import DischargeScope, Handle, Root, View
 from minipallas.passes.discharge.views import Access
-from minipallas.passes.effects import region_operand_map
 
 
 @dataclass(eq=False)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.errors import PassError
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import PassError
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType
 

@@ -15,7 +15,7 @@ import minipallas as mp
 from minipallas.difftest import run
 from minipallas.difftest.bisect import first_op_out, op_text
 from minipallas.difftest.harness import interpret_outputs
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 
 KERNELS = {
     "tiled_matmul",

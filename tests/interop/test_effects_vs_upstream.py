@@ -31,9 +31,9 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas import cli
 from minipallas.interop import from_jaxpr
+from minipallas.ir.effects import Effect, Read, Write
 from minipallas.ir.opdef import ACCUM, READ, WRITE
 from minipallas.ir.printer import effects_text
-from minipallas.passes.effects import Effect, Read, Write
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "kernels"))
 from suite import KERNELS  # noqa: E402

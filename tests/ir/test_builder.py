@@ -4,9 +4,9 @@ Python int, so the type rules, the printer and attribute equality see one spelli
 import numpy as np
 import pytest
 
-from minipallas.errors import VerificationError
 from minipallas.ir import ArrayType, Block, Builder, Function, params
 from minipallas.ir.builder import static
+from minipallas.ir.errors import VerificationError
 
 
 @pytest.mark.parametrize("int_type", [np.int64, np.int32, np.uint8, np.intp])

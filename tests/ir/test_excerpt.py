@@ -7,9 +7,9 @@ import pytest
 
 import minipallas as mp
 from minipallas.cli import main
-from minipallas.errors import MiniPallasError, PassError, VerificationError
 from minipallas.frontend import values
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError, PassError, VerificationError
 from minipallas.ir.excerpt import excerpt, source_excerpt
 from minipallas.ir.location import Location
 from minipallas.ir.verifier import verify

@@ -4,8 +4,8 @@ error is about; a declaration that could not name them one way is refused."""
 import pytest
 import textir_programs as programs
 
-from minipallas.errors import VerificationError
 from minipallas.ir import OPS, ArrayType, Builder, RefType, Slice, params
+from minipallas.ir.errors import VerificationError
 from minipallas.ir.opdef import Variadic, declare
 from minipallas.ir.syntax import Operands
 

@@ -6,8 +6,8 @@ import textwrap
 import pytest
 
 import minipallas
-from minipallas.errors import ParseError
 from minipallas.ir import Array, Dyn, Int, Location, Slice
+from minipallas.ir.errors import ParseError
 from minipallas.ir.parser import parse, parse_module
 
 

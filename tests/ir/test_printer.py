@@ -7,8 +7,8 @@ import pytest
 import textir_programs as programs
 from filecheck_util import filecheck
 
-from minipallas.errors import MiniPallasError
 from minipallas.ir import Block, Builder, Function, Location, Op, Value, params
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.printer import print_function
 
 

@@ -7,7 +7,6 @@ import pytest
 from ir_types import F8, F32, I32, REF8
 from verifier_build import FULL8, I8, REF2D, at, fn, mk, rejects
 
-from minipallas.errors import VerificationError
 from minipallas.ir import (
     Array,
     ArrayType,
@@ -20,6 +19,7 @@ from minipallas.ir import (
     Slice,
     Value,
 )
+from minipallas.ir.errors import VerificationError
 
 # -- op names, result lists, region counts -----------------------------------------------------
 

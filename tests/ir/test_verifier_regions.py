@@ -9,7 +9,6 @@ from verifier_build import FULL8, I8, REF2D, at, fn, mk, rejects
 
 import minipallas
 from minipallas import ir
-from minipallas.errors import VerificationError
 from minipallas.ir import (
     Block,
     Int,
@@ -18,6 +17,7 @@ from minipallas.ir import (
     Slice,
     Value,
 )
+from minipallas.ir.errors import VerificationError
 
 # -- run_scoped --------------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ import pytest
 from ir_types import F8, F32, I32, REF8
 
 import minipallas
-from minipallas.errors import VerificationError
 from minipallas.ir import (
     TPU_VMEM,
     Array,
@@ -32,6 +31,7 @@ from minipallas.ir import (
     params,
 )
 from minipallas.ir import verifier as verifier_module
+from minipallas.ir.errors import VerificationError
 
 REF2D = RefType((8, 128), "float32", TPU_VMEM)
 FULL8 = (Slice(0, 8, 1),)

@@ -8,7 +8,6 @@ build them with ``Op``/``Block``/``Function`` directly. Every op that matters ge
 import pytest
 
 import minipallas
-from minipallas.errors import MiniPallasError, VerificationError
 from minipallas.ir import (
     ArrayType,
     Block,
@@ -19,6 +18,7 @@ from minipallas.ir import (
     Slice,
     Value,
 )
+from minipallas.ir.errors import MiniPallasError, VerificationError
 
 I8 = ArrayType((8,), "int32")
 REF2D = RefType((8, 128), "float32")

@@ -6,9 +6,9 @@ from kernel_helpers import assert_same_bits
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.errors import MiniPallasError, PassError, TraceError
+from minipallas.ir.errors import MiniPallasError, PassError, TraceError
+from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ANY, TPU_SMEM, TPU_VMEM
-from minipallas.kernels.spec import Kernel
 
 F32 = mp.ArrayType((16, 256), "float32")
 SPEC = mp.BlockSpec((8, 128), lambda i, j: (i, j))
@@ -241,10 +241,12 @@ def test_lower_to_stablehlo_is_the_cpu_program():
 
 
 def test_lower_rejects_unknown_targets_and_options():
-    with pytest.raises(PassError, match="unknown kernel target 'cuda'"):
+    with pytest.raises(PassError, match="unknown lowering target 'cuda'"):
         add_call().lower(F32, F32, target="cuda")
     with pytest.raises(PassError, match="takes no options"):
         add_call().lower(F32, F32, promote_scratch=True)
+    with pytest.raises(PassError, match="target 'tpu' has no option 'unroll'"):
+        add_call().lower(F32, F32, target="tpu", unroll=True)
 
 
 @pytest.mark.parametrize("target", ["tpu", "gpu"])

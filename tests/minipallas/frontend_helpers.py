@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minipallas as mp
-from minipallas.errors import TraceError
+from minipallas.ir.errors import TraceError
 
 F32 = "float32"
 

@@ -8,7 +8,7 @@ from frontend_helpers import arr, find, names, only, raises_at, ref, run, same, 
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
-from minipallas.passes.effects import Accum, Read, Write
+from minipallas.ir.effects import Accum, Read, Write
 
 I32 = arr((), "int32")
 F32 = arr(())

@@ -236,7 +236,7 @@ def test_batching_builds_new_ir_and_leaves_its_input_alone():
 
 
 def test_the_pipeline_pass_and_the_public_name():
-    from minipallas.errors import PassError
+    from minipallas.ir.errors import PassError
     from minipallas.passes.pipeline import run
 
     fn = _pure(lambda x: x * 2.0, F32)

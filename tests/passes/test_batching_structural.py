@@ -12,10 +12,10 @@ import minipallas
 from minipallas.generate.check import same_bits
 from minipallas.ir import ArrayType, Builder, params
 from minipallas.ir.interpret import interpret
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
 from minipallas.ir.verifier import verify
 from minipallas.kernels.grid import grid_program
-from minipallas.kernels.spec import Kernel, TracedBlockSpec
 from minipallas.kernels.vectorized_grid import vectorized_grid_plan, vectorized_grid_program
 from minipallas.passes.batching import NotBatchable, batch
 

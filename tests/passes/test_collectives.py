@@ -6,7 +6,6 @@ programs against upstream itself: test_collectives_upstream.py."""
 import pytest
 from ir_types import F8, I32, REF8
 
-from minipallas.errors import MiniPallasError, PassError, VerificationError
 from minipallas.ir import (
     TPU_VMEM,
     Builder,
@@ -18,14 +17,15 @@ from minipallas.ir import (
     Slice,
     params,
 )
-from minipallas.passes import collectives as collectives_module
-from minipallas.passes.collectives import (
+from minipallas.ir import collectives as collectives_module
+from minipallas.ir.collectives import (
     CollectiveAxesError,
     CollectiveAxesLoweringError,
     CollectiveAxesUnsupported,
     check_collective_axes,
-    collectives,
 )
+from minipallas.ir.errors import MiniPallasError, PassError, VerificationError
+from minipallas.passes.collectives import collectives
 from minipallas.passes.pipeline import run
 
 SCRATCH = RefType((8,), "float32", TPU_VMEM)

@@ -20,7 +20,7 @@ from minipallas.difftest.harness import Case, ref
 from minipallas.difftest.harness import run as difftest_run
 from minipallas.difftest.mosaic import _assume_chip
 from minipallas.interop import from_jaxpr, to_jax
-from minipallas.passes.collectives import CollectiveAxesError
+from minipallas.ir.collectives import CollectiveAxesError
 
 SHAPE = (8, 128)
 F = mp.ArrayType(SHAPE, "float32")

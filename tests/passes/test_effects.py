@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from ir_types import F8, F32, I32, REF8
 
-from minipallas.errors import PassError
 from minipallas.ir import (
     Array,
     ArrayType,
@@ -18,8 +17,7 @@ from minipallas.ir import (
     Slice,
     params,
 )
-from minipallas.ir.opdef import READ, WRITE, EffectKind
-from minipallas.passes.effects import (
+from minipallas.ir.effects import (
     Accum,
     Effect,
     EffectsAnalysis,
@@ -29,6 +27,8 @@ from minipallas.passes.effects import (
     effects_with_swap_reads,
     region_operand_map,
 )
+from minipallas.ir.errors import PassError
+from minipallas.ir.opdef import READ, WRITE, EffectKind
 
 REF2D = RefType((4, 8), "float32")
 FULL8 = (Slice(0, 8, 1),)

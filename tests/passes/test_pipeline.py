@@ -7,12 +7,12 @@ import pytest
 from ir_types import F8, REF8
 
 import minipallas
-from minipallas.errors import PassError, VerificationError
 from minipallas.ir import TPU_VMEM, Builder, Function, Literal, RefType, Slice, params
+from minipallas.ir.collectives import CollectiveAxesUnsupported
+from minipallas.ir.errors import PassError, VerificationError
 from minipallas.passes.cleanup import cleanup, count_ops
-from minipallas.passes.collectives import CollectiveAxesUnsupported
 from minipallas.passes.discharge import discharge
-from minipallas.passes.pipeline import PASSES, parse_pipeline, register, run
+from minipallas.passes.pipeline import PASSES, VERIFY_ENV, parse_pipeline, register, run
 
 FULL8 = (Slice(0, 8, 1),)
 
@@ -134,10 +134,20 @@ def broken(fn):
 def test_verify_catches_a_bad_pass_and_names_it(extra_passes):
     extra_passes("broken", broken)
     fn = kernel()
-    assert run(fn, "broken").body.ops == ()  # not verified: nothing notices
+    assert run(fn, "broken", verify=False).body.ops == ()  # not verified: nothing notices
     with pytest.raises(VerificationError) as info:
         run(fn, "cleanup,broken", verify=True)
     assert "after pass 'broken' of pipeline 'cleanup,broken'" in info.value.__notes__[-1]
+
+
+def test_the_environment_turns_verify_on_where_the_caller_leaves_it(monkeypatch, extra_passes):
+    extra_passes("broken", broken)
+    monkeypatch.setenv(VERIFY_ENV, "1")  # the tests' own setting (conftest.py)
+    with pytest.raises(VerificationError):
+        run(kernel(), "broken")
+    assert run(kernel(), "broken", verify=False).body.ops == ()
+    monkeypatch.delenv(VERIFY_ENV)
+    assert run(kernel(), "broken").body.ops == ()
 
 
 def test_verify_checks_the_input_first(extra_passes):
@@ -159,7 +169,7 @@ def test_verify_runs_after_every_pass(monkeypatch, extra_passes):
     run(kernel(), "rename,rename", verify=True)
     assert checked == ["kernel", "kernel_r", "kernel_r_r"]
     checked.clear()
-    run(kernel(), "rename")
+    run(kernel(), "rename", verify=False)
     assert checked == []
 
 

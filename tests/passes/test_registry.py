@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minipallas as mp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.passes.pipeline import PASSES, parse_pipeline, run
 from minipallas.passes.registry import (
     BOOL,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from minipallas import parse
-from minipallas.errors import InterpretError
+from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import interpret
 from minipallas.ir.interpret.perturb import Perturbation, ordered, perturbable
 from minipallas.ir.interpret.transcendental import ULP_BOUND

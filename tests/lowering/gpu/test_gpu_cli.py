@@ -40,3 +40,20 @@ def test_emit_gpu_needs_a_kernel_file(tmp_path, capsys):
     path.write_text("func @f() {\n  return\n}\n")
     assert main([str(path), "--emit=gpu"]) == 2
     assert "--emit=gpu takes a kernel file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("target", "passes", "emitted"),
+    [
+        ("gpu", ["collectives", "discharge", "cleanup"], "tt.func public @add("),
+        ("tpu", ["collectives"], "func.func @add("),
+        ("stablehlo", ["collectives", "discharge", "cleanup"], "func.func @main("),
+    ],
+)
+def test_print_ir_after_all_dumps_a_kernels_pipeline(kernel_file, capsys, target, passes, emitted):
+    """The target table's pipeline for the kernel, each pass's result, then the module."""
+    assert main([kernel_file, f"--emit={target}", "--print-ir-after-all"]) == 0
+    out = capsys.readouterr().out
+    dumps = [line for line in out.splitlines() if line.startswith("// -----// IR Dump After")]
+    assert dumps == [f"// -----// IR Dump After {name} //----- //" for name in passes]
+    assert out.index(dumps[-1]) < out.index(emitted)

@@ -18,9 +18,9 @@ from jax.experimental.pallas import triton as plgpu
 
 import minipallas as mp
 from minipallas.difftest.triton import upstream_triton
-from minipallas.errors import MiniPallasError
 from minipallas.frontend import values
 from minipallas.ir import dtypes
+from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.gpu.ptx import compile_ptx
 
 pytest.importorskip("triton")

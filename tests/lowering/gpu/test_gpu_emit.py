@@ -9,10 +9,10 @@ from gpu_util import KERNELS, lowered
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.collectives import TRITON_MESSAGE, CollectiveAxesUnsupported
+from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu import lower_kernel
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
-from minipallas.passes.collectives import TRITON_MESSAGE, CollectiveAxesUnsupported
 
 ALL = [*KERNELS, *EXTRA]
 

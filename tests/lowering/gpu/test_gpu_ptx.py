@@ -7,7 +7,7 @@ import pytest
 from gpu_kernels import EXTRA, control_mix_call, masked_io_call
 from gpu_util import KERNELS, lowered
 
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu.ptx import compile_ptx
 
 pytest.importorskip("triton")

@@ -18,11 +18,11 @@ from jax import lax
 
 import minipallas as mp
 from minipallas.difftest.triton import upstream_triton
-from minipallas.errors import PassError
 from minipallas.frontend.scopes import emit
 from minipallas.frontend.values import TracedArray, constant
 from minipallas.generate.check import same_bits
 from minipallas.ir import dtypes
+from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu.simulate import simulate
 
 S = (8, 128)

@@ -9,8 +9,8 @@ from ir_types import REF8 as REF
 from shlo_util import check, const
 
 import minipallas
-from minipallas.errors import MiniPallasError
 from minipallas.ir import ArrayType, Builder, Dyn, Int, Slice, params
+from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering import jaxlib_shim
 
 

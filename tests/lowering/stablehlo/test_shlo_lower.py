@@ -8,7 +8,6 @@ from ir_types import REF8 as REF
 from shlo_util import check, const
 
 import minipallas
-from minipallas.errors import MiniPallasError, PassError
 from minipallas.ir import (
     TPU_VMEM,
     ArrayType,
@@ -19,9 +18,10 @@ from minipallas.ir import (
     Slice,
     params,
 )
+from minipallas.ir.collectives import CollectiveAxesLoweringError, CollectiveAxesUnsupported
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import RULES, lower_stablehlo
-from minipallas.passes.collectives import CollectiveAxesLoweringError, CollectiveAxesUnsupported
 
 LOWERING = "run_scoped lowering outside of Pallas does not support collective_axes."
 USER_LOC = Location("user.py", 12)
@@ -179,7 +179,7 @@ def test_every_pure_op_has_a_rule():
 
 def test_public_names_stay_functions_after_their_modules_are_imported():
     import minipallas.compiled  # noqa: F401
-    import minipallas.lowered  # noqa: F401
+    import minipallas.lowering.lowered  # noqa: F401
 
     assert callable(minipallas.lower) and minipallas.lower.__name__ == "lower"
     assert callable(minipallas.compile) and minipallas.compile.__name__ == "compile"

@@ -7,7 +7,7 @@ from filecheck_util import filecheck
 from tpu_util import kernel, spec
 
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 
 

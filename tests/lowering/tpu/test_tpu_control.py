@@ -9,9 +9,9 @@ from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
+from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.ir.types import TPU_SMEM
 from minipallas.lowering.tpu import lower_kernel
-from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.tpu import SMEM, VMEM
 
 F = spec((8, 128), "float32")

@@ -15,8 +15,8 @@ from jax.experimental import pallas as pl
 from tpu_util import kernel, spec
 
 from minipallas.difftest.mosaic import upstream_mosaic
-from minipallas.errors import MiniPallasError, PassError
 from minipallas.frontend import values
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering.tpu import lower_kernel
 
 S = (8, 128)

@@ -16,13 +16,13 @@ from tpu_util import spec, upstream_running_rows
 
 import minipallas as mp
 from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
-from minipallas.errors import PassError
 from minipallas.interop import from_jaxpr
 from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.parser import parse
 from minipallas.ir.types import TPU_SMEM
 from minipallas.kernels.pallas_call import lower_kernel
-from minipallas.ir.kernel_spec import Kernel
 
 X = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
 

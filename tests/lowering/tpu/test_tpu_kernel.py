@@ -9,7 +9,7 @@ from tpu_util import BY_NAME, kernel, lower_case, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.ir.types import ANY
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu import lower_kernel

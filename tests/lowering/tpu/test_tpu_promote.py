@@ -9,7 +9,7 @@ from tpu_util import BY_NAME, KERNELS, kernel, lower_case, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import count_ops, lower_kernel
 from minipallas.lowering.tpu.promote import REGISTER_BUDGET, promote_scratch
 from minipallas.tpu import VMEM

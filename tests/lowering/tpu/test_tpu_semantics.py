@@ -13,10 +13,10 @@ from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.effects import Read, Write
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.lowering.tpu.semantics import dimension_semantics, evaluate
-from minipallas.ir.effects import Read, Write
 from minipallas.tpu import VMEM
 
 F32 = "float32"

@@ -9,7 +9,7 @@ from tpu_util import kernel, spec
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 from minipallas.ir.types import ANY, TPU_SMEM
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.tpu import VMEM

@@ -12,9 +12,9 @@ from filecheck_util import filecheck
 from tpu_util import kernel, spec
 
 from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic
-from minipallas.errors import PassError
 from minipallas.frontend.scopes import emit
 from minipallas.frontend.values import TracedArray, constant
+from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.numpy import broadcast_to
 

@@ -23,7 +23,7 @@ import pytest
 from tpu_util import BY_NAME, KERNELS, inputs, lower_case, normal, tpu_shaped, upstream_module
 
 from minipallas.difftest.mosaic import UpstreamError, compare
-from minipallas.errors import PassError
+from minipallas.ir.errors import PassError
 
 NE_IS_UNORDERED = {"padding_visible"}  # same op kinds (arith.cmpf), another predicate
 TRACE_ORDER = {"int_ops"}

@@ -20,9 +20,9 @@ import minipallas
 from minipallas.generate.check import same_bits  # noqa: F401  (re-exported for the tests)
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Value
+from minipallas.ir.effects import region_operand_map
 from minipallas.ir.types import RefType
 from minipallas.passes.discharge import discharge
-from minipallas.passes.effects import region_operand_map
 
 STATE = {"get", "swap", "addupdate", "load", "store"}
 VIEWS = {"ref.at", "ref.reshape", "ref.bitcast", "ref.transpose"}

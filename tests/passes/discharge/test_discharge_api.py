@@ -7,7 +7,6 @@ import pytest
 from discharge_harness import check, op_names
 
 import minipallas
-from minipallas.errors import PassError
 from minipallas.ir import (
     ArrayType,
     Block,
@@ -21,6 +20,7 @@ from minipallas.ir import (
     Value,
     params,
 )
+from minipallas.ir.errors import PassError
 from minipallas.passes.discharge import discharge
 
 MIXED = """

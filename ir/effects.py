@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import ACCUM, OPS, READ, WRITE, EffectKind
 
 _ORDER = tuple(EffectKind)

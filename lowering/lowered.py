@@ -1,15 +1,17 @@
-"""``minipallas.lower``: from a (possibly stateful) function to a backend's MLIR module.
+"""``Lowered``, what every emitter returns, and ``minipallas.lower``.
 
-Pipeline for ``target="stablehlo"``:
+``lower(subject, target)`` runs ``target``'s row of the target table (``minipallas.lowering``):
+its pipeline, then its emitter. For ``target="stablehlo"`` the pipeline is
+``collectives{context=lowering},discharge,cleanup``:
 1. the collective-axes check for the lowering path (before discharge): a ``run_scoped`` with
    collective axes raises what upstream's ``jax.jit(run_state(f)).lower`` raises, the discharge
-   error when it uses an outer ref, the lowering error otherwise (``passes.collectives``);
+   error when it uses an outer ref, the lowering error otherwise (``ir.collectives``);
 2. ``discharge``: refs become values, the function becomes pure;
 3. ``cleanup``: the discharged program made small;
-4. emission of a StableHLO module with jaxlib's MLIR bindings, checked by the verifier.
+then the emission of a StableHLO module with jaxlib's MLIR bindings, checked by the verifier.
 
-This module is ``minipallas.lowered``, not ``minipallas.lower``: importing a submodule
-named like the public function would replace ``minipallas.lower`` on the package with the module.
+This module is ``minipallas.lowering.lowered``, not ``lower``: a submodule named like the
+public function ``minipallas.lower`` would read as that function.
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Function
+from minipallas.lowering import AfterEach
+from minipallas.lowering import target as target_named
 from minipallas.lowering.jaxlib_shim import ir
-
-TARGETS = ("stablehlo",)
 
 
 class Lowered:
@@ -56,21 +57,10 @@ class Lowered:
         return f"<Lowered @{self.function.name} to {self.target}>"
 
 
-def lower(fn: Function, target: str = "stablehlo") -> Lowered:
-    """Discharges and cleans up ``fn`` and emits it for ``target`` (only "stablehlo" so far)."""
-    if not isinstance(fn, Function):
-        raise PassError(
-            f"lower takes a minipallas Function, got {type(fn).__name__}",
-            fix="trace a Python function first: minipallas.trace(f, *types)",
-        )
-    if target not in TARGETS:
-        raise PassError(f"unknown lowering target '{target}'", fix=f"use one of: {TARGETS}")
-    from minipallas.lowering.stablehlo import lower_stablehlo
-    from minipallas.passes.cleanup import cleanup
-    from minipallas.passes.collectives import check_collective_axes
-    from minipallas.passes.discharge import discharge
-
-    check_collective_axes(fn, "lowering")
-    pure = cleanup(discharge(fn))
-    callbacks: list[Callable[..., Any]] = []
-    return Lowered(target, lower_stablehlo(pure, callbacks), pure, host_callbacks=callbacks)
+def lower(
+    subject: Any, target: str = "stablehlo", *, after_each: AfterEach | None = None, **options: Any
+) -> Lowered:
+    """``subject`` (a ``Function``; a traced ``Kernel`` for "tpu", "gpu" and "ptx") through
+    ``target``'s pipeline and emitter; ``after_each(pass_name, fn)`` is called after each pass
+    (``minipallas-opt --print-ir-after-all``), ``options`` go to the emitter."""
+    return target_named(target).lower(subject, after_each=after_each, **options)
