@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from minipallas.errors import PassError
 from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.errors import PassError
 from minipallas.passes.discharge.engine import DischargeScope, rule, written
 from minipallas.passes.discharge.regions import (
     RefGroup,
