@@ -80,6 +80,22 @@ def is_unsigned(name: str) -> bool:
     return name in ("uint32", "uint16", "uint8")
 
 
+def fill_value(name: str) -> np.generic:
+    """What fresh scratch of ``name`` holds: NaN for floats, the minimum for integers, False
+    for bool.
+
+    These are the values upstream JAX's discharge gives a ``run_scoped`` allocation
+    (``uninitialized_value``), so programs read the same garbage under the reference
+    interpreter, every target, and upstream.
+    """
+    np_dtype = to_numpy(name)
+    if is_float(name):
+        return np_dtype.type(np.nan)
+    if is_int(name):
+        return np_dtype.type(np.iinfo(np_dtype).min)
+    return np.False_
+
+
 def signed_twin(name: str) -> str:
     """The signed integer dtype of ``name``'s width (``uint8`` -> ``int8``): the view whose
     sign bit XLA reads where an unsigned operand is taken as signed (a ``pow`` exponent)."""

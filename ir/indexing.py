@@ -13,18 +13,21 @@ hashable attributes and every SSA value an op uses is one of its operands.
 
 The result shape follows numpy (and upstream JAX's ``NDIndexer``): integer and array indexers
 broadcast together; their shape goes where the first of them stood when they are adjacent, and
-first otherwise.
+first otherwise. ``window_layout`` is that rule, the one every pass, target and importer uses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.types import ArrayType, Type
+
+T = TypeVar("T")
 
 
 class IndexError_(Exception):
@@ -86,12 +89,13 @@ def has_arrays(indexer: Indexer) -> bool:
     return any(isinstance(e, Array) for e in indexer)
 
 
-def _dyn_type(entry_ref: Dyn, dyn_types: Sequence[Type]) -> Type:
-    if not 0 <= entry_ref.pos < len(dyn_types):
+def _dyn(entry_ref: Dyn, per_dyn: Sequence[T]) -> T:
+    """What ``per_dyn`` (types or shapes of the op's dynamic indices) holds for ``entry_ref``."""
+    if not 0 <= entry_ref.pos < len(per_dyn):
         raise IndexError_(
-            f"indexer refers to dynamic index {entry_ref.pos}, but the op has {len(dyn_types)}"
+            f"indexer refers to dynamic index {entry_ref.pos}, but the op has {len(per_dyn)}"
         )
-    return dyn_types[entry_ref.pos]
+    return per_dyn[entry_ref.pos]
 
 
 def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> None:
@@ -106,7 +110,7 @@ def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> 
     for dim, (entry, extent) in enumerate(zip(indexer, shape, strict=True)):
         if isinstance(entry, Int):
             if isinstance(entry.index, Dyn):
-                t = _dyn_type(entry.index, dyn_types)
+                t = _dyn(entry.index, dyn_types)
                 if not (isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)):
                     raise IndexError_(
                         f"dimension {dim}: a dynamic integer index must be an "
@@ -122,25 +126,24 @@ def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> 
                     f"dimension {dim}: slice size must be >= 0 and stride >= 1, "
                     f"got size {entry.size}, stride {entry.stride}"
                 )
-            span = (entry.size - 1) * entry.stride + 1 if entry.size else 0
             if isinstance(entry.start, Dyn):
-                t = _dyn_type(entry.start, dyn_types)
+                t = _dyn(entry.start, dyn_types)
                 if not (isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)):
                     raise IndexError_(
                         f"dimension {dim}: a dynamic slice start must be an integer scalar, got {t}"
                     )
-                if span > extent:
+                if span(entry) > extent:
                     raise IndexError_(
                         f"dimension {dim}: slice of {entry.size} with stride "
                         f"{entry.stride} does not fit in size {extent}"
                     )
-            elif entry.start < 0 or entry.start + span > extent:
+            elif entry.start < 0 or entry.start + span(entry) > extent:
                 raise IndexError_(
                     f"dimension {dim}: slice {entry.start}+{entry.size}"
                     f"*{entry.stride} is out of bounds for size {extent}"
                 )
         elif isinstance(entry, Array):
-            t = _dyn_type(entry.index, dyn_types)
+            t = _dyn(entry.index, dyn_types)
             if not (isinstance(t, ArrayType) and dtypes.is_int(t.dtype)):
                 raise IndexError_(
                     f"dimension {dim}: an array index must be an integer array, got {t}"
@@ -149,23 +152,77 @@ def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> 
             raise IndexError_(f"dimension {dim}: {entry!r} is not an indexer entry")
 
 
+def span(entry: Int | Slice) -> int:
+    """How many positions of its dimension an entry reaches, first to last: 1 for an integer,
+    ``(size-1)*stride+1`` for a slice (0 when empty). A dynamic start is clamped into
+    ``[0, dim - span]`` so the window fits. Upstream's slices (``size``, ``stride``) work too."""
+    if isinstance(entry, Int):
+        return 1
+    return (entry.size - 1) * entry.stride + 1 if entry.size else 0
+
+
+@dataclass(frozen=True)
+class WindowLayout:
+    """Where each entry of an indexer lands in the window it selects (numpy's placement rule).
+
+    The integer and integer-array entries broadcast together into one block of dimensions,
+    ``block_shape``. When they stand next to each other, the block goes where the first of them
+    stood; when a slice separates them, it goes first (there is no single place for it). The
+    slices keep their order around it, one window axis each.
+
+    - ``shape``: the window's shape;
+    - ``block``: the window axis where the block starts;
+    - ``axes[d]``: the window axes entry ``d`` spans: one for a slice, none for an integer, and
+      the block's last ``ndim`` for an array of rank ``ndim`` (broadcasting aligns trailing axes).
+    """
+
+    shape: tuple[int, ...]
+    block: int
+    block_shape: tuple[int, ...]
+    axes: tuple[tuple[int, ...], ...]
+
+
+def window_layout(entries: Sequence[int | tuple[int, ...]]) -> WindowLayout:
+    """The layout of a window from one item per indexed dimension: a slice's size (an int), or
+    the shape of an integer or integer-array index (a tuple; ``()`` for an integer).
+
+    The items, not an ``Indexer``, so that importers can place upstream's entries too. Raises
+    ``IndexError_`` when the index shapes do not broadcast.
+    """
+    indexed = [d for d, e in enumerate(entries) if isinstance(e, tuple)]
+    index_shapes = [entries[d] for d in indexed]
+    try:
+        block_shape = tuple(np.broadcast_shapes(*index_shapes))
+    except ValueError:
+        raise IndexError_(f"array indices of shapes {index_shapes} do not broadcast") from None
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1)) if indexed else False
+    block = indexed[0] if adjacent else 0  # only slices stand before an adjacent block
+    n_block = len(block_shape)
+    axes: list[tuple[int, ...]] = []
+    n_slices = 0
+    for entry in entries:
+        if isinstance(entry, tuple):
+            axes.append(tuple(range(block + n_block - len(entry), block + n_block)))
+        else:
+            axes.append((n_slices if n_slices < block else n_slices + n_block,))
+            n_slices += 1
+    sizes = [e for e in entries if not isinstance(e, tuple)]
+    shape = (*sizes[:block], *block_shape, *sizes[block:])
+    return WindowLayout(shape, block, block_shape, tuple(axes))
+
+
+def layout(indexer: Indexer, dyn_shapes: Sequence[tuple[int, ...]]) -> WindowLayout:
+    """``window_layout`` of a minipallas indexer; ``dyn_shapes[k]`` is the shape of the value
+    ``Dyn(k)`` stands for."""
+    return window_layout([_item(e, dyn_shapes) for e in indexer])
+
+
+def _item(entry: Entry, dyn_shapes: Sequence[tuple[int, ...]]) -> int | tuple[int, ...]:
+    if isinstance(entry, Slice):
+        return entry.size
+    return tuple(_dyn(entry.index, dyn_shapes)) if isinstance(entry, Array) else ()
+
+
 def result_shape(indexer: Indexer, dyn_types: Sequence[Type]) -> tuple[int, ...]:
     """Shape of the window an indexer selects (numpy's rules for advanced indexing)."""
-    int_positions = [i for i, e in enumerate(indexer) if isinstance(e, Int | Array)]
-    int_shapes = [
-        _dyn_type(e.index, dyn_types).shape if isinstance(e, Array) else ()
-        for e in indexer
-        if isinstance(e, Int | Array)
-    ]
-    try:
-        int_shape = np.broadcast_shapes(*int_shapes) if int_shapes else ()
-    except ValueError:
-        raise IndexError_(f"array indices of shapes {int_shapes} do not broadcast") from None
-    slice_shape = [e.size for e in indexer if isinstance(e, Slice)]
-    if not int_positions:
-        return tuple(slice_shape)
-    contiguous = int_positions == list(range(int_positions[0], int_positions[-1] + 1))
-    if not contiguous:
-        return tuple(int_shape) + tuple(slice_shape)
-    first = int_positions[0]
-    return tuple(slice_shape[:first]) + tuple(int_shape) + tuple(slice_shape[first:])
+    return layout(indexer, [t.shape for t in dyn_types]).shape

@@ -26,6 +26,6 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     views,
 )
 from minipallas.ir.interpret.api import interpret
-from minipallas.ir.interpret.engine import RULES, Interpreter, Ref, fill_value
+from minipallas.ir.interpret.engine import RULES, Interpreter, Ref
 
-__all__ = ["RULES", "Interpreter", "Ref", "fill_value", "interpret"]
+__all__ = ["RULES", "Interpreter", "Ref", "interpret"]

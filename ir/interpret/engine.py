@@ -54,20 +54,6 @@ class Ref:
         return self.data.shape if self.positions is None else self.positions.shape
 
 
-def fill_value(dtype: str) -> Any:
-    """What fresh scratch holds: NaN for floats, the minimum for integers, False for bool.
-
-    These are the values upstream JAX's discharge gives a ``run_scoped`` allocation
-    (``uninitialized_value``), so programs read the same garbage under both.
-    """
-    np_dtype = dtypes.to_numpy(dtype)
-    if dtypes.is_float(dtype):
-        return np_dtype.type(np.nan)
-    if dtypes.is_int(dtype):
-        return np_dtype.type(np.iinfo(np_dtype).min)
-    return np.False_
-
-
 class Rule(Protocol):
     """How one op runs: given the interpreter, the op and its operand values, return its results.
 
@@ -107,8 +93,8 @@ _NP = {name: dtypes.to_numpy(name) for name in dtypes.NAMES}
 class Interpreter:
     """Runs blocks under one set of options.
 
-    ``uninitialized``: "nan" (fresh scratch holds ``fill_value``) or "error" (reading an element
-    never written raises). ``checks``: raise on any out-of-range dynamic index (instead of
+    ``uninitialized``: "nan" (fresh scratch holds ``dtypes.fill_value``) or "error" (reading an
+    element never written raises). ``checks``: raise on any out-of-range dynamic index (instead of
     clamping or dropping) and on any uninitialized read. ``program_ids`` / ``grid``: what
     ``program_id`` / ``num_programs`` return. ``perturb``: a ``perturb.Perturbation``, whose
     rule table (the float freedoms a correct compiler has) replaces ``RULES``; None: ``RULES``.
@@ -138,8 +124,10 @@ class Interpreter:
         return InterpretError(message, op=op.name, loc=op.loc, fix=fix)
 
     def allocate(self, ref_type: RefType) -> Ref:
-        """A fresh buffer holding ``fill_value``; under tracking, nothing in it is written yet."""
-        data = np.full(ref_type.shape, fill_value(ref_type.dtype), dtypes.to_numpy(ref_type.dtype))
+        """A fresh buffer holding ``dtypes.fill_value``; under tracking, nothing in it is written
+        yet."""
+        dtype = ref_type.dtype
+        data = np.full(ref_type.shape, dtypes.fill_value(dtype), dtypes.to_numpy(dtype))
         written = np.zeros(ref_type.shape, np.bool_) if self.tracking else None
         return Ref(data, written)
 

@@ -1,7 +1,7 @@
 """Rules for scoped allocation: ``run_scoped`` and the ``uninitialized`` value.
 
 Each entry into a ``run_scoped`` body allocates fresh buffers (a loop around it gets new ones
-every iteration), filled with ``engine.fill_value``; the ``uninitialized`` value discharge
+every iteration), filled with ``dtypes.fill_value``; the ``uninitialized`` value discharge
 starts an allocation from holds the same fill, so both forms of a program read the same.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.ir.interpret.engine import Interpreter, fill_value, rule
+from minipallas.ir.interpret.engine import Interpreter, rule
 
 
 @rule("run_scoped")
@@ -28,4 +28,4 @@ def run_scoped(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
 @rule("uninitialized")
 def uninitialized(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     t = op.attrs["type"]
-    return (np.full(t.shape, fill_value(t.dtype), dtypes.to_numpy(t.dtype)),)
+    return (np.full(t.shape, dtypes.fill_value(t.dtype), dtypes.to_numpy(t.dtype)),)

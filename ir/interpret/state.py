@@ -19,8 +19,9 @@ import numpy as np
 
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
+from minipallas.ir.dtypes import fill_value
 from minipallas.ir.interpret import numerics
-from minipallas.ir.interpret.engine import Interpreter, Ref, fill_value, rule
+from minipallas.ir.interpret.engine import Interpreter, Ref, rule
 from minipallas.ir.interpret.windows import (
     Access,
     accumulate,

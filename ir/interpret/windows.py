@@ -12,7 +12,7 @@ index values, applying upstream's out-of-range rules, or, with ``checks``, repor
 Without integer arrays a window is numpy basic indexing (a view). With them, the window is
 built as explicit index arrays, one per dimension, all broadcast to the window's shape, so
 numpy's own advanced-indexing placement rules never come into play: the window's layout is
-``ir.indexing.result_shape`` by construction (integer and array indices broadcast together;
+``ir.indexing.window_layout`` by construction (integer and array indices broadcast together;
 their dimensions go where the first of them stands if they are adjacent, first otherwise).
 
 Writes through index arrays with duplicate positions keep the last one in row-major order of
@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.interpret.engine import Interpreter, Ref
@@ -107,7 +108,7 @@ def locate(
             i = entry.index
             resolved.append(_dyn_int(interp, op, dyn[i.pos], dim, size) if type(i) is Dyn else i)
         elif kind is Slice:
-            span = (entry.size - 1) * entry.stride + 1 if entry.size else 0
+            span = indexing.span(entry)
             start = entry.start
             if type(start) is Dyn:
                 start = _dyn_start(interp, op, dyn[start.pos], dim, size, span)
@@ -122,33 +123,32 @@ def locate(
 
 def _advanced(indexer: tuple, resolved: list[Any]) -> Access:
     """Explicit index arrays for a window with integer-array indices (see module docstring)."""
-    group = [d for d, e in enumerate(indexer) if not isinstance(e, Slice)]
-    group_shape = np.broadcast_shapes(
-        *[np.shape(resolved[d][0]) if isinstance(indexer[d], Array) else () for d in group]
+    layout = indexing.window_layout(
+        [
+            e.size if isinstance(e, Slice) else np.shape(r[0]) if isinstance(e, Array) else ()
+            for e, r in zip(indexer, resolved, strict=True)
+        ]
     )
-    n_group = len(group_shape)
-    slices = [d for d, e in enumerate(indexer) if isinstance(e, Slice)]
-    adjacent = group == list(range(group[0], group[-1] + 1))
-    at = group[0] if adjacent else 0  # where the broadcast group's dimensions go
-    rank = n_group + len(slices)
+    rank = len(layout.shape)
 
-    def placed(array: np.ndarray, position: int, width: int) -> np.ndarray:
-        return array.reshape((1,) * position + array.shape + (1,) * (rank - position - width))
+    def placed(array: Any, axes: tuple[int, ...]) -> np.ndarray:
+        """``array`` with its dimensions on the window ``axes``, 1s elsewhere."""
+        shape = [1] * rank
+        for axis, n in zip(axes, np.shape(array), strict=True):
+            shape[axis] = n
+        return np.reshape(array, shape)
 
     index: list[np.ndarray] = []
     valid = np.ones((), np.bool_)
-    for d, (entry, r) in enumerate(zip(indexer, resolved, strict=True)):
+    for entry, r, axes in zip(indexer, resolved, layout.axes, strict=True):
         if isinstance(entry, Slice):
-            j = slices.index(d)  # the j-th slice dimension
-            position = j if adjacent and j < at else j + n_group
-            index.append(placed(np.arange(r.start, r.stop, r.step, dtype=np.int64), position, 1))
+            index.append(placed(np.arange(r.start, r.stop, r.step, dtype=np.int64), axes))
         elif isinstance(entry, Array):
             positions, in_range = r
-            positions = np.broadcast_to(positions, group_shape)
-            index.append(placed(positions, at, n_group))
-            valid = valid & placed(np.broadcast_to(in_range, group_shape), at, n_group)
+            index.append(placed(positions, axes))
+            valid = valid & placed(in_range, axes)
         else:
-            index.append(np.full((1,) * rank, r, np.int64))
+            index.append(placed(np.int64(r), axes))
     full = np.broadcast_arrays(*index)
     shape = full[0].shape if full else ()
     all_valid = bool(valid.all())

@@ -15,7 +15,7 @@ step 4 is ``emit``:
 3. cleanup of the partially discharged body (what discharge left mechanical goes away);
 4. emission (``kernel``): program ids for the launched grid axes, loops for the axes each
    program iterates (``grid``), pointer tensors and masked loads/stores for the operands
-   (``memory``), ``arith``/``math``/``tt.reduce``/``tt.dot`` (``arrays``), ``scf``
+   (``state``), ``arith``/``math``/``tt.reduce``/``tt.dot`` (``arrays``), ``scf``
    (``control``), register-array indexing (``indexed``).
 
 The result's ``function`` is the partially discharged body the module was emitted from;
@@ -34,9 +34,9 @@ from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
     debug,
     indexed,
     layout,
-    memory,
     scans,
     sorting,
+    state,
 )
 from minipallas.lowering.gpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.gpu.grid import Schedule, schedule

@@ -6,7 +6,7 @@ name. Two kinds of things live in the environment:
 
 - an ``ir.Value`` for an array: a scalar (``i32``, ``f32``...) for shape ``()``, a ``tensor``
   otherwise;
-- a ``memory.BlockRef`` for a ref: the kernel operands stay in global memory (partial
+- a ``state.BlockRef`` for a ref: the kernel operands stay in global memory (partial
   discharge left them as refs), so a ref is a pointer plus where its block lies in the array.
   Rules for state ops turn it into pointer tensors, loads and stores.
 

@@ -6,8 +6,9 @@
 - ``cond`` clamps its index into ``[0, N-1]`` (``lax.switch`` semantics) and becomes
   ``scf.if`` (two branches: ``index > 0`` picks branch 1), nested for more branches.
 - ``call`` is inlined (upstream Pallas inlines calls too; Triton would anyway).
-- ``run_scoped`` that allocates nothing is inlined; one that still allocates was not
-  discharged and is an error. ``uninitialized`` is the fill value (NaN / int minimum / False),
+- ``run_scoped`` is the rule shared with StableHLO (``lowering/scoped.py``): one that
+  allocates nothing is inlined; one that still allocates was not discharged and is an error.
+- ``uninitialized`` is the fill value (``dtypes.fill_value``: NaN / int minimum / False),
   what the CPU path and upstream's discharge give fresh scratch.
 """
 
@@ -18,11 +19,12 @@ from typing import Any
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
-from minipallas.ir.errors import PassError
-from minipallas.ir.interpret import fill_value
+from minipallas.lowering import scoped
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, scf
+
+rule("run_scoped")(scoped.run_scoped)
 
 
 def _result_types(op: Op) -> list[ir.Type]:
@@ -97,21 +99,7 @@ def call(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
     return ctx.lower_block(op.attrs["callee"].body, args)
 
 
-@rule("run_scoped")
-def run_scoped(ctx: LoweringContext, op: Op, *args: Any) -> Sequence[Any]:
-    (body,) = op.regions
-    n_alloc = len(body.params) - len(args)
-    if n_alloc:
-        raise PassError(
-            f"still allocates {n_alloc} ref(s); the GPU path keeps scratch in registers",
-            op=op.name,
-            loc=op.loc,
-            fix="discharge scoped allocations first (minipallas.lowering.gpu.lower_kernel does)",
-        )
-    return ctx.lower_block(body, args)
-
-
 @rule("uninitialized")
 def uninitialized(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     t = op.attrs["type"]
-    return [emit.constant(fill_value(t.dtype), t.dtype, t.shape)]
+    return [emit.constant(dtypes.fill_value(t.dtype), t.dtype, t.shape)]

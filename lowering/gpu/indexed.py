@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Dyn, Int
@@ -32,7 +33,7 @@ def _starts(op: Op, shape: Sequence[int], dyn: Sequence[ir.Value]) -> list[tuple
         if isinstance(entry, Int):
             start, size, stride, span = entry.index, 0, 1, 1
         else:
-            span = (entry.size - 1) * entry.stride + 1 if entry.size else 0
+            span = indexing.span(entry)
             start, size, stride = entry.start, entry.size, entry.stride
         if isinstance(start, Dyn):
             dtype = op.operands[1 + start.pos].type.dtype

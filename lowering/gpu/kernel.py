@@ -12,7 +12,7 @@ still refs, scratch as arrays):
    reads exist (outside the loops when it ignores them). The evaluation folds as it goes:
    integer constants are not emitted, ``x * 1`` and ``x + 0`` vanish, and two operands with
    the same index map share its ops;
-5. the body, with each operand a ``memory.BlockRef``; its results (the scratch's final
+5. the body, with each operand a ``state.BlockRef``; its results (the scratch's final
    values) are yielded to the enclosing loop.
 
 Also here: the rules for ``program_id`` (the launch id or the loop index) and ``num_programs``
@@ -25,15 +25,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from minipallas.ir.core import Function, Op
+from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import PassError
-from minipallas.ir.interpret import fill_value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import Index, arith, ir, scf, tt
 from minipallas.lowering.gpu.grid import Schedule, dependencies
-from minipallas.lowering.gpu.memory import BlockRef, block_ref
+from minipallas.lowering.gpu.state import BlockRef, block_ref
 
 DIVISIBILITY = 32
 _I32 = ArrayType((), "int32")

@@ -27,7 +27,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.errors import InterpretError
-from minipallas.ir.interpret import fill_value, interpret
+from minipallas.ir.interpret import interpret
 from minipallas.ir.kernel_spec import TracedBlockSpec
 from minipallas.lowering.gpu import GpuLowered
 
@@ -45,7 +45,7 @@ def simulate(lowered: GpuLowered, *arrays: np.ndarray) -> tuple[np.ndarray, ...]
         given = arrays[k] if k < len(arrays) else None
         padded.append(_padded(spec, given, [starts[p][k] for p in points]))
     for launch in itertools.product(*(range(kernel.grid[a]) for a in plan.launched)):
-        scratch = [np.full(t.shape, fill_value(t.dtype)) for t in kernel.scratch_types]
+        scratch = [np.full(t.shape, dtypes.fill_value(t.dtype)) for t in kernel.scratch_types]
         for step in itertools.product(*(range(kernel.grid[a]) for a in plan.looped)):
             point = [0] * len(kernel.grid)
             for axis, i in (
@@ -88,7 +88,7 @@ def _padded(
         for d, (begin, size) in enumerate(zip(begins, spec.block_shape, strict=True)):
             shape[d] = max(shape[d], begin + (1 if size is None else size))
     dtype = dtypes.to_numpy(spec.array.dtype)
-    out = np.full(shape, fill_value(spec.array.dtype), dtype)
+    out = np.full(shape, dtypes.fill_value(spec.array.dtype), dtype)
     if given is not None:
         out[tuple(slice(0, n) for n in spec.array.shape)] = given
     return out

@@ -37,12 +37,6 @@ from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 
-def _span(entry: Int | Slice) -> int:
-    if isinstance(entry, Int) or entry.size == 0:
-        return 1 if isinstance(entry, Int) else 0
-    return (entry.size - 1) * entry.stride + 1
-
-
 def _index(value: ir.Value, dtype: str, high: int, clamp: bool = True) -> ir.Value:
     """An index as i32, clamped into ``[0, high]`` (or, without ``clamp``, only made i32-safe).
 
@@ -63,7 +57,7 @@ def _start(
     without ``clamp``, left for ``dynamic_slice``/``dynamic_update_slice`` to clamp)."""
     where = entry.index if isinstance(entry, Int) else entry.start
     if isinstance(where, Dyn):
-        return _index(dyn[where.pos], types[where.pos].dtype, dim - _span(entry), clamp)
+        return _index(dyn[where.pos], types[where.pos].dtype, dim - indexing.span(entry), clamp)
     return emit.constant(where, "int32")
 
 
@@ -73,7 +67,7 @@ def _start(
 def _window(op: Op) -> tuple[tuple, tuple[int, ...], list[int]]:
     """The indexer, the indexed array's shape, and each dim's span."""
     indexer = op.attrs["indexer"]
-    return indexer, op.operands[0].type.shape, [_span(e) for e in indexer]
+    return indexer, op.operands[0].type.shape, [indexing.span(e) for e in indexer]
 
 
 @rule("slice", "dynamic_slice")
@@ -135,10 +129,8 @@ def _plan(op: Op, dyn: Sequence[ir.Value], write: bool) -> _Plan:
     indexer = op.attrs["indexer"]
     shape = op.operands[0].type.shape
     types = [v.type for v in op.operands[1 : 1 + len(dyn)]]
-    advanced = [d for d, e in enumerate(indexer) if isinstance(e, Int | Array)]
-    b_shape = list(
-        np.broadcast_shapes(*(types[e.index.pos].shape for e in indexer if isinstance(e, Array)))
-    )
+    layout = indexing.layout(indexer, [t.shape for t in types])
+    b_shape = list(layout.block_shape)
     strided = [d for d, e in enumerate(indexer) if isinstance(e, Slice) and _is_strided(e)]
     windows = [d for d, e in enumerate(indexer) if isinstance(e, Slice) and not _is_strided(e)]
     batch = b_shape + [indexer[d].size for d in strided]
@@ -166,24 +158,17 @@ def _plan(op: Op, dyn: Sequence[ir.Value], write: bool) -> _Plan:
     return _Plan(
         indices=stablehlo.ConcatenateOp(columns, len(batch)).result,
         batch=batch,
-        points=sorted(advanced + strided),
+        points=[d for d in range(len(shape)) if d not in windows],
         slice_sizes=[indexer[d].size if d in windows else 1 for d in range(len(shape))],
-        to_plan=_to_plan(len(shape), advanced, len(b_shape), strided, windows),
+        to_plan=_to_plan(layout, strided, windows),
     )
 
 
-def _to_plan(
-    rank: int, advanced: list[int], b_rank: int, strided: list[int], windows: list[int]
-) -> list[int]:
-    """The numpy layout of a window has the broadcast dims B where the first integer entry
-    stood if the integer entries are adjacent, first otherwise; the plan's is ``[B, S, W]``."""
-    slices = [("D", d) for d in range(rank) if d not in advanced]
-    b_axes = [("B", j) for j in range(b_rank)]
-    adjacent = bool(advanced) and advanced == list(range(advanced[0], advanced[-1] + 1))
-    first = advanced[0] if adjacent else 0  # slice dims before the first integer entry
-    numpy_layout = slices[:first] + b_axes + slices[first:]
-    plan_layout = b_axes + [("D", d) for d in strided] + [("D", d) for d in windows]
-    return [numpy_layout.index(axis) for axis in plan_layout]
+def _to_plan(layout: indexing.WindowLayout, strided: list[int], windows: list[int]) -> list[int]:
+    """For each axis of the plan's ``[B, S, W]``, its axis in the window's numpy layout
+    (``layout``: B where the first integer entry stood if they are adjacent, first otherwise)."""
+    b_axes = range(layout.block, layout.block + len(layout.block_shape))
+    return [*b_axes, *(layout.axes[d][0] for d in strided), *(layout.axes[d][0] for d in windows)]
 
 
 def _is_strided(entry: Slice) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import fill_value
+from minipallas.ir.dtypes import fill_value
 from minipallas.ir.types import ANY, TPU_VMEM, RefType
 from minipallas.lowering.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, memref, tpu, vector
 from minipallas.lowering.tpu import emit
@@ -148,7 +147,7 @@ def load(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[ir.Value]:
     if op.attrs.get("has_other"):
         other = emit.broadcast(rest[1], t) if t.shape else rest[1]
     else:
-        other = emit.constant(fill_value(t.dtype), t)
+        other = emit.constant(dtypes.fill_value(t.dtype), t)
     return [arith.select(mask, value, other)]
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir import dtypes
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
@@ -178,7 +178,7 @@ def index(
                 i = _clamped(dyn[i.pos], dim - 1) if whole else _nonneg(dyn[i.pos])
             out.append(i)
         elif isinstance(entry, Slice):
-            span = (entry.size - 1) * entry.stride + 1 if entry.size else 0
+            span = indexing.span(entry)
             if isinstance(entry.start, Dyn):
                 start = dyn[entry.start.pos]
                 start = _clamped(start, dim - span) if whole else _nonneg(start)
@@ -195,8 +195,6 @@ def index(
 
 def _split(op: Op, args: list) -> tuple[Any, tuple, list]:
     """The ref, the numpy-style index and the value operands of a state op."""
-    from minipallas.ir import indexing
-
     indexer = op.attrs["indexer"]
     n = indexing.num_dyn(indexer)
     ref, dyn, rest = args[0], args[1 : 1 + n], args[1 + n :]

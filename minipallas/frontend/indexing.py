@@ -28,7 +28,7 @@ import numpy as np
 
 from minipallas.frontend.foreign import is_jax_tracer, jax_tracer_error
 from minipallas.frontend.scopes import Tracer, trace_error
-from minipallas.ir import dtypes
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.indexing import Array, Dyn, Entry, Int, Slice
 
 _INTS = (int, np.integer)
@@ -120,7 +120,7 @@ def _entry(item: Any, dim: int, extent: int, out: Index, arrays: bool) -> Entry:
     if isinstance(item, slice):
         return _slice(item, where, extent)
     if isinstance(item, DSlice):
-        span = (item.size - 1) * item.stride + 1 if item.size else 0
+        span = indexing.span(item)
         if span > extent:
             raise trace_error(
                 f"{where}: ds of size {item.size} and stride {item.stride} "

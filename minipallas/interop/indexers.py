@@ -31,7 +31,7 @@ from jax._src import core as jax_core
 from jax._src.state import indexing as jax_indexing
 
 from minipallas.interop.importer import ImportScope
-from minipallas.ir import dtypes
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice, full
@@ -77,10 +77,6 @@ def _int32(scope: ImportScope, v: Value) -> Value:
     return scope.convert(v, "int32")
 
 
-def _span(size: int, stride: int) -> int:
-    return (size - 1) * stride + 1 if size else 0
-
-
 def _shape(atom: object) -> tuple[int, ...]:
     return tuple(getattr(getattr(atom, "aval", None), "shape", ()))
 
@@ -109,7 +105,7 @@ def _dtype(scope: ImportScope, atom: jax_core.Atom) -> str:
 def _static_in_bounds(entry: jax_indexing.Slice, dim: int) -> int | None:
     """The start of a slice that is static and in bounds, else None."""
     start = static_int(entry.start)
-    if start is None or start < 0 or start + _span(entry.size, entry.stride) > dim:
+    if start is None or start < 0 or start + indexing.span(entry) > dim:
         return None
     return start
 
@@ -145,7 +141,7 @@ def _slice_form(scope: ImportScope, entries: Sequence[object], shape: Sequence[i
     indexer, dyn = [], []
     for entry, dim in zip(entries, shape, strict=True):
         if isinstance(entry, jax_indexing.Slice):
-            span = _span(entry.size, entry.stride)
+            span = indexing.span(entry)
             start = _static_in_bounds(entry, dim)
             if start is None:
                 start = static_int(entry.start)
@@ -183,30 +179,17 @@ def _gather_form(scope: ImportScope, entries: Sequence[object], shape: Sequence[
     return Window(tuple(indexer), dyn)
 
 
-def window_shape(entries: Sequence[object], shape: Sequence[int]) -> tuple[tuple[int, ...], int]:
-    """The shape numpy indexing gives, and the axis where the integer/array group starts."""
-    group = [k for k, e in enumerate(entries) if not isinstance(e, jax_indexing.Slice)]
-    arrays = [_shape(entries[k]) for k in group]
-    group_shape = tuple(np.broadcast_shapes(*arrays)) if arrays else ()
-    sizes = [e.size for e in entries if isinstance(e, jax_indexing.Slice)]
-    if not group:
-        return tuple(sizes), 0
-    first = group[0] if group == list(range(group[0], group[-1] + 1)) else 0
-    return (*sizes[:first], *group_shape, *sizes[first:]), first
-
-
 def _positions(scope: ImportScope, entries: Sequence[object], shape: Sequence[int]) -> Window:
     """Every entry as an int position array of the window's shape, as upstream's gather form
     computes them (``iota * stride + start`` for slices), with negative positions wrapped."""
-    win, first = window_shape(entries, shape)
-    n_group = len(win) - sum(isinstance(e, jax_indexing.Slice) for e in entries)
+    layout = indexing.window_layout(
+        [e.size if isinstance(e, jax_indexing.Slice) else _shape(e) for e in entries]
+    )
+    win = layout.shape
     dyn: list[Value] = []
-    n_slices = 0
-    for entry, dim in zip(entries, shape, strict=True):
+    for entry, dim, axes in zip(entries, shape, layout.axes, strict=True):
         if isinstance(entry, jax_indexing.Slice):
-            axis = n_slices if n_slices < first else n_slices + n_group
-            n_slices += 1
-            lane = scope.emit("iota", [], type=ArrayType(win, "int32"), dimension=axis)
+            lane = scope.emit("iota", [], type=ArrayType(win, "int32"), dimension=axes[0])
             if entry.stride != 1:
                 lane = scope.emit("mul", [lane, scope.constant(entry.stride, "int32", win)])
             start = static_int(entry.start)
@@ -217,9 +200,7 @@ def _positions(scope: ImportScope, entries: Sequence[object], shape: Sequence[in
             dyn.append(wrap_negative(scope, scope.emit("add", [lane, begin]), dim))
         else:
             index = wrap_negative(scope, scope.read(entry), dim)
-            rank = index.type.ndim
-            dims = tuple(first + n_group - rank + t for t in range(rank))
             if index.type.shape != win:
-                index = scope.emit("broadcast_in_dim", [index], shape=win, dims=dims)
+                index = scope.emit("broadcast_in_dim", [index], shape=win, dims=axes)
             dyn.append(index)
     return Window(tuple(Array(Dyn(k)) for k in range(len(dyn))), dyn)

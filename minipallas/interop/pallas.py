@@ -36,8 +36,8 @@ from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import Window, static_int, window
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
+from minipallas.ir.dtypes import fill_value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
-from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 
 

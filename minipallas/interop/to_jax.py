@@ -40,7 +40,6 @@ from jax import lax
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import MiniPallasError, PassError
-from minipallas.ir.interpret import fill_value
 from minipallas.ir.rules import RuleTable, run_block
 from minipallas.lowering import TARGETS
 from minipallas.passes.pipeline import run as run_pipeline
@@ -238,7 +237,7 @@ def constant(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 @rule("uninitialized")
 def uninitialized(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     t = op.attrs["type"]
-    return [lax.full(t.shape, fill_value(t.dtype), dtypes.to_numpy(t.dtype))]
+    return [lax.full(t.shape, dtypes.fill_value(t.dtype), dtypes.to_numpy(t.dtype))]
 
 
 @rule("iota")

@@ -24,11 +24,7 @@ from jax import lax
 from minipallas.interop.to_jax import rule
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
-from minipallas.ir.indexing import Array, Dyn, Int, Slice
-
-
-def _span(entry: Slice) -> int:
-    return (entry.size - 1) * entry.stride + 1 if entry.size else 0
+from minipallas.ir.indexing import Dyn, Int, Slice
 
 
 def _clamped(value: Any, high: int) -> Any:
@@ -43,7 +39,7 @@ def _start(entry: Int | Slice, dim: int, dyn: Sequence[Any]) -> Any:
     at = entry.index if isinstance(entry, Int) else entry.start
     if not isinstance(at, Dyn):
         return at
-    high = dim - 1 if isinstance(entry, Int) else dim - _span(entry)
+    high = dim - indexing.span(entry)
     return _clamped(dyn[at.pos], high)
 
 
@@ -56,7 +52,7 @@ def _split(op: Op, args: Sequence[Any]) -> tuple[Any, tuple, list[Any], list[Any
 def _window(x: Any, indexer: tuple, dyn: Sequence[Any], out_shape: tuple[int, ...]) -> Any:
     """The window of an indexer without arrays: dynamic_slice, stride, drop ``Int`` dims."""
     starts = [_start(e, d, dyn) for e, d in zip(indexer, x.shape, strict=True)]
-    spans = [1 if isinstance(e, Int) else _span(e) for e in indexer]
+    spans = [indexing.span(e) for e in indexer]
     if all(isinstance(s, int) for s in starts):
         limits = [s + n for s, n in zip(starts, spans, strict=True)]
         window = lax.slice(x, starts, limits)
@@ -111,27 +107,15 @@ def positions(
     """One int32 position array per dimension, all of the window's shape, and that shape.
 
     Integers and arrays broadcast together; their dimensions go where the first of them
-    stands when they are adjacent, first otherwise (numpy's rule, ``indexing.result_shape``).
+    stands when they are adjacent, first otherwise (numpy's rule, ``indexing.window_layout``).
     Array positions out of range are clamped (``read``) or sent past the end (writes).
     """
-    group = [d for d, e in enumerate(indexer) if not isinstance(e, Slice)]
-    group_shape = tuple(
-        np.broadcast_shapes(
-            *[np.shape(dyn[indexer[d].index.pos]) for d in group if isinstance(indexer[d], Array)]
-        )
-    )
-    n_group = len(group_shape)
-    slices = [d for d, e in enumerate(indexer) if isinstance(e, Slice)]
-    adjacent = bool(group) and group == list(range(group[0], group[-1] + 1))
-    at = group[0] if adjacent else 0
-    sizes = [indexer[d].size for d in slices]
-    window = (*sizes[:at], *group_shape, *sizes[at:])
+    layout = indexing.layout(indexer, [np.shape(v) for v in dyn])
+    window = layout.shape
     out = []
-    for d, (entry, dim) in enumerate(zip(indexer, shape, strict=True)):
+    for entry, dim, axes in zip(indexer, shape, layout.axes, strict=True):
         if isinstance(entry, Slice):
-            j = slices.index(d)
-            axis = j if adjacent and j < at else j + n_group
-            lane = lax.broadcasted_iota(jnp.int32, window, axis) * entry.stride
+            lane = lax.broadcasted_iota(jnp.int32, window, axes[0]) * entry.stride
             out.append(lane + _start(entry, dim, dyn))
         elif isinstance(entry, Int):
             out.append(jnp.broadcast_to(jnp.int32(_start(entry, dim, dyn)), window))
@@ -145,6 +129,5 @@ def positions(
                 else:  # every non-negative value of the dtype is in range
                     inside = raw >= 0
                 where = jnp.where(inside, raw.astype(jnp.int32), jnp.int32(dim))
-            dims = tuple(at + n_group - where.ndim + t for t in range(where.ndim))
-            out.append(lax.broadcast_in_dim(where, window, dims))
+            out.append(lax.broadcast_in_dim(where, window, axes))
     return tuple(out), window

@@ -32,7 +32,7 @@ from minipallas.frontend.tracing import trace
 from minipallas.frontend.values import TracedArray
 from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Function, Value
-from minipallas.ir.interpret.engine import fill_value
+from minipallas.ir.dtypes import fill_value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
 from minipallas.kernels.bind_grid import bind_grid

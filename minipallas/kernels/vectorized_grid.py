@@ -48,9 +48,10 @@ from minipallas.frontend.values import (
     wrap_negative,
 )
 from minipallas.ir.core import Block, Function, Value
+from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Dyn, Int, Slice
-from minipallas.ir.interpret.engine import RULES, Interpreter, fill_value
+from minipallas.ir.interpret.engine import RULES, Interpreter
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType

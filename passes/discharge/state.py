@@ -24,11 +24,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.ir import dtypes
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Array as ArrayIndex
 from minipallas.ir.indexing import Dyn, Int, Slice
-from minipallas.ir.interpret.engine import fill_value
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
@@ -64,7 +63,7 @@ def _broadcast(scope: DischargeScope, x: Value, shape: tuple[int, ...], loc: Loc
 def _fill(scope: DischargeScope, window: ArrayType, loc: Location) -> Value:
     """The uninitialized fill value of ``window``'s dtype, as an array of its shape."""
     scalar = scope.emit(
-        "constant", [], loc, value=Literal.of(fill_value(window.dtype), window.dtype)
+        "constant", [], loc, value=Literal.of(dtypes.fill_value(window.dtype), window.dtype)
     )
     return _broadcast(scope, scalar, window.shape, loc)
 
@@ -140,10 +139,7 @@ def _masked_scatter(
     """
     window = new.type.shape
     shape = access.handle.type.shape
-    ints = [k for k, e in enumerate(indexer) if isinstance(e, Int | ArrayIndex)]
-    n_block = len(window) - (len(indexer) - len(ints))  # rank of the broadcast index block
-    together = ints == list(range(ints[0], ints[-1] + 1))
-    first = ints[0] if together else 0  # where the index block sits in the window
+    layout = indexing.layout(indexer, [v.type.shape for v in dyn])
 
     def splat(value: int) -> Value:
         return _broadcast(scope, _constant(scope, value, "int32", loc), window, loc)
@@ -157,18 +153,16 @@ def _masked_scatter(
         v = scope.emit("min", [scope.emit("max", [v, zero], loc), top], loc)
         return _int32(scope, v, loc)
 
-    positions, n_slices = [], 0
-    for e, dim in zip(indexer, shape, strict=True):
+    positions = []
+    for e, dim, axes in zip(indexer, shape, layout.axes, strict=True):
         if isinstance(e, Slice):
-            axis = n_slices if n_slices < first else n_slices + n_block
-            n_slices += 1
-            span = (e.size - 1) * e.stride + 1 if e.size else 0
+            span = indexing.span(e)
             start = (
                 splat(e.start)
                 if isinstance(e.start, int)
                 else _broadcast(scope, clamped(dyn[e.start.pos], dim - span), window, loc)
             )
-            lane = scope.emit("iota", [], loc, type=ArrayType(window, "int32"), dimension=axis)
+            lane = scope.emit("iota", [], loc, type=ArrayType(window, "int32"), dimension=axes[0])
             if e.stride != 1:
                 lane = scope.emit("mul", [lane, splat(e.stride)], loc)
             positions.append(scope.emit("add", [lane, start], loc))
@@ -180,10 +174,8 @@ def _masked_scatter(
             )
         else:
             index = _int32(scope, dyn[e.index.pos], loc)
-            rank = index.type.ndim
-            dims = tuple(first + n_block - rank + j for j in range(rank))
             if index.type.shape != window:
-                index = scope.emit("broadcast_in_dim", [index], loc, shape=window, dims=dims)
+                index = scope.emit("broadcast_in_dim", [index], loc, shape=window, dims=axes)
             positions.append(index)
     positions[0] = scope.emit("select", [mask, positions[0], splat(shape[0])], loc)
     every = tuple(ArrayIndex(Dyn(k)) for k in range(len(shape)))

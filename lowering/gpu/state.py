@@ -34,7 +34,6 @@ from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
-from minipallas.ir.interpret import fill_value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
@@ -140,9 +139,8 @@ def _offsets(
     dyn_types: Sequence[Any],
     write: bool,
 ) -> _Offsets:
-    shape = list(indexing.result_shape(indexer, dyn_types))
-    rank = len(shape)
-    axes = _result_axes(indexer, dyn_types, rank)
+    layout = indexing.layout(indexer, [t.shape for t in dyn_types])
+    shape, rank = list(layout.shape), len(layout.shape)
     strides = np.cumprod((1, *ref.array.shape[::-1]))[-2::-1].tolist()
     fixed = {d: dim for d, dim in enumerate(ref.dims) if d not in ref.order}
     scalar: Index = 0
@@ -152,11 +150,11 @@ def _offsets(
         scalar = emit.add(scalar, emit.mul(dim.start, strides[d]))
         if dim.overhang:
             conditions.append(emit.less(dim.start, ref.array.shape[d]))
-    for entry, d, axis in zip(indexer, ref.order, axes, strict=True):
+    for entry, d, axis in zip(indexer, ref.order, layout.axes, strict=True):
         dim = ref.dims[d]
         n = ref.array.shape[d]
         if isinstance(entry, Slice):
-            start = _clamped(entry.start, dyn, dyn_types, 0, dim.size - _span(entry))
+            start = _clamped(entry.start, dyn, dyn_types, 0, dim.size - indexing.span(entry))
             first = emit.add(dim.start, emit.mul(start, dim.stride))
             step = dim.stride * entry.stride
             scalar = emit.add(scalar, emit.mul(first, strides[d]))
@@ -186,34 +184,6 @@ def _offsets(
         for term in terms[1:]:
             offsets = arith.addi(offsets, emit.broadcast_to(term, shape))
     return _Offsets(scalar, offsets, _conjunction(conditions, shape), shape)
-
-
-def _result_axes(
-    indexer: indexing.Indexer, dyn_types: Sequence[Any], rank: int
-) -> list[tuple[int, ...]]:
-    """For each indexer entry, the result axes it spans (numpy's advanced-indexing rule)."""
-    ints = [i for i, e in enumerate(indexer) if isinstance(e, Int | Array)]
-    int_rank = rank - sum(isinstance(e, Slice) for e in indexer)
-    if ints and ints == list(range(ints[0], ints[-1] + 1)):
-        first = sum(isinstance(e, Slice) for e in indexer[: ints[0]])
-    else:
-        first = 0
-    int_axes = tuple(range(first, first + int_rank))
-    free = iter(a for a in range(rank) if a not in int_axes)
-    axes = []
-    for entry in indexer:
-        if isinstance(entry, Slice):
-            axes.append((next(free),))
-        elif isinstance(entry, Array):
-            ndim = len(dyn_types[entry.index.pos].shape)
-            axes.append(int_axes[int_rank - ndim :])
-        else:
-            axes.append(())
-    return axes
-
-
-def _span(entry: Slice) -> int:
-    return (entry.size - 1) * entry.stride + 1 if entry.size else 0
 
 
 def _clamped(
@@ -274,7 +244,7 @@ def _conjunction(conditions: Sequence[ir.Value | bool], shape: list[int]) -> ir.
 def _load(access: _Access, dtype: str, other: ir.Value | None = None) -> ir.Value:
     """``tt.load``; masked-off lanes read ``other`` (default: the fill value)."""
     if access.mask is not None and other is None:
-        other = emit.constant(fill_value(dtype), dtype, access.shape)
+        other = emit.constant(dtypes.fill_value(dtype), dtype, access.shape)
     if other is not None and dtype == "bool":
         other = _to_memory(other)
     value = tt.load(access.pointer, mask=access.mask, other=other)
@@ -342,7 +312,7 @@ def load(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[Any]:
     if op.attrs.get("has_other"):
         other = emit.broadcast_to(rest[1], access.shape)
         if access.mask is not None:  # past the array's end reads the fill value, as on CPU
-            fill = emit.constant(fill_value(dtype), dtype, access.shape)
+            fill = emit.constant(dtypes.fill_value(dtype), dtype, access.shape)
             other = arith.select(access.mask, other, fill)
     bounded = mask if access.mask is None else arith.andi(mask, access.mask)
     return [_load(replace(access, mask=bounded), dtype, other)]
@@ -383,7 +353,7 @@ def ref_at(ctx: LoweringContext, op: Op, ref: Any, *dyn: Any) -> Sequence[Any]:
             start = emit.add(dim.start, emit.mul(position, dim.stride))
             dims[d] = Dim(start, None, dim.stride, dim.overhang)
         else:
-            position = _clamped(entry.start, dyn, dyn_types, 0, dim.size - _span(entry))
+            position = _clamped(entry.start, dyn, dyn_types, 0, dim.size - indexing.span(entry))
             start = emit.add(dim.start, emit.mul(position, dim.stride))
             dims[d] = Dim(start, entry.size, dim.stride * entry.stride, dim.overhang)
             order.append(d)
