@@ -29,6 +29,9 @@ from typing import Any
 
 from minipallas.generate import Config, inputs
 from minipallas.generate.check import PropertyFailure, check_all_modes
+from minipallas.ir.parser import parse
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
 
 
 @dataclass
@@ -59,8 +62,6 @@ class Campaign:
 
 def _failing_output(fn: object, error: PropertyFailure) -> str:
     """The failing pass's output for the failing mode, as text (empty if the pass crashed)."""
-    from minipallas.passes.cleanup import cleanup
-    from minipallas.passes.discharge import discharge
 
     if error.mode is None or error.stage in ("original", "discharge"):
         return ""
@@ -162,7 +163,6 @@ def report(failure: Failure, number: int, save: Path | None) -> None:
 
 def replay(path: Path) -> int:
     """Re-checks a saved failure; 0 if it now passes."""
-    from minipallas.ir.parser import parse
 
     text = path.read_text()
     header = dict(

@@ -37,6 +37,7 @@ import numpy as np
 from minipallas.difftest.envelope import Envelope, envelope
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.printer import Printer
 from minipallas.ir.types import ArrayType
 from minipallas.passes.pipeline import run as run_pipeline
 
@@ -46,7 +47,6 @@ MAX_TAPS = 256
 def op_text(fn: Function, op: Op) -> str:
     """``op``'s first printed line, with the value names it has in ``fn``'s text, and where it
     comes from."""
-    from minipallas.ir.printer import Printer
 
     whole = Printer()
     whole.function(fn)

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from minipallas.difftest.divergences import DIVERGENCES
+from minipallas.difftest.jax_emit import gathers
 from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.errors import InterpretError
 
 KINDS = (
     "agree",
@@ -332,7 +334,6 @@ def recognize_crash(stage: str, error: BaseException) -> str | None:
 def reads_uninitialized(fn: Function, args: list) -> bool:
     """Whether interpreting ``fn`` reads a scratch element before writing it."""
     from minipallas.difftest.harness import interpret_outputs
-    from minipallas.ir.errors import InterpretError
 
     try:
         interpret_outputs(fn, args, uninitialized="error")
@@ -493,8 +494,6 @@ def _out_of_range(fn: Function, report: Any) -> str | None:  # noqa: ANN401
     """``negative-dynamic-index`` or ``gather-window-clamp`` when ``fn`` uses such an index
     (found with ``interpret(..., checks=True)``, which stops at the first out-of-range one)."""
     from minipallas.difftest.harness import interpret_outputs
-    from minipallas.difftest.jax_emit import gathers
-    from minipallas.ir.errors import InterpretError
 
     try:
         interpret_outputs(fn, list(report.case.args), checks=True)

@@ -40,6 +40,9 @@ import numpy as np
 from minipallas.generate.check import same_bits
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call, random_kernel
+from minipallas.ir.interpret import interpret
+from minipallas.kernels.grid import grid_program
+from minipallas.kernels.vectorized_grid import vectorized_grid_plan
 
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
@@ -95,8 +98,6 @@ def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
 def check(spec: KernelSpec, seed: int) -> Outcome:
     """One kernel three ways (module doc)."""
     from minipallas.compiled import compile
-    from minipallas.kernels.grid import grid_program
-    from minipallas.kernels.vectorized_grid import vectorized_grid_plan
     from minipallas.lowering import jaxlib_shim
 
     args = kernel_inputs(spec, seed)
@@ -132,7 +133,6 @@ def _rounding_apart(
     rounding). XLA skips such roundings in minipallas's loop programs too, not always the
     same ones as in upstream's (``test_minipallas_findings`` keeps a reduced case); a wrong
     block or index shows as far more than 2 ulps."""
-    from minipallas.ir.interpret import interpret
 
     reference = np.asarray(interpret(program, *args)[0], np.float32)
     return all(

@@ -36,6 +36,7 @@ from minipallas.difftest.jax_emit import emit
 from minipallas.fuzz import batch_settings
 from minipallas.generate import Config, inputs
 from minipallas.ir.core import Function
+from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
 
 REFERENCE_HEADER = "--- minipallas IR (reference) ---"
@@ -175,7 +176,6 @@ def summary(campaign: Campaign, elapsed: float) -> str:
 
 def replay(path: Path) -> Report:
     """Runs a saved finding's generated program again; returns the harness's report."""
-    from minipallas.ir.parser import parse_module
 
     text = path.read_text()
     seed = re.search(r"^# input seed: (\d+)$", text, re.M)

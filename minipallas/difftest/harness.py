@@ -33,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
+import minipallas
 from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
 from minipallas.ir.core import Function
+from minipallas.ir.interpret import interpret
 from minipallas.passes.pipeline import run as run_pipeline
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
@@ -222,7 +224,6 @@ def run_upstream(jaxpr: Any, args: Sequence[Any], outcome: Outcome) -> None:  # 
 
 def interpret_outputs(fn: Function, args: Sequence[Any], **options: Any) -> list[np.ndarray]:  # noqa: ANN401
     """Results, then the final value of each ref input, of interpreting ``fn``."""
-    from minipallas.ir.interpret import interpret
 
     values = _initial(args)
     results = interpret(fn, *values, **options)
@@ -232,7 +233,6 @@ def interpret_outputs(fn: Function, args: Sequence[Any], **options: Any) -> list
 def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) -> None:  # noqa: A002
     """The ``interpret``, ``discharge`` and (with ``compile``) ``compile`` ways, on the
     imported program."""
-    import minipallas
     from minipallas.compiled import compile as compile_fn
 
     interp = report.outcomes["interpret"] = Outcome("interpret")
@@ -263,7 +263,6 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
 
 
 def _pure(fn: Function, arrays: Sequence[Any]) -> list[np.ndarray]:
-    from minipallas.ir.interpret import interpret
 
     return list(interpret(fn, *_initial(arrays)))
 

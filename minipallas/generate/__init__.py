@@ -16,17 +16,16 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from minipallas.generate.choices import RandomChoices
 from minipallas.generate.inputs import inputs
 from minipallas.generate.program import Program
-from minipallas.generate.sampler import Config
+from minipallas.generate.sampler import Config, Sampler
 from minipallas.generate.to_ir import build
 from minipallas.ir.core import Function
 
 
 def random_program(rng: random.Random, n_ops: int, config: Config | None = None) -> Function:
     """A random program of about ``n_ops`` ops (a little over), built in time linear in it."""
-    from minipallas.generate.choices import RandomChoices
-    from minipallas.generate.sampler import Sampler
 
     return build(Sampler(RandomChoices(rng), config).program(n_ops=n_ops))
 

@@ -14,7 +14,11 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.ir.interpret import interpret
 from minipallas.ir.types import ArrayType, RefType
+from minipallas.ir.verifier import verify
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
 
 STATE_OPS = frozenset(
     {"get", "swap", "addupdate", "load", "store", "ref.at", "ref.reshape", "ref.bitcast"}
@@ -47,7 +51,6 @@ def same_bits(a: object, b: object) -> bool:
 
 def run(fn: Function, args: Sequence[np.ndarray]) -> tuple[tuple, list[np.ndarray]]:
     """Interprets ``fn`` on copies of ``args``: (results, every argument's final value)."""
-    from minipallas.ir.interpret import interpret
 
     copies = [np.array(a, copy=True) for a in args]
     with np.errstate(all="ignore"):
@@ -76,9 +79,6 @@ def check_discharge(
     ``expected`` is ``run(fn, args)`` when the caller already has it. Raises
     ``PropertyFailure`` naming the stage that failed.
     """
-    from minipallas.ir.verifier import verify
-    from minipallas.passes.cleanup import cleanup
-    from minipallas.passes.discharge import discharge
 
     if expected is None:
         _stage("original", lambda: verify(fn))
@@ -134,7 +134,6 @@ def check_all_modes(
     fn: Function, args: Sequence[np.ndarray], partial: Sequence[bool]
 ) -> list[Function]:
     """Full and ``partial`` discharge, each with and without cleanup; returns the four outputs."""
-    from minipallas.ir.verifier import verify
 
     _stage("original", lambda: verify(fn))
     expected = _stage("original", lambda: run(fn, args))

@@ -25,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
+import minipallas as mp
+import minipallas.numpy as mnp
 from minipallas.generate.choices import Choices
 from minipallas.ir.conversions import to_dtype
+from minipallas.tpu import VMEM
 
 MAP_KINDS = ("axis", "const", "computed")  # simplest first: draws shrink toward the start
 SCRATCH = (None, "reset", "running")
@@ -192,9 +195,6 @@ def kernel_inputs(spec: KernelSpec, seed: int) -> list[np.ndarray]:
 
 def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - a PallasCall
     """The kernel as ``minipallas.pallas_call`` (``options`` go to it)."""
-    import minipallas as mp
-    import minipallas.numpy as mnp
-    from minipallas.tpu import VMEM
 
     ns = types.SimpleNamespace(
         program_id=mp.program_id,

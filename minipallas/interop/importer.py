@@ -58,6 +58,7 @@ from minipallas.ir.types import (
     RefType,
     Type,
 )
+from minipallas.ir.verifier import verify as verify_fn
 
 PALLAS_OOB_MODES = ("pad", "clamp")
 
@@ -512,8 +513,6 @@ def from_jaxpr(
     ``minipallas.verify``. Raises ``JaxprImportError`` (a ``MiniPallasError``) naming the
     primitive and the user's line for anything it cannot import.
     """
-    import minipallas.interop  # noqa: F401  (registers every rule)
-    from minipallas.ir.verifier import verify as verify_fn
 
     importer = Importer(pallas_oob)
     if isinstance(jaxpr, jax_core.ClosedJaxpr):

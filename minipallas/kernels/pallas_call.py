@@ -22,6 +22,9 @@ from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, MemorySpace, RefType
+from minipallas.kernels.grid import grid_program
+from minipallas.kernels.tracing import trace_kernel
+from minipallas.kernels.vectorized_grid import vectorized_grid_program
 from minipallas.lowering import AfterEach
 
 if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to import
@@ -98,7 +101,6 @@ class PallasCall:
     def trace(self, *args: Any, memory_space: MemorySpace = DEFAULT_MEMORY_SPACE) -> Kernel:
         """The ``Kernel`` for inputs like ``args`` (arrays or ``ArrayType``s); blocks whose spec
         names no memory space live in ``memory_space``."""
-        from minipallas.kernels.tracing import trace_kernel
 
         types = self._input_types(args)
         key = (types, memory_space)
@@ -195,8 +197,6 @@ def lower_kernel(
 def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
     """What the CPU runs: the grid with its independent points batched
     (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``)."""
-    from minipallas.kernels.grid import grid_program
-    from minipallas.kernels.vectorized_grid import vectorized_grid_program
 
     return vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
 

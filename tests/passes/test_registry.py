@@ -123,8 +123,22 @@ def test_every_builtin_option_is_declared_with_the_function_default():
         "batch": {"sizes": REQUIRED, "exact": True},
         "cleanup": {},
         "collectives": {"context": "discharge"},
-        "discharge": {"discharge_scoped": True},
+        "discharge": {"discharge_scoped": True, "keep_params": 0},
     }
+
+
+def test_discharge_keep_params_keeps_the_first_parameters_refs():
+    """The Triton pipeline's partial discharge: a kernel's operands stay refs, its scratch not."""
+
+    def f(x_ref, scratch_ref):
+        scratch_ref[...] = x_ref[...] * 2
+        x_ref[...] = scratch_ref[...]
+
+    ref = mp.RefType((8,), "float32")
+    fn = mp.trace(f, ref, ref)
+    kept = run(fn, "discharge{keep_params=1}", verify=True)
+    assert [type(p.type) for p in kept.params] == [mp.RefType, mp.ArrayType]
+    assert str(kept) == str(mp.discharge(fn, [False, True]))
 
 
 def test_discharge_scoped_false_keeps_the_scratch_a_ref_and_computes_the_same():
