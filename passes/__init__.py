@@ -1,5 +1,8 @@
-"""Passes over minipallas IR: effects, the collective-axes check, discharge, cleanup, batching,
-and the pass manager that composes them (``run(fn, "collectives,discharge,cleanup")``).
+"""Passes over minipallas IR: the collective-axes check, discharge, cleanup, batching, and the
+pass manager that composes them (``run(fn, "collectives,discharge,cleanup")``). The effects
+analysis and the collective-axes check itself are on the floor below (``minipallas.ir.effects``,
+``minipallas.ir.collectives``), since the printer, parser and interpreter need them; the names
+are re-exported here.
 
 The registry is the passes' own declarations: each pass module registers its pass and typed
 options with ``registry.register`` where the pass is defined, and importing this package imports
@@ -7,8 +10,8 @@ every pass module, so ``PASSES`` holds them all once ``minipallas.passes`` (or a
 is imported. A new pass is a module with a ``@register`` imported here; there is no other list.
 Imports point one way, ``ir`` <- ``passes``, and the passes import each other at module level.
 
-The ``effects`` and ``cleanup`` functions are reached through their modules
-(``minipallas.ir.effects.effects``), so those module names are never shadowed by functions.
+The ``cleanup`` function is reached through its module (``minipallas.passes.cleanup.cleanup``),
+so the module name is never shadowed by the function.
 """
 
 from __future__ import annotations

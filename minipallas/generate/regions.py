@@ -9,13 +9,18 @@ is ``counter < bound`` (possibly and-ed with a value read from a ref), so it ter
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from minipallas.generate.program import Body, Program, Var
-from minipallas.generate.sampler import NO_WRITES, Sampler, SampleScope
+from minipallas.generate.scope import NO_WRITES, SampleScope
 from minipallas.generate.state import indexer
 from minipallas.ir import indexing
 from minipallas.ir.types import ArrayType, RefType
+
+if TYPE_CHECKING:  # the sampler's menu holds these statements: it imports this module
+    from minipallas.generate.sampler import Sampler
 
 I32 = ArrayType((), "int32")
 BOOL = ArrayType((), "bool")

@@ -32,8 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minipallas.generate import regions, state
 from minipallas.generate.choices import Choices
 from minipallas.generate.program import Body, Program, Stmt, Var
+from minipallas.generate.scope import (
+    BITCAST_PARTNERS,
+    SampleScope,
+    factor_shape,
+    permutation,
+)
 from minipallas.ir import dtypes
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.conversions import to_dtype
@@ -65,40 +72,6 @@ class Config:
     transcendental: bool = True  # exp and tanh on floats
 
 
-class SampleScope:
-    """The variables one body defines, filed for quick picking, and what it may write."""
-
-    __slots__ = (
-        "parent", "body", "depth", "arrays", "all_arrays", "refs", "roots", "readonly", "windows"
-    )  # fmt: skip
-
-    def __init__(
-        self, parent: SampleScope | None, body: Body, readonly: frozenset[Var] = frozenset()
-    ) -> None:
-        self.parent = parent
-        self.body = body
-        self.depth = parent.depth + 1 if parent else 0
-        self.arrays: dict[Type, list[Var]] = {}
-        self.all_arrays: list[Var] = []
-        self.refs: list[Var] = []
-        self.roots: list[Var] = []  # parameters and allocations: refs no view is built from
-        self.readonly = readonly  # roots this body must not write (``None`` member: none)
-        self.windows: list[tuple] = []  # (ref, indexer, dyn, unique) state ops used here
-
-    def chain(self) -> list[SampleScope]:
-        scopes, s = [], self
-        while s is not None:
-            scopes.append(s)
-            s = s.parent
-        return scopes
-
-    def add(self, v: Var) -> None:
-        if isinstance(v.type, ArrayType):
-            self.arrays.setdefault(v.type, []).append(v)
-            self.all_arrays.append(v)
-
-
-NO_WRITES = frozenset({None})  # a ``readonly`` set that forbids every write (while conditions)
 RECENT = 8  # picks look at this many most recent candidates of a scope
 
 
@@ -156,8 +129,6 @@ class Sampler:
         return self.c.integer(0, self.cfg.max_stmts // 2 + 1)
 
     def statement(self, scope: SampleScope) -> None:
-        from minipallas.generate import regions, state  # they build on this module
-
         cfg, deep = self.cfg, scope.depth < self.cfg.max_depth
         menu: list[tuple[int, Callable[[Sampler, SampleScope], None]]] = [
             (6, compute),
@@ -335,17 +306,6 @@ BINARY = {
 }
 UNARY = {"float": ("neg", "abs"), "int": ("neg", "abs", "not"), "bool": ("not",)}
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-BITCAST_PARTNERS = {
-    "float32": ("int32", "uint32"),
-    "int32": ("float32", "uint32"),
-    "uint32": ("float32", "int32"),
-    "bfloat16": ("float16", "int16", "uint16"),
-    "float16": ("bfloat16", "int16", "uint16"),
-    "int16": ("bfloat16", "float16", "uint16"),
-    "uint16": ("bfloat16", "float16", "int16"),
-    "int8": ("uint8",),
-    "uint8": ("int8",),
-}
 
 
 def _family(dtype: str) -> str:
@@ -422,27 +382,3 @@ def compute(s: Sampler, scope: SampleScope) -> None:
         s.emit1(scope, "dot", (x, y), {"dtype": "int32"})
     else:
         derive(s, scope, t, 1)
-
-
-def factor_shape(c: Choices, size: int, old: tuple[int, ...]) -> tuple[int, ...]:
-    """A random shape with ``size`` elements (rank 0 to 3); ``old`` itself when size is 0."""
-    if size == 0:
-        return old
-    factors, n, p = [], size, 2
-    while n > 1:
-        while n % p == 0:
-            factors.append(p)
-            n //= p
-        p += 1
-    dims = [1] * c.integer(1 if size > 1 else 0, 3)
-    for f in factors:
-        dims[c.integer(0, len(dims) - 1)] *= f
-    return tuple(dims)
-
-
-def permutation(c: Choices, n: int) -> list[int]:
-    perm = list(range(n))
-    for i in range(n - 1, 0, -1):
-        j = c.integer(0, i)
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
