@@ -27,16 +27,20 @@ from __future__ import annotations
 
 import argparse
 import re
+import runpy
 import sys
 from collections.abc import Callable, Sequence
 
 from minipallas.ir.core import Function
+from minipallas.ir.effects import EffectsAnalysis
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.excerpt import source_excerpt
 from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
+from minipallas.ir.verifier import verify
 from minipallas.lowering import TARGETS
+from minipallas.passes import pipeline
 from minipallas.passes.registry import describe
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
@@ -157,19 +161,15 @@ def _split(text: str) -> list[str]:
 
 
 def _process(text: str, args: argparse.Namespace) -> None:
-    from minipallas.ir.verifier import verify
-
     module = parse_module(text)
     verify(module)
     fn = module.entry
     if args.pass_pipeline is not None:
-        from minipallas.passes.pipeline import run
-
-        fn = run(fn, args.pass_pipeline, verify=True, after_each=_dumper(args))
+        fn = pipeline.run(fn, args.pass_pipeline, verify=True, after_each=_dumper(args))
     if args.print_effects:
         print(_effects_report(fn))
     if args.emit == "stablehlo":
-        from minipallas.lowering.lowered import lower
+        from minipallas.lowering.lowered import lower  # jaxlib: kept off --help's path
 
         print(lower(fn, after_each=_dumper(args)).as_text(debug_info=args.locations), end="")
         return
@@ -178,8 +178,6 @@ def _process(text: str, args: argparse.Namespace) -> None:
 
 def _kernel_file(args: argparse.Namespace, name: str) -> int:
     """Lowers the ``pallas_call`` a Python kernel file defines (``KERNEL_FILE``)."""
-    import runpy
-
     if args.emit == "ir":
         print(
             f"minipallas-opt: {name} is a kernel file; choose --emit=tpu, gpu, ptx or stablehlo",
@@ -228,8 +226,6 @@ def _dumper(args: argparse.Namespace) -> Callable[[str, Function], None] | None:
 def _effects_report(fn: Function) -> str:
     """``// effects of @f: {...}`` per function, then one line per region op or call, whose
     effects are at the positions of its operands."""
-    from minipallas.ir.effects import EffectsAnalysis
-
     analysis = EffectsAnalysis()
     lines = []
     for f in (*fn.callees(), fn):

@@ -6,11 +6,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import types
 
 import pytest
 
 from minipallas.cli import main
+from minipallas.passes import pipeline
 
 KERNEL = textwrap.dedent("""
     func @kernel(%r: Ref{f32[8]}, %i: i32[]) -> (f32[]) {
@@ -104,18 +104,16 @@ def test_print_effects(kernel_file, capsys):
 
 
 def fake_pipeline(monkeypatch, calls):
-    """Stands in for ``minipallas.passes.pipeline`` to check what the CLI asks of it."""
+    """Stands in for ``minipallas.passes.pipeline.run`` to check what the CLI asks of it."""
 
-    def run(fn, pipeline, *, verify=False, after_each=None):
-        calls.append((pipeline, verify, after_each is not None))
-        for name in pipeline.split(","):
+    def run(fn, names, *, verify=False, after_each=None):
+        calls.append((names, verify, after_each is not None))
+        for name in names.split(","):
             if after_each is not None:
                 after_each(name, fn)
         return fn
 
-    module = types.ModuleType("minipallas.passes.pipeline")
-    module.run = run
-    monkeypatch.setitem(sys.modules, "minipallas.passes.pipeline", module)
+    monkeypatch.setattr(pipeline, "run", run)
 
 
 def test_pipeline_and_print_ir_after_all(kernel_file, capsys, monkeypatch):
