@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 import minipallas as mp
-from minipallas.difftest.harness import ulp_distance
+from minipallas.difftest.envelope import ulp_distance
 
 SPECS = {
     "ij,jk->ik": ((16, 32), (32, 8)),

@@ -37,7 +37,8 @@ from minipallas.difftest.envelope import (  # noqa: E402
     distance,
     envelope,
 )
-from minipallas.difftest.harness import _initial, abstract, interpret_outputs  # noqa: E402
+from minipallas.difftest.harness import abstract  # noqa: E402
+from minipallas.difftest.outputs import initial, interpret_outputs  # noqa: E402
 
 MOST = MOST_SAMPLES  # samples measured; the first K of them make each envelope below
 
@@ -48,7 +49,7 @@ def measure(name: str, rng: np.random.Generator) -> dict:
     args = inputs(name, rng)
     fn = minipallas.from_jaxpr(jax.make_jaxpr(PROGRAMS[name])(*abstract(args)))
     base = interpret_outputs(fn, args)
-    got = list(minipallas.compile(fn)(*_initial(args)))
+    got = list(minipallas.compile(fn)(*initial(args)))
     start = time.perf_counter()
     samples = [envelope(fn, args, base, samples=1, seed=s) for s in range(MOST)]
     seconds = time.perf_counter() - start

@@ -18,18 +18,10 @@
 
 from minipallas.difftest import jax_emit_structural  # noqa: F401  (registers its emission rules)
 from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known, classify
-from minipallas.difftest.harness import (
-    Case,
-    Disagreement,
-    Outcome,
-    RefArg,
-    Report,
-    check,
-    compare,
-    ref,
-    run,
-)
+from minipallas.difftest.harness import Disagreement, check, run
 from minipallas.difftest.jax_emit import EmitError, emit, trace
+from minipallas.difftest.outputs import RefArg, ref
+from minipallas.difftest.report import Case, Outcome, Report, compare
 
 __all__ = [
     "KINDS",

@@ -34,7 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.compiled import compile as compile_fn
 from minipallas.difftest.envelope import Envelope, envelope
+from minipallas.difftest.outputs import initial, interpret_outputs
+from minipallas.difftest.report import Report, compare, numerics_envelope
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.printer import Printer
@@ -66,11 +69,9 @@ def _top_level_arrays(fn: Function) -> dict[Value, Op]:
     return {v: op for op in fn.body.ops for v in op.results if isinstance(v.type, ArrayType)}
 
 
-def first_op_out(report: Any) -> tuple[str | None, str]:  # noqa: ANN401 - a harness.Report
+def first_op_out(report: Report) -> tuple[str | None, str]:
     """(the first op out of its envelope, or None; what was found), for ``report``'s
     ``compile`` disagreement."""
-    from minipallas.difftest.harness import compare, interpret_outputs
-
     program, compiled, args = report.program, report.compiled, report.case.args
     if program is None or compiled is None:
         return None, "no program to bisect"
@@ -118,16 +119,11 @@ def first_op_out(report: Any) -> tuple[str | None, str]:  # noqa: ANN401 - a har
 
 
 def _compiled_outputs(fn: Function, args: Sequence[Any]) -> list[np.ndarray]:
-    from minipallas.compiled import compile as compile_fn
-    from minipallas.difftest.harness import _initial
-
-    return list(compile_fn(fn)(*_initial(args)))
+    return list(compile_fn(fn)(*initial(args)))
 
 
 def _out(env: Envelope, k: int, want: np.ndarray, got: np.ndarray, ulps: int) -> str | None:
     """How output ``k`` 's ``got`` leaves ``env`` (bits for a non-float), or None if it stays."""
-    from minipallas.difftest.harness import compare
-
     d = env.judge(k, want, got, ulps)
     if d is None:
         return "differs in bits" if compare(want, got) is not None else None
@@ -140,7 +136,7 @@ class _Local:
 
     def __init__(
         self,
-        report: Any,  # noqa: ANN401 - a harness.Report
+        report: Report,
         ours: dict[Value, Op],
         compiled: Function,
         values: dict[Value, Any],
@@ -170,8 +166,6 @@ class _Local:
     def out(self, v: Value) -> str | None:
         """How the tap ``v`` leaves its local envelope, or None if it stays or is not judged
         locally (an operand that is no tapped value)."""
-        from minipallas.difftest.harness import compare, numerics_envelope
-
         ulps = self.report.case.ulps
         if v in self.whole:
             env = numerics_envelope(self.report)

@@ -34,10 +34,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
+import numpy as np
+
+from minipallas.difftest.bisect import first_op_out
 from minipallas.difftest.divergences import DIVERGENCES
 from minipallas.difftest.jax_emit import gathers
+from minipallas.difftest.outputs import interpret_outputs
+from minipallas.difftest.report import Difference, Report, agree, compare
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import InterpretError
 
@@ -333,8 +337,6 @@ def recognize_crash(stage: str, error: BaseException) -> str | None:
 
 def reads_uninitialized(fn: Function, args: list) -> bool:
     """Whether interpreting ``fn`` reads a scratch element before writing it."""
-    from minipallas.difftest.harness import interpret_outputs
-
     try:
         interpret_outputs(fn, args, uninitialized="error")
     except InterpretError as e:
@@ -376,10 +378,8 @@ def _has_unmasked_fill(fn: Function) -> bool:
     )
 
 
-def _agrees_unmasked(report: Any, against: str) -> bool:  # noqa: ANN401
+def _agrees_unmasked(report: Report, against: str) -> bool:
     """Whether the reference, its masked loads made unmasked, gives ``against`` 's outputs."""
-    from minipallas.difftest.harness import compare, interpret_outputs
-
     try:
         outputs = interpret_outputs(unmask_loads(report.case.reference), report.case.args)
     except Exception:  # the emulation does not run: no explanation
@@ -395,8 +395,8 @@ def _agrees_unmasked(report: Any, against: str) -> bool:  # noqa: ANN401
 _MINIPALLAS_WAYS = ("interpret", "discharge", "compile")
 
 
-def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
-    """The ``Finding`` for a finished ``harness.Report`` (see the module docstring)."""
+def classify(report: Report) -> Finding:
+    """The ``Finding`` for a finished ``Report`` (see the module docstring)."""
     up = report.outcomes.get("upstream")
     if up is not None and up.error is not None and _same_rejection(report, up.error):
         detail = f"every way raised {type(up.error).__name__}: {up.error}"
@@ -440,7 +440,7 @@ def classify(report: Any) -> Finding:  # noqa: ANN401 - a harness.Report
     return _unexplained(report, detail)
 
 
-def _agreement(report: Any) -> Finding:  # noqa: ANN401
+def _agreement(report: Report) -> Finding:
     """``agree``, or ``within-envelope`` when an XLA way's floats needed the envelope."""
     if not report.distances:
         return Finding("agree", "agree")
@@ -452,10 +452,8 @@ def _agreement(report: Any) -> Finding:  # noqa: ANN401
     return Finding("within-envelope", "within-envelope", detail, far.ulps, far.fraction)
 
 
-def _compile_bug(report: Any, detail: str) -> Finding:  # noqa: ANN401
+def _compile_bug(report: Report, detail: str) -> Finding:
     """A ``compile`` disagreement, with the first op out of its envelope (``bisect``)."""
-    from minipallas.difftest.bisect import first_op_out
-
     try:
         op, found = first_op_out(report)
     except Exception as e:  # the bisect is evidence, not the verdict
@@ -466,18 +464,16 @@ def _compile_bug(report: Any, detail: str) -> Finding:  # noqa: ANN401
     return Finding("minipallas-bug", name, f"{detail}; {found}", ulps, fraction, op)
 
 
-def _same_rejection(report: Any, error: BaseException) -> bool:  # noqa: ANN401
+def _same_rejection(report: Report, error: BaseException) -> bool:
     """Whether every minipallas way ran and raised upstream's ``error`` again: an instance of
     its class with its message (e.g. a ``run_scoped`` with collective axes, which both reject)."""
     ours = [o.error for way, o in report.outcomes.items() if way != "upstream"]
     return bool(ours) and all(isinstance(e, type(error)) and str(e) == str(error) for e in ours)
 
 
-def _only_nan_bits(report: Any, d: Any) -> bool:  # noqa: ANN401
+def _only_nan_bits(report: Report, d: Difference) -> bool:
     """Whether the differing output is integers whose differing elements are, seen as floats
     of their width, NaNs on both sides (bits a bitcast exposed)."""
-    import numpy as np
-
     k = report.labels.index(d.label) if d.label in report.labels else None
     if k is None:
         return False
@@ -490,11 +486,9 @@ def _only_nan_bits(report: Any, d: Any) -> bool:  # noqa: ANN401
     return bool(np.all(np.isnan(fa[differ]) & np.isnan(fb[differ])))
 
 
-def _out_of_range(fn: Function, report: Any) -> str | None:  # noqa: ANN401
+def _out_of_range(fn: Function, report: Report) -> str | None:
     """``negative-dynamic-index`` or ``gather-window-clamp`` when ``fn`` uses such an index
     (found with ``interpret(..., checks=True)``, which stops at the first out-of-range one)."""
-    from minipallas.difftest.harness import interpret_outputs
-
     try:
         interpret_outputs(fn, list(report.case.args), checks=True)
     except InterpretError as e:
@@ -512,11 +506,9 @@ def _out_of_range(fn: Function, report: Any) -> str | None:  # noqa: ANN401
     return None
 
 
-def _unexplained(report: Any, detail: str) -> Finding:  # noqa: ANN401
+def _unexplained(report: Report, detail: str) -> Finding:
     """Who is wrong, judged by which ways agree: the import reads the jaxpr upstream runs,
     the reference is the program the jaxpr was emitted from."""
-    from minipallas.difftest.harness import agree
-
     if "reference" not in report.outcomes:
         return Finding("minipallas-bug", "upstream disagrees with the import", detail)
     if agree(report, "reference", "interpret"):  # two minipallas routes against upstream

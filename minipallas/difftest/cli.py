@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from minipallas.difftest.harness import Case, Report, run
+from minipallas.difftest.fuzz_upstream import main as fuzz_main
+from minipallas.difftest.harness import run
+from minipallas.difftest.report import Case, Report
 
 
 def cases_in(path: Path) -> list[Case]:
@@ -106,8 +108,6 @@ def run_files(paths: Sequence[Path], keyword: str | None, show: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["fuzz"]:
-        from minipallas.difftest.fuzz_upstream import main as fuzz_main
-
         return fuzz_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="minipallas-difftest",

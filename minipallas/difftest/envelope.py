@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 from minipallas.ir.interpret.perturb import Perturbation, ordered, perturbable
@@ -73,8 +74,6 @@ class Envelope:
 
     def sample(self, count: int) -> None:
         """``count`` more perturbed runs (seeds going on from the last), widening the spreads."""
-        from minipallas.difftest.harness import interpret_outputs
-
         for s in range(self.samples, self.samples + count):
             outputs = interpret_outputs(self.fn, self.args, perturb=Perturbation(self.seed + s))
             for k, (b, o) in enumerate(zip(self.base, outputs, strict=True)):

@@ -37,12 +37,14 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.compiled import compile as compile_fn
 from minipallas.generate.check import same_bits
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call, random_kernel
 from minipallas.ir.interpret import interpret
 from minipallas.kernels.grid import grid_program
 from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+from minipallas.lowering import jaxlib_shim
 
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
@@ -97,9 +99,6 @@ def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
 
 def check(spec: KernelSpec, seed: int) -> Outcome:
     """One kernel three ways (module doc)."""
-    from minipallas.compiled import compile
-    from minipallas.lowering import jaxlib_shim
-
     args = kernel_inputs(spec, seed)
     call = minipallas_call(spec)
     kernel = call.trace(*args)
@@ -109,7 +108,7 @@ def check(spec: KernelSpec, seed: int) -> Outcome:
     expected = jaxlib_shim.cpu_execute(rounded, args)[0]
     known = [] if same_bits(np.asarray(jitted(*args)), expected) else ["excess precision"]
     loops = grid_program(kernel)
-    ways = {"cpu program": call(*args), "loop program": compile(loops)(*args)[0]}
+    ways = {"cpu program": call(*args), "loop program": compile_fn(loops)(*args)[0]}
     wrong = [way for way, got in ways.items() if not same_bits(got, expected)]
     if not wrong:
         return Outcome(batched, known, None)

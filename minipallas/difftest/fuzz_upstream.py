@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minipallas.difftest.classify import KNOWN, Finding
-from minipallas.difftest.harness import Case, Report, ref, run
+from minipallas.difftest.harness import run
 from minipallas.difftest.jax_emit import emit
+from minipallas.difftest.outputs import ref
+from minipallas.difftest.report import Case, Report
 from minipallas.fuzz import batch_settings
 from minipallas.generate import Config, inputs
 from minipallas.ir.core import Function

@@ -31,7 +31,8 @@ import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.difftest.harness import RefArg, compare, interpret_outputs, ref
+from minipallas.difftest.outputs import RefArg, interpret_outputs, ref
+from minipallas.difftest.report import compare
 
 I32, F32 = np.int32, np.float32
 

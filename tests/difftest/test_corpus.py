@@ -55,7 +55,7 @@ def test_known_findings_are_recognized(case):
 def test_semantic_differences_leave_minipallas_in_agreement(case):
     """Against a minipallas reference, only the reference differs: upstream and the import
     (which keeps upstream's meaning), interpreted and compiled, agree."""
-    from minipallas.difftest.harness import agree
+    from minipallas.difftest.report import agree
 
     report = run(case)
     assert report.finding.kind == "semantic-difference"

@@ -9,7 +9,7 @@ import pytest
 
 from minipallas.difftest import KINDS, Case, ref, run
 from minipallas.difftest.envelope import envelope
-from minipallas.difftest.harness import interpret_outputs
+from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir import Literal
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import Location

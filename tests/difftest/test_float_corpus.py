@@ -14,7 +14,7 @@ from plants import change_constant, offset_after, scale_result, sizes
 import minipallas as mp
 from minipallas.difftest import run
 from minipallas.difftest.bisect import first_op_out, op_text
-from minipallas.difftest.harness import interpret_outputs
+from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir.errors import PassError
 
 KERNELS = {

@@ -16,7 +16,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
 import minipallas as mp
-from minipallas.difftest.harness import Case, ref
+from minipallas.difftest import Case, ref
 from minipallas.difftest.harness import run as difftest_run
 from minipallas.difftest.mosaic import _assume_chip
 from minipallas.interop import from_jaxpr, to_jax

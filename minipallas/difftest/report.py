@@ -1,0 +1,238 @@
+"""What ``run`` finds out about a case (``Report``), and how it compares the ways' outputs.
+
+Every way is compared with ``BASE`` (``interpret``) bit for bit (any NaN equals any NaN;
+``ulps`` loosens the comparisons of the interpreter with XLA for programs with
+transcendentals), except that a float output of an XLA way (``compile``, ``upstream``) that
+differs in bits is judged by the numerics envelope (``envelope``), computed only then.
+``discharge`` and ``reference``, interpreted like ``interpret``, stay bit for bit. The
+``Report`` holds every outcome, the first difference (``first_difference``), and the
+``Finding`` of ``classify``; ``Report.text()`` prints it with the upstream jaxpr and the
+minipallas IR.
+
+The classifier and the bisect read reports and compare ways (``agree``, ``compare``); the
+harness fills them in. Both import this module, which imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
+from minipallas.ir.core import Function
+
+WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
+COMPARED = ("discharge", "compile", "upstream", "reference")  # against BASE, in this order
+BASE = "interpret"
+XLA_WAYS = ("upstream", "compile")  # computed by XLA: compared with BASE within the envelope
+
+
+@dataclass
+class Case:
+    """One program to test: a JAX function over refs and arrays, and its inputs.
+
+    ``expect`` names the finding the case is known to produce (a ``KNOWN`` upstream defect or
+    semantic difference; None: agreement). ``reference`` is a minipallas ``Function`` meant
+    to compute the same thing, checked as a fifth way; ``emitted`` says ``fn`` is
+    ``jax_emit.emit(reference)``. ``plant`` is a deliberate bug, for testing the harness's
+    power: the ``compile`` way compiles ``plant(program)`` instead of the imported program.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    ulps: int = 0
+    expect: str | None = None
+    reference: Function | None = None
+    emitted: bool = False  # fn was emitted from reference by jax_emit (see classify)
+    plant: Callable[[Function], Function] | None = None
+
+
+@dataclass
+class Outcome:
+    """What one way produced: the outputs, or the error it raised and at which stage."""
+
+    way: str
+    outputs: list[np.ndarray] | None = None
+    error: BaseException | None = None
+    stage: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.outputs is not None
+
+
+@dataclass
+class Difference:
+    """The first output where ``way`` differs from ``base``: its label and first element."""
+
+    base: str
+    way: str
+    label: str
+    message: str
+    distance: Distance | None = None  # when the envelope judged it (an XLA way, floats)
+
+
+@dataclass
+class Report:
+    """Everything ``run`` found out about one case."""
+
+    case: Case
+    jaxpr: Any = None  # upstream ClosedJaxpr
+    program: Function | None = None  # the import
+    compiled: Function | None = None  # what the compile way compiled: the import, or plant(it)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    labels: list[str] = field(default_factory=list)
+    difference: Difference | None = None
+    finding: Any = None  # classify.Finding
+    envelope: Envelope | None = None  # computed only when an XLA way's floats differ
+    distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
+
+    @property
+    def ok(self) -> bool:
+        """Every way agrees: bit for bit, or XLA's floats within the envelope."""
+        return self.finding is not None and self.finding.kind in ("agree", "within-envelope")
+
+    @property
+    def expected(self) -> bool:
+        """The finding is the one the case expects (agreement, exact or within the envelope,
+        when it expects none)."""
+        if self.finding is None:
+            return False
+        if self.case.expect is None:
+            return self.finding.name in ("agree", "within-envelope")
+        return self.finding.name == self.case.expect
+
+    def text(self) -> str:
+        lines = [f"case {self.case.name}: {self.finding}"]
+        for way, o in self.outcomes.items():
+            status = "ok" if o.ok else f"{o.stage}: {type(o.error).__name__}: {o.error}"
+            lines.append(f"  {way:<10} {o.seconds * 1e3:7.1f} ms  {status.splitlines()[0]}")
+        for way, d in self.distances.items():
+            lines.append(
+                f"  {way} vs {BASE}: at most {d.ulps} ulps, {d.fraction:.3g}x the numerics envelope"
+            )
+        if self.difference is not None:
+            d = self.difference
+            lines.append(f"first difference: {d.way} vs {d.base}, {d.label}: {d.message}")
+        if self.finding is not None and self.finding.op is not None:
+            lines.append(f"first op out of its envelope: {self.finding.op}")
+        lines.append("--- upstream jaxpr ---")
+        lines.append(str(self.jaxpr) if self.jaxpr is not None else "(not traced)")
+        lines.append("--- minipallas IR (imported) ---")
+        lines.append(str(self.program) if self.program is not None else "(not imported)")
+        if self.case.reference is not None:
+            lines.append("--- minipallas IR (reference) ---")
+            lines.append(str(self.case.reference))
+        return "\n".join(lines)
+
+
+# -- comparing -----------------------------------------------------------------------------
+
+
+def compare(want: np.ndarray, got: np.ndarray, ulps: int = 0) -> str | None:
+    """None if ``got`` matches ``want`` (bits, NaN equals NaN, or within ``ulps``); else why."""
+    want, got = np.asarray(want), np.asarray(got)
+    if want.dtype != got.dtype or want.shape != got.shape:
+        return f"type {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}"
+    if is_float(want):
+        nan_w, nan_g = np.isnan(want.astype(np.float32)), np.isnan(got.astype(np.float32))
+        same = (nan_w & nan_g) | (ulp_distance(want, got) <= ulps) & ~nan_w & ~nan_g
+    else:
+        same = want == got
+    if bool(np.all(same)):
+        return None
+    at = tuple(int(i) for i in np.argwhere(~np.asarray(same))[0])
+    return (
+        f"at {list(at)}: {want[at]!r} != {got[at]!r} "
+        f"({int(np.size(same) - np.count_nonzero(same))} of {np.size(same)} elements differ)"
+    )
+
+
+def numerics_envelope(report: Report) -> Envelope | None:
+    """The envelope of the import around ``BASE`` 's outputs, computed on first use (most
+    programs agree bit for bit and never need it); None if it cannot be computed."""
+    if report.envelope is None and report.program is not None:
+        base = report.outcomes[BASE].outputs
+        try:
+            report.envelope = envelope(report.program, report.case.args, base)
+        except Exception:  # a perturbed run failed: no envelope, so bits decide
+            return None
+    return report.envelope
+
+
+def closeness(
+    report: Report, way: str, k: int, want: np.ndarray, got: np.ndarray, ulps: int
+) -> tuple[str | None, Distance | None]:
+    """Output ``k`` of ``way`` against ``want`` (``BASE`` 's): None if it matches (to the bit
+    with ``ulps``, or, for an XLA way's float output, within the envelope), else why; and the
+    distance when the envelope was consulted."""
+    message = compare(want, got, ulps)
+    if message is None or way not in XLA_WAYS or message.startswith("type"):
+        return message, None
+    if not is_float(np.asarray(want)):
+        return message, None
+    env = numerics_envelope(report)
+    d = None if env is None else env.judge(k, want, got, ulps)
+    if d is None:
+        return message, None
+    if d.within:
+        return None, d
+    at = d.at
+    w, g = np.asarray(want)[at], np.asarray(got)[at]
+    allowed = int(env.allowed(k, ulps)[at])
+    return (
+        f"at {list(at)}: {w!r} != {g!r}, {d.ulps} ulps, {d.fraction:.3g}x the envelope "
+        f"({allowed} ulps allowed there, {env.samples} samples)"
+    ), d
+
+
+def first_difference(report: Report, ulps: int) -> Difference | None:
+    """The first output where a way that ran differs from ``BASE``, trying minipallas's own
+    ways first (``COMPARED`` order). XLA ways' float outputs are judged by the envelope; the
+    distance of each that needed it is kept in ``report.distances``."""
+    base = report.outcomes.get(BASE)
+    if base is None or not base.ok:
+        return None
+    for way in COMPARED:
+        o = report.outcomes.get(way)
+        if o is None or not o.ok:
+            continue
+        if len(o.outputs) != len(base.outputs):
+            return Difference(
+                BASE, way, "outputs", f"{len(o.outputs)} outputs, expected {len(base.outputs)}"
+            )
+        tolerance = 0 if way in ("discharge", "reference") else ulps
+        for k, (label, w, g) in enumerate(zip(report.labels, base.outputs, o.outputs, strict=True)):
+            message, d = closeness(report, way, k, w, g, tolerance)
+            if d is not None and (
+                way not in report.distances or _farther(d, report.distances[way])
+            ):
+                report.distances[way] = d
+            if message is not None:
+                return Difference(BASE, way, label, message, d)
+    return None
+
+
+def _farther(a: Distance, b: Distance) -> bool:
+    return (a.fraction, a.ulps) > (b.fraction, b.ulps)
+
+
+def agree(report: Report, a: str, b: str) -> bool:
+    """Whether ways ``a`` and ``b`` both ran and produced matching outputs (an XLA way against
+    an interpreted one: within the envelope)."""
+    oa, ob = report.outcomes.get(a), report.outcomes.get(b)
+    if oa is None or ob is None or not (oa.ok and ob.ok) or len(oa.outputs) != len(ob.outputs):
+        return False
+    xla = set(XLA_WAYS)
+    if {a, b} <= xla or not ({a, b} & xla):
+        return all(compare(x, y) is None for x, y in zip(oa.outputs, ob.outputs, strict=True))
+    (way, mine), (_, theirs) = sorted(((a, oa), (b, ob)), key=lambda p: p[0] not in xla)
+    return all(
+        closeness(report, way, k, w, g, report.case.ulps)[0] is None
+        for k, (w, g) in enumerate(zip(theirs.outputs, mine.outputs, strict=True))
+    )
