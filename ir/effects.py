@@ -24,10 +24,14 @@ observed asks ``effects_with_swap_reads``, where a ``swap`` whose result is used
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import PassError
+from minipallas.ir.nodes import Block, Op, Value
 from minipallas.ir.opdef import ACCUM, OPS, READ, WRITE, EffectKind
+
+if TYPE_CHECKING:  # ir.core imports the printer, which imports this module
+    from minipallas.ir.core import Function
 
 _ORDER = tuple(EffectKind)
 

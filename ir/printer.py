@@ -16,14 +16,18 @@ types, indexers and locations. Lines are collected in a list and joined once, so
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from minipallas.ir.core import Block, Function, Module, Op, Value
 from minipallas.ir.effects import effects
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.location import Location
+from minipallas.ir.nodes import Block, Op, Value
 from minipallas.ir.opdef import OPS
 from minipallas.ir.syntax import symbol
+
+if TYPE_CHECKING:  # for annotations only: ir.core imports this module for Function.__str__
+    from minipallas.ir.core import Function, Module
 
 INDENT = "  "
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from minipallas.ir import indexing
-from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.nodes import Block, Op, Value
 from minipallas.ir.types import Type
 
 if TYPE_CHECKING:
