@@ -18,9 +18,10 @@ import linecache
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from types import FrameType, TracebackType
+from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
+import minipallas
 from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.location import Location, is_internal, user_location
 
@@ -53,7 +54,9 @@ def is_jax_tracer(x: Any) -> bool:
 
 def jax_tracer_error(x: Any) -> TraceError:
     """The error for a JAX tracer used by minipallas code, at the user's line, named after the
-    JAX function on the stack that is tracing that code."""
+    JAX function on the stack that is tracing that code. That function is a transformation
+    (``jit``, ``vmap``, ``lax.fori_loop``): its counterpart, if any, is in minipallas's own API,
+    never in ``minipallas.numpy``, so ``replacement`` is not given that module."""
     call = _jax_call(_stack())
     if call is None:
         return TraceError(
@@ -70,16 +73,18 @@ def jax_tracer_error(x: Any) -> TraceError:
     )
 
 
-def jax_rejection(error: BaseException) -> TraceError | None:
+def jax_rejection(error: BaseException, numpy: ModuleType) -> TraceError | None:
     """``error`` as a ``TraceError`` when it is a JAX function rejecting a minipallas value the
-    user passed to it; None for any other error, which is left as it is."""
+    user passed to it; None for any other error, which is left as it is. ``numpy`` is
+    ``minipallas.numpy``, where the fix for a ``jax.numpy`` function is: the caller (``trace``)
+    passes it, as minipallas.numpy is built on this front end and so cannot be imported here."""
     if isinstance(error, MiniPallasError) or not any(n in str(error) for n in _TRACER_NAMES):
         return None
     call = _jax_call(_traceback(error.__traceback__))
     if call is None:
         return None
     said = str(error).strip().splitlines()[0]
-    fix = replacement(call)
+    fix = replacement(call, numpy)
     if "TracedRef" in said:
         fix += "; and read a ref's value first: x_ref[...]"
     return TraceError(
@@ -91,18 +96,16 @@ def jax_rejection(error: BaseException) -> TraceError | None:
     )
 
 
-def replacement(call: JaxCall) -> str:
+def replacement(call: JaxCall, numpy: ModuleType | None = None) -> str:
     """What to call instead of ``call``: minipallas's function of the same name where there is
-    one (``minipallas.fori_loop``, ``minipallas.numpy.exp``)."""
-    import minipallas
-    import minipallas.numpy as mnp
-
+    one (``minipallas.fori_loop``, or ``minipallas.numpy.exp`` when given ``numpy``, the
+    ``minipallas.numpy`` module)."""
     name = getattr(call.function, "__name__", call.text.rpartition(".")[2])
     if name in _SPECIAL_FIXES:
         return _SPECIAL_FIXES[name]
     if name in minipallas.__all__:
         return f"use minipallas.{name}, which traces into the minipallas program"
-    if not name.startswith("_") and hasattr(mnp, name):
+    if numpy is not None and not name.startswith("_") and hasattr(numpy, name):
         return f"use minipallas.numpy.{name} (minipallas.numpy is jax.numpy for traced values)"
     return _GENERAL_FIX
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import minipallas.numpy as mnp
 from minipallas.frontend.foreign import jax_rejection
 from minipallas.frontend.refs import TracedRef
 from minipallas.frontend.scopes import TraceScope, innermost, trace_error
@@ -49,7 +50,7 @@ def trace(f: Callable[..., Any], *types: ArrayType | RefType, name: str | None =
         try:
             out = f(*args)
         except Exception as e:
-            rejection = jax_rejection(e)
+            rejection = jax_rejection(e, mnp)
             if rejection is None:
                 raise
             raise rejection from e
