@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from minipallas.generate import Config, inputs
+from minipallas.generate import Config, inputs, programs
 from minipallas.generate.check import PropertyFailure, check_all_modes
 from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
@@ -97,8 +97,6 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
     """One hypothesis run of up to ``batch`` programs; records a shrunk failure if any."""
     from hypothesis import given
     from hypothesis import strategies as st
-
-    from minipallas.generate import programs
 
     strategy = programs(config)
     failed = False

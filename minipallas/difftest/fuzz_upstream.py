@@ -36,7 +36,7 @@ from minipallas.difftest.jax_emit import emit
 from minipallas.difftest.outputs import ref
 from minipallas.difftest.report import Case, Report
 from minipallas.fuzz import batch_settings
-from minipallas.generate import Config, inputs
+from minipallas.generate import Config, inputs, programs
 from minipallas.ir.core import Function
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
@@ -94,8 +94,6 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
     """One hypothesis run of up to ``batch`` programs; shrinks the first new finding."""
     from hypothesis import given
     from hypothesis import strategies as st
-
-    from minipallas.generate import programs
 
     strategy = programs(config)
     target: str | None = None
