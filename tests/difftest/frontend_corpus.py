@@ -146,21 +146,22 @@ def bf16_rounding_check(compiled: Callable[..., Any] | None = None) -> str | Non
 @dataclass(frozen=True)
 class Kernel:
     """A Pallas kernel written once over a namespace ``ns`` (``ns.np``: ``minipallas.numpy`` or
-    ``jax.numpy``), with one input and one output, each with a block spec on a 1-D grid."""
+    ``jax.numpy``; ``ns.when``, ``ns.program_id``: minipallas's or Pallas's), with one input and
+    one output, each with a block spec on the grid."""
 
     body: Callable[..., None]  # body(ns, x_ref, o_ref)
     x: np.ndarray
     out: tuple[tuple[int, ...], str]
-    grid: int
+    grid: tuple[int, ...]
     x_block: tuple[tuple[int, ...], Callable[..., tuple]]
     o_block: tuple[tuple[int, ...], Callable[..., tuple]]
 
     def minipallas(self) -> Any:  # noqa: ANN401 - a PallasCall
-        ns = types.SimpleNamespace(np=mnp)
+        ns = types.SimpleNamespace(np=mnp, when=mp.when, program_id=mp.program_id)
         return mp.pallas_call(
             lambda x, o: self.body(ns, x, o),
             mp.ArrayType(*self.out),
-            grid=(self.grid,),
+            grid=self.grid,
             in_specs=[mp.BlockSpec(*self.x_block)],
             out_specs=mp.BlockSpec(*self.o_block),
         )
@@ -170,12 +171,12 @@ class Kernel:
         import jax.numpy as jnp
         from jax.experimental import pallas as pl
 
-        ns = types.SimpleNamespace(np=jnp)
+        ns = types.SimpleNamespace(np=jnp, when=pl.when, program_id=pl.program_id)
         return jax.jit(
             pl.pallas_call(
                 lambda x, o: self.body(ns, x, o),
                 out_shape=jax.ShapeDtypeStruct(self.out[0], jnp.dtype(self.out[1])),
-                grid=(self.grid,),
+                grid=self.grid,
                 in_specs=[pl.BlockSpec(*self.x_block)],
                 out_specs=pl.BlockSpec(*self.o_block),
                 interpret=True,
@@ -220,7 +221,7 @@ def reduce_kernel(body: Callable[..., None], axis: int) -> Kernel:
     x = _int_blocks(np.random.default_rng(1), 8, 4, 6)
     out = tuple(n for d, n in enumerate(x.shape) if d != axis)
     block = tuple(n for d, n in enumerate((2, 4, 6)) if d != axis)
-    return Kernel(body, x, (out, "int32"), 4, ((2, 4, 6), lambda i: (i, 0, 0)),
+    return Kernel(body, x, (out, "int32"), (4,), ((2, 4, 6), lambda i: (i, 0, 0)),
                   (block, lambda i: (i, 0)))  # fmt: skip
 
 
@@ -232,7 +233,7 @@ def transpose_kernel(body: Callable[..., None]) -> Kernel:
     """A (2, 0, 1)-shaped transpose of 3-D (2, 3, 5) blocks (the grid's axis lands at output
     dim 1)."""
     x = _int_blocks(np.random.default_rng(2), 8, 3, 5)
-    return Kernel(body, x, ((5, 8, 3), "int32"), 4, ((2, 3, 5), lambda i: (i, 0, 0)),
+    return Kernel(body, x, ((5, 8, 3), "int32"), (4,), ((2, 3, 5), lambda i: (i, 0, 0)),
                   ((5, 2, 3), lambda i: (0, i, 0)))  # fmt: skip
 
 
@@ -248,9 +249,27 @@ def float_sum_kernels(body: Callable[..., None]) -> list[Kernel]:
     out = []
     for rows, cols, grid in ((16, 128, 4), (1, 1024, 16)):
         x = np.random.default_rng(3).standard_normal((rows * grid, cols)).astype(F32)
-        out.append(Kernel(body, x, ((rows * grid,), "float32"), grid,
+        out.append(Kernel(body, x, ((rows * grid,), "float32"), (grid,),
                           ((rows, cols), lambda i: (i, 0)), ((rows,), lambda i: (i,))))  # fmt: skip
     return out
+
+
+def horner_over_two_axes(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
+    @ns.when((ns.program_id(1) == 0) & (ns.program_id(2) == 0))
+    def _() -> None:
+        o[...] = ns.np.zeros((1, 8), ns.np.int32)
+
+    o[...] = o[...] * 3 + x[0, 0]
+
+
+def sequential_axes_kernel(body: Callable[..., None]) -> Kernel:
+    """Grid (2, 2, 3): axis 0 batched (its own output rows), axes 1 and 2 revisit the output
+    block, so they stay sequential loops around the batched body, in row-major order; the
+    Horner step ``o * 3 + x`` makes the result depend on that order."""
+    x = _int_blocks(np.random.default_rng(4), 2, 2, 3, 8)
+    return Kernel(body, x, ((2, 8), "int32"), (2, 2, 3),
+                  ((1, 1, 1, 8), lambda b, i, j: (b, i, j, 0)),
+                  ((1, 8), lambda b, i, j: (b, 0)))  # fmt: skip
 
 
 def float_sum_check() -> str | None:
@@ -282,4 +301,9 @@ CHECKS: tuple[Check, ...] = (
         "batched transpose",
     ),
     Check("wide_f32_row_sum", float_sum_check, "a float reduction kept off the batched grid"),
+    Check(
+        "sequential_axes_in_order",
+        lambda: kernel_problem(sequential_axes_kernel(horner_over_two_axes), batched=True),
+        "the loops around a batched body (kernels/vectorized_grid.py)",
+    ),
 )

@@ -80,3 +80,19 @@ def test_a_float_row_sum_in_another_order_is_reported():
     assert problem is not None, "the reversed order happens to give the same bits"
     got, want = (float(s) for s in problem.split(": ")[1].split(" vs "))
     assert got != want and np.isclose(got, want, rtol=1e-5)
+
+
+def test_sequential_grid_axes_visited_in_another_order_are_reported():
+    def horner_column_major(ns, x, o):  # the same kernel with axes 1 and 2 swapped
+        @ns.when((ns.program_id(1) == 0) & (ns.program_id(2) == 0))
+        def _():
+            o[...] = ns.np.zeros((1, 8), ns.np.int32)
+
+        o[...] = o[...] * 3 + x[0, 0]
+
+    kernel = fc.sequential_axes_kernel(fc.horner_over_two_axes)
+    swapped = replace(kernel, grid=(2, 3, 2), body=horner_column_major,
+                      x_block=((1, 1, 1, 8), lambda b, j, i: (b, i, j, 0)),
+                      o_block=((1, 8), lambda b, j, i: (b, 0)))  # fmt: skip
+    problem = fc.kernel_problem(kernel, batched=True, upstream=swapped)
+    assert problem is not None and problem.startswith("cpu program differs from upstream at [")
