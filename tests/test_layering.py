@@ -1,13 +1,19 @@
 """The floors of the source tree: imports run one way, ``ir`` <- ``passes`` <- ``lowering`` <- the
-rest of ``minipallas``, and no source file grows past 600 lines.
+rest of ``minipallas``, no import of the project's own modules waits inside a function without a
+listed reason, and no source file grows past 600 lines.
 
 A module may import its own floor or one below it. Every import counts: module-level,
 function-level, and those under ``if TYPE_CHECKING`` (a type annotation is a dependency too), so
-a function-level import cannot hide an arrow up a floor. The walk reads the files with ``ast``
-and imports nothing.
+a function-level import cannot hide an arrow up a floor. Nor can one hide a cycle: a
+function-level import of a minipallas module is allowed only where ``LAZY_IMPORTS`` lists it,
+with the heavy package it keeps off a light import path, and a test checks that it does. The
+walks read the files with ``ast`` and import nothing.
 """
 
 import ast
+import subprocess
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -17,6 +23,23 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {"ir": 0, "passes": 1, "lowering": 2, "minipallas": 3}
 PACKAGE = {"ir": "minipallas.ir", "passes": "minipallas.passes", "lowering": "minipallas.lowering"}
 MAX_LINES = 600
+# (file, module it imports inside a function): (the package that import keeps off the file's
+# import path, why that path must stay light). Nothing else may import a minipallas module
+# inside a function: a cycle is broken by moving code, not by importing late.
+LAZY_IMPORTS = {
+    ("minipallas/cli.py", "minipallas.lowering.lowered.lower"): (
+        "jaxlib",
+        "minipallas-opt --help and text-IR work (parse, verify, passes, print) run without it",
+    ),
+    ("minipallas/kernels/pallas_call.py", "minipallas.compiled.compile"): (
+        "jaxlib",
+        "tracing, interpreting and lowering a pallas_call need no XLA client until it runs",
+    ),
+    ("minipallas/generate/__init__.py", "minipallas.generate.strategies.programs"): (
+        "hypothesis",
+        "random_program and the fuzzers' seeded runs build programs without hypothesis",
+    ),
+}
 
 
 def source_files() -> list[Path]:
@@ -46,11 +69,28 @@ def module_name(path: Path) -> str:
 def imported_modules(path: Path, text: str) -> list[tuple[int, str]]:
     """(line, module) for every import in ``text``, the source of ``path``. ``from a import b``
     gives ``a.b``, since ``b`` may be a submodule (``from minipallas import kernels``)."""
+    return _resolved(path, ast.walk(ast.parse(text, str(path))))
+
+
+def function_level_imports(path: Path, text: str) -> list[tuple[int, str]]:
+    """(line, module) for every import of a minipallas module inside a function in ``text``."""
+    inner = {
+        id(node): node
+        for fn in ast.walk(ast.parse(text, str(path)))
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(fn)
+    }  # by id: a nested function's imports are also its enclosing function's
+    found = _resolved(path, inner.values())
+    return sorted((line, m) for line, m in found if floor_of_module(m) is not None)
+
+
+def _resolved(path: Path, nodes: Iterable[ast.AST]) -> list[tuple[int, str]]:
+    """(line, absolute module) for each import statement among ``nodes``, found in ``path``."""
     package = module_name(path)
     if path.name != "__init__.py":
         package = package.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(text, str(path))):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -105,6 +145,78 @@ def test_the_walk_sees_function_level_and_relative_imports() -> None:
     ]
     assert floor_of_module("minipallas") == 3
     assert module_name(ROOT / "ir" / "opset" / "__init__.py") == "minipallas.ir.opset"
+
+
+def unlisted_lazy_imports(path: Path, text: str) -> list[str]:
+    """``file:line: import`` for each function-level import of a minipallas module in ``path``
+    (source ``text``) that ``LAZY_IMPORTS`` does not list."""
+    where = str(path.relative_to(ROOT))
+    return [
+        f"{where}:{line}: imports {module} inside a function"
+        for line, module in function_level_imports(path, text)
+        if (where, module) not in LAZY_IMPORTS
+    ]
+
+
+def test_no_function_level_import_of_the_project_but_the_listed_ones() -> None:
+    found = [u for path in source_files() for u in unlisted_lazy_imports(path, path.read_text())]
+    assert not found, (
+        "function-level imports of minipallas modules (move the import to the top; if that "
+        "makes a cycle, move the code both sides need below both; only an import that keeps "
+        "jaxlib/jax/triton/hypothesis off a light path may wait, listed in LAZY_IMPORTS):\n"
+        + "\n".join(found)
+    )
+
+
+def test_every_listed_lazy_import_is_still_there() -> None:
+    present = {
+        (str(path.relative_to(ROOT)), module)
+        for path in source_files()
+        for _, module in function_level_imports(path, path.read_text())
+    }
+    assert set(LAZY_IMPORTS) <= present, (
+        f"stale LAZY_IMPORTS entries: {set(LAZY_IMPORTS) - present}"
+    )
+
+
+def test_the_lazy_walk_sees_nested_and_relative_imports_of_the_project_only() -> None:
+    fake = ROOT / "minipallas" / "kernels" / "fake.py"
+    text = (
+        "from minipallas.ir import core\n"
+        "def f():\n"
+        "    import jax\n"
+        "    def g():\n"
+        "        from . import grid\n"
+        "    from minipallas.compiled import compile\n"
+    )
+    assert function_level_imports(fake, text) == [
+        (5, "minipallas.kernels.grid"),
+        (6, "minipallas.compiled.compile"),
+    ]
+    assert unlisted_lazy_imports(fake, text) == [
+        "minipallas/kernels/fake.py:5: imports minipallas.kernels.grid inside a function",
+        "minipallas/kernels/fake.py:6: imports minipallas.compiled.compile inside a function",
+    ]
+
+
+@pytest.mark.parametrize("entry", sorted(LAZY_IMPORTS), ids="->".join)
+def test_a_listed_lazy_import_keeps_its_package_off_the_path(entry: tuple[str, str]) -> None:
+    """Importing the file leaves the heavy package unloaded; the late import loads it. So the
+    list cannot shelter an import that is late for any other reason (a cycle, habit)."""
+    path, target = entry
+    heavy, _ = LAZY_IMPORTS[entry]
+    probe = (
+        "import importlib, sys\n"
+        f"importlib.import_module({module_name(ROOT / path)!r})\n"
+        f"print({heavy!r} in sys.modules)\n"
+        "try:\n"
+        f"    importlib.import_module({target!r})\n"
+        "except ModuleNotFoundError:  # from a.b import f gives a.b.f: import a.b\n"
+        f"    importlib.import_module({target!r}.rpartition('.')[0])\n"
+        f"print({heavy!r} in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "True"], (path, target, heavy, run.stdout)
 
 
 @pytest.mark.parametrize("path", source_files(), ids=lambda p: str(p.relative_to(ROOT)))
