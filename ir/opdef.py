@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from minipallas.ir.types import Type
 
-if TYPE_CHECKING:  # a leaf at run time: ir.syntax needs ir.core, which the type rules do not
+if TYPE_CHECKING:  # a leaf at run time: ir.syntax needs ir.nodes, which the type rules do not
     from minipallas.ir.syntax import Rule
 
 Types = tuple[Type, ...]
