@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jax._src import core as jax_core
+from jax._src import tree_util
+from jax._src.state.indexing import NDIndexer
+from jax._src.state.types import AbstractRef, AccumEffect, WriteEffect
+
 
 def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
     """``jaxpr`` and every jaxpr nested in its equations' parameters (open jaxprs)."""
-    from jax._src import core as jax_core
-
     stack = [jaxpr.jaxpr if isinstance(jaxpr, jax_core.ClosedJaxpr) else jaxpr]
     while stack:
         j = stack.pop()
@@ -27,8 +30,6 @@ def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
 
 def _written_inputs(jaxpr: Any) -> set[int]:  # noqa: ANN401
     """Positions of the inputs of the open ``jaxpr`` that it writes or accumulates into."""
-    from jax._src.state.types import AccumEffect, WriteEffect
-
     position = {v: k for k, v in enumerate(jaxpr.invars)}
     written = set()
     for e in jaxpr.effects:
@@ -45,8 +46,6 @@ def _whiles(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
 
 def while_cond_reads_written_ref(jaxpr: Any) -> bool:  # noqa: ANN401
     """A ``while`` whose condition takes a ref that its body writes (see ``KNOWN``)."""
-    from jax._src.state.types import AbstractRef
-
     for eqn in _whiles(jaxpr):
         nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         cond_refs = {
@@ -65,9 +64,6 @@ def while_cond_writes_ref(jaxpr: Any) -> bool:  # noqa: ANN401
 
 def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
     """A Pallas store (``masked_swap``) whose ref has transforms before its indexer."""
-    from jax._src import tree_util
-    from jax._src.state.indexing import NDIndexer
-
     for j in _subjaxprs(jaxpr):
         for eqn in j.eqns:
             if eqn.primitive.name != "masked_swap":

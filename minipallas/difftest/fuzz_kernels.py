@@ -35,7 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.compiled import compile as compile_fn
 from minipallas.generate.check import same_bits
@@ -70,11 +74,6 @@ class Outcome:
 
 def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
     """The kernel as upstream ``pl.pallas_call(..., interpret=True)``, jitted."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
     ns = types.SimpleNamespace(
         program_id=pl.program_id,
         when=pl.when,

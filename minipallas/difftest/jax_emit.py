@@ -33,7 +33,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
+from jax._src import core as jax_core
+from jax._src.pallas import primitives as pallas
+from jax._src.pallas.primitives import uninitialized_value
+from jax._src.state import primitives as state
+from jax._src.state.types import AbstractRef
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Block, Function, Op, Value
@@ -93,10 +103,6 @@ def emit(fn: Function) -> Callable[..., tuple]:
 
 def abstract_args(fn: Function) -> list[Any]:
     """The abstract inputs to trace ``emit(fn)`` with: ``AbstractRef`` s and shape structs."""
-    import jax
-    from jax._src import core as jax_core
-    from jax._src.state.types import AbstractRef
-
     out: list[Any] = []
     for t in fn.param_types:
         if isinstance(t, RefType):
@@ -108,8 +114,6 @@ def abstract_args(fn: Function) -> list[Any]:
 
 def trace(fn: Function) -> Any:  # noqa: ANN401 - a jax ClosedJaxpr
     """The upstream jaxpr of ``emit(fn)``."""
-    import jax
-
     return jax.make_jaxpr(emit(fn))(*abstract_args(fn))
 
 
@@ -124,15 +128,11 @@ def _nonneg(x: Any) -> Any:  # noqa: ANN401
     """``max(x, 0)``: upstream would add the dimension to a negative index. (For unsigned
     indices it keeps a constant index dynamic: upstream reads a literal one as static and
     rejects it at trace time when it is out of range.)"""
-    from jax import lax
-
     return lax.max(x, np.zeros((), x.dtype))
 
 
 def _dropped_if_negative(x: Any) -> Any:  # noqa: ANN401
     """Write positions: negatives become the largest int32, which a scatter drops."""
-    from jax import lax
-
     if not dtypes.is_signed(dtypes.canonicalize(x.dtype)):
         return x
     x = lax.convert_element_type(x, np.int32)
@@ -142,8 +142,6 @@ def _dropped_if_negative(x: Any) -> Any:  # noqa: ANN401
 
 def _clamped(x: Any, hi: int) -> Any:  # noqa: ANN401
     """``x`` clamped into ``[0, hi]`` (in int32 if ``hi`` does not fit ``x``'s dtype)."""
-    from jax import lax
-
     if hi > np.iinfo(x.dtype).max:
         x = lax.convert_element_type(x, np.int32)
     return lax.clamp(np.zeros((), x.dtype), x, np.asarray(hi, x.dtype))
@@ -167,8 +165,6 @@ def index(
     into range here where upstream would not clamp them as minipallas does: in Pallas
     windows (upstream pads) and in indexers upstream turns into a gather (see ``gathers``).
     """
-    from jax.experimental import pallas as pl
-
     whole = window or gathers(indexer)
     out: list[Any] = []
     for entry, dim in zip(indexer, shape, strict=True):
@@ -209,24 +205,18 @@ def _split(op: Op, args: list) -> tuple[Any, tuple, list]:
 
 @rule("get")
 def _get(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax._src.state import primitives as state
-
     ref, idx, _ = _split(op, args)
     return [state.ref_get(ref, idx)]
 
 
 @rule("swap")
 def _swap(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax._src.state import primitives as state
-
     ref, idx, (value,) = _split(op, args)
     return [state.ref_swap(ref, idx, value)]
 
 
 @rule("addupdate")
 def _addupdate(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax._src.state import primitives as state
-
     ref, idx, (value,) = _split(op, args)
     state.ref_addupdate(ref, idx, value)
     return []
@@ -234,8 +224,6 @@ def _addupdate(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("load")
 def _load(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax._src.pallas import primitives as pallas
-
     ref, idx, rest = _split(op, args)
     mask = rest[0] if op.attrs.get("masked") else None
     other = rest[1] if op.attrs.get("has_other") else None
@@ -244,8 +232,6 @@ def _load(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("store")
 def _store(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax._src.pallas import primitives as pallas
-
     ref, idx, rest = _split(op, args)
     mask = rest[1] if op.attrs.get("masked") else None
     pallas.store(ref, idx, rest[0], mask=mask)
@@ -278,17 +264,12 @@ def _ref_transpose(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 def _scratch(t: RefType) -> Any:  # noqa: ANN401
     """The Pallas allocation for a scratch ref (GPU spaces need jax's GPU extras: ``ANY``)."""
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
     space = {"tpu.vmem": pltpu.VMEM, "tpu.smem": pltpu.SMEM}.get(str(t.memory_space), pl.ANY)
     return space(t.shape, _np(t.dtype))
 
 
 @rule("run_scoped")
 def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax.experimental import pallas as pl
-
     (body,) = op.regions
     allocs = body.params[: len(body.params) - len(args)]
 
@@ -301,16 +282,12 @@ def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("uninitialized")
 def _uninitialized(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax._src.pallas.primitives import uninitialized_value
-
     t: ArrayType = op.attrs["type"]
     return [uninitialized_value(t.shape, _np(t.dtype))]
 
 
 @rule("for")
 def _for(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax import lax
-
     (body,) = op.regions
     n = op.attrs.get("num_consts", 0)
     lower, upper, consts, inits = args[0], args[1], args[2 : 2 + n], args[2 + n :]
@@ -327,8 +304,6 @@ def _for(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("while")
 def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax import lax
-
     cond, body = op.regions
     nc, nb = op.attrs.get("cond_nconsts", 0), op.attrs.get("body_nconsts", 0)
     cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], args[nc + nb :]
@@ -344,8 +319,6 @@ def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("cond")
 def _cond(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    from jax import lax
-
     index_value, operands = args[0], args[1:]
 
     def branch(block: Block) -> Callable[[], tuple]:
@@ -356,8 +329,6 @@ def _cond(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("call")
 def _call(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    import jax
-
     callee: Function = op.attrs["callee"]
     jitted = e.callees.get(id(callee))
     if jitted is None:
@@ -379,8 +350,6 @@ def _kernel_query(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 
 def _lax(name: str) -> Callable[..., Any]:
-    from jax import lax
-
     return getattr(lax, name)
 
 
@@ -430,8 +399,6 @@ def _abs(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("constant")
 def _constant(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    import jax.numpy as jnp
-
     return [jnp.asarray(op.attrs["value"].array())]
 
 

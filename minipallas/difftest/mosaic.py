@@ -26,6 +26,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
+from jax._src.pallas.mosaic import lowering as mosaic_lowering
+from jax._src.pallas.mosaic import tpu_info
+
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.jaxlib_shim import canonicalize, ir
 
@@ -54,8 +58,6 @@ def upstream_mosaic(f: Callable[..., Any], *specs: Any, chip: str = "TPU_V5E") -
     Upstream checks rank-1 block shapes against the TPU's lane count, asking the local device;
     on a machine without a TPU, the device answers as ``chip`` (a ``tpu_info.ChipVersion``
     name) for the duration of the lowering."""
-    import jax
-
     with _capture() as modules, _assume_chip(chip):
         try:
             jax.jit(f).trace(*specs).lower(lowering_platforms=("tpu",))
@@ -76,9 +78,7 @@ def upstream_mosaic(f: Callable[..., Any], *specs: Any, chip: str = "TPU_V5E") -
 @contextlib.contextmanager
 def _capture() -> Iterator[list[ir.Module]]:
     """Wraps upstream's module builder so every module it returns is also kept here."""
-    from jax._src.pallas.mosaic import lowering
-
-    original = getattr(lowering, _HOOK, None)
+    original = getattr(mosaic_lowering, _HOOK, None)
     if original is None:
         raise UpstreamError(f"jax._src.pallas.mosaic.lowering has no {_HOOK} in this jax")
     modules: list[ir.Module] = []
@@ -88,19 +88,17 @@ def _capture() -> Iterator[list[ir.Module]]:
         modules.append(module)
         return module
 
-    setattr(lowering, _HOOK, wrapped)
+    setattr(mosaic_lowering, _HOOK, wrapped)
     try:
         yield modules
     finally:
-        setattr(lowering, _HOOK, original)
+        setattr(mosaic_lowering, _HOOK, original)
 
 
 @contextlib.contextmanager
 def _assume_chip(chip: str) -> Iterator[None]:
     """Registers ``chip``'s TPU info for the local (non-TPU) device kind, through the registry
     ``jax._src.pallas.mosaic.tpu_info`` has for unknown device kinds."""
-    from jax._src.pallas.mosaic import tpu_info
-
     kind = tpu_info.get_device_kind()
     if tpu_info.chip_version_from_device_kind(kind) is not None or kind in tpu_info.registry:
         yield

@@ -28,6 +28,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
+from jax._src.pallas.triton import lowering as triton_lowering
+
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 
 _POINTER_OPS = (
@@ -70,11 +73,8 @@ def upstream_triton(f: Callable[..., Any], *specs: Any) -> str:
     """The text of the Triton module upstream Pallas emits for ``f`` on ``specs``
     (``jax.ShapeDtypeStruct``s). ``f`` must call ``pallas_call`` with Triton compiler params.
     Raises whatever upstream raises for a kernel it does not support."""
-    import jax
-    from jax._src.pallas.triton import lowering
-
     captured: list[str] = []
-    original = lowering.lower_jaxpr_to_triton_module
+    original = triton_lowering.lower_jaxpr_to_triton_module
 
     @functools.wraps(original)
     def capture(*args: Any, **kwargs: Any) -> Any:
@@ -82,11 +82,11 @@ def upstream_triton(f: Callable[..., Any], *specs: Any) -> str:
         captured.append(result.module.operation.get_asm(enable_debug_info=False))
         return result
 
-    lowering.lower_jaxpr_to_triton_module = capture
+    triton_lowering.lower_jaxpr_to_triton_module = capture
     try:
         jax.jit(f).trace(*specs).lower(lowering_platforms=("cuda",))
     finally:
-        lowering.lower_jaxpr_to_triton_module = original
+        triton_lowering.lower_jaxpr_to_triton_module = original
     if len(captured) != 1:
         raise RuntimeError(f"expected one Triton kernel, upstream emitted {len(captured)}")
     return captured[0]
