@@ -41,9 +41,12 @@ class CompiledKernel:
         return self.ptx
 
 
-def emit(kernel: Kernel, body: Function) -> CompiledKernel:
-    """The target table's ``ptx`` emitter: the Triton module of ``body``, compiled."""
-    return compile_ptx(gpu.emit(kernel, body))
+def emit(
+    kernel: Kernel, body: Function, *, num_warps: int = 4, num_stages: int = 3
+) -> CompiledKernel:
+    """The target table's ``ptx`` emitter: the Triton module of ``body``, compiled (the
+    options are ``pallas_call``'s Triton ``compiler_params``)."""
+    return compile_ptx(gpu.emit(kernel, body), num_warps=num_warps, num_stages=num_stages)
 
 
 def compile_ptx(

@@ -22,6 +22,7 @@ from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, MemorySpace, RefType
+from minipallas.kernels import params as kernel_params
 from minipallas.kernels.grid import grid_program
 from minipallas.kernels.tracing import trace_kernel
 from minipallas.kernels.vectorized_grid import vectorized_grid_program
@@ -44,6 +45,8 @@ def pallas_call(
     dimension_semantics: Sequence[str] | None = None,
     name: str | None = None,
     match_upstream: bool = True,
+    compiler_params: Any = None,
+    debug: bool = False,
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -55,12 +58,16 @@ def pallas_call(
     On the CPU, results equal upstream ``pallas_call(..., interpret=True)`` bit for bit.
     ``match_upstream=False`` trades that for speed: float reductions and dots of independent
     grid points run batched, rounding as XLA does at the batched shape (``jax.jit``-like).
+
+    ``compiler_params`` (``minipallas.tpu.CompilerParams`` or ``minipallas.gpu.CompilerParams``,
+    or upstream's) go to the Mosaic/Triton emitters (``params``); ``debug=True`` prints the
+    kernel when traced and the module when lowered, as upstream prints its jaxpr and module.
     """
     if not callable(kernel):
         raise _error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
     return PallasCall(
         kernel, out_shape, _grid(grid), in_specs, out_specs, scratch_shapes,
-        dimension_semantics, name, match_upstream,
+        dimension_semantics, name, match_upstream, compiler_params, debug,
     )  # fmt: skip
 
 
@@ -78,6 +85,8 @@ class PallasCall:
         dimension_semantics: Sequence[str] | None,
         name: str | None,
         match_upstream: bool = True,
+        compiler_params: Any = None,
+        debug: bool = False,
     ) -> None:
         self.kernel = kernel
         self.match_upstream = bool(match_upstream)
@@ -90,7 +99,11 @@ class PallasCall:
             (None,) * len(outs) if out_specs is None else _out_specs(out_specs, len(outs))
         )
         self.scratch_types = tuple(_scratch(s, k) for k, s in enumerate(scratch_shapes))
-        self.dimension_semantics = _semantics(dimension_semantics, len(grid))
+        self.compiler_params = kernel_params.compiler_params(compiler_params)
+        self.debug = bool(debug)
+        self.dimension_semantics = _semantics(
+            kernel_params.semantics_from(self.compiler_params, dimension_semantics), len(grid)
+        )
         self.name = name
         self._kernels: dict[tuple, Kernel] = {}
         self._programs: dict[tuple, Function] = {}
@@ -118,6 +131,8 @@ class PallasCall:
                 dimension_semantics=self.dimension_semantics,
                 memory_space=memory_space,
             )
+            if self.debug:
+                kernel_params.debug_kernel(self._kernels[key])
         return self._kernels[key]
 
     def program(self, *args: Any) -> Function:
@@ -159,11 +174,18 @@ class PallasCall:
         emitter (e.g. ``promote_scratch=True`` for "tpu"), ``after_each`` to the pipeline. Blocks
         whose spec names no memory space are in the target's (VMEM for "tpu", as Pallas TPU)."""
         row = lowering.target(target)
+        options = {**kernel_params.emitter_options(self.compiler_params, row.name), **options}
         if row.kernel:
             subject = self.trace(*args, memory_space=row.memory_space)
         else:
             subject = self.program(*args)
-        return row.lower(subject, after_each=after_each, **options)
+        lowered = row.lower(subject, after_each=after_each, **options)
+        info = getattr(lowered, "info", None)  # the ptx target's CompiledKernel has none
+        if self.compiler_params is not None and row.kernel and info is not None:
+            info["compiler_params"] = self.compiler_params
+        if self.debug:
+            kernel_params.debug_module(subject.name, row.name, lowered.as_text())
+        return lowered
 
     def _input_types(self, args: Sequence[Any]) -> tuple[ArrayType, ...]:
         types = tuple(_array_type(a, f"input {k}") for k, a in enumerate(args))
