@@ -35,6 +35,10 @@ LAZY_IMPORTS = {
         "jaxlib",
         "tracing, interpreting and lowering a pallas_call need no XLA client until it runs",
     ),
+    ("minipallas/kernels/pallas_call.py", "minipallas.kernels.jax_call.call_jax"): (
+        "jax",
+        "only a call given JAX arrays or tracers runs as JAX ops; jax is then already loaded",
+    ),
     ("minipallas/generate/__init__.py", "minipallas.generate.strategies.programs"): (
         "hypothesis",
         "random_program and the fuzzers' seeded runs build programs without hypothesis",

@@ -10,6 +10,7 @@ CPU program), ``"tpu"`` (Mosaic), ``"gpu"`` (Triton) or ``"ptx"``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +147,13 @@ class PallasCall:
     # ----- running and lowering -----
 
     def __call__(self, *arrays: Any) -> Any:
-        """Runs the kernel over its grid on the CPU (XLA); returns numpy arrays."""
+        """Runs the kernel over its grid on the CPU (XLA); returns numpy arrays. Given a JAX
+        array or tracer (under ``jax.jit``, ``vmap``, ``grad``) it runs as JAX ops instead,
+        fused with the code around it, and returns JAX values (``jax_call``)."""
+        if _has_jax_value(arrays):
+            from minipallas.kernels.jax_call import call_jax
+
+            return call_jax(self, arrays)
         from minipallas.compiled import compile
 
         values = [np.asarray(a) for a in arrays]
@@ -224,6 +231,12 @@ def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
 
 
 # ----- argument checks -----
+
+
+def _has_jax_value(args: Sequence[Any]) -> bool:
+    """Whether any argument is a JAX array or tracer; without jax imported, none can be."""
+    jax = sys.modules.get("jax")
+    return jax is not None and any(isinstance(a, jax.Array) for a in args)
 
 
 def _error(message: str, fix: str | None = None) -> TraceError:

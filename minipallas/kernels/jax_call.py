@@ -1,0 +1,43 @@
+"""A ``pallas_call`` called on JAX arrays or tracers: the CPU program as JAX ops.
+
+``PallasCall.__call__`` on numpy arrays compiles the discharged CPU program (``program``) on
+its own and returns numpy arrays; that cannot run inside ``jax.jit``/``jax.vmap``/``jax.grad``,
+whose arguments are tracers with no values. Given a JAX array or tracer, the call instead
+evaluates the same program with ``jax.lax`` ops (``minipallas.interop.to_jax``), so it stages
+out into the caller's trace: XLA fuses it with the ops around it, ``vmap`` batches it and
+``grad``/``jvp`` differentiate it wherever every op's ``jax.lax`` rule is differentiable (a
+``while`` loop is not in reverse mode; the grid loops ``for`` become are, as ``fori_loop``).
+
+The JAX function is jitted once per input types, so eager calls on JAX arrays compile once
+too; under an outer ``jax.jit`` the inner one is inlined by XLA.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+from minipallas.interop import to_jax
+
+if TYPE_CHECKING:
+    from minipallas.kernels.pallas_call import PallasCall
+
+# call -> (input types -> jitted JAX function); weak, so a dropped call frees its programs
+_FUNCTIONS: weakref.WeakKeyDictionary[PallasCall, dict[tuple, Callable[..., Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def call_jax(call: PallasCall, args: Sequence[Any]) -> Any:
+    """``call``'s outputs for ``args`` (JAX arrays, tracers or numpy arrays) as JAX values, in
+    the structure of its ``out_shape``."""
+    types = call._input_types(args)
+    functions = _FUNCTIONS.setdefault(call, {})
+    fn = functions.get(types)
+    if fn is None:
+        fn = functions[types] = jax.jit(to_jax(call.program(*types)))
+    outs = fn(*args)
+    return outs[0] if call.out_structure is None else call.out_structure(outs)

@@ -1,0 +1,187 @@
+"""A ``pallas_call`` on JAX arrays and tracers: under ``jax.jit``, ``vmap``, ``grad`` and ``jvp``.
+
+Given a JAX value the call runs its CPU program as ``jax.lax`` ops (``kernels/jax_call.py``),
+so it stages out into the caller's trace. Results are compared bit for bit with the eager
+(numpy) call and with upstream ``pallas_call(interpret=True)`` under the same transformation.
+Where XLA legitimately rounds differently, the test says why and compares with a tolerance:
+``jax.jit`` lets XLA keep bf16 intermediates in f32 across a fusion (``bf16_gelu``), and
+``vmap`` batches a float reduction, which XLA then sums in another order than per slice.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from kernel_helpers import assert_same_bits
+from suite import BY_NAME
+
+from minipallas.kernels import jax_call
+
+# data movement, ints, elementwise f32 and loops whose bits do not depend on the batch shape
+EXACT = [
+    "add", "add_partial_blocks", "bias_relu", "pick_rows", "transpose_blocks", "int_ops",
+    "compare_int8", "reversed_blocks", "negative_block_index", "input_written", "matmul",
+]  # fmt: skip
+# float reductions: per-slice sums under vmap round as XLA sums the batched array
+REDUCTIONS = ["row_sum", "softmax", "sum_and_max", "layer_norm_partial"]
+
+
+def parts(x):
+    return list(x) if isinstance(x, tuple | list) else [x]
+
+
+def assert_all_same_bits(got, expected):
+    got, expected = parts(got), parts(expected)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        assert_same_bits(g, e)
+
+
+def stacked(case, axis):
+    """Two seeds' inputs stacked along ``axis``, and the eager result of each seed."""
+    call = case.minipallas()
+    seeds = [case.inputs(0), case.inputs(1)]
+    args = [np.stack(xs, axis=axis) for xs in zip(*seeds, strict=True)]
+    return call, args, [call(*xs) for xs in seeds]
+
+
+def slice_of(batched, k, axis):
+    return [np.take(np.asarray(b), k, axis=axis) for b in parts(batched)]
+
+
+# ----- numpy in, numpy out; JAX in, JAX out -----
+
+
+def test_numpy_inputs_keep_the_compiled_path_and_jax_inputs_give_jax_arrays():
+    case = BY_NAME["add"]
+    call, args = case.minipallas(), case.inputs()
+    eager = call(*args)
+    assert type(eager) is np.ndarray and call not in jax_call._FUNCTIONS
+    got = call(jnp.asarray(args[0]), args[1])  # one JAX array is enough
+    assert isinstance(got, jax.Array) and len(jax_call._FUNCTIONS[call]) == 1
+    assert_same_bits(got, eager)
+
+
+def test_the_jax_function_is_built_once_per_input_types():
+    case = BY_NAME["add"]
+    call, args = case.minipallas(), case.inputs()
+    jax.jit(call)(*args)
+    jax.jit(lambda x, y: call(x, y) * 2)(*args)
+    assert len(jax_call._FUNCTIONS[call]) == 1
+    call(*(jnp.asarray(a[:8]) for a in case.inputs()))  # other shapes: a second program
+    assert len(jax_call._FUNCTIONS[call]) == 2
+
+
+# ----- jax.jit -----
+
+
+@pytest.mark.parametrize("name", [*EXACT, *REDUCTIONS])
+def test_jit_with_surrounding_ops_equals_eager_and_upstream_bit_for_bit(name):
+    """Ops before and after fuse with the kernel; scaling by 2 and 0.5 is exact, so the bits
+    are the kernel's: measured equal to the eager call on every f32 and int suite kernel."""
+    case = BY_NAME[name]
+    call, up, args = case.minipallas(), case.upstream(), case.inputs()
+
+    def around(kernel):
+        def f(*xs):
+            xs = [x * 2 if jnp.issubdtype(x.dtype, jnp.floating) else x for x in xs]
+            return [
+                o * 0.5 if jnp.issubdtype(o.dtype, jnp.floating) else o for o in parts(kernel(*xs))
+            ]
+
+        return jax.jit(f)
+
+    got = around(call)(*args)
+    assert_all_same_bits(got, around(up)(*args))
+    eager = call(*[x * 2 if np.issubdtype(x.dtype, np.floating) else x for x in args])
+    assert_all_same_bits(
+        got, [e * 0.5 if np.issubdtype(e.dtype, np.floating) else e for e in parts(eager)]
+    )
+
+
+def test_jit_of_a_bf16_chain_rounds_as_xla_fuses_it():
+    """Under ``jax.jit`` XLA's CPU fusion keeps bf16 intermediates in f32 (excess precision);
+    op by op the same JAX program equals the eager call bit for bit. Measured: 14% of the
+    gelu's elements differ, by at most 1.1% (a few bf16 ulps, through tanh)."""
+    case = BY_NAME["bf16_gelu"]
+    call, args = case.minipallas(), case.inputs()
+    eager = call(*args)
+    with jax.disable_jit():
+        assert_same_bits(call(*map(jnp.asarray, args)), eager)
+    got = np.asarray(jax.jit(call)(*args)).astype(np.float32)
+    np.testing.assert_allclose(got, eager.astype(np.float32), rtol=2e-2, atol=1e-2)
+
+
+# ----- jax.vmap -----
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("name", EXACT)
+def test_vmap_equals_each_eager_slice_and_upstream_vmap(name, axis):
+    case = BY_NAME[name]
+    call, args, eager = stacked(case, axis)
+    got = jax.vmap(call, in_axes=axis, out_axes=axis)(*args)
+    assert_all_same_bits(got, jax.vmap(case.upstream(), in_axes=axis, out_axes=axis)(*args))
+    for k in range(2):
+        assert_all_same_bits(slice_of(got, k, axis), eager[k])
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_vmap_of_a_float_reduction_is_close_to_each_eager_slice(name):
+    """A batched reduce is summed by XLA in another order than one slice's (upstream's vmap
+    adds a grid axis instead, so its slices keep the unbatched bits): close, not equal."""
+    case = BY_NAME[name]
+    call, args, eager = stacked(case, 0)
+    got = jax.vmap(call)(*args)
+    for k in range(2):
+        for g, e in zip(slice_of(got, k, 0), parts(eager[k]), strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["int_ops", "transpose_blocks", "matmul"])
+def test_jit_of_vmap_and_vmap_of_jit(name):
+    case = BY_NAME[name]
+    call, args, eager = stacked(case, 0)
+    for got in (jax.jit(jax.vmap(call))(*args), jax.vmap(jax.jit(call))(*args)):
+        for k in range(2):
+            assert_all_same_bits(slice_of(got, k, 0), eager[k])
+
+
+# ----- jax.grad and jax.jvp -----
+
+
+def test_grad_of_an_elementwise_kernel_equals_grad_of_its_jnp_equivalent():
+    """A fully batched grid (no loops) is differentiable op by op: ``where`` and the affine
+    map give the same gradient ops as the jnp program, so the bits match."""
+    case = BY_NAME["bias_relu"]
+    call, (x, b) = case.minipallas(), case.inputs()
+
+    def reference(x, b):
+        y = x * 0.5 + b
+        return jnp.where(y > 0, y, y * 0.01)
+
+    for argnum in (0, 1):
+        got = jax.jit(jax.grad(lambda *a: jnp.sum(call(*a) ** 2), argnums=argnum))(x, b)
+        want = jax.jit(jax.grad(lambda *a: jnp.sum(reference(*a) ** 2), argnums=argnum))(x, b)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        assert got.shape == (x, b)[argnum].shape
+
+
+def test_jvp_of_a_looping_kernel_is_the_kernel_on_the_tangent():
+    """matmul's grid reduces over K in a loop; forward mode goes through the loop, and the
+    tangent of ``x @ y`` along ``t`` is the kernel on ``(t, y)``, bit for bit."""
+    case = BY_NAME["matmul"]
+    call, (x, y) = case.minipallas(), case.inputs()
+    t = case.inputs(1)[0]
+    out, tangent = jax.jvp(lambda x: call(x, y), (x,), (t,))
+    assert_same_bits(out, call(x, y))
+    assert_same_bits(tangent, call(t, y))
+
+
+def test_grad_through_a_grid_loop_is_jaxs_reverse_mode_limit():
+    """The grid loops run as ``fori_loop`` over traced bounds: JAX cannot reverse them (and
+    upstream's interpret-mode pallas_call has no reverse mode at all)."""
+    case = BY_NAME["matmul"]
+    call, (x, y) = case.minipallas(), case.inputs()
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        jax.grad(lambda x: jnp.sum(call(x, y)))(x)
