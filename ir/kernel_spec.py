@@ -20,13 +20,24 @@ class BlockSpec:
 
     ``block_shape`` entries of ``None`` (or ``pl.Squeezed``-like) are squeezed: the kernel sees
     the block without that dimension. ``index_map(*grid_indices)`` returns block indices, one per
-    dimension of the array (for a squeezed dimension, the element index). A missing spec, or one
-    with ``block_shape=None``, means the whole array in one block at every grid point.
+    dimension of the array (for a squeezed dimension, the element index; for an ``Element``
+    one, the block's first element). A missing spec, or one with ``block_shape=None``, means the
+    whole array in one block at every grid point.
     """
 
-    block_shape: tuple[int | None, ...] | None = None
+    block_shape: tuple[int | Element | None, ...] | None = None
     index_map: Callable[..., Any] | None = None
     memory_space: MemorySpace | None = None
+
+
+@dataclass(frozen=True)
+class Element:
+    """A block dimension indexed by element, as ``jax.experimental.pallas.Element``: the index
+    map gives the block's first element along it (any offset: blocks may overlap), not a block
+    index. ``padding=(low, high)`` is upstream's; minipallas takes ``(0, 0)`` only."""
+
+    block_size: int
+    padding: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,8 @@ class TracedBlockSpec:
     block_shape: tuple[int | None, ...]
     index_map: Function
     ref_type: RefType
+    # the dimensions whose index is the block's first element (``Element``), not a block index
+    element_dims: frozenset[int] = frozenset()
 
     @property
     def memory_space(self) -> MemorySpace:

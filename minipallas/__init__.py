@@ -57,6 +57,7 @@ _PUBLIC = {
     # kernels
     "pallas_call": "minipallas.kernels.pallas_call",
     "BlockSpec": "minipallas.ir.kernel_spec",
+    "Element": "minipallas.ir.kernel_spec",
 }
 _SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering", "difftest")
 

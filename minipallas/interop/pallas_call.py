@@ -125,14 +125,19 @@ def _check_supported(params: Mapping, gm: object) -> None:
 def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) -> TracedBlockSpec:
     array = ArrayType(bm.array_aval.shape, dtype_of(bm.array_aval.dtype, name))
     block: list[int | None] = []
-    for dim in bm.block_shape:
+    element_dims: set[int] = set()
+    for d, dim in enumerate(bm.block_shape):
         if isinstance(dim, pallas_core.Squeezed):
             block.append(None)
         elif isinstance(dim, pallas_core.Blocked):
             block.append(int(dim.block_size))
+        elif isinstance(dim, pallas_core.Element) and tuple(dim.padding) == (0, 0):
+            block.append(int(dim.block_size))
+            element_dims.add(d)
         else:
             raise JaxprImportError(
-                f"{name}: minipallas imports Blocked and Squeezed block dimensions, got {dim}"
+                f"{name}: minipallas imports Blocked, Squeezed and unpadded Element block "
+                f"dimensions, got {dim}"
             )
     if getattr(bm, "transforms", ()):
         raise JaxprImportError(f"{name}: block transforms are not supported")
@@ -146,7 +151,7 @@ def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) 
         t != i32 for t in index_map.result_types
     ):
         raise JaxprImportError(f"{name}: the index map must map i32[] grid indices to i32[]")
-    return TracedBlockSpec(array, tuple(block), index_map, ref)
+    return TracedBlockSpec(array, tuple(block), index_map, ref, frozenset(element_dims))
 
 
 def _space(aval: object, default: MemorySpace, name: str) -> MemorySpace:

@@ -9,7 +9,7 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
    whole grid (it persists from one grid point to the next);
 2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order);
 3. at each grid point, each operand's index map gives block indices; the block starts at
-   ``index * block_size`` (at ``index`` itself along a squeezed dimension), taken as
+   ``index * block_size`` (at ``index`` itself along a squeezed or ``Element`` dimension), as
    ``lax.dynamic_slice`` takes it: a negative start counts once from the end of the buffer,
    then the window is clamped into it; the body is called on views of those windows, with the
    grid indices in place of ``program_id`` (``bind_grid``). Views alias their buffer, so a
@@ -101,8 +101,8 @@ def _block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedA
     blocks = () if out is None else out if isinstance(out, tuple) else (out,)
     window = []
     sures = surely_nonnegative(spec.index_map)
-    for i, b, sure in zip(blocks, spec.block_shape, sures, strict=True):
-        start = i if b is None else i * b
+    for d, (i, b, sure) in enumerate(zip(blocks, spec.block_shape, sures, strict=True)):
+        start = i if b is None or d in spec.element_dims else i * b
         if sure:
             mark_nonnegative(start)  # the view wraps the other starts (lax.dynamic_slice's)
         window.append(start if b is None else ds(start, b))

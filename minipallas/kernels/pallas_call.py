@@ -225,8 +225,10 @@ def lower_kernel(
 
 def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
     """What the CPU runs: the grid with its independent points batched
-    (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``)."""
-
+    (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``). ``Element``
+    block dims run as loops: the batched grid takes a grid index for a block index."""
+    if any(s.element_dims for s in (*kernel.in_specs, *kernel.out_specs)):
+        return grid_program(kernel)
     return vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
 
 

@@ -22,7 +22,7 @@ from minipallas.frontend.values import TracedArray, as_result, astype
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 from minipallas.ir.errors import TraceError
-from minipallas.ir.kernel_spec import BlockSpec, Kernel, TracedBlockSpec
+from minipallas.ir.kernel_spec import BlockSpec, Element, Kernel, TracedBlockSpec
 from minipallas.ir.types import ArrayType, MemorySpace, RefType
 
 I32 = ArrayType((), "int32")
@@ -94,7 +94,7 @@ def trace_spec(
             f"the spec of {what} must be a minipallas.BlockSpec or None, got {spec!r}",
             fix="use minipallas.BlockSpec(block_shape, index_map)",
         )
-    block = _block_shape(spec.block_shape, array, what)
+    block, element_dims = _block_shape(spec.block_shape, array, what)
     index_map = spec.index_map
     if index_map is None:
         index_map = _whole_array_map(array.ndim)
@@ -105,15 +105,26 @@ def trace_spec(
         block_shape=block,
         index_map=trace_index_map(index_map, len(grid), array.ndim, what, kernel),
         ref_type=RefType(ref_shape, array.dtype, space),
+        element_dims=element_dims,
     )
 
 
 def _block_shape(
-    block_shape: Sequence[int | None] | None, array: ArrayType, what: str
-) -> tuple[int | None, ...]:
+    block_shape: Sequence[int | Element | None] | None, array: ArrayType, what: str
+) -> tuple[tuple[int | None, ...], frozenset[int]]:
+    """The block sizes (None: squeezed) and the dimensions given as ``Element``s."""
     if block_shape is None:
-        return array.shape
+        return array.shape, frozenset()
     block = tuple(block_shape)
+    element_dims = frozenset(d for d, b in enumerate(block) if isinstance(b, Element))
+    for b in block:
+        if isinstance(b, Element) and tuple(b.padding) != (0, 0):
+            raise trace_error(
+                f"the block dimension {b} of {what} is padded; minipallas takes "
+                "Element dimensions without padding only",
+                fix="pad the array before the call (jnp.pad / np.pad) and use Element(n)",
+            )
+    block = tuple(b.block_size if isinstance(b, Element) else b for b in block)
     if len(block) != array.ndim:
         raise trace_error(
             f"the block shape {block} of {what} has {len(block)} dimensions, "
@@ -125,7 +136,7 @@ def _block_shape(
             raise trace_error(
                 f"the block shape {block} of {what} must hold positive ints or None, got {b!r}"
             )
-    return tuple(None if b is None else int(b) for b in block)
+    return tuple(None if b is None else int(b) for b in block), element_dims
 
 
 def _whole_array_map(ndim: int) -> Callable[..., tuple[int, ...]]:

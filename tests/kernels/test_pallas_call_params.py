@@ -121,3 +121,100 @@ def test_debug_prints_the_kernel_once_and_the_module_when_lowered(capsys):
 def test_no_debug_prints_nothing(capsys):
     call()(X)
     assert capsys.readouterr().out == ""
+
+
+# ----- Element block dims -----
+
+
+def double(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0
+
+
+def element_calls(in_block, index_map, n=8, shape=(64,)):
+    """The same call in minipallas and upstream (interpret mode): overlapping input windows
+    at element offsets, one output block per grid point."""
+    import jax
+    from jax.experimental import pallas as pl
+
+    out_block = in_block[:-1] + (8,)
+    out_map = lambda i: (*index_map(i)[:-1], i)  # noqa: E731
+    out = shape[:-1] + (8 * n,)
+    ours = minipallas.pallas_call(
+        double,
+        minipallas.ArrayType(out, float32),
+        grid=(n,),
+        in_specs=[minipallas.BlockSpec(tuple(_ours(b) for b in in_block), index_map)],
+        out_specs=minipallas.BlockSpec(out_block, out_map),
+    )
+    upstream = pl.pallas_call(
+        double,
+        jax.ShapeDtypeStruct(out, np.float32),
+        grid=(n,),
+        in_specs=[pl.BlockSpec(tuple(_upstream(b) for b in in_block), index_map)],
+        out_specs=pl.BlockSpec(out_block, out_map),
+        interpret=True,
+    )
+    return ours, upstream
+
+
+def _ours(b):
+    return minipallas.Element(b[1]) if isinstance(b, tuple) else b
+
+
+def _upstream(b):
+    from jax.experimental import pallas as pl
+
+    return pl.Element(b[1]) if isinstance(b, tuple) else b
+
+
+@pytest.mark.parametrize(
+    "index_map",
+    [
+        lambda i: (i,),  # windows overlapping by 7: a grid index is no block index here
+        lambda i: (i * 4,),
+        lambda i: (i * 12,),  # past the end: clamped as lax.dynamic_slice clamps
+        lambda i: (i * 4 - 3,),  # negative: counted from the end, then clamped
+    ],
+)
+def test_element_dims_match_upstream_interpret_mode(index_map):
+    x = np.arange(64, dtype=np.float32) * 0.5 + 0.25
+    ours, upstream = element_calls((("E", 8),), index_map)
+    expected = np.asarray(upstream(x))
+    got = ours(x)
+    assert got.tobytes() == expected.tobytes()
+    assert ours.program(x).name == "double_grid"  # the loop program, not the batched grid
+
+
+def test_element_and_blocked_dims_mix_as_upstream():
+    x = np.arange(4 * 40, dtype=np.float32).reshape(4, 40) / 3
+    ours, upstream = element_calls((2, ("E", 8)), lambda i: (i % 2, i * 5), n=6, shape=(4, 40))
+    assert ours(x).tobytes() == np.asarray(upstream(x)).tobytes()
+
+
+def test_element_dims_import_from_upstream():
+    jax = pytest.importorskip("jax")
+
+    x = np.arange(64, dtype=np.float32)
+    _, upstream = element_calls((("E", 8),), lambda i: (i * 3,))
+    kernel = minipallas.interop.pallas_call.kernel_from_jaxpr(jax.make_jaxpr(upstream)(x))
+    assert kernel.in_specs[0].element_dims == frozenset({0})
+    (out,) = minipallas.compile(minipallas.from_jaxpr(jax.make_jaxpr(upstream)(x)))(x)
+    assert out.tobytes() == np.asarray(upstream(x)).tobytes()
+
+
+def test_padded_element_dims_are_refused_with_a_fix():
+    spec = minipallas.BlockSpec((minipallas.Element(8, padding=(1, 1)),), lambda i: (i,))
+    k = minipallas.pallas_call(double, OUT, grid=(2,), in_specs=[spec], out_specs=SPEC)
+    with pytest.raises(TraceError, match="is padded") as e:
+        k.trace(minipallas.ArrayType((64,), float32))
+    assert "np.pad" in e.value.fix
+
+
+@pytest.mark.parametrize("target", ["tpu", "gpu"])
+def test_kernel_targets_refuse_element_dims(target):
+    from minipallas.ir.errors import PassError
+
+    ours, _ = element_calls((("E", 8),), lambda i: (i * 4,))
+    with pytest.raises(PassError, match="does not take Element block dimensions") as e:
+        ours.lower(minipallas.ArrayType((64,), float32), target=target)
+    assert "CPU" in e.value.fix
