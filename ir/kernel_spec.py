@@ -82,6 +82,8 @@ class Kernel:
     out_specs: tuple[TracedBlockSpec, ...]
     scratch_types: tuple[RefType, ...] = ()
     dimension_semantics: tuple[str, ...] | None = None
+    # (input, output) pairs: the output starts as the input's contents (kernels/aliases.py)
+    input_output_aliases: tuple[tuple[int, int], ...] = ()
 
     @property
     def num_inputs(self) -> int:

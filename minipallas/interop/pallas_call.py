@@ -7,7 +7,8 @@ An upstream ``pallas_call`` equation carries everything minipallas's kernel mode
   from one ``i32[]`` per grid axis to block indices, imported as a Function;
 - ``jaxpr`` is the body over refs ``[*inputs, *outputs, *scratch]``, imported with each
   operand's block ref in its spec's memory space (a default one becomes ``memory_space``);
-- ``compiler_params.dimension_semantics`` (Pallas TPU) carries over.
+- ``compiler_params.dimension_semantics`` (Pallas TPU) carries over, and so do
+  ``input_output_aliases`` (an aliased output starts as its input: ``kernels/aliases.py``).
 
 ``kernel_from_eqn`` builds that ``Kernel``; the rule then emits a ``call`` of the kernel's CPU
 program (``minipallas.kernels.grid``), so ``from_jaxpr`` of a program using Pallas computes
@@ -17,7 +18,7 @@ a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by 
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=minipallas.tpu.VMEM)
     minipallas.kernels.pallas_call.lower_kernel(kernel, "tpu")
 
-Scalar prefetch, dynamic grids, ``input_output_aliases``, meshes and element/bounded block
+Scalar prefetch, dynamic grids, meshes and element/bounded block
 dimensions are refused with a ``JaxprImportError`` naming what is unsupported.
 """
 
@@ -102,6 +103,7 @@ def kernel_from_eqn(
         out_specs=tuple(specs[gm.num_inputs :]),
         scratch_types=tuple(t for t in scratch if isinstance(t, RefType)),
         dimension_semantics=_semantics(params.get("compiler_params"), len(grid)),
+        input_output_aliases=tuple(sorted(params.get("input_output_aliases", ()))),
     )
 
 
@@ -114,7 +116,6 @@ def _check_supported(params: Mapping, gm: object) -> None:
         (gm.num_index_operands, "scalar prefetch (num_scalar_prefetch > 0)"),
         (getattr(gm, "num_dynamic_grid_bounds", 0), "a dynamic grid"),
         (tuple(gm.vmapped_dims), "a vmapped pallas_call"),
-        (params.get("input_output_aliases"), "input_output_aliases"),
         (params.get("mesh"), "a mesh"),
     ]
     for present, what in refusals:

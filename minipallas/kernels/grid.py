@@ -5,8 +5,9 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
 
 1. every operand gets a buffer padded up to a whole number of blocks; inputs are copied in,
    outputs and the padding hold the fill value of their dtype (NaN, the integer minimum,
-   False: upstream's ``uninitialized_value``), and so does scratch, allocated once for the
-   whole grid (it persists from one grid point to the next);
+   False: upstream's ``uninitialized_value``) unless an output is aliased to an input
+   (``input_output_aliases``: it starts as a copy of the input), and so does scratch,
+   allocated once for the whole grid (it persists from one grid point to the next);
 2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order);
 3. at each grid point, each operand's index map gives block indices; the block starts at
    ``index * block_size`` (at ``index`` itself along a squeezed or ``Element`` dimension), as
@@ -35,6 +36,7 @@ from minipallas.ir.core import Function, Value
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
+from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 
 
@@ -47,14 +49,19 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
     body = bind_grid(kernel.body, kernel.grid)
     specs = (*kernel.in_specs, *kernel.out_specs)
     buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
-    n_in = kernel.num_inputs
+    n_in, sources = kernel.num_inputs, output_sources(kernel)
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         def with_buffers(*refs: TracedRef) -> tuple[TracedArray, ...]:
             bufs, scratch = refs[: len(specs)], refs[len(specs) :]
             for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
                 _copy_in(buf, spec, x)
-            for buf in (*bufs[n_in:], *scratch):
+            for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
+                if k in sources:  # an aliased output starts as its input (kernels/aliases.py)
+                    _copy_in(buf, spec, inputs[sources[k]])
+                else:
+                    buf[...] = fill_value(buf.type.dtype)
+            for buf in scratch:
                 buf[...] = fill_value(buf.type.dtype)
 
             def step(indices: list[TracedArray]) -> None:

@@ -11,7 +11,7 @@ CPU program), ``"tpu"`` (Mosaic), ``"gpu"`` (Triton) or ``"ptx"``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, MemorySpace, RefType
 from minipallas.kernels import params as kernel_params
+from minipallas.kernels.aliases import normalize_aliases, with_aliases
 from minipallas.kernels.grid import grid_program
 from minipallas.kernels.tracing import trace_kernel
 from minipallas.kernels.vectorized_grid import vectorized_grid_program
@@ -48,6 +49,7 @@ def pallas_call(
     match_upstream: bool = True,
     compiler_params: Any = None,
     debug: bool = False,
+    input_output_aliases: Mapping[int, int] | None = None,
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -63,12 +65,15 @@ def pallas_call(
     ``compiler_params`` (``minipallas.tpu.CompilerParams`` or ``minipallas.gpu.CompilerParams``,
     or upstream's) go to the Mosaic/Triton emitters (``params``); ``debug=True`` prints the
     kernel when traced and the module when lowered, as upstream prints its jaxpr and module.
+    ``input_output_aliases={input_index: output_index}``: that output starts as the input's
+    contents, as upstream's (``kernels/aliases.py``).
     """
     if not callable(kernel):
         raise _error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
     return PallasCall(
         kernel, out_shape, _grid(grid), in_specs, out_specs, scratch_shapes,
         dimension_semantics, name, match_upstream, compiler_params, debug,
+        input_output_aliases=input_output_aliases,
     )  # fmt: skip
 
 
@@ -88,8 +93,10 @@ class PallasCall:
         match_upstream: bool = True,
         compiler_params: Any = None,
         debug: bool = False,
+        input_output_aliases: Mapping[int, int] | None = None,
     ) -> None:
         self.kernel = kernel
+        self.input_output_aliases = normalize_aliases(input_output_aliases)
         self.match_upstream = bool(match_upstream)
         self.grid = grid
         self.out_structure = type(out_shape) if isinstance(out_shape, tuple | list) else None
@@ -132,6 +139,7 @@ class PallasCall:
                 dimension_semantics=self.dimension_semantics,
                 memory_space=memory_space,
             )
+            self._kernels[key] = with_aliases(self._kernels[key], self.input_output_aliases)
             if self.debug:
                 kernel_params.debug_kernel(self._kernels[key])
         return self._kernels[key]

@@ -23,7 +23,8 @@ runs those points together, with the same results bit for bit:
    once, exactly as ``lax.dynamic_slice`` takes the element start). The body takes its blocks
    in that layout (batch axes where they lie) and gives its output blocks back in it, so an
    elementwise kernel becomes elementwise ops on its arrays as they are.
-4. Program. Outputs and scratch start as the fill value; at each point of the sequential loops
+4. Program. Outputs (but for those aliased to an input, which start as it) and scratch start
+   as the fill value; at each point of the sequential loops
    the windows are read, the batched body runs once, and the output windows are written back.
 
 Returns None when the plan finds no batched axis or the body has no batched form; the caller
@@ -55,6 +56,7 @@ from minipallas.ir.interpret.engine import RULES, Interpreter
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
+from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.grid import padded_shape, surely_nonnegative
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
@@ -104,10 +106,16 @@ def vectorized_grid_program(
     sizes = plan.sizes(grid)
     sequential = [a for a in range(len(grid)) if a not in plan.batched]
     ins, outs = plan.operands[:n_in], plan.operands[n_in:]
+    sources = output_sources(kernel)
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         buffers = [_pairs(x, op) for x, op in zip(inputs, ins, strict=True)]
-        state = [_filled(op.pairs, op.spec.array.dtype) for op in outs]
+        state = [  # an aliased output starts as its input (kernels/aliases.py)
+            _pairs(inputs[sources[k]], op)
+            if k in sources
+            else _filled(op.pairs, op.spec.array.dtype)
+            for k, op in enumerate(outs)
+        ]
         state += [_filled((*sizes, *t.shape), t.dtype) for t in kernel.scratch_types]
         first = _point(grid, [], [])
         hoisted = {

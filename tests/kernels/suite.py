@@ -114,9 +114,10 @@ class Case:
             **options,
         )
 
-    def upstream(self, interpret: bool = True) -> Callable[..., Any]:
+    def upstream(self, interpret: bool = True, **options: Any) -> Callable[..., Any]:
         """The jitted upstream ``pallas_call(..., interpret=True)``; with ``interpret=False``
-        the call compiled for a device (lower it with ``lowering_platforms=("tpu",)``)."""
+        the call compiled for a device (lower it with ``lowering_platforms=("tpu",)``).
+        ``options`` go to ``pallas_call`` (e.g. input_output_aliases)."""
         ns = jax_namespace()
         kwargs = {}
         if self.in_specs is not None:
@@ -135,6 +136,7 @@ class Case:
             interpret=interpret,
             name=self.name,
             **kwargs,
+            **options,
         )
         return ns.jax.jit(call)
 
