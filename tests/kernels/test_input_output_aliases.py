@@ -178,3 +178,16 @@ def test_upstream_puts_the_aliases_on_the_custom_call_only():
     text = upstream.trace(*args).lower(lowering_platforms=("tpu",)).as_text()
     alias = "#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 1,"
     assert f"output_operand_aliases = [{alias}" in text
+
+
+def test_aliases_under_jax_jit_and_vmap_match_upstream():
+    """On JAX values the call runs as JAX ops (``jax_call``): the alias holds there too."""
+    import jax
+
+    (case, aliases, _), *_ = CASES
+    (x,) = case.inputs()
+    call = case.minipallas(input_output_aliases=aliases)
+    upstream = case.upstream(input_output_aliases=aliases)
+    assert_same_bits(jax.jit(call)(x), upstream(x))
+    xs = np.stack([x, -x])
+    assert_same_bits(jax.vmap(call)(xs), jax.vmap(upstream)(xs))
