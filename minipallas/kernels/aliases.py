@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.location import user_location
@@ -34,12 +36,12 @@ def normalize_aliases(aliases: Any) -> tuple[tuple[int, int], ...]:
         )
     pairs = []
     for i, o in aliases.items():
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (i, o)):
+        if not all(isinstance(n, int | np.integer) and not isinstance(n, bool) for n in (i, o)):
             raise _error(
                 f"input_output_aliases contains the mapping '{i!r}:{o!r}'; indices must be ints",
                 fix="map an input's position to an output's position",
             )
-        pairs.append((i, o))
+        pairs.append((int(i), int(o)))
     return tuple(sorted(pairs))
 
 

@@ -127,6 +127,8 @@ X = mp.ArrayType((8, 128), "float32")
         ({0: 0}, mp.ArrayType((8, 64), "float32"), "a different abstract value"),
         ({0: 0}, mp.ArrayType((8, 128), "int32"), "a different abstract value"),
         ({0: "0"}, X, "indices must be ints"),
+        ({True: 0}, X, "indices must be ints"),
+        ({np.int32(0): np.int64(1)}, X, "output index 1 outside the range [0, 1)"),
     ],
 )
 def test_bad_aliases_are_errors_with_a_fix(aliases, out_shape, message):
