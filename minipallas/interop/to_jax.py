@@ -87,7 +87,7 @@ def to_jax(fn: Function) -> Callable[..., tuple[jax.Array, ...]]:
         if len(args) != len(types):
             raise MiniPallasError(f"@{pure.name} takes {len(types)} arguments, got {len(args)}")
         arrays = [_argument(pure, i, types[i], a) for i, a in enumerate(args)]
-        return tuple(evaluate(pure.body, arrays))
+        return tuple(jnp.asarray(v) for v in evaluate(pure.body, arrays))  # a constant is numpy
 
     run.__name__ = run.__qualname__ = pure.name
     run.__doc__ = f"minipallas @{pure.name} as JAX, on ({', '.join(map(str, types))})"
@@ -231,7 +231,9 @@ def select(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 
 @rule("constant")
 def constant(op: Op, args: Sequence[Any]) -> Sequence[Any]:
-    return [jnp.asarray(op.attrs["value"].array())]
+    """A numpy array, not a JAX one: it stays concrete under ``jax.jit``, so a loop over
+    constant bounds becomes a ``scan`` that ``jax.grad`` can reverse (``for_``)."""
+    return [op.attrs["value"].array()]
 
 
 @rule("uninitialized")

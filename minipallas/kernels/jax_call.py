@@ -5,8 +5,9 @@ its own and returns numpy arrays; that cannot run inside ``jax.jit``/``jax.vmap`
 whose arguments are tracers with no values. Given a JAX array or tracer, the call instead
 evaluates the same program with ``jax.lax`` ops (``minipallas.interop.to_jax``), so it stages
 out into the caller's trace: XLA fuses it with the ops around it, ``vmap`` batches it and
-``grad``/``jvp`` differentiate it wherever every op's ``jax.lax`` rule is differentiable (a
-``while`` loop is not in reverse mode; the grid loops ``for`` become are, as ``fori_loop``).
+``grad``/``jvp`` differentiate it wherever every op's ``jax.lax`` rule is differentiable: the
+grid's loops have constant bounds, so JAX runs them as a reversible ``scan``; a loop whose trip
+count is traced (a ``fori_loop`` up to ``program_id``) is a ``while``, forward mode only.
 
 The JAX function is jitted once per input types, so eager calls on JAX arrays compile once
 too; under an outer ``jax.jit`` the inner one is inlined by XLA.
