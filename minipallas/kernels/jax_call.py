@@ -4,10 +4,15 @@
 its own and returns numpy arrays; that cannot run inside ``jax.jit``/``jax.vmap``/``jax.grad``,
 whose arguments are tracers with no values. Given a JAX array or tracer, the call instead
 evaluates the same program with ``jax.lax`` ops (``minipallas.interop.to_jax``), so it stages
-out into the caller's trace: XLA fuses it with the ops around it, ``vmap`` batches it and
-``grad``/``jvp`` differentiate it wherever every op's ``jax.lax`` rule is differentiable: the
-grid's loops have constant bounds, so JAX runs them as a reversible ``scan``; a loop whose trip
-count is traced (a ``fori_loop`` up to ``program_id``) is a ``while``, forward mode only.
+out into the caller's trace: XLA fuses it with the ops around it, and ``grad``/``jvp``
+differentiate it wherever every op's ``jax.lax`` rule is differentiable: the grid's loops have
+constant bounds, so JAX runs them as a reversible ``scan``; a loop whose trip count is traced
+(a ``fori_loop`` up to ``program_id``) is a ``while``, forward mode only.
+
+``jax.vmap`` runs the kernel once per batch element (``lax.map``), as upstream's batching adds
+a grid axis: each slice keeps the unbatched call's bits. Batching the ops instead would let XLA
+sum a batched float reduction in another order; with ``match_upstream=False`` it does, for
+speed. Derivatives batch the ops either way (``_per_slice``).
 
 The JAX function is jitted once per input types, so eager calls on JAX arrays compile once
 too; under an outer ``jax.jit`` the inner one is inlined by XLA.
@@ -20,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
+from jax.custom_batching import custom_vmap
 
 from minipallas.interop import to_jax
 
@@ -39,6 +45,32 @@ def call_jax(call: PallasCall, args: Sequence[Any]) -> Any:
     functions = _FUNCTIONS.setdefault(call, {})
     fn = functions.get(types)
     if fn is None:
-        fn = functions[types] = jax.jit(to_jax(call.program(*types)))
+        fn = to_jax(call.program(*types))
+        fn = functions[types] = jax.jit(_per_slice(fn) if call.match_upstream else fn)
     outs = fn(*args)
     return outs[0] if call.out_structure is None else call.out_structure(outs)
+
+
+def _per_slice(fn: Callable[..., tuple]) -> Callable[..., tuple]:
+    """``fn``, batched by ``jax.vmap`` one slice at a time. ``custom_vmap`` alone has no
+    reverse mode, so a ``custom_jvp`` around it differentiates ``fn`` itself."""
+
+    @custom_vmap
+    def mapped(*args: Any) -> tuple:
+        return fn(*args)
+
+    @mapped.def_vmap
+    def _batch(axis_size: int, in_batched: Sequence[bool], *args: Any) -> tuple:
+        def one(slices: Sequence[Any]) -> tuple:
+            it = iter(slices)
+            return fn(*[next(it) if b else a for a, b in zip(args, in_batched, strict=True)])
+
+        outs = jax.lax.map(one, [a for a, b in zip(args, in_batched, strict=True) if b])
+        return outs, tuple(True for _ in outs)
+
+    @jax.custom_jvp
+    def differentiable(*args: Any) -> tuple:
+        return mapped(*args)
+
+    differentiable.defjvp(lambda primals, tangents: jax.jvp(fn, primals, tangents))
+    return differentiable

@@ -5,7 +5,7 @@ so it stages out into the caller's trace. Results are compared bit for bit with 
 (numpy) call and with upstream ``pallas_call(interpret=True)`` under the same transformation.
 Where XLA legitimately rounds differently, the test says why and compares with a tolerance:
 ``jax.jit`` lets XLA keep bf16 intermediates in f32 across a fusion (``bf16_gelu``), and
-``vmap`` batches a float reduction, which XLA then sums in another order than per slice.
+``match_upstream=False`` batches float reductions (eagerly and under ``vmap``).
 """
 
 import jax
@@ -24,7 +24,7 @@ EXACT = [
     "add", "add_partial_blocks", "bias_relu", "pick_rows", "transpose_blocks", "int_ops",
     "compare_int8", "reversed_blocks", "negative_block_index", "input_written", "matmul",
 ]  # fmt: skip
-# float reductions: per-slice sums under vmap round as XLA sums the batched array
+# float reductions: their bits depend on batching (match_upstream)
 REDUCTIONS = ["row_sum", "softmax", "sum_and_max", "layer_norm_partial"]
 
 
@@ -118,8 +118,10 @@ def test_jit_of_a_bf16_chain_rounds_as_xla_fuses_it():
 
 
 @pytest.mark.parametrize("axis", [0, 1])
-@pytest.mark.parametrize("name", EXACT)
+@pytest.mark.parametrize("name", [*EXACT, *REDUCTIONS])
 def test_vmap_equals_each_eager_slice_and_upstream_vmap(name, axis):
+    """One kernel run per batch element, as upstream's added grid axis: float reductions keep
+    the unbatched bits too."""
     case = BY_NAME[name]
     call, args, eager = stacked(case, axis)
     got = jax.vmap(call, in_axes=axis, out_axes=axis)(*args)
@@ -128,15 +130,29 @@ def test_vmap_equals_each_eager_slice_and_upstream_vmap(name, axis):
         assert_all_same_bits(slice_of(got, k, axis), eager[k])
 
 
-@pytest.mark.parametrize("name", REDUCTIONS)
-def test_vmap_of_a_float_reduction_is_close_to_each_eager_slice(name):
-    """A batched reduce is summed by XLA in another order than one slice's (upstream's vmap
-    adds a grid axis instead, so its slices keep the unbatched bits): close, not equal."""
-    case = BY_NAME[name]
-    call, args, eager = stacked(case, 0)
-    got = jax.vmap(call)(*args)
+def test_vmap_with_an_unbatched_input_and_vmap_of_vmap():
+    case = BY_NAME["bias_relu"]
+    call, (x, b) = case.minipallas(), case.inputs()
+    xs = np.stack([x, case.inputs(1)[0]])
+    got = jax.vmap(call, in_axes=(0, None))(xs, b)
     for k in range(2):
-        for g, e in zip(slice_of(got, k, 0), parts(eager[k]), strict=True):
+        assert_same_bits(got[k], call(xs[k], b))
+    twice = jax.vmap(jax.vmap(call, in_axes=(0, None)), in_axes=(0, None))(np.stack([xs, xs]), b)
+    assert_same_bits(twice[1], got)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_vmap_without_match_upstream_batches_the_ops(name):
+    """``match_upstream=False`` batches the reductions themselves (faster): close to the exact
+    call, not equal, as its eager call is; on these kernels measured equal to that eager call."""
+    case = BY_NAME[name]
+    fast, exact = case.minipallas(match_upstream=False), case.minipallas()
+    args = [np.stack(xs) for xs in zip(case.inputs(0), case.inputs(1), strict=True)]
+    got = jax.vmap(fast)(*args)
+    for k in range(2):
+        one = [a[k] for a in args]
+        assert_all_same_bits(slice_of(got, k, 0), fast(*one))
+        for g, e in zip(slice_of(got, k, 0), parts(exact(*one)), strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
 
 
@@ -223,3 +239,16 @@ def test_grad_through_a_loop_over_traced_bounds_is_jaxs_reverse_mode_limit():
     assert_same_bits(tangent[:, 0], np.array([1, 2, 3, 4], np.float32))
     with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
         jax.grad(lambda x: jnp.sum(call(x)))(x)
+
+
+def test_grad_of_vmap_and_vmap_of_grad_agree():
+    case = BY_NAME["matmul"]
+    call, args, _ = stacked(case, 0)
+
+    def loss(x, y):
+        return jnp.sum(jnp.sin(call(x, y)))
+
+    per_slice = jax.vmap(jax.grad(loss))(*args)
+    batched = jax.grad(lambda x, y: jnp.sum(jax.vmap(loss)(x, y)))(*args)
+    np.testing.assert_allclose(per_slice, batched, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(per_slice[1], jax.grad(loss)(args[0][1], args[1][1]), rtol=1e-5)
