@@ -19,7 +19,7 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.kernels import jax_call
 
-# data movement, ints, elementwise f32 and loops whose bits do not depend on the batch shape
+# data movement, ints, elementwise f32, and matmul (a dot per block, summed across a grid axis)
 EXACT = [
     "add", "add_partial_blocks", "bias_relu", "pick_rows", "transpose_blocks", "int_ops",
     "compare_int8", "reversed_blocks", "negative_block_index", "input_written", "matmul",
