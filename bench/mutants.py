@@ -551,8 +551,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "grid-block-start-off-by-one",
         "off-by-one window",
         "minipallas/kernels/grid.py",
-        "start = i if b is None else i * b\n",
-        "start = i if b is None else i * b + 1\n",
+        "start = i if b is None or d in spec.element_dims else i * b\n",
+        "start = i if b is None or d in spec.element_dims else i * b + 1\n",
         "the loop program's blocks start one element late",
     ),
     Mutant(
