@@ -60,3 +60,14 @@ def test_the_batched_kernels_at_bench_size_equal_upstream_bit_for_bit(name):
     args = case.inputs()
     assert kernels_bench.batched_axes(case) != "-"
     assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
+
+
+@pytest.mark.parametrize("case", kernels_bench.realistic_cases(), ids=lambda c: c.name)
+def test_the_realistic_kernels_compute_their_jnp_equivalents(case):
+    """The six kernels of issue 13's speed table, at bench size, against their jnp versions
+    (both modes; float sums in another order, hence the tolerance)."""
+    args = case.inputs()
+    expected = np.asarray(kernels_bench.reference(case)(jnp, *args), np.float32)
+    for match_upstream in (True, False):
+        got = np.asarray(case.minipallas(match_upstream=match_upstream)(*args), np.float32)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-3)
