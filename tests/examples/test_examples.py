@@ -60,3 +60,20 @@ def test_discharge_chapter_shows_carries_and_cond_results():
     assert "}] : f32[8]" in discharged
     assert "addupdate" not in discharged and "ref.at" not in discharged
     assert "agree bit for bit: True" in out
+
+
+def test_new_pass_chapter_rewrites_and_keeps_the_bits():
+    out = _run("new_pass.py")
+    before, after = out.split("--- after mul-by-two,discharge,cleanup ---")
+    assert before.count(" mul ") == 2 and " mul " not in after
+    assert "add %0, %0" in after  # x * 2.0 became x + x, before the loop and inside it
+    assert "same bits as before the pass (interpreter, XLA), inf/-0.0/NaN included: True" in out
+
+
+def test_new_discharge_rule_chapter_discharges_fill():
+    out = _run("new_discharge_rule.py")
+    stateful, pure = out.split("--- discharged and cleaned")
+    assert "effects {write 0}" in stateful and "fill %0[ds(%1, 2), :], %2" in stateful
+    program = pure.split("---\n")[1].split("interpreter (stateful)")[0]
+    assert "fill" not in program and "dynamic_update_slice %0[ds(%1, 2), :]" in program
+    assert "interpreter (stateful) == interpreter (discharged) == XLA == numpy: True" in out
