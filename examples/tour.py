@@ -33,6 +33,34 @@ def chapter(title: str) -> None:
     print(f"\n== {title} " + "=" * (72 - len(title)))
 
 
+def why(text: str) -> None:
+    """A chapter's reason, set apart from its output."""
+    print("\n".join("  | " + line for line in text.strip().splitlines()))
+
+
+WHY_CLOSED = """
+Why regions are closed: the loop body above uses only its own parameters (%i, the refs and
+the carry it is handed), never a value defined outside it. So every pass can rewrite a region
+on its own, knowing all it reads comes in through its parameters; discharge can turn a ref the
+body writes into a new carry just by adding a parameter and a result, and cleanup can drop a
+parameter nobody uses. MLIR's regions may capture outer values; jaxprs, like minipallas, pass
+them in explicitly (a loop's constants, here the refs).
+"""
+
+WHY_RESULTS = """
+The results convention: a discharged function returns its own results first, then the final
+value of every ref parameter, in parameter order, as upstream's discharge_state does. A ref the
+program only reads comes back unchanged (x above), so callers and tests line up outputs by
+position without knowing which refs were written; cleanup cannot drop them, since they are
+the function's results.
+
+Why a swap leaves a dead read: `o_ref[i, :] = v` is a swap, which returns what the window held.
+Discharge keeps that meaning exactly, so it reads the old window (a slice) before writing the
+new one, whether or not anyone uses the old value: above, the dynamic_slice of the output just
+before its dynamic_update_slice. Nothing uses it: the read is dead, and cleanup deletes it. Discharge stays simple and obviously right; cleanup makes it small.
+"""
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.integers(-8, 8, size=(8, 128)).astype(np.float32)
@@ -46,6 +74,7 @@ def main() -> None:
     )
     mp.verify(fn)
     print(fn)
+    why(WHY_CLOSED)
 
     chapter("2. Interpret it: refs are numpy arrays mutated in place")
     out = np.zeros_like(x)
@@ -60,6 +89,7 @@ def main() -> None:
     pure = mp.discharge(fn)
     mp.verify(pure)
     print(pure)
+    why(WHY_RESULTS)
 
     chapter("5. Cleanup: what a careful person would have written")
     clean = mp.cleanup(pure)

@@ -30,6 +30,8 @@ def test_tour_shows_every_stage():
     assert "run_scoped" not in pure and "swap" not in pure and "get " not in pure
     assert "dynamic_update_slice" in pure
     assert "the cleaned pure program gives the same bits: True" in out
+    assert "Why regions are closed" in trace and "Why a swap leaves a dead read" in pure
+    assert "The results convention" in pure.split("== 5. Cleanup")[0]
     assert "stablehlo.while" in out and "func.func @main" in out
     assert "XLA's result equals the interpreter's, bit for bit: True" in out
     kernels = out.split("== 7.")[1]
