@@ -57,7 +57,8 @@ the function's results.
 Why a swap leaves a dead read: `o_ref[i, :] = v` is a swap, which returns what the window held.
 Discharge keeps that meaning exactly, so it reads the old window (a slice) before writing the
 new one, whether or not anyone uses the old value: above, the dynamic_slice of the output just
-before its dynamic_update_slice. Nothing uses it: the read is dead, and cleanup deletes it. Discharge stays simple and obviously right; cleanup makes it small.
+before its dynamic_update_slice. Nothing uses it: the read is dead, and cleanup deletes it.
+Discharge stays simple and obviously right; cleanup makes it small.
 """
 
 
