@@ -34,7 +34,9 @@ class BlockSpec:
 class Element:
     """A block dimension indexed by element, as ``jax.experimental.pallas.Element``: the index
     map gives the block's first element along it (any offset: blocks may overlap), not a block
-    index. ``padding=(low, high)`` is upstream's; minipallas takes ``(0, 0)`` only."""
+    index. ``padding=(low, high)``: the array is seen with ``low`` fill values before it and
+    ``high`` after it along that dimension, and the index map's offsets count in that padded
+    array (upstream's ``#tpu.element_window<low, high>``; its interpret mode pads the same way)."""
 
     block_size: int
     padding: tuple[int, int] = (0, 0)
@@ -55,6 +57,9 @@ class TracedBlockSpec:
     ref_type: RefType
     # the dimensions whose index is the block's first element (``Element``), not a block index
     element_dims: frozenset[int] = frozenset()
+    # (low, high) per dimension: an ``Element`` dimension's padding, (0, 0) elsewhere; () when
+    # no dimension is padded
+    padding: tuple[tuple[int, int], ...] = ()
 
     @property
     def memory_space(self) -> MemorySpace:
@@ -63,6 +68,11 @@ class TracedBlockSpec:
     @property
     def squeezed(self) -> tuple[bool, ...]:
         return tuple(b is None for b in self.block_shape)
+
+    @property
+    def pads(self) -> tuple[tuple[int, int], ...]:
+        """``padding`` with one ``(low, high)`` per dimension, also when none is padded."""
+        return self.padding or ((0, 0),) * self.array.ndim
 
 
 @dataclass(frozen=True)

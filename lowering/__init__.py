@@ -70,12 +70,6 @@ class Target:
                 f"target '{self.name}' takes a traced Kernel, got {got}",
                 fix="build one with minipallas.pallas_call(...).trace(*arrays_or_types)",
             )
-        if self.kernel and any(s.element_dims for s in (*subject.in_specs, *subject.out_specs)):
-            raise PassError(
-                f"target '{self.name}' does not take Element block dimensions yet (kernel "
-                f"'{subject.name}'); only the CPU path runs them",
-                fix="run the kernel on the CPU, or give those dimensions as block sizes",
-            )
         if not self.kernel and not isinstance(subject, Function):
             raise PassError(
                 f"lower takes a minipallas Function for target '{self.name}', got {got}",

@@ -8,7 +8,8 @@ when
 
 - ``dimension_semantics`` says ``"arbitrary"`` for it (every other kind is parallel), or,
   when none is given,
-- some output's index map does not depend on it (the output block is revisited across it).
+- some output's index map does not depend on it (the output block is revisited across it),
+  or some output has ``Element`` dimensions (windows at element offsets may overlap).
 
 Every other axis is launched (``"parallel"``). Scratch, discharged to registers, is carried by
 the loops and starts fresh in each program: programs never share it.
@@ -74,6 +75,12 @@ def schedule(kernel: Kernel) -> Schedule:
         looped, reasons = [], []
         for a in axes:
             for k, spec in enumerate(kernel.out_specs):
+                if spec.element_dims:
+                    looped.append(a)
+                    reasons.append(
+                        f"axis {a}: output {k} has Element dimensions (its windows may overlap)"
+                    )
+                    break
                 if not any(a in deps for deps in dependencies(spec.index_map)):
                     looped.append(a)
                     reasons.append(

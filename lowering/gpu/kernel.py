@@ -8,10 +8,10 @@ still refs, scratch as arrays):
 2. one ``tt.get_program_id`` per launched grid axis (``grid.Schedule``);
 3. the scratch's starting value (the fill value: scratch is uninitialized), then one
    ``scf.for`` per looped grid axis, carrying the scratch;
-4. each operand's block offsets from its index map, evaluated as soon as the grid indices it
-   reads exist (outside the loops when it ignores them). The evaluation folds as it goes:
-   integer constants are not emitted, ``x * 1`` and ``x + 0`` vanish, and two operands with
-   the same index map share its ops;
+4. each operand's block offsets from its index map (``index_bounds``), evaluated as soon as
+   the grid indices it reads exist (outside the loops when it ignores them). The evaluation
+   folds as it goes: integer constants are not emitted, ``x * 1`` and ``x + 0`` vanish, and
+   two operands with the same index map share its ops;
 5. the body, with each operand a ``state.BlockRef``; its results (the scratch's final
    values) are yielded to the enclosing loop.
 
@@ -28,6 +28,7 @@ from minipallas.ir.core import Function, Op
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
@@ -119,21 +120,28 @@ class _Nest:
 
     def place(self, k: int, spec: TracedBlockSpec) -> BlockRef:
         """The operand's block: element offsets ``block index * block size`` per dimension
-        (the index itself for a squeezed one). As on the CPU path, a negative index counts once
-        from the end and is then clamped into the array, unless its range shows it is inside."""
+        (the index itself for a squeezed or ``Element`` one). As on the CPU path, a negative
+        index counts once from the end and is then clamped into the array (padded to whole
+        blocks), unless its range shows it is inside. ``Element`` padding raises upstream
+        Triton lowering's error."""
+        if spec.padding:
+            raise PassError(
+                f"Unblocked indexing with padding is not supported in Triton lowering (block "
+                f"spec {k} of kernel '{self.kernel.name}': Element padding {spec.padding})",
+                op="pallas_call",
+                loc=user_location(),
+                fix="pad the array before the call (jnp.pad) and use Element(n) without padding",
+            )
         ranges = [(0, n - 1) for n in self.kernel.grid]
         indices = self.index_map(spec.index_map, self.ctx.program_ids, ranges)
         starts = []
-        for (i, (low, high)), size, n in zip(
-            indices, spec.block_shape, spec.array.shape, strict=True
-        ):
-            last = n - 1 if size is None else -(-n // size) - 1
+        for (i, (low, high)), (unit, count, last) in zip(indices, index_bounds(spec), strict=True):
             if low < 0:
-                i = self.fold("wrap", emit.wrap_negative, i, last + 1)
+                i = self.fold("wrap", emit.wrap_negative, i, count)
                 i = self.fold("max", emit.at_least, i, 0)
             if high > last:
                 i = self.fold("min", emit.at_most, i, last)
-            starts.append(i if size is None else self.fold("mul", emit.mul, i, size))
+            starts.append(i if unit == 1 else self.fold("mul", emit.mul, i, unit))
         return block_ref(self.pointers[k], spec.array, starts, spec.block_shape)
 
     def index_map(
@@ -189,6 +197,19 @@ _RANGES = {
 
 def _key(x: Index) -> tuple:
     return ("const", x) if isinstance(x, int) else ("value", x)
+
+
+def index_bounds(spec: TracedBlockSpec) -> list[tuple[int, int, int]]:
+    """Per dimension, what the index map's result counts in: ``(unit, count, last)``, the
+    elements one index step moves (the block size of a blocked dimension, 1 for a squeezed or
+    ``Element`` one), how many indices the array padded to whole blocks has (a negative index
+    is counted back from there), and the largest index whose window lies inside it."""
+    bounds = []
+    for d, (size, n) in enumerate(zip(spec.block_shape, spec.array.shape, strict=True)):
+        padded = n if size is None else -(-n // size) * size
+        unit = 1 if size is None or d in spec.element_dims else size
+        bounds.append((unit, padded // unit, (padded - (size or 1)) // unit))
+    return bounds
 
 
 def _depth(spec: TracedBlockSpec, plan: Schedule) -> int:

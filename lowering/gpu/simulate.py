@@ -30,6 +30,7 @@ from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import interpret
 from minipallas.ir.kernel_spec import TracedBlockSpec
 from minipallas.lowering.gpu import GpuLowered
+from minipallas.lowering.gpu.kernel import index_bounds
 
 
 def simulate(lowered: GpuLowered, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -71,11 +72,9 @@ def _starts(spec: TracedBlockSpec, point: Sequence[int]) -> list[int]:
     does."""
     indices = interpret(spec.index_map, *(np.int32(i) for i in point))
     starts = []
-    for i, size, n in zip(indices, spec.block_shape, spec.array.shape, strict=True):
-        last = n - 1 if size is None else -(-n // size) - 1
-        i = int(i) + (last + 1 if i < 0 else 0)
-        i = min(max(i, 0), last)
-        starts.append(i if size is None else i * size)
+    for i, (unit, count, last) in zip(indices, index_bounds(spec), strict=True):
+        i = int(i) + (count if i < 0 else 0)
+        starts.append(min(max(i, 0), last) * unit)
     return starts
 
 

@@ -13,7 +13,10 @@ This is the calling convention Pallas TPU hands to Mosaic (upstream's
     func.func @transform_0(%i: i32, %j: i32) -> (i32, i32)   // the block spec's index map
 
 An operand's memref is one block (a squeezed dimension is 1); ANY-space operands are not
-windowed (``{}``) and get no index-map function. A whole-array VMEM block with an all-zero
+windowed (``{}``) and get no index-map function. A block with ``Element`` dimensions (all of
+its dimensions ``Element`` or squeezed, as upstream requires) has ``window_kind =
+#tpu.element_window<[low...], [high...]>``, its padding per dimension: its index map returns
+element offsets into the padded array. A whole-array VMEM block with an all-zero
 index map is fetched once (``pipeline_mode = synchronous``). Without a grid there are no
 windows, iteration bounds or grid arguments.
 """
@@ -32,6 +35,7 @@ from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, MemRef
 from minipallas.lowering.tpu.scoped import scratch_space
 
+from minipallas.ir.location import user_location
 
 def kernel_function(
     ctx: LoweringContext, kernel: Kernel, body: Function, semantics: Sequence[str]
@@ -127,9 +131,29 @@ def trivial_window(spec: TracedBlockSpec) -> bool:
     ``has_trivial_window``): the same block at every grid step."""
     if tuple(_block_shape(spec)) != spec.array.shape:
         return False
+    if spec.element_dims:
+        params["window_kind"] = _element_window(kernel, k, spec)
     defs = {r: op for op in spec.index_map.body.ops for r in op.results}
     for r in spec.index_map.body.results:
         op = defs.get(r)
+def _element_window(kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:
+    """``#tpu.element_window<[low...], [high...]>``: each dimension's padding; upstream takes
+    a block whose dimensions are all ``Element`` or squeezed only."""
+    if any(b is not None and d not in spec.element_dims for d, b in enumerate(spec.block_shape)):
+        raise PassError(
+            f"block spec {k} of kernel '{kernel.name}' (array {spec.array}, block shape "
+            f"{spec.block_shape}, Element dimensions {sorted(spec.element_dims)}): All block "
+            "dimensions must be Elements or none of them can be Elements (the Pallas TPU "
+            "lowering)",
+            op="pallas_call",
+            loc=user_location(),
+            fix="make every non-squeezed dimension of this block an Element (indexed by its "
+            "first element: Element(n) with index i * n for a block index i), or none of them",
+        )
+    low, high = ([p[j] for p in spec.pads] for j in (0, 1))
+    return ir.Attribute.parse(f"#tpu.element_window<{low},{high}>")
+
+
         if op is None or op.name != "constant" or int(op.attrs["value"].array()) != 0:
             return False
     return True

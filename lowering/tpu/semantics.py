@@ -6,7 +6,9 @@ the axis share state: an output block both write, or a persistent scratch buffer
 value in for the other to read. So an axis is ``parallel`` only when
 
 1. **no output block is revisited across it**: for every output, the block index its index
-   map gives determines the axis's grid index. This is checked by evaluating the index map on
+   map gives determines the axis's grid index (an ``Element`` dimension's offsets count as
+   blocks only when they are multiples of its size; otherwise windows may overlap, and the
+   output counts as revisited). This is checked by evaluating the index map on
    every grid point (vectorized with numpy); when that is impossible (an op the evaluator
    does not know, or a grid over ``MAX_POINTS``), an output whose index map does not use the
    axis is revisited and any other is assumed revisited, to be safe; and
@@ -35,7 +37,7 @@ import numpy as np
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import Read, effects_with_swap_reads
 from minipallas.ir.errors import PassError
-from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 
@@ -126,7 +128,7 @@ class _SharedState:
     def block_indices(self) -> list[np.ndarray | None]:
         if int(np.prod(self.kernel.grid)) > MAX_POINTS:
             return [None] * self.kernel.num_outputs
-        return [evaluate(s.index_map, self.points) for s in self.kernel.out_specs]
+        return [_blocks(s, evaluate(s.index_map, self.points)) for s in self.kernel.out_specs]
 
     # -- 2. persistent scratch ----------------------------------------------------------------
 
@@ -306,6 +308,21 @@ def evaluate(fn: Function, points: np.ndarray) -> np.ndarray | None:
             elif op.name == "not":
                 out = ~args[0]
             elif op.name in ("div", "rem") and not (args[1] == 0).any():
+def _blocks(spec: TracedBlockSpec, starts: np.ndarray | None) -> np.ndarray | None:
+    """The index map's results as block indices: an ``Element`` dimension's element offsets
+    divided by its block size when all are multiples of it (the windows tile the array); None
+    (unknown: maybe revisited) when some are not, as two such windows may overlap."""
+    if starts is None or not spec.element_dims:
+        return starts
+    blocks = starts.copy()
+    for d in spec.element_dims:
+        size = spec.block_shape[d]
+        if (starts[:, d] % size != 0).any():
+            return None
+        blocks[:, d] = starts[:, d] // size
+    return blocks
+
+
                 q = np.abs(args[0]) // np.abs(args[1]) * np.sign(args[0]) * np.sign(args[1])
                 out = q if op.name == "div" else args[0] - q * args[1]
             elif op.name in _EVAL:

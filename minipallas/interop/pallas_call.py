@@ -18,8 +18,9 @@ a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by 
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=minipallas.tpu.VMEM)
     minipallas.kernels.pallas_call.lower_kernel(kernel, "tpu")
 
-Scalar prefetch, dynamic grids, meshes and element/bounded block
-dimensions are refused with a ``JaxprImportError`` naming what is unsupported.
+``Element`` block dimensions carry their padding. Scalar prefetch, dynamic grids, meshes and
+bounded/indirect block dimensions are refused with a ``JaxprImportError`` naming what is
+unsupported.
 """
 
 from __future__ import annotations
@@ -127,18 +128,19 @@ def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) 
     array = ArrayType(bm.array_aval.shape, dtype_of(bm.array_aval.dtype, name))
     block: list[int | None] = []
     element_dims: set[int] = set()
+    padding = [_padding(dim) for dim in bm.block_shape]
     for d, dim in enumerate(bm.block_shape):
         if isinstance(dim, pallas_core.Squeezed):
             block.append(None)
         elif isinstance(dim, pallas_core.Blocked):
             block.append(int(dim.block_size))
-        elif isinstance(dim, pallas_core.Element) and tuple(dim.padding) == (0, 0):
+        elif isinstance(dim, pallas_core.Element) and padding[d] is not None:
             block.append(int(dim.block_size))
             element_dims.add(d)
         else:
             raise JaxprImportError(
-                f"{name}: minipallas imports Blocked, Squeezed and unpadded Element block "
-                f"dimensions, got {dim}"
+                f"{name}: minipallas imports Blocked, Squeezed and Element block dimensions "
+                f"(padded by non-negative ints), got {dim}"
             )
     if getattr(bm, "transforms", ()):
         raise JaxprImportError(f"{name}: block transforms are not supported")
@@ -152,7 +154,18 @@ def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) 
         t != i32 for t in index_map.result_types
     ):
         raise JaxprImportError(f"{name}: the index map must map i32[] grid indices to i32[]")
-    return TracedBlockSpec(array, tuple(block), index_map, ref, frozenset(element_dims))
+    pads = tuple(padding) if any(p != (0, 0) for p in padding) else ()
+    return TracedBlockSpec(array, tuple(block), index_map, ref, frozenset(element_dims), pads)
+
+
+def _padding(dim: object) -> tuple[int, int] | None:
+    """An ``Element``'s ``(low, high)`` padding as ints ((0, 0) for any other block dimension);
+    None unless both are ints >= 0."""
+    pad = getattr(dim, "padding", (0, 0)) if isinstance(dim, pallas_core.Element) else (0, 0)
+    pad = tuple(pad) if isinstance(pad, tuple | list) else ()
+    if len(pad) != 2 or not all(isinstance(p, int) and p >= 0 for p in pad):
+        return None
+    return int(pad[0]), int(pad[1])
 
 
 def _space(aval: object, default: MemorySpace, name: str) -> MemorySpace:

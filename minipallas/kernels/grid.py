@@ -3,11 +3,13 @@
 ``grid_program(kernel)`` builds the function that ``pallas_call`` compiles for XLA:CPU. It
 follows upstream Pallas's interpret mode step for step, so results agree bit for bit:
 
-1. every operand gets a buffer padded up to a whole number of blocks; inputs are copied in,
-   outputs and the padding hold the fill value of their dtype (NaN, the integer minimum,
-   False: upstream's ``uninitialized_value``) unless an output is aliased to an input
-   (``input_output_aliases``: it starts as a copy of the input), and so does scratch,
-   allocated once for the whole grid (it persists from one grid point to the next);
+1. every operand gets a buffer padded up to a whole number of blocks, after the padding of its
+   ``Element(n, padding=(low, high))`` dimensions (the array starts at ``low``: index maps
+   count in the padded array); inputs are copied in, outputs and the padding hold the fill
+   value of their dtype (NaN, the integer minimum, False: upstream's ``uninitialized_value``)
+   unless an output is aliased to an input (``input_output_aliases``: it starts as a copy of
+   the input), and so does scratch, allocated once for the whole grid (it persists from one
+   grid point to the next);
 2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order);
 3. at each grid point, each operand's index map gives block indices; the block starts at
    ``index * block_size`` (at ``index`` itself along a squeezed or ``Element`` dimension), as
@@ -17,6 +19,9 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
    window the body writes is written back, and a later grid point that reads it sees it: the
    accumulator pattern, for outputs and (as upstream) for inputs the body writes;
 4. the outputs are the buffers' valid regions, without the padding.
+
+Padded ``Element`` dimensions together with ``input_output_aliases`` raise upstream interpret
+mode's ``Padding with aliasing not supported``.
 
 The program still holds refs and calls; ``minipallas.compile`` discharges and lowers it.
 """
@@ -34,7 +39,9 @@ from minipallas.frontend.values import TracedArray
 from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Function, Value
 from minipallas.ir.dtypes import fill_value
+from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.location import user_location
 from minipallas.ir.types import RefType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
@@ -47,6 +54,16 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
     (``ir.collectives``, context ``"cpu_kernel"``)."""
     check_collective_axes(kernel.body, "cpu_kernel")
     body = bind_grid(kernel.body, kernel.grid)
+    if kernel.input_output_aliases and any(
+        s.padding for s in (*kernel.in_specs, *kernel.out_specs)
+    ):
+        raise TraceError(
+            f"Padding with aliasing not supported (kernel '{kernel.name}': upstream interpret "
+            "mode refuses Element padding in a call with input_output_aliases)",
+            op="pallas_call",
+            loc=user_location(),
+            fix="pad the aliased arrays before the call (jnp.pad) and use unpadded Elements",
+        )
     specs = (*kernel.in_specs, *kernel.out_specs)
     buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
     n_in, sources = kernel.num_inputs, output_sources(kernel)
@@ -82,10 +99,11 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
 
 
 def padded_shape(spec: TracedBlockSpec) -> tuple[int, ...]:
-    """The array's shape rounded up to whole blocks (a squeezed dimension needs no padding)."""
+    """The array's shape with its ``Element`` padding, rounded up to whole blocks (a squeezed
+    dimension needs no rounding)."""
     return tuple(
-        n if b is None else -(-n // b) * b
-        for n, b in zip(spec.array.shape, spec.block_shape, strict=True)
+        n + lo + hi if b is None else -(-(n + lo + hi) // b) * b
+        for n, b, (lo, hi) in zip(spec.array.shape, spec.block_shape, spec.pads, strict=True)
     )
 
 
@@ -93,7 +111,7 @@ def _valid(spec: TracedBlockSpec) -> Any:
     """The index of the array's own elements inside its padded buffer."""
     if padded_shape(spec) == spec.array.shape:
         return ...
-    return tuple(slice(0, n) for n in spec.array.shape)
+    return tuple(slice(lo, lo + n) for n, (lo, _) in zip(spec.array.shape, spec.pads, strict=True))
 
 
 def _copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:

@@ -16,6 +16,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from minipallas.frontend.scopes import trace_error
 from minipallas.frontend.tracing import check_arity, function_name, trace
 from minipallas.frontend.values import TracedArray, as_result, astype
@@ -94,7 +96,7 @@ def trace_spec(
             f"the spec of {what} must be a minipallas.BlockSpec or None, got {spec!r}",
             fix="use minipallas.BlockSpec(block_shape, index_map)",
         )
-    block, element_dims = _block_shape(spec.block_shape, array, what)
+    block, element_dims, padding = _block_shape(spec.block_shape, array, what)
     index_map = spec.index_map
     if index_map is None:
         index_map = _whole_array_map(array.ndim)
@@ -111,19 +113,15 @@ def trace_spec(
 
 def _block_shape(
     block_shape: Sequence[int | Element | None] | None, array: ArrayType, what: str
-) -> tuple[tuple[int | None, ...], frozenset[int]]:
-    """The block sizes (None: squeezed) and the dimensions given as ``Element``s."""
+) -> tuple[tuple[int | None, ...], frozenset[int], tuple[tuple[int, int], ...]]:
+    """The block sizes (None: squeezed), the dimensions given as ``Element``s, and their
+    padding (``TracedBlockSpec.padding``)."""
+        padding=padding,
     if block_shape is None:
-        return array.shape, frozenset()
+        return array.shape, frozenset(), ()
     block = tuple(block_shape)
     element_dims = frozenset(d for d, b in enumerate(block) if isinstance(b, Element))
-    for b in block:
-        if isinstance(b, Element) and tuple(b.padding) != (0, 0):
-            raise trace_error(
-                f"the block dimension {b} of {what} is padded; minipallas takes "
-                "Element dimensions without padding only",
-                fix="pad the array before the call (jnp.pad / np.pad) and use Element(n)",
-            )
+    padding = tuple(_padding(b, what) if isinstance(b, Element) else (0, 0) for b in block)
     block = tuple(b.block_size if isinstance(b, Element) else b for b in block)
     if len(block) != array.ndim:
         raise trace_error(
@@ -136,7 +134,22 @@ def _block_shape(
             raise trace_error(
                 f"the block shape {block} of {what} must hold positive ints or None, got {b!r}"
             )
-    return tuple(None if b is None else int(b) for b in block), element_dims
+    sizes = tuple(None if b is None else int(b) for b in block)
+    return sizes, element_dims, padding if any(p != (0, 0) for p in padding) else ()
+
+
+def _padding(dim: Element, what: str) -> tuple[int, int]:
+    """An ``Element``'s ``(low, high)`` padding as ints; each must be a non-negative int."""
+    pad = tuple(dim.padding) if isinstance(dim.padding, tuple | list) else (dim.padding,)
+    if len(pad) != 2 or not all(
+        isinstance(p, int | np.integer) and not isinstance(p, bool) and p >= 0 for p in pad
+    ):
+        raise trace_error(
+            f"the block dimension {dim} of {what} must have a padding of two non-negative "
+            f"ints (low, high), got {dim.padding!r}",
+            fix="use minipallas.Element(block_size, padding=(low, high)) with low, high >= 0",
+        )
+    return int(pad[0]), int(pad[1])
 
 
 def _whole_array_map(ndim: int) -> Callable[..., tuple[int, ...]]:

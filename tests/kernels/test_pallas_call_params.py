@@ -200,21 +200,3 @@ def test_element_dims_import_from_upstream():
     assert kernel.in_specs[0].element_dims == frozenset({0})
     (out,) = minipallas.compile(minipallas.from_jaxpr(jax.make_jaxpr(upstream)(x)))(x)
     assert out.tobytes() == np.asarray(upstream(x)).tobytes()
-
-
-def test_padded_element_dims_are_refused_with_a_fix():
-    spec = minipallas.BlockSpec((minipallas.Element(8, padding=(1, 1)),), lambda i: (i,))
-    k = minipallas.pallas_call(double, OUT, grid=(2,), in_specs=[spec], out_specs=SPEC)
-    with pytest.raises(TraceError, match="is padded") as e:
-        k.trace(minipallas.ArrayType((64,), float32))
-    assert "np.pad" in e.value.fix
-
-
-@pytest.mark.parametrize("target", ["tpu", "gpu"])
-def test_kernel_targets_refuse_element_dims(target):
-    from minipallas.ir.errors import PassError
-
-    ours, _ = element_calls((("E", 8),), lambda i: (i * 4,))
-    with pytest.raises(PassError, match="does not take Element block dimensions") as e:
-        ours.lower(minipallas.ArrayType((64,), float32), target=target)
-    assert "CPU" in e.value.fix
