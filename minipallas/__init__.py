@@ -51,6 +51,8 @@ _PUBLIC = {
     # lowering and running
     "lower": "minipallas.lowering.lowered",
     "compile": "minipallas.compiled",
+    # pictures (Graphviz)
+    "view": "minipallas.pictures",
     # interop with upstream JAX
     "from_jaxpr": "minipallas.interop",
     "to_jax": "minipallas.interop",

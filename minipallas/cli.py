@@ -6,6 +6,8 @@
     minipallas-opt - < kernel.mir                  # the same, reading stdin
     minipallas-opt kernel.mir --pass-pipeline=collectives,discharge,cleanup --print-ir-after-all
     minipallas-opt kernel.mir --print-effects --locations
+    minipallas-opt kernel.mir --view=svg             # a picture: kernel.svg (Graphviz)
+    minipallas-opt kernel.mir --pass-pipeline=discharge --view=dot --view-after-all
 
     minipallas-opt kernel.mir --emit=stablehlo        # discharge and lower to StableHLO
     minipallas-opt kernel.py --emit=tpu               # a pallas_call's Mosaic TPU kernel
@@ -42,6 +44,7 @@ from minipallas.ir.verifier import verify
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
 from minipallas.passes.registry import describe
+from minipallas.pictures import FORMATS, PassPictures, draw, emitter
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
 EMIT_TARGETS = {  # --emit=NAME: what it prints, for --help; the rest is the target table's
@@ -99,6 +102,19 @@ def _arguments() -> argparse.ArgumentParser:
         help="what to print (the targets are listed below)",
     )
     ap.add_argument(
+        "--view",
+        choices=FORMATS,
+        help="draw the function (after the passes) with Graphviz instead of printing it: dot "
+        "prints DOT text, which needs no Graphviz program; svg and png write FILE.svg/.png "
+        "next to the input (stdin: ./stdin.svg) and need Graphviz's dot (apt-get install graphviz)",
+    )
+    ap.add_argument(
+        "--view-after-all",
+        action="store_true",
+        help="draw the function before and after every pass, side by side, in --view's "
+        "format (dot if not given): FILE.1-PASS.svg...; DOT pictures one after another",
+    )
+    ap.add_argument(
         "--promote-scratch",
         action="store_true",
         help="with --emit=tpu: keep register-sized scoped scratch in vector registers",
@@ -121,6 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.promote_scratch and args.emit != "tpu":
         print("minipallas-opt: --promote-scratch goes with --emit=tpu", file=sys.stderr)
         return 2
+    if args.view and args.emit != "ir":
+        print(
+            "minipallas-opt: --view draws minipallas IR; it does not go with --emit",
+            file=sys.stderr,
+        )
+        return 2
     if args.file.endswith(".py"):
         return _kernel_file(args, name)
     if args.emit in KERNEL_ONLY:
@@ -140,8 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for k, piece in enumerate(pieces):
         if k:
             print("// -----")
+        stem = "stdin" if args.file == "-" else args.file.removesuffix(".mir").removesuffix(".mpir")
         try:
-            _process(piece, args)
+            _process(piece, args, f"{stem}.{k + 1}" if len(pieces) > 1 else stem)
         except MiniPallasError as e:
             sys.stdout.flush()  # keep stdout and stderr in order when both go to one place
             print(_describe(e, name, piece), file=sys.stderr)
@@ -160,18 +183,24 @@ def _split(text: str) -> list[str]:
     return pieces
 
 
-def _process(text: str, args: argparse.Namespace) -> None:
+def _process(text: str, args: argparse.Namespace, stem: str) -> None:
+    """Handles one piece of input; pictures (``--view``) are named after ``stem``."""
     module = parse_module(text)
     verify(module)
     fn = module.entry
+    emit = emitter(args.view or "dot", stem)
     if args.pass_pipeline is not None:
-        fn = pipeline.run(fn, args.pass_pipeline, verify=True, after_each=_dumper(args))
+        hooks = [_dumper(args), PassPictures(fn, emit) if args.view_after_all else None]
+        fn = pipeline.run(fn, args.pass_pipeline, verify=True, after_each=_each(hooks))
     if args.print_effects:
         print(_effects_report(fn))
     if args.emit == "stablehlo":
         from minipallas.lowering.lowered import lower  # jaxlib: kept off --help's path
 
         print(lower(fn, after_each=_dumper(args)).as_text(debug_info=args.locations), end="")
+        return
+    if args.view:
+        emit(draw(fn))
         return
     print(print_function(fn, locations=args.locations))
 
@@ -221,6 +250,19 @@ def _dumper(args: argparse.Namespace) -> Callable[[str, Function], None] | None:
         print(print_function(result, locations=args.locations) + "\n")
 
     return dump
+
+
+def _each(hooks: list[Callable[[str, Function], None] | None]) -> Callable | None:
+    """The ``after_each`` hook that calls each of ``hooks`` (those not None) in order."""
+    found = [hook for hook in hooks if hook is not None]
+    if not found:
+        return None
+
+    def each(pass_name: str, result: Function) -> None:
+        for hook in found:
+            hook(pass_name, result)
+
+    return each
 
 
 def _effects_report(fn: Function) -> str:
