@@ -187,7 +187,7 @@ class _Drawer:
         self.count = 0
         self.analysis = EffectsAnalysis()
         self.source: dict[Value, tuple[str, str | None]] = {}  # value -> (node, its op's cluster)
-        self.functions: dict[int, str] = {}  # id(callee) -> a node of its cluster, for calls
+        self.functions: dict[int, tuple[str, str]] = {}  # id(fn) -> (a node, its cluster)
         self.printer = Printer()
         self.edges: list[tuple[str, str, dict[str, str]]] = []
 
@@ -209,10 +209,11 @@ class _Drawer:
         self.printer = Printer()
         self.printer.function(fn)  # names every value as print(fn) does
         found = self.analysis.function(fn)
-        with self.where.subgraph(name=f"cluster_{self.fresh()}") as box:
+        cluster = f"cluster_{self.fresh()}"
+        with self.where.subgraph(name=cluster) as box:
             header = f"func @{fn.name}" + (f" effects {effects_text(found)}" if found else "")
             box.attr(label=header, style="rounded")
-            self.functions[id(fn)] = self.block(box, fn.body, found, "return")
+            self.functions[id(fn)] = (self.block(box, fn.body, found, "return"), cluster)
 
     def block(
         self,
@@ -259,8 +260,9 @@ class _Drawer:
             box.node(node, label, tooltip=where, **_fill([effect] if effect else []))
             self.uses(op, node, at)
             if op.name == "call" and id(op.attrs["callee"]) in self.functions:
-                callee = self.functions[id(op.attrs["callee"])]
-                self.edges.append((node, callee, {"style": "dotted", "label": "calls"}))
+                callee, cluster = self.functions[id(op.attrs["callee"])]
+                calls = {"style": "dotted", "label": "calls", "lhead": cluster}
+                self.edges.append((node, callee, calls))
             self.source.update((r, (node, None)) for r in op.results)
             return
         cluster = f"cluster_{node}"
