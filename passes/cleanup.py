@@ -38,8 +38,10 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import EffectsAnalysis
 from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS, READ, OpDef
+from minipallas.passes import cleanup_identities  # noqa: F401  (registers its patterns)
 from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
 from minipallas.passes.collector import collector_paused
+from minipallas.passes.fold import fold
 from minipallas.passes.registry import register
 
 MAX_ROUNDS = 4
@@ -123,24 +125,23 @@ class _Simplify:
             self.emit(op, scope)
 
     def emit(self, op: Op, scope: _CleanupScope) -> None:
-        """Rewrite ``op`` by its patterns, reuse an equal op, or append it."""
+        """Fold ``op`` or rewrite it by its patterns, reuse an equal op, or append it."""
         defs = scope.defs
-        rules = PATTERNS.get(op.name)
-        if rules is not None:
-            for _ in range(MAX_WALK):
-                for rule in rules:  # the first pattern that matches
+        for _ in range(MAX_WALK):
+            rewritten = fold(op, defs) if op.operands else None
+            if rewritten is None:
+                for rule in PATTERNS.get(op.name, ()):  # the first pattern that matches
                     rewritten = rule(op, defs)
                     if rewritten is not None:
                         break
                 else:  # none matches: ``op`` is final
                     break
-                if isinstance(rewritten, Value):
-                    self.env[op.results[0]] = rewritten
-                    return
-                op = rewritten
-                rules = PATTERNS.get(op.name, ())
-            else:
-                self.settled = False
+            if isinstance(rewritten, Value):
+                self.env[op.results[0]] = rewritten
+                return
+            op = rewritten
+        else:
+            self.settled = False
         key = self.cse_key(op)
         if key is not None:
             earlier = scope.seen.setdefault(key, op)

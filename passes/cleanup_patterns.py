@@ -251,9 +251,10 @@ def no_change(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     return x
 
 
-@pattern("reshape", "bitcast", "transpose")
+@pattern("reshape", "bitcast", "transpose", "broadcast_in_dim")
 def compose(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
-    """Two reshapes (bitcasts, transposes) in a row are one; discharged views make such pairs."""
+    """Two reshapes (bitcasts, transposes, broadcasts) in a row are one; discharged views and
+    the front end's scalar broadcasts make such pairs."""
     inner = defs.get(op.operands[0])
     if inner is None or inner.name != op.name:
         return None
@@ -261,4 +262,6 @@ def compose(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     if op.name == "transpose":
         first, then = inner.attrs["permutation"], op.attrs["permutation"]
         attrs["permutation"] = tuple(first[p] for p in then)
+    if op.name == "broadcast_in_dim":  # x's dim k goes to dims[k], then to outer dims[dims[k]]
+        attrs["dims"] = tuple(op.attrs["dims"][d] for d in inner.attrs["dims"])
     return op.replace(operands=inner.operands, attrs=attrs)
