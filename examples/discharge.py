@@ -52,6 +52,9 @@ def main() -> None:
     pure = mp.discharge(fn)
     mp.verify(pure)
     show("discharged: refs became arrays, results gained their final values", pure)
+    dot = mp.view(pure, format="dot", before=fn, title="discharge")  # `dot -Tsvg` draws it
+    print(f"\n--- picture: {dot.count(' -> ')} arrows; coloured refs, all before discharge ---")
+    print("\n".join(line.strip() for line in dot.splitlines() if "Ref{" in line and "fill" in line))
     clean = mp.cleanup(pure)
     mp.verify(clean)
     show("cleaned", clean)

@@ -4,6 +4,8 @@ The kernel computes running row sums of an (8, 128) block: for each row i it add
 scoped scratch accumulator and writes the accumulator to out[i]. Run it with ``make demo``.
 """
 
+import tempfile
+
 import numpy as np
 
 import minipallas as mp
@@ -127,6 +129,16 @@ def main() -> None:
     print(call.lower(a, b, target="tpu").as_text(debug_info=False))
     print("-- Triton GPU --")
     print(call.lower(a, b, target="gpu").as_text(debug_info=False))
+
+    chapter("8. Pictures: the kernel before and after discharge, drawn with Graphviz")
+    stem = f"{tempfile.gettempdir()}/minipallas-tour"
+    dot = mp.view(pure, format="dot", before=fn, title="discharge", path=f"{stem}.dot")
+    print(f"{stem}.dot: {dot.count(' -> ')} arrows; refs coloured by effect, the scope a box")
+    try:
+        mp.view(pure, format="svg", before=fn, title="discharge", path=f"{stem}.svg")
+        print(f"{stem}.svg: rendered by Graphviz")
+    except mp.MiniPallasError as e:  # no Graphviz programs: the error says how to get them
+        print(f"no svg: {e}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,12 @@ real one where it is installed.
 """
 
 import os
+import pathlib
 import re
 import shutil
 import stat
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -19,6 +22,8 @@ from minipallas.cli import main
 from minipallas.ir.printer import print_function
 from minipallas.passes import pipeline
 from minipallas.pictures import PassPictures, draw
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 LOOPS = textwrap.dedent("""
     func @bump(%r: Ref{f32[8]}, %v: f32[8]) -> () {
@@ -225,3 +230,22 @@ def test_real_graphviz_renders_the_picture(loops):
     assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
     assert "loop body" in svg and "func @bump" in svg
     assert mp.view(loops, format="png")[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_discharge_example_shows_its_picture():
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "discharge.py")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    picture = done.stdout.split("--- picture: ")[1].split("--- cleaned")[0]
+    filecheck(
+        picture,
+        """
+        CHECK:      {{[0-9]+}} arrows; coloured refs, all before discharge ---
+        x is read, acc read and accumulated into, out written:
+        CHECK-NEXT: b2 [label="%0: Ref{f32[4,8]}" fillcolor="#9ecae1" style=filled]
+        CHECK-NEXT: b3 [label="%1: Ref{f32[2,8]}" fillcolor="#9ecae1:#a1d99b" style="filled,striped
+        CHECK-NEXT: b4 [label="%2: Ref{f32[8]}" fillcolor="#fc9272" style=filled]
+        CHECK-NOT:  a{{[0-9]+}} [
+        """,
+    )
