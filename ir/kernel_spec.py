@@ -79,21 +79,32 @@ class TracedBlockSpec:
 class Kernel:
     """A traced ``pallas_call``.
 
-    ``body`` takes refs ``[*inputs, *outputs, *scratch]`` (block-shaped, in the specs' memory
-    spaces; the default is ``ANY`` for the generic path and VMEM for TPU emission) and may use
-    ``program_id`` / ``num_programs``. It returns nothing. ``in_specs``/``out_specs`` line up
-    with the inputs and outputs.
+    ``body`` takes refs ``[*scalar_prefetch, *inputs, *outputs, *scratch]`` (block-shaped, in
+    the specs' memory spaces; the default is ``ANY`` for the generic path and VMEM for TPU
+    emission) and may use ``program_id`` / ``num_programs``. It returns nothing.
+    ``in_specs``/``out_specs`` line up with the inputs and outputs.
+
+    ``scalar_prefetch`` are the whole-array (SMEM) ref types of the call's first operands
+    (upstream's ``PrefetchScalarGridSpec``): every index map takes them after its grid
+    indices. A ``None`` grid size is a dynamic one (upstream's ``dynamic_grid_dim``), given
+    at run time before all other operands.
     """
 
     name: str
     body: Function
-    grid: tuple[int, ...]
+    grid: tuple[int | None, ...]
     in_specs: tuple[TracedBlockSpec, ...]
     out_specs: tuple[TracedBlockSpec, ...]
     scratch_types: tuple[RefType, ...] = ()
     dimension_semantics: tuple[str, ...] | None = None
     # (input, output) pairs: the output starts as the input's contents (kernels/aliases.py)
     input_output_aliases: tuple[tuple[int, int], ...] = ()
+    scalar_prefetch: tuple[RefType, ...] = ()
+
+    @property
+    def dynamic_axes(self) -> tuple[int, ...]:
+        """The grid axes whose size is given at run time."""
+        return tuple(a for a, n in enumerate(self.grid) if n is None)
 
     @property
     def num_inputs(self) -> int:

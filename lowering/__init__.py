@@ -60,7 +60,7 @@ class Target:
     def pipeline_for(self, subject: Function | Kernel) -> str:
         if not self.kernel:
             return self.pipeline
-        operands = subject.num_inputs + subject.num_outputs
+        operands = len(subject.scalar_prefetch) + subject.num_inputs + subject.num_outputs
         return Template(self.pipeline).substitute(operands=operands)
 
     def _check_subject(self, subject: Any) -> None:

@@ -1,5 +1,12 @@
-"""TPU memory spaces and compiler params, named as in ``jax.experimental.pallas.tpu``:
-``VMEM((8, 128), f32)``, ``CompilerParams(dimension_semantics=("parallel",))``."""
+"""TPU memory spaces, compiler params and grid specs, named as in ``jax.experimental.pallas.tpu``:
+``VMEM((8, 128), f32)``, ``CompilerParams(dimension_semantics=("parallel",))``,
+``PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=..., in_specs=..., out_specs=...)``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from minipallas.ir.types import ANY, TPU_SMEM, TPU_VMEM
 from minipallas.kernels.params import TpuCompilerParams as CompilerParams
@@ -7,4 +14,20 @@ from minipallas.kernels.params import TpuCompilerParams as CompilerParams
 VMEM = TPU_VMEM
 SMEM = TPU_SMEM
 
-__all__ = ["ANY", "SMEM", "VMEM", "CompilerParams"]
+
+@dataclass(frozen=True)
+class PrefetchScalarGridSpec:
+    """A grid spec whose first ``num_scalar_prefetch`` call operands are scalar-prefetch
+    arrays (upstream's ``pltpu.PrefetchScalarGridSpec``): they live in SMEM, whole, for the
+    whole grid; every index map receives them as refs after its grid indices, so block
+    indices may depend on data (a gather by an index table, a block-sparse matmul), and the
+    kernel receives them first, before its inputs. The other fields are ``pallas_call``'s."""
+
+    num_scalar_prefetch: int
+    grid: Any = ()
+    in_specs: Sequence[Any] | Any = None
+    out_specs: Sequence[Any] | Any = None
+    scratch_shapes: Sequence[Any] = ()
+
+
+__all__ = ["ANY", "SMEM", "VMEM", "CompilerParams", "PrefetchScalarGridSpec"]

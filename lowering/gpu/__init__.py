@@ -26,6 +26,7 @@ The result's ``function`` is the partially discharged body the module was emitte
 from __future__ import annotations
 
 from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS, AfterEach
 from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
@@ -68,7 +69,17 @@ def lower_kernel(kernel: Kernel, *, after_each: AfterEach | None = None) -> GpuL
 
 
 def emit(kernel: Kernel, body: Function) -> GpuLowered:
-    """Step 4: the Triton module of ``body``, what steps 1-3 made of ``kernel.body``."""
+    """Step 4: the Triton module of ``body``, what steps 1-3 made of ``kernel.body``. A
+    dynamic grid or scalar prefetch raises upstream's Triton backend's refusal."""
+    for present, message in (
+        (kernel.dynamic_axes, "dynamic grid bounds not supported in the Triton backend"),
+        (kernel.scalar_prefetch, "scalar prefetch not implemented in the Triton backend"),
+    ):
+        if present:
+            raise PassError(
+                f"{message} (kernel '{kernel.name}')",
+                fix="run it on the CPU or lower it for 'tpu' (Mosaic)",
+            )
     plan = schedule(kernel)
     ctx = LoweringContext(kernel.name)
     ctx.note_uses(body)

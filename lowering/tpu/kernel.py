@@ -2,7 +2,8 @@
 
 A Mosaic kernel function takes its grid indices as its first ``i32`` arguments, so
 ``program_id`` on axis ``a`` is argument ``a``; ``num_programs`` is the grid's static size (upstream
-emits ``tpu.iteration_bound``, which canonicalization folds to the same constant).
+emits ``tpu.iteration_bound``, which canonicalization folds to the same constant), or, along a
+dynamic axis, ``tpu.iteration_bound`` itself.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 
@@ -33,4 +34,7 @@ def program_id(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
 
 @rule("num_programs")
 def num_programs(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
-    return [emit.i32(ctx.grid[_axis(ctx, op)])]
+    axis = _axis(ctx, op)
+    if ctx.grid[axis] is None:
+        return [tpu.iteration_bound(axis)]
+    return [emit.i32(ctx.grid[axis])]

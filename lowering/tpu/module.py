@@ -12,6 +12,11 @@ This is the calling convention Pallas TPU hands to Mosaic (upstream's
                                       window_bounds = array<i64: 128, 128>}, ...]}
     func.func @transform_0(%i: i32, %j: i32) -> (i32, i32)   // the block spec's index map
 
+With scalar prefetch (``PrefetchScalarGridSpec``), the kernel and every ``@transform_k`` take
+the prefetched arrays as whole SMEM memrefs right after the grid indices, and
+``scalar_prefetch`` counts them. A dynamic grid size is ``iteration_bounds``' dynamic entry
+(``ShapedType.get_dynamic_size()``), read in the body with ``tpu.iteration_bound``.
+
 An operand's memref is one block (a squeezed dimension is 1); ANY-space operands are not
 windowed (``{}``) and get no index-map function. A block with ``Element`` dimensions (all of
 its dimensions ``Element`` or squeezed, as upstream requires) has ``window_kind =
@@ -30,12 +35,13 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.location import user_location
 from minipallas.lowering.jaxlib_shim import func, ir
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, MemRef
+from minipallas.lowering.tpu.ranges import index_map_ranges
 from minipallas.lowering.tpu.scoped import scratch_space
 
-from minipallas.ir.location import user_location
 
 def kernel_function(
     ctx: LoweringContext, kernel: Kernel, body: Function, semantics: Sequence[str]
@@ -48,6 +54,7 @@ def kernel_function(
     i32 = ir.IntegerType.get_signless(32)
     arg_types = [
         *([i32] * len(kernel.grid)),
+        *(emit.ref_memref_type(t) for t in kernel.scalar_prefetch),
         *(_block_memref(s) for s in specs),
         *(emit.ref_memref_type(t) for t in scratch),
     ]
@@ -56,14 +63,20 @@ def kernel_function(
         entry = fn.add_entry_block()
     n_grid, args = len(kernel.grid), list(entry.arguments)
     ctx.grid_indices = args[:n_grid]
-    operands, scratch_args = args[n_grid : n_grid + len(specs)], args[n_grid + len(specs) :]
-    refs = [
-        MemRef(a, s.array.dtype, s.memory_space, s.squeezed)
-        for a, s in zip(operands, specs, strict=True)
-    ] + [
-        MemRef(a, t.dtype, t.memory_space, (False,) * t.ndim)
-        for a, t in zip(scratch_args, scratch, strict=True)
-    ]
+    first = n_grid + len(kernel.scalar_prefetch)  # the first block operand
+    prefetch, operands = args[n_grid:first], args[first : first + len(specs)]
+    scratch_args = args[first + len(specs) :]
+    refs = (
+        _prefetch_refs(kernel, prefetch)
+        + [
+            MemRef(a, s.array.dtype, s.memory_space, s.squeezed)
+            for a, s in zip(operands, specs, strict=True)
+        ]
+        + [
+            MemRef(a, t.dtype, t.memory_space, (False,) * t.ndim)
+            for a, t in zip(scratch_args, scratch, strict=True)
+        ]
+    )
     with ir.InsertionPoint(entry), ir.Location.unknown():
         ctx.lower_body(body, refs)
         func.ReturnOp([])
@@ -84,8 +97,11 @@ def _attributes(
         attrs["window_params"] = ir.ArrayAttr.get(
             [_window(ctx, kernel, k, s) for k, s in enumerate(specs)]
         )
-        attrs["iteration_bounds"] = ir.DenseI64ArrayAttr.get(list(kernel.grid))
-    attrs["scalar_prefetch"] = ir.IntegerAttr.get(i64, 0)
+        dynamic = ir.ShapedType.get_dynamic_size()
+        attrs["iteration_bounds"] = ir.DenseI64ArrayAttr.get(
+            [dynamic if n is None else n for n in kernel.grid]
+        )
+    attrs["scalar_prefetch"] = ir.IntegerAttr.get(i64, len(kernel.scalar_prefetch))
     attrs["scratch_operands"] = ir.IntegerAttr.get(i64, len(kernel.scratch_types))
     attrs["dimension_semantics"] = ir.ArrayAttr.get(
         [ir.Attribute.parse(f"#tpu.dimension_semantics<{s}>") for s in semantics]
@@ -100,18 +116,50 @@ def _window(ctx: LoweringContext, kernel: Kernel, k: int, spec: TracedBlockSpec)
     name = f"transform_{k}"
     i32 = ir.IntegerType.get_signless(32)
     n_grid = len(kernel.grid)
+    arg_types = [*[i32] * n_grid, *(emit.ref_memref_type(t) for t in kernel.scalar_prefetch)]
     with ir.InsertionPoint(ctx.module.body), ir.Location.unknown():
-        fn = func.FuncOp(name, ir.FunctionType.get([i32] * n_grid, [i32] * spec.array.ndim))
+        fn = func.FuncOp(name, ir.FunctionType.get(arg_types, [i32] * spec.array.ndim))
         entry = fn.add_entry_block()
+    args = list(entry.arguments)
+    ctx.ranges.update(index_map_ranges(spec.index_map, kernel.grid))  # clamps that cannot fire
     with ir.InsertionPoint(entry), ir.Location.unknown():
-        func.ReturnOp(ctx.lower_block(spec.index_map.body, list(entry.arguments)))
+        refs = _prefetch_refs(kernel, args[n_grid:])
+        func.ReturnOp(ctx.lower_block(spec.index_map.body, [*args[:n_grid], *refs]))
     params = {
         "transform_indices": ir.FlatSymbolRefAttr.get(name),
         "window_bounds": ir.DenseI64ArrayAttr.get(_block_shape(spec)),
     }
     if emit.space_name(spec.memory_space) == "vmem" and trivial_window(spec):
         params["pipeline_mode"] = ir.Attribute.parse("#tpu.pipeline_mode<synchronous>")
+    if spec.element_dims:
+        params["window_kind"] = _element_window(kernel, k, spec)
     return ir.DictAttr.get(params)
+
+
+def _element_window(kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:
+    """``#tpu.element_window<[low...], [high...]>``: each dimension's padding; upstream takes
+    a block whose dimensions are all ``Element`` or squeezed only."""
+    if any(b is not None and d not in spec.element_dims for d, b in enumerate(spec.block_shape)):
+        raise PassError(
+            f"block spec {k} of kernel '{kernel.name}' (array {spec.array}, block shape "
+            f"{spec.block_shape}, Element dimensions {sorted(spec.element_dims)}): All block "
+            "dimensions must be Elements or none of them can be Elements (the Pallas TPU "
+            "lowering)",
+            op="pallas_call",
+            loc=user_location(),
+            fix="make every non-squeezed dimension of this block an Element (indexed by its "
+            "first element: Element(n) with index i * n for a block index i), or none of them",
+        )
+    low, high = ([p[j] for p in spec.pads] for j in (0, 1))
+    return ir.Attribute.parse(f"#tpu.element_window<{low},{high}>")
+
+
+def _prefetch_refs(kernel: Kernel, args: Sequence[ir.Value]) -> list[MemRef]:
+    """The scalar-prefetch arguments as refs: whole arrays, nothing squeezed."""
+    return [
+        MemRef(a, t.dtype, t.memory_space, (False,) * t.ndim)
+        for a, t in zip(args, kernel.scalar_prefetch, strict=True)
+    ]
 
 
 def _block_shape(spec: TracedBlockSpec) -> list[int]:
@@ -131,29 +179,9 @@ def trivial_window(spec: TracedBlockSpec) -> bool:
     ``has_trivial_window``): the same block at every grid step."""
     if tuple(_block_shape(spec)) != spec.array.shape:
         return False
-    if spec.element_dims:
-        params["window_kind"] = _element_window(kernel, k, spec)
     defs = {r: op for op in spec.index_map.body.ops for r in op.results}
     for r in spec.index_map.body.results:
         op = defs.get(r)
-def _element_window(kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:
-    """``#tpu.element_window<[low...], [high...]>``: each dimension's padding; upstream takes
-    a block whose dimensions are all ``Element`` or squeezed only."""
-    if any(b is not None and d not in spec.element_dims for d, b in enumerate(spec.block_shape)):
-        raise PassError(
-            f"block spec {k} of kernel '{kernel.name}' (array {spec.array}, block shape "
-            f"{spec.block_shape}, Element dimensions {sorted(spec.element_dims)}): All block "
-            "dimensions must be Elements or none of them can be Elements (the Pallas TPU "
-            "lowering)",
-            op="pallas_call",
-            loc=user_location(),
-            fix="make every non-squeezed dimension of this block an Element (indexed by its "
-            "first element: Element(n) with index i * n for a block index i), or none of them",
-        )
-    low, high = ([p[j] for p in spec.pads] for j in (0, 1))
-    return ir.Attribute.parse(f"#tpu.element_window<{low},{high}>")
-
-
         if op is None or op.name != "constant" or int(op.attrs["value"].array()) != 0:
             return False
     return True

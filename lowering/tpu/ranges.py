@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.types import ArrayType
 
 Interval = tuple[int, int]
@@ -38,6 +38,16 @@ def int_ranges(body: Block, grid: Sequence[int]) -> dict[Value, Interval]:
     """The range of every integer scalar of ``body`` (and its regions) the walk can bound."""
     analysis = _Ranges(tuple(grid))
     analysis.block(body)
+    return analysis.ranges
+
+
+def index_map_ranges(fn: Function, grid: Sequence[int | None]) -> dict[Value, Interval]:
+    """The ranges in an index map, whose leading parameters are the grid indices: a static
+    axis's runs over ``[0, size - 1]``, a dynamic one's is non-negative."""
+    analysis = _Ranges(tuple(grid))
+    for p, n in zip(fn.params, grid, strict=False):
+        analysis.set(p, (0, _bounds("int32")[1] if n is None else n - 1))
+    analysis.block(fn.body)
     return analysis.ranges
 
 
@@ -118,6 +128,10 @@ class _Ranges:
     def get(self, v: Value) -> Interval | None:
         return self.ranges.get(v)
 
+    def _dynamic(self, axis: int) -> bool:
+        """A grid axis whose size is known at run time only: its index is non-negative."""
+        return axis < len(self.grid) and self.grid[axis] is None
+
     def bind(self, params: Sequence[Value], operands: Sequence[Value]) -> None:
         for p, v in zip(params, operands, strict=True):
             self.set(p, self.get(v))
@@ -131,6 +145,8 @@ class _Ranges:
         if name == "constant" and _int_scalar(op.result):
             value = int(op.attrs["value"].array())
             self.set(op.result, (value, value))
+        elif name in ("program_id", "num_programs") and self._dynamic(op.attrs["axis"]):
+            self.set(op.result, (0, _bounds("int32")[1]))
         elif name == "program_id" and op.attrs["axis"] < len(self.grid):
             self.set(op.result, (0, self.grid[op.attrs["axis"]] - 1))
         elif name == "num_programs" and op.attrs["axis"] < len(self.grid):

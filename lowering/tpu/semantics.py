@@ -22,8 +22,10 @@ value in for the other to read. So an axis is ``parallel`` only when
    axis ``m``, and those two steps agree on every axis before ``m``: the state crosses axes
    ``m`` and after. With no guard it crosses every axis.
 
-Axes of size 1 are ``parallel``. Each axis gets a one-line reason, which ``lower_kernel``
-records in the module as the ``minipallas.dimension_semantics_reasons`` attribute.
+Axes of size 1 are ``parallel``. A dynamic grid, or scalar prefetch (block indices read from
+data), makes every axis ``arbitrary``, upstream's default. Each axis gets a one-line reason,
+which ``lower_kernel`` records in the module as the ``minipallas.dimension_semantics_reasons``
+attribute.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def dimension_semantics(kernel: Kernel) -> DimensionSemantics:
                 fix="pass one entry per grid axis, or none to have them inferred",
             )
         return DimensionSemantics(given, ("given by the user",) * len(given), False)
+    unknown = _unknown_points(kernel)
+    if unknown:
+        reasons = tuple(f"axis {a} arbitrary: {unknown}" for a in range(len(kernel.grid)))
+        return DimensionSemantics(("arbitrary",) * len(kernel.grid), reasons, True)
     shared = _SharedState(kernel)
     values, reasons = [], []
     for axis, size in enumerate(kernel.grid):
@@ -83,6 +89,16 @@ def dimension_semantics(kernel: Kernel) -> DimensionSemantics:
             )
             reasons.append(f"axis {axis} parallel: {why}")
     return DimensionSemantics(tuple(values), tuple(reasons), True)
+
+
+def _unknown_points(kernel: Kernel) -> str | None:
+    """Why the grid's points or blocks cannot be known before the kernel runs (then every
+    axis is ``arbitrary``, upstream's default), or None."""
+    if kernel.dynamic_axes:
+        return "the grid's size is dynamic, so its points cannot be checked"
+    if kernel.scalar_prefetch:
+        return "with scalar prefetch, block indices may depend on the prefetched data"
+    return None
 
 
 class _SharedState:
@@ -293,21 +309,6 @@ _EVAL = {
 }
 
 
-def evaluate(fn: Function, points: np.ndarray) -> np.ndarray | None:
-    """``fn``'s integer results at every column of ``points`` (one row per parameter), as an
-    ``(n_points, n_results)`` array; None when ``fn`` uses an op this evaluator lacks."""
-    env: dict[Value, np.ndarray] = dict(zip(fn.params, points, strict=True))
-    with np.errstate(all="ignore"):
-        for op in fn.body.ops:
-            args = [env[v] for v in op.operands]
-            if op.name == "constant":
-                out = op.attrs["value"].array().astype(np.int64)
-            elif op.name == "convert":
-                bool_out = op.result.type.dtype == "bool"
-                out = args[0] != 0 if bool_out else args[0].astype(np.int64)
-            elif op.name == "not":
-                out = ~args[0]
-            elif op.name in ("div", "rem") and not (args[1] == 0).any():
 def _blocks(spec: TracedBlockSpec, starts: np.ndarray | None) -> np.ndarray | None:
     """The index map's results as block indices: an ``Element`` dimension's element offsets
     divided by its block size when all are multiples of it (the windows tile the array); None
@@ -323,6 +324,21 @@ def _blocks(spec: TracedBlockSpec, starts: np.ndarray | None) -> np.ndarray | No
     return blocks
 
 
+def evaluate(fn: Function, points: np.ndarray) -> np.ndarray | None:
+    """``fn``'s integer results at every column of ``points`` (one row per parameter), as an
+    ``(n_points, n_results)`` array; None when ``fn`` uses an op this evaluator lacks."""
+    env: dict[Value, np.ndarray] = dict(zip(fn.params, points, strict=True))
+    with np.errstate(all="ignore"):
+        for op in fn.body.ops:
+            args = [env[v] for v in op.operands]
+            if op.name == "constant":
+                out = op.attrs["value"].array().astype(np.int64)
+            elif op.name == "convert":
+                bool_out = op.result.type.dtype == "bool"
+                out = args[0] != 0 if bool_out else args[0].astype(np.int64)
+            elif op.name == "not":
+                out = ~args[0]
+            elif op.name in ("div", "rem") and not (args[1] == 0).any():
                 q = np.abs(args[0]) // np.abs(args[1]) * np.sign(args[0]) * np.sign(args[1])
                 out = q if op.name == "div" else args[0] - q * args[1]
             elif op.name in _EVAL:

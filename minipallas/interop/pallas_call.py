@@ -2,13 +2,19 @@
 
 An upstream ``pallas_call`` equation carries everything minipallas's kernel model holds:
 
-- ``grid_mapping.grid`` is the grid; each ``block_mappings[k]`` gives an operand's array, its
-  block shape (``Blocked(n)`` sizes, ``Squeezed()`` dimensions) and its index map as a jaxpr
-  from one ``i32[]`` per grid axis to block indices, imported as a Function;
-- ``jaxpr`` is the body over refs ``[*inputs, *outputs, *scratch]``, imported with each
-  operand's block ref in its spec's memory space (a default one becomes ``memory_space``);
+- ``grid_mapping.grid`` is the grid (a ``DynamicGridDim`` is a dynamic size, ``None``); each
+  ``block_mappings[k]`` gives an operand's array, its block shape (``Blocked(n)`` sizes,
+  ``Squeezed()`` dimensions) and its index map as a jaxpr from one ``i32[]`` per grid axis
+  (then the scalar-prefetch refs) to block indices, imported as a Function;
+- ``grid_mapping.num_index_operands`` are the scalar-prefetch operands
+  (``PrefetchScalarGridSpec``): the call's first operands after the dynamic grid sizes, SMEM
+  refs of the body and of every index map;
+- ``jaxpr`` is the body over refs ``[*scalar_prefetch, *inputs, *outputs, *scratch]``,
+  imported with each operand's block ref in its spec's memory space (a default one becomes
+  ``memory_space``);
 - ``compiler_params.dimension_semantics`` (Pallas TPU) carries over, and so do
-  ``input_output_aliases`` (an aliased output starts as its input: ``kernels/aliases.py``).
+  ``input_output_aliases`` (an aliased output starts as its input: ``kernels/aliases.py``;
+  upstream counts the scalar-prefetch operands among the inputs, the ``Kernel`` does not).
 
 ``kernel_from_eqn`` builds that ``Kernel``; the rule then emits a ``call`` of the kernel's CPU
 program (``minipallas.kernels.grid``), so ``from_jaxpr`` of a program using Pallas computes
@@ -18,9 +24,10 @@ a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by 
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=minipallas.tpu.VMEM)
     minipallas.kernels.pallas_call.lower_kernel(kernel, "tpu")
 
-``Element`` block dimensions carry their padding. Scalar prefetch, dynamic grids, meshes and
-bounded/indirect block dimensions are refused with a ``JaxprImportError`` naming what is
-unsupported.
+The rule's ``call`` passes the equation's operands as they are: the dynamic grid sizes, the
+scalar-prefetch arrays, then the inputs, as the CPU program takes them. ``Element`` block
+dimensions carry their padding. Meshes, vmapped calls and bounded/indirect block dimensions
+are refused with a ``JaxprImportError`` naming what is unsupported.
 """
 
 from __future__ import annotations
@@ -86,16 +93,17 @@ def kernel_from_eqn(
     name = str(params.get("name") or "kernel")
     _check_supported(params, gm)
     importer = importer or Importer()
-    grid = tuple(int(n) for n in gm.grid)
-    n_specs = gm.num_inputs + gm.num_outputs
+    grid = tuple(None if pallas_core.is_dynamic_dim(n) else int(n) for n in gm.grid)
+    n_specs, n_pre = gm.num_inputs + gm.num_outputs, gm.num_index_operands
+    body_jaxpr = params["jaxpr"]
+    prefetch = [_prefetch_type(v.aval, k) for k, v in enumerate(body_jaxpr.invars[:n_pre])]
     specs = [
-        _spec(importer, bm, memory_space, f"{name}_{_what(k, gm.num_inputs)}")
+        _spec(importer, bm, memory_space, f"{name}_{_what(k, gm.num_inputs)}", prefetch)
         for k, bm in enumerate(gm.block_mappings[:n_specs])
     ]
-    body_jaxpr = params["jaxpr"]
-    scratch_vars = body_jaxpr.invars[n_specs:]
+    scratch_vars = body_jaxpr.invars[n_pre + n_specs :]
     scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
-    body = _body(importer, name, body_jaxpr, [s.ref_type for s in specs] + scratch)
+    body = _body(importer, name, body_jaxpr, [*prefetch, *(s.ref_type for s in specs), *scratch])
     return Kernel(
         name=body.name,
         body=body,
@@ -104,8 +112,23 @@ def kernel_from_eqn(
         out_specs=tuple(specs[gm.num_inputs :]),
         scratch_types=tuple(t for t in scratch if isinstance(t, RefType)),
         dimension_semantics=_semantics(params.get("compiler_params"), len(grid)),
-        input_output_aliases=tuple(sorted(params.get("input_output_aliases", ()))),
+        input_output_aliases=_aliases(params.get("input_output_aliases", ()), n_pre),
+        scalar_prefetch=tuple(prefetch),
     )
+
+
+def _prefetch_type(aval: object, k: int) -> RefType:
+    t = type_of(aval, f"scalar prefetch {k}")
+    if not isinstance(t, RefType):
+        raise JaxprImportError(f"scalar prefetch operand {k} of the kernel is not a ref: {aval}")
+    return t
+
+
+def _aliases(pairs: Sequence[tuple[int, int]], n_prefetch: int) -> tuple[tuple[int, int], ...]:
+    """Upstream's aliases with the input indices counted among the kernel's inputs."""
+    if any(i < n_prefetch for i, _ in pairs):
+        raise JaxprImportError("minipallas cannot import an alias of a scalar-prefetch operand")
+    return tuple(sorted((i - n_prefetch, o) for i, o in pairs))
 
 
 def _what(k: int, n_inputs: int) -> str:
@@ -114,8 +137,6 @@ def _what(k: int, n_inputs: int) -> str:
 
 def _check_supported(params: Mapping, gm: object) -> None:
     refusals = [
-        (gm.num_index_operands, "scalar prefetch (num_scalar_prefetch > 0)"),
-        (getattr(gm, "num_dynamic_grid_bounds", 0), "a dynamic grid"),
         (tuple(gm.vmapped_dims), "a vmapped pallas_call"),
         (params.get("mesh"), "a mesh"),
     ]
@@ -124,7 +145,13 @@ def _check_supported(params: Mapping, gm: object) -> None:
             raise JaxprImportError(f"minipallas cannot import a pallas_call with {what}")
 
 
-def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) -> TracedBlockSpec:
+def _spec(
+    importer: Importer,
+    bm: object,
+    memory_space: MemorySpace,
+    name: str,
+    prefetch: Sequence[RefType] = (),
+) -> TracedBlockSpec:
     array = ArrayType(bm.array_aval.shape, dtype_of(bm.array_aval.dtype, name))
     block: list[int | None] = []
     element_dims: set[int] = set()
@@ -148,12 +175,18 @@ def _spec(importer: Importer, bm: object, memory_space: MemorySpace, name: str) 
     space = _space(aval, memory_space, name)
     ref = RefType(tuple(b for b in block if b is not None), array.dtype, space)
     jaxpr, consts = closed_parts(bm.index_map_jaxpr)
-    index_map = importer.function(f"{name}_index_map", jaxpr, consts)
     i32 = ArrayType((), "int32")
-    if index_map.param_types != (i32,) * len(jaxpr.invars) or any(
-        t != i32 for t in index_map.result_types
-    ):
-        raise JaxprImportError(f"{name}: the index map must map i32[] grid indices to i32[]")
+    n_grid = len(jaxpr.invars) - len(prefetch)
+    if n_grid < 0:
+        raise JaxprImportError(f"{name}: the index map takes fewer operands than the prefetch")
+    index_map = importer.function(
+        f"{name}_index_map", jaxpr, consts, types=[*[i32] * n_grid, *prefetch]
+    )
+    if any(t != i32 for t in index_map.result_types):
+        raise JaxprImportError(
+            f"{name}: the index map must map i32[] grid indices (and the scalar-prefetch "
+            "refs) to i32[]"
+        )
     pads = tuple(padding) if any(p != (0, 0) for p in padding) else ()
     return TracedBlockSpec(array, tuple(block), index_map, ref, frozenset(element_dims), pads)
 

@@ -4,8 +4,10 @@ A kernel body asks where it is with ``program_id axis k`` and how large the grid
 ``num_programs axis k``. Outside a backend that provides a grid (the CPU path runs the grid as
 loops), those questions need answers in the program itself:
 
-1. the new function takes one ``i32[]`` grid index per axis before the body's own parameters;
-2. ``program_id axis k`` is replaced by grid index ``k``; ``num_programs axis k`` by a constant;
+1. the new function takes one ``i32[]`` grid index per axis before the body's own parameters,
+   then, for a dynamic grid (a ``None`` size), one ``i32[]`` size per dynamic axis;
+2. ``program_id axis k`` is replaced by grid index ``k``; ``num_programs axis k`` by a constant,
+   or by the size parameter of a dynamic axis;
 3. regions are closed, so a region op whose regions ask for a grid index receives the indices
    as extra operands, placed where its layout wants them (``for``: loop constants; ``while``:
    condition and body constants; ``cond``: branch arguments; ``run_scoped``: captured operands),
@@ -27,14 +29,19 @@ from minipallas.ir.types import ArrayType
 I32 = ArrayType((), "int32")
 
 
-def bind_grid(fn: Function, grid: Sequence[int]) -> Function:
-    """``fn`` taking the grid indices first, with ``program_id``/``num_programs`` answered."""
+def bind_grid(fn: Function, grid: Sequence[int | None]) -> Function:
+    """``fn`` taking the grid indices (then the dynamic sizes) first, with
+    ``program_id``/``num_programs`` answered."""
     return _Binder(tuple(grid)).function(fn, always=True)
 
 
 class _Binder:
-    def __init__(self, grid: tuple[int, ...]) -> None:
+    def __init__(self, grid: tuple[int | None, ...]) -> None:
         self.grid = grid
+        dynamic = [a for a, n in enumerate(grid) if n is None]
+        # the threaded values: the grid indices, then the sizes of the dynamic axes
+        self.n_values = len(grid) + len(dynamic)
+        self.size_position = {a: len(grid) + k for k, a in enumerate(dynamic)}
         self.env: dict[Value, Value] = {}  # a program_id result -> the grid index replacing it
         self.asks: dict[int, bool] = {}  # id(block or function) -> whether it asks program_id
         self.done: dict[int, Function] = {}  # id(callee) -> its bound copy
@@ -44,7 +51,7 @@ class _Binder:
         if not always and not self.function_asks(fn):
             return fn
         if id(fn) not in self.done:
-            indices = params([I32] * len(self.grid))
+            indices = params([I32] * self.n_values)
             body = self.block(fn.body, indices)
             self.done[id(fn)] = Function(
                 fn.name, Block((*indices, *body.params), body.ops, body.results)
@@ -67,6 +74,8 @@ class _Binder:
     def op_asks(self, op: Op) -> bool:
         if op.name == "program_id":
             return True
+        if op.name == "num_programs":
+            return op.attrs["axis"] in self.size_position
         if op.name == "call":
             return self.function_asks(op.attrs["callee"])
         return any(self.block_asks(r) for r in op.regions)
@@ -87,6 +96,9 @@ class _Binder:
     def op(self, op: Op, indices: Sequence[Value]) -> Op | None:
         if op.name == "program_id":
             self.env[op.result] = indices[op.attrs["axis"]]
+            return None
+        if op.name == "num_programs" and op.attrs["axis"] in self.size_position:
+            self.env[op.result] = indices[self.size_position[op.attrs["axis"]]]
             return None
         if op.name == "num_programs":
             size = Literal.of(self.grid[op.attrs["axis"]], "int32")

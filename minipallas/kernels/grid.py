@@ -10,7 +10,8 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
    unless an output is aliased to an input (``input_output_aliases``: it starts as a copy of
    the input), and so does scratch, allocated once for the whole grid (it persists from one
    grid point to the next);
-2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order);
+2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order); a dynamic
+   axis (a ``None`` size) loops up to the size the program takes as its first operands;
 3. at each grid point, each operand's index map gives block indices; the block starts at
    ``index * block_size`` (at ``index`` itself along a squeezed or ``Element`` dimension), as
    ``lax.dynamic_slice`` takes it: a negative start counts once from the end of the buffer,
@@ -19,6 +20,10 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
    window the body writes is written back, and a later grid point that reads it sees it: the
    accumulator pattern, for outputs and (as upstream) for inputs the body writes;
 4. the outputs are the buffers' valid regions, without the padding.
+
+Scalar-prefetch operands (the program's next operands) are copied into refs once; index maps
+and the body read them. As upstream's interpret mode hands every step the operands as they
+came in, a body that writes one has it restored before each step.
 
 Padded ``Element`` dimensions together with ``input_output_aliases`` raise upstream interpret
 mode's ``Padding with aliasing not supported``.
@@ -39,12 +44,13 @@ from minipallas.frontend.values import TracedArray
 from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Function, Value
 from minipallas.ir.dtypes import fill_value
+from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import RefType
+from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
-from minipallas.kernels.bind_grid import bind_grid
+from minipallas.kernels.bind_grid import I32, bind_grid
 
 
 def grid_program(kernel: Kernel, name: str | None = None) -> Function:
@@ -53,7 +59,6 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
     A ``run_scoped`` with collective axes in the body raises upstream interpret mode's error
     (``ir.collectives``, context ``"cpu_kernel"``)."""
     check_collective_axes(kernel.body, "cpu_kernel")
-    body = bind_grid(kernel.body, kernel.grid)
     if kernel.input_output_aliases and any(
         s.padding for s in (*kernel.in_specs, *kernel.out_specs)
     ):
@@ -64,12 +69,25 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
             loc=user_location(),
             fix="pad the aliased arrays before the call (jnp.pad) and use unpadded Elements",
         )
+    body = bind_grid(kernel.body, kernel.grid)
     specs = (*kernel.in_specs, *kernel.out_specs)
     buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
     n_in, sources = kernel.num_inputs, output_sources(kernel)
+    n_dyn, n_pre = len(kernel.dynamic_axes), len(kernel.scalar_prefetch)
+    rewritten = _writes_prefetch(kernel)
 
-    def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
+    def program(*operands: TracedArray) -> tuple[TracedArray, ...]:
+        sizes, scalars, inputs = (
+            operands[:n_dyn],
+            operands[n_dyn : n_dyn + n_pre],
+            operands[n_dyn + n_pre :],
+        )
+        grid = _sizes(kernel.grid, sizes)
+
         def with_buffers(*refs: TracedRef) -> tuple[TracedArray, ...]:
+            prefetch, refs = refs[:n_pre], refs[n_pre:]
+            for ref, x in zip(prefetch, scalars, strict=True):
+                ref[...] = x
             bufs, scratch = refs[: len(specs)], refs[len(specs) :]
             for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
                 _copy_in(buf, spec, x)
@@ -82,20 +100,45 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                 buf[...] = fill_value(buf.type.dtype)
 
             def step(indices: list[TracedArray]) -> None:
+                if rewritten:  # upstream hands each step the operands as they came in
+                    for ref, x in zip(prefetch, scalars, strict=True):
+                        ref[...] = x
                 views = [
-                    _block_view(buf, spec, indices) for buf, spec in zip(bufs, specs, strict=True)
+                    _block_view(buf, spec, [*indices, *prefetch])
+                    for buf, spec in zip(bufs, specs, strict=True)
                 ]
-                call(body, *indices, *views, *scratch)
+                call(body, *indices, *sizes, *prefetch, *views, *scratch)
 
-            _loop_nest(kernel.grid, [], step)
+            _loop_nest(grid, [], step)
             return tuple(
                 buf[_valid(spec)] for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
             )
 
-        return run_scoped(with_buffers, *buffers, *kernel.scratch_types)
+        return run_scoped(with_buffers, *kernel.scalar_prefetch, *buffers, *kernel.scratch_types)
 
     name = f"{kernel.name}_grid" if name is None else name
-    return trace(program, *(s.array for s in kernel.in_specs), name=name)
+    operand_types = (
+        *[I32] * n_dyn,
+        *(ArrayType(t.shape, t.dtype) for t in kernel.scalar_prefetch),
+        *(s.array for s in kernel.in_specs),
+    )
+    return trace(program, *operand_types, name=name)
+
+
+def _sizes(grid: tuple[int | None, ...], dynamic: Sequence[TracedArray]) -> tuple[Any, ...]:
+    """The grid's sizes, a dynamic axis's the traced one given for it."""
+    it = iter(dynamic)
+    return tuple(next(it) if n is None else n for n in grid)
+
+
+def _writes_prefetch(kernel: Kernel) -> bool:
+    """Whether the body writes a scalar-prefetch ref. Upstream's interpret mode hands every
+    grid step the operands as they came in and drops such writes, so the program then
+    restores the refs before each step."""
+    written = effects(kernel.body)
+    return any(
+        Write(k) in written or Accum(k) in written for k in range(len(kernel.scalar_prefetch))
+    )
 
 
 def padded_shape(spec: TracedBlockSpec) -> tuple[int, ...]:

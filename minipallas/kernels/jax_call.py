@@ -16,6 +16,10 @@ speed. Derivatives batch the ops either way (``_per_slice``).
 
 The JAX function is jitted once per input types, so eager calls on JAX arrays compile once
 too; under an outer ``jax.jit`` the inner one is inlined by XLA.
+
+A dynamic grid (a grid size traced by the enclosing ``jax.jit``) is the program's first
+operands, one ``i32[]`` per dynamic axis, as upstream's ``pallas_call`` takes them: its loops
+run a traced trip count (a ``while``), so such a call has no reverse-mode derivative.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ def call_jax(call: PallasCall, args: Sequence[Any]) -> Any:
     if fn is None:
         fn = to_jax(call.program(*types))
         fn = functions[types] = jax.jit(_per_slice(fn) if call.match_upstream else fn)
-    outs = fn(*args)
+    sizes = [jax.lax.convert_element_type(n, "int32") for n in call.grid_bounds]
+    outs = fn(*sizes, *args)
     return outs[0] if call.out_structure is None else call.out_structure(outs)
 
 

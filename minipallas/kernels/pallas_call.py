@@ -22,7 +22,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
-from minipallas.ir.types import ArrayType, MemorySpace, RefType
+from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels import params as kernel_params
 from minipallas.kernels.aliases import normalize_aliases, with_aliases
 from minipallas.kernels.grid import grid_program
@@ -44,6 +44,7 @@ def pallas_call(
     in_specs: Sequence[BlockSpec | None] | BlockSpec | None = None,
     out_specs: Sequence[BlockSpec | None] | BlockSpec | None = None,
     scratch_shapes: Sequence[RefType] = (),
+    grid_spec: Any = None,
     dimension_semantics: Sequence[str] | None = None,
     name: str | None = None,
     match_upstream: bool = True,
@@ -66,14 +67,28 @@ def pallas_call(
     or upstream's) go to the Mosaic/Triton emitters (``params``); ``debug=True`` prints the
     kernel when traced and the module when lowered, as upstream prints its jaxpr and module.
     ``input_output_aliases={input_index: output_index}``: that output starts as the input's
-    contents, as upstream's (``kernels/aliases.py``).
+    contents, as upstream's (``kernels/aliases.py``; input indices count every operand, the
+    scalar-prefetch ones included, as upstream's).
+
+    ``grid_spec=minipallas.tpu.PrefetchScalarGridSpec(num_scalar_prefetch=n, grid=...,
+    in_specs=..., out_specs=..., scratch_shapes=...)`` gives those four fields instead, and
+    makes the call's first ``n`` operands scalar-prefetch arrays: index maps take them as refs
+    after the grid indices, the kernel before its input refs. A grid size may be a traced
+    integer under ``jax.jit`` (a dynamic grid); outside it, grid sizes are ints.
     """
     if not callable(kernel):
         raise _error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
+    prefetch = 0
+    if grid_spec is not None:
+        grid, in_specs, out_specs, scratch_shapes, prefetch = _from_grid_spec(
+            grid_spec, grid, in_specs, out_specs, scratch_shapes
+        )
+    static_grid, bounds = _grid(grid)
     return PallasCall(
-        kernel, out_shape, _grid(grid), in_specs, out_specs, scratch_shapes,
+        kernel, out_shape, static_grid, in_specs, out_specs, scratch_shapes,
         dimension_semantics, name, match_upstream, compiler_params, debug,
-        input_output_aliases=input_output_aliases,
+        input_output_aliases=input_output_aliases, num_scalar_prefetch=prefetch,
+        grid_bounds=bounds,
     )  # fmt: skip
 
 
@@ -84,7 +99,7 @@ class PallasCall:
         self,
         kernel: Callable[..., Any],
         out_shape: Any,
-        grid: tuple[int, ...],
+        grid: tuple[int | None, ...],
         in_specs: Any,
         out_specs: Any,
         scratch_shapes: Sequence[RefType],
@@ -94,8 +109,12 @@ class PallasCall:
         compiler_params: Any = None,
         debug: bool = False,
         input_output_aliases: Mapping[int, int] | None = None,
+        num_scalar_prefetch: int = 0,
+        grid_bounds: tuple[Any, ...] = (),
     ) -> None:
         self.kernel = kernel
+        self.num_scalar_prefetch = num_scalar_prefetch
+        self.grid_bounds = grid_bounds  # the traced sizes of the grid's None axes, in order
         self.input_output_aliases = normalize_aliases(input_output_aliases)
         self.match_upstream = bool(match_upstream)
         self.grid = grid
@@ -126,6 +145,7 @@ class PallasCall:
         types = self._input_types(args)
         key = (types, memory_space)
         if key not in self._kernels:
+            prefetch, types = types[: self.num_scalar_prefetch], types[self.num_scalar_prefetch :]
             n = len(types)
             self._kernels[key] = trace_kernel(
                 self.kernel,
@@ -138,8 +158,9 @@ class PallasCall:
                 scratch_types=self.scratch_types,
                 dimension_semantics=self.dimension_semantics,
                 memory_space=memory_space,
+                scalar_prefetch=tuple(RefType(t.shape, t.dtype, TPU_SMEM) for t in prefetch),
             )
-            self._kernels[key] = with_aliases(self._kernels[key], self.input_output_aliases)
+            self._kernels[key] = with_aliases(self._kernels[key], self._kernel_aliases())
             if self.debug:
                 kernel_params.debug_kernel(self._kernels[key])
         return self._kernels[key]
@@ -156,9 +177,10 @@ class PallasCall:
 
     def __call__(self, *arrays: Any) -> Any:
         """Runs the kernel over its grid on the CPU (XLA); returns numpy arrays. Given a JAX
-        array or tracer (under ``jax.jit``, ``vmap``, ``grad``) it runs as JAX ops instead,
-        fused with the code around it, and returns JAX values (``jax_call``)."""
-        if _has_jax_value(arrays):
+        array or tracer (under ``jax.jit``, ``vmap``, ``grad``), or with a traced grid size,
+        it runs as JAX ops instead, fused with the code around it, and returns JAX values
+        (``jax_call``)."""
+        if self.grid_bounds or _has_jax_value(arrays):
             from minipallas.kernels.jax_call import call_jax
 
             return call_jax(self, arrays)
@@ -203,13 +225,34 @@ class PallasCall:
         return lowered
 
     def _input_types(self, args: Sequence[Any]) -> tuple[ArrayType, ...]:
+        """The operands' types: the scalar-prefetch arrays, then the inputs."""
         types = tuple(_array_type(a, f"input {k}") for k, a in enumerate(args))
-        if self.in_specs is not None and len(types) != len(self.in_specs):
+        n = self.num_scalar_prefetch
+        if len(types) < n:
             raise _error(
-                f"the kernel call has {len(self.in_specs)} in_specs, but got {len(types)} inputs",
+                f"the kernel call has num_scalar_prefetch={n}, but got {len(types)} operands",
+                fix="pass the scalar-prefetch arrays first, then the inputs",
+            )
+        if self.in_specs is not None and len(types) - n != len(self.in_specs):
+            raise _error(
+                f"the kernel call has {len(self.in_specs)} in_specs, but got {len(types) - n} "
+                f"inputs" + (f" after {n} scalar-prefetch operands" if n else ""),
                 fix="give one input per in_spec",
             )
         return types
+
+    def _kernel_aliases(self) -> tuple[tuple[int, int], ...]:
+        """The aliases with input indices counted among the kernel's inputs (upstream counts
+        the scalar-prefetch operands too); aliasing a scalar-prefetch operand is refused."""
+        n = self.num_scalar_prefetch
+        for i, o in self.input_output_aliases:
+            if 0 <= i < n:
+                raise _error(
+                    f"input_output_aliases maps operand {i}, a scalar-prefetch operand, to "
+                    f"output {o}; minipallas aliases inputs only",
+                    fix=f"alias an input (operand index >= num_scalar_prefetch={n})",
+                )
+        return tuple((i - n, o) for i, o in self.input_output_aliases)
 
     def __repr__(self) -> str:
         return (
@@ -234,8 +277,14 @@ def lower_kernel(
 def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
     """What the CPU runs: the grid with its independent points batched
     (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``). ``Element``
-    block dims run as loops: the batched grid takes a grid index for a block index."""
-    if any(s.element_dims for s in (*kernel.in_specs, *kernel.out_specs)):
+    block dims run as loops: the batched grid takes a grid index for a block index; so do
+    scalar prefetch (data-dependent block indices) and dynamic grids (sizes known at run
+    time)."""
+    if (
+        any(s.element_dims for s in (*kernel.in_specs, *kernel.out_specs))
+        or kernel.scalar_prefetch
+        or kernel.dynamic_axes
+    ):
         return grid_program(kernel)
     return vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
 
@@ -253,19 +302,65 @@ def _error(message: str, fix: str | None = None) -> TraceError:
     return TraceError(message, loc=user_location(), fix=fix)
 
 
-def _grid(grid: Any) -> tuple[int, ...]:
-    axes = () if grid is None else (grid,) if isinstance(grid, int | np.integer) else grid
+def _grid(grid: Any) -> tuple[tuple[int | None, ...], tuple[Any, ...]]:
+    """The grid with ``None`` for each traced size (a dynamic grid, under ``jax.jit``), and
+    those traced sizes in order."""
+    single = isinstance(grid, int | np.integer) or _is_tracer(grid)
+    axes = () if grid is None else (grid,) if single else grid
     try:
         axes = tuple(axes)
     except TypeError:
         raise _error(f"grid must be an int or a tuple of ints, got {grid!r}") from None
+    static: list[int | None] = []
+    bounds = []
     for n in axes:
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        if _is_tracer(n) and n.shape == () and np.issubdtype(n.dtype, np.integer):
+            static.append(None)
+            bounds.append(n)
+        elif isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
             raise _error(
                 f"grid sizes must be non-negative ints, got {grid!r}",
-                fix="minipallas runs static grids only",
+                fix="give Python ints; a traced integer scalar is a grid size only inside "
+                "jax.jit (a dynamic grid)",
             )
-    return tuple(int(n) for n in axes)
+        else:
+            static.append(int(n))
+    return tuple(static), tuple(bounds)
+
+
+def _is_tracer(x: Any) -> bool:
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.core.Tracer)
+
+
+def _from_grid_spec(
+    spec: Any, grid: Any, in_specs: Any, out_specs: Any, scratch_shapes: Any
+) -> tuple[Any, Any, Any, Any, int]:
+    """``grid``, ``in_specs``, ``out_specs``, ``scratch_shapes`` and ``num_scalar_prefetch``
+    read from a grid spec (``minipallas.tpu.PrefetchScalarGridSpec``, or anything with those
+    fields); giving them beside it is an error, as upstream's."""
+    if not hasattr(spec, "grid"):
+        raise _error(
+            f"grid_spec must be a grid spec, got {spec!r}",
+            fix="use minipallas.tpu.PrefetchScalarGridSpec(num_scalar_prefetch, grid, ...)",
+        )
+    if grid not in ((), None) or in_specs is not None or out_specs is not None or scratch_shapes:
+        raise _error(
+            "pallas_call got grid_spec and also grid, in_specs, out_specs or scratch_shapes",
+            fix="give those inside the grid spec only",
+        )
+    n = getattr(spec, "num_scalar_prefetch", 0)
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise _error(
+            f"num_scalar_prefetch must be a non-negative int, got {n!r}",
+            fix="give the number of leading operands to prefetch into SMEM",
+        )
+
+    def field(name: str) -> Any:
+        value = getattr(spec, name, None)
+        return None if type(value).__name__ == "NoBlockSpec" else value  # upstream's default
+
+    return spec.grid, field("in_specs"), field("out_specs"), tuple(spec.scratch_shapes), int(n)
 
 
 def _array_type(x: Any, what: str) -> ArrayType:

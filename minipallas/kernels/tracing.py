@@ -3,10 +3,12 @@
 Steps, for one set of input types:
 1. each operand's spec is normalized: a missing spec, or one without ``block_shape``, is the
    whole array in one block; ``None`` entries of a block shape are squeezed dimensions;
-2. each index map is traced into a Function from one ``i32[]`` per grid axis to one ``i32[]``
-   block index per array dimension (Python ints it returns become constants);
-3. the body is traced over block-shaped refs ``[*inputs, *outputs, *scratch]``, each in its
-   spec's memory space (or the default one asked for), and must return nothing;
+2. each index map is traced into a Function from one ``i32[]`` per grid axis (then the
+   scalar-prefetch refs, if any) to one ``i32[]`` block index per array dimension (Python
+   ints it returns become constants);
+3. the body is traced over refs ``[*scalar_prefetch, *inputs, *outputs, *scratch]``, the
+   blocks each in its spec's memory space (or the default one asked for), and must return
+   nothing;
 4. ``program_id`` / ``num_programs`` in the body must name an axis of the grid.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.frontend.scopes import trace_error
+from minipallas.frontend.scopes import mark_nonnegative, trace_error
 from minipallas.frontend.tracing import check_arity, function_name, trace
 from minipallas.frontend.values import TracedArray, as_result, astype
 from minipallas.ir import dtypes
@@ -34,7 +36,7 @@ def trace_kernel(
     body: Callable[..., Any],
     *,
     name: str | None,
-    grid: tuple[int, ...],
+    grid: tuple[int | None, ...],
     inputs: Sequence[ArrayType],
     outputs: Sequence[ArrayType],
     in_specs: Sequence[BlockSpec | None],
@@ -42,26 +44,30 @@ def trace_kernel(
     scratch_types: Sequence[RefType],
     dimension_semantics: tuple[str, ...] | None,
     memory_space: MemorySpace,
+    scalar_prefetch: Sequence[RefType] = (),
 ) -> Kernel:
-    """The ``Kernel`` of ``body`` for these operand types (see the module doc)."""
+    """The ``Kernel`` of ``body`` for these operand types (see the module doc); ``grid`` has
+    ``None`` for a dynamic size."""
     name = kernel_name(body) if name is None else name
+    prefetch = tuple(scalar_prefetch)
     traced_in = [
-        trace_spec(s, t, grid, memory_space, f"input {k}", name)
+        trace_spec(s, t, grid, memory_space, f"input {k}", name, prefetch)
         for k, (s, t) in enumerate(zip(in_specs, inputs, strict=True))
     ]
     traced_out = [
-        trace_spec(s, t, grid, memory_space, f"output {k}", name)
+        trace_spec(s, t, grid, memory_space, f"output {k}", name, prefetch)
         for k, (s, t) in enumerate(zip(out_specs, outputs, strict=True))
     ]
-    refs = [s.ref_type for s in (*traced_in, *traced_out)]
+    refs = [*prefetch, *(s.ref_type for s in (*traced_in, *traced_out)), *scratch_types]
     check_arity(
         body,
-        len(refs) + len(scratch_types),
+        len(refs),
         f"the kernel @{name}",
-        f"pallas_call passes it {len(refs) + len(scratch_types)} refs ({len(inputs)} inputs, "
-        f"{len(outputs)} outputs, {len(scratch_types)} scratch)",
+        f"pallas_call passes it {len(refs)} refs ("
+        + (f"{len(prefetch)} scalar prefetch, " if prefetch else "")
+        + f"{len(inputs)} inputs, {len(outputs)} outputs, {len(scratch_types)} scratch)",
     )
-    fn = trace(body, *refs, *scratch_types, name=name)
+    fn = trace(body, *refs, name=name)
     if fn.result_types:
         raise trace_error(
             f"the kernel @{name} returns {len(fn.result_types)} value(s); a kernel returns nothing",
@@ -70,7 +76,7 @@ def trace_kernel(
     check_grid_axes(fn, len(grid))
     return Kernel(
         name, fn, grid, tuple(traced_in), tuple(traced_out), tuple(scratch_types),
-        dimension_semantics,
+        dimension_semantics, scalar_prefetch=prefetch,
     )  # fmt: skip
 
 
@@ -84,12 +90,14 @@ def kernel_name(body: Callable[..., Any]) -> str:
 def trace_spec(
     spec: BlockSpec | None,
     array: ArrayType,
-    grid: tuple[int, ...],
+    grid: tuple[int | None, ...],
     memory_space: MemorySpace,
     what: str,
     kernel: str = "kernel",
+    scalar_prefetch: Sequence[RefType] = (),
 ) -> TracedBlockSpec:
-    """One operand's block spec with its index map traced (named ``<kernel>_<what>_index_map``)."""
+    """One operand's block spec with its index map traced (named ``<kernel>_<what>_index_map``);
+    the index map takes the ``scalar_prefetch`` refs after the grid indices."""
     spec = BlockSpec() if spec is None else spec
     if not isinstance(spec, BlockSpec):
         raise trace_error(
@@ -105,9 +113,10 @@ def trace_spec(
     return TracedBlockSpec(
         array=array,
         block_shape=block,
-        index_map=trace_index_map(index_map, len(grid), array.ndim, what, kernel),
+        index_map=trace_index_map(index_map, len(grid), array.ndim, what, kernel, scalar_prefetch),
         ref_type=RefType(ref_shape, array.dtype, space),
         element_dims=element_dims,
+        padding=padding,
     )
 
 
@@ -116,7 +125,6 @@ def _block_shape(
 ) -> tuple[tuple[int | None, ...], frozenset[int], tuple[tuple[int, int], ...]]:
     """The block sizes (None: squeezed), the dimensions given as ``Element``s, and their
     padding (``TracedBlockSpec.padding``)."""
-        padding=padding,
     if block_shape is None:
         return array.shape, frozenset(), ()
     block = tuple(block_shape)
@@ -153,22 +161,37 @@ def _padding(dim: Element, what: str) -> tuple[int, int]:
 
 
 def _whole_array_map(ndim: int) -> Callable[..., tuple[int, ...]]:
-    def whole_array(*grid_indices: Any) -> tuple[int, ...]:
+    def whole_array(*grid_indices_and_prefetch: Any) -> tuple[int, ...]:
         return (0,) * ndim
 
     return whole_array
 
 
 def trace_index_map(
-    index_map: Callable[..., Any], n_axes: int, ndim: int, what: str, kernel: str = "kernel"
+    index_map: Callable[..., Any],
+    n_axes: int,
+    ndim: int,
+    what: str,
+    kernel: str = "kernel",
+    scalar_prefetch: Sequence[RefType] = (),
 ) -> Function:
-    """``index_map`` as a Function ``(i32[] per grid axis) -> (i32[] per array dimension)``."""
+    """``index_map`` as a Function ``(i32[] per grid axis, *scalar_prefetch refs) ->
+    (i32[] per array dimension)``."""
     if not callable(index_map):
         raise trace_error(f"the index map of {what} must be callable, got {index_map!r}")
-    check_arity(index_map, n_axes, f"the index map of {what}", f"the grid has {n_axes} axes")
+    n_prefetch = len(scalar_prefetch)
+    check_arity(
+        index_map,
+        n_axes + n_prefetch,
+        f"the index map of {what}",
+        f"the grid has {n_axes} axes"
+        + (f" and the call {n_prefetch} scalar-prefetch refs" if n_prefetch else ""),
+    )
 
-    def block_indices(*grid_indices: TracedArray) -> tuple[TracedArray, ...]:
-        out = index_map(*grid_indices)
+    def block_indices(*args: Any) -> tuple[TracedArray, ...]:
+        for i in args[:n_axes]:
+            mark_nonnegative(i)  # a grid index: indexing a prefetch ref with it needs no wrap
+        out = index_map(*args)
         items = tuple(out) if isinstance(out, tuple | list) else (out,)
         if len(items) != ndim:
             raise trace_error(
@@ -179,7 +202,7 @@ def trace_index_map(
         return tuple(_block_index(x, what) for x in items)
 
     name = f"{kernel}_{what.replace(' ', '')}_index_map"
-    return trace(block_indices, *[I32] * n_axes, name=name)
+    return trace(block_indices, *[I32] * n_axes, *scalar_prefetch, name=name)
 
 
 def _block_index(x: Any, what: str) -> TracedArray:
