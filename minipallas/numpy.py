@@ -7,17 +7,21 @@ ml_dtypes, ...), so ``x.dtype == minipallas.numpy.float32`` holds as in JAX; whe
 taken, a numpy dtype, one of these or a name (``"bfloat16"``, ``"bf16"``) will do.
 
 A few ``jax.lax`` names that kernels use are here too: ``rsqrt``, ``logistic``, ``iota`` and
-``broadcasted_iota``.
+``broadcasted_iota``. Every elementwise op of the IR that numpy has a name for is here under
+that name (``arcsin`` for ``asin``, ``left_shift`` for ``shift_left``, ...); the reductions,
+scans and sorts beyond sum/max/min live in ``minipallas.frontend.reductions``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from minipallas.frontend import reductions as _r
 from minipallas.frontend import values as _v
 from minipallas.frontend.promotion import canonical as _canonical
 from minipallas.frontend.promotion import default_dtype as _default_dtype
@@ -38,6 +42,11 @@ uint32 = np.uint32
 uint16 = np.uint16
 uint8 = np.uint8
 bool_ = np.bool_
+
+inf = math.inf
+nan = math.nan
+pi = math.pi
+e = math.e
 
 # ----- making arrays -----
 
@@ -187,6 +196,7 @@ divide = true_divide = _v.true_divide
 floor_divide = _v.floor_divide
 remainder = mod = _v.remainder
 abs = absolute = _v.absolute  # noqa: A001 - jax.numpy's name
+bitwise_left_shift = left_shift = _binary("shift_left", "left_shift: x << y", _v.elementwise)
 
 equal = _binary("eq", "equal: x == y", _v.compare)
 not_equal = _binary("ne", "not_equal: x != y", _v.compare)
@@ -235,6 +245,130 @@ sin = _transcendental("sin", "sin: sine")
 cos = _transcendental("cos", "cos: cosine")
 logistic = _transcendental("logistic", "logistic: 1 / (1 + exp(-x)) (lax.logistic)")
 sigmoid = logistic
+exp2 = _transcendental("exp2", "exp2: 2 ** x")
+expm1 = _transcendental("expm1", "expm1: e ** x - 1, exact near 0")
+log1p = _transcendental("log1p", "log1p: log(1 + x), exact near 0")
+tan = _transcendental("tan", "tan: tangent")
+arcsin = asin = _transcendental("asin", "arcsin: inverse sine")
+arctan = atan = _transcendental("atan", "arctan: inverse tangent")
+sinh = _transcendental("sinh", "sinh: hyperbolic sine")
+cosh = _transcendental("cosh", "cosh: hyperbolic cosine")
+arcsinh = asinh = _transcendental("asinh", "arcsinh: inverse hyperbolic sine")
+cbrt = _transcendental("cbrt", "cbrt: cube root")
+
+
+def _inexact_binary(name: str, doc: str) -> Any:
+    def fn(x: Any, y: Any, /) -> TracedArray:
+        x, y = _v.promote_operands(x, y)
+        if not _dtypes.is_float(x.type.dtype):
+            x, y = _v.astype(x, float32), _v.astype(y, float32)
+        return _v.emit_array(name, [x, y])
+
+    return _named(fn, doc)
+
+
+arctan2 = atan2 = _inexact_binary("atan2", "arctan2: the angle of the point (y=x1, x=x2)")
+nextafter = _inexact_binary("nextafter", "nextafter: the next float after x1 towards x2")
+
+
+def right_shift(x: Any, y: Any, /) -> TracedArray:
+    """``x >> y``: arithmetic for signed ints, logical for unsigned ones, as jnp.right_shift."""
+    x, y = _v.promote_operands(x, y)
+    signed = _dtypes.is_signed(x.type.dtype)
+    return _v.emit_array("shift_right_arithmetic" if signed else "shift_right_logical", [x, y])
+
+
+bitwise_right_shift = right_shift
+
+
+def square(x: Any, /) -> TracedArray:
+    """``x * x``."""
+    return _v.multiply(x, x)
+
+
+def _exact(x: Any) -> bool:
+    """Whether ``x`` is integral or bool, which rounding leaves as it is (as jnp does)."""
+    return not _dtypes.is_float(x.type.dtype)
+
+
+def floor(x: Any, /) -> TracedArray:
+    """The largest integer <= x; integers and bools are returned as they are."""
+    x = _v.asarray(x)
+    return x if _exact(x) else _v.unary("floor", x)
+
+
+def ceil(x: Any, /) -> TracedArray:
+    """The smallest integer >= x; integers and bools are returned as they are."""
+    x = _v.asarray(x)
+    return x if _exact(x) else _v.unary("ceil", x)
+
+
+def round(a: Any, decimals: int = 0) -> TracedArray:  # noqa: A001 - jax.numpy's name
+    """Round half to even, to ``decimals`` places: ``round(a * 10**d) / 10**d`` as jnp.round
+    computes it (in float32 for float16); integers are returned as they are."""
+    a = _v.asarray(a)
+    if _exact(a):
+        if decimals < 0:
+            raise _trace_error("round of integers to negative decimals is not supported")
+        return a
+    if decimals == 0:
+        return _v.unary("round_even", a)
+    if decimals > np.log10(float(np.finfo(_dtypes.to_numpy(a.type.dtype)).max)):
+        return a
+    x = _v.astype(a, float32) if a.type.dtype == "float16" else a
+    factor = _v.constant(10**decimals, x.type.dtype)
+    scaled = _v.unary("round_even", _v.elementwise("mul", x, factor))
+    return _v.astype(_v.elementwise("div", scaled, factor), a.type.dtype)
+
+
+around = round
+
+
+def sign(x: Any, /) -> TracedArray:
+    """-1, 0 or 1 by the sign of x; NaN and signed zeros are their own sign (lax.sign)."""
+    x = _v.asarray(x)
+    dtype = x.type.dtype
+    if dtype == "bool":
+        raise _trace_error("sign of bools is not defined", fix="convert to int32 first")
+    zero, one = _v.constant(0, dtype), _v.constant(1, dtype)
+    positive = _v.compare("gt", x, zero)
+    if _dtypes.is_unsigned(dtype):
+        return _v.where(positive, one, zero)
+    rest = x if _dtypes.is_float(dtype) else zero
+    return _v.where(positive, one, _v.where(_v.compare("lt", x, zero), -1, rest))
+
+
+def clip(a: Any, /, min: Any = None, max: Any = None) -> TracedArray:  # noqa: A002
+    """``a`` limited to ``[min, max]`` (either may be None): ``minimum(max, maximum(min, a))``,
+    so NaN bounds or values give NaN, as in jnp.clip."""
+    out = _v.asarray(a)
+    if min is not None:
+        out = _v.elementwise("max", min, out)
+    if max is not None:
+        out = _v.elementwise("min", max, out)
+    return out
+
+
+def isfinite(x: Any, /) -> TracedArray:
+    """Whether each element is neither infinite nor NaN (always, for integers and bools)."""
+    x = _v.asarray(x)
+    if _exact(x):
+        return full(x.shape, True, bool_)
+    return _v.compare("lt", _v.absolute(x), inf)
+
+
+def isnan(x: Any, /) -> TracedArray:
+    """Whether each element is NaN (never, for integers and bools)."""
+    x = _v.asarray(x)
+    return full(x.shape, False, bool_) if _exact(x) else _v.compare("ne", x, x)
+
+
+def flip(a: Any, axis: Any = None) -> TracedArray:
+    """``a`` with the order of elements along ``axis`` (all axes by default) reversed."""
+    a = _v.asarray(a)
+    dims = tuple(sorted(_v.normalize_axes(axis, a.ndim)))
+    return _v.emit_array("reverse", [a], dims=dims) if dims else a
+
 
 # ----- reductions and products -----
 
@@ -254,6 +388,9 @@ def min(a: Any, axis: Any = None, keepdims: bool = False) -> TracedArray:  # noq
 
 
 amax, amin = max, min
+mean, var, prod = _r.mean, _r.var, _r.prod
+argmax, argmin, cumsum, cumprod = _r.argmax, _r.argmin, _r.cumsum, _r.cumprod
+sort, argsort = _r.sort, _r.argsort
 
 
 def matmul(a: Any, b: Any, *, preferred_element_type: Any = None) -> TracedArray:

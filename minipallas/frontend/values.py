@@ -193,6 +193,12 @@ class TracedArray(Tracer):
         return reduction("reduce_min", self, axis, keepdims)
 
 
+BROADCAST_FIX = (
+    "aligned from the right, each pair of dimensions must be equal or one of them 1: add a "
+    "size-1 axis where one is missing (x[:, None], expand_dims) or reshape an operand"
+)
+
+
 def _concrete_error(what: str, fix: str | None = None) -> Exception:
     return trace_error(
         f"a traced value has no concrete value, so it cannot be used as {what}",
@@ -264,7 +270,7 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> TracedArray:
     shape = tuple(int(d) for d in shape)
     lead = len(shape) - x.ndim
     if lead < 0 or any(d not in (1, s) for d, s in zip(x.shape, shape[lead:], strict=True)):
-        raise trace_error(f"cannot broadcast shape {x.shape} to {shape}")
+        raise trace_error(f"cannot broadcast shape {x.shape} to {shape}", fix=BROADCAST_FIX)
     if x.shape == shape:
         return x
     return emit_array("broadcast_in_dim", [x], shape=shape, dims=tuple(range(lead, len(shape))))
@@ -293,7 +299,8 @@ def promote_operands(*xs: Any) -> list[TracedArray]:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
         raise trace_error(
-            f"shapes {', '.join(str(a.shape) for a in arrays)} do not broadcast together"
+            f"shapes {', '.join(str(a.shape) for a in arrays)} do not broadcast together",
+            fix=BROADCAST_FIX,
         ) from None
     return [broadcast_to(a, shape) for a in arrays]
 
@@ -424,7 +431,8 @@ def where(condition: Any, x: Any, y: Any) -> TracedArray:
     except ValueError:
         raise trace_error(
             f"condition of shape {condition.shape} does not broadcast with "
-            f"values of shape {x.shape}"
+            f"values of shape {x.shape}",
+            fix=BROADCAST_FIX,
         ) from None
     parts = [broadcast_to(v, shape) for v in (condition, x, y)]
     return emit_array("select", parts)
@@ -471,15 +479,16 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
 
 
 def reduction(name: str, x: Any, axis: Any = None, keepdims: bool = False) -> TracedArray:
-    """``reduce_sum/max/min`` over ``axis`` (all by default); sums of bool and narrow ints are
-    32-bit (int32, uint32 for unsigned), as in jnp.sum."""
+    """``reduce_sum/prod/max/min`` over ``axis`` (all by default); sums and products of bool
+    and narrow ints are 32-bit (int32, uint32 for unsigned), as in jnp.sum and jnp.prod."""
     x = asarray(x)
     axes = normalize_axes(axis, x.ndim)
     if len(set(axes)) != len(axes):
         raise trace_error(f"axis {axis} repeats a dimension")
-    if name == "reduce_sum" and x.type.dtype in ("bool", "int8", "int16"):
+    widens = name in ("reduce_sum", "reduce_prod")
+    if widens and x.type.dtype in ("bool", "int8", "int16"):
         x = astype(x, "int32")
-    elif name == "reduce_sum" and x.type.dtype in ("uint8", "uint16"):
+    elif widens and x.type.dtype in ("uint8", "uint16"):
         x = astype(x, "uint32")
     out = emit_array(name, [x], axes=tuple(sorted(axes)))
     if keepdims:
