@@ -1,9 +1,9 @@
 """The cleanup pass's algebraic identities: rewrites that are exact in the interpreter's numerics.
 
 Integer and bool arithmetic is exact (wrapping), so there ``x + 0``, ``x - 0``, ``x * 1``,
-``x / 1``, ``x | 0``, ``x ^ 0``, ``x & ~0``, shifts by 0, ``x == True`` and ``x != False``
-are ``x``; ``x * 0``, ``x & 0`` and ``x | ~0`` are the constant; ``x & x``, ``x | x``,
-``max(x, x)`` and ``min(x, x)`` are ``x``; ``not not x`` and ``-(-x)`` are ``x``.
+``x / 1``, ``x | 0``, ``x ^ 0``, ``x & ~0`` and shifts by 0 are ``x``; ``x * 0``, ``x & 0``
+and ``x | ~0`` are the constant; ``x & x``, ``x | x``, ``max(x, x)``, ``min(x, x)``,
+``not not x`` and ``-(-x)`` are ``x``.
 
 None of these fire on floats: ``-0.0 + 0.0`` is ``+0.0``, XLA on CPU flushes subnormals in
 ``x * 1`` and ``x + -0.0`` (the interpreter does too, see ``ir/interpret/numerics.py``), and
@@ -40,12 +40,10 @@ _KEEPS = {
     "shift_left": "zero",
     "shift_right_logical": "zero",
     "shift_right_arithmetic": "zero",
-    "eq": "ones",  # bool only: the result must have x's type
-    "ne": "zero",
 }
 # x OP c is c when c is:
 _ABSORBS = {"mul": "zero", "and": "zero", "or": "ones"}
-_COMMUTATIVE = frozenset(("add", "mul", "or", "xor", "and", "eq", "ne"))
+_COMMUTATIVE = frozenset(("add", "mul", "or", "xor", "and"))
 _IDEMPOTENT = frozenset(("and", "or", "max", "min"))
 
 # significant bits of each float dtype (the implicit leading bit included)
@@ -86,7 +84,7 @@ def integer_identity(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     sides = ((x, y), (y, x)) if op.name in _COMMUTATIVE else ((x, y),)
     for other, constant in sides:
         kinds = _kinds(constant, defs)
-        if _KEEPS.get(op.name) in kinds and other.type == op.results[0].type:
+        if _KEEPS.get(op.name) in kinds:
             return other
         if _ABSORBS.get(op.name) in kinds:
             return constant
