@@ -117,3 +117,10 @@ def test_padding_is_refused_as_upstream():
     assert e.value.op == "pallas_call"
     assert "test_gpu_element.py" in str(e.value.loc)
     assert "jnp.pad" in e.value.fix
+
+
+def test_an_element_kernel_compiles_to_ptx():
+    pytest.importorskip("triton")
+    from minipallas.lowering.gpu.ptx import compile_ptx
+
+    assert ".visible .entry halo(" in compile_ptx(_lowered(CASES[0])).ptx
