@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.frontend.promotion import check_fits, default_dtype, is_python_scalar, promote
+from minipallas.frontend.promotion import (
+    canonical,
+    check_fits,
+    default_dtype,
+    is_python_scalar,
+    promote,
+)
 from minipallas.frontend.refs import TracedRef
 from minipallas.frontend.scopes import (
     Tracer,
@@ -84,8 +90,81 @@ def run_scoped(
 # ----- loops -----
 
 
-def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
-    """``for i in range(lower, upper): carry = body_fun(i, carry)``; returns the final carry."""
+def fori_loop(
+    lower: Any,
+    upper: Any,
+    body_fun: Callable[[Any, Any], Any],
+    init_val: Any,
+    *,
+    unroll: int | bool | None = None,
+) -> Any:
+    """``for i in range(lower, upper): carry = body_fun(i, carry)``; returns the final carry.
+
+    ``unroll`` as in jax (static bounds only): ``True`` traces every iteration inline, no loop;
+    an int ``k`` makes each trip of the loop run ``k`` iterations, the ``length % k`` left over
+    traced inline after it; ``None``, ``False``, 0 and 1 keep one iteration per trip.
+    """
+    if unroll is None or unroll is False or (unroll is not True and unroll in (0, 1)):
+        return _rolled_loop(lower, upper, body_fun, init_val)
+    if not isinstance(unroll, int | np.integer) or unroll < 0:
+        raise trace_error(
+            f"fori_loop unroll must be a bool or a non-negative int, got {unroll!r}",
+            fix="pass unroll=True, or the number of iterations per trip",
+        )
+    bounds = [_static_int(b) for b in (lower, upper)]
+    if None in bounds:
+        raise trace_error(
+            "fori_loop can unroll only a loop whose bounds are static Python or numpy ints",
+            fix="pass the bounds as ints, or drop unroll=",
+        )
+    start, stop = bounds
+    dtype = _index_dtype(lower, upper)
+    length = max(stop - start, 0)
+    k = max(length, 1) if unroll is True else int(unroll)
+    trips, left = divmod(length, k)
+    inits, tree = _carries(init_val, "fori_loop")
+    carry = tree.unflatten(inits)
+
+    def iterations(index: Callable[[int], TracedArray], count: int, carry: Any) -> Any:
+        """``count`` iterations traced inline, the ``j``-th at ``index(j)``."""
+        for j in range(count):
+            out = body_fun(index(j), carry)
+            carry = _unflatten(tree, _conform(out, tree, inits, current(), _BODY), current())
+        return carry
+
+    def trip(t: TracedArray, carry: Any) -> Any:
+        base = t * k + start
+        return iterations(lambda j: astype(base + j if j else base, dtype), k, carry)
+
+    first, count = start, length  # at most one trip: all of it inline
+    if trips > 1:
+        carry = _rolled_loop(0, trips, trip, carry)
+        first, count = start + trips * k, left
+    return iterations(lambda j: _constant_index(first + j, dtype), count, carry)
+
+
+def _constant_index(i: int, dtype: str) -> TracedArray:
+    index = asarray(i, dtype)
+    if i >= 0:
+        mark_nonnegative(index)
+    return index
+
+
+_BODY = "fori_loop body_fun"
+
+
+def _static_int(x: Any) -> int | None:
+    return int(x) if isinstance(x, int | np.integer) and not isinstance(x, bool) else None
+
+
+def _index_dtype(lower: Any, upper: Any) -> str:
+    """The loop index's dtype: the bounds' (Python ints weakly), as ``promote_operands``."""
+    strong = [canonical(np.asarray(b).dtype) for b in (lower, upper) if isinstance(b, np.integer)]
+    return reduce(promote, strong) if strong else "int32"
+
+
+def _rolled_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
+    """A ``for`` op of one iteration per trip."""
     bounds = promote_operands(lower, upper)
     if bounds[0].shape != () or not _is_int(bounds[0]):
         raise trace_error(f"fori_loop bounds must be integer scalars, got {bounds[0].type}")
@@ -97,7 +176,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
         if surely_nonnegative(lower):
             mark_nonnegative(i)  # counts up from lower: indexing with it needs no wrap
         out = body_fun(i, _unflatten(tree, carries, scope))
-        results = _conform(out, tree, inits, scope, "fori_loop body_fun")
+        results = _conform(out, tree, inits, scope, _BODY)
     consts = list(scope.captures)
     block = scope.close([index, *scope.captures.values(), *carries], results)
     outs = emit(
