@@ -47,6 +47,14 @@ def test_padded_element_dims_under_jax_jit_match_upstream():
     assert np.asarray(ours).tobytes() == np.asarray(theirs).tobytes()
 
 
+def test_padded_element_dims_under_jax_vmap_match_upstream():
+    case = BY_NAME["pad_past_blocks"]
+    xs = np.stack([case.args[0], case.args[0] * 3 - 1])
+    ours = jax.vmap(case.minipallas())(xs)
+    theirs = jax.vmap(case.upstream())(xs)
+    assert np.asarray(ours).tobytes() == np.asarray(theirs).tobytes()
+
+
 def _aliased() -> Calls:
     return Calls(
         "aliased",
