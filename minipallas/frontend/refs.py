@@ -163,10 +163,15 @@ def addupdate(ref: TracedRef, idx: Any, value: Any) -> None:
     emit(TracedArray, "addupdate", [ref, *dynamic, value], {"indexer": indexer})
 
 
-def load(ref: TracedRef, idx: Any, *, mask: Any = None, other: Any = None) -> TracedArray:
-    """``ref[idx]`` where ``mask`` is true; elsewhere ``other`` (unspecified without it)."""
+def load(ref: TracedRef, idx: Any = None, *, mask: Any = None, other: Any = None) -> TracedArray:
+    """``ref[idx]`` where ``mask`` is true; elsewhere ``other`` (unspecified without it).
+
+    Both Pallas spellings: the old ``load(ref, idx, mask=, other=)`` and the current one
+    (``plgpu.load``, jax >= 0.10.2), ``load(ref.at[idx], mask=, other=)``; no ``idx`` (or
+    ``None``, as upstream passes) means the whole ref or view.
+    """
     _check_ref(ref, "load")
-    indexer, dynamic = _index(ref, idx)
+    indexer, dynamic = _index(ref, ... if idx is None else idx)
     shape = _window_shape(indexer, dynamic)
     if mask is None:
         if other is not None:
@@ -179,9 +184,24 @@ def load(ref: TracedRef, idx: Any, *, mask: Any = None, other: Any = None) -> Tr
     return emit_array("load", operands, indexer=indexer, masked=True, has_other=other is not None)
 
 
-def store(ref: TracedRef, idx: Any, value: Any, *, mask: Any = None) -> None:
-    """``ref[idx] = value`` where ``mask`` is true; elsewhere the ref keeps its contents."""
+def store(ref: TracedRef, *idx_and_value: Any, mask: Any = None) -> None:
+    """``ref[idx] = value`` where ``mask`` is true; elsewhere the ref keeps its contents.
+
+    Both Pallas spellings: the old ``store(ref, idx, value, mask=)`` and the current one
+    (``plgpu.store``), ``store(ref.at[idx], value, mask=)``, which writes the whole view.
+    """
     _check_ref(ref, "store")
+    if len(idx_and_value) == 1:
+        idx, value = ..., idx_and_value[0]
+    elif len(idx_and_value) == 2:
+        idx, value = idx_and_value
+        idx = ... if idx is None else idx
+    else:
+        raise trace_error(
+            f"store takes a ref, an optional index and a value, got {1 + len(idx_and_value)} "
+            "positional arguments",
+            fix="store(ref.at[idx], value, mask=m) or store(ref, idx, value, mask=m)",
+        )
     indexer, dynamic = _index(ref, idx)
     value = _written(ref, indexer, dynamic, value)
     operands = [ref, *dynamic, value]
