@@ -155,8 +155,12 @@ def emitter(format: str, stem: str) -> Callable[[graphviz.Digraph, str | None], 
 def _legend(graph: graphviz.Digraph) -> None:
     with graph.subgraph(name="cluster_legend") as legend:
         legend.attr(label="effects", style="dotted")
-        for kind, colour in COLOURS.items():
-            legend.node(f"legend_{kind}", str(kind), style="filled", fillcolor=colour)
+        with legend.subgraph() as row:  # one row, in this order
+            row.attr(rank="same")
+            for kind, colour in COLOURS.items():
+                row.node(f"legend_{kind}", str(kind), style="filled", fillcolor=colour)
+            row.edge("legend_read", "legend_write", style="invis")
+            row.edge("legend_write", "legend_accum", style="invis")
 
 
 def _kinds(effects: Iterable[Effect]) -> dict[int, list[EffectKind]]:
@@ -171,7 +175,7 @@ def _fill(kinds: list[EffectKind]) -> dict[str, str]:
     """Node attributes that colour it by ``kinds``: one fill, or stripes for several."""
     if not kinds:
         return {}
-    style = "filled,striped" if len(kinds) > 1 else "filled"
+    style = "striped" if len(kinds) > 1 else "filled"  # "filled" with two colours: a gradient
     return {"style": style, "fillcolor": ":".join(COLOURS[k] for k in kinds)}
 
 

@@ -89,13 +89,13 @@ def test_regions_calls_and_effects(loops):
         CHECK:      label="func @loops effects {read 0, write 0, accum 0}"
         The ref is read, written and accumulated into: three stripes.
         CHECK-NEXT: [[A:n[0-9]+]] [label="%0: Ref{f32[8]}"
-        CHECK-SAME:   fillcolor="#9ecae1:#fc9272:#a1d99b" style="filled,striped"]
+        CHECK-SAME:   fillcolor="#9ecae1:#fc9272:#a1d99b" style=striped]
         CHECK:      subgraph cluster_[[FOR:n[0-9]+]] {
         CHECK:        label="loop body"
         CHECK-NEXT:   [[I:n[0-9]+]] [label="%6: i32[]" shape=ellipse]
         The loop reads and writes its view of the ref, the call accumulates into it.
         CHECK-NEXT:   [[RA:n[0-9]+]] [label="%7: Ref{f32[8]}"
-        CHECK-SAME:     fillcolor="#9ecae1:#fc9272" style="filled,striped"]
+        CHECK-SAME:     fillcolor="#9ecae1:#fc9272" style=striped]
         CHECK:        label="branch 0"
         CHECK:        label="branch 1"
         CHECK:      [[CALL:n[0-9]+]] [label="call @bump(%0, %11)" tooltip="loc(24:3)"]
@@ -244,7 +244,7 @@ def test_the_discharge_example_shows_its_picture():
         CHECK:      {{[0-9]+}} arrows; coloured refs, all before discharge ---
         x is read, acc read and accumulated into, out written:
         CHECK-NEXT: b2 [label="%0: Ref{f32[4,8]}" fillcolor="#9ecae1" style=filled]
-        CHECK-NEXT: b3 [label="%1: Ref{f32[2,8]}" fillcolor="#9ecae1:#a1d99b" style="filled,striped
+        CHECK-NEXT: b3 [label="%1: Ref{f32[2,8]}" fillcolor="#9ecae1:#a1d99b" style=striped]
         CHECK-NEXT: b4 [label="%2: Ref{f32[8]}" fillcolor="#fc9272" style=filled]
         CHECK-NOT:  a{{[0-9]+}} [
         """,
