@@ -20,7 +20,6 @@ importing ``minipallas.view`` would shadow the function ``minipallas.view`` with
 from __future__ import annotations
 
 import pathlib
-import sys
 from collections.abc import Callable, Iterable
 
 import graphviz
@@ -45,7 +44,7 @@ INSTALL = (
 
 def view(
     fn: Function,
-    format: str = "svg",  # noqa: A002 - graphviz's own word
+    format: str = "svg",
     *,
     before: Function | None = None,
     title: str | None = None,
@@ -85,7 +84,7 @@ def draw(
 
 def render(
     graph: graphviz.Digraph, format: str, path: str | pathlib.Path | None = None
-) -> str | bytes:  # noqa: A002
+) -> str | bytes:
     """``graph`` in ``format`` (one of ``FORMATS``), also written to ``path`` when given."""
     if format not in FORMATS:
         raise MiniPallasError(
@@ -111,8 +110,14 @@ def render(
         if format == "svg":
             data = data.decode()
     if path is not None:
-        target = pathlib.Path(path)
-        target.write_bytes(data) if isinstance(data, bytes) else target.write_text(data)
+        try:
+            with open(path, "wb" if isinstance(data, bytes) else "w") as file:
+                file.write(data)
+        except OSError as e:
+            raise MiniPallasError(
+                f"cannot write the picture to {path}: {e.strerror}",
+                fix="give a path in a folder that exists and can be written",
+            ) from None
     return data
 
 
@@ -135,7 +140,7 @@ class PassPictures:
         self.before = fn
 
 
-def emitter(format: str, stem: str) -> Callable[[graphviz.Digraph, str | None], None]:  # noqa: A002
+def emitter(format: str, stem: str) -> Callable[[graphviz.Digraph, str | None], None]:
     """What ``minipallas-opt --view`` does with a picture: DOT text goes to stdout (pictures one
     after another, which ``dot -Tsvg -O`` renders one file each); svg and png are written to
     ``STEM.svg`` (``STEM.1-discharge.svg`` for a pass's step), whose path is printed."""
@@ -147,7 +152,6 @@ def emitter(format: str, stem: str) -> Callable[[graphviz.Digraph, str | None], 
         path = f"{stem}.{step}.{format}" if step else f"{stem}.{format}"
         render(graph, format, path)
         print(f"// picture: {path}")
-        sys.stdout.flush()
 
     return emit
 

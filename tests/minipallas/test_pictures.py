@@ -136,6 +136,12 @@ def test_pictures_after_each_pass_go_side_by_side(loops):
     assert seen[1][1] == draw(final, before=mp.discharge(loops), title="pass 2: cleanup").source
 
 
+def test_an_unwritable_path_is_a_minipallas_error(loops, tmp_path):
+    with pytest.raises(mp.MiniPallasError, match="cannot write the picture to") as info:
+        mp.view(loops, format="dot", path=tmp_path / "missing" / "loops.dot")
+    assert "folder that exists" in info.value.fix
+
+
 def test_unknown_format_names_the_known_ones(loops):
     with pytest.raises(mp.MiniPallasError, match="unknown picture format 'pdf'") as info:
         mp.view(loops, format="pdf")
