@@ -32,6 +32,7 @@ are refused with a ``JaxprImportError`` naming what is unsupported.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 
 from jax._src import core as jax_core
@@ -180,7 +181,7 @@ def _spec(
     if n_grid < 0:
         raise JaxprImportError(f"{name}: the index map takes fewer operands than the prefetch")
     index_map = importer.function(
-        f"{name}_index_map", jaxpr, consts, types=[*[i32] * n_grid, *prefetch]
+        f"{name}_index_map", jaxpr, consts, types=[*[i32] * n_grid, *prefetch], nonnegative=n_grid
     )
     if any(t != i32 for t in index_map.result_types):
         raise JaxprImportError(
@@ -194,11 +195,12 @@ def _spec(
 def _padding(dim: object) -> tuple[int, int] | None:
     """An ``Element``'s ``(low, high)`` padding as ints ((0, 0) for any other block dimension);
     None unless both are ints >= 0."""
-    pad = getattr(dim, "padding", (0, 0)) if isinstance(dim, pallas_core.Element) else (0, 0)
-    pad = tuple(pad) if isinstance(pad, tuple | list) else ()
-    if len(pad) != 2 or not all(isinstance(p, int) and p >= 0 for p in pad):
+    pad = dim.padding if isinstance(dim, pallas_core.Element) else (0, 0)
+    try:
+        low, high = (operator.index(p) for p in pad)
+    except (TypeError, ValueError):
         return None
-    return int(pad[0]), int(pad[1])
+    return (low, high) if low >= 0 and high >= 0 else None
 
 
 def _space(aval: object, default: MemorySpace, name: str) -> MemorySpace:

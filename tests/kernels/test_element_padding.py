@@ -102,3 +102,14 @@ def test_unpadded_specs_carry_no_padding():
     assert kernel.in_specs[0].padding == ((1, 1),)
     assert kernel.out_specs[0].padding == ()
     assert kernel.out_specs[0].pads == ((0, 0),)
+
+
+def test_an_upstream_call_with_a_negative_padding_is_not_imported():
+    from minipallas.interop.importer import JaxprImportError
+
+    case = Calls("negative", BY_NAME["halo"].kernel, ((64,), np.float32), (8,),
+                 [((E(10, -1, 3),), lambda i: (i * 8,))], ((8,), lambda i: (i,)),
+                 BY_NAME["halo"].args)  # fmt: skip
+    with pytest.raises(JaxprImportError, match="padded by non-negative ints") as e:
+        kernel_from_jaxpr(jax.make_jaxpr(case.upstream())(*case.args))
+    assert "Element(10, padding=(-1, 3))" in e.value.message
