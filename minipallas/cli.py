@@ -10,6 +10,7 @@
     minipallas-opt kernel.mir --pass-pipeline=discharge --view=dot --view-after-all
 
     minipallas-opt kernel.mir --emit=stablehlo        # discharge and lower to StableHLO
+    minipallas-opt kernel.py --pass-pipeline=discharge{keep_params=3} --print-effects
     minipallas-opt kernel.py --emit=tpu               # a pallas_call's Mosaic TPU kernel
     minipallas-opt kernel.py --emit=stablehlo         # a pallas_call's CPU program
     minipallas-opt kernel.py --emit=gpu               # a pallas_call's Triton GPU kernel
@@ -55,7 +56,8 @@ KERNEL_ONLY = tuple(name for name, t in TARGETS.items() if t.kernel)
 KERNEL_FILE = """\
 kernel files: a Python file (ending in .py) that defines a minipallas.pallas_call named
 `kernel` or `KERNEL` and its example inputs, a sequence of minipallas.ArrayType (or arrays)
-named `args` or `ARGS`; with --emit=tpu or --emit=stablehlo it is lowered for that target:
+named `args` or `ARGS`. Without --emit its kernel body's IR is printed (after --pass-pipeline,
+with --print-effects, --view as for text IR); with --emit=TARGET the call is lowered for it:
 
     import minipallas as mp
     def add(x_ref, y_ref, o_ref):
@@ -187,7 +189,11 @@ def _process(text: str, args: argparse.Namespace, stem: str) -> None:
     """Handles one piece of input; pictures (``--view``) are named after ``stem``."""
     module = parse_module(text)
     verify(module)
-    fn = module.entry
+    _transform_and_print(module.entry, args, stem)
+
+
+def _transform_and_print(fn: Function, args: argparse.Namespace, stem: str) -> None:
+    """Runs ``--pass-pipeline`` on ``fn``, then prints (or draws) what the flags ask for."""
     emit = emitter(args.view or "dot", stem)
     if args.pass_pipeline is not None:
         hooks = [_dumper(args), PassPictures(fn, emit) if args.view_after_all else None]
@@ -206,10 +212,13 @@ def _process(text: str, args: argparse.Namespace, stem: str) -> None:
 
 
 def _kernel_file(args: argparse.Namespace, name: str) -> int:
-    """Lowers the ``pallas_call`` a Python kernel file defines (``KERNEL_FILE``)."""
-    if args.emit == "ir":
+    """The IR of the ``pallas_call`` a Python kernel file defines (``KERNEL_FILE``): its
+    kernel body, through the flags as a text IR function; or, with ``--emit``, the call
+    lowered for that target (whose own pipeline runs, so ``--pass-pipeline`` is refused)."""
+    if args.emit != "ir" and args.pass_pipeline is not None:
         print(
-            f"minipallas-opt: {name} is a kernel file; choose --emit=tpu, gpu, ptx or stablehlo",
+            f"minipallas-opt: --pass-pipeline runs on the kernel's IR; --emit={args.emit} runs "
+            "the target's own pipeline (see it with --print-ir-after-all)",
             file=sys.stderr,
         )
         return 2
@@ -232,6 +241,11 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         return 1
     options = {"promote_scratch": True} if args.promote_scratch else {}
     try:
+        if args.emit == "ir":
+            _transform_and_print(calls[0].trace(*inputs).body, args, args.file.removesuffix(".py"))
+            return 0
+        if args.print_effects:
+            print(_effects_report(calls[0].trace(*inputs).body))
         lowered = calls[0].lower(*inputs, target=args.emit, after_each=_dumper(args), **options)
     except MiniPallasError as e:
         print(_describe(e, name), file=sys.stderr)
