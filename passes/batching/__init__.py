@@ -46,6 +46,7 @@ from minipallas.ir.types import ArrayType
 from minipallas.passes.batching import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
+    exactness,
     indexed,
     structural,
 )
@@ -71,7 +72,11 @@ def batch(
     """
     if len(layouts) != len(fn.params):
         raise PassError(f"batch: {len(layouts)} layouts for {len(fn.params)} parameters")
-    body, out = Batcher(tuple(sizes), exact).block(fn.body, layouts, results)
+    ops = [op for f in (fn, *fn.callees()) for op in f.walk()]
+    offloads = any(op.name in exactness.OFFLOADED for op in ops)
+    transposed = frozenset(op.result for op in ops if op.name == "transpose")
+    batcher = Batcher(tuple(sizes), exact, offloads, transposed)
+    body, out = batcher.block(fn.body, layouts, results)
     return Function(f"{fn.name}_batched", body), out
 
 

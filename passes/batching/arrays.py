@@ -23,15 +23,17 @@ from minipallas.ir.opset.arrays import (
 from minipallas.passes.batching.engine import (
     Batched,
     Batcher,
+    NotBatchable,
     axes,
     emit,
-    exact_in_any_order,
+    keeps_bits,
     leading,
     leading_op,
     original,
     rule,
     slots_of,
 )
+from minipallas.passes.batching.exactness import approximate_crosses
 
 
 @rule(
@@ -51,6 +53,13 @@ def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> l
     richest = max((lay for _, lay in ins), key=lambda lay: len(axes(lay)))
     if not all(axes(lay) <= axes(richest) for _, lay in ins):
         richest = leading(bt.sizes, len(richest) - len(axes(richest)))
+    if bt.exact and bt.offloads and approximate_crosses(op, bt.type(op.result.type, richest)):
+        raise NotBatchable(
+            "batched, this op could move into a YNNPACK graph, which rounds it differently",
+            op=op.name,
+            loc=op.loc,
+            fix="exact=False (pallas_call's match_upstream=False) batches it, exact to rounding",
+        )
     operands = [bt.conform(builder, b, richest) for b in ins]
     new = builder.create(op.name, operands, op.attrs, (), op.loc)
     return [(new.result, richest)]
@@ -70,22 +79,29 @@ def _transpose(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> lis
 
 @rule("broadcast_in_dim")
 def _broadcast_in_dim(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    """Each batch axis stays just before the dimension its next original dimension goes to
-    (or last), so the broadcast is one ``broadcast_in_dim`` of the value as it lies."""
+    """Each batch axis stays next to the original dimension it lies next to: just before the
+    dimension its next original dimension goes to, or after the last one's (a scalar's go
+    first), so the broadcast is one ``broadcast_in_dim`` of the value as it lies, and the
+    result lies as blocks in place do (a batched scalar broadcast to a block gets the block's
+    leading batch axes, not trailing ones that would transpose every op it meets)."""
     (x, layout), shape, dims = ins[0], op.attrs["shape"], op.attrs["dims"]
     before: dict[int, list[int]] = {}  # result dim -> the batch axes placed just before it
     pending: list[int] = []
     body = iter(dims)
+    last = -1  # the result dim of the last original dimension seen
     for d in layout:
         if d is None:
-            before.setdefault(next(body), []).extend(pending)
+            last = next(body)
+            before.setdefault(last, []).extend(pending)
             pending = []
         else:
             pending.append(d)
-    out: list[int | None] = []
+    out: list[int | None] = list(pending) if last < 0 else []
     for r in range(len(shape)):
         out += [*before.get(r, []), None]
-    result = (*out, *pending)
+        if r == last:
+            out += pending
+    result = tuple(out)
     position = {d: k for k, d in enumerate(result) if d is not None}
     slots = slots_of(result)
     body = iter(dims)
@@ -104,7 +120,7 @@ def _reshape(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[
 @rule("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Over the original dimensions where they lie; the batch axes stay put."""
-    exact_in_any_order(bt, op)
+    keeps_bits(bt, op, ins)
     (x, layout), reduced = ins[0], set(op.attrs["axes"])
     slots = slots_of(layout)
     positions = tuple(slots[a] for a in sorted(reduced))
@@ -119,7 +135,7 @@ def _dot(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
     of the left side alone stack its rows, those of the right side alone its columns. A
     batched left side against a fixed right side is then one 2-D dot, as ``jax.jit`` runs
     it; a blocked matmul's (i, j) points one dot of all row blocks by all column blocks."""
-    exact_in_any_order(bt, op)
+    keeps_bits(bt, op, ins)
     (a, a_layout), (b, b_layout) = ins
     both = sorted(axes(a_layout) & axes(b_layout))
     rows = sorted(axes(a_layout) - axes(b_layout))

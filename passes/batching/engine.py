@@ -9,19 +9,19 @@ is ``NotBatchable`` naming the op.
 The rest of this file is what the rules share: moving batch axes (``conform`` into any
 layout that holds the value's batch axes, ``to_leading`` into the leading one), the types
 of values in a layout, and the refusals every family uses (a value that must be the same at
-every point, a float reduction that must be exact).
+every point, a float reduction or dot that must keep its bits: ``exactness``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import PassError
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
+from minipallas.passes.batching import exactness
 
 Layout = tuple[int | None, ...]  # per dimension: the batch axis it runs along, or None
 Batched = tuple[Value, Layout]  # a value of the new program and its layout
@@ -47,11 +47,22 @@ def axes(layout: Layout) -> frozenset[int]:
 
 class Batcher:
     """One batching of a program over a batch grid of shape ``sizes``; ``callees`` caches each
-    callee's batched form per batching of its arguments."""
+    callee's batched form per batching of its arguments. For exact mode (``exactness``):
+    ``offloads``, whether XLA may hand part of the program to YNNPACK (then approximate
+    elementwise ops must not cross its size threshold), and ``transposed``, the program's
+    values that are results of a ``transpose``."""
 
-    def __init__(self, sizes: tuple[int, ...], exact: bool) -> None:
+    def __init__(
+        self,
+        sizes: tuple[int, ...],
+        exact: bool,
+        offloads: bool = True,
+        transposed: frozenset[Value] = frozenset(),
+    ) -> None:
         self.sizes = sizes
         self.exact = exact
+        self.offloads = offloads
+        self.transposed = transposed
         self.callees: dict[tuple[int, tuple[Layout, ...]], tuple[Function, tuple[Layout, ...]]] = {}
 
     def type(self, t: Type, layout: Layout) -> Type:
@@ -179,16 +190,16 @@ def unbatched(op: Op, what: str, value: Batched) -> Value:
     return value[0]
 
 
-def exact_in_any_order(bt: Batcher, op: Op) -> None:
-    """Refuses float reductions and dots when batching must be exact: how XLA:CPU orders
-    their additions depends on the operand's shape (a (16, 128) row sum and a batched
-    (4, 16, 128) one round differently; so do some batched dots), XLA may hand a reduction
-    and the elementwise ops feeding it to YNNPACK, whose ``exp`` rounds differently from its
-    own, and a max over +0 and -0 depends on the order too. Integer ones give the same bits in
-    any order."""
-    if bt.exact and dtypes.is_float(op.result.type.dtype):
+def keeps_bits(bt: Batcher, op: Op, ins: Sequence[Batched]) -> None:
+    """Refuses, when batching must be exact, a float reduction or dot that XLA:CPU would
+    round differently at the batched shape than at one point's (``exactness``)."""
+    if not bt.exact:
+        return
+    per_point = [original(v.type, lay) for v, lay in ins]
+    why = exactness.keeps_bits(op, per_point, [v in bt.transposed for v in op.operands])
+    if why is not None:
         raise NotBatchable(
-            "a float reduction or dot would round differently at the batched shape",
+            why,
             op=op.name,
             loc=op.loc,
             fix="exact=False (pallas_call's match_upstream=False) batches it, exact to rounding",

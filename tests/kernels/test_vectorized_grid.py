@@ -139,9 +139,9 @@ EXPECTED_SUITE_PLANS = {
     "grid_ids": (0, 1),
     "staged_run_scoped": (0,),
     "chunked_loop": (0,),
-    "masked_col_max": None,  # a float max: XLA's order depends on the shape
-    "row_sum": None,  # a float sum
-    "matmul": None,  # a float dot
+    "masked_col_max": (1,),  # a float max of 4096 elements a point: YNNPACK's either way
+    "row_sum": None,  # a float sum of 2048 elements a point: XLA adds it in another order
+    "matmul": (0, 1),  # a float dot: YNNPACK's either way (passes/batching/exactness.py)
     "reversed_blocks": None,  # the map computes 3 - i: blocks are not one static slice
     "input_written": None,  # a later grid point reads what an earlier one wrote
     "clamped_block_index": None,  # more grid points than blocks: the last is revisited
@@ -171,7 +171,7 @@ def test_an_elementwise_kernel_becomes_one_loop_free_program():
     assert "f32[8,8,2,128]" in text  # (blocks, block) pairs of the 64x256 arrays
 
 
-FAST = ["row_sum", "softmax", "matmul", "bf16_matmul", "layer_norm_partial", "sum_and_max"]
+FAST = ["row_sum", "softmax", "layer_norm_partial", "sum_and_max"]  # sums under 4096 a point
 
 
 @pytest.mark.parametrize("name", FAST)

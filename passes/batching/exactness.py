@@ -1,0 +1,93 @@
+"""Which float reductions and dots XLA:CPU computes with the same bits batched as per point.
+
+In exact mode a batched program must give each grid point the bits of the loop program, which
+XLA compiles at the block's shape. How XLA:CPU adds a float reduction up depends on who runs it:
+an op with at least ``YNN_MIN_ELEMENTS`` elements in its result or an operand goes to YNNPACK
+(XLA's ``IsInstructionPreferredByYnn``), whose row sums keep their order whatever the batch dims
+around them; a smaller reduction stays in XLA, which splits it into windows of 32
+(``TreeReductionRewriter``) and adds those up in another order. Batching grows every op past
+that threshold, so a reduction agrees only when it already went to YNNPACK per point. With it go
+the elementwise ops XLA fuses into the YNNPACK graph: YNNPACK's ``exp``, ``tanh``, ``rsqrt``...
+round differently from XLA's, so one that batching moves over the threshold could change sides.
+
+``bench/batched_bits.py`` measures this on the programs the pass emits (the batched program
+against the loop program, three seeds, normal values; f32 unless said):
+
+- sums over rows of 8x1024 blocks, over columns of 8x512, over rows or columns of 128x128 (both
+  grid axes batched, blocks in place): identical; of 16x128, 8x256 and 1x1024 (under 4096
+  elements a point): a third to four fifths of the sums differ; a 64x64 block summed to one
+  number: 14 of 16 differ. bf16 and f16 sums (an f32 reduce between converts) agree even
+  under 4096 elements, but only as their few bits round back alike: held to the same rule;
+- max and min: identical at every size on normal values, but over +0 and -0 alone (the order
+  of the comparisons picks the sign) 16x128 blocks differ, 8x1024 and 128x128 do not: the
+  same rule as sums;
+- products (never YNNPACK's: XLA's own both ways): identical at every size and dtype measured;
+- dots into f32 (f32, or bf16 operands) of YNNPACK's forms (both sides at least 2 wide, the
+  left side not transposed): 128x128x128, 32x32x128, 8x512x8, 16x1024x16, 8x2048x128 with both
+  operands batched over different grid axes (one bigger matmul), identical; ``q @ k.T`` (the
+  right side transposed) identical in f32 for k from 64 to 1024 and then ``exp``, but a third
+  of the bf16 products differ; ``x.T @ y``, a 1-row or 1-column block: up to 80% differ;
+- softmax of 8x1024 rows (``exp(x - max)`` summed) and flash attention: identical; layer norm
+  of 16x1024 rows, whose ``rsqrt`` of 16 values a point crosses the threshold when 256 points
+  are batched: a quarter of the elements differ (``approximate_crosses`` refuses it).
+
+``keeps_bits`` admits exactly those classes; everything else stays per point (``NotBatchable``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op
+from minipallas.ir.types import ArrayType, Type
+
+YNN_MIN_ELEMENTS = 4096
+
+# Elementwise ops YNNPACK runs with its own approximations (the exactly rounded ones, + - * /
+# sqrt max min and the like, give the same bits on either side).
+APPROXIMATE = frozenset(
+    {"exp", "expm1", "log", "log1p", "logistic", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "pow"}
+)
+
+# The ops XLA may hand to YNNPACK with the elementwise ops around them.
+OFFLOADED = frozenset({"reduce_sum", "reduce_max", "reduce_min", "dot"})
+
+
+def keeps_bits(op: Op, per_point: list[ArrayType], transposed: list[bool]) -> str | None:
+    """None when XLA:CPU gives ``op`` at the batched shape the bits it gives at the shape of
+    one point (its operands' types ``per_point``; ``transposed``: which operands the program
+    computes with a ``transpose``), else why not."""
+    if not dtypes.is_float(op.result.type.dtype) or op.name == "reduce_prod":
+        return None
+    if op.name == "dot":
+        return _dot(per_point, op.result.type.dtype, transposed)
+    (x,) = per_point
+    if math.prod(x.shape) < YNN_MIN_ELEMENTS:
+        return f"a float reduction of fewer than {YNN_MIN_ELEMENTS} elements a point stays in XLA"
+    if math.prod(op.result.type.shape) == 1:
+        return "a float reduction to one number a point is added up in another order batched"
+    return None
+
+
+def _dot(per_point: list[ArrayType], out: str, transposed: list[bool]) -> str | None:
+    (a, b), (m, k), n = per_point, per_point[0].shape, per_point[1].shape[1]
+    if out != "float32" or {a.dtype, b.dtype} not in ({"float32"}, {"bfloat16"}):
+        return "only dots of f32 or bf16 into f32 are measured alike batched"
+    if min(m, n) < 2 or max(m, k, n) < 8:
+        return "a matrix-vector or tiny dot a point is XLA's, batched it is YNNPACK's"
+    if transposed[0] or transposed[1] and a.dtype != "float32":
+        return "a dot of a transposed operand is XLA's a point, batched it may be YNNPACK's"
+    return None
+
+
+def approximate_crosses(op: Op, batched: Type) -> bool:
+    """Whether an approximate elementwise op could move into YNNPACK's graph when batched (its
+    result of type ``batched``): it has fewer than ``YNN_MIN_ELEMENTS`` elements per point but
+    not batched."""
+    per_point, elements = (math.prod(t.shape) for t in (op.result.type, batched))
+    return (
+        op.name in APPROXIMATE
+        and dtypes.is_float(op.result.type.dtype)
+        and per_point < YNN_MIN_ELEMENTS <= elements
+    )
