@@ -57,3 +57,20 @@ class InterpretError(MiniPallasError):
 
 class PassError(MiniPallasError):
     """A pass was asked for something it cannot do."""
+
+
+class RaceError(InterpretError):
+    """Two programs that run together touch the same shared element unordered, one writing.
+
+    ``first`` and ``second`` are ``(op name, location, program)`` of the two accesses; the
+    error is located at the second."""
+
+    def __init__(self, message: str, *, first: tuple, second: tuple, **kw: object) -> None:
+        self.first = first
+        self.second = second
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class DeadlockError(InterpretError):
+    """Programs that run together cannot all go on: a barrier some of its group never reach,
+    or a collective ``run_scoped`` some of its group skip."""

@@ -17,6 +17,8 @@ _PUBLIC = {
     "TraceError": "minipallas.ir.errors",
     "InterpretError": "minipallas.ir.errors",
     "PassError": "minipallas.ir.errors",
+    "RaceError": "minipallas.ir.errors",
+    "DeadlockError": "minipallas.ir.errors",
     # types and memory spaces
     "ArrayType": "minipallas.ir.types",
     "RefType": "minipallas.ir.types",
@@ -34,6 +36,8 @@ _PUBLIC = {
     "load": "minipallas.frontend.refs",
     "store": "minipallas.frontend.refs",
     "run_scoped": "minipallas.frontend.control",
+    "axis_index": "minipallas.frontend.collective",
+    "barrier": "minipallas.frontend.collective",
     "fori_loop": "minipallas.frontend.control",
     "while_loop": "minipallas.frontend.control",
     "cond": "minipallas.frontend.control",

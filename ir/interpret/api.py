@@ -14,6 +14,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
 from minipallas.ir.interpret.perturb import Perturbation
+from minipallas.ir.interpret.programs import Programs
 from minipallas.ir.types import RefType, Type
 
 
@@ -25,6 +26,9 @@ def interpret(
     program_ids: Sequence[int] | None = None,
     grid: Sequence[int] | None = None,
     perturb: Perturbation | None = None,
+    grid_names: Sequence[str] | None = None,
+    collectives: str = "reject",
+    schedule: str | int = "lockstep",
 ) -> tuple[np.ndarray, ...]:
     """Evaluate ``fn`` with numpy; return its results as a tuple of arrays (empty if none).
 
@@ -61,6 +65,13 @@ def interpret(
     evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
     error of upstream's interpret mode, any other with that of ``run_state``'s discharge or
     lowering (``ir.collectives``).
+
+    ``collectives="simulate"`` (with ``grid`` and ``grid_names``, one name per axis) runs every
+    program of the grid together over the same arguments instead (``programs``): collective
+    ``run_scoped`` allocations are shared by each group, ``barrier`` waits for the group, and
+    races (``RaceError``) and deadlocks (``DeadlockError``) are reported; ``schedule`` is
+    "lockstep" or a seed for random interleavings. Each result then gains leading axes of the
+    grid's shape: the program at each grid point's own result.
     """
     if not isinstance(fn, Function):
         raise InterpretError(
@@ -76,17 +87,62 @@ def interpret(
         uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid"), perturb
     )
     _check_grid(interp.program_ids, interp.grid)
+    if collectives not in COLLECTIVES:
+        raise InterpretError(
+            f"collectives={collectives!r} is not a mode",
+            fix=f"use one of {', '.join(map(repr, COLLECTIVES))}",
+        )
     kernel = interp.program_ids is not None or interp.grid is not None
-    check_collective_axes(fn, "cpu_kernel" if kernel else "interpreter")
+    if collectives == "reject":
+        check_collective_axes(fn, "cpu_kernel" if kernel else "interpreter")
     if len(args) != len(fn.params):
         raise InterpretError(f"@{fn.name} takes {len(fn.params)} arguments, got {len(args)}")
     bound = [
         _bind(interp, f"argument {i} of @{fn.name}", p.type, a)
         for i, (p, a) in enumerate(zip(fn.params, args, strict=True))
     ]
+    if collectives == "simulate":
+        return _simulate(fn, bound, interp, grid_names, schedule, (uninitialized, checks, perturb))
     with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
         results = interp.run(fn.body, bound)
     return tuple(_result(fn, i, r) for i, r in enumerate(results))
+
+
+COLLECTIVES = ("reject", "simulate")
+
+
+def _simulate(
+    fn: Function,
+    bound: list[Any],
+    interp: Interpreter,
+    grid_names: Sequence[str] | None,
+    schedule: str | int,
+    options: tuple,
+) -> tuple[np.ndarray, ...]:
+    """Every program of the grid together (``programs``); results stacked over the grid."""
+    if interp.grid is None or grid_names is None or interp.program_ids is not None:
+        raise InterpretError(
+            "collectives='simulate' runs every program of a grid: it needs grid= and "
+            "grid_names=, and takes no program_ids",
+            fix="interpret(fn, ..., grid=(4,), grid_names=('x',), collectives='simulate')",
+        )
+    for a in bound:
+        if isinstance(a, Ref) and not a.data.flags.c_contiguous:
+            raise InterpretError(
+                "collectives='simulate' shares ref arguments among programs: they must be "
+                "C-contiguous arrays",
+                fix="pass np.ascontiguousarray(x) (and read the result from that array)",
+            )
+    grid = interp.grid
+
+    def make(ids: tuple[int, ...]) -> Interpreter:
+        return Interpreter(options[0], options[1], tuple(map(int, ids)), grid, options[2])
+
+    per_program = Programs(grid, tuple(grid_names), schedule, make).run(fn, bound)
+    return tuple(
+        np.array([_result(fn, i, r[i]) for r in per_program]).reshape((*grid, *t.shape))
+        for i, t in enumerate(fn.result_types)
+    )
 
 
 def _bind(interp: Interpreter, what: str, t: Type, value: Any) -> Any:

@@ -117,6 +117,11 @@ class Interpreter:
         self.tracking = self.checks or uninitialized == "error"
         self.program_ids = program_ids
         self.grid = grid
+        # under collectives="simulate": the programs run together (``programs.Programs``),
+        # this one's number among them, and the grid's axis names
+        self.together: Any = None
+        self.program: int | None = None
+        self.grid_names: tuple[str, ...] | None = None
         self.rules: dict[str, Rule] = RULES if perturb is None else perturb.rules()
 
     def error(self, op: Op, message: str, fix: str | None = None) -> InterpretError:

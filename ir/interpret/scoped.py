@@ -3,6 +3,7 @@
 Each entry into a ``run_scoped`` body allocates fresh buffers (a loop around it gets new ones
 every iteration), filled with ``dtypes.fill_value``; the ``uninitialized`` value discharge
 starts an allocation from holds the same fill, so both forms of a program read the same.
+Programs run together (``programs``) share a collective ``run_scoped``'s allocations.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from minipallas.ir.interpret.engine import Interpreter, rule
 def run_scoped(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
     (body,) = op.regions
     n_alloc = len(body.params) - len(args)
-    allocations = [interp.allocate(p.type) for p in body.params[:n_alloc]]
+    types = [p.type for p in body.params[:n_alloc]]
+    if op.attrs.get("collective_axes") and interp.together is not None:
+        allocations = interp.together.shared_allocations(interp, op, types)  # the group's
+    else:
+        allocations = [interp.allocate(t) for t in types]
     return interp.run(body, [*allocations, *args])
 
 

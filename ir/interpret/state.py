@@ -22,6 +22,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.interpret import numerics
 from minipallas.ir.interpret.engine import Interpreter, Ref, rule
+from minipallas.ir.interpret.races import ACCUM, READ, WRITE
 from minipallas.ir.interpret.windows import (
     Access,
     accumulate,
@@ -33,13 +34,20 @@ from minipallas.ir.interpret.windows import (
 )
 
 
-def _window(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[Ref, Access, Sequence]:
-    """The ref, where the op's window lands in its storage, and the remaining operands."""
+def _window(
+    interp: Interpreter, op: Op, args: Sequence[Any], kind: str
+) -> tuple[Ref, Access, Sequence]:
+    """The ref, where the op's window lands in its storage, and the remaining operands. Among
+    programs run together, the access is checked for races first (``programs``, ``races``)."""
     ref = args[0]
     indexer = op.attrs["indexer"]
     n = indexing.num_dyn(indexer)
     access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
-    return ref, access, args[1 + n :]
+    rest = args[1 + n :]
+    if interp.together is not None:
+        mask = rest[1 if op.name == "store" else 0] if op.attrs.get("masked") else None
+        interp.together.touch(interp, op, ref.data, access, kind, mask)
+    return ref, access, rest
 
 
 def check_initialized(
@@ -65,14 +73,14 @@ def _mark_written(ref: Ref, access: Access, mask: Any = None) -> None:
 
 @rule("get")
 def get(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    ref, access, _ = _window(interp, op, args)
+    ref, access, _ = _window(interp, op, args, READ)
     check_initialized(interp, op, ref, access)
     return (read(ref.data, access),)
 
 
 @rule("swap")
 def swap(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    ref, access, (value,) = _window(interp, op, args)
+    ref, access, (value,) = _window(interp, op, args, WRITE)
     old = read(ref.data, access)
     write(ref.data, access, value)
     _mark_written(ref, access)
@@ -81,7 +89,7 @@ def swap(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 
 @rule("addupdate")
 def addupdate(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    ref, access, (value,) = _window(interp, op, args)
+    ref, access, (value,) = _window(interp, op, args, ACCUM)
     check_initialized(interp, op, ref, access)
     dtype = op.operands[0].type.dtype
     accumulate(ref.data, access, value, lambda old, new: numerics.add(old, new, dtype))
@@ -91,7 +99,7 @@ def addupdate(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 @rule("load")
 def load(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     """Masked-off lanes read ``other``, or the fill value (NaN / int minimum / False)."""
-    ref, access, rest = _window(interp, op, args)
+    ref, access, rest = _window(interp, op, args, READ)
     value = read(ref.data, access)
     if not op.attrs.get("masked"):
         check_initialized(interp, op, ref, access)
@@ -105,7 +113,7 @@ def load(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 @rule("store")
 def store(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     """Masked-off lanes keep what they held."""
-    ref, access, rest = _window(interp, op, args)
+    ref, access, rest = _window(interp, op, args, WRITE)
     mask = rest[1] if op.attrs.get("masked") else None
     write(ref.data, access, rest[0], mask)
     _mark_written(ref, access, mask)

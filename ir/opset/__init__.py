@@ -13,3 +13,7 @@ __all__ += ["layout", "scans", "sorting"]
 from minipallas.ir.opset import debug  # noqa: E402  (jax.debug.print)
 
 __all__ += ["debug"]
+
+from minipallas.ir.opset import collective  # noqa: E402  (axis_index, barrier: issue 15)
+
+__all__ += ["collective"]

@@ -23,3 +23,14 @@ def grid_query(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
         loc=op.loc,
         fix="call it inside a kernel run by minipallas.pallas_call, which provides the grid",
     )
+
+
+@rule("axis_index", "barrier")
+def together(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    raise PassError(
+        "programs that run together (named axes, barriers) run only in minipallas's "
+        "multi-program interpreter",
+        op=op.name,
+        loc=op.loc,
+        fix="interpret(fn, ..., grid=..., grid_names=..., collectives='simulate')",
+    )

@@ -283,6 +283,19 @@ def debug() -> Function:
     )
 
 
+def collective() -> Function:
+    """axis_index and barrier: programs that run together (issue 15)."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @collective() -> (i32[]) {
+  %i = axis_index ("x") : i32[]
+  barrier ("x", "y")
+  return %i
+}"""
+    )
+
+
 ALL = [
     state_ops,
     views,
@@ -294,4 +307,5 @@ ALL = [
     located,
     structural,
     debug,
+    collective,
 ]

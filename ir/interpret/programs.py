@@ -1,0 +1,312 @@
+"""The multi-program interpreter: every program of a grid at once (``collectives="simulate"``).
+
+Upstream Pallas has no way to run a ``run_scoped(..., collective_axes=...)`` over grid axes;
+this is minipallas's model of what it means, written down so it can be tested:
+
+- every program of the grid runs the same function over the same arguments, each with its
+  ``program_id``s; refs passed in are shared by all of them;
+- programs that differ only along the named ``collective_axes`` form a *group*: at a collective
+  ``run_scoped`` the group gets one allocation (the first program to enter allocates it; the
+  k-th entry of each program meets the k-th of the others), and ``barrier(axes)`` makes every
+  program of its group wait until all have arrived;
+- the schedule: programs switch at every access to shared memory and at every barrier.
+  ``"lockstep"`` takes the ready programs in turn, in grid order (so all programs of a group
+  make the same access before any makes the next one); an int is a seed for random
+  interleavings. When no program is ready, the barriers whose groups have all arrived are
+  released. A race-free program gives the same bits under every schedule.
+
+While they run, ``races.RaceDetector`` checks every access to shared memory; a barrier that
+part of its group never reaches, and a collective ``run_scoped`` that part of its group skips,
+are ``DeadlockError``s; reading shared scratch before any program wrote it is an
+``InterpretError``, as for any scratch under ``uninitialized="error"``.
+
+Each program runs on its own Python thread, but only one runs at a time: a baton passes
+between them and this module's scheduler, so a run is deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minipallas.ir.core import Function, Op
+from minipallas.ir.errors import DeadlockError, InterpretError, MiniPallasError
+from minipallas.ir.interpret.engine import Interpreter, Ref
+from minipallas.ir.interpret.races import RaceDetector
+from minipallas.ir.interpret.windows import Access
+from minipallas.ir.types import RefType
+
+LOCKSTEP = "lockstep"
+
+
+class _Aborted(BaseException):
+    """Unwinds a program's thread when another program failed (never reaches the user)."""
+
+
+@dataclass
+class _Program:
+    number: int
+    ids: tuple[int, ...]
+    interp: Interpreter
+    state: str = "ready"  # ready, running, barrier, done
+    waiting: tuple[Op, tuple[str, ...]] | None = None
+    results: list[Any] = field(default_factory=list)
+    entries: dict[int, int] = field(default_factory=dict)  # id(run_scoped op) -> times entered
+
+
+class Programs:
+    """One simulated run of a grid's programs (module doc)."""
+
+    def __init__(
+        self,
+        grid: tuple[int, ...],
+        grid_names: tuple[str, ...],
+        schedule: str | int = LOCKSTEP,
+        make_interpreter: Callable[[tuple[int, ...]], Interpreter] | None = None,
+    ) -> None:
+        if schedule != LOCKSTEP and (isinstance(schedule, bool) or not isinstance(schedule, int)):
+            raise InterpretError(
+                f"schedule must be 'lockstep' or an int seed, got {schedule!r}",
+                fix="schedule='lockstep' (the default) or schedule=0, 1, ... for random orders",
+            )
+        if len(grid_names) != len(grid) or len(set(grid_names)) != len(grid_names):
+            raise InterpretError(
+                f"grid_names {grid_names!r} must name each of the {len(grid)} grid axes once",
+                fix="pass grid_names=('x', ...), one distinct name per grid axis",
+            )
+        self.grid, self.grid_names = grid, grid_names
+        self.rng = None if schedule == LOCKSTEP else np.random.default_rng(schedule)
+        make = make_interpreter or (lambda ids: Interpreter(program_ids=ids, grid=grid))
+        points = list(np.ndindex(*grid))
+        self.programs = [
+            _Program(n, tuple(map(int, ids)), make(ids)) for n, ids in enumerate(points)
+        ]
+        for p in self.programs:
+            p.interp.together, p.interp.program = self, p.number
+            p.interp.grid_names = grid_names
+        self.clocks = np.zeros((len(points), len(points)), np.int64)
+        self.races = RaceDetector([_name(p.ids) for p in self.programs])
+        self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
+        self._cv = threading.Condition()
+        self._turn: int | None = None
+        self._abort = False
+        self._error: tuple[BaseException, _Program] | None = None
+
+    # ----- what the rules call, on a program's thread -----
+
+    def touch(
+        self, interp: Interpreter, op: Op, data: np.ndarray, access: Access, kind: str,
+        mask: Any = None,
+    ) -> None:  # fmt: skip
+        """An access to memory: a switch point when the memory is shared, and a race check."""
+        if self.races.buffer_of(data) is not None:
+            self._yield(self.programs[interp.program], "ready")
+        p = interp.program
+        self.races.access(op, data, access, kind, p, self.clocks[p], mask)
+
+    def barrier(self, interp: Interpreter, op: Op) -> None:
+        axes = op.attrs["axes"]
+        self._axis_numbers(op, axes)
+        program = self.programs[interp.program]
+        program.waiting = (op, axes)
+        self._yield(program, "barrier")
+
+    def shared_allocations(self, interp: Interpreter, op: Op, types: Sequence[RefType]) -> list:
+        """The group's allocations for this entry into a collective ``run_scoped``."""
+        axes = op.attrs["collective_axes"]
+        along = self._axis_numbers(op, axes)
+        program = self.programs[interp.program]
+        k = program.entries.get(id(op), 0)
+        program.entries[id(op)] = k + 1
+        group = tuple(i for a, i in enumerate(program.ids) if a not in along)
+        key = (id(op), group, k)
+        if key not in self._shared:
+            refs = [interp.allocate(t) for t in types]
+            for r in refs:
+                if r.written is None:  # shared scratch is always checked for uninitialized reads
+                    r.written = np.zeros(r.data.shape, np.bool_)
+                self.races.share(r.data)
+            self._shared[key] = (refs, set(), op)
+        refs, entered, _ = self._shared[key]
+        entered.add(program.number)
+        return list(refs)
+
+    # ----- running -----
+
+    def run(self, fn: Function, args: Sequence[Any]) -> list[list[Any]]:
+        """Runs ``fn`` in every program over the same bound ``args``; returns each program's
+        results, in grid order."""
+        for a in args:
+            if isinstance(a, Ref):
+                self.races.share(a.data)
+        threads = [
+            threading.Thread(target=self._main, args=(p, fn, args), daemon=True)
+            for p in self.programs
+        ]
+        for t in threads:
+            t.start()
+        try:
+            self._schedule()
+        finally:
+            with self._cv:
+                self._abort = self._abort or self._error is not None
+                self._cv.notify_all()
+            for t in threads:
+                t.join()
+        self._check_skipped()
+        return [p.results for p in self.programs]
+
+    def _main(self, program: _Program, fn: Function, args: Sequence[Any]) -> None:
+        try:
+            self._wait_for_turn(program)
+            with np.errstate(all="ignore"):
+                program.results = program.interp.run(fn.body, list(args))
+        except _Aborted:
+            return
+        except BaseException as e:  # noqa: BLE001 - handed to the scheduler, raised there
+            with self._cv:
+                self._error = self._error or (e, program)
+        with self._cv:
+            program.state = "done"
+            self._turn = None
+            self._cv.notify_all()
+
+    def _schedule(self) -> None:
+        last = -1
+        while True:
+            if self._error is not None:
+                self._fail()
+            ready = [p for p in self.programs if p.state == "ready"]
+            if not ready:
+                if all(p.state == "done" for p in self.programs):
+                    return
+                self._release_barriers()
+                continue
+            if self.rng is None:  # the next in turn after the last one to run
+                p = next((q for q in ready if q.number > last), ready[0])
+            else:
+                p = ready[int(self.rng.integers(len(ready)))]
+            last = p.number
+            with self._cv:
+                p.state, self._turn = "running", p.number
+                self._cv.notify_all()
+                self._cv.wait_for(lambda: self._turn is None)
+
+    def _yield(self, program: _Program, state: str) -> None:
+        with self._cv:
+            program.state, self._turn = state, None
+            self._cv.notify_all()
+        self._wait_for_turn(program)
+
+    def _wait_for_turn(self, program: _Program) -> None:
+        with self._cv:
+            self._cv.wait_for(lambda: self._turn == program.number or self._abort)
+            if self._abort:
+                raise _Aborted
+
+    def _fail(self) -> None:
+        error, program = self._error
+        with self._cv:
+            self._abort = True
+            self._cv.notify_all()
+        if isinstance(error, MiniPallasError):
+            error.add_note(f"in program {_name(program.ids)} of grid {self.grid}")
+        raise error
+
+    # ----- barriers and groups -----
+
+    def _release_barriers(self) -> None:
+        """Releases every group whose programs all wait at a barrier over the same axes;
+        raises ``DeadlockError`` when none can be released."""
+        released = False
+        for p in self.programs:
+            if p.state != "barrier":
+                continue
+            op, axes = p.waiting
+            members = self._group(p, axes)
+            if all(m.state == "barrier" and m.waiting[1] == axes for m in members):
+                numbers = [m.number for m in members]
+                merged = self.clocks[numbers].max(axis=0)
+                merged[numbers] += 1
+                for m in members:
+                    self.clocks[m.number] = merged
+                    m.state, m.waiting = "ready", None
+                released = True
+        if not released:
+            self._deadlock()
+
+    def _deadlock(self) -> None:
+        p = next(p for p in self.programs if p.state == "barrier")
+        op, axes = p.waiting
+        members = self._group(p, axes)
+        arrived = [m for m in members if m.state == "barrier" and m.waiting[1] == axes]
+        absent = []
+        for m in members:
+            if m.state == "done":
+                absent.append(f"{_name(m.ids)} finished without reaching it")
+            elif m not in arrived:
+                other, other_axes = m.waiting
+                absent.append(
+                    f"{_name(m.ids)} waits at the barrier over {other_axes} at {other.loc}"
+                )
+        error = DeadlockError(
+            f"deadlock: the barrier over {axes} is reached by programs "
+            f"{', '.join(_name(m.ids) for m in arrived)} of its group, but "
+            f"{'; '.join(absent)}",
+            op="barrier",
+            loc=op.loc,
+            fix="every program along the barrier's axes must reach it (take it out of "
+            "conditionals that depend on the program id)",
+        )
+        self._error = (error, p)
+        self._fail()
+
+    def _check_skipped(self) -> None:
+        for (_, group, _), (_, entered, op) in self._shared.items():
+            along = self._axis_numbers(op, op.attrs["collective_axes"])
+            members = [
+                m
+                for m in self.programs
+                if tuple(i for a, i in enumerate(m.ids) if a not in along) == group
+            ]
+            skipped = [m for m in members if m.number not in entered]
+            if skipped:
+                raise DeadlockError(
+                    f"program {_name(skipped[0].ids)} skips the collective run_scoped over "
+                    f"{op.attrs['collective_axes']} that programs "
+                    f"{', '.join(_name(m.ids) for m in members if m.number in entered)} of its "
+                    "group enter",
+                    op="run_scoped",
+                    loc=op.loc,
+                    fix="every program along the collective axes must enter the same "
+                    "run_scoped (take it out of conditionals that depend on the program id)",
+                )
+
+    def _group(self, program: _Program, axes: tuple[str, ...]) -> list[_Program]:
+        along = {self.grid_names.index(a) for a in axes}
+        key = tuple(i for a, i in enumerate(program.ids) if a not in along)
+        return [
+            m
+            for m in self.programs
+            if tuple(i for a, i in enumerate(m.ids) if a not in along) == key
+        ]
+
+    def _axis_numbers(self, op: Op, axes: tuple[str, ...]) -> set[int]:
+        unknown = [a for a in axes if a not in self.grid_names]
+        if unknown:
+            raise InterpretError(
+                f"names axes {unknown}, which are not grid axes {self.grid_names}",
+                op=op.name,
+                loc=op.loc,
+                fix="name grid axes with pallas_call(..., grid_names=...) / interpret(..., "
+                "grid_names=...) and use those names",
+            )
+        return {self.grid_names.index(a) for a in axes}
+
+
+def _name(ids: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, ids)) + ("," if len(ids) == 1 else "") + ")"
