@@ -290,10 +290,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "batched-float-reduce-allowed",
         "wrong rounding dtype",
-        "passes/batching/engine.py",
-        "if bt.exact and dtypes.is_float(op.result.type.dtype):",
+        "passes/batching/exactness.py",
+        "if math.prod(x.shape) < YNN_MIN_ELEMENTS:",
         "if False:",
-        "float reductions and dots are batched, so XLA may add them in another order",
+        "float sums of small blocks are batched, so XLA may add them in another order",
         unreachable=_BATCHED + " (wide_f32_row_sum, bit for bit against upstream's per-block sums)",
     ),
     # -- lowering/stablehlo ------------------------------------------------------------------
