@@ -152,6 +152,52 @@ def gpu_available() -> bool:
         return False
 
 
+def triton_custom_call(
+    ctx: Any,
+    operands: Sequence[Any],
+    module: ir.Module,
+    name: str,
+    grid: Sequence[int],
+    *,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    aliases: Sequence[tuple[int, int]] = (),
+    debug: bool = False,
+) -> Sequence[Any]:
+    """In a jax lowering rule (``ctx``): the custom call launching ``module``'s function ``name``
+    over ``grid`` (up to 3 axes), ``operands`` then the results as its pointers, in the form
+    upstream Pallas's Triton lowering emits with jaxlib 0.10.2: ``__gpu$xla.gpu.triton``, the
+    module as bytecode in the backend config, row-major layouts, and ``aliases`` (input,
+    output) as ``output_operand_aliases``, so XLA gives each such pair one buffer."""
+    import io
+
+    from jax._src.interpreters import mlir as jax_mlir
+
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    x, y, z = (*grid, 1, 1, 1)[:3]
+    config = dict(
+        name=ir.StringAttr.get(name),
+        ir=ir.StringAttr.get(buf.getvalue()),
+        num_stages=jax_mlir.i32_attr(num_stages),
+        num_warps=jax_mlir.i32_attr(num_warps),
+        grid_x=jax_mlir.i32_attr(x),
+        grid_y=jax_mlir.i32_attr(y),
+        grid_z=jax_mlir.i32_attr(z),
+        debug=ir.BoolAttr.get(debug),
+    )
+    return jax_mlir.custom_call(
+        call_target_name="__gpu$xla.gpu.triton",
+        result_types=[jax_mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out],
+        operands=list(operands),
+        backend_config=config,
+        api_version=4,
+        operand_layouts=[list(reversed(range(a.ndim))) for a in ctx.avals_in],
+        result_layouts=[list(reversed(range(a.ndim))) for a in ctx.avals_out],
+        operand_output_aliases=dict(aliases),
+    ).results
+
+
 def gpu_triton_function(
     module: ir.Module,
     name: str,
@@ -161,42 +207,22 @@ def gpu_triton_function(
     num_warps: int = 4,
     num_stages: int = 3,
 ) -> Any:
-    """A jitted jax function launching a Triton module once over ``grid`` (up to 3 axes), its
-    arguments then its outputs as the kernel's pointers, through XLA's Triton custom call: the
-    path upstream Pallas takes with jaxlib 0.10.2 (``__gpu$xla.gpu.triton``, the module as
-    bytecode). Lowers for ``"cuda"`` on any machine; runs only where jax sees a CUDA GPU."""
-    import io
-
+    """A jitted jax function launching a Triton module once over ``grid`` through
+    ``triton_custom_call``, its arguments then its outputs as the kernel's pointers. Lowers for
+    ``"cuda"`` on any machine; runs only where jax sees a CUDA GPU."""
     import jax
     from jax._src import core as jax_core
     from jax._src.interpreters import mlir as jax_mlir
 
-    buf = io.BytesIO()
-    module.operation.write_bytecode(buf)
-    x, y, z = (*grid, 1, 1, 1)[:3]
     avals = [jax_core.ShapedArray(shape, dtype) for shape, dtype in out_types]
     call = jax_core.Primitive(f"minipallas_triton_{name}")
     call.multiple_results = True
     call.def_abstract_eval(lambda *_: avals)
 
     def lowering(ctx: Any, *operands: Any) -> Any:
-        config = dict(
-            name=ir.StringAttr.get(name),
-            ir=ir.StringAttr.get(buf.getvalue()),
-            num_stages=jax_mlir.i32_attr(num_stages),
-            num_warps=jax_mlir.i32_attr(num_warps),
-            grid_x=jax_mlir.i32_attr(x),
-            grid_y=jax_mlir.i32_attr(y),
-            grid_z=jax_mlir.i32_attr(z),
-            debug=ir.BoolAttr.get(False),
+        return triton_custom_call(
+            ctx, operands, module, name, grid, num_warps=num_warps, num_stages=num_stages
         )
-        return jax_mlir.custom_call(
-            call_target_name="__gpu$xla.gpu.triton",
-            result_types=[jax_mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out],
-            operands=list(operands),
-            backend_config=config,
-            api_version=4,
-        ).results
 
     jax_mlir.register_lowering(call, lowering, platform="cuda")
     return jax.jit(lambda *a: call.bind(*a))

@@ -12,7 +12,11 @@ constant bounds, so JAX runs them as a reversible ``scan``; a loop whose trip co
 ``jax.vmap`` runs the kernel once per batch element (``lax.map``), as upstream's batching adds
 a grid axis: each slice keeps the unbatched call's bits. Batching the ops instead would let XLA
 sum a batched float reduction in another order; with ``match_upstream=False`` it does, for
-speed. Derivatives batch the ops either way (``_per_slice``).
+speed. Derivatives batch the ops either way.
+
+The program runs as one JAX primitive (``triton_call``), lowered when the caller's ``jax.jit``
+is: on the CPU to these ``jax.lax`` ops, on a CUDA or ROCm GPU to the kernel's Triton module,
+as upstream Pallas's Triton lowering does.
 
 The JAX function is jitted once per input types, so eager calls on JAX arrays compile once
 too; under an outer ``jax.jit`` the inner one is inlined by XLA.
@@ -29,9 +33,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
-from jax.custom_batching import custom_vmap
 
 from minipallas.interop import to_jax
+from minipallas.kernels.triton_call import KernelCall
 
 if TYPE_CHECKING:
     from minipallas.kernels.pallas_call import PallasCall
@@ -49,33 +53,11 @@ def call_jax(call: PallasCall, args: Sequence[Any]) -> Any:
     functions = _FUNCTIONS.setdefault(call, {})
     fn = functions.get(types)
     if fn is None:
-        fn = to_jax(call.program(*types))
-        fn = functions[types] = jax.jit(_per_slice(fn) if call.match_upstream else fn)
+        program = to_jax(call.program(*types))
+        kernel = KernelCall(
+            call.trace(*types), program, call.compiler_params, call.debug, call.match_upstream
+        )
+        fn = functions[types] = jax.jit(kernel.function())
     sizes = [jax.lax.convert_element_type(n, "int32") for n in call.grid_bounds]
     outs = fn(*sizes, *args)
     return outs[0] if call.out_structure is None else call.out_structure(outs)
-
-
-def _per_slice(fn: Callable[..., tuple]) -> Callable[..., tuple]:
-    """``fn``, batched by ``jax.vmap`` one slice at a time. ``custom_vmap`` alone has no
-    reverse mode, so a ``custom_jvp`` around it differentiates ``fn`` itself."""
-
-    @custom_vmap
-    def mapped(*args: Any) -> tuple:
-        return fn(*args)
-
-    @mapped.def_vmap
-    def _batch(axis_size: int, in_batched: Sequence[bool], *args: Any) -> tuple:
-        def one(slices: Sequence[Any]) -> tuple:
-            it = iter(slices)
-            return fn(*[next(it) if b else a for a, b in zip(args, in_batched, strict=True)])
-
-        outs = jax.lax.map(one, [a for a, b in zip(args, in_batched, strict=True) if b])
-        return outs, tuple(True for _ in outs)
-
-    @jax.custom_jvp
-    def differentiable(*args: Any) -> tuple:
-        return mapped(*args)
-
-    differentiable.defjvp(lambda primals, tangents: jax.jvp(fn, primals, tangents))
-    return differentiable
