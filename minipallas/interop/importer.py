@@ -203,14 +203,17 @@ class Importer:
         jaxpr: jax_core.Jaxpr,
         consts: Sequence[object] = (),
         types: Sequence[Type] | None = None,
+        nonnegative: int = 0,
     ) -> Function:
         """The function a whole jaxpr imports to: invars become parameters (of ``types`` when
-        given, else of their avals' types), consts constants."""
+        given, else of their avals' types), consts constants. The first ``nonnegative``
+        parameters are known to be >= 0 (grid indices), so indexing with them needs no wrap."""
         scope = ImportScope(self)
         if types is None:
             with scope.located():
                 types = [type_of(v.aval, f"input {i}") for i, v in enumerate(jaxpr.invars)]
         params = [Value(t) for t in types]
+        scope.nonnegative.update(params[:nonnegative])
         scope.bind_consts(jaxpr.constvars, consts)
         results = scope.run(jaxpr, params)
         return Function(self.unique_name(name), scope.builder.block(params, results))

@@ -60,7 +60,10 @@ def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 @rule("program_id", "num_programs")
 def grid_query(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    return [scope.emit(eqn.primitive.name, [], axis=int(eqn.params["axis"]))]
+    """A grid index or size: >= 0, so indexing with it needs no negative wrap."""
+    out = scope.emit(eqn.primitive.name, [], axis=int(eqn.params["axis"]))
+    scope.nonnegative.add(out)
+    return [out]
 
 
 # --- masked load and swap ------------------------------------------------------------------

@@ -44,6 +44,18 @@ def test_under_jax_jit_with_traced_prefetch_operands(case):
     assert_same_bits(jax.jit(call)(*other), case.upstream()(*other))
 
 
+@pytest.mark.parametrize("in_axes", [(None, 0), (0, 0)])
+def test_under_jax_vmap_matches_upstream(in_axes):
+    """A batch of inputs, with one table or one table per batch element."""
+    import jax
+
+    case = BY_NAME["gather_rows"]
+    idx, x = case.inputs()
+    args = (np.stack([idx, idx[::-1]]) if in_axes[0] == 0 else idx, np.stack([x, -x]))
+    got = jax.vmap(case.minipallas(), in_axes=in_axes)(*args)
+    assert_same_bits(got, jax.vmap(case.upstream(), in_axes=in_axes)(*args))
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_from_jaxpr_imports_upstream_prefetch_calls(case):
     import jax

@@ -84,3 +84,17 @@ def test_num_programs_of_a_dynamic_axis_is_the_iteration_bound():
     make, args, _ = DYNAMIC["rows"]
     ours = _lower_dynamic(make, args(), 3)
     assert summarize(ours).ops["tpu.iteration_bound"] == 1
+
+
+@pytest.mark.parametrize("name", ["gather_rows", "block_sparse_matmul"])
+def test_an_imported_upstream_prefetch_kernel_lowers_to_upstreams_module(name):
+    import jax
+
+    from minipallas.interop.pallas_call import kernel_from_jaxpr
+    from minipallas.kernels.pallas_call import lower_kernel
+
+    case = BY_NAME[name]
+    args = case.inputs()
+    upstream = case.upstream(interpret=False)
+    kernel = kernel_from_jaxpr(jax.make_jaxpr(upstream)(*args), memory_space=mp.tpu.VMEM)
+    _agree(lower_kernel(kernel, "tpu").module, upstream_mosaic(upstream, *args))
