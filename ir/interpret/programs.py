@@ -67,6 +67,7 @@ class Programs:
         grid_names: tuple[str, ...],
         schedule: str | int = LOCKSTEP,
         make_interpreter: Callable[[tuple[int, ...]], Interpreter] | None = None,
+        detect_races: bool = True,
     ) -> None:
         if schedule != LOCKSTEP and (isinstance(schedule, bool) or not isinstance(schedule, int)):
             raise InterpretError(
@@ -90,6 +91,7 @@ class Programs:
             p.interp.grid_names = grid_names
         self.clocks = np.zeros((len(points), len(points)), np.int64)
         self.races = RaceDetector([_name(p.ids) for p in self.programs])
+        self.detect_races = detect_races  # False only to measure what detection costs
         self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
         self._cv = threading.Condition()
         self._turn: int | None = None
@@ -105,8 +107,9 @@ class Programs:
         """An access to memory: a switch point when the memory is shared, and a race check."""
         if self.races.buffer_of(data) is not None:
             self._yield(self.programs[interp.program], "ready")
-        p = interp.program
-        self.races.access(op, data, access, kind, p, self.clocks[p], mask)
+        if self.detect_races:
+            p = interp.program
+            self.races.access(op, data, access, kind, p, self.clocks[p], mask)
 
     def barrier(self, interp: Interpreter, op: Op) -> None:
         axes = op.attrs["axes"]

@@ -164,7 +164,9 @@ class RaceDetector:
 
 
 def element_ids(buffer: _Buffer, data: np.ndarray, access: Access, mask: Any) -> np.ndarray:
-    """The flat positions in ``buffer`` of the elements the window touches (where ``mask``)."""
+    """The flat positions in ``buffer`` of the elements the window touches (where ``mask``).
+    A position may repeat (an index array may name it twice): checks and records of the same
+    access are the same for each copy, so repeats need no removal."""
     itemsize = buffer.array.itemsize
     if access.basic:
         window = data[access.index + (Ellipsis,)]
@@ -184,7 +186,7 @@ def element_ids(buffer: _Buffer, data: np.ndarray, access: Access, mask: Any) ->
             mask = access.valid if mask is None else (np.asarray(mask) & access.valid)
     if mask is not None:
         offsets = offsets[np.broadcast_to(np.asarray(mask), offsets.shape)]
-    return np.unique(np.asarray(offsets).ravel() // itemsize)
+    return np.asarray(offsets).ravel() // itemsize
 
 
 def _verb(kind: str) -> str:

@@ -1,0 +1,84 @@
+"""What race detection costs the multi-program interpreter (issue 15).
+
+A kernel of ``G`` programs sharing one collective buffer: each program makes ``K`` rounds of
+(write its own row, barrier, read the whole buffer, barrier), so every round is race-free and
+every access is checked. Timed with and without the race detector (same schedule, same
+switches), median of ``--repeat`` runs; "per access" is the detector's extra time divided by
+the number of checked accesses. The goal: linear in the accesses and at most 3x the
+interpreter without it.
+
+    python bench/collectives_bench.py [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import table  # noqa: E402
+
+import minipallas as mp  # noqa: E402
+import minipallas.numpy as jnp  # noqa: E402
+from minipallas import tpu  # noqa: E402
+from minipallas.ir.interpret.api import _bind  # noqa: E402
+from minipallas.ir.interpret.engine import Interpreter  # noqa: E402
+from minipallas.ir.interpret.programs import Programs  # noqa: E402
+
+
+def rounds_kernel(g: int, k: int, width: int):
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+
+            def step(r, carry):
+                shared[mp.ds(i, 1), :] = x_ref[mp.ds(i, 1), :] + r.astype(jnp.float32)
+                mp.barrier("x")
+                total = shared[...].sum(axis=0, keepdims=True)
+                mp.barrier("x")
+                return carry + total
+
+            acc = mp.fori_loop(0, k, step, jnp.zeros((1, width), jnp.float32))
+            o_ref[mp.ds(i, 1), :] = acc
+
+        mp.run_scoped(body, tpu.VMEM((g, width), jnp.float32), collective_axes=("x",))
+
+    t = mp.RefType((g, width), jnp.float32)
+    return mp.trace(kernel, t, t)
+
+
+def run(fn, g: int, width: int, detect: bool) -> float:
+    x = np.ones((g, width), np.float32)
+    out = np.zeros_like(x)
+    interp = Interpreter(grid=(g,))
+    bound = [_bind(interp, "x", p.type, a) for p, a in zip(fn.params, (x, out), strict=True)]
+    start = time.perf_counter()
+    Programs((g,), ("x",), detect_races=detect).run(fn, bound)
+    return time.perf_counter() - start
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    rows = []
+    for g, k, width in [(4, 16, 128), (4, 64, 128), (4, 256, 128), (16, 64, 128), (4, 64, 4096)]:
+        fn = rounds_kernel(g, k, width)
+        off = float(np.median([run(fn, g, width, False) for _ in range(args.repeat)]))
+        on = float(np.median([run(fn, g, width, True) for _ in range(args.repeat)]))
+        accesses = g * k * 3  # per round: read x (an argument: shared), write row, read buffer
+        rows.append([g, k, width, accesses, f"{off * 1e3:.1f}", f"{on * 1e3:.1f}",
+                     f"{on / off:.2f}", f"{(on - off) / accesses * 1e6:.1f}"])  # fmt: skip
+    print("multi-program interpreter, ms (median); per access = detector's extra time, us")
+    print(table(["programs", "rounds", "row width", "checked accesses", "without detector",
+                 "with detector", "ratio", "per access (us)"], rows))  # fmt: skip
+    return rows
+
+
+if __name__ == "__main__":
+    main()
