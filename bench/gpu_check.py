@@ -6,7 +6,12 @@ Each module goes through jaxlib's Triton call path, the one upstream Pallas take
 XLA's Triton and launched over the module's launch grid (``jaxlib_shim.gpu_triton_call``).
 One run, about a second per kernel; prints one line per kernel and exits 1 if any differs.
 
-    python bench/gpu_check.py [--kernels add,matmul,...]
+With ``--jit`` each suite kernel instead runs as a JAX program: ``jax.jit`` of the
+``pallas_call`` on arrays on the GPU, which lowers its ``minipallas_call`` primitive to the
+same Triton custom call (``minipallas/kernels/triton_call.py``), compared with the eager CPU
+call on the same inputs (the compiled CPU program).
+
+    python bench/gpu_check.py [--jit] [--kernels add,matmul,...]
 
 Needs jax with CUDA (``jax[cuda12]==0.10.2``). Without a visible CUDA GPU it says so and exits
 with status 2 without running anything.
@@ -32,11 +37,15 @@ from minipallas.lowering.jaxlib_shim import gpu_available, gpu_triton_call  # no
 SKIP = {
     "input_written": "writes its input block: XLA's custom call may not write its operands",
 }
+# ... and under --jit, kernels jax.jit does not stage out
+JIT_SKIP = {
+    "grid_ids": "takes no arrays, so jax.jit runs it on the CPU when traced (a constant)",
+}
 RTOL = ATOL = 2e-5  # libdevice transcendentals and reduction order: a few ulps
 
 
 def check(case: object) -> tuple[bool, str]:
-    """Runs one suite case on the GPU; returns (agrees, detail)."""
+    """Runs one suite case's Triton module on the GPU; returns (agrees, detail)."""
     args = case.inputs()
     lowered = case.minipallas().lower(*args, target="gpu")
     want = simulate(lowered, *args)
@@ -46,7 +55,30 @@ def check(case: object) -> tuple[bool, str]:
     ]
     start = time.perf_counter()
     got = gpu_triton_call(lowered.module, case.name, lowered.launch_grid, args, outs)
+    return compare(got, want, time.perf_counter() - start)
+
+
+def check_jit(case: object) -> tuple[bool, str]:
+    """Runs one suite case as ``jax.jit`` of its call on GPU arrays (the Triton custom call
+    of ``triton_call``); compares with its eager CPU call."""
+    import jax
+
+    call, args = case.minipallas(), case.inputs()
+    want = call(*args)
+    want = list(want) if isinstance(want, tuple | list) else [want]
+    device = jax.devices("cuda")[0]
+    on_gpu = [jax.device_put(a, device) for a in args]
+    start = time.perf_counter()
+    got = jax.block_until_ready(jax.jit(call)(*on_gpu))
     seconds = time.perf_counter() - start
+    got = list(got) if isinstance(got, tuple | list) else [got]
+    if any(g.devices() != {device} for g in got):
+        return False, "the result is not on the GPU: the call did not stage out"
+    return compare([np.asarray(g) for g in got], want, seconds)
+
+
+def compare(got: list[np.ndarray], want: list[np.ndarray], seconds: float) -> tuple[bool, str]:
+    """Whether ``got`` equals ``want`` within RTOL/ATOL, NaNs alike; the detail line."""
     worst = 0.0
     for g, w in zip(got, want, strict=True):
         g64, w64 = np.asarray(g).astype(np.float64), w.astype(np.float64)
@@ -61,6 +93,9 @@ def check(case: object) -> tuple[bool, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", help="comma-separated suite kernel names (default: all)")
+    parser.add_argument(
+        "--jit", action="store_true", help="run each call under jax.jit (the JAX primitive)"
+    )
     options = parser.parse_args(argv)
     if not gpu_available():
         print("gpu_check: no CUDA GPU is visible to jax; nothing was run.", file=sys.stderr)
@@ -75,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         cases = [c for c in cases if c.name in wanted]
     failures = skipped = 0
     for case in cases:
-        if case.name in SKIP:
-            print(f"SKIP {case.name}: {SKIP[case.name]}")
+        skip = SKIP | (JIT_SKIP if options.jit else {})
+        if case.name in skip:
+            print(f"SKIP {case.name}: {skip[case.name]}")
             skipped += 1
             continue
         try:
-            ok, detail = check(case)
+            ok, detail = (check_jit if options.jit else check)(case)
         except Exception as e:  # report and go on: one kernel's failure is one line
             ok, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         failures += not ok
