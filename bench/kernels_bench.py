@@ -312,12 +312,15 @@ def emission_times(case, repeat):
 
 
 def batched_axes(case, exact=True):
-    """The grid axes minipallas runs batched ("-": the grid runs as loops)."""
-    from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+    """The grid axes minipallas runs batched ("-": the grid runs as loops), with "+pre" where
+    the body's stateless part is hoisted out of the sequential loops (kernels/hoisting.py)."""
+    from minipallas.kernels.vectorized_grid import vectorized_grid_hoists, vectorized_grid_plan
 
-    call = case.minipallas()
-    plan = vectorized_grid_plan(call.trace(*case.inputs()), exact)
-    return "-" if plan is None else ",".join(map(str, plan))
+    kernel = case.minipallas().trace(*case.inputs())
+    plan = vectorized_grid_plan(kernel, exact)
+    if plan is None:
+        return "-"
+    return ",".join(map(str, plan)) + ("+pre" if vectorized_grid_hoists(kernel, exact) else "")
 
 
 def _steps(case):

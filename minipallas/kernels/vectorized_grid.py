@@ -27,12 +27,19 @@ runs those points together, with the same results bit for bit:
    as the fill value; at each point of the sequential loops
    the windows are read, the batched body runs once, and the output windows are written back.
 
-Returns None when the plan finds no batched axis or the body has no batched form; the caller
-then uses the loop program.
+5. Hoisting (``kernels.hoisting``). With sequential axes, the part of the body that reads
+   input blocks and no state (a block's sum, ``q @ k.T``) is batched over the whole grid and
+   run once before the loops; each step takes its point's slice. This needs every input's
+   index map to use each grid axis as a block index or not at all; then a grid with no batched
+   axis (a 1-D accumulation) gets a program too.
+
+Returns None when the plan finds no batched axis and nothing to hoist, or the body has no
+batched form; the caller then uses the loop program.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +66,7 @@ from minipallas.ir.types import ArrayType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.grid import padded_shape, surely_nonnegative
+from minipallas.kernels.hoisting import split
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
@@ -92,6 +100,15 @@ class _Plan:
         return tuple(grid[a] for a in self.batched)
 
 
+@dataclass(frozen=True)
+class _Hoisted:
+    """The body's stateless part batched over the whole grid (``pre``: grid indices and input
+    windows in, results with the grid axes leading), and the inputs' whole-grid windows."""
+
+    pre: Function
+    operands: tuple[_Operand, ...]
+
+
 def vectorized_grid_program(
     kernel: Kernel, name: str | None = None, exact: bool = True
 ) -> Function | None:
@@ -101,7 +118,7 @@ def vectorized_grid_program(
     built = _batched_body(kernel, exact)
     if built is None:
         return None
-    plan, batched_body = built
+    plan, batched_body, hoisted = built
     grid, n_in = kernel.grid, kernel.num_inputs
     sizes = plan.sizes(grid)
     sequential = [a for a in range(len(grid)) if a not in plan.batched]
@@ -118,24 +135,26 @@ def vectorized_grid_program(
         ]
         state += [_filled((*sizes, *t.shape), t.dtype) for t in kernel.scratch_types]
         first = _point(grid, [], [])
-        hoisted = {
+        still = {  # the windows that do not move along the sequential axes, read once
             k: _read(buf, op, grid, first)
             for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
             if not op.moves
         }
+        before = _run_pre(hoisted, grid, buffers, first) if hoisted else []
 
         def step(indices: list[TracedArray], state: list[TracedArray]) -> list[TracedArray]:
             point = _point(grid, sequential, indices)
             blocks = [
-                hoisted[k] if k in hoisted else _read(buf, op, grid, point)
+                still[k] if k in still else _read(buf, op, grid, point)
                 for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
             ]
+            extra = [_at(v, grid, sequential, indices) for v in before]
             out_buffers, held = state[: len(outs)], state[len(outs) :]
             out_blocks = [
                 _read(buf, op, grid, point) for buf, op in zip(out_buffers, outs, strict=True)
             ]
             ids = _grid_indices(grid, plan, sequential, indices)
-            results = call(batched_body, *ids, *blocks, *out_blocks, *held)
+            results = call(batched_body, *ids, *blocks, *out_blocks, *held, *extra)
             results = list(results) if isinstance(results, tuple) else [results]
             written = [
                 _write(buf, r, op, grid, point)
@@ -151,13 +170,21 @@ def vectorized_grid_program(
 
 
 def vectorized_grid_plan(kernel: Kernel, exact: bool = True) -> tuple[int, ...] | None:
-    """The grid axes ``vectorized_grid_program`` batches (None: it makes no program)."""
+    """The grid axes ``vectorized_grid_program`` batches (None: it makes no program; ``()``:
+    it batches none, only the hoisted part of the body)."""
     built = _batched_body(kernel, exact)
     return None if built is None else built[0].batched
 
 
-def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function] | None:
-    """The plan, and the body batched over its axes taking and giving blocks in place."""
+def vectorized_grid_hoists(kernel: Kernel, exact: bool = True) -> bool:
+    """Whether ``vectorized_grid_program`` runs part of the body before the loops (hoisting)."""
+    built = _batched_body(kernel, exact)
+    return built is not None and built[2] is not None
+
+
+def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function, _Hoisted | None] | None:
+    """The plan, the body (or, hoisting, its stateful part) batched over its axes taking and
+    giving blocks in place, and the hoisted part."""
     plan = _plan(kernel)
     if plan is None:
         return None
@@ -166,6 +193,14 @@ def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function] | None:
         OPS[op.name].observable for f in (body, *body.callees()) for op in f.walk()
     ):
         return None  # a debug_print runs once per grid point, as in upstream's interpret mode
+    hoisted, extra = None, []
+    built = _hoist(kernel, plan, body, exact)
+    if built is not None:
+        body, hoisted = built
+        values = body.params[len(body.params) - len(hoisted.pre.result_types) :]
+        extra = [leading(plan.sizes(kernel.grid), v.type.ndim) for v in values]
+    elif not plan.batched:
+        return None
     n_in, sizes = kernel.num_inputs, plan.sizes(kernel.grid)
     windows = [_window_layout(op, plan) for op in plan.operands]
     scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]
@@ -174,11 +209,45 @@ def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function] | None:
     ]
     try:
         batched, _ = batch(
-            body, [*grid_layouts, *windows, *scratch], sizes, [*windows[n_in:], *scratch], exact
+            body,
+            [*grid_layouts, *windows, *scratch, *extra],
+            sizes,
+            [*windows[n_in:], *scratch],
+            exact,
         )
     except NotBatchable:
         return None
-    return plan, batched
+    return plan, batched, hoisted
+
+
+def _hoist(
+    kernel: Kernel, plan: _Plan, body: Function, exact: bool
+) -> tuple[Function, _Hoisted] | None:
+    """The stateful rest of the body and its hoisted part (module doc, 5), or None."""
+    grid, n_in = kernel.grid, kernel.num_inputs
+    if len(plan.batched) == len(grid):
+        return None  # no loop to hoist out of
+    cut = split(body, len(grid), n_in, math.prod(grid))
+    if cut is None:
+        return None
+    operands = []
+    for spec in kernel.in_specs:
+        comps = _components(spec.index_map)
+        counts = _Operand(spec, (None,) * len(comps)).pairs[0::2]
+        axes = [c for c in comps if isinstance(c, int)]
+        if len(set(axes)) < len(axes) or any(isinstance(c, frozenset) and c for c in comps):
+            return None  # a diagonal, or a block index computed from the grid indices
+        if any(isinstance(c, int) and grid[c] > n for c, n in zip(comps, counts, strict=True)):
+            return None  # more points than blocks: clamped blocks, revisited
+        operands.append(_Operand(spec, tuple(c if isinstance(c, int) else None for c in comps)))
+    whole = _Plan(tuple(range(len(grid))), ())
+    layouts = [(a,) for a in range(len(grid))] + [_window_layout(op, whole) for op in operands]
+    results = [leading(grid, t.ndim) for t in cut.pre.result_types]
+    try:
+        pre, _ = batch(cut.pre, layouts, grid, results, exact)
+    except NotBatchable:
+        return None
+    return cut.post, _Hoisted(pre, tuple(operands))
 
 
 # ----- 1. the plan -----
@@ -206,8 +275,6 @@ def _plan(kernel: Kernel) -> _Plan | None:
     batched = [a for a in range(len(grid)) if batchable(a)]
     if kernel.scratch_types:  # scratch persists: only a leading run of axes can be batched
         batched = [a for a in range(len(grid)) if all(b in batched for b in range(a + 1))]
-    if not batched:
-        return None
     sequential = {a for a in range(len(grid)) if a not in batched}
 
     def moves(comps: list[int | frozenset[int]]) -> bool:
@@ -410,6 +477,35 @@ def _point(
     maps use those only as block indices, which ``_window`` takes as slices)."""
     at = dict(zip(sequential, indices, strict=True))
     return [at[a] if a in at else constant(0, "int32") for a in range(len(grid))]
+
+
+def _run_pre(
+    hoisted: _Hoisted, grid: Sequence[int], buffers: Sequence[TracedArray], origin: list
+) -> list[TracedArray]:
+    """The hoisted part of the body at every grid point, its results with grid axes leading."""
+    windows = [_read(b, op, grid, origin) for b, op in zip(buffers, hoisted.operands, strict=True)]
+    ids = [emit_array("iota", [], type=ArrayType((n,), "int32"), dimension=0) for n in grid]
+    out = call(hoisted.pre, *ids, *windows)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _at(
+    value: TracedArray,
+    grid: Sequence[int],
+    sequential: Sequence[int],
+    indices: Sequence[TracedArray],
+) -> TracedArray:
+    """A hoisted result at the current sequential point (the batched axes whole, leading)."""
+    entries: list = []
+    dyn: list[TracedArray] = []
+    for a, n in enumerate(grid):
+        if a in sequential:
+            entries.append(Int(Dyn(len(dyn))))
+            dyn.append(indices[sequential.index(a)])
+        else:
+            entries.append(Slice(0, n, 1))
+    entries += [Slice(0, n, 1) for n in value.shape[len(grid) :]]
+    return emit_array("dynamic_slice", [value, *dyn], indexer=tuple(entries))
 
 
 def _grid_indices(

@@ -187,3 +187,96 @@ def test_match_upstream_false_batches_float_reductions_and_dots_to_rounding(name
     expected = as_tuple(case.upstream()(*args))
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, np.asarray(e), rtol=1e-5, atol=1e-5)
+
+
+def accumulated_sum(ns, x_ref, o_ref):
+    """A 1-D sum into one resident output block: the grid's only axis stays sequential."""
+
+    @ns.when(ns.program_id(0) == 0)
+    def _():
+        o_ref[...] = ns.np.zeros(o_ref.shape, ns.np.float32)
+
+    o_ref[...] += x_ref[...].sum(keepdims=True)
+
+
+def accumulated_max(ns, x_ref, o_ref):
+    """Row maxima of 8x1024 blocks (YNNPACK's either way, so batched in exact mode too),
+    accumulated along j: the maxima are hoisted out of the j loop."""
+
+    @ns.when(ns.program_id(1) == 0)
+    def _():
+        o_ref[...] = ns.np.full(o_ref.shape, -np.inf, ns.np.float32)
+
+    o_ref[...] = ns.np.maximum(o_ref[...], x_ref[...].max(axis=1, keepdims=True))
+
+
+HOISTING = [
+    # (case, exact mode hoists, batched axes in exact mode, in fast mode)
+    (
+        Case(
+            "accumulated_sum",
+            accumulated_sum,
+            ((1,), "float32"),
+            inputs(normal(64 * 256)),
+            grid=(64,),
+            in_specs=[((256,), lambda i: (i,))],
+            out_specs=((1,), lambda i: (0,)),
+        ),
+        False,  # a float sum to one number a point is refused exactly: the loop program
+        None,
+        (),
+    ),
+    (
+        Case(
+            "accumulated_max",
+            accumulated_max,
+            ((16, 1), "float32"),
+            inputs(normal(16, 4 * 1024)),
+            grid=(2, 4),
+            in_specs=[((8, 1024), lambda i, j: (i, j))],
+            out_specs=((8, 1), lambda i, j: (i, 0)),
+        ),
+        True,
+        (0,),
+        (0,),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "exact", "plan", "fast_plan"), HOISTING, ids=[h[0].name for h in HOISTING]
+)
+def test_stateless_reductions_are_hoisted_out_of_the_sequential_loop(case, exact, plan, fast_plan):
+    """The body's part that reads only input blocks runs once for every grid point before the
+    loop (kernels/hoisting.py): bit for bit with the loops and upstream in exact mode, within
+    rounding with match_upstream=False, where a grid with no batched axis gets a program."""
+    from minipallas.kernels.vectorized_grid import vectorized_grid_hoists
+
+    args = case.inputs()
+    kernel = _three_ways(case)
+    assert vectorized_grid_hoists(kernel) == exact and vectorized_grid_plan(kernel) == plan
+    assert vectorized_grid_hoists(kernel, exact=False)
+    assert vectorized_grid_plan(kernel, exact=False) == fast_plan
+    text = str(vectorized_grid_program(kernel, exact=False))
+    assert "_pre_batched" in text and "_post_batched" in text
+    got = as_tuple(case.minipallas(match_upstream=False)(*args))
+    for g, e in zip(got, as_tuple(case.upstream()(*args)), strict=True):
+        np.testing.assert_allclose(g, np.asarray(e), rtol=1e-5, atol=1e-4)
+
+
+def test_hoisting_leaves_big_stateless_results_in_the_loop():
+    """A blocked matmul's per-step dots would be 32 MiB for all points at 1024³: kept in the
+    loop (hoisting.MAX_HOISTED_BYTES); at the suite's size (256 KiB) they are hoisted."""
+    from minipallas.kernels import hoisting
+    from minipallas.kernels.vectorized_grid import vectorized_grid_hoists
+
+    case = BY_NAME["matmul"]
+    kernel = case.minipallas().trace(*case.inputs())
+    assert vectorized_grid_hoists(kernel)
+    small = hoisting.MAX_HOISTED_BYTES
+    try:
+        hoisting.MAX_HOISTED_BYTES = 1024
+        assert not vectorized_grid_hoists(kernel)
+        assert vectorized_grid_plan(kernel) == (0, 1)  # still batched, the k loop as it was
+    finally:
+        hoisting.MAX_HOISTED_BYTES = small
