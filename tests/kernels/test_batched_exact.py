@@ -1,0 +1,112 @@
+"""Exact mode's batched float reductions and dots give the loop program's and upstream's bits.
+
+The classes passes/batching/exactness.py admits, on compiled kernels of bench/batched_bits.py
+(the batched program against the loop program, two seeds) and against upstream interpret
+mode; the classes it refuses stay on loops; and a masked elementwise body batches with no
+transpose (the batch axes of the broadcast grid index lie where the block's do).
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from filecheck_util import filecheck
+from kernel_helpers import assert_same_bits
+
+import minipallas as mp
+from minipallas.kernels.grid import grid_program
+from minipallas.kernels.vectorized_grid import vectorized_grid_plan, vectorized_grid_program
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import batched_bits  # noqa: E402
+from realistic_kernels import flash_attention, masked_tanh  # noqa: E402
+from suite import Case, inputs, normal, softmax  # noqa: E402
+
+R, D = batched_bits.reduction, batched_bits.dot
+ADMITTED = [
+    R("sum", "f32", (8, 1024), (16,), 1),
+    R("sum", "f32", (128, 128), (2, 2), 0),
+    R("max", "f32", (8, 1024), (8,), 0, zeros=True),
+    R("min", "f32", (128, 128), (2, 2), 1, zeros=True),
+    R("sum", "bf16", (8, 1024), (8,), 1),
+    R("prod", "f32", (16, 128), (8,), 1),
+    R("sum", "f32", (8, 1024), (16,), 1, fused="softmax"),
+    R("sum", "f32", (128, 128), (8,), 1, fused="variance"),
+    D("x@y", "f32", 32, 32, 128, (2, 2)),
+    D("x@y", "bf16", 32, 32, 128, (2, 2)),
+    D("q@k.T", "f32", 128, 64, 128, (4, 2), after="exp"),
+]
+REFUSED = [
+    R("sum", "f32", (16, 128), (8,), 1),
+    R("max", "f32", (16, 128), (8,), 1, zeros=True),
+    R("sum", "f32", (64, 64), (2, 2), None),
+    D("q@k.T", "bf16", 128, 64, 128, (2, 2)),
+    D("x.T@y", "f32", 128, 128, 128, (2, 2)),
+    D("x@y", "f32", 1, 128, 128, (4, 4)),
+]
+
+
+@pytest.mark.parametrize("probe", ADMITTED, ids=lambda p: p.name)
+def test_an_admitted_class_batches_with_the_loop_programs_bits(probe):
+    kernel = probe.call().trace(*probe.inputs(0))
+    batched = vectorized_grid_program(kernel)
+    assert batched is not None and vectorized_grid_plan(kernel) == tuple(range(len(kernel.grid)))
+    run, loop = mp.compile(batched), mp.compile(grid_program(kernel))
+    for seed in (1, 2):
+        args = probe.inputs(seed)
+        for got, expected in zip(run(*args), loop(*args), strict=True):
+            assert_same_bits(got, expected)
+
+
+@pytest.mark.parametrize("probe", REFUSED, ids=lambda p: p.name)
+def test_a_refused_class_stays_on_loops(probe):
+    """Each differs batched (bench/batched_bits.py), so exact mode runs it per point."""
+    kernel = probe.call().trace(*probe.inputs(0))
+    assert vectorized_grid_plan(kernel) is None
+    assert vectorized_grid_plan(kernel, exact=False) is not None
+
+
+SOFTMAX = Case(
+    "softmax_rows", softmax, ((128, 1024), "float32"), inputs(normal(128, 1024)),
+    grid=(16,), in_specs=[((8, 1024), lambda i: (i, 0))], out_specs=((8, 1024), lambda i: (i, 0)),
+)  # fmt: skip
+FLASH = Case(
+    "flash_small", flash_attention, ((512, 64), "float32"),
+    inputs(normal(512, 64), normal(512, 64), normal(512, 64)), grid=(4, 4),
+    in_specs=[((128, 64), lambda i, j: (i, 0)), ((128, 64), lambda i, j: (j, 0)),
+              ((128, 64), lambda i, j: (j, 0))],
+    out_specs=((128, 64), lambda i, j: (i, 0)),
+    scratch=(((128, 1), "float32"), ((128, 1), "float32"), ((128, 64), "float32")),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("case", [SOFTMAX, FLASH], ids=lambda c: c.name)
+def test_softmax_and_flash_attention_batch_with_upstreams_bits(case):
+    kernel = case.minipallas().trace(*case.inputs())
+    assert vectorized_grid_plan(kernel) == (0,)
+    for seed in (0, 1):
+        args = case.inputs(seed)
+        assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
+
+
+def test_a_masked_elementwise_body_batches_without_a_transpose():
+    n = 1024 * 64 - 100
+    case = Case(
+        "masked", masked_tanh, ((n,), "float32"), inputs(normal(n)), grid=(64,),
+        in_specs=[((1024,), lambda i: (i,))], out_specs=((1024,), lambda i: (i,)),
+    )  # fmt: skip
+    text = case.minipallas().lower(*case.inputs(), target="stablehlo").as_text()
+    filecheck(
+        text,
+        """
+        CHECK-LABEL: func.func private @masked_batched
+        CHECK-NOT:   stablehlo.transpose
+        CHECK:       stablehlo.tanh %{{.*}} : tensor<64x1024xf32>
+        CHECK-NOT:   stablehlo.transpose
+        CHECK:       stablehlo.select {{.*}} tensor<64x1024xf32>
+        CHECK-NOT:   stablehlo.transpose
+        CHECK:       return
+        """,
+    )
