@@ -138,11 +138,11 @@ def test_a_triton_rejection_notes_the_kernel_body_it_lowered():
     assert error.__notes__ == [error.excerpt]
     assert error.excerpt == (
         "in @k:\n"
-        "    %4 = broadcast_in_dim %3, dims () : f32[8,128]\n"
-        "    %5 = mul %2, %4 : f32[8,128]\n"
-        "    %6 = erf %5 : f32[8,128]\n"
+        "    %3 = constant 2.0 : f32[8,128]\n"
+        "    %4 = mul %2, %3 : f32[8,128]\n"
+        "    %5 = erf %4 : f32[8,128]\n"
         "         ^^^\n"
-        "    %7 = swap %1[:, :], %6 : f32[8,128]\n"
+        "    %6 = swap %1[:, :], %5 : f32[8,128]\n"
         "    return"
     )
 
