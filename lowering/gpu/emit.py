@@ -13,13 +13,17 @@ around every rule), so rules read as a list of ops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
+from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
+from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, triton_bindings
 from minipallas.lowering.mlir_types import WIDTH, signless_type
@@ -57,12 +61,59 @@ def value_type(t: ArrayType) -> ir.Type:
 
 
 def check_size(shape: Sequence[int]) -> None:
-    size = int(np.prod(shape))
-    if size & (size - 1):
-        raise PassError(
-            f"Triton tensors need a power-of-2 number of elements, got shape {tuple(shape)}",
-            fix="use block shapes (and intermediate arrays) whose sizes are powers of 2",
+    """Triton's power-of-2 rule; ``sizes_named`` says where the user's code breaks it."""
+    if not _power_of_2(shape):
+        raise TensorSizeError(tuple(int(d) for d in shape))
+
+
+class TensorSizeError(PassError):
+    """A Triton tensor whose number of elements is not a power of 2."""
+
+    def __init__(self, shape: tuple[int, ...], where: str = "", **kw: Any) -> None:
+        self.shape = shape
+        rounded = tuple(1 << max(d - 1, 0).bit_length() for d in shape)
+        super().__init__(
+            f"Triton tensors need a power-of-2 number of elements, got shape {shape}{where}",
+            fix=f"use block shapes (and intermediate arrays) whose sizes are powers of 2, e.g. "
+            f"{rounded} instead of {shape}, masking the extra elements (load/store with mask=)",
+            **kw,
         )
+
+
+@contextlib.contextmanager
+def sizes_named(kernel: Kernel, body: Function) -> Iterator[None]:
+    """Re-raises a ``TensorSizeError`` from emitting ``kernel`` at the user's code: the op
+    being lowered (its line) and the block spec whose block it reads or writes; outside the
+    body (placing the blocks), the first block spec whose block breaks the rule."""
+    try:
+        yield
+    except TensorSizeError as e:
+        op = e.failing_op
+        specs = {f"in_specs[{k}]": s for k, s in enumerate(kernel.in_specs)}
+        specs |= {f"out_specs[{k}]": s for k, s in enumerate(kernel.out_specs)}
+        blocks = dict(zip(body.params[len(kernel.scalar_prefetch) :], specs, strict=False))
+        used = [blocks[v] for v in op.operands if v in blocks] if op is not None else []
+        candidates = used if op is not None else list(specs)
+        bad = [n for n in candidates if not _power_of_2(specs[n].ref_type.shape)]
+        shape = e.shape
+        if bad:
+            shape = specs[bad[0]].ref_type.shape
+            where = f": the block of {bad[0]} of kernel '{kernel.name}'"
+        elif op is not None and op.results and isinstance(op.result.type, ArrayType):
+            shape, where = op.result.type.shape, f": the result of '{op.name}'"
+        else:
+            where = f" in kernel '{kernel.name}'"
+        loc = op.loc if op is not None else None
+        error = TensorSizeError(tuple(shape), where, op=op.name if op else "pallas_call", loc=loc)
+        error.failing_op, error.excerpt = op, e.excerpt
+        for note in getattr(e, "__notes__", []):
+            error.add_note(note)
+        raise error from None
+
+
+def _power_of_2(shape: Sequence[int]) -> bool:
+    size = int(np.prod(shape))
+    return size & (size - 1) == 0
 
 
 def shape_of(x: ir.Value) -> list[int]:

@@ -41,7 +41,13 @@ _I32 = ArrayType((), "int32")
 
 
 def emit_kernel(ctx: LoweringContext, kernel: Kernel, body: Function, plan: Schedule) -> None:
-    """Steps 1-5 of the module doc, into ``ctx.module``."""
+    """Steps 1-5 of the module doc, into ``ctx.module``; a tensor size Triton refuses is
+    reported at the user's op or block spec (``emit.sizes_named``)."""
+    with emit.sizes_named(kernel, body):
+        _emit_kernel(ctx, kernel, body, plan)
+
+
+def _emit_kernel(ctx: LoweringContext, kernel: Kernel, body: Function, plan: Schedule) -> None:
     specs = (*kernel.in_specs, *kernel.out_specs)
     ctx.grid = kernel.grid
     with ctx.mlir, ir.Location.unknown():
