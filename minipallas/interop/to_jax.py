@@ -17,7 +17,10 @@ it holds on every backend:
 - ``convert`` from float to integer truncates, saturates and maps NaN to 0;
 - bfloat16/float16 transcendentals are computed in float32 and rounded once; ``logistic`` is
   ``1 / (1 + exp(-x))`` with each step rounded to the dtype; bfloat16/float16 sums accumulate
-  in float32; ``dot`` converts its operands to its result dtype first;
+  in float32; ``dot`` converts its operands to its result dtype first, except bfloat16/float16
+  operands of a float32 dot, which go in as they are (``preferred_element_type``), as the
+  StableHLO lowering emits them: XLA:CPU sums the products in another order when they are
+  converted first;
 - indexed ops (``to_jax_indexing``) clamp dynamic windows, clamp gathered positions and drop
   scattered ones that are out of range; ``cond`` clamps its index into range.
 
@@ -309,7 +312,9 @@ def reduce(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 @rule("dot")
 def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     source, target = _dtype(op), op.result.type.dtype
-    a, b = (convert_value(x, source, target) for x in args)
+    a, b = args
+    if source != target and not (source in ("bfloat16", "float16") and target == "float32"):
+        a, b = (convert_value(x, source, target) for x in args)
     batch = tuple(range(op.result.type.ndim - 2))
     numbers = (((len(batch) + 1,), (len(batch),)), (batch, batch))
     return [lax.dot_general(a, b, numbers, preferred_element_type=dtypes.to_numpy(target))]
