@@ -99,3 +99,17 @@ def test_triton_refuses_a_dynamic_grid_as_upstream():
 
     with pytest.raises(MiniPallasError, match="dynamic grid bounds not supported in the Triton"):
         jax.make_jaxpr(f)(normal_f32(32, 128), np.int32(2))
+
+
+def test_jvp_of_a_dynamic_grid_forward_mode():
+    """A traced trip count is a ``while``: forward mode works (upstream has no JVP for a
+    dynamic grid); the tangent of the written blocks is the input's, NaN-free rows only."""
+    import jax
+
+    (x,) = CASES["rows"][1]()
+    ours, theirs = both(rows)
+    t = np.ones_like(x)
+    _, tangent = jax.jvp(lambda x: ours(x, np.int32(2)), (x,), (t,))
+    np.testing.assert_array_equal(np.asarray(tangent)[:16], t[:16])
+    with pytest.raises(NotImplementedError, match="dynamic grid bounds"):
+        jax.jvp(lambda x: theirs(x, np.int32(2)), (x,), (t,))

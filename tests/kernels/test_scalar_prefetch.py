@@ -187,3 +187,18 @@ def test_triton_refuses_as_upstream(target):
     case = BY_NAME["gather_rows"]
     with pytest.raises(MiniPallasError, match="scalar prefetch not implemented in the Triton"):
         case.minipallas().lower(*case.inputs(), target=target)
+
+
+def test_grad_through_a_gather_counts_each_block_once_per_visit():
+    """Upstream's ``pallas_call`` has no JVP with scalar prefetch (``NotImplementedError``);
+    minipallas's CPU program differentiates: block j's gradient is 2 per visit of j."""
+    import jax
+
+    case = BY_NAME["gather_rows"]
+    _, x = case.inputs()
+    idx = np.array([1, 1, 0, 3], np.int32)
+    grad = jax.grad(lambda x: case.minipallas()(idx, x).sum())(x)
+    visits = np.bincount(idx, minlength=4).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(grad), np.repeat(2 * visits, 8)[:, None] + 0 * x)
+    with pytest.raises(NotImplementedError):
+        jax.grad(lambda x: case.upstream()(idx, x).sum())(x)
