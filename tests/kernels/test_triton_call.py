@@ -184,3 +184,21 @@ def test_vmap_and_grad_lowered_for_cuda_launch_the_kernel():
     grad = jax.grad(lambda x: jnp.sum(call(x, b) ** 2))
     assert only_call(custom_calls(grad, (x,)))["target"] == TRITON
     assert_same_bits(jax.jit(grad)(x), jax.grad(lambda x: jnp.sum(call(x, b) ** 2))(x))
+
+
+def test_the_primitive_keeps_no_reference_to_its_call_so_a_dropped_call_is_freed():
+    """The jitted function in ``jax_call``'s weak cache binds a ``KernelCall``, which holds
+    the traced kernel and its program but not the ``PallasCall`` (the cache's key)."""
+    import gc
+    import weakref
+
+    from minipallas.kernels import jax_call
+
+    case = BY_NAME["add"]
+    call, args = case.minipallas(), case.inputs()
+    custom_calls(call, args)
+    assert len(jax_call._FUNCTIONS[call]) == 1
+    dropped = weakref.ref(call)
+    del call
+    gc.collect()
+    assert dropped() is None
