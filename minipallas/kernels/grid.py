@@ -104,14 +104,15 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                     for ref, x in zip(prefetch, scalars, strict=True):
                         ref[...] = x
                 views = [
-                    _block_view(buf, spec, [*indices, *prefetch])
+                    block_view(buf, spec, [*indices, *prefetch])
                     for buf, spec in zip(bufs, specs, strict=True)
                 ]
                 call(body, *indices, *sizes, *prefetch, *views, *scratch)
 
             _loop_nest(grid, [], step)
             return tuple(
-                buf[_valid(spec)] for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
+                buf[valid_region(spec)]
+                for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
             )
 
         return run_scoped(with_buffers, *kernel.scalar_prefetch, *buffers, *kernel.scratch_types)
@@ -150,7 +151,7 @@ def padded_shape(spec: TracedBlockSpec) -> tuple[int, ...]:
     )
 
 
-def _valid(spec: TracedBlockSpec) -> Any:
+def valid_region(spec: TracedBlockSpec) -> Any:
     """The index of the array's own elements inside its padded buffer."""
     if padded_shape(spec) == spec.array.shape:
         return ...
@@ -160,10 +161,10 @@ def _valid(spec: TracedBlockSpec) -> Any:
 def _copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:
     if padded_shape(spec) != spec.array.shape:
         buf[...] = fill_value(spec.array.dtype)
-    buf[_valid(spec)] = x
+    buf[valid_region(spec)] = x
 
 
-def _block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedArray]) -> Any:
+def block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedArray]) -> Any:
     """The window of ``buf`` that the spec's index map picks at the grid point ``indices``."""
     out = call(spec.index_map, *indices)
     blocks = () if out is None else out if isinstance(out, tuple) else (out,)

@@ -26,6 +26,7 @@ from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels import params as kernel_params
 from minipallas.kernels.aliases import normalize_aliases, with_aliases
 from minipallas.kernels.grid import grid_program
+from minipallas.kernels.simulate import simulate
 from minipallas.kernels.tracing import trace_kernel
 from minipallas.kernels.vectorized_grid import vectorized_grid_program
 from minipallas.lowering import AfterEach
@@ -51,6 +52,8 @@ def pallas_call(
     compiler_params: Any = None,
     debug: bool = False,
     input_output_aliases: Mapping[int, int] | None = None,
+    grid_names: Sequence[str] | None = None,
+    collectives: str = "reject",
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -75,6 +78,12 @@ def pallas_call(
     makes the call's first ``n`` operands scalar-prefetch arrays: index maps take them as refs
     after the grid indices, the kernel before its input refs. A grid size may be a traced
     integer under ``jax.jit`` (a dynamic grid); outside it, grid sizes are ints.
+
+    ``grid_names=("x", ...)`` names the grid axes (``axis_index("x")`` is ``program_id`` of
+    that axis). ``collectives="simulate"`` runs every program of the grid together in the
+    multi-program interpreter (``kernels/simulate.py``): collective ``run_scoped`` scratch is
+    shared by each group, ``barrier`` works, races and deadlocks are reported; the default
+    ``"reject"`` keeps upstream's errors for collective axes.
     """
     if not callable(kernel):
         raise _error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
@@ -88,7 +97,8 @@ def pallas_call(
         kernel, out_shape, static_grid, in_specs, out_specs, scratch_shapes,
         dimension_semantics, name, match_upstream, compiler_params, debug,
         input_output_aliases=input_output_aliases, num_scalar_prefetch=prefetch,
-        grid_bounds=bounds,
+        grid_bounds=bounds, grid_names=_grid_names(grid_names, len(static_grid)),
+        collectives=_collectives(collectives, grid_names),
     )  # fmt: skip
 
 
@@ -111,8 +121,12 @@ class PallasCall:
         input_output_aliases: Mapping[int, int] | None = None,
         num_scalar_prefetch: int = 0,
         grid_bounds: tuple[Any, ...] = (),
+        grid_names: tuple[str, ...] | None = None,
+        collectives: str = "reject",
     ) -> None:
         self.kernel = kernel
+        self.grid_names = grid_names
+        self.collectives = collectives
         self.num_scalar_prefetch = num_scalar_prefetch
         self.grid_bounds = grid_bounds  # the traced sizes of the grid's None axes, in order
         self.input_output_aliases = normalize_aliases(input_output_aliases)
@@ -159,6 +173,7 @@ class PallasCall:
                 dimension_semantics=self.dimension_semantics,
                 memory_space=memory_space,
                 scalar_prefetch=tuple(RefType(t.shape, t.dtype, TPU_SMEM) for t in prefetch),
+                grid_names=self.grid_names,
             )
             self._kernels[key] = with_aliases(self._kernels[key], self._kernel_aliases())
             if self.debug:
@@ -180,6 +195,8 @@ class PallasCall:
         array or tracer (under ``jax.jit``, ``vmap``, ``grad``), or with a traced grid size,
         it runs as JAX ops instead, fused with the code around it, and returns JAX values
         (``jax_call``)."""
+        if self.collectives == "simulate":
+            return self._simulate(arrays)
         if self.grid_bounds or _has_jax_value(arrays):
             from minipallas.kernels.jax_call import call_jax
 
@@ -198,6 +215,17 @@ class PallasCall:
         if self.out_structure is None:
             return outs[0]
         return self.out_structure(outs)
+
+    def _simulate(self, arrays: Sequence[Any]) -> Any:
+        """Every program together (``kernels/simulate.py``); numpy arrays in and out."""
+        if _has_jax_value(arrays):
+            raise _error(
+                "collectives='simulate' runs in minipallas's interpreter, on numpy arrays",
+                fix="pass numpy arrays (np.asarray(x)), outside jax.jit",
+            )
+        values = [np.asarray(a) for a in arrays]
+        outs = simulate(self.trace(*values), values, self.grid_names)
+        return outs[0] if self.out_structure is None else self.out_structure(outs)
 
     def lower(
         self,
@@ -406,6 +434,35 @@ def _scratch(t: Any, k: int) -> RefType:
             fix="use a memory space: minipallas.tpu.VMEM((8, 128), minipallas.numpy.float32)",
         )
     return t
+
+
+COLLECTIVES = ("reject", "simulate")
+
+
+def _grid_names(names: Any, n_axes: int) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    items = (names,) if isinstance(names, str) else tuple(names)
+    if (
+        len(items) != n_axes
+        or len(set(items)) != n_axes
+        or not all(isinstance(a, str) and a for a in items)
+    ):
+        raise _error(
+            f"grid_names must give one distinct name per grid axis ({n_axes}), got {names!r}",
+            fix="grid_names=('x', 'y') for a 2-D grid",
+        )
+    return items
+
+
+def _collectives(mode: Any, names: Any) -> str:
+    if mode not in COLLECTIVES:
+        raise _error(f"collectives={mode!r} is not a mode",
+                     fix=f"use one of {', '.join(map(repr, COLLECTIVES))}")  # fmt: skip
+    if mode == "simulate" and names is None:
+        raise _error("collectives='simulate' needs the grid axes named",
+                     fix="pass grid_names=('x', ...), one name per grid axis")  # fmt: skip
+    return mode
 
 
 def _semantics(semantics: Sequence[str] | None, n_axes: int) -> tuple[str, ...] | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.frontend.collective import named_grid
 from minipallas.frontend.scopes import mark_nonnegative, trace_error
 from minipallas.frontend.tracing import check_arity, function_name, trace
 from minipallas.frontend.values import TracedArray, as_result, astype
@@ -45,9 +46,11 @@ def trace_kernel(
     dimension_semantics: tuple[str, ...] | None,
     memory_space: MemorySpace,
     scalar_prefetch: Sequence[RefType] = (),
+    grid_names: tuple[str, ...] | None = None,
 ) -> Kernel:
     """The ``Kernel`` of ``body`` for these operand types (see the module doc); ``grid`` has
-    ``None`` for a dynamic size."""
+    ``None`` for a dynamic size; with ``grid_names``, ``axis_index(name)`` in the body is the
+    ``program_id`` of the axis of that name."""
     name = kernel_name(body) if name is None else name
     prefetch = tuple(scalar_prefetch)
     traced_in = [
@@ -67,7 +70,8 @@ def trace_kernel(
         + (f"{len(prefetch)} scalar prefetch, " if prefetch else "")
         + f"{len(inputs)} inputs, {len(outputs)} outputs, {len(scratch_types)} scratch)",
     )
-    fn = trace(body, *refs, name=name)
+    with named_grid(grid_names):
+        fn = trace(body, *refs, name=name)
     if fn.result_types:
         raise trace_error(
             f"the kernel @{name} returns {len(fn.result_types)} value(s); a kernel returns nothing",
