@@ -196,7 +196,7 @@ class PallasCall:
         it runs as JAX ops instead, fused with the code around it, and returns JAX values
         (``jax_call``)."""
         if self.collectives == "simulate":
-            return self._simulate(arrays)
+            return self.simulate(*arrays)
         if self.grid_bounds or _has_jax_value(arrays):
             from minipallas.kernels.jax_call import call_jax
 
@@ -216,15 +216,20 @@ class PallasCall:
             return outs[0]
         return self.out_structure(outs)
 
-    def _simulate(self, arrays: Sequence[Any]) -> Any:
-        """Every program together (``kernels/simulate.py``); numpy arrays in and out."""
+    def simulate(self, *arrays: Any, schedule: str | int = "lockstep") -> Any:
+        """Every program of the grid together (``kernels/simulate.py``), numpy arrays in and
+        out: what calling a ``collectives="simulate"`` call does; ``schedule`` is "lockstep" or
+        a seed for random interleavings."""
+        if self.grid_names is None:
+            raise _error("simulate needs the grid axes named",
+                         fix="pallas_call(..., grid_names=('x', ...))")  # fmt: skip
         if _has_jax_value(arrays):
             raise _error(
                 "collectives='simulate' runs in minipallas's interpreter, on numpy arrays",
                 fix="pass numpy arrays (np.asarray(x)), outside jax.jit",
             )
         values = [np.asarray(a) for a in arrays]
-        outs = simulate(self.trace(*values), values, self.grid_names)
+        outs = simulate(self.trace(*values), values, self.grid_names, schedule)
         return outs[0] if self.out_structure is None else self.out_structure(outs)
 
     def lower(

@@ -80,3 +80,15 @@ def test_new_discharge_rule_chapter_discharges_fill():
     program = pure.split("---\n")[1].split("interpreter (stateful)")[0]
     assert "fill" not in program and "dynamic_update_slice %0[ds(%1, 2), :]" in program
     assert "interpreter (stateful) == interpreter (discharged) == XLA == numpy: True" in out
+
+
+def test_collectives_chapter_runs_and_reports_the_race_and_the_deadlock():
+    out = _run("collectives.py")
+    default, simulated = out.split("--- collectives='simulate'")
+    assert "run_scoped interpret rule does not support collective axes" in default
+    assert "every row holds the sum of all rows, bit for bit: True" in simulated
+    assert "the same bits under random interleavings too: True" in simulated
+    race, deadlock = simulated.split("--- program 5 skips the barrier")
+    assert "first access: 'swap' at collectives.py:" in race and "program (1,)" in race
+    assert "second access: 'get' at collectives.py:" in race
+    assert "(5,) finished without reaching it" in deadlock

@@ -121,3 +121,16 @@ def test_misuse_is_refused_with_a_fix():
         mp.pallas_call(shared_sum, OUT, grid=(N,), grid_names=("x", "y"))
     with pytest.raises(TraceError, match=r"the grid's axes are named \('x',\)"):
         _call(lambda x_ref, o_ref: mp.axis_index("y"))(np.zeros((N, 128), np.float32))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_interleavings_give_the_lockstep_bits(seed):
+    x = np.random.default_rng(seed).standard_normal((N, 128)).astype(np.float32)
+    call = _call(shared_sum)
+    assert_same_bits(call.simulate(x, schedule=seed), call.simulate(x))
+
+
+def test_simulate_needs_named_axes():
+    call = mp.pallas_call(shared_sum, OUT, grid=(N,), in_specs=[SPEC], out_specs=SPEC)
+    with pytest.raises(TraceError, match="simulate needs the grid axes named"):
+        call.simulate(np.zeros((N, 128), np.float32))
