@@ -31,6 +31,18 @@ def scaled_add(x_ref, y_ref, o_ref):
     o_ref[...] = x_ref[...] * 2.0 + y_ref[...]
 
 
+def shared_sum(x_ref, o_ref):
+    """Each program writes its row into one buffer shared along "x", waits, sums the buffer."""
+
+    def body(buf_ref):
+        i = mp.axis_index("x")
+        buf_ref[mp.ds(i, 1), :] = x_ref[...]
+        mp.barrier("x")
+        o_ref[...] = buf_ref[...].sum(axis=0, keepdims=True)
+
+    mp.run_scoped(body, tpu.VMEM((8, 128), jnp.float32), collective_axes=("x",))
+
+
 def chapter(title: str) -> None:
     print(f"\n== {title} " + "=" * (72 - len(title)))
 
@@ -47,6 +59,15 @@ on its own, knowing all it reads comes in through its parameters; discharge can 
 body writes into a new carry just by adding a parameter and a result, and cleanup can drop a
 parameter nobody uses. MLIR's regions may capture outer values; jaxprs, like minipallas, pass
 them in explicitly (a loop's constants, here the refs).
+"""
+
+WHY_COLLECTIVE = """
+run_scoped(..., collective_axes=("x",)) asks for one allocation shared by every program that
+differs only along grid axis "x". Upstream JAX (0.10.2 and main) rejects it everywhere but
+Mosaic GPU's thread axes, and minipallas does too, with upstream's messages. Under the opt-in
+collectives="simulate" every program runs together in the multi-program interpreter: the group
+shares the buffer, barrier("x") waits for all of it, and a race or a deadlock is an error
+naming both places.
 """
 
 WHY_RESULTS = """
@@ -139,6 +160,28 @@ def main() -> None:
         print(f"{stem}.svg: rendered by Graphviz")
     except mp.MiniPallasError as e:  # no Graphviz programs: the error says how to get them
         print(f"no svg: {e}")
+
+    chapter("9. Programs that share scratch: collective axes, run under an opt-in")
+    why(WHY_COLLECTIVE)
+    row = mp.BlockSpec((1, 128), lambda i: (i, 0))
+    shared = mp.pallas_call(
+        shared_sum,
+        mp.ArrayType((8, 128), jnp.float32),
+        grid=(8,),
+        in_specs=[row],
+        out_specs=row,
+        grid_names=("x",),
+    )
+    try:
+        shared(x)
+    except mp.MiniPallasError as e:
+        print(f"by default, upstream's error: {e}")
+    total = np.zeros(128, np.float32)
+    for r in x:
+        total = total + r
+    assert shared.simulate(x).tobytes() == np.broadcast_to(total, (8, 128)).tobytes()
+    print("simulated, every program's row holds the sum of all rows: True")
+    print("(examples/collectives.py shows the race and the deadlock the simulator reports)")
 
 
 if __name__ == "__main__":

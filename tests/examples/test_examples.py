@@ -32,6 +32,9 @@ def test_tour_shows_every_stage():
     assert "dynamic_update_slice" in program
     assert "the cleaned pure program gives the same bits: True" in out
     assert "Why regions are closed" in trace and "Why a swap leaves a dead read" in pure
+    collective = out.split("== 9.")[1]
+    assert "by default, upstream's error: run_scoped interpret rule" in collective
+    assert "simulated, every program's row holds the sum of all rows: True" in collective
     assert "The results convention" in pure.split("== 5. Cleanup")[0]
     assert "stablehlo.while" in out and "func.func @main" in out
     assert "XLA's result equals the interpreter's, bit for bit: True" in out
