@@ -28,8 +28,9 @@ The pass is an interpreter (``engine``) that follows the program once, op by op:
    their arguments (``control``).
 
 A ``cond`` whose index differs between points runs every branch and selects each point's
-results. Some programs have no batched form here: a float reduction or dot (XLA would round it
-differently at the batched shape, see ``engine.exact_in_any_order``); a dynamic index, loop
+results. Some programs have no batched form here: a float reduction or dot that XLA:CPU would
+round differently at the batched shape (small sums, matrix-vector dots...: ``exactness`` says
+which, as measured by bench/batched_bits.py); a dynamic index, loop
 bound or loop condition that differs between batch points (that needs a gather, or masking);
 refs (batch only discharged programs). ``NotBatchable`` says which op; callers fall back to
 running the points one at a time. Like every pass, ``batch`` builds new IR and never edits
