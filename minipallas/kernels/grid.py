@@ -109,7 +109,7 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                 ]
                 call(body, *indices, *sizes, *prefetch, *views, *scratch)
 
-            _loop_nest(grid, [], step)
+            loop_nest(grid, [], step)
             return tuple(
                 buf[valid_region(spec)]
                 for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
@@ -193,7 +193,7 @@ def surely_nonnegative(index_map: Function) -> list[bool]:
     return [sure(v) for v in index_map.body.results]
 
 
-def _loop_nest(
+def loop_nest(
     grid: tuple[int, ...], indices: list[TracedArray], step: Callable[[list], None]
 ) -> None:
     """``step(indices)`` at every grid point, the last axis innermost."""
@@ -202,7 +202,7 @@ def _loop_nest(
         return
 
     def body(i: TracedArray, carry: tuple) -> tuple:
-        _loop_nest(grid, [*indices, i], step)
+        loop_nest(grid, [*indices, i], step)
         return carry
 
     fori_loop(0, grid[len(indices)], body, ())

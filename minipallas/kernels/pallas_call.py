@@ -25,6 +25,7 @@ from minipallas.ir.location import user_location
 from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels import params as kernel_params
 from minipallas.kernels.aliases import normalize_aliases, with_aliases
+from minipallas.kernels.collective_program import collective_program
 from minipallas.kernels.grid import grid_program
 from minipallas.kernels.simulate import simulate
 from minipallas.kernels.tracing import trace_kernel
@@ -185,7 +186,11 @@ class PallasCall:
         rest as loops (``cpu_program``)."""
         types = self._input_types(args)
         if types not in self._programs:
-            self._programs[types] = cpu_program(self.trace(*types), self.match_upstream)
+            if self.collectives == "simulate":  # the groups' epochs in turn, as one program
+                made = collective_program(self.trace(*types), self.grid_names)
+            else:
+                made = cpu_program(self.trace(*types), self.match_upstream)
+            self._programs[types] = made
         return self._programs[types]
 
     # ----- running and lowering -----

@@ -1,0 +1,222 @@
+"""A collective kernel as one pure program: its groups' epochs, one after another (issue 15).
+
+Under ``collectives="simulate"`` a kernel's programs run together (``kernels/simulate.py``).
+That run has a sequential equivalent when the kernel is race-free: between two barriers no
+program reads what another writes (the simulator checks exactly that), so running the
+programs of a group one after another, in grid order, epoch by epoch, gives the same bits as
+running them together. This module builds that program, which discharges and lowers like any
+other (``pallas_call(..., collectives="simulate").lower(x)``, ``.program(x)``):
+
+1. The body, bound to the grid (``bind_grid``), has one collective ``run_scoped`` at its top
+   level; its body is inlined, so the kernel's top level reads: ops, barrier, ops, barrier, ...
+   (barriers anywhere else are refused: their epochs are not static).
+2. It is cut at the barriers into *segments*, each a function of the grid indices, the block
+   refs, the shared allocations and the values it uses from earlier segments (*live-ins*); it
+   returns the values later segments use (*live-outs*).
+3. The program: the operands' padded buffers as in the loop program; for each group (a loop
+   nest over the other grid axes) the shared allocations are allocated once, plus one spill
+   buffer per live value with a row per program of the group; then for each segment, a loop
+   nest over the collective axes calls it at each program's grid point, reading its live-ins
+   from the spill rows and writing its live-outs back.
+
+The shared allocation is then one array per group, as the issue asks; the programs of a group
+run as a loop rather than batched (a batched form would need the batching pass to write
+batched values into an unbatched ref). A race is not refused statically: the simulator finds
+it (tests run both and compare bits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from minipallas.frontend.control import call, run_scoped
+from minipallas.frontend.refs import TracedRef
+from minipallas.frontend.tracing import trace
+from minipallas.frontend.values import TracedArray
+from minipallas.ir.builder import params
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.dtypes import fill_value
+from minipallas.ir.errors import TraceError
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.location import user_location
+from minipallas.ir.types import ArrayType, RefType
+from minipallas.kernels.aliases import output_sources
+from minipallas.kernels.bind_grid import bind_grid
+from minipallas.kernels.grid import block_view, loop_nest, padded_shape, valid_region
+
+
+@dataclass(frozen=True)
+class _Segment:
+    fn: Function
+    live_in: tuple[Value, ...]  # in the bound body, the values it takes from earlier segments
+    live_out: tuple[Value, ...]  # the values it gives to later ones
+
+
+def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
+    """``@<name>_collective(inputs...) -> outputs`` (module doc)."""
+    if kernel.scratch_types or kernel.scalar_prefetch or kernel.dynamic_axes:
+        _refuse("scratch_shapes, scalar prefetch and dynamic grids",
+                "allocate scratch with run_scoped in the body; pass a static grid")  # fmt: skip
+    body = bind_grid(kernel.body, kernel.grid)
+    n_grid = len(kernel.grid)
+    ops, shared, axes = _inline_collective_scope(body)
+    along = [grid_names.index(a) for a in axes]
+    others = [a for a in range(n_grid) if a not in along]
+    fixed = list(body.params)  # grid indices, then the block refs
+    segments = _segments(ops, fixed, shared)
+    specs = (*kernel.in_specs, *kernel.out_specs)
+    buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
+    sources = output_sources(kernel)
+    n_in = kernel.num_inputs
+    group_size = int(np.prod([kernel.grid[a] for a in along]))
+    spilled = [v for s in segments for v in s.live_out]
+    spill_types = [RefType((group_size, *v.type.shape), v.type.dtype) for v in spilled]
+    row_of = {v: k for k, v in enumerate(spilled)}
+
+    def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
+        def with_buffers(*bufs: TracedRef) -> tuple[TracedArray, ...]:
+            for k, (buf, spec) in enumerate(zip(bufs, specs, strict=True)):
+                out = k - n_in
+                source = inputs[k] if out < 0 else inputs[sources[out]] if out in sources else None
+                buf[...] = fill_value(spec.array.dtype)
+                if source is not None:
+                    buf[valid_region(spec)] = source
+
+            def per_group(outer: list[TracedArray]) -> None:
+                def with_shared(*refs: TracedRef) -> None:
+                    shared_refs, spills = refs[: len(shared)], refs[len(shared) :]
+                    for seg in segments:
+
+                        def step(inner: list[TracedArray], seg: _Segment = seg) -> None:
+                            indices = _merge(outer, others, inner, along)
+                            row = _row(inner, [kernel.grid[a] for a in along])
+                            views = [
+                                block_view(b, s, indices) for b, s in zip(bufs, specs, strict=True)
+                            ]
+                            lives = [spills[row_of[v]][row] for v in seg.live_in]
+                            outs = call(seg.fn, *indices, *views, *shared_refs, *lives)
+                            outs = (
+                                () if outs is None else outs if isinstance(outs, tuple) else (outs,)
+                            )
+                            for v, o in zip(seg.live_out, outs, strict=True):
+                                spills[row_of[v]][row] = o
+
+                        loop_nest(tuple(kernel.grid[a] for a in along), [], step)
+
+                run_scoped(with_shared, *(v.type for v in shared), *spill_types)
+
+            loop_nest(tuple(kernel.grid[a] for a in others), [], per_group)
+            return tuple(
+                buf[valid_region(spec)]
+                for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
+            )
+
+        return run_scoped(with_buffers, *buffers)
+
+    return trace(program, *(s.array for s in kernel.in_specs), name=f"{kernel.name}_collective")
+
+
+def _inline_collective_scope(body: Function) -> tuple[list[Op], list[Value], tuple[str, ...]]:
+    """The body's top-level ops with its collective ``run_scoped`` inlined; its allocation
+    parameters (now free in the ops) and its collective axes."""
+    scopes = [
+        op for op in body.body.ops if op.name == "run_scoped" and op.attrs.get("collective_axes")
+    ]
+    if len(scopes) != 1:
+        _refuse("exactly one collective run_scoped at the kernel body's top level",
+                "move the collective run_scoped out of loops and conditionals")  # fmt: skip
+    (scope,) = scopes
+    inner = scope.regions[0]
+    n_alloc = len(inner.params) - len(scope.operands)
+    allocations = list(inner.params[:n_alloc])
+    sub = dict(zip(inner.params[n_alloc:], scope.operands, strict=True))
+    ops: list[Op] = []
+    for op in body.body.ops:
+        if op is scope:
+            ops += [_substituted(o, sub) for o in inner.ops]
+            sub.update(zip(scope.results, (sub.get(v, v) for v in inner.results), strict=True))
+        else:
+            ops.append(_substituted(op, sub))
+    for op in ops:
+        nested = [o for r in op.regions for o in r.walk() if o.name == "barrier" or _collective(o)]
+        if nested:
+            _refuse("barriers and collective run_scopeds at the top level only",
+                    "take the barrier out of loops and conditionals: every program must "
+                    "reach it", loc=nested[0].loc)  # fmt: skip
+        if op.name == "barrier" and set(op.attrs["axes"]) != set(scope.attrs["collective_axes"]):
+            _refuse("barriers over the collective run_scoped's axes only",
+                    f"use barrier({scope.attrs['collective_axes']})", loc=op.loc)  # fmt: skip
+    return ops, allocations, tuple(scope.attrs["collective_axes"])
+
+
+def _segments(ops: list[Op], fixed: list[Value], shared: list[Value]) -> list[_Segment]:
+    pieces: list[list[Op]] = [[]]
+    for op in ops:
+        if op.name == "barrier":
+            pieces.append([])
+        else:
+            pieces[-1].append(op)
+    defined_in = {r: k for k, piece in enumerate(pieces) for op in piece for r in op.results}
+    used_in: dict[Value, set[int]] = {}
+    for k, piece in enumerate(pieces):
+        for op in piece:
+            for v in op.operands:
+                used_in.setdefault(v, set()).add(k)
+    segments = []
+    for k, piece in enumerate(pieces):
+        live_in = tuple(dict.fromkeys(
+            v for op in piece for v in op.operands if defined_in.get(v, k) < k
+        ))  # fmt: skip
+        live_out = tuple(
+            r for op in piece for r in op.results if any(j > k for j in used_in.get(r, ()))
+        )
+        for v in (*live_in, *live_out):
+            if not isinstance(v.type, ArrayType):
+                _refuse("arrays only across a barrier", "recompute the ref view after the barrier",
+                        loc=piece[0].loc if piece else None)  # fmt: skip
+        outer = [*fixed, *shared, *live_in]
+        fresh = params([v.type for v in outer])
+        sub = dict(zip(outer, fresh, strict=True))
+        block = Block(tuple(fresh), tuple(_substituted(op, sub) for op in piece), live_out)
+        segments.append(_Segment(Function(f"epoch{k}", block), live_in, live_out))
+    return segments
+
+
+def _substituted(op: Op, sub: dict[Value, Value]) -> Op:
+    """``op`` reading ``sub``'s replacements (regions are closed: only its operands change)."""
+    operands = tuple(sub.get(v, v) for v in op.operands)
+    if operands == op.operands:
+        return op
+    return Op(op.name, operands, op.results, op.attrs, op.regions, op.loc)
+
+
+def _collective(op: Op) -> bool:
+    return op.name == "run_scoped" and bool(op.attrs.get("collective_axes"))
+
+
+def _merge(outer: list, others: list[int], inner: list, along: list[int]) -> list:
+    indices = [None] * (len(others) + len(along))
+    for a, i in zip(others, outer, strict=True):
+        indices[a] = i
+    for a, i in zip(along, inner, strict=True):
+        indices[a] = i
+    return indices
+
+
+def _row(inner: list[TracedArray], sizes: list[int]) -> TracedArray | int:
+    """The program's row-major number within its group."""
+    row: TracedArray | int = 0
+    for i, n in zip(inner, sizes, strict=True):
+        row = row * n + i
+    return row
+
+
+def _refuse(what: str, fix: str, loc: object = None) -> None:
+    raise TraceError(
+        f"a collective kernel becomes one program with {what}",
+        op="pallas_call",
+        loc=loc or user_location(),
+        fix=f"{fix}; or run it in the multi-program interpreter (call the pallas_call)",
+    )

@@ -1,0 +1,131 @@
+"""A collective kernel as one pure program (kernels/collective_program.py): its groups' epochs
+in turn, which discharges, lowers to StableHLO and runs on XLA with the bits of the
+multi-program interpreter (issue 15)."""
+
+import numpy as np
+import pytest
+from kernel_helpers import assert_same_bits
+
+import minipallas as mp
+import minipallas.numpy as jnp
+from minipallas import tpu
+from minipallas.ir.errors import TraceError
+
+N = 4
+F32 = jnp.float32
+
+
+def _call(kernel, rows=2 * N, grid=(2, N), names=("y", "x"), **options):
+    spec = mp.BlockSpec((1, 128), lambda j, i: (j * N + i, 0))
+    return mp.pallas_call(kernel, mp.ArrayType((rows, 128), F32), grid=grid, in_specs=[spec],
+                          out_specs=spec, grid_names=names, collectives="simulate", **options)  # fmt: skip
+
+
+def _three_ways(call, x):
+    simulated = call(x)
+    program = call.program(x)
+    (interpreted,) = mp.interpret(program, x)
+    (compiled,) = mp.compile(program)(x)
+    assert_same_bits(interpreted, simulated)
+    assert_same_bits(compiled, simulated)
+    return simulated
+
+
+def random_kernel(seed: int):
+    """Race-free by construction: in each epoch every program writes one row of the shared
+    buffer (a permutation picks which), meets the others, and reads one row (another
+    permutation), combining it with values kept from earlier epochs."""
+    rng = np.random.default_rng(seed)
+    epochs = int(rng.integers(1, 4))
+    writes = [rng.permutation(N) for _ in range(epochs)]
+    reads = [rng.integers(0, N, N) for _ in range(epochs)]
+    ops = [rng.integers(0, 3) for _ in range(epochs)]
+
+    def pick(table, i):
+        value = jnp.int32(int(table[0]))
+        for k in range(1, N):
+            value = jnp.where(i == k, jnp.int32(int(table[k])), value)
+        return value
+
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+            kept = x_ref[...]
+            for e in range(epochs):
+                new = [kept * 2.0, kept + 1.0, jnp.tanh(kept)][ops[e]]
+                shared[mp.ds(pick(writes[e], i), 1), :] = new
+                mp.barrier("x")
+                kept = shared[mp.ds(pick(reads[e], i), 1), :] - new
+                mp.barrier("x")
+            o_ref[...] = kept
+
+        mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+    return kernel
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_race_free_collective_kernels_agree_three_ways(seed):
+    x = np.random.default_rng(seed).standard_normal((2 * N, 128)).astype(np.float32)
+    _three_ways(_call(random_kernel(seed)), x)
+
+
+def test_values_kept_across_the_barrier_and_each_group_its_own_buffer():
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+            y = x_ref[...] * 2.0
+            shared[mp.ds(i, 1), :] = y
+            mp.barrier("x")
+            o_ref[...] = shared[...].sum(axis=0, keepdims=True) + y
+
+        mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+    x = np.random.default_rng(0).standard_normal((2 * N, 128)).astype(np.float32)
+    out = _three_ways(_call(kernel), x)
+    for g in range(2):
+        rows = x[g * N : (g + 1) * N] * 2.0
+        total = np.zeros(128, np.float32)
+        for r in rows:
+            total = total + r
+        assert_same_bits(out[g * N : (g + 1) * N], total + rows)
+
+
+def test_the_program_lowers_to_stablehlo_without_refs():
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            shared[mp.ds(mp.axis_index("x"), 1), :] = x_ref[...]
+            mp.barrier("x")
+            o_ref[...] = shared[...].max(axis=0, keepdims=True)
+
+        mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+    x = np.zeros((2 * N, 128), np.float32)
+    text = _call(kernel).lower(x, target="stablehlo").as_text(debug_info=False)
+    assert "stablehlo.while" in text and "func.func @main" in text
+
+
+def test_epochs_that_are_not_static_are_refused_with_a_fix():
+    def in_a_branch(x_ref, o_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+
+            @mp.when(i > 0)
+            def _():
+                mp.barrier("x")
+
+            o_ref[...] = x_ref[...]
+
+        mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+    x = np.zeros((2 * N, 128), np.float32)
+    with pytest.raises(TraceError, match="top level only") as e:
+        _call(in_a_branch).program(x)
+    assert "multi-program interpreter" in e.value.fix and e.value.loc.line > 0
+
+    def scratch_kernel(x_ref, o_ref, s_ref):
+        o_ref[...] = x_ref[...]
+
+    call = _call(scratch_kernel, scratch_shapes=[tpu.VMEM((1, 128), F32)])
+    with pytest.raises(TraceError, match="scratch_shapes"):
+        call.program(x)
