@@ -17,8 +17,9 @@ F32 = jnp.float32
 
 def _call(kernel, rows=2 * N, grid=(2, N), names=("y", "x"), **options):
     spec = mp.BlockSpec((1, 128), lambda j, i: (j * N + i, 0))
-    return mp.pallas_call(kernel, mp.ArrayType((rows, 128), F32), grid=grid, in_specs=[spec],
-                          out_specs=spec, grid_names=names, collectives="simulate", **options)  # fmt: skip
+    out = mp.ArrayType((rows, 128), F32)
+    return mp.pallas_call(kernel, out, grid=grid, in_specs=[spec], out_specs=spec,
+                          grid_names=names, collectives="simulate", **options)  # fmt: skip
 
 
 def _three_ways(call, x):
