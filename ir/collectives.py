@@ -85,6 +85,9 @@ class CollectiveAxesLoweringError(CollectiveAxesError, ValueError):
     """Collective axes reaching XLA lowering outside any kernel (upstream's class)."""
 
 
+# "reject" (the default on every path): upstream's errors; "simulate": run them (issue 15)
+COLLECTIVE_MODES = ("reject", "simulate")
+
 DISCHARGE_MESSAGE = "run_scoped discharge does not support collective_axes yet."
 LOWERING_MESSAGE = "run_scoped lowering outside of Pallas does not support collective_axes."
 INTERPRET_MESSAGE = "run_scoped interpret rule does not support collective axes"

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.collectives import check_collective_axes
+from minipallas.ir.collectives import COLLECTIVE_MODES, check_collective_axes
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.errors import InterpretError
@@ -87,10 +87,10 @@ def interpret(
         uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid"), perturb
     )
     _check_grid(interp.program_ids, interp.grid)
-    if collectives not in COLLECTIVES:
+    if collectives not in COLLECTIVE_MODES:
         raise InterpretError(
             f"collectives={collectives!r} is not a mode",
-            fix=f"use one of {', '.join(map(repr, COLLECTIVES))}",
+            fix=f"use one of {', '.join(map(repr, COLLECTIVE_MODES))}",
         )
     kernel = interp.program_ids is not None or interp.grid is not None
     if collectives == "reject":
@@ -106,9 +106,6 @@ def interpret(
     with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
         results = interp.run(fn.body, bound)
     return tuple(_result(fn, i, r) for i, r in enumerate(results))
-
-
-COLLECTIVES = ("reject", "simulate")
 
 
 def _simulate(

@@ -18,6 +18,7 @@ import numpy as np
 
 from minipallas import lowering
 from minipallas.ir import dtypes
+from minipallas.ir.collectives import COLLECTIVE_MODES
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
@@ -446,9 +447,6 @@ def _scratch(t: Any, k: int) -> RefType:
     return t
 
 
-COLLECTIVES = ("reject", "simulate")
-
-
 def _grid_names(names: Any, n_axes: int) -> tuple[str, ...] | None:
     if names is None:
         return None
@@ -466,9 +464,9 @@ def _grid_names(names: Any, n_axes: int) -> tuple[str, ...] | None:
 
 
 def _collectives(mode: Any, names: Any) -> str:
-    if mode not in COLLECTIVES:
+    if mode not in COLLECTIVE_MODES:
         raise _error(f"collectives={mode!r} is not a mode",
-                     fix=f"use one of {', '.join(map(repr, COLLECTIVES))}")  # fmt: skip
+                     fix=f"use one of {', '.join(map(repr, COLLECTIVE_MODES))}")  # fmt: skip
     if mode == "simulate" and names is None:
         raise _error("collectives='simulate' needs the grid axes named",
                      fix="pass grid_names=('x', ...), one name per grid axis")  # fmt: skip

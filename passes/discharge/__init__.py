@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from minipallas.ir.collectives import check_collective_axes
+from minipallas.ir.collectives import COLLECTIVE_MODES, check_collective_axes
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.types import RefType
@@ -39,7 +39,7 @@ from minipallas.passes.discharge import (  # noqa: F401  (each registers its rul
     views,
 )
 from minipallas.passes.discharge.engine import Context, DischargeRule, DischargeScope, Handle, rule
-from minipallas.passes.registry import BOOL, INT, Option, register
+from minipallas.passes.registry import BOOL, INT, Option, choice, register
 
 __all__ = ["DischargeRule", "DischargeScope", "Handle", "discharge", "rule"]
 
@@ -48,6 +48,11 @@ __all__ = ["DischargeRule", "DischargeScope", "Handle", "discharge", "rule"]
     "discharge",
     Option("discharge_scoped", BOOL, "false keeps run_scoped allocations as refs"),
     Option("keep_params", INT, "the first N parameters stay refs (a kernel's operands)"),
+    Option(
+        "collectives",
+        choice(*COLLECTIVE_MODES),
+        "simulate: a collective run_scoped is the one program's own allocation",
+    ),
     doc="turn ref parameters and scoped allocations into arrays (upstream's discharge_state)",
 )
 def discharge(
@@ -56,6 +61,7 @@ def discharge(
     *,
     discharge_scoped: bool | Callable[[RefType], bool] = True,
     keep_params: int = 0,
+    collectives: str = "reject",
 ) -> Function:
     """``fn`` with the chosen ``Ref`` parameters (all, by default) turned into arrays;
     ``keep_params=N`` keeps the first N as refs whatever ``should_discharge`` says (the Triton
@@ -63,10 +69,17 @@ def discharge(
 
     Raises the collective-axes pass's error first when a ``run_scoped`` has collective axes,
     and ``PassError`` when ``should_discharge`` does not give one bool per parameter.
+    ``collectives="simulate"`` instead discharges such a ``run_scoped`` as any other: a
+    function is one program, the only one of its group, so the shared allocation is its own
+    (a kernel's groups become one program in ``kernels/collective_program.py``).
     """
     if not isinstance(fn, Function):
         raise PassError(f"discharge expects a Function, got {type(fn).__name__}")
-    check_collective_axes(fn, "discharge")
+    if collectives not in COLLECTIVE_MODES:
+        raise PassError(f"collectives={collectives!r} is not a mode",
+                        fix=f"use one of {', '.join(COLLECTIVE_MODES)}")  # fmt: skip
+    if collectives == "reject":
+        check_collective_axes(fn, "discharge")
     if isinstance(should_discharge, bool):
         mask = (should_discharge,) * len(fn.params)
     else:
