@@ -43,7 +43,7 @@ def infer_result_types(
         if e.operand is not None:
             label = opdef.operand_label(e.operand, len(operand_types), attrs)
             message = f"operand {label} {message}"
-        raise error(message, op=name, loc=loc) from None
+        raise error(message, op=name, loc=loc, fix=e.fix) from None
     except MiniPallasError as e:
         raise error(e.message, op=name, loc=loc, fix=e.fix) from None
 

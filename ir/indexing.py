@@ -33,6 +33,10 @@ T = TypeVar("T")
 class IndexError_(Exception):
     """An indexer does not fit its array; callers turn this into a located MiniPallasError."""
 
+    def __init__(self, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
+
 
 @dataclass(frozen=True)
 class Dyn:
@@ -118,7 +122,9 @@ def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> 
                     )
             elif not 0 <= entry.index < extent:
                 raise IndexError_(
-                    f"dimension {dim}: index {entry.index} is out of bounds for size {extent}"
+                    f"dimension {dim}: index {entry.index} is out of bounds for size {extent}",
+                    fix=f"use an index from 0 to {extent - 1}, or a dynamic index operand "
+                    "(ds(%i, 1)) for one known only at run time",
                 )
         elif isinstance(entry, Slice):
             if entry.size < 0 or entry.stride < 1:
@@ -140,7 +146,9 @@ def check(indexer: Indexer, shape: Sequence[int], dyn_types: Sequence[Type]) -> 
             elif entry.start < 0 or entry.start + span(entry) > extent:
                 raise IndexError_(
                     f"dimension {dim}: slice {entry.start}+{entry.size}"
-                    f"*{entry.stride} is out of bounds for size {extent}"
+                    f"*{entry.stride} is out of bounds for size {extent}",
+                    fix=f"make the slice end by {extent}: start + (size - 1) * stride must be "
+                    f"below {extent}",
                 )
         elif isinstance(entry, Array):
             t = _dyn(entry.index, dyn_types)

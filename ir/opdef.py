@@ -46,9 +46,10 @@ class TypeCheckError(Exception):
     """Raised by a type rule; the builder and verifier add the op name and location, and, when
     the error is about the operand at position ``operand``, that operand's declared name."""
 
-    def __init__(self, message: str, operand: int | None = None) -> None:
+    def __init__(self, message: str, operand: int | None = None, fix: str | None = None) -> None:
         super().__init__(message)
         self.operand = operand
+        self.fix = fix
 
 
 @dataclass(frozen=True)

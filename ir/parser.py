@@ -13,7 +13,8 @@ Grammar (each op's declaration gives its ``op-body``: ``OPS[name].syntax``)::
 
 Regions are closed, so each region starts a fresh scope: using a value from outside it is an
 error that says so. Ops are built through their type rules (``infer_result_types``), so a type
-error is reported at the op's ``line:col``, and each op gets that position as its location
+error is reported at the op's ``line:col``: as the verifier's ``VerificationError`` (the text
+parsed; the program is wrong), with the rule's fix or the op's documented form. Each op gets that position as its location
 unless the text gives an explicit ``loc(...)``. A ``call`` names a function defined earlier in
 the text. Every token is looked at a bounded number of times: parsing is linear.
 """
@@ -29,11 +30,11 @@ from minipallas.ir import dtypes
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Function, Module, Op, Value
 from minipallas.ir.effects import Effect, effects
-from minipallas.ir.errors import ParseError
+from minipallas.ir.errors import ParseError, VerificationError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.lexer import EOF, IDENT, NUMBER, STRING, SYMBOL, VALUE, Source, Token, tokenize
 from minipallas.ir.location import UNKNOWN, Location
-from minipallas.ir.opdef import OPS, EffectKind
+from minipallas.ir.opdef import OPS, EffectKind, OpDef
 from minipallas.ir.printer import effects_text
 from minipallas.ir.types import ANY, MEMORY_SPACES, ArrayType, RefType, Type
 
@@ -233,14 +234,7 @@ class Parser:
             parsed.attrs.update(parsed.from_types(types))
         loc = self.location()
         loc = text_loc if loc is None else loc
-        inferred = infer_result_types(
-            name,
-            [v.type for v in parsed.operands],
-            parsed.attrs,
-            parsed.regions,
-            text_loc,
-            ParseError,
-        )
+        inferred = _inferred(name, opdef, parsed, text_loc)
         if len(inferred) != len(types):
             raise ParseError(
                 f"the op has {_count(len(inferred), 'result')}, but the text names {len(types)}",
@@ -249,8 +243,11 @@ class Parser:
             )
         if list(inferred) != types:
             got, written = ", ".join(map(str, inferred)), ", ".join(map(str, types))
-            raise ParseError(
-                f"result types are ({got}), but the text says ({written})", op=name, loc=text_loc
+            raise VerificationError(
+                f"result types are ({got}), but the text says ({written})",
+                op=name,
+                loc=text_loc,
+                fix=f"write the type the op's rule gives after the colon: ': {got}'",
             )
         results = tuple(self.define(tok, Value(t)) for tok, t in zip(names, types, strict=True))
         return Op(name, tuple(parsed.operands), results, parsed.attrs, tuple(parsed.regions), loc)
@@ -538,3 +535,23 @@ def _check_effects(fn: Function, claimed: set[tuple[EffectKind, int]], loc: Loca
             f"the header says effects {written}, but the body has {effects_text(actual)}",
             loc=loc,
         )
+
+
+def _inferred(name: str, opdef: OpDef, parsed: Any, loc: Location) -> tuple[Type, ...]:
+    """The op's result types by its type rule. A rule that refuses the operands is a
+    verifier error (the text parsed; the program is wrong), located at the op, with the
+    rule's fix or else the op's documented form."""
+    try:
+        return infer_result_types(
+            name,
+            [v.type for v in parsed.operands],
+            parsed.attrs,
+            parsed.regions,
+            loc,
+            VerificationError,
+        )
+    except VerificationError as e:
+        if e.fix:
+            raise
+        form = " ".join(opdef.doc.split())
+        raise VerificationError(e.message, op=name, loc=loc, fix=f"'{name}' is: {form}") from None

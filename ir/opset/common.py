@@ -50,7 +50,7 @@ def window(
         indexing.check(indexer, shape, dyn_types)
         return indexing.result_shape(indexer, dyn_types)
     except indexing.IndexError_ as e:
-        raise TypeCheckError(str(e)) from None
+        raise TypeCheckError(str(e), fix=e.fix) from None
 
 
 def count_dyn(attrs: Mapping[str, Any]) -> int:

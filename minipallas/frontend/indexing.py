@@ -115,7 +115,11 @@ def _entry(item: Any, dim: int, extent: int, out: Index, arrays: bool) -> Entry:
     if isinstance(item, _INTS):
         i = int(item) + extent if item < 0 else int(item)
         if not 0 <= i < extent:
-            raise trace_error(f"{where}: index {int(item)} is out of bounds")
+            raise trace_error(
+                f"{where}: index {int(item)} is out of bounds",
+                fix=f"use an index from {-extent} to {extent - 1} (negative ones count from "
+                "the end); an index known only at run time may be a traced int",
+            )
         return Int(i)
     if isinstance(item, slice):
         return _slice(item, where, extent)
@@ -130,7 +134,8 @@ def _entry(item: Any, dim: int, extent: int, out: Index, arrays: bool) -> Entry:
             return Slice(_dynamic(item.start, out, extent), item.size, item.stride)
         if not 0 <= item.start <= extent - span:
             raise trace_error(
-                f"{where}: ds({item.start}, {item.size}, {item.stride}) is out of bounds"
+                f"{where}: ds({item.start}, {item.size}, {item.stride}) is out of bounds",
+                fix=f"start at most {extent - span}, or take fewer elements (size)",
             )
         return Slice(int(item.start), item.size, item.stride)
     if isinstance(item, Tracer):
