@@ -122,8 +122,8 @@ def test_every_builtin_option_is_declared_with_the_function_default():
     assert declared == {
         "batch": {"sizes": REQUIRED, "exact": True},
         "cleanup": {},
-        "collectives": {"context": "discharge"},
-        "discharge": {"discharge_scoped": True, "keep_params": 0},
+        "collectives": {"context": "discharge", "mode": "reject"},
+        "discharge": {"discharge_scoped": True, "keep_params": 0, "collectives": "reject"},
     }
 
 
