@@ -11,10 +11,13 @@ unless the first pair already reached a fixed point, see ``cleanup``):
    a. inline a region whose op does nothing at run time: a ``run_scoped`` that allocates
       nothing (and has no collective axes), a ``cond`` whose index is a constant or that has one
       branch, a ``for`` that runs exactly once; a ``for`` that never runs gives its inits;
-   b. try the op's rewrite patterns (``cleanup_patterns``: forwarding a written window to a
-      read of it, dropping a write of what was read, a whole-window write, no-op reshapes ...)
-      until none matches (at most ``MAX_WALK`` times); a pattern may replace the op by an
-      existing value;
+   b. fold it into a constant when its operands are constants (``fold``: by the interpreter's
+      own rule), else try its rewrite patterns (``cleanup_patterns``: forwarding a written
+      window to a read of it, dropping a write of what was read, a whole-window write, no-op
+      reshapes ...; then ``cleanup_identities``: exact ``x + 0``, ``x * 1``, convert round
+      trips ...), until none matches (at most ``MAX_WALK`` times); a pattern may replace the op
+      by an existing value. Folding a ``cond``'s index removes its dead branches (step a).
+      ``fold=False`` skips folding and the identities;
    c. reuse an identical earlier pure op in the same block (common subexpressions).
 2. Prune, backward from each block's results: drop ops whose results are unused and that write
    or accumulate into no ref (``pure`` ops, and region ops and calls whose effects only read),
@@ -38,22 +41,29 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import EffectsAnalysis
 from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS, READ, OpDef
-from minipallas.passes import cleanup_identities  # noqa: F401  (registers its patterns)
-from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS
+from minipallas.passes.cleanup_identities import IDENTITIES
+from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS, Pattern
 from minipallas.passes.collector import collector_paused
-from minipallas.passes.fold import fold
-from minipallas.passes.registry import register
+from minipallas.passes.fold import fold as fold_constants
+from minipallas.passes.registry import BOOL, Option, register
 
 MAX_ROUNDS = 4
+_WITH_IDENTITIES = {
+    name: [*PATTERNS.get(name, ()), *IDENTITIES.get(name, ())] for name in {*PATTERNS, *IDENTITIES}
+}
 
 
-@register("cleanup", doc="remove dead and duplicate ops, fold constants and simplify")
-def cleanup(fn: Function) -> Function:
+@register(
+    "cleanup",
+    Option("fold", BOOL, "false: no constant folding and no algebraic identities"),
+    doc="remove dead and duplicate ops, fold constants and simplify",
+)
+def cleanup(fn: Function, *, fold: bool = True) -> Function:
     """A new function computing what ``fn`` computes, with fewer ops (see the module doc)."""
     size = None  # counted only when a round leaves work for the next
     with collector_paused():
         for _ in range(MAX_ROUNDS):
-            simplify, prune = _Simplify(), _Prune()
+            simplify, prune = _Simplify(fold), _Prune()
             new = prune.function(simplify.function(fn))
             if simplify.settled and not prune.unlocked:
                 return new
@@ -88,7 +98,9 @@ class _Simplify:
     op sees the same defining ops (its operands' definitions are kept too), and pruning only
     enables an inlining by dropping a ``run_scoped``'s allocations (``_Prune.unlocked``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fold: bool) -> None:
+        self.fold = fold
+        self.patterns: dict[str, list[Pattern]] = _WITH_IDENTITIES if fold else PATTERNS
         self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
         self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
         self.settled = True
@@ -126,11 +138,11 @@ class _Simplify:
 
     def emit(self, op: Op, scope: _CleanupScope) -> None:
         """Fold ``op`` or rewrite it by its patterns, reuse an equal op, or append it."""
-        defs = scope.defs
+        defs, patterns = scope.defs, self.patterns
         for _ in range(MAX_WALK):
-            rewritten = fold(op, defs) if op.operands else None
+            rewritten = fold_constants(op, defs) if self.fold and op.operands else None
             if rewritten is None:
-                for rule in PATTERNS.get(op.name, ()):  # the first pattern that matches
+                for rule in patterns.get(op.name, ()):  # the first pattern that matches
                     rewritten = rule(op, defs)
                     if rewritten is not None:
                         break

@@ -26,7 +26,10 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op, Value
-from minipallas.passes.cleanup_patterns import pattern
+from minipallas.passes.cleanup_patterns import Pattern, pattern
+
+# op name -> its identities, tried after its ``PATTERNS``; ``cleanup{fold=false}`` skips them
+IDENTITIES: dict[str, list[Pattern]] = {}
 
 # x OP c is x when c is: "zero" (every bit clear), "one" (the value 1) or "ones" (every bit set)
 _KEEPS = {
@@ -73,7 +76,7 @@ def _kinds(value: Value, defs: Mapping[Value, Op]) -> frozenset[str]:
     return frozenset(kinds)
 
 
-@pattern(*sorted({*_KEEPS, *_ABSORBS, *_IDEMPOTENT}))
+@pattern(*sorted({*_KEEPS, *_ABSORBS, *_IDEMPOTENT}), table=IDENTITIES)
 def integer_identity(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """``x + 0``, ``x * 1``, ``x * 0``, ``x & x`` ... on integers and bools (module doc)."""
     x, y = op.operands
@@ -91,7 +94,7 @@ def integer_identity(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     return None
 
 
-@pattern("not", "neg")
+@pattern("not", "neg", table=IDENTITIES)
 def involution(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """``not not x`` and ``-(-x)`` are ``x`` on integers (and bools: ``not``)."""
     inner = defs.get(op.operands[0])
@@ -112,7 +115,7 @@ def holds(mid: str, src: str) -> bool:
     return mid == "float32" and src in ("float16", "bfloat16")
 
 
-@pattern("convert")
+@pattern("convert", table=IDENTITIES)
 def convert_round_trip(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """``convert(convert(x, mid), dtype(x))`` is ``x`` when ``mid`` holds every value of x's
     dtype (module doc)."""

@@ -34,12 +34,15 @@ PATTERNS: dict[str, list[Pattern]] = {}
 MAX_WALK = 16
 
 
-def pattern(*names: str) -> Callable[[Pattern], Pattern]:
-    """Registers a pattern for the ops ``names``; patterns of one op are tried in order."""
+def pattern(
+    *names: str, table: dict[str, list[Pattern]] = PATTERNS
+) -> Callable[[Pattern], Pattern]:
+    """Registers a pattern for the ops ``names`` in ``table``; patterns of one op are tried in
+    order."""
 
     def register(fn: Pattern) -> Pattern:
         for name in names:
-            PATTERNS.setdefault(name, []).append(fn)
+            table.setdefault(name, []).append(fn)
         return fn
 
     return register

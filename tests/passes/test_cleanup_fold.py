@@ -19,6 +19,7 @@ from minipallas.ir.opset.arrays import ARITHMETIC, BITWISE, COMPARISONS, SHIFTS,
 from minipallas.passes.cleanup import cleanup, count_ops
 from minipallas.passes.cleanup_identities import holds
 from minipallas.passes.fold import MAX_ELEMENTS, MAX_SPLAT
+from minipallas.passes.pipeline import run
 
 INTS = ("int32", "int16", "int8", "uint32", "uint16", "uint8")
 FLOATS = ("float32", "bfloat16", "float16")
@@ -348,3 +349,17 @@ def test_effects_and_run_time_errors_are_not_folded():
     assert names(out).count("debug_print") == 1
     assert names(out).count("dynamic_slice") == 1
     assert_same_meaning(fn, out)
+
+
+def test_fold_false_keeps_constants_and_identities():
+    """``cleanup{fold=false}`` is the cleanup without folding and identities (for comparison)."""
+
+    def build(b, n):
+        two, zero = const(b, 2, "int32"), const(b, 0, "int32")
+        return [op(b, "eq", two, zero), op(b, "add", n, zero)]
+
+    fn = make([ArrayType((), "int32")], build)
+    kept = run(fn, "cleanup{fold=false}", verify=True)
+    assert names(kept) == ["constant", "constant", "eq", "add"]
+    assert names(run(fn, "cleanup", verify=True)) == ["constant"]
+    assert_same_meaning(fn, kept)

@@ -121,7 +121,7 @@ def test_every_builtin_option_is_declared_with_the_function_default():
     }
     assert declared == {
         "batch": {"sizes": REQUIRED, "exact": True},
-        "cleanup": {},
+        "cleanup": {"fold": True},
         "collectives": {"context": "discharge", "mode": "reject"},
         "discharge": {"discharge_scoped": True, "keep_params": 0, "collectives": "reject"},
     }
