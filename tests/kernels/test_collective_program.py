@@ -9,7 +9,7 @@ from kernel_helpers import assert_same_bits
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
-from minipallas.ir.errors import TraceError
+from minipallas.ir.errors import RaceError, TraceError
 
 N = 4
 F32 = jnp.float32
@@ -32,14 +32,17 @@ def _three_ways(call, x):
     return simulated
 
 
-def random_kernel(seed: int):
+def random_kernel(seed: int, plant: bool = False):
     """Race-free by construction: in each epoch every program writes one row of the shared
-    buffer (a permutation picks which), meets the others, and reads one row (another
-    permutation), combining it with values kept from earlier epochs."""
+    buffer (a permutation picks which), meets the others, and reads one row (chosen at
+    random), combining it with values kept from earlier epochs. ``plant`` drops the first
+    barrier and makes each program read the row the next program wrote: a race."""
     rng = np.random.default_rng(seed)
     epochs = int(rng.integers(1, 4))
     writes = [rng.permutation(N) for _ in range(epochs)]
     reads = [rng.integers(0, N, N) for _ in range(epochs)]
+    if plant:
+        reads[0] = np.roll(writes[0], -1)
     ops = [rng.integers(0, 3) for _ in range(epochs)]
 
     def pick(table, i):
@@ -55,7 +58,8 @@ def random_kernel(seed: int):
             for e in range(epochs):
                 new = [kept * 2.0, kept + 1.0, jnp.tanh(kept)][ops[e]]
                 shared[mp.ds(pick(writes[e], i), 1), :] = new
-                mp.barrier("x")
+                if not (plant and e == 0):
+                    mp.barrier("x")
                 kept = shared[mp.ds(pick(reads[e], i), 1), :] - new
                 mp.barrier("x")
             o_ref[...] = kept
@@ -69,6 +73,14 @@ def random_kernel(seed: int):
 def test_random_race_free_collective_kernels_agree_three_ways(seed):
     x = np.random.default_rng(seed).standard_normal((2 * N, 128)).astype(np.float32)
     _three_ways(_call(random_kernel(seed)), x)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_planted_race_is_always_reported(seed):
+    x = np.random.default_rng(seed).standard_normal((2 * N, 128)).astype(np.float32)
+    with pytest.raises(RaceError) as e:
+        _call(random_kernel(seed, plant=True))(x)
+    assert e.value.first[2] != e.value.second[2]  # two programs, both named
 
 
 def test_values_kept_across_the_barrier_and_each_group_its_own_buffer():

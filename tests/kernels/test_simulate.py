@@ -134,3 +134,28 @@ def test_simulate_needs_named_axes():
     call = mp.pallas_call(shared_sum, OUT, grid=(N,), in_specs=[SPEC], out_specs=SPEC)
     with pytest.raises(TraceError, match="simulate needs the grid axes named"):
         call.simulate(np.zeros((N, 128), np.float32))
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("tpu", "run_scoped lowering does not support collective axes"),
+        ("gpu", "Unimplemented primitive in Pallas Triton lowering: run_scoped."),
+    ],
+)
+def test_kernel_targets_keep_rejecting_with_upstreams_messages(target, message):
+    def tiles(x_ref, o_ref):
+        def body(shared):
+            shared[mp.ds(mp.axis_index("x") * 8, 8), :] = x_ref[...]
+            mp.barrier("x")
+            o_ref[...] = shared[0:8, :]
+
+        mp.run_scoped(body, tpu.VMEM((8 * N, 128), jnp.float32), collective_axes=("x",))
+
+    spec = mp.BlockSpec((8, 128), lambda i: (i, 0))
+    call = mp.pallas_call(tiles, mp.ArrayType((8 * N, 128), jnp.float32), grid=(N,),
+                          in_specs=[spec], out_specs=spec, grid_names=("x",),
+                          collectives="simulate")  # fmt: skip
+    with pytest.raises(CollectiveAxesUnsupported) as e:
+        call.lower(np.zeros((8 * N, 128), np.float32), target=target)
+    assert str(e.value).startswith(message)
