@@ -54,6 +54,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutants import CATEGORIES, MUTANTS, Mutant  # noqa: E402
 
+from minipallas.progress import Progress  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 # Repository folder -> where the installed package has it (setup.cfg's package_dir).
 PACKAGES = {
@@ -531,9 +533,15 @@ def campaign(args: argparse.Namespace, chosen: Sequence[Mutant], source: Path) -
         # room for a machine that other jobs slow down.
         v = check(m, source, control.counts, args.fuzz_seconds, max(4 * control.seconds, 300))
         print(f"  {m.name:<34} {_verdict_text(v):<40} {v.seconds:5.0f} s", flush=True)
+        done.append(v)
+        bar.update(survived=sum(r.killed_by is None for r in done))
         return v
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    done: list[Verdict] = []
+    with (
+        Progress("mutate", len(chosen), unit="mutant") as bar,
+        ThreadPoolExecutor(max_workers=args.jobs) as pool,
+    ):
         results = list(pool.map(one, chosen))
     verdicts = [v for v in results if v is not None]
     skipped = [m.name for m, v in zip(chosen, results, strict=True) if v is None]

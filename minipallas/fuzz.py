@@ -32,6 +32,7 @@ from minipallas.generate.check import PropertyFailure, check_all_modes
 from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
+from minipallas.progress import Progress, print_summary
 
 
 @dataclass
@@ -208,11 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     seeds = random.Random(args.seed)
     next_progress = start + 5
     print(f"fuzzing discharge: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
+    bar = Progress("fuzz", args.count, args.seconds, unit="program")
     while not campaign.done() and len(campaign.failures) < args.max_failures:
-        before = len(campaign.failures)
+        before, programs = len(campaign.failures), campaign.programs
         run_batch(
             campaign, config, min(args.batch, args.count - campaign.programs), seeds.getrandbits(64)
         )
+        bar.update(campaign.programs - programs, failures=len(campaign.failures))
         for k in range(before, len(campaign.failures)):
             report(campaign.failures[k], k + 1, args.save)
         if time.monotonic() >= next_progress:
@@ -224,8 +227,12 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
 
+    bar.close()
     elapsed = time.monotonic() - start
     stages = Counter(f.stage for f in campaign.failures)
+    rows = {"programs": campaign.programs, "ops": campaign.ops, "shrink runs": campaign.shrink_runs}
+    rows |= {f"failures: {stage}": n for stage, n in stages.items()} or {"failures": 0}
+    print_summary(f"fuzz (discharge), seed {args.seed}, {elapsed:.1f} s", rows)
     print(
         f"\n{campaign.programs} programs ({campaign.ops} ops) in {elapsed:.1f} s: "
         f"{campaign.programs / elapsed:.1f} programs/second, "

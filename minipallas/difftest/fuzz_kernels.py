@@ -49,6 +49,7 @@ from minipallas.ir.interpret import interpret
 from minipallas.kernels.grid import grid_program
 from minipallas.kernels.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering import jaxlib_shim
+from minipallas.progress import Progress, print_summary
 
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
@@ -147,7 +148,13 @@ def _within_2_ulps(reference: np.ndarray, other: np.ndarray) -> bool:
     return bool(np.all(np.abs(ref - other[finite]) <= 2 * ulp))
 
 
-def campaign(count: int, seconds: float, seed: int, out: Any = sys.stdout) -> Summary:  # noqa: ANN401
+def campaign(
+    count: int,
+    seconds: float,
+    seed: int,
+    out: Any = sys.stdout,  # noqa: ANN401
+    progress: Progress | None = None,
+) -> Summary:
     rng = random.Random(seed)
     summary = Summary()
     deadline = time.monotonic() + seconds
@@ -160,6 +167,8 @@ def campaign(count: int, seconds: float, seed: int, out: Any = sys.stdout) -> Su
         if outcome.problem:
             summary.disagreements.append(outcome.problem)
             print(f"DISAGREEMENT: {outcome.problem}", file=out)
+        if progress is not None:
+            progress.update(disagreements=len(summary.disagreements))
     return summary
 
 
@@ -170,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     start = time.monotonic()
-    s = campaign(args.count, args.seconds, args.seed)
+    with Progress("fuzz-kernels", args.count, args.seconds, unit="kernel") as bar:
+        s = campaign(args.count, args.seconds, args.seed, progress=bar)
     elapsed = time.monotonic() - start
     print(
         f"{s.kernels} kernels ({s.batched} ran batched), {len(s.disagreements)} disagreements, "
@@ -178,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for reason, n in sorted(s.known.items()):
         print(f"  known, not a disagreement: {n} kernels where {KNOWN[reason]}")
+    rows = {"kernels": s.kernels, "ran batched": s.batched, "disagreements": len(s.disagreements)}
+    rows |= {f"known: {reason}": n for reason, n in sorted(s.known.items())}
+    print_summary(f"fuzz-kernels, seed {args.seed}, {elapsed:.1f} s", rows)
     return 1 if s.disagreements else 0
 
 

@@ -40,6 +40,7 @@ from minipallas.generate import Config, inputs, programs
 from minipallas.ir.core import Function
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
+from minipallas.progress import Progress
 
 REFERENCE_HEADER = "--- minipallas IR (reference) ---"
 
@@ -222,14 +223,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.seconds:g} s, seed {args.seed}",
         flush=True,
     )
+    bar = Progress("fuzz-upstream", args.count, args.seconds, unit="program")
     while not campaign.done():
-        before = len(campaign.saved)
+        before, programs = len(campaign.saved), campaign.programs
         batch = min(args.batch, args.count - campaign.programs)
         run_batch(campaign, config, batch, seeds.getrandbits(64))
         for k in range(before, len(campaign.saved)):
             report(campaign.saved[k], k + 1, args.save)
+        bar.update(campaign.programs - programs, findings=len(campaign.saved))
         rate = campaign.programs / (time.monotonic() - start)
         print(f"  {campaign.programs} programs, {rate:.2f} programs/s", flush=True)
+    bar.close()
     table = summary(campaign, time.monotonic() - start)
     print("\n" + table)
     if args.save is not None:

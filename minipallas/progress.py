@@ -1,0 +1,61 @@
+"""Progress bars and closing tables for the long commands (``make fuzz``, ``fuzz-upstream``,
+``fuzz-kernels``, ``mutate``, ``minipallas-difftest``).
+
+Both go to stderr, so stdout, which tests and scripts parse, reads as it did. The bar is tqdm's
+(chosen over rich because it has no dependencies of its own: one line in setup.cfg and one in
+the lock); it is drawn only when stderr is a terminal, so logs and captured runs stay clean.
+A campaign bounded by both a count and a time shows whichever will end it first.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+
+class Progress:
+    """A bar over ``total`` items or ``seconds`` of work, whichever ends first."""
+
+    def __init__(self, what: str, total: int, seconds: float | None = None, unit: str = "it"):
+        from tqdm import tqdm  # imported on first use: only the long commands need it
+
+        self.total, self.seconds, self.start = total, seconds, time.monotonic()
+        self.done = 0
+        self.bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, disable=None)
+
+    def update(self, n: int = 1, **status: Any) -> None:
+        """``n`` more items done; ``status`` (``failures=2``) is shown after the bar."""
+        self.done += n
+        if self.seconds is not None and self.done:
+            elapsed = time.monotonic() - self.start
+            expected = min(self.total, max(self.done, int(self.done * self.seconds / elapsed)))
+            if expected != self.bar.total:
+                self.bar.total = expected  # time runs out before the count does
+        self.bar.update(n)
+        if status:
+            self.bar.set_postfix(status, refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def summary_table(title: str, rows: Mapping[str, Any]) -> str:
+    """A two-column table (name, value), as the commands print it to stderr at the end."""
+    width = max((len(k) for k in rows), default=0)
+    values = [str(v) for v in rows.values()]
+    rule = "-" * (width + 2 + max((len(v) for v in values), default=0))
+    lines = [title, rule]
+    lines += [f"{k:<{width}}  {v}" for k, v in zip(rows, values, strict=True)]
+    return "\n".join([*lines, rule])
+
+
+def print_summary(title: str, rows: Mapping[str, Any]) -> None:
+    print(summary_table(title, rows), file=sys.stderr, flush=True)
