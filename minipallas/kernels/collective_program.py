@@ -21,8 +21,9 @@ other (``pallas_call(..., collectives="simulate").lower(x)``, ``.program(x)``):
 
 The shared allocation is then one array per group, as the issue asks; the programs of a group
 run as a loop rather than batched (a batched form would need the batching pass to write
-batched values into an unbatched ref). A race is not refused statically: the simulator finds
-it (tests run both and compare bits).
+batched values into an unbatched ref). A race the index arithmetic proves (both windows
+computed from the grid indices alone) is refused while building it (``collective_races``);
+any other, the simulator finds (tests run both and compare bits).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
+from minipallas.kernels.collective_races import check_static_races
 from minipallas.kernels.grid import block_view, loop_nest, padded_shape, valid_region
 
 
@@ -66,6 +68,12 @@ def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
     others = [a for a in range(n_grid) if a not in along]
     fixed = list(body.params)  # grid indices, then the block refs
     segments = _segments(ops, fixed, shared)
+    group = list(np.ndindex(*(kernel.grid[a] for a in along)))
+    for seg in segments:  # a race the index arithmetic proves is refused here
+        ps = seg.fn.params
+        check_static_races(
+            seg.fn, ps[:n_grid], ps[len(fixed) : len(fixed) + len(shared)], group, along
+        )
     specs = (*kernel.in_specs, *kernel.out_specs)
     buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
     sources = output_sources(kernel)

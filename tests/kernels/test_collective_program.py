@@ -142,3 +142,57 @@ def test_epochs_that_are_not_static_are_refused_with_a_fix():
     call = _call(scratch_kernel, scratch_shapes=[tpu.VMEM((1, 128), F32)])
     with pytest.raises(TraceError, match="scratch_shapes"):
         call.program(x)
+
+
+def _no_barrier(x_ref, o_ref):
+    def body(shared):
+        shared[mp.ds(mp.axis_index("x"), 1), :] = x_ref[...]
+        o_ref[...] = shared[...].sum(axis=0, keepdims=True)  # reads every program's row: a race
+
+    mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+
+def _same_row(x_ref, o_ref):
+    def body(shared):
+        shared[0:1, :] = x_ref[...]  # every program writes row 0
+        mp.barrier("x")
+        o_ref[...] = shared[0:1, :]
+
+    mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+
+@pytest.mark.parametrize("kernel, ops", [(_no_barrier, ("get", "swap")), (_same_row, ("swap",))])
+def test_a_race_the_index_arithmetic_proves_is_refused_statically(kernel, ops):
+    x = np.zeros((2 * N, 128), np.float32)
+    with pytest.raises(RaceError, match="statically") as e:
+        _call(kernel).program(x)
+    assert {e.value.first[0], e.value.second[0]} == set(ops)
+    assert e.value.first[2] != e.value.second[2] and "barrier" in e.value.fix
+    with pytest.raises(RaceError):  # and the simulator finds it too
+        _call(kernel)(x)
+
+
+def test_windows_from_data_are_left_to_the_simulator():
+    """Which row each program writes comes from the input: no static proof; the simulator
+    runs it (race-free here: the input holds a permutation)."""
+
+    def kernel(x_ref, i_ref, o_ref):
+        def body(shared):
+            row = i_ref[0, 0]
+            shared[mp.ds(row, 1), :] = x_ref[...]
+            mp.barrier("x")
+            o_ref[...] = shared[mp.ds(row, 1), :]
+
+        mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+    spec = mp.BlockSpec((1, 128), lambda j, i: (j * N + i, 0))
+    index = mp.BlockSpec((1, 1), lambda j, i: (j * N + i, 0))
+    call = mp.pallas_call(kernel, mp.ArrayType((2 * N, 128), F32), grid=(2, N),
+                          in_specs=[spec, index], out_specs=spec, grid_names=("y", "x"),
+                          collectives="simulate")  # fmt: skip
+    x = np.random.default_rng(0).standard_normal((2 * N, 128)).astype(np.float32)
+    rows = np.array([[3], [1], [0], [2]] * 2, np.int32)
+    simulated = call(x, rows)
+    (compiled,) = mp.compile(call.program(x, rows))(x, rows)
+    assert_same_bits(compiled, simulated)
+    assert_same_bits(simulated, x)
