@@ -14,9 +14,10 @@ Grammar (each op's declaration gives its ``op-body``: ``OPS[name].syntax``)::
 Regions are closed, so each region starts a fresh scope: using a value from outside it is an
 error that says so. Ops are built through their type rules (``infer_result_types``), so a type
 error is reported at the op's ``line:col``: as the verifier's ``VerificationError`` (the text
-parsed; the program is wrong), with the rule's fix or the op's documented form. Each op gets that position as its location
-unless the text gives an explicit ``loc(...)``. A ``call`` names a function defined earlier in
-the text. Every token is looked at a bounded number of times: parsing is linear.
+parsed; the program is wrong), with the rule's fix or the op's documented form. Each op gets
+that position as its location unless the text gives an explicit ``loc(...)``. A ``call`` names
+a function defined earlier in the text. Every token is looked at a bounded number of times:
+parsing is linear.
 """
 
 from __future__ import annotations
