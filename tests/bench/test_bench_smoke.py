@@ -9,6 +9,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import cleanup_counts  # noqa: E402
 import common  # noqa: E402
 import discharge_bench  # noqa: E402
 import ir_bench  # noqa: E402
@@ -55,6 +56,14 @@ def test_discharge_bench_prints_op_counts_before_and_after(capsys):
         pure = discharge(fn)
         counts = [common.op_count(f) for f in (fn, pure, cleanup(pure))]
         assert [int(c) for c in row[:3]] == counts
+
+
+def test_cleanup_counts_compare_the_cleanup_with_and_without_folding(capsys):
+    rows = cleanup_counts.main(["--sizes", "300"])
+    assert len(rows) == 8 and "op" in capsys.readouterr().out
+    assert all(row[4] <= row[3] for row in rows)  # folding never adds ops
+    even = next(row for row in rows if row[0].startswith("i % 2"))
+    assert even[4] < even[3]
 
 
 @pytest.mark.parametrize("bad", ["x", "10,y"])
