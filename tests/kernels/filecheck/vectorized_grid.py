@@ -11,8 +11,7 @@
 # CHECK: stablehlo.reshape {{.*}} : (tensor<8x8x2x128xf32>) -> tensor<64x256xf32>
 # CHECK-LABEL: func.func private @bias_add_batched
 # CHECK-NOT: stablehlo.transpose
-# CHECK: stablehlo.broadcast_in_dim %arg3, dims = [0, 1, 2] : (tensor<1x2x128xf32>) -> tensor<8x2x128xf32>
-# CHECK-NEXT: stablehlo.broadcast_in_dim {{.*}}, dims = [1, 2, 3] : (tensor<8x2x128xf32>) -> tensor<8x8x2x128xf32>
+# CHECK: stablehlo.broadcast_in_dim %arg3, dims = [1, 2, 3] : (tensor<1x2x128xf32>) -> tensor<8x8x2x128xf32>
 # CHECK-NEXT: stablehlo.add %arg2, {{.*}} : tensor<8x8x2x128xf32>
 
 import minipallas as mp
