@@ -1,0 +1,121 @@
+"""Random collective kernels: programs that share scratch and meet at barriers (issue 15).
+
+A ``CollectiveSpec`` is plain data: a grid ``(groups, n)`` named ``("y", "x")``, each program
+with one ``(1, width)`` row of the input and the output; a shared ``(n, width)`` buffer along
+``"x"``; and 1-3 epochs. In each epoch every program computes a value from what it keeps (an
+elementwise op), writes it to the shared row a permutation assigns it, meets the others at a
+barrier, then reads a row (any: a read after the barrier races with no write) and keeps its
+difference with the value it wrote; a second barrier closes the epoch. So the kernel is race-free
+by construction, whatever the draws. ``plant`` drops the first barrier and makes each program
+read the row its successor wrote: a race a correct simulator must report.
+
+Decisions come from a ``Choices`` (hypothesis draws in tests, ``random.Random`` in campaigns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import minipallas as mp
+import minipallas.numpy as mnp
+from minipallas.frontend.refs import TracedRef
+from minipallas.generate.choices import Choices
+from minipallas.kernels.pallas_call import PallasCall
+from minipallas.tpu import VMEM
+
+OPS = ("double", "add_one", "tanh", "negate")
+
+
+@dataclass(frozen=True)
+class Epoch:
+    op: str
+    writes: tuple[int, ...]  # program i writes shared row writes[i] (a permutation)
+    reads: tuple[int, ...]  # then reads row reads[i]
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    groups: int
+    n: int
+    width: int
+    epochs: tuple[Epoch, ...]
+    plant: bool = False
+
+    @property
+    def rows(self) -> int:
+        return self.groups * self.n
+
+
+def draw_collective(c: Choices, plant: bool = False) -> CollectiveSpec:
+    n = c.integer(2, 5)
+    epochs = []
+    for e in range(c.integer(1, 3)):
+        writes = _permutation(c, n)
+        reads = tuple(c.integer(0, n - 1) for _ in range(n))
+        if plant and e == 0:
+            reads = tuple(writes[(i + 1) % n] for i in range(n))
+        epochs.append(Epoch(c.pick(OPS), writes, reads))
+    return CollectiveSpec(c.integer(1, 2), n, c.pick((8, 128)), tuple(epochs), plant)
+
+
+def collective_call(spec: CollectiveSpec) -> PallasCall:
+    """The spec as ``pallas_call(..., collectives="simulate")``."""
+    n = spec.n
+
+    def pick(table: tuple[int, ...], i: object) -> object:
+        value = mnp.int32(table[0])
+        for k in range(1, n):
+            value = mnp.where(i == k, mnp.int32(table[k]), value)
+        return value
+
+    def kernel(x_ref: TracedRef, o_ref: TracedRef) -> None:
+        def body(shared: TracedRef) -> None:
+            i = mp.axis_index("x")
+            kept = x_ref[...]
+            for e, epoch in enumerate(spec.epochs):
+                new = _apply(epoch.op, kept)
+                shared[mp.ds(pick(epoch.writes, i), 1), :] = new
+                if not (spec.plant and e == 0):
+                    mp.barrier("x")
+                kept = shared[mp.ds(pick(epoch.reads, i), 1), :] - new
+                mp.barrier("x")
+            o_ref[...] = kept
+
+        mp.run_scoped(body, VMEM((n, spec.width), mnp.float32), collective_axes=("x",))
+
+    row = mp.BlockSpec((1, spec.width), lambda j, i: (j * n + i, 0))
+    return mp.pallas_call(
+        kernel,
+        mp.ArrayType((spec.rows, spec.width), mnp.float32),
+        grid=(spec.groups, n),
+        in_specs=[row],
+        out_specs=row,
+        grid_names=("y", "x"),
+        collectives="simulate",
+        name="collective",
+    )
+
+
+def collective_inputs(spec: CollectiveSpec, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((spec.rows, spec.width)).astype(np.float32)
+
+
+def _apply(op: str, x: object) -> object:
+    if op == "double":
+        return x * 2.0
+    if op == "add_one":
+        return x + 1.0
+    if op == "tanh":
+        return mnp.tanh(x)
+    return -x
+
+
+def _permutation(c: Choices, n: int) -> tuple[int, ...]:
+    items = list(range(n))
+    for k in range(n - 1, 0, -1):  # Fisher-Yates, one draw a step
+        j = c.integer(0, k)
+        items[k], items[j] = items[j], items[k]
+    return tuple(items)
