@@ -543,8 +543,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "grid-axes-reversed",
         "wrong reduction axis",
         "minipallas/kernels/grid.py",
-        "_loop_nest(grid, [*indices, i], step)",
-        "_loop_nest(grid, [i, *indices], step)",
+        "loop_nest(grid, [*indices, i], step)",
+        "loop_nest(grid, [i, *indices], step)",
         "the loop program hands the grid indices to the body in reverse order",
     ),
     Mutant(

@@ -108,7 +108,8 @@ def test_discharge_scoped_false_keeps_the_scratch_a_ref(scoped_file, capsys):
         (
             "cleanup,discharge{scoped=false}",
             "pass 'discharge' has no option 'scoped'\n"
-            "  fix: its options: discharge_scoped (true or false), keep_params (an integer)",
+            "  fix: its options: discharge_scoped (true or false), keep_params (an integer), "
+            "collectives (one of reject, simulate)",
         ),
     ],
 )
