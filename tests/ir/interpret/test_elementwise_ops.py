@@ -58,13 +58,10 @@ def _check(op: str, dtype: str, *args: np.ndarray) -> None:
         np.isnan(xla[differ].astype(np.float32)),
     )
     assert (a_nan == b_nan).all(), f"{op} {dtype}: NaN against a number"
-    # IEEE 754 leaves a NaN's sign unspecified, and XLA's code for it depends on the CPU:
-    # asinh(+NaN) in bf16 is 0x7fc0 on an AMD EPYC and 0xffc0 on an Intel Xeon (which NaN an
-    # x86 instruction passes on follows the code XLA generates for that CPU). So NaNs must
-    # agree in payload, not in sign.
-    sign = np.array(1 << (ours.itemsize * 8 - 1), unsigned)
-    payload = (ours[differ].view(unsigned) ^ xla[differ].view(unsigned)) & ~sign
-    assert not (a_nan & (payload != 0)).any(), f"{op} {dtype}: NaNs of other payload bits"
+    # IEEE 754 leaves a NaN's sign and payload unspecified, and XLA's code for them depends on
+    # the CPU: asinh(+NaN) in bf16 is 0x7fc0 on an AMD EPYC and 0xffc0 on an Intel Xeon, and
+    # erf_inv's f16 NaNs carry other payload bits on an AMD EPYC than the interpreter's (equal
+    # on an Intel Xeon). So a NaN must meet a NaN; which NaN is the CPU's business.
     numbers = differ[~a_nan]
     ulps = np.abs(_ordered(ours[numbers]) - _ordered(xla[numbers]))
     bound = BOUND.get((op, dtype), 0)
