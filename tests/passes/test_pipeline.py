@@ -108,8 +108,8 @@ def test_options():
     with pytest.raises(NotImplementedError) as info:
         run(kernel(("x",)), "collectives{context = mosaic}")
     assert str(info.value) == "run_scoped lowering does not support collective axes"
-    with pytest.raises(PassError, match="pass 'collectives' has no option 'mode'") as info:
-        parse_pipeline("collectives{mode=x}")
+    with pytest.raises(PassError, match="pass 'collectives' has no option 'colour'") as info:
+        parse_pipeline("collectives{colour=x}")
     assert "its options: context (one of discharge, " in str(info.value)
     with pytest.raises(PassError, match="has no option 'x'"):
         parse_pipeline("cleanup{x=1}")
