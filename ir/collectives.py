@@ -32,7 +32,9 @@ test_collectives_upstream.py runs upstream itself). A path names its *context*:
 The message (``str(error)``) is upstream's line word for word; a PEP 678 note names the op, its
 source location, the axes, which upstream rule the message comes from and the ways out. A
 future implementation of collective scratch goes here too: a path that learns to support it
-stops rejecting it in this file and nowhere else.
+stops rejecting it in this file and nowhere else. The opt-in ``collectives="simulate"`` (issue 15)
+skips this check: the multi-program interpreter (``ir.interpret.programs``) and the collective
+kernel program (``kernels/collective_program.py``) run such programs.
 
 Algorithm:
 1. Walk the function's ops in program order, entering every region and, at each ``call``, the
@@ -141,7 +143,9 @@ WAYS_OUT = (
     "drop collective_axes if each program may have its own scratch;",
     "keep the collective outside the run_scoped body and pass its result in as an operand;",
     "run the body inside a kernel whose backend supports collective allocations (upstream "
-    "Pallas: Mosaic GPU, for thread-collective scratch); no minipallas path does yet.",
+    "Pallas: Mosaic GPU, for thread-collective scratch);",
+    "or opt in to minipallas's simulation: pallas_call(..., grid_names=..., "
+    "collectives='simulate'), or interpret(..., collectives='simulate').",
 )
 
 
