@@ -7,7 +7,12 @@ switches), median of ``--repeat`` runs; "per access" is the detector's extra tim
 the number of checked accesses. The goal: linear in the accesses and at most 3x the
 interpreter without it.
 
-    python bench/collectives_bench.py [--repeat 3]
+Upstream's detector, for comparison: TPU interpret mode (``pltpu.InterpretParams(detect_races=
+...)``, 2 cores, a "parallel" grid) on an (8, 128)-block add of ``steps`` grid steps, with and
+without it. Upstream keeps every access in a list per buffer and scans it, so its extra cost per
+step grows with the run; ours stays constant per access.
+
+    python bench/collectives_bench.py [--repeat 3] [--small]
 """
 
 from __future__ import annotations
@@ -65,9 +70,11 @@ def run(fn, g: int, width: int, detect: bool) -> float:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--small", action="store_true", help="tiny sizes (a smoke run)")
     args = parser.parse_args(argv)
     rows = []
-    for g, k, width in [(4, 16, 128), (4, 64, 128), (4, 256, 128), (16, 64, 128), (4, 64, 4096)]:
+    sizes = [(4, 16, 128), (4, 64, 128), (4, 256, 128), (16, 64, 128), (4, 64, 4096)]
+    for g, k, width in [(2, 2, 8)] if args.small else sizes:
         fn = rounds_kernel(g, k, width)
         off = float(np.median([run(fn, g, width, False) for _ in range(args.repeat)]))
         on = float(np.median([run(fn, g, width, True) for _ in range(args.repeat)]))
@@ -77,7 +84,47 @@ def main(argv=None):
     print("multi-program interpreter, ms (median); per access = detector's extra time, us")
     print(table(["programs", "rounds", "row width", "checked accesses", "without detector",
                  "with detector", "ratio", "per access (us)"], rows))  # fmt: skip
-    return rows
+    upstream_rows = []
+    for steps in (4,) if args.small else (16, 64, 256):
+        off, on = (upstream_time(steps, d, args.repeat) for d in (False, True))
+        upstream_rows.append([steps, f"{off * 1e3:.0f}", f"{on * 1e3:.0f}", f"{on / off:.2f}",
+                              f"{(on - off) / steps * 1e3:.2f}"])  # fmt: skip
+    print()
+    print("upstream TPU interpret mode, ms (median); per step = detector's extra time, ms")
+    print(table(["grid steps", "without detector", "with detector", "ratio", "per step (ms)"],
+                upstream_rows))  # fmt: skip
+    return rows, upstream_rows
+
+
+def upstream_time(steps: int, detect: bool, repeat: int) -> float:
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    block = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    call = jax.jit(
+        pl.pallas_call(
+            kernel,
+            jax.ShapeDtypeStruct((8 * steps, 128), jnp.float32),
+            grid=(steps,),
+            in_specs=[block],
+            out_specs=block,
+            interpret=pltpu.InterpretParams(detect_races=detect, num_cores_or_threads=2),
+            compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+        )
+    )
+    x = np.ones((8 * steps, 128), np.float32)
+    np.asarray(call(x))
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        np.asarray(call(x))
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
 
 
 if __name__ == "__main__":

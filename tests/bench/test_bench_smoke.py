@@ -10,6 +10,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import cleanup_counts  # noqa: E402
+import collectives_bench  # noqa: E402
 import common  # noqa: E402
 import discharge_bench  # noqa: E402
 import ir_bench  # noqa: E402
@@ -70,3 +71,12 @@ def test_cleanup_counts_compare_the_cleanup_with_and_without_folding(capsys):
 def test_sizes_flag_rejects_non_integers(bad):
     with pytest.raises(SystemExit):
         common.parse_args("bench", ["--sizes", bad])
+
+
+def test_collectives_bench_times_both_detectors(capsys):
+    rows, upstream_rows = collectives_bench.main(["--small", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "multi-program interpreter" in out and "upstream TPU interpret mode" in out
+    assert [r[:4] for r in rows] == [[2, 2, 8, 12]]  # 2 programs x 2 rounds x 3 accesses
+    assert [r[0] for r in upstream_rows] == [4]
+    assert all(float(cell) > 0 for cell in (*rows[0][4:7], *upstream_rows[0][1:4]))
