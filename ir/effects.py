@@ -157,6 +157,17 @@ class EffectsAnalysis:
     def function(self, fn: Function) -> frozenset[Effect]:
         return self.block(fn.body)
 
+    def shared(self, op: Op) -> frozenset[Effect]:
+        """A collective ``run_scoped``'s effects on its own allocations (at their positions):
+        the group's effects. Each program's effects are over its parameters, and an
+        allocation is none of them; a collective one is every program's of the group, so what
+        the body does to it is what the group does to one shared buffer (issue 15)."""
+        if op.name != "run_scoped" or not op.attrs.get("collective_axes"):
+            return frozenset()
+        (body,) = op.regions
+        n_alloc = len(body.params) - len(op.operands)
+        return frozenset(e for e in self.block(body) if e.input < n_alloc)
+
 
 def _used_values(block: Block) -> set[Value]:
     """Values the block's ops or results use (regions are closed, so nothing deeper does)."""

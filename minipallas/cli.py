@@ -281,7 +281,8 @@ def _each(hooks: list[Callable[[str, Function], None] | None]) -> Callable | Non
 
 def _effects_report(fn: Function) -> str:
     """``// effects of @f: {...}`` per function, then one line per region op or call, whose
-    effects are at the positions of its operands."""
+    effects are at the positions of its operands; a collective ``run_scoped`` adds the
+    group's effects on its allocations (at their positions)."""
     analysis = EffectsAnalysis()
     lines = []
     for f in (*fn.callees(), fn):
@@ -289,6 +290,10 @@ def _effects_report(fn: Function) -> str:
         for op in f.walk():
             if op.regions or op.name == "call":
                 lines.append(f"//   {op.name} at {op.loc}: {effects_text(analysis.op(op))}")
+            if op.name == "run_scoped" and op.attrs.get("collective_axes"):
+                axes = ", ".join(op.attrs["collective_axes"])
+                group = effects_text(analysis.shared(op))
+                lines.append(f"//     the group along {axes} on its allocations: {group}")
     return "\n".join(lines)
 
 
