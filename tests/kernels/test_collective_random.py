@@ -18,7 +18,7 @@ from minipallas.generate.strategies import DrawChoices
 from minipallas.ir.errors import InterpretError, RaceError
 
 SETTINGS = settings(
-    max_examples=25,
+    max_examples=12,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
