@@ -90,7 +90,7 @@ class Programs:
             p.interp.together, p.interp.program = self, p.number
             p.interp.grid_names = grid_names
         self.clocks = np.zeros((len(points), len(points)), np.int64)
-        self.races = RaceDetector([_name(p.ids) for p in self.programs])
+        self.races = RaceDetector([program_name(p.ids) for p in self.programs])
         self.detect_races = detect_races  # False only to measure what detection costs
         self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
         self._cv = threading.Condition()
@@ -105,11 +105,13 @@ class Programs:
         mask: Any = None,
     ) -> None:  # fmt: skip
         """An access to memory: a switch point when the memory is shared, and a race check."""
-        if self.races.buffer_of(data) is not None:
-            self._yield(self.programs[interp.program], "ready")
+        buffer = self.races.buffer_of(data)
+        if buffer is None:  # the program's own memory
+            return
+        self._yield(self.programs[interp.program], "ready")
         if self.detect_races:
             p = interp.program
-            self.races.access(op, data, access, kind, p, self.clocks[p], mask)
+            self.races.access(op, buffer, data, access, kind, p, self.clocks[p], mask)
 
     def barrier(self, interp: Interpreter, op: Op) -> None:
         axes = op.attrs["axes"]
@@ -125,8 +127,7 @@ class Programs:
         program = self.programs[interp.program]
         k = program.entries.get(id(op), 0)
         program.entries[id(op)] = k + 1
-        group = tuple(i for a, i in enumerate(program.ids) if a not in along)
-        key = (id(op), group, k)
+        key = (id(op), _off_axes(program.ids, along), k)
         if key not in self._shared:
             refs = [interp.allocate(t) for t in types]
             for r in refs:
@@ -217,7 +218,7 @@ class Programs:
             self._abort = True
             self._cv.notify_all()
         if isinstance(error, MiniPallasError):
-            error.add_note(f"in program {_name(program.ids)} of grid {self.grid}")
+            error.add_note(f"in program {program_name(program.ids)} of grid {self.grid}")
         raise error
 
     # ----- barriers and groups -----
@@ -250,15 +251,15 @@ class Programs:
         absent = []
         for m in members:
             if m.state == "done":
-                absent.append(f"{_name(m.ids)} finished without reaching it")
+                absent.append(f"{program_name(m.ids)} finished without reaching it")
             elif m not in arrived:
                 other, other_axes = m.waiting
                 absent.append(
-                    f"{_name(m.ids)} waits at the barrier over {other_axes} at {other.loc}"
+                    f"{program_name(m.ids)} waits at the barrier over {other_axes} at {other.loc}"
                 )
         error = DeadlockError(
             f"deadlock: the barrier over {axes} is reached by programs "
-            f"{', '.join(_name(m.ids) for m in arrived)} of its group, but "
+            f"{', '.join(program_name(m.ids) for m in arrived)} of its group, but "
             f"{'; '.join(absent)}",
             op="barrier",
             loc=op.loc,
@@ -271,18 +272,14 @@ class Programs:
     def _check_skipped(self) -> None:
         for (_, group, _), (_, entered, op) in self._shared.items():
             along = self._axis_numbers(op, op.attrs["collective_axes"])
-            members = [
-                m
-                for m in self.programs
-                if tuple(i for a, i in enumerate(m.ids) if a not in along) == group
-            ]
+            members = self._members(group, along)
             skipped = [m for m in members if m.number not in entered]
             if skipped:
+                callers = ", ".join(program_name(m.ids) for m in members if m.number in entered)
                 raise DeadlockError(
-                    f"program {_name(skipped[0].ids)} skips the collective run_scoped over "
-                    f"{op.attrs['collective_axes']} that programs "
-                    f"{', '.join(_name(m.ids) for m in members if m.number in entered)} of its "
-                    "group enter",
+                    f"program {program_name(skipped[0].ids)} skips the collective run_scoped "
+                    f"over {op.attrs['collective_axes']} that programs {callers} of its group "
+                    "enter",
                     op="run_scoped",
                     loc=op.loc,
                     fix="every program along the collective axes must enter the same "
@@ -291,12 +288,11 @@ class Programs:
 
     def _group(self, program: _Program, axes: tuple[str, ...]) -> list[_Program]:
         along = {self.grid_names.index(a) for a in axes}
-        key = tuple(i for a, i in enumerate(program.ids) if a not in along)
-        return [
-            m
-            for m in self.programs
-            if tuple(i for a, i in enumerate(m.ids) if a not in along) == key
-        ]
+        return self._members(_off_axes(program.ids, along), along)
+
+    def _members(self, key: tuple[int, ...], along: set[int]) -> list[_Program]:
+        """The programs whose indices off the axes ``along`` are ``key``: one group."""
+        return [m for m in self.programs if _off_axes(m.ids, along) == key]
 
     def _axis_numbers(self, op: Op, axes: tuple[str, ...]) -> set[int]:
         unknown = [a for a in axes if a not in self.grid_names]
@@ -311,5 +307,11 @@ class Programs:
         return {self.grid_names.index(a) for a in axes}
 
 
-def _name(ids: tuple[int, ...]) -> str:
+def _off_axes(ids: tuple[int, ...], along: set[int]) -> tuple[int, ...]:
+    """A program's indices along the other axes: what its group shares."""
+    return tuple(i for a, i in enumerate(ids) if a not in along)
+
+
+def program_name(ids: tuple[int, ...]) -> str:
+    """``(1, 0)``, or ``(2,)`` for a 1-D grid: how errors name a program."""
     return "(" + ", ".join(map(str, ids)) + ("," if len(ids) == 1 else "") + ")"

@@ -87,6 +87,7 @@ class RaceDetector:
     def access(
         self,
         op: Op,
+        buffer: _Buffer,
         data: np.ndarray,
         access: Access,
         kind: str,
@@ -95,10 +96,8 @@ class RaceDetector:
         mask: Any = None,
     ) -> None:
         """Checks an access of ``kind`` by ``program`` (whose vector clock is ``clock``) to the
-        window ``access`` of ``data``; raises ``RaceError`` naming both ops, else records it."""
-        buffer = self.buffer_of(data)
-        if buffer is None:  # the program's own memory
-            return
+        window ``access`` of ``data``, a view of ``buffer`` (``buffer_of``); raises
+        ``RaceError`` naming both ops, else records it."""
         ids = element_ids(buffer, data, access, mask)
         if ids.size == 0:
             return

@@ -46,7 +46,7 @@ from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.collective_races import check_static_races
-from minipallas.kernels.grid import block_view, loop_nest, padded_shape, valid_region
+from minipallas.kernels.grid import block_view, copy_in, loop_nest, padded_shape, valid_region
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,10 @@ def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
             for k, (buf, spec) in enumerate(zip(bufs, specs, strict=True)):
                 out = k - n_in
                 source = inputs[k] if out < 0 else inputs[sources[out]] if out in sources else None
-                buf[...] = fill_value(spec.array.dtype)
-                if source is not None:
-                    buf[valid_region(spec)] = source
+                if source is None:
+                    buf[...] = fill_value(spec.array.dtype)
+                else:  # as the loop program does: padding filled, the array in its place
+                    copy_in(buf, spec, source)
 
             def per_group(outer: list[TracedArray]) -> None:
                 def with_shared(*refs: TracedRef) -> None:

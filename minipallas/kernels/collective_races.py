@@ -21,6 +21,7 @@ from minipallas.ir import indexing
 from minipallas.ir.core import Function, Op, Value
 from minipallas.ir.errors import RaceError
 from minipallas.ir.interpret.engine import RULES, Interpreter
+from minipallas.ir.interpret.programs import program_name
 from minipallas.ir.interpret.windows import locate
 from minipallas.ir.opdef import OPS
 
@@ -52,15 +53,15 @@ def check_static_races(
         if overlap.any():
             p, q = (int(k) for k in np.argwhere(overlap)[0])
             raise RaceError(
-                f"statically: program {_name(group[p])} {ka}s the shared buffer where program "
-                f"{_name(group[q])} {kb}s it at {b.loc} "
+                f"statically: program {program_name(group[p])} {ka}s the shared buffer where "
+                f"program {program_name(group[q])} {kb}s it at {b.loc} "
                 f"('{b.name}') in the same epoch",
                 op=a.name,
                 loc=a.loc,
                 fix="put a minipallas.barrier between the two accesses, or give each program "
                 "its own elements (index by axis_index)",
-                first=(b.name, b.loc, _name(group[q])),
-                second=(a.name, a.loc, _name(group[p])),
+                first=(b.name, b.loc, program_name(group[q])),
+                second=(a.name, a.loc, program_name(group[p])),
             )
 
 
@@ -114,7 +115,3 @@ def _slice(values: list[Value], defs: dict[Value, Op], leaves: set[Value]) -> li
 
 def _pure(op: Op) -> bool:
     return OPS[op.name].pure
-
-
-def _name(point: tuple[int, ...]) -> str:
-    return "(" + ", ".join(map(str, point)) + ("," if len(point) == 1 else "") + ")"

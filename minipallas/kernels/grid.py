@@ -90,10 +90,10 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                 ref[...] = x
             bufs, scratch = refs[: len(specs)], refs[len(specs) :]
             for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
-                _copy_in(buf, spec, x)
+                copy_in(buf, spec, x)
             for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
                 if k in sources:  # an aliased output starts as its input (kernels/aliases.py)
-                    _copy_in(buf, spec, inputs[sources[k]])
+                    copy_in(buf, spec, inputs[sources[k]])
                 else:
                     buf[...] = fill_value(buf.type.dtype)
             for buf in scratch:
@@ -158,7 +158,7 @@ def valid_region(spec: TracedBlockSpec) -> Any:
     return tuple(slice(lo, lo + n) for n, (lo, _) in zip(spec.array.shape, spec.pads, strict=True))
 
 
-def _copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:
+def copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:
     if padded_shape(spec) != spec.array.shape:
         buf[...] = fill_value(spec.array.dtype)
     buf[valid_region(spec)] = x
