@@ -313,10 +313,14 @@ def emission_times(case, repeat):
 
 def batched_axes(case, exact=True):
     """The grid axes minipallas runs batched ("-": the grid runs as loops), with "+pre" where
-    the body's stateless part is hoisted out of the sequential loops (kernels/hoisting.py)."""
+    the body's stateless part is hoisted out of the sequential loops (kernels/hoisting.py),
+    and "+sum" where fast mode sums the sequential axis at once (kernels/accumulation.py)."""
+    from minipallas.kernels.accumulation import accumulated_program
     from minipallas.kernels.vectorized_grid import vectorized_grid_hoists, vectorized_grid_plan
 
     kernel = case.minipallas().trace(*case.inputs())
+    if not exact and accumulated_program(kernel) is not None:
+        return ",".join(map(str, vectorized_grid_plan(kernel, exact) or ())) + "+sum"
     plan = vectorized_grid_plan(kernel, exact)
     if plan is None:
         return "-"

@@ -25,6 +25,7 @@ from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
 from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels import params as kernel_params
+from minipallas.kernels.accumulation import accumulated_program
 from minipallas.kernels.aliases import normalize_aliases, with_aliases
 from minipallas.kernels.collective_program import collective_program
 from minipallas.kernels.grid import grid_program
@@ -66,7 +67,8 @@ def pallas_call(
 
     On the CPU, results equal upstream ``pallas_call(..., interpret=True)`` bit for bit.
     ``match_upstream=False`` trades that for speed: float reductions and dots of independent
-    grid points run batched, rounding as XLA does at the batched shape (``jax.jit``-like).
+    grid points run batched, rounding as XLA does at the batched shape (``jax.jit``-like), and
+    a sequential axis that only accumulates is summed at once, its sums reassociated.
 
     ``compiler_params`` (``minipallas.tpu.CompilerParams`` or ``minipallas.gpu.CompilerParams``,
     or upstream's) go to the Mosaic/Triton emitters (``params``); ``debug=True`` prints the
@@ -315,7 +317,9 @@ def lower_kernel(
 
 def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
     """What the CPU runs: the grid with its independent points batched
-    (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``). ``Element``
+    (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``). With
+    ``match_upstream=False`` a sequential axis that only accumulates is first summed at once
+    (``accumulation``: a blocked matmul becomes one dot). ``Element``
     block dims run as loops: the batched grid takes a grid index for a block index; so do
     scalar prefetch (data-dependent block indices) and dynamic grids (sizes known at run
     time)."""
@@ -325,7 +329,8 @@ def cpu_program(kernel: Kernel, match_upstream: bool = True) -> Function:
         or kernel.dynamic_axes
     ):
         return grid_program(kernel)
-    return vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
+    summed = None if match_upstream else accumulated_program(kernel)
+    return summed or vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
 
 
 # ----- argument checks -----

@@ -40,7 +40,7 @@ batched form; the caller then uses the loop program.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,7 @@ from minipallas.passes.discharge import discharge
 
 
 @dataclass(frozen=True)
-class _Operand:
+class Operand:
     """One operand: per array dimension, the grid axis whose index is its block index when
     that axis is batched (else None: the index map computes it at each sequential point), and
     whether any block index it computes depends on a sequential axis (else its window is the
@@ -92,9 +92,9 @@ class _Operand:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     batched: tuple[int, ...]  # the batched grid axes, in grid order
-    operands: tuple[_Operand, ...]  # inputs, then outputs
+    operands: tuple[Operand, ...]  # inputs, then outputs
 
     def sizes(self, grid: Sequence[int]) -> tuple[int, ...]:
         return tuple(grid[a] for a in self.batched)
@@ -106,7 +106,7 @@ class _Hoisted:
     windows in, results with the grid axes leading), and the inputs' whole-grid windows."""
 
     pre: Function
-    operands: tuple[_Operand, ...]
+    operands: tuple[Operand, ...]
 
 
 def vectorized_grid_program(
@@ -126,44 +126,44 @@ def vectorized_grid_program(
     sources = output_sources(kernel)
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
-        buffers = [_pairs(x, op) for x, op in zip(inputs, ins, strict=True)]
+        buffers = [paired(x, op) for x, op in zip(inputs, ins, strict=True)]
         state = [  # an aliased output starts as its input (kernels/aliases.py)
-            _pairs(inputs[sources[k]], op)
+            paired(inputs[sources[k]], op)
             if k in sources
-            else _filled(op.pairs, op.spec.array.dtype)
+            else filled(op.pairs, op.spec.array.dtype)
             for k, op in enumerate(outs)
         ]
-        state += [_filled((*sizes, *t.shape), t.dtype) for t in kernel.scratch_types]
-        first = _point(grid, [], [])
+        state += [filled((*sizes, *t.shape), t.dtype) for t in kernel.scratch_types]
+        first = grid_point(grid, [], [])
         still = {  # the windows that do not move along the sequential axes, read once
-            k: _read(buf, op, grid, first)
+            k: read_window(buf, op, grid, first)
             for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
             if not op.moves
         }
         before = _run_pre(hoisted, grid, buffers, first) if hoisted else []
 
         def step(indices: list[TracedArray], state: list[TracedArray]) -> list[TracedArray]:
-            point = _point(grid, sequential, indices)
+            point = grid_point(grid, sequential, indices)
             blocks = [
-                still[k] if k in still else _read(buf, op, grid, point)
+                still[k] if k in still else read_window(buf, op, grid, point)
                 for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
             ]
             extra = [_at(v, grid, sequential, indices) for v in before]
             out_buffers, held = state[: len(outs)], state[len(outs) :]
             out_blocks = [
-                _read(buf, op, grid, point) for buf, op in zip(out_buffers, outs, strict=True)
+                read_window(buf, op, grid, point) for buf, op in zip(out_buffers, outs, strict=True)
             ]
             ids = _grid_indices(grid, plan, sequential, indices)
             results = call(batched_body, *ids, *blocks, *out_blocks, *held, *extra)
             results = list(results) if isinstance(results, tuple) else [results]
             written = [
-                _write(buf, r, op, grid, point)
+                write_window(buf, r, op, grid, point)
                 for buf, r, op in zip(out_buffers, results[: len(outs)], outs, strict=True)
             ]
             return [*written, *results[len(outs) :]]
 
         state = _loop_nest([grid[a] for a in sequential], [], state, step)
-        return tuple(_unpaired(buf, op) for buf, op in zip(state[: len(outs)], outs, strict=True))
+        return tuple(unpaired(buf, op) for buf, op in zip(state[: len(outs)], outs, strict=True))
 
     name = f"{kernel.name}_grid" if name is None else name
     return trace(program, *(s.array for s in kernel.in_specs), name=name)
@@ -182,13 +182,13 @@ def vectorized_grid_hoists(kernel: Kernel, exact: bool = True) -> bool:
     return built is not None and built[2] is not None
 
 
-def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function, _Hoisted | None] | None:
+def _batched_body(kernel: Kernel, exact: bool) -> tuple[Plan, Function, _Hoisted | None] | None:
     """The plan, the body (or, hoisting, its stateful part) batched over its axes taking and
     giving blocks in place, and the hoisted part."""
-    plan = _plan(kernel)
+    plan = grid_plan(kernel)
     if plan is None:
         return None
-    body = _pure_body(kernel, plan)
+    body = pure_body(kernel, plan)
     if body is None or any(
         OPS[op.name].observable for f in (body, *body.callees()) for op in f.walk()
     ):
@@ -202,7 +202,7 @@ def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function, _Hoiste
     elif not plan.batched:
         return None
     n_in, sizes = kernel.num_inputs, plan.sizes(kernel.grid)
-    windows = [_window_layout(op, plan) for op in plan.operands]
+    windows = [window_layout(op, plan) for op in plan.operands]
     scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]
     grid_layouts = [
         (plan.batched.index(a),) if a in plan.batched else () for a in range(len(kernel.grid))
@@ -221,7 +221,7 @@ def _batched_body(kernel: Kernel, exact: bool) -> tuple[_Plan, Function, _Hoiste
 
 
 def _hoist(
-    kernel: Kernel, plan: _Plan, body: Function, exact: bool
+    kernel: Kernel, plan: Plan, body: Function, exact: bool
 ) -> tuple[Function, _Hoisted] | None:
     """The stateful rest of the body and its hoisted part (module doc, 5), or None."""
     grid, n_in = kernel.grid, kernel.num_inputs
@@ -232,16 +232,16 @@ def _hoist(
         return None
     operands = []
     for spec in kernel.in_specs:
-        comps = _components(spec.index_map)
-        counts = _Operand(spec, (None,) * len(comps)).pairs[0::2]
+        comps = map_components(spec.index_map)
+        counts = Operand(spec, (None,) * len(comps)).pairs[0::2]
         axes = [c for c in comps if isinstance(c, int)]
         if len(set(axes)) < len(axes) or any(isinstance(c, frozenset) and c for c in comps):
             return None  # a diagonal, or a block index computed from the grid indices
         if any(isinstance(c, int) and grid[c] > n for c, n in zip(comps, counts, strict=True)):
             return None  # more points than blocks: clamped blocks, revisited
-        operands.append(_Operand(spec, tuple(c if isinstance(c, int) else None for c in comps)))
-    whole = _Plan(tuple(range(len(grid))), ())
-    layouts = [(a,) for a in range(len(grid))] + [_window_layout(op, whole) for op in operands]
+        operands.append(Operand(spec, tuple(c if isinstance(c, int) else None for c in comps)))
+    whole = Plan(tuple(range(len(grid))), ())
+    layouts = [(a,) for a in range(len(grid))] + [window_layout(op, whole) for op in operands]
     results = [leading(grid, t.ndim) for t in cut.pre.result_types]
     try:
         pre, _ = batch(cut.pre, layouts, grid, results, exact)
@@ -253,13 +253,13 @@ def _hoist(
 # ----- 1. the plan -----
 
 
-def _plan(kernel: Kernel) -> _Plan | None:
+def grid_plan(kernel: Kernel) -> Plan | None:
     grid, n_in = kernel.grid, kernel.num_inputs
     if not grid or 0 in grid:
         return None
     specs = (*kernel.in_specs, *kernel.out_specs)
-    components = [_components(s.index_map) for s in specs]
-    counts = [_Operand(s, (None,) * len(s.block_shape)).pairs[0::2] for s in specs]
+    components = [map_components(s.index_map) for s in specs]
+    counts = [Operand(s, (None,) * len(s.block_shape)).pairs[0::2] for s in specs]
 
     def batchable(a: int) -> bool:
         for k, comps in enumerate(components):
@@ -285,13 +285,13 @@ def _plan(kernel: Kernel) -> _Plan | None:
         )
 
     operands = tuple(
-        _Operand(s, tuple(c if c in batched else None for c in comps), moves(comps))
+        Operand(s, tuple(c if c in batched else None for c in comps), moves(comps))
         for s, comps in zip(specs, components, strict=True)
     )
-    return _Plan(tuple(batched), operands)
+    return Plan(tuple(batched), operands)
 
 
-def _components(index_map: Function) -> list[int | frozenset[int]]:
+def map_components(index_map: Function) -> list[int | frozenset[int]]:
     """For each block index the map returns: the grid axis it is (when it is a grid index
     itself), else the grid axes it is computed from."""
     position = {p: k for k, p in enumerate(index_map.params)}
@@ -305,7 +305,7 @@ def _components(index_map: Function) -> list[int | frozenset[int]]:
 # ----- 2. the body -----
 
 
-def _pure_body(kernel: Kernel, plan: _Plan) -> Function | None:
+def pure_body(kernel: Kernel, plan: Plan) -> Function | None:
     """The bound body as a pure function of (grid indices, blocks, scratch) returning the
     output blocks and scratch, or None if it writes an input or may read stale scratch."""
     grid, n_in = kernel.grid, kernel.num_inputs
@@ -333,22 +333,7 @@ def _live_params(
     ``known_args`` have those values: scalar ops on known values are evaluated (by the
     reference interpreter's rules), and a ``cond`` whose index is known depends only on the
     branch it takes. Everything else depends on all its operands."""
-    known = {p: x for p, x in zip(block.params, known_args, strict=True) if x is not None}
-    interp = Interpreter()
-    for op in block.ops:
-        if (
-            OPS[op.name].pure
-            and not op.regions
-            and all(v in known for v in op.operands)
-            and all(r.type.shape == () for r in op.results)
-        ):
-            known.update(
-                zip(
-                    op.results,
-                    RULES[op.name](interp, op, [known[v] for v in op.operands]),
-                    strict=True,
-                )
-            )
+    known = known_scalars(block, known_args)
     live = {v for v, keep in zip(block.results, live_results, strict=True) if keep}
     for op in reversed(block.ops):
         wanted = [r in live for r in op.results]
@@ -365,21 +350,43 @@ def _live_params(
     return [p in live for p in block.params]
 
 
+def known_scalars(block: Block, known_args: Sequence[Any]) -> dict[Value, Any]:
+    """The values of ``block`` that the parameters given in ``known_args`` (None: unknown)
+    decide: theirs, and those of the scalar ops on them, by the reference interpreter's rules."""
+    known = {p: x for p, x in zip(block.params, known_args, strict=True) if x is not None}
+    interp = Interpreter()
+    for op in block.ops:
+        if (
+            OPS[op.name].pure
+            and not op.regions
+            and all(v in known for v in op.operands)
+            and all(r.type.shape == () for r in op.results)
+        ):
+            known.update(
+                zip(
+                    op.results,
+                    RULES[op.name](interp, op, [known[v] for v in op.operands]),
+                    strict=True,
+                )
+            )
+    return known
+
+
 # ----- 3. blocks in place -----
 
 
-def _pairs(x: TracedArray, operand: _Operand) -> TracedArray:
+def paired(x: TracedArray, operand: Operand) -> TracedArray:
     """The array padded to whole blocks, viewed as ``(blocks, block)`` per dimension."""
     padded = padded_shape(operand.spec)
     if padded != x.shape:
         everywhere = tuple(Slice(0, n, 1) for n in x.shape)
         x = emit_array(
-            "dynamic_update_slice", [_filled(padded, x.type.dtype), x], indexer=everywhere
+            "dynamic_update_slice", [filled(padded, x.type.dtype), x], indexer=everywhere
         )
     return x.reshape(*operand.pairs)
 
 
-def _unpaired(buffer: TracedArray, operand: _Operand) -> TracedArray:
+def unpaired(buffer: TracedArray, operand: Operand) -> TracedArray:
     spec = operand.spec
     padded = buffer.reshape(*padded_shape(spec))
     if padded.shape == spec.array.shape:
@@ -387,11 +394,11 @@ def _unpaired(buffer: TracedArray, operand: _Operand) -> TracedArray:
     return emit_array("slice", [padded], indexer=tuple(Slice(0, n, 1) for n in spec.array.shape))
 
 
-def _filled(shape: Sequence[int], dtype: str) -> TracedArray:
+def filled(shape: Sequence[int], dtype: str) -> TracedArray:
     return broadcast_to(constant(fill_value(dtype), dtype), tuple(shape))
 
 
-def _window_layout(operand: _Operand, plan: _Plan) -> Layout:
+def window_layout(operand: Operand, plan: Plan) -> Layout:
     """The layout the window of the batched points' blocks has: the batched block-count
     dimensions (as batch axes) and the block's own dimensions, in memory order."""
     layout: list[int | None] = []
@@ -403,12 +410,16 @@ def _window_layout(operand: _Operand, plan: _Plan) -> Layout:
     return tuple(layout)
 
 
-def _window(
-    operand: _Operand, grid: Sequence[int], point: Sequence[TracedArray]
+def window_indexer(
+    operand: Operand,
+    grid: Sequence[int],
+    point: Sequence[TracedArray],
+    spans: Mapping[int, tuple[int, int]] | None = None,
 ) -> tuple[tuple, list[TracedArray]]:
     """The indexer of the batched points' blocks in the ``(blocks, block)`` view, and its
-    dynamic indices: a batched count is sliced whole up to the grid size; any other count
-    takes the block index the map gives at ``point``; a squeezed block dimension is dropped."""
+    dynamic indices: a batched count is sliced whole up to the grid size (or over the
+    ``(start, size)`` that ``spans`` gives its axis); any other count takes the block index
+    the map gives at ``point``; a squeezed block dimension is dropped."""
     spec = operand.spec
     indices: tuple = (None,) * len(spec.block_shape)  # the map is called only when needed
     if None in operand.axis_of_dim:
@@ -425,7 +436,8 @@ def _window(
         strict=True,
     ):
         if axis is not None:
-            entries.append(Slice(0, grid[axis], 1))
+            start, size = (spans or {}).get(axis, (0, grid[axis]))
+            entries.append(Slice(start, size, 1))
         elif count == 1:  # every index clamps to the one block
             entries.append(Int(0))
         else:
@@ -443,25 +455,29 @@ def _covers(indexer: tuple, shape: Sequence[int]) -> bool:
     )
 
 
-def _read(
-    buffer: TracedArray, operand: _Operand, grid: Sequence[int], point: Sequence[TracedArray]
+def read_window(
+    buffer: TracedArray,
+    operand: Operand,
+    grid: Sequence[int],
+    point: Sequence[TracedArray],
+    spans: Mapping[int, tuple[int, int]] | None = None,
 ) -> TracedArray:
-    indexer, dyn = _window(operand, grid, point)
+    indexer, dyn = window_indexer(operand, grid, point, spans)
     if _covers(indexer, buffer.shape):
         window = [e.size for e in indexer if isinstance(e, Slice)]
         return buffer.reshape(*window)
     return emit_array("dynamic_slice" if dyn else "slice", [buffer, *dyn], indexer=indexer)
 
 
-def _write(
+def write_window(
     buffer: TracedArray,
     blocks: TracedArray,
-    operand: _Operand,
+    operand: Operand,
     grid: Sequence[int],
     point: Sequence[TracedArray],
 ) -> TracedArray:
-    """``buffer`` with the window ``_read`` reads replaced by ``blocks``."""
-    indexer, dyn = _window(operand, grid, point)
+    """``buffer`` with the window ``read_window`` reads replaced by ``blocks``."""
+    indexer, dyn = window_indexer(operand, grid, point)
     if _covers(indexer, buffer.shape):
         return blocks.reshape(*buffer.shape)
     return emit_array("dynamic_update_slice", [buffer, *dyn, blocks], indexer=indexer)
@@ -470,11 +486,11 @@ def _write(
 # ----- 4. the program -----
 
 
-def _point(
+def grid_point(
     grid: Sequence[int], sequential: Sequence[int], indices: Sequence[TracedArray]
 ) -> list[TracedArray]:
     """Grid indices for the index maps: the sequential ones, and 0 for the batched axes (the
-    maps use those only as block indices, which ``_window`` takes as slices)."""
+    maps use those only as block indices, which ``window_indexer`` takes as slices)."""
     at = dict(zip(sequential, indices, strict=True))
     return [at[a] if a in at else constant(0, "int32") for a in range(len(grid))]
 
@@ -483,7 +499,9 @@ def _run_pre(
     hoisted: _Hoisted, grid: Sequence[int], buffers: Sequence[TracedArray], origin: list
 ) -> list[TracedArray]:
     """The hoisted part of the body at every grid point, its results with grid axes leading."""
-    windows = [_read(b, op, grid, origin) for b, op in zip(buffers, hoisted.operands, strict=True)]
+    windows = [
+        read_window(b, op, grid, origin) for b, op in zip(buffers, hoisted.operands, strict=True)
+    ]
     ids = [emit_array("iota", [], type=ArrayType((n,), "int32"), dimension=0) for n in grid]
     out = call(hoisted.pre, *ids, *windows)
     return list(out) if isinstance(out, tuple) else [out]
@@ -509,7 +527,7 @@ def _at(
 
 
 def _grid_indices(
-    grid: Sequence[int], plan: _Plan, sequential: Sequence[int], indices: Sequence[TracedArray]
+    grid: Sequence[int], plan: Plan, sequential: Sequence[int], indices: Sequence[TracedArray]
 ) -> list[TracedArray]:
     """The batched body's grid indices: along a batched axis, all of them (an iota); the
     sequential ones as they are."""
