@@ -117,7 +117,11 @@ def accumulated_program(kernel: Kernel, name: str | None = None) -> Function | N
     (axis,) = sequential
     ins = _summed_inputs(kernel, plan, axis)
     body = pure_body(kernel, plan)
-    if ins is None or body is None or any(OPS[op.name].observable for op in body.walk()):
+    if (
+        ins is None
+        or body is None
+        or any(OPS[op.name].observable for f in (body, *body.callees()) for op in f.walk())
+    ):
         return None
     kinds, steps = _kinds(body, axis, grid[axis])
     forms = {key: _forms(kind, n_grid + n_in) for key, kind in kinds.items()}
@@ -234,7 +238,7 @@ def _forms(kind: Function, n_fixed: int) -> list[_Form] | None:
         if r in state:
             forms.append(_Form(state[r], None))
         elif r not in fed:
-            constants = [v for v in parts if producer[v].name == "constant"] if parts else []
+            constants = [v for v in parts if v in producer and producer[v].name == "constant"]
             if constants:  # a reset and a first term: 0 + dot(...)
                 other = parts[1] if parts[0] is constants[0] else parts[0]
                 forms.append(_Form(None, term(other), term(constants[0])))

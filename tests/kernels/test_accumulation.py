@@ -141,3 +141,56 @@ def test_a_step_that_is_not_a_sum_keeps_the_loops():
     assert accumulated_program(call.trace(*args)) is None
     (got,) = as_tuple(call(*args))
     assert_same_bits(got, np.asarray(as_tuple(case.upstream()(*args))[0]))
+
+
+def random_accumulation(rng):
+    """An accumulation over row blocks: into scratch (reset at the first step, perhaps again
+    at a random one, copied out at a random step) or into the output itself (reset at a
+    random step); one of three terms. -1: never."""
+    n = 4
+    into_scratch = bool(rng.integers(2))
+    reset, again, copy = (int(rng.integers(-1, n)) for _ in range(3))
+    term = int(rng.integers(3))
+
+    def kernel(ns, x_ref, y_ref, o_ref, *scratch):
+        k = ns.program_id(1)
+        acc = scratch[0] if into_scratch else o_ref
+        for step in (0, again) if into_scratch else (reset,):
+
+            @ns.when(k == step)
+            def _():
+                acc[...] = ns.np.full(acc.shape, 7, ns.np.int32)
+
+        x = x_ref[...]
+        terms = [
+            x * 3 + k,
+            ns.np.broadcast_to(x.sum(axis=1, keepdims=True), acc.shape),
+            ns.np.dot(x, y_ref[...], preferred_element_type=ns.np.int32),
+        ]
+        acc[...] += terms[term]
+        if into_scratch:
+
+            @ns.when(k == copy)
+            def _():
+                o_ref[...] = acc[...]
+
+    where = f"scratch_again{again}_copy{copy}" if into_scratch else f"output_reset{reset}"
+    return Case(
+        f"{where}_term{term}", kernel, ((16, 128), "int32"),
+        lambda rng: (ints(16, 128 * n)(rng), ints(128, 128)(rng)), grid=(2, n),
+        in_specs=[((8, 128), lambda i, j: (i, j)), ((128, 128), lambda i, j: (0, 0))],
+        out_specs=((8, 128), lambda i, j: (i, 0)),
+        scratch=(((8, 128), "int32"),) if into_scratch else (),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_integer_accumulations_match_the_loops(seed):
+    """The summed program gives the loop program's bits."""
+    case = random_accumulation(np.random.default_rng(seed))
+    args = case.inputs()
+    kernel = case.minipallas().trace(*args)
+    summed = accumulated_program(kernel)
+    assert summed is not None, case.name
+    for got, lo in zip(compile(summed)(*args), compile(grid_program(kernel))(*args), strict=True):
+        assert_same_bits(got, lo)
