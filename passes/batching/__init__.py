@@ -32,7 +32,8 @@ results. Some programs have no batched form here: a float reduction or dot that 
 round differently at the batched shape (small sums, matrix-vector dots...: ``exactness`` says
 which, as measured by bench/batched_bits.py); a dynamic index, loop
 bound or loop condition that differs between batch points (that needs a gather, or masking);
-refs (batch only discharged programs). ``NotBatchable`` says which op; callers fall back to
+refs (batch only discharged programs). A dynamic index that differs becomes a gather when
+asked (``gathers=True``). ``NotBatchable`` says which op; callers fall back to
 running the points one at a time. Like every pass, ``batch`` builds new IR and never edits
 ``fn``.
 """
@@ -63,6 +64,7 @@ def batch(
     sizes: Sequence[int],
     results: Sequence[Layout | None] | None = None,
     exact: bool = True,
+    gathers: bool = False,
 ) -> tuple[Function, tuple[Layout, ...]]:
     """``fn`` at every point of a batch grid of shape ``sizes``, its parameters given in
     ``layouts``; results are given in the layouts ``results`` asks for (None: as they come),
@@ -70,13 +72,16 @@ def batch(
 
     ``exact=False`` batches float reductions and dots too: each point's result is then
     what XLA computes at the batched shape, equal to the unbatched program's only to rounding.
+    ``gathers=True`` gives a window whose dynamic index differs between points a batched
+    form, a gather or scatter over integer-array positions (``indexed``), as ``jax.vmap``
+    does; the kernel grid keeps its loops for those instead.
     """
     if len(layouts) != len(fn.params):
         raise PassError(f"batch: {len(layouts)} layouts for {len(fn.params)} parameters")
     ops = [op for f in (fn, *fn.callees()) for op in f.walk()]
     offloads = any(op.name in exactness.OFFLOADED for op in ops)
     transposed = frozenset(op.result for op in ops if op.name == "transpose")
-    batcher = Batcher(tuple(sizes), exact, offloads, transposed)
+    batcher = Batcher(tuple(sizes), exact, offloads, transposed, gathers)
     body, out = batcher.block(fn.body, layouts, results)
     return Function(f"{fn.name}_batched", body), out
 

@@ -50,7 +50,8 @@ class Batcher:
     callee's batched form per batching of its arguments. For exact mode (``exactness``):
     ``offloads``, whether XLA may hand part of the program to YNNPACK (then approximate
     elementwise ops must not cross its size threshold), and ``transposed``, the program's
-    values that are results of a ``transpose``."""
+    values that are results of a ``transpose``. ``gathers``: a dynamic index that differs
+    between points becomes a gather or scatter (``indexed``) instead of ``NotBatchable``."""
 
     def __init__(
         self,
@@ -58,11 +59,13 @@ class Batcher:
         exact: bool,
         offloads: bool = True,
         transposed: frozenset[Value] = frozenset(),
+        gathers: bool = False,
     ) -> None:
         self.sizes = sizes
         self.exact = exact
         self.offloads = offloads
         self.transposed = transposed
+        self.gathers = gathers
         self.callees: dict[tuple[int, tuple[Layout, ...]], tuple[Function, tuple[Layout, ...]]] = {}
 
     def type(self, t: Type, layout: Layout) -> Type:

@@ -1,9 +1,15 @@
 """Windows: ``slice`` / ``dynamic_slice`` / ``gather`` read one, ``dynamic_update_slice`` /
 ``scatter`` / ``scatter_add`` write one.
 
-Every dynamic index must be the same at every point (one that differs needs a gather, which
-has no rule here). A read without integer-array indices takes the batch axes whole where they
-lie; every other window takes them whole in front, on leading-layout operands.
+A read without integer-array indices takes the batch axes whole where they lie; every other
+window takes them whole in front, on leading-layout operands. That needs every dynamic index to
+be the same at every point. One that differs (each program of a collective group writing its
+own row of a shared buffer) needs ``jax.vmap``'s answer, taken when the batcher has
+``gathers``: every dimension of the window becomes an integer array of positions, the batch
+point's own along the batch axes and its clamped start plus the window's offsets along the
+others, so the read is one ``gather`` and the write one ``scatter`` (``scatter_add``) with no
+duplicate positions. The starts are clamped first, as ``dynamic_slice`` clamps them, so the
+arrays never leave the array and the bits are the unbatched ones.
 """
 
 from __future__ import annotations
@@ -13,24 +19,32 @@ from collections.abc import Sequence
 from minipallas.ir import indexing
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op, Value
-from minipallas.ir.indexing import Slice
+from minipallas.ir.indexing import Array, Dyn, Int, Slice
+from minipallas.ir.literal import Literal
+from minipallas.ir.types import ArrayType
 from minipallas.passes.batching.engine import (
     Batched,
     Batcher,
     NotBatchable,
     axes,
+    emit,
     leading_op,
     rule,
 )
 
 
-def _same_everywhere(op: Op, dyn: Sequence[Batched]) -> None:
-    if any(axes(lay) for _, lay in dyn):
-        raise NotBatchable(
-            "a dynamic index differs between batch points (that needs a gather)",
-            op=op.name,
-            loc=op.loc,
-        )
+def _differs(bt: Batcher, op: Op, dyn: Sequence[Batched]) -> bool:
+    """Whether a dynamic index differs between points; refused unless it can be gathered."""
+    if not any(axes(lay) for _, lay in dyn):
+        return False
+    if bt.gathers and not indexing.has_arrays(op.attrs["indexer"]):
+        return True
+    raise NotBatchable(
+        "a dynamic index differs between batch points (that needs a gather: "
+        "batch(..., gathers=True))",
+        op=op.name,
+        loc=op.loc,
+    )
 
 
 @rule("slice", "dynamic_slice", "gather")
@@ -38,7 +52,12 @@ def _read(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Bat
     """Without integer arrays, the batch axes are sliced whole where they lie, and the window
     keeps them in place; with them, numpy's placement of the array dimensions could move a
     batch axis, so the batch axes are taken in front."""
-    _same_everywhere(op, ins[1:])
+    if _differs(bt, op, ins[1:]):
+        x = bt.to_leading(builder, ins[0]) if axes(ins[0][1]) else ins[0][0]
+        positions = _positions(bt, builder, op, ins[1:], batched=bool(axes(ins[0][1])))
+        new = builder.create("gather", [x, *positions], {"indexer": _arrays(positions)}, (),
+                             op.loc)  # fmt: skip
+        return [(new.result, bt.leading(op.result.type.ndim))]
     (x, layout), dyn = ins[0], [v for v, _ in ins[1:]]
     indexer = op.attrs["indexer"]
     if not indexing.has_arrays(indexer):
@@ -54,9 +73,13 @@ def _read(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Bat
 
 @rule("dynamic_update_slice", "scatter", "scatter_add")
 def _write(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    _same_everywhere(op, ins[1:-1])
-    dyn = [v for v, _ in ins[1:-1]]
     x, update = bt.all_leading(builder, [ins[0], ins[-1]])
+    if _differs(bt, op, ins[1:-1]):
+        positions = _positions(bt, builder, op, ins[1:-1], batched=True)
+        new = builder.create("scatter", [x, *positions, update], {"indexer": _arrays(positions)},
+                             (), op.loc)  # fmt: skip
+        return [(new.result, bt.leading(op.result.type.ndim))]
+    dyn = [v for v, _ in ins[1:-1]]
     indexer = _in_front(bt, op, op.attrs["indexer"], dyn)
     return leading_op(bt, builder, op, [x, *dyn, update], indexer=indexer)
 
@@ -70,3 +93,59 @@ def _in_front(bt: Batcher, op: Op, indexer: tuple, dyn: Sequence[Value]) -> tupl
             "an integer-array index would move the batch axes", op=op.name, loc=op.loc
         )
     return spread
+
+
+# ----- a dynamic index that differs between points: positions as integer arrays -----
+
+
+def _positions(
+    bt: Batcher, builder: Builder, op: Op, dyn: Sequence[Batched], batched: bool
+) -> list[Value]:
+    """One int32 array per dimension of the operand (its batch axes first if ``batched``),
+    each of the batched window's shape ``(*sizes, *window)``: the batch point's index along a
+    batch axis, the clamped start plus the offset along a window dimension, the clamped
+    position at an ``Int``."""
+    indexer, shape = op.attrs["indexer"], op.operands[0].type.shape
+    n_batch = len(bt.sizes)
+    window = tuple(e.size for e in indexer if isinstance(e, Slice))
+    full = ArrayType((*bt.sizes, *window), "int32")
+    positions = [emit(builder, "iota", [], type=full, dimension=k) for k in range(n_batch)]
+    positions = positions if batched else []
+    offset_dim = n_batch
+    for entry, dim in zip(indexer, shape, strict=True):
+        span = 1 if isinstance(entry, Int) else (entry.size - 1) * entry.stride + 1
+        start = entry.index if isinstance(entry, Int) else entry.start
+        first = _clamped_start(bt, builder, start, dyn, dim - span)
+        at = emit(builder, "broadcast_in_dim", [first], shape=full.shape, dims=tuple(range(n_batch)))
+        if isinstance(entry, Slice):
+            offsets = emit(builder, "iota", [], type=full, dimension=offset_dim)
+            if entry.stride != 1:
+                offsets = emit(builder, "mul", [offsets, _splat(builder, entry.stride, full)])
+            at = emit(builder, "add", [at, offsets])
+            offset_dim += 1
+        positions.append(at)
+    return positions
+
+
+def _clamped_start(
+    bt: Batcher, builder: Builder, start: int | Dyn, dyn: Sequence[Batched], last: int
+) -> Value:
+    """The start at every batch point, clamped into ``[0, last]`` as ``dynamic_slice`` does,
+    as int32 of shape ``sizes``."""
+    points = ArrayType(bt.sizes, "int32")
+    if not isinstance(start, Dyn):
+        return _splat(builder, min(max(start, 0), last), points)
+    index = bt.to_leading(builder, dyn[start.pos])
+    own = ArrayType(bt.sizes, index.type.dtype)  # clamped in its own dtype, then converted
+    low = emit(builder, "max", [index, _splat(builder, 0, own)])
+    clamped = emit(builder, "min", [low, _splat(builder, last, own)])
+    return clamped if own == points else emit(builder, "convert", [clamped], dtype="int32")
+
+
+def _splat(builder: Builder, value: int, t: ArrayType) -> Value:
+    scalar = emit(builder, "constant", [], value=Literal.of(value, t.dtype))
+    return emit(builder, "broadcast_in_dim", [scalar], shape=t.shape, dims=())
+
+
+def _arrays(positions: Sequence[Value]) -> tuple[Array, ...]:
+    return tuple(Array(Dyn(k)) for k in range(len(positions)))

@@ -59,9 +59,9 @@ def _at(value, layout, point):
     return value[tuple(slice(None) if d is None else point[d] for d in layout)]
 
 
-def _batched_program_matches_pointwise(fn, layouts, sizes, seed):
+def _batched_program_matches_pointwise(fn, layouts, sizes, seed, gathers=False):
     try:
-        batched, out_layouts = batch(fn, layouts, sizes)
+        batched, out_layouts = batch(fn, layouts, sizes, gathers=gathers)
     except NotBatchable as e:
         assert e.op, "a refusal names the op"
         return False
@@ -94,8 +94,10 @@ def test_the_batched_program_is_the_program_at_every_point(data):
         for p in fn.params
     ]  # fmt: skip
     note(str(fn))
-    note(f"sizes={sizes} layouts={layouts}")
-    _batched_program_matches_pointwise(fn, layouts, sizes, data.draw(st.integers(0, 2**16)))
+    gathers = data.draw(st.booleans())
+    note(f"sizes={sizes} layouts={layouts} gathers={gathers}")
+    seed = data.draw(st.integers(0, 2**16))
+    _batched_program_matches_pointwise(fn, layouts, sizes, seed, gathers)
 
 
 # ----- what each rule does -----
@@ -197,6 +199,59 @@ def test_a_dynamic_index_that_differs_between_points_is_refused():
     assert e.value.op == "dynamic_slice"
     batched, (out,) = batch(fn, [(0, None, None), ()], (3,))  # the same index everywhere
     assert out == (0, None, None)
+
+
+IDX = mp.ArrayType((), "int32")
+ROWS = mp.ArrayType((6, 128), "float32")
+
+
+def _two_windows(x, i):
+    """An ``Int`` dimension (dropped) and a strided slice, both at a traced start."""
+    return x[mp.ds(i, 2), 5], x[i, mp.ds(3, 4, stride=3)]
+
+
+@pytest.mark.parametrize(
+    "layouts, sizes",
+    [([(None, None), (0,)], (5,)), ([(None, 0, None), (0,)], (5,)),
+     ([(1, None, None), (0,)], (4, 3)), ([(None, None), (1,)], (2, 5))],
+)  # fmt: skip
+def test_with_gathers_a_read_at_each_points_own_index_is_one_gather(layouts, sizes):
+    fn = _pure(_two_windows, ROWS, IDX)
+    with pytest.raises(NotBatchable, match="gathers=True"):
+        batch(fn, layouts, sizes)
+    batched, _ = batch(fn, layouts, sizes, gathers=True)
+    assert "dynamic_slice" not in str(batched) and str(batched).count("gather") == 2
+    assert _batched_program_matches_pointwise(fn, layouts, sizes, seed=1, gathers=True)
+
+
+def test_gathered_starts_are_clamped_as_dynamic_slice_clamps_them():
+    fn = _pure(_two_windows, ROWS, IDX)
+    batched, _ = batch(fn, [(None, None), (0,)], (5,), gathers=True)
+    x = np.random.default_rng(4).standard_normal((6, 128)).astype(np.float32)
+    i = np.array([-2, 0, 3, 5, 9], np.int32)  # -2 clamps to 0; 5 and 9 to 4 (rows) and 5
+    got = interpret(batched, x, i)
+    for p in range(5):
+        for g, e in zip(got, interpret(fn, x, i[p]), strict=True):
+            assert same_bits(g[p], e)
+    assert not same_bits(got[0][0], got[0][2])
+
+
+def test_with_gathers_a_write_at_each_points_own_index_is_one_scatter():
+    """Each point writes its own row of an unbatched buffer: the buffer becomes one copy per
+    point, each holding only its own write (what a collective group's programs see)."""
+
+    def f(buf, i, row):
+        buf[mp.ds(i, 1), :] = row
+
+    row = mp.ArrayType((1, 128), "float32")
+    fn = _pure(f, mp.RefType((6, 128), "float32"), IDX, row)
+    layouts = [(None, None), (0,), (0, None, None)]
+    with pytest.raises(NotBatchable, match="gathers=True"):
+        batch(fn, layouts, (4,))
+    batched, (out,) = batch(fn, layouts, (4,), gathers=True)
+    assert out == (0, None, None) and "scatter" in str(batched)
+    assert "dynamic_update_slice" not in str(batched)
+    assert _batched_program_matches_pointwise(fn, layouts, (4,), seed=2, gathers=True)
 
 
 def test_a_branch_index_that_differs_between_points_runs_every_branch():
