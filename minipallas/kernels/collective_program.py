@@ -28,6 +28,7 @@ any other, the simulator finds (tests run both and compare bits).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,7 @@ from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
+from minipallas.kernels.collective_batched import batched_epochs, group_indices, run_epoch
 from minipallas.kernels.collective_races import check_static_races
 from minipallas.kernels.grid import block_view, copy_in, loop_nest, padded_shape, valid_region
 
@@ -83,6 +85,28 @@ def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
     spill_types = [RefType((group_size, *v.type.shape), v.type.dtype) for v in spilled]
     row_of = {v: k for k, v in enumerate(spilled)}
 
+    sizes = tuple(kernel.grid[a] for a in along)
+    n_blocks = len(specs)
+    epochs = batched_epochs([s.fn for s in segments], n_grid, n_blocks, len(shared), along, sizes)
+    block_types = [p.type for s in segments[:1] for p in s.fn.params[n_grid : len(fixed)]]
+    staging = [RefType((*sizes, *t.shape), t.dtype) for t in block_types]
+
+    def batched_group(bufs: Sequence[TracedRef], outer: list[TracedArray]) -> None:
+        def with_shared(*refs: TracedRef) -> None:
+            shared_refs, stages = refs[: len(shared)], refs[len(shared) :]
+            views = [
+                [block_view(b, s, _merge(outer, others, list(m), along)) for m in group]
+                for b, s in zip(bufs, specs, strict=True)
+            ]
+            indices = _merge(outer, others, group_indices(sizes), along)
+            lives: dict[Value, TracedArray] = {}
+            for seg, epoch in zip(segments, epochs, strict=True):
+                ins = [lives[v] for v in seg.live_in]
+                outs = run_epoch(epoch, indices, views, stages, shared_refs, ins, group)
+                lives.update(zip(seg.live_out, outs, strict=True))
+
+        run_scoped(with_shared, *(v.type for v in shared), *staging)
+
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         def with_buffers(*bufs: TracedRef) -> tuple[TracedArray, ...]:
             for k, (buf, spec) in enumerate(zip(bufs, specs, strict=True)):
@@ -94,6 +118,10 @@ def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
                     copy_in(buf, spec, source)
 
             def per_group(outer: list[TracedArray]) -> None:
+                if epochs is not None:
+                    batched_group(bufs, outer)
+                    return
+
                 def with_shared(*refs: TracedRef) -> None:
                     shared_refs, spills = refs[: len(shared)], refs[len(shared) :]
                     for seg in segments:
