@@ -12,6 +12,11 @@ Upstream's detector, for comparison: TPU interpret mode (``pltpu.InterpretParams
 without it. Upstream keeps every access in a list per buffer and scans it, so its extra cost per
 step grows with the run; ours stays constant per access.
 
+The pure program on XLA (``call.program(x)`` compiled; upstream has none: it rejects collective
+axes): ``G`` programs each write their row of a shared ``(G, W)`` buffer, meet at a barrier and
+sum the whole buffer, once with each group's epochs batched over the collective axis
+(``kernels/collective_batched.py``) and once with its programs one at a time.
+
     python bench/collectives_bench.py [--repeat 3] [--small]
 """
 
@@ -93,7 +98,41 @@ def main(argv=None):
     print("upstream TPU interpret mode, ms (median); per step = detector's extra time, ms")
     print(table(["grid steps", "without detector", "with detector", "ratio", "per step (ms)"],
                 upstream_rows))  # fmt: skip
-    return rows, upstream_rows
+    pure_rows = []
+    for g, width in [(4, 128)] if args.small else [(8, 1024), (64, 1024), (256, 1024)]:
+        batched, looped = (pure_time(g, width, b, args.repeat) for b in (True, False))
+        pure_rows.append([g, width, f"{batched * 1e3:.3f}", f"{looped * 1e3:.3f}",
+                          f"{looped / batched:.1f}x"])  # fmt: skip
+    print()
+    print("the pure program on XLA, ms (median): epochs batched vs programs one at a time")
+    print(table(["programs", "row width", "batched", "one at a time", "speedup"], pure_rows))
+    return rows, upstream_rows, pure_rows
+
+
+def pure_time(g: int, width: int, batched: bool, repeat: int) -> float:
+    from minipallas.kernels.collective_program import collective_program
+
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            shared[mp.ds(mp.axis_index("x"), 1), :] = x_ref[...] * 2.0
+            mp.barrier("x")
+            o_ref[...] = shared[...].sum(axis=0, keepdims=True)
+
+        mp.run_scoped(body, tpu.VMEM((g, width), jnp.float32), collective_axes=("x",))
+
+    row = mp.BlockSpec((1, width), lambda i: (i, 0))
+    call = mp.pallas_call(kernel, mp.ArrayType((g, width), jnp.float32), grid=(g,),
+                          in_specs=[row], out_specs=row, grid_names=("x",),
+                          collectives="simulate")  # fmt: skip
+    x = np.ones((g, width), np.float32)
+    compiled = mp.compile(collective_program(call.trace(x), ("x",), batched))
+    compiled(x)
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        compiled(x)
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
 
 
 def upstream_time(steps: int, detect: bool, repeat: int) -> float:

@@ -20,8 +20,10 @@ other (``pallas_call(..., collectives="simulate").lower(x)``, ``.program(x)``):
    from the spill rows and writing its live-outs back.
 
 The shared allocation is then one array per group, as the issue asks; the programs of a group
-run as a loop rather than batched (a batched form would need the batching pass to write
-batched values into an unbatched ref). A race the index arithmetic proves (both windows
+run as a loop. ``batched=True`` runs each epoch for the whole group at once instead
+(``collective_batched``), with the same bits; it gives every program its own copy of the
+shared buffers within an epoch, which costs more than the loop saves (measured in
+bench/collectives_bench.py), so the loop stays the default. A race the index arithmetic proves (both windows
 computed from the grid indices alone) is refused while building it (``collective_races``);
 any other, the simulator finds (tests run both and compare bits).
 """
@@ -58,8 +60,13 @@ class _Segment:
     live_out: tuple[Value, ...]  # the values it gives to later ones
 
 
-def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
-    """``@<name>_collective(inputs...) -> outputs`` (module doc)."""
+def collective_program(
+    kernel: Kernel, grid_names: tuple[str, ...], batched: bool = False
+) -> Function:
+    """``@<name>_collective(inputs...) -> outputs`` (module doc); ``batched=True`` runs each
+    epoch of a group batched over the collective axes where it can (``collective_batched``:
+    same bits, but each program's copy of the shared buffers costs group size x buffer size,
+    so on XLA:CPU it is slower than the loop, bench/collectives_bench.py)."""
     if kernel.scratch_types or kernel.scalar_prefetch or kernel.dynamic_axes:
         _refuse("scratch_shapes, scalar prefetch and dynamic grids",
                 "allocate scratch with run_scoped in the body; pass a static grid")  # fmt: skip
@@ -87,7 +94,11 @@ def collective_program(kernel: Kernel, grid_names: tuple[str, ...]) -> Function:
 
     sizes = tuple(kernel.grid[a] for a in along)
     n_blocks = len(specs)
-    epochs = batched_epochs([s.fn for s in segments], n_grid, n_blocks, len(shared), along, sizes)
+    epochs = (
+        batched_epochs([s.fn for s in segments], n_grid, n_blocks, len(shared), along, sizes)
+        if batched
+        else None
+    )
     block_types = [p.type for s in segments[:1] for p in s.fn.params[n_grid : len(fixed)]]
     staging = [RefType((*sizes, *t.shape), t.dtype) for t in block_types]
 

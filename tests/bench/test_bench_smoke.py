@@ -74,9 +74,10 @@ def test_sizes_flag_rejects_non_integers(bad):
 
 
 def test_collectives_bench_times_both_detectors(capsys):
-    rows, upstream_rows = collectives_bench.main(["--small", "--repeat", "1"])
+    rows, upstream_rows, pure_rows = collectives_bench.main(["--small", "--repeat", "1"])
     out = capsys.readouterr().out
     assert "multi-program interpreter" in out and "upstream TPU interpret mode" in out
     assert [r[:4] for r in rows] == [[2, 2, 8, 12]]  # 2 programs x 2 rounds x 3 accesses
     assert [r[0] for r in upstream_rows] == [4]
     assert all(float(cell) > 0 for cell in (*rows[0][4:7], *upstream_rows[0][1:4]))
+    assert [r[:2] for r in pure_rows] == [[4, 128]] and float(pure_rows[0][2]) > 0

@@ -11,6 +11,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.core import Function
+from minipallas.kernels.collective_program import collective_program
 
 N = 4
 F32 = jnp.float32
@@ -23,9 +24,9 @@ def _call(kernel, grid=(2, N), names=("y", "x"), index=lambda j, i: (j * N + i, 
 
 
 def _program_agrees(call, x):
-    """The pure program, interpreted and compiled, gives the simulator's bits; returns it."""
+    """The batched pure program, interpreted and compiled, gives the simulator's bits."""
     simulated = call(x)
-    program = call.program(x)
+    program = collective_program(call.trace(x), call.grid_names, batched=True)
     (interpreted,) = mp.interpret(program, x)
     (compiled,) = mp.compile(program)(x)
     assert_same_bits(interpreted, simulated)

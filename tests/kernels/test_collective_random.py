@@ -1,6 +1,6 @@
 """Property: on random race-free collective kernels (``minipallas.generate.collective_kernels``)
-the multi-program interpreter, the pure program under the reference interpreter and the pure
-program compiled by XLA agree bit for bit, under lockstep and random schedules; and a planted
+the multi-program interpreter, the pure program (loop and batched forms) under the reference
+interpreter and compiled by XLA agree bit for bit, under lockstep and random schedules; and a planted
 race (one barrier dropped, each program reading its successor's row) is always reported."""
 
 import pytest
@@ -16,6 +16,7 @@ from minipallas.generate.collective_kernels import (
 )
 from minipallas.generate.strategies import DrawChoices
 from minipallas.ir.errors import InterpretError, RaceError
+from minipallas.kernels.collective_program import collective_program
 
 SETTINGS = settings(
     max_examples=12,
@@ -38,10 +39,11 @@ def test_simulated_discharged_and_compiled_runs_agree(spec, seed):
     call = collective_call(spec)
     simulated = call(x)
     assert same_bits(call.simulate(x, schedule=seed), simulated)
-    program = call.program(x)
-    (interpreted,) = mp.interpret(program, x)
-    (compiled,) = mp.compile(program)(x)
-    assert same_bits(interpreted, simulated) and same_bits(compiled, simulated)
+    for batched in (False, True):  # a group's programs one at a time, or each epoch batched
+        program = collective_program(call.trace(x), call.grid_names, batched)
+        (interpreted,) = mp.interpret(program, x)
+        (compiled,) = mp.compile(program)(x)
+        assert same_bits(interpreted, simulated) and same_bits(compiled, simulated)
 
 
 @SETTINGS
