@@ -23,9 +23,9 @@ The shared allocation is then one array per group, as the issue asks; the progra
 run as a loop. ``batched=True`` runs each epoch for the whole group at once instead
 (``collective_batched``), with the same bits; it gives every program its own copy of the
 shared buffers within an epoch, which costs more than the loop saves (measured in
-bench/collectives_bench.py), so the loop stays the default. A race the index arithmetic proves (both windows
-computed from the grid indices alone) is refused while building it (``collective_races``);
-any other, the simulator finds (tests run both and compare bits).
+bench/collectives_bench.py), so the loop stays the default. A race the index arithmetic
+proves (both windows computed from the grid indices alone) is refused while building it
+(``collective_races``); any other, the simulator finds (tests run both and compare bits).
 """
 
 from __future__ import annotations

@@ -116,7 +116,8 @@ def _positions(
         span = 1 if isinstance(entry, Int) else (entry.size - 1) * entry.stride + 1
         start = entry.index if isinstance(entry, Int) else entry.start
         first = _clamped_start(bt, builder, start, dyn, dim - span)
-        at = emit(builder, "broadcast_in_dim", [first], shape=full.shape, dims=tuple(range(n_batch)))
+        batch_dims = tuple(range(n_batch))
+        at = emit(builder, "broadcast_in_dim", [first], shape=full.shape, dims=batch_dims)
         if isinstance(entry, Slice):
             offsets = emit(builder, "iota", [], type=full, dimension=offset_dim)
             if entry.stride != 1:

@@ -86,7 +86,8 @@ def test_a_block_one_program_writes_for_the_group_is_merged_from_that_program():
     row = mp.BlockSpec((1, 128), lambda j, i: (j * N + i, 0))
     group_row = mp.BlockSpec((1, 128), lambda j, i: (j, 0))
     call = mp.pallas_call(kernel, mp.ArrayType((2, 128), F32), grid=(2, N), in_specs=[row],
-                          out_specs=group_row, grid_names=("y", "x"), collectives="simulate")  # fmt: skip
+                          out_specs=group_row, grid_names=("y", "x"),
+                          collectives="simulate")  # fmt: skip
     x = _x()
     program, out = _program_agrees(call, x)
     assert "epoch1_batched" in _callee_names(program)

@@ -1,7 +1,7 @@
 """Property: on random race-free collective kernels (``minipallas.generate.collective_kernels``)
 the multi-program interpreter, the pure program (loop and batched forms) under the reference
-interpreter and compiled by XLA agree bit for bit, under lockstep and random schedules; and a planted
-race (one barrier dropped, each program reading its successor's row) is always reported."""
+interpreter and compiled by XLA agree bit for bit, under lockstep and random schedules; and a
+planted race (one barrier dropped, each program reading its successor's row) is always reported."""
 
 import pytest
 from hypothesis import HealthCheck, given, note, settings
