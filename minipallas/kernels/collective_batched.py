@@ -58,13 +58,14 @@ def batched_epochs(
     """Each segment (params: grid indices, block refs, shared refs, live-ins) batched over the
     group of shape ``sizes`` along the grid axes ``along``, or None when one has no batched
     form (module doc)."""
+    refs = range(n_grid, n_grid + n_blocks + n_shared)
+    grid_layouts = [(along.index(a),) if a in along else () for a in range(n_grid)]
     out = []
     for seg in segments:
-        refs = range(n_grid, n_grid + n_blocks + n_shared)
         kinds = {(e.input, e.kind) for e in effects(seg)}
         if any((r, ACCUM) in kinds for r in refs):
             return None
-        layouts = [(along.index(a),) if a in along else () for a in range(n_grid)]
+        layouts = list(grid_layouts)
         for k, p in enumerate(seg.params[n_grid:]):
             shared = n_blocks <= k < n_blocks + n_shared
             layouts.append((None,) * p.type.ndim if shared else leading(sizes, p.type.ndim))
@@ -123,6 +124,6 @@ def _changed(new: TracedArray, old: TracedArray) -> TracedArray:
     """Where ``new`` differs from ``old`` in bits (so -0.0 and each NaN count as changes)."""
     dtype = new.type.dtype
     if dtypes.is_float(dtype):
-        twin = {4: "int32", 2: "int16", 1: "int8"}[dtypes.itemsize(dtype)]
+        twin = dtypes.signed_twin(dtype)
         new, old = (emit_array("bitcast", [x], dtype=twin) for x in (new, old))
     return compare("ne", new, old)

@@ -99,10 +99,11 @@ def collective_program(
         if batched
         else None
     )
-    block_types = [p.type for s in segments[:1] for p in s.fn.params[n_grid : len(fixed)]]
-    staging = [RefType((*sizes, *t.shape), t.dtype) for t in block_types]
 
     def batched_group(bufs: Sequence[TracedRef], outer: list[TracedArray]) -> None:
+        block_types = [p.type for p in segments[0].fn.params[n_grid : len(fixed)]]
+        staging = [RefType((*sizes, *t.shape), t.dtype) for t in block_types]
+
         def with_shared(*refs: TracedRef) -> None:
             shared_refs, stages = refs[: len(shared)], refs[len(shared) :]
             views = [

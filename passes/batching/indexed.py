@@ -7,9 +7,9 @@ be the same at every point. One that differs (each program of a collective group
 own row of a shared buffer) needs ``jax.vmap``'s answer, taken when the batcher has
 ``gathers``: every dimension of the window becomes an integer array of positions, the batch
 point's own along the batch axes and its clamped start plus the window's offsets along the
-others, so the read is one ``gather`` and the write one ``scatter`` (``scatter_add``) with no
-duplicate positions. The starts are clamped first, as ``dynamic_slice`` clamps them, so the
-arrays never leave the array and the bits are the unbatched ones.
+others, so the read is one ``gather`` and the write one ``scatter`` with no duplicate
+positions. The starts are clamped first, as ``dynamic_slice`` clamps them, so the arrays never
+leave the array and the bits are the unbatched ones.
 """
 
 from __future__ import annotations
