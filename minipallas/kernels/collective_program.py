@@ -43,7 +43,7 @@ from minipallas.ir.builder import params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import TraceError
-from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
@@ -61,7 +61,7 @@ class _Segment:
 
 
 def collective_program(
-    kernel: Kernel, grid_names: tuple[str, ...], batched: bool = False
+    kernel: Kernel, grid_names: tuple[str, ...], batched: bool = True
 ) -> Function:
     """``@<name>_collective(inputs...) -> outputs`` (module doc); ``batched=True`` runs each
     epoch of a group batched over the collective axes where it can (``collective_batched``:
@@ -93,31 +93,22 @@ def collective_program(
     row_of = {v: k for k, v in enumerate(spilled)}
 
     sizes = tuple(kernel.grid[a] for a in along)
-    n_blocks = len(specs)
-    epochs = (
-        batched_epochs([s.fn for s in segments], n_grid, n_blocks, len(shared), along, sizes)
-        if batched
-        else None
-    )
+    epochs = None
+    if batched:
+        wholes = [_on_buffers(seg.fn, specs, buffers, n_grid) for seg in segments]
+        epochs = batched_epochs(wholes, n_grid, along, sizes)
 
     def batched_group(bufs: Sequence[TracedRef], outer: list[TracedArray]) -> None:
-        block_types = [p.type for p in segments[0].fn.params[n_grid : len(fixed)]]
-        staging = [RefType((*sizes, *t.shape), t.dtype) for t in block_types]
+        indices = _merge(outer, others, group_indices(sizes), along)
 
-        def with_shared(*refs: TracedRef) -> None:
-            shared_refs, stages = refs[: len(shared)], refs[len(shared) :]
-            views = [
-                [block_view(b, s, _merge(outer, others, list(m), along)) for m in group]
-                for b, s in zip(bufs, specs, strict=True)
-            ]
-            indices = _merge(outer, others, group_indices(sizes), along)
+        def with_shared(*shared_refs: TracedRef) -> None:
             lives: dict[Value, TracedArray] = {}
             for seg, epoch in zip(segments, epochs, strict=True):
                 ins = [lives[v] for v in seg.live_in]
-                outs = run_epoch(epoch, indices, views, stages, shared_refs, ins, group)
+                outs = run_epoch(epoch, indices, [*bufs, *shared_refs], ins)
                 lives.update(zip(seg.live_out, outs, strict=True))
 
-        run_scoped(with_shared, *(v.type for v in shared), *staging)
+        run_scoped(with_shared, *(v.type for v in shared))
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         def with_buffers(*bufs: TracedRef) -> tuple[TracedArray, ...]:
@@ -231,6 +222,36 @@ def _segments(ops: list[Op], fixed: list[Value], shared: list[Value]) -> list[_S
         block = Block(tuple(fresh), tuple(_substituted(op, sub) for op in piece), live_out)
         segments.append(_Segment(Function(f"epoch{k}", block), live_in, live_out))
     return segments
+
+
+def _on_buffers(
+    seg: Function, specs: Sequence[TracedBlockSpec], buffers: Sequence[RefType], n_grid: int
+) -> Function:
+    """``seg`` taking the whole buffers instead of its block refs and cutting its block views
+    itself (``block_view``), inline: so a write into a block is a write into the buffer where
+    it happens, under its condition if it has one (a call would write the block back whole)."""
+    n_specs = len(specs)
+
+    def whole(*args: object) -> object:
+        grid, bufs = list(args[:n_grid]), args[n_grid : n_grid + n_specs]
+        views = [block_view(b, s, grid) for b, s in zip(bufs, specs, strict=True)]
+        return call(seg, *grid, *views, *args[n_grid + n_specs :])
+
+    types = [p.type for p in seg.params]
+    traced = trace(whole, *types[:n_grid], *buffers, *types[n_grid + n_specs :], name=seg.name)
+    sub: dict[Value, Value] = {}
+    ops: list[Op] = []
+    for op in traced.body.ops:
+        op = _substituted(op, sub)
+        if op.name == "call" and op.attrs["callee"] is seg:  # its body, in its place
+            inner = dict(zip(seg.body.params, op.operands, strict=True))
+            ops += [_substituted(o, inner) for o in seg.body.ops]
+            sub.update(zip(op.results, (inner.get(v, v) for v in seg.body.results),
+                           strict=True))  # fmt: skip
+        else:
+            ops.append(op)
+    results = tuple(sub.get(v, v) for v in traced.body.results)
+    return Function(seg.name, Block(traced.body.params, tuple(ops), results))
 
 
 def _substituted(op: Op, sub: dict[Value, Value]) -> Op:

@@ -33,9 +33,10 @@ round differently at the batched shape (small sums, matrix-vector dots...: ``exa
 which, as measured by bench/batched_bits.py); a dynamic index, loop
 bound or loop condition that differs between batch points (that needs a gather, or masking);
 refs (batch only discharged programs). A dynamic index that differs becomes a gather when
-asked (``gathers=True``). ``NotBatchable`` says which op; callers fall back to
-running the points one at a time. Like every pass, ``batch`` builds new IR and never edits
-``fn``.
+asked (``gathers=True``). A parameter can be *shared* instead of batched: one array that
+every point writes at its own positions (``shared``: a collective group's scratch).
+``NotBatchable`` says which op; callers fall back to running the points one at a time. Like
+every pass, ``batch`` builds new IR and never edits ``fn``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from minipallas.passes.batching import (  # noqa: F401  (each registers its rule
     indexed,
     structural,
 )
+from minipallas.passes.batching import shared as _shared  # noqa: F401  (its write rules)
 from minipallas.passes.batching.engine import Batcher, Layout, NotBatchable, axes, leading
 from minipallas.passes.registry import BOOL, INTS, Option, register
 
@@ -65,6 +67,7 @@ def batch(
     results: Sequence[Layout | None] | None = None,
     exact: bool = True,
     gathers: bool = False,
+    shared: Sequence[tuple[int, int]] = (),
 ) -> tuple[Function, tuple[Layout, ...]]:
     """``fn`` at every point of a batch grid of shape ``sizes``, its parameters given in
     ``layouts``; results are given in the layouts ``results`` asks for (None: as they come),
@@ -75,6 +78,9 @@ def batch(
     ``gathers=True`` gives a window whose dynamic index differs between points a batched
     form, a gather or scatter over integer-array positions (``indexed``), as ``jax.vmap``
     does; the kernel grid keeps its loops for those instead.
+    ``shared`` pairs ``(parameter, result)``: the parameter is one unbatched array that every
+    point writes at its own positions (a collective group's scratch, ``shared``), and the
+    result is that array once all points have run.
     """
     if len(layouts) != len(fn.params):
         raise PassError(f"batch: {len(layouts)} layouts for {len(fn.params)} parameters")
@@ -82,7 +88,11 @@ def batch(
     offloads = any(op.name in exactness.OFFLOADED for op in ops)
     transposed = frozenset(op.result for op in ops if op.name == "transpose")
     batcher = Batcher(tuple(sizes), exact, offloads, transposed, gathers)
-    body, out = batcher.block(fn.body, layouts, results)
+    roots = [None] * len(fn.params)
+    result_roots = [None] * len(fn.body.results)
+    for param, result in shared:
+        roots[param], result_roots[result] = param, param
+    body, out = batcher.block(fn.body, layouts, results, roots, result_roots if shared else ())
     return Function(f"{fn.name}_batched", body), out
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.literal import Literal
+from minipallas.passes.batching import shared
 from minipallas.passes.batching.engine import (
     Batched,
     Batcher,
@@ -36,62 +37,87 @@ def _lead_or_not(bt: Batcher, builder: Builder, ins: Sequence[Batched]) -> list[
 @rule("cond")
 def _cond(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """Each branch batched as its arguments are; a result batched in any branch is batched
-    (leading) in all."""
-    if axes(ins[0][1]):
-        return _select_branches(bt, builder, op, ins)
+    (leading) in all, one that is a shared array's newest value is that in all."""
+    roots = shared.result_roots(bt, op, op.regions, ins[1:])
+    if axes(ins[0][1]) or (bt.mask is not None and any(r is not None for r in roots)):
+        return _select_branches(bt, builder, op, ins, roots)
     index = ins[0][0]
     args = _lead_or_not(bt, builder, ins[1:])
     layouts = [lay for _, lay in args]
+    arg_roots = [bt.roots.get(v) for v, _ in args]
     batched = [False] * len(op.results)
     for branch in op.regions:
-        _, out = bt.block(branch, layouts)
+        _, out = bt.block(branch, layouts, None, arg_roots, roots)
         batched = [b or bool(axes(lay)) for b, lay in zip(batched, out, strict=True)]
     targets = [bt.leading(rank(r), b) for r, b in zip(op.results, batched, strict=True)]
-    regions = tuple(bt.block(branch, layouts, targets)[0] for branch in op.regions)
+    regions = tuple(bt.block(b, layouts, targets, arg_roots, roots)[0] for b in op.regions)
     new = builder.create("cond", [index, *(v for v, _ in args)], op.attrs, regions, op.loc)
-    return list(zip(new.results, targets, strict=True))
+    return _sharing(bt, new, targets, roots)
 
 
-def _select_branches(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    """A branch index that differs between points: every branch runs (discharged branches
-    are pure, and each alone is a one-branch ``cond``), then each point takes its own branch's
-    results, by ``select``: branch k where the index is at most k, clamped as ``cond`` is."""
-    args = _lead_or_not(bt, builder, ins[1:])
-    layouts = [lay for _, lay in args]
-    targets = [bt.leading(rank(r)) for r in op.results]
-    index_type = ins[0][0].type
-    zero = emit(builder, "constant", [], value=Literal.of(0, index_type.dtype))
-    outs = []
-    for branch in op.regions:
-        block, _ = bt.block(branch, layouts, targets)
-        one = builder.create("cond", [zero, *(v for v, _ in args)], op.attrs, (block,), op.loc)
-        outs.append(one.results)
-    chosen = list(outs[-1])
-    k_axes = tuple(range(len(bt.sizes)))
-    for k in reversed(range(len(op.regions) - 1)):
-        bound = emit(builder, "constant", [], value=Literal.of(k, index_type.dtype))
-        bound = bt.conform(builder, (bound, ()), ins[0][1])
-        taken = bt.to_leading(builder, (emit(builder, "le", [ins[0][0], bound]), ins[0][1]))
-        chosen = [
-            emit(
-                builder,
-                "select",
-                [
-                    emit(builder, "broadcast_in_dim", [taken], shape=r.type.shape, dims=k_axes),
-                    r,
-                    c,
-                ],
-            )
-            for r, c in zip(outs[k], chosen, strict=True)
-        ]
-    return list(zip(chosen, targets, strict=True))
+def _select_branches(
+    bt: Batcher, builder: Builder, op: Op, ins: list[Batched], roots: Sequence[int | None]
+) -> list[Batched]:
+    """A branch index that differs between points: every branch runs, inline (discharged
+    branches are pure), then each point takes its own branch's results by ``select``: branch
+    k where the index, clamped as ``cond`` clamps it, is k. A shared array is instead written
+    by each branch in turn, masked to the points that take it (``shared``)."""
+    index_type = ins[0][0].type.dtype
+    last = len(op.regions) - 1
+    index = bt.to_leading(builder, ins[0])
+    index = emit(builder, "max", [index, _splat(bt, builder, 0, index_type)])
+    index = emit(builder, "min", [index, _splat(bt, builder, last, index_type)])
+    outer, takes, outs = bt.mask, [], []
+    for k, branch in enumerate(op.regions):
+        takes.append(emit(builder, "eq", [index, _splat(bt, builder, k, index_type)]))
+        bt.mask = takes[-1] if outer is None else emit(builder, "and", [outer, takes[-1]])
+        args = [b if bt.roots.get(b[0]) is None else (bt.latest[bt.roots[b[0]]], b[1])
+                for b in ins[1:]]  # fmt: skip
+        results = bt.inline(builder, branch, args)
+        outs.append([r if root is None else bt.into_shared(builder, r, root)
+                     for r, root in zip(results, roots, strict=True)])  # fmt: skip
+    bt.mask = outer
+    chosen = []
+    batch_dims = tuple(range(len(bt.sizes)))
+    for j, (result, root) in enumerate(zip(op.results, roots, strict=True)):
+        if root is not None:
+            chosen.append((bt.latest[root], (None,) * rank(result)))
+            continue
+        value = bt.to_leading(builder, outs[last][j])
+        for k in reversed(range(last)):
+            mine = bt.to_leading(builder, outs[k][j])
+            taken = emit(builder, "broadcast_in_dim", [takes[k]], shape=mine.type.shape,
+                         dims=batch_dims)  # fmt: skip
+            value = emit(builder, "select", [taken, mine, value])
+        chosen.append((value, bt.leading(rank(result))))
+    return chosen
+
+
+def _splat(bt: Batcher, builder: Builder, value: int, dtype: str) -> Value:
+    scalar = emit(builder, "constant", [], value=Literal.of(value, dtype))
+    return emit(builder, "broadcast_in_dim", [scalar], shape=bt.sizes, dims=())
+
+
+def _sharing(
+    bt: Batcher, new: Op, layouts: Sequence[Layout], roots: Sequence[int | None]
+) -> list[Batched]:
+    """``new``'s results, each the newest value of the shared array ``roots`` names."""
+    for r, root in zip(new.results, roots, strict=True):
+        if root is not None:
+            bt.share(r, root)
+    return list(zip(new.results, layouts, strict=True))
 
 
 def _settle(
-    bt: Batcher, body: Block, fixed: Sequence[Layout], inits: Sequence[Batched]
+    bt: Batcher,
+    body: Block,
+    fixed: Sequence[Layout],
+    inits: Sequence[Batched],
+    roots: Sequence[int | None],
 ) -> tuple[Block, list[bool]]:
     """The loop body batched at the fixed point of its carries' batching: a carry the body
-    makes batched must enter batched too. Batched carries are leading."""
+    makes batched must enter batched too. Batched carries are leading; a shared carry stays
+    shared (``roots``)."""
     carries = [bool(axes(lay)) for _, lay in inits]
     while True:
         layouts = [
@@ -101,6 +127,8 @@ def _settle(
             body,
             [*fixed, *layouts],
             [lay if c else None for lay, c in zip(layouts, carries, strict=True)],
+            [*(None for _ in fixed), *roots],
+            roots,
         )
         grown = [c or bool(axes(lay)) for c, lay in zip(carries, out, strict=True)]
         if grown == carries:
@@ -114,11 +142,11 @@ def _entering(
     return [bt.to_leading(builder, b) if c else b[0] for b, c in zip(inits, carries, strict=True)]
 
 
-def _carried(bt: Batcher, op: Op, new: Op, carries: Sequence[bool]) -> list[Batched]:
-    return [
-        (r, bt.leading(rank(old), c))
-        for r, old, c in zip(new.results, op.results, carries, strict=True)
-    ]
+def _carried(
+    bt: Batcher, op: Op, new: Op, carries: Sequence[bool], roots: Sequence[int | None]
+) -> list[Batched]:
+    layouts = [bt.leading(rank(old), c) for old, c in zip(op.results, carries, strict=True)]
+    return _sharing(bt, new, layouts, roots)
 
 
 @rule("for")
@@ -130,10 +158,11 @@ def _for(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
     inits = ins[2 + n_consts :]
     fixed = [(), *(lay for _, lay in consts)]
     (body,) = op.regions
-    block, carries = _settle(bt, body, fixed, inits)
+    roots = [bt.current(op, v) for v, _ in inits]
+    block, carries = _settle(bt, body, fixed, inits, roots)
     operands = [lower, upper, *(v for v, _ in consts), *_entering(bt, builder, inits, carries)]
     new = builder.create("for", operands, op.attrs, (block,), op.loc)
-    return _carried(bt, op, new, carries)
+    return _carried(bt, op, new, carries, roots)
 
 
 @rule("while")
@@ -145,7 +174,8 @@ def _while(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Ba
     body_consts = _lead_or_not(bt, builder, ins[n_cond : n_cond + n_body])
     inits = ins[n_cond + n_body :]
     cond_region, body_region = op.regions
-    body, carries = _settle(bt, body_region, [lay for _, lay in body_consts], inits)
+    roots = [bt.current(op, v) for v, _ in inits]
+    body, carries = _settle(bt, body_region, [lay for _, lay in body_consts], inits, roots)
     carry_layouts = [
         bt.leading(rank(p), c) for p, c in zip(body_region.params[n_body:], carries, strict=True)
     ]
@@ -157,18 +187,21 @@ def _while(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Ba
         *_entering(bt, builder, inits, carries),
     ]
     new = builder.create("while", operands, op.attrs, (cond, body), op.loc)
-    return _carried(bt, op, new, carries)
+    return _carried(bt, op, new, carries, roots)
 
 
 @rule("call")
 def _call(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    """The callee batched once per batching of its arguments, its results as they come."""
+    """The callee batched once per batching of its arguments (and of which are shared), its
+    results as they come."""
     callee: Function = op.attrs["callee"]
+    roots = shared.result_roots(bt, op, [callee.body], ins)
     args = _lead_or_not(bt, builder, ins)
-    key = (id(callee), tuple(lay for _, lay in args))
+    arg_roots = tuple(bt.roots.get(v) for v, _ in args)
+    key = (id(callee), tuple(lay for _, lay in args), arg_roots)
     if key not in bt.callees:
-        body, out = bt.block(callee.body, key[1])
+        body, out = bt.block(callee.body, key[1], None, arg_roots, roots)
         bt.callees[key] = (Function(f"{callee.name}_batched", body), out)
     fn, out = bt.callees[key]
     new = builder.create("call", [v for v, _ in args], {**op.attrs, "callee": fn}, (), op.loc)
-    return list(zip(new.results, out, strict=True))
+    return _sharing(bt, new, out, roots)

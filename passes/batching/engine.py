@@ -6,6 +6,11 @@ has batch axes is copied with its operands renamed; any other op goes to its rul
 ``RULES``, which emits the batched ops and returns each result's batched form. A missing rule
 is ``NotBatchable`` naming the op.
 
+*Shared* arrays (``shared``) are the exception to "one value per point": one unbatched array
+that every point writes at its own positions. A write into one goes to its rule in
+``SHARED_WRITES`` whatever its operands, and so does a control op that carries one (``cond``,
+``for``, ``while``, ``call``), since what it writes inside must stay shared.
+
 The rest of this file is what the rules share: moving batch axes (``conform`` into any
 layout that holds the value's batch axes, ``to_leading`` into the leading one), the types
 of values in a layout, and the refusals every family uses (a value that must be the same at
@@ -19,6 +24,7 @@ from collections.abc import Callable, Sequence
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import PassError
+from minipallas.ir.literal import Literal
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
 from minipallas.passes.batching import exactness
@@ -34,6 +40,8 @@ class NotBatchable(PassError):
 Rule = Callable[["Batcher", Builder, Op, list[Batched]], list[Batched]]
 RULES: RuleTable[Rule] = RuleTable("batching rule")
 rule = RULES.register
+SHARED_WRITES: RuleTable[Rule] = RuleTable("shared-array write rule")
+CARRIERS = frozenset({"cond", "for", "while", "call"})  # ops that can write a shared operand
 
 
 def leading(sizes: Sequence[int], rank: int) -> Layout:
@@ -51,7 +59,12 @@ class Batcher:
     ``offloads``, whether XLA may hand part of the program to YNNPACK (then approximate
     elementwise ops must not cross its size threshold), and ``transposed``, the program's
     values that are results of a ``transpose``. ``gathers``: a dynamic index that differs
-    between points becomes a gather or scatter (``indexed``) instead of ``NotBatchable``."""
+    between points becomes a gather or scatter (``indexed``) instead of ``NotBatchable``.
+
+    For shared arrays (``shared``): ``roots`` maps each shared value of the new program to its
+    array's number, ``latest`` each array to its newest value in the block being built, and
+    ``mask`` (``bool[*sizes]``, or None for all) says which points' writes happen: inside a
+    ``cond`` whose branch differs between points, only those that take the branch."""
 
     def __init__(
         self,
@@ -66,7 +79,10 @@ class Batcher:
         self.offloads = offloads
         self.transposed = transposed
         self.gathers = gathers
-        self.callees: dict[tuple[int, tuple[Layout, ...]], tuple[Function, tuple[Layout, ...]]] = {}
+        self.callees: dict[tuple, tuple[Function, tuple[Layout, ...]]] = {}
+        self.roots: dict[Value, int] = {}
+        self.latest: dict[int, Value] = {}
+        self.mask: Value | None = None
 
     def type(self, t: Type, layout: Layout) -> Type:
         """The type of a value of original type ``t`` held in ``layout``."""
@@ -84,19 +100,58 @@ class Batcher:
         block: Block,
         layouts: Sequence[Layout],
         targets: Sequence[Layout | None] | None = None,
+        roots: Sequence[int | None] = (),
+        result_roots: Sequence[int | None] = (),
     ) -> tuple[Block, tuple[Layout, ...]]:
         """``block`` with its parameters in ``layouts``, and its results in ``targets`` (None:
-        as they come). Returns the block and its results' layouts."""
+        as they come). ``roots``: the shared array each parameter is, if any; ``result_roots``:
+        the one each result must be. Returns the block and its results' layouts."""
+        roots = tuple(roots) or (None,) * len(block.params)
+        if self.mask is not None and any(r is not None for r in roots):
+            raise NotBatchable(
+                "a loop or call writes a shared array under a condition that differs between "
+                "batch points (only a cond's branches are masked)"
+            )
         new_params = params(
             [self.type(p.type, lay) for p, lay in zip(block.params, layouts, strict=True)]
         )
         env: dict[Value, Batched] = {
             old: (new, lay) for old, new, lay in zip(block.params, new_params, layouts, strict=True)
         }
+        outer = self.latest, self.mask
+        self.latest, self.mask = {}, None
+        for p, root in zip(new_params, roots, strict=True):
+            if root is not None:
+                self.share(p, root)
         builder = Builder(PassError)
-        for op in block.ops:
+        self.walk(builder, block.ops, env)
+        results = [env[v] for v in block.results]
+        if result_roots:
+            results = [
+                r if root is None else self.into_shared(builder, r, root)
+                for r, root in zip(results, result_roots, strict=True)
+            ]
+        if targets is not None:
+            results = [
+                r if t is None else (self.conform(builder, r, t), t)
+                for r, t in zip(results, targets, strict=True)
+            ]
+        self.latest, self.mask = outer
+        return builder.block(new_params, [v for v, _ in results]), tuple(lay for _, lay in results)
+
+    def inline(self, builder: Builder, block: Block, ins: Sequence[Batched]) -> list[Batched]:
+        """``block``'s ops batched into ``builder`` with its parameters bound to ``ins``."""
+        env = dict(zip(block.params, ins, strict=True))
+        self.walk(builder, block.ops, env)
+        return [env[v] for v in block.results]
+
+    def walk(self, builder: Builder, ops: Sequence[Op], env: dict[Value, Batched]) -> None:
+        for op in ops:
             ins = [env[v] for v in op.operands]
-            if any(axes(lay) for _, lay in ins):
+            shares = any(v in self.roots for v, _ in ins)
+            if shares and op.name in SHARED_WRITES and ins[0][0] in self.roots:
+                outs = SHARED_WRITES[op.name](self, builder, op, ins)
+            elif any(axes(lay) for _, lay in ins) or (shares and op.name in CARRIERS):
                 rule = RULES.get(op.name)
                 if rule is None:
                     raise NotBatchable("no batching rule for this op", op=op.name, loc=op.loc)
@@ -105,13 +160,47 @@ class Batcher:
                 copy = builder.add(op.renamed(tuple(v for v, _ in ins)))
                 outs = [(r, (None,) * rank(r)) for r in copy.results]
             env.update(zip(op.results, outs, strict=True))
-        results = [env[v] for v in block.results]
-        if targets is not None:
-            results = [
-                r if t is None else (self.conform(builder, r, t), t)
-                for r, t in zip(results, targets, strict=True)
-            ]
-        return builder.block(new_params, [v for v, _ in results]), tuple(lay for _, lay in results)
+
+    # ----- shared arrays -----
+
+    def share(self, value: Value, root: int) -> None:
+        """``value`` is now the newest value of shared array ``root``."""
+        self.roots[value] = root
+        self.latest[root] = value
+
+    def current(self, op: Op, value: Value) -> int | None:
+        """The shared array ``value`` is (None if none), which ``op`` may write only through
+        its newest value: an older one holds only some of the points' writes."""
+        root = self.roots.get(value)
+        if root is not None and self.latest.get(root) is not value:
+            raise NotBatchable(
+                "an older value of a shared array is written or passed on",
+                op=op.name,
+                loc=op.loc,
+            )
+        return root
+
+    def into_shared(self, builder: Builder, value: Batched, root: int) -> Batched:
+        """``value`` as the newest value of shared array ``root``: itself if it is that; an
+        array the same at every point replaces it whole (where any point runs, under a mask);
+        one that differs between points has no shared form."""
+        v, layout = value
+        if self.roots.get(v) == root and self.latest.get(root) is v:
+            return value
+        if v in self.roots or axes(layout):
+            raise NotBatchable(
+                "each batch point would hold its own copy of a shared array (it is replaced "
+                "whole, or comes from an op with no shared form)"
+            )
+        if self.mask is not None:
+            anywhere = emit(builder, "reduce_max", [emit(builder, "convert", [self.mask],
+                            dtype="int32")], axes=tuple(range(len(self.sizes))))  # fmt: skip
+            zero = emit(builder, "constant", [], value=Literal.of(0, "int32"))
+            ran = emit(builder, "ne", [anywhere, zero])
+            ran = emit(builder, "broadcast_in_dim", [ran], shape=v.type.shape, dims=())
+            v = emit(builder, "select", [ran, v, self.latest[root]])
+        self.share(v, root)
+        return v, layout
 
     # ----- moving batch axes -----
 

@@ -54,9 +54,8 @@ def _read(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Bat
     batch axis, so the batch axes are taken in front."""
     if _differs(bt, op, ins[1:]):
         x = bt.to_leading(builder, ins[0]) if axes(ins[0][1]) else ins[0][0]
-        positions = _positions(bt, builder, op, ins[1:], batched=bool(axes(ins[0][1])))
-        new = builder.create("gather", [x, *positions], {"indexer": _arrays(positions)}, (),
-                             op.loc)  # fmt: skip
+        positions, indexer = window_positions(bt, builder, op, ins[1:], bool(axes(ins[0][1])))
+        new = builder.create("gather", [x, *positions], {"indexer": indexer}, (), op.loc)
         return [(new.result, bt.leading(op.result.type.ndim))]
     (x, layout), dyn = ins[0], [v for v, _ in ins[1:]]
     indexer = op.attrs["indexer"]
@@ -75,9 +74,8 @@ def _read(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Bat
 def _write(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     x, update = bt.all_leading(builder, [ins[0], ins[-1]])
     if _differs(bt, op, ins[1:-1]):
-        positions = _positions(bt, builder, op, ins[1:-1], batched=True)
-        new = builder.create("scatter", [x, *positions, update], {"indexer": _arrays(positions)},
-                             (), op.loc)  # fmt: skip
+        positions, indexer = window_positions(bt, builder, op, ins[1:-1], batched=True)
+        new = builder.create("scatter", [x, *positions, update], {"indexer": indexer}, (), op.loc)
         return [(new.result, bt.leading(op.result.type.ndim))]
     dyn = [v for v, _ in ins[1:-1]]
     indexer = _in_front(bt, op, op.attrs["indexer"], dyn)
@@ -98,55 +96,79 @@ def _in_front(bt: Batcher, op: Op, indexer: tuple, dyn: Sequence[Value]) -> tupl
 # ----- a dynamic index that differs between points: positions as integer arrays -----
 
 
-def _positions(
+def window_positions(
     bt: Batcher, builder: Builder, op: Op, dyn: Sequence[Batched], batched: bool
-) -> list[Value]:
-    """One int32 array per dimension of the operand (its batch axes first if ``batched``),
-    each of the batched window's shape ``(*sizes, *window)``: the batch point's index along a
-    batch axis, the clamped start plus the offset along a window dimension, the clamped
-    position at an ``Int``."""
+) -> tuple[list[Value], tuple]:
+    """The gather or scatter form of ``op``'s window at every batch point: its int32 index
+    operands and the indexer that holds them. An array per dimension of the operand (its batch
+    axes first if ``batched``), each of shape ``(*sizes, *window)`` but for the trailing
+    dimensions kept whole (below): the batch point's index along a batch axis, the clamped
+    start plus the offset along a window dimension, the clamped position at an ``Int``.
+
+    Trailing slices after the first dimension whose start is the same at every point stay
+    slices, their clamped starts extra index operands: a window of whole rows is copied as
+    rows, not element by element."""
     indexer, shape = op.attrs["indexer"], op.operands[0].type.shape
+
+    def kept_whole(e: object) -> bool:
+        return isinstance(e, Slice) and (
+            not isinstance(e.start, Dyn) or not axes(dyn[e.start.pos][1])
+        )
+
+    split = max([1, *(k + 1 for k, e in enumerate(indexer) if not kept_whole(e))])
     n_batch = len(bt.sizes)
-    window = tuple(e.size for e in indexer if isinstance(e, Slice))
+    window = tuple(e.size for e in indexer[:split] if isinstance(e, Slice))
     full = ArrayType((*bt.sizes, *window), "int32")
     positions = [emit(builder, "iota", [], type=full, dimension=k) for k in range(n_batch)]
     positions = positions if batched else []
     offset_dim = n_batch
-    for entry, dim in zip(indexer, shape, strict=True):
+    kept = []
+    for entry, dim in zip(indexer[:split], shape, strict=False):
         span = 1 if isinstance(entry, Int) else (entry.size - 1) * entry.stride + 1
         start = entry.index if isinstance(entry, Int) else entry.start
-        first = _clamped_start(bt, builder, start, dyn, dim - span)
+        first = _clamped_start(bt, builder, start, dyn, dim - span, bt.sizes)
         batch_dims = tuple(range(n_batch))
         at = emit(builder, "broadcast_in_dim", [first], shape=full.shape, dims=batch_dims)
         if isinstance(entry, Slice):
             offsets = emit(builder, "iota", [], type=full, dimension=offset_dim)
             if entry.stride != 1:
-                offsets = emit(builder, "mul", [offsets, _splat(builder, entry.stride, full)])
+                offsets = emit(builder, "mul", [offsets, splat(builder, entry.stride, full)])
             at = emit(builder, "add", [at, offsets])
             offset_dim += 1
         positions.append(at)
-    return positions
+    arrays = tuple(Array(Dyn(k)) for k in range(len(positions)))
+    for entry, dim in zip(indexer[split:], shape[split:], strict=True):
+        last = dim - (entry.size - 1) * entry.stride - 1
+        start = entry.start
+        if isinstance(start, Dyn):
+            positions.append(_clamped_start(bt, builder, start, dyn, last, ()))
+            start = Dyn(len(positions) - 1)
+        else:
+            start = min(max(start, 0), last)
+        kept.append(Slice(start, entry.size, entry.stride))
+    return positions, (*arrays, *kept)
 
 
 def _clamped_start(
-    bt: Batcher, builder: Builder, start: int | Dyn, dyn: Sequence[Batched], last: int
+    bt: Batcher,
+    builder: Builder,
+    start: int | Dyn,
+    dyn: Sequence[Batched],
+    last: int,
+    shape: tuple[int, ...],
 ) -> Value:
-    """The start at every batch point, clamped into ``[0, last]`` as ``dynamic_slice`` does,
-    as int32 of shape ``sizes``."""
-    points = ArrayType(bt.sizes, "int32")
+    """The start clamped into ``[0, last]`` as ``dynamic_slice`` clamps it, as int32 of
+    ``shape``: ``sizes`` (every batch point's), or ``()`` for one the same at every point."""
+    points = ArrayType(shape, "int32")
     if not isinstance(start, Dyn):
-        return _splat(builder, min(max(start, 0), last), points)
-    index = bt.to_leading(builder, dyn[start.pos])
-    own = ArrayType(bt.sizes, index.type.dtype)  # clamped in its own dtype, then converted
-    low = emit(builder, "max", [index, _splat(builder, 0, own)])
-    clamped = emit(builder, "min", [low, _splat(builder, last, own)])
+        return splat(builder, min(max(start, 0), last), points)
+    index = bt.to_leading(builder, dyn[start.pos]) if shape else dyn[start.pos][0]
+    own = ArrayType(shape, index.type.dtype)  # clamped in its own dtype, then converted
+    low = emit(builder, "max", [index, splat(builder, 0, own)])
+    clamped = emit(builder, "min", [low, splat(builder, last, own)])
     return clamped if own == points else emit(builder, "convert", [clamped], dtype="int32")
 
 
-def _splat(builder: Builder, value: int, t: ArrayType) -> Value:
+def splat(builder: Builder, value: int, t: ArrayType) -> Value:
     scalar = emit(builder, "constant", [], value=Literal.of(value, t.dtype))
     return emit(builder, "broadcast_in_dim", [scalar], shape=t.shape, dims=())
-
-
-def _arrays(positions: Sequence[Value]) -> tuple[Array, ...]:
-    return tuple(Array(Dyn(k)) for k in range(len(positions)))
