@@ -13,9 +13,11 @@ without it. Upstream keeps every access in a list per buffer and scans it, so it
 step grows with the run; ours stays constant per access.
 
 The pure program on XLA (``call.program(x)`` compiled; upstream has none: it rejects collective
-axes): ``G`` programs each write their row of a shared ``(G, W)`` buffer, meet at a barrier and
-sum the whole buffer, once with each group's epochs batched over the collective axis
-(``kernels/collective_batched.py``) and once with its programs one at a time.
+axes), once with each group's epochs batched over the collective axis (the default,
+``kernels/collective_batched.py``) and once with its programs one at a time: "rows", ``G``
+programs each write their row of a shared ``(G, W)`` buffer, meet at a barrier and sum the
+whole buffer; "tanh", each computes ``exp(-y*y) + y`` of ``y = 2 tanh(x)`` on its (8, W) block,
+shares it, and after the barrier writes ``tanh`` of its neighbour's block plus its own.
 
     python bench/collectives_bench.py [--repeat 3] [--small]
 """
@@ -99,32 +101,45 @@ def main(argv=None):
     print(table(["grid steps", "without detector", "with detector", "ratio", "per step (ms)"],
                 upstream_rows))  # fmt: skip
     pure_rows = []
-    for g, width in [(4, 128)] if args.small else [(8, 1024), (64, 1024), (256, 1024)]:
-        batched, looped = (pure_time(g, width, b, args.repeat) for b in (True, False))
-        pure_rows.append([g, width, f"{batched * 1e3:.3f}", f"{looped * 1e3:.3f}",
-                          f"{looped / batched:.1f}x"])  # fmt: skip
+    shapes = [(4, 128)] if args.small else [(8, 1024), (64, 1024), (256, 1024)]
+    for body, g, width in [(b, g, w) for b in ("rows", "tanh") for g, w in shapes]:
+        batched, looped = (pure_time(body, g, width, b, args.repeat) for b in (True, False))
+        pure_rows.append([body, g, width, f"{batched * 1e3:.3f}", f"{looped * 1e3:.3f}",
+                          f"{looped / batched:.2f}x"])  # fmt: skip
     print()
     print("the pure program on XLA, ms (median): epochs batched vs programs one at a time")
-    print(table(["programs", "row width", "batched", "one at a time", "speedup"], pure_rows))
+    print(table(["body", "programs", "row width", "batched", "one at a time", "speedup"],
+                pure_rows))  # fmt: skip
     return rows, upstream_rows, pure_rows
 
 
-def pure_time(g: int, width: int, batched: bool, repeat: int) -> float:
+def pure_time(body: str, g: int, width: int, batched: bool, repeat: int) -> float:
     from minipallas.kernels.collective_program import collective_program
 
+    rows = 1 if body == "rows" else 8
+
     def kernel(x_ref, o_ref):
-        def body(shared):
+        def share_rows(shared):
             shared[mp.ds(mp.axis_index("x"), 1), :] = x_ref[...] * 2.0
             mp.barrier("x")
             o_ref[...] = shared[...].sum(axis=0, keepdims=True)
 
-        mp.run_scoped(body, tpu.VMEM((g, width), jnp.float32), collective_axes=("x",))
+        def share_tanh(shared):
+            i = mp.axis_index("x")
+            y = jnp.tanh(x_ref[...]) * 2.0
+            y = jnp.exp(-y * y) + y
+            shared[mp.ds(i * rows, rows), :] = y
+            mp.barrier("x")
+            o_ref[...] = jnp.tanh(shared[mp.ds(((i + 1) % g) * rows, rows), :] + y)
 
-    row = mp.BlockSpec((1, width), lambda i: (i, 0))
-    call = mp.pallas_call(kernel, mp.ArrayType((g, width), jnp.float32), grid=(g,),
-                          in_specs=[row], out_specs=row, grid_names=("x",),
+        mp.run_scoped(share_rows if body == "rows" else share_tanh,
+                      tpu.VMEM((g * rows, width), jnp.float32), collective_axes=("x",))  # fmt: skip
+
+    block = mp.BlockSpec((rows, width), lambda i: (i, 0))
+    call = mp.pallas_call(kernel, mp.ArrayType((g * rows, width), jnp.float32), grid=(g,),
+                          in_specs=[block], out_specs=block, grid_names=("x",),
                           collectives="simulate")  # fmt: skip
-    x = np.ones((g, width), np.float32)
+    x = np.ones((g * rows, width), np.float32)
     compiled = mp.compile(collective_program(call.trace(x), ("x",), batched))
     compiled(x)
     samples = []

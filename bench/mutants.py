@@ -283,8 +283,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "batched-cond-select-lt",
         "wrong comparison",
         "passes/batching/control.py",
-        'emit(builder, "le", [ins[0][0], bound])',
-        'emit(builder, "lt", [ins[0][0], bound])',
+        'emit(builder, "eq", [index, _splat(bt, builder, k, index_type)])',
+        'emit(builder, "eq", [index, _splat(bt, builder, k + 1, index_type)])',
         "a cond whose index differs between batch points picks branch k+1 at index k",
     ),
     Mutant(

@@ -2,9 +2,11 @@
 
 A ``CollectiveSpec`` is plain data: a grid ``(groups, n)`` named ``("y", "x")``, each program
 with one ``(1, width)`` row of the input and the output; a shared ``(n, width)`` buffer along
-``"x"``; and 1-3 epochs. In each epoch every program computes a value from what it keeps (an
-elementwise op), writes it to the shared row a permutation assigns it, meets the others at a
-barrier, then reads a row (any: a read after the barrier races with no write) and keeps its
+``"x"``, with one row more; and 1-3 epochs. In each epoch every program computes a value from
+what it keeps (an elementwise op), writes it to the shared row a permutation assigns it, and
+the epoch's *leader*, if it has one, also writes its negation into the extra row under
+``when(i == leader)`` (a write only one program makes); all meet at a barrier, then each reads
+a row (any written one: a read after the barrier races with no write) and keeps its
 difference with the value it wrote; a second barrier closes the epoch. So the kernel is race-free
 by construction, whatever the draws. ``plant`` drops the first barrier and makes each program
 read the row its successor wrote: a race a correct simulator must report.
@@ -32,7 +34,8 @@ OPS = ("double", "add_one", "tanh", "negate")
 class Epoch:
     op: str
     writes: tuple[int, ...]  # program i writes shared row writes[i] (a permutation)
-    reads: tuple[int, ...]  # then reads row reads[i]
+    reads: tuple[int, ...]  # then reads row reads[i] (row n: the leader's)
+    leader: int | None = None  # the program that also writes row n, under a condition
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,12 @@ def draw_collective(c: Choices, plant: bool = False) -> CollectiveSpec:
     epochs = []
     for e in range(c.integer(1, 3)):
         writes = _permutation(c, n)
-        reads = tuple(c.integer(0, n - 1) for _ in range(n))
+        leader = c.integer(0, n - 1) if c.chance(0.5) else None
+        last = n if leader is not None else n - 1
+        reads = tuple(c.integer(0, last) for _ in range(n))
         if plant and e == 0:
             reads = tuple(writes[(i + 1) % n] for i in range(n))
-        epochs.append(Epoch(c.pick(OPS), writes, reads))
+        epochs.append(Epoch(c.pick(OPS), writes, reads, leader))
     return CollectiveSpec(c.integer(1, 2), n, c.pick((8, 128)), tuple(epochs), plant)
 
 
@@ -77,13 +82,19 @@ def collective_call(spec: CollectiveSpec) -> PallasCall:
             for e, epoch in enumerate(spec.epochs):
                 new = _apply(epoch.op, kept)
                 shared[mp.ds(pick(epoch.writes, i), 1), :] = new
+                if epoch.leader is not None:
+
+                    @mp.when(i == epoch.leader)
+                    def _(new: object = new) -> None:
+                        shared[mp.ds(n, 1), :] = -new
+
                 if not (spec.plant and e == 0):
                     mp.barrier("x")
                 kept = shared[mp.ds(pick(epoch.reads, i), 1), :] - new
                 mp.barrier("x")
             o_ref[...] = kept
 
-        mp.run_scoped(body, VMEM((n, spec.width), mnp.float32), collective_axes=("x",))
+        mp.run_scoped(body, VMEM((n + 1, spec.width), mnp.float32), collective_axes=("x",))
 
     row = mp.BlockSpec((1, spec.width), lambda j, i: (j * n + i, 0))
     return mp.pallas_call(

@@ -19,13 +19,14 @@ other (``pallas_call(..., collectives="simulate").lower(x)``, ``.program(x)``):
    nest over the collective axes calls it at each program's grid point, reading its live-ins
    from the spill rows and writing its live-outs back.
 
-The shared allocation is then one array per group, as the issue asks; the programs of a group
-run as a loop. ``batched=True`` runs each epoch for the whole group at once instead
-(``collective_batched``), with the same bits; it gives every program its own copy of the
-shared buffers within an epoch, which costs more than the loop saves (measured in
-bench/collectives_bench.py), so the loop stays the default. A race the index arithmetic
-proves (both windows computed from the grid indices alone) is refused while building it
-(``collective_races``); any other, the simulator finds (tests run both and compare bits).
+The shared allocation is one array per group. By default each epoch then runs once for the
+whole group, batched over the collective axes (``collective_batched``: the buffers and the
+shared allocation one array each, every program's writes scattered into them); an epoch with
+no batched form keeps the loop over the group's programs (``batched=False`` asks for the loop
+everywhere: same bits, and on XLA:CPU faster for large groups, bench/collectives_bench.py).
+A race the index arithmetic proves (both windows computed from the grid indices alone) is
+refused while building it (``collective_races``); any other, the simulator finds (tests run
+both and compare bits).
 """
 
 from __future__ import annotations
@@ -63,10 +64,9 @@ class _Segment:
 def collective_program(
     kernel: Kernel, grid_names: tuple[str, ...], batched: bool = True
 ) -> Function:
-    """``@<name>_collective(inputs...) -> outputs`` (module doc); ``batched=True`` runs each
-    epoch of a group batched over the collective axes where it can (``collective_batched``:
-    same bits, but each program's copy of the shared buffers costs group size x buffer size,
-    so on XLA:CPU it is slower than the loop, bench/collectives_bench.py)."""
+    """``@<name>_collective(inputs...) -> outputs`` (module doc): each epoch of a group
+    batched over the collective axes where it can (``collective_batched``), or with
+    ``batched=False`` the group's programs one after another (same bits)."""
     if kernel.scratch_types or kernel.scalar_prefetch or kernel.dynamic_axes:
         _refuse("scratch_shapes, scalar prefetch and dynamic grids",
                 "allocate scratch with run_scoped in the body; pass a static grid")  # fmt: skip

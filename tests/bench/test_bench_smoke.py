@@ -80,4 +80,5 @@ def test_collectives_bench_times_both_detectors(capsys):
     assert [r[:4] for r in rows] == [[2, 2, 8, 12]]  # 2 programs x 2 rounds x 3 accesses
     assert [r[0] for r in upstream_rows] == [4]
     assert all(float(cell) > 0 for cell in (*rows[0][4:7], *upstream_rows[0][1:4]))
-    assert [r[:2] for r in pure_rows] == [[4, 128]] and float(pure_rows[0][2]) > 0
+    assert [r[:3] for r in pure_rows] == [["rows", 4, 128], ["tanh", 4, 128]]
+    assert all(float(r[3]) > 0 and float(r[4]) > 0 for r in pure_rows)
