@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Block, Function, Op, Value
-from minipallas.ir.literal import Literal
+from minipallas.ir.types import ArrayType
 from minipallas.passes.batching import shared
 from minipallas.passes.batching.engine import (
     Batched,
@@ -27,6 +27,7 @@ from minipallas.passes.batching.engine import (
     rule,
     unbatched,
 )
+from minipallas.passes.batching.indexed import splat
 
 
 def _lead_or_not(bt: Batcher, builder: Builder, ins: Sequence[Batched]) -> list[Batched]:
@@ -94,8 +95,7 @@ def _select_branches(
 
 
 def _splat(bt: Batcher, builder: Builder, value: int, dtype: str) -> Value:
-    scalar = emit(builder, "constant", [], value=Literal.of(value, dtype))
-    return emit(builder, "broadcast_in_dim", [scalar], shape=bt.sizes, dims=())
+    return splat(builder, value, ArrayType(bt.sizes, dtype))
 
 
 def _sharing(
