@@ -9,8 +9,8 @@ the whole group, discharged and batched over the collective axes (``passes.batch
   itself, at each program's own grid point (``collective_program``'s ``_on_buffers``);
 - the buffers and the collective scratch are *shared* arrays of the batched program
   (``batch(..., shared=...)``): one array each, not one per program, into which every
-  program's writes land, a scatter over each program's positions (masked to the programs that
-  take a branch, when the branch differs between them); reads are gathers at each program's
+  program's writes land, one ``scatter_add`` of the bits each program changes (nothing from
+  the programs that skip a branch the others take); reads are gathers at each program's
   positions (``gathers``); the values kept across a barrier come stacked, one per program.
 
 Race-free, a program then sees the buffers as the epoch found them plus its own writes, as
