@@ -27,7 +27,8 @@ test_collectives_upstream.py runs upstream itself). A path names its *context*:
 - ``"triton"`` (a GPU kernel): upstream's Triton lowering has no ``run_scoped`` rule at all, so
   it raises its ``NotImplementedError`` for an unimplemented primitive. minipallas lowers a
   ``run_scoped`` without collective axes for Triton by discharging its scratch into each
-  program's own values, which no two programs can share.
+  program's own values, which no two programs can share. A semaphore op (``semaphore_signal``,
+  ``_wait``, ``_read``) gets the same unimplemented-primitive error: Triton has no semaphores.
 
 The message (``str(error)``) is upstream's line word for word; a PEP 678 note names the op, its
 source location, the axes, which upstream rule the message comes from and the ways out. A
@@ -159,16 +160,31 @@ def upstream_rule(context: str, op: Op, in_callee: bool) -> str:
     return "discharge" if any(isinstance(v.type, RefType) for v in op.operands) else "lowering"
 
 
+class TritonSemaphoreUnsupported(MiniPallasError, NotImplementedError):
+    """A semaphore op in a Triton kernel: upstream's Triton lowering has no rule for it."""
+
+    verbatim = True
+
+
 def check_collective_axes(fn: Function, context: str) -> None:
     """Raises upstream's error for the first ``run_scoped`` with collective axes on
-    ``context``'s path (module doc)."""
+    ``context``'s path (module doc); on Triton's, for the first semaphore op too."""
     if context not in CONTEXTS:
         raise PassError(
             f"unknown collective-axes context '{context}'", fix=f"use one of: {', '.join(CONTEXTS)}"
         )
-    for op, where, in_callee in _run_scopeds(fn):
+    for op, where, in_callee in _walk(fn, everything=context == "triton"):
+        if op.name.startswith("semaphore_"):
+            exc = TritonSemaphoreUnsupported(
+                TRITON_MESSAGE.replace("run_scoped", op.name), op=op.name, loc=op.loc
+            )
+            exc.add_note(
+                f"'{op.name}' at {op.loc} in {where}: Triton has no semaphores; run the kernel "
+                "on the CPU (minipallas.pallas_call) or lower it for Mosaic TPU"
+            )
+            raise exc
         axes = tuple(op.attrs.get("collective_axes", ()))
-        if axes:
+        if op.name == "run_scoped" and axes:
             rule = upstream_rule(context, op, in_callee)
             error, message, origin = RULES[rule]
             exc = error(message, loc=op.loc, axes=axes, context=context, rule=rule, function=where)
@@ -184,17 +200,17 @@ def _note(op: Op, axes: tuple[str, ...], where: str, path: str, origin: str) -> 
     )
 
 
-def _run_scopeds(fn: Function) -> Iterator[tuple[Op, str, bool]]:
-    """Every ``run_scoped`` reachable from ``fn`` in program order, with where it lives and
-    whether a ``call`` leads to it."""
+def _walk(fn: Function, everything: bool) -> Iterator[tuple[Op, str, bool]]:
+    """Every ``run_scoped`` (``everything``: every op) reachable from ``fn`` in program order,
+    with where it lives and whether a ``call`` leads to it."""
     seen = {id(fn)}
 
     def visit(block: Block, where: str, in_callee: bool) -> Iterator[tuple[Op, str, bool]]:
         for op in block.ops:
+            if everything or op.name == "run_scoped":
+                yield op, where, in_callee
             if not op.regions and op.name != "call":  # most ops: nothing to look into
                 continue
-            if op.name == "run_scoped":
-                yield op, where, in_callee
             for region in op.regions:
                 yield from visit(region, where, in_callee)
             callee = op.attrs.get("callee") if op.name == "call" else None

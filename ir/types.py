@@ -69,12 +69,24 @@ class MemorySpace:
         return self.name
 
 
+@dataclass(frozen=True)
+class Semaphores(MemorySpace):
+    """Counting semaphores (upstream's ``pltpu.SemaphoreType.REGULAR``): int32 counters that
+    start at 0, changed only by ``semaphore_signal`` / ``semaphore_wait`` and seen only by
+    ``semaphore_read`` (``ir.opset.semaphore``). ``REGULAR`` alone is one semaphore,
+    ``REGULAR((4,))`` an array of four."""
+
+    def __call__(self, shape: tuple[int, ...] = (), dtype: object = "int32") -> RefType:
+        return RefType(shape, dtype, self)
+
+
 ANY = MemorySpace("any")
 TPU_VMEM = MemorySpace("tpu.vmem")
 TPU_SMEM = MemorySpace("tpu.smem")
 GPU_GMEM = MemorySpace("gpu.gmem")
 GPU_SMEM = MemorySpace("gpu.smem")
-MEMORY_SPACES = {m.name: m for m in (ANY, TPU_VMEM, TPU_SMEM, GPU_GMEM, GPU_SMEM)}
+SEMAPHORE = Semaphores("semaphore")
+MEMORY_SPACES = {m.name: m for m in (ANY, TPU_VMEM, TPU_SMEM, GPU_GMEM, GPU_SMEM, SEMAPHORE)}
 
 
 @dataclass(frozen=True)
@@ -89,12 +101,17 @@ class RefType:
         object.__setattr__(self, "shape", _check_shape(self.shape))
         object.__setattr__(self, "dtype", dtypes.canonicalize(self.dtype))
         space = self.memory_space
-        if isinstance(space, str):
-            space = MEMORY_SPACES.get(space)
-        if not isinstance(space, MemorySpace) or space.name not in MEMORY_SPACES:
+        name = space if isinstance(space, str) else getattr(space, "name", None)
+        space = MEMORY_SPACES.get(name) if isinstance(space, str | MemorySpace) else None
+        if space is None:
             raise MiniPallasError(
                 f"unknown memory space {self.memory_space!r}",
                 fix=f"use one of {', '.join(MEMORY_SPACES)}",
+            )
+        if space == SEMAPHORE and self.dtype != "int32":
+            raise MiniPallasError(
+                f"semaphores count in int32, got a {self.dtype} semaphore ref",
+                fix="allocate them as tpu.SemaphoreType.REGULAR or REGULAR((n,))",
             )
         object.__setattr__(self, "memory_space", space)
 
@@ -113,6 +130,14 @@ class RefType:
 
 
 Type = ArrayType | RefType
+
+
+def as_ref_type(t: object) -> RefType | None:
+    """What ``run_scoped`` and ``scratch_shapes`` allocate for ``t``: a ref type as it is, and
+    ``SemaphoreType.REGULAR`` on its own as one semaphore (upstream's spelling); None otherwise."""
+    if isinstance(t, RefType):
+        return t
+    return SEMAPHORE() if t == SEMAPHORE else None
 
 
 def scalar(dtype: object) -> ArrayType:

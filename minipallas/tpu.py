@@ -1,5 +1,6 @@
-"""TPU memory spaces, compiler params and grid specs, named as in ``jax.experimental.pallas.tpu``:
-``VMEM((8, 128), f32)``, ``CompilerParams(dimension_semantics=("parallel",))``,
+"""TPU memory spaces, semaphores, compiler params and grid specs, named as in
+``jax.experimental.pallas.tpu``: ``VMEM((8, 128), f32)``, ``SemaphoreType.REGULAR``,
+``CompilerParams(dimension_semantics=("parallel",))``,
 ``PrefetchScalarGridSpec(num_scalar_prefetch=1, grid=..., in_specs=..., out_specs=...)``."""
 
 from __future__ import annotations
@@ -8,11 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from minipallas.ir.types import ANY, TPU_SMEM, TPU_VMEM
+from minipallas.ir.types import ANY, SEMAPHORE, TPU_SMEM, TPU_VMEM
 from minipallas.kernels.params import TpuCompilerParams as CompilerParams
 
 VMEM = TPU_VMEM
 SMEM = TPU_SMEM
+
+
+class SemaphoreType:
+    """Upstream's ``pltpu.SemaphoreType``: ``REGULAR`` is one counting semaphore (a scratch or
+    ``run_scoped`` type), ``REGULAR((n,))`` an array of them (``ir.types.Semaphores``)."""
+
+    REGULAR = SEMAPHORE
 
 
 @dataclass(frozen=True)
@@ -30,4 +38,4 @@ class PrefetchScalarGridSpec:
     scratch_shapes: Sequence[Any] = ()
 
 
-__all__ = ["ANY", "SMEM", "VMEM", "CompilerParams", "PrefetchScalarGridSpec"]
+__all__ = ["ANY", "SMEM", "VMEM", "CompilerParams", "PrefetchScalarGridSpec", "SemaphoreType"]

@@ -22,6 +22,7 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     layout,
     scans,
     scoped,
+    semaphore,
     sorting,
     state,
     views,

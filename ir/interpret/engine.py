@@ -26,7 +26,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
 from minipallas.ir.errors import InterpretError, MiniPallasError
 from minipallas.ir.rules import RuleTable
-from minipallas.ir.types import ArrayType, RefType, Type
+from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, Type
 
 
 class Ref:
@@ -130,10 +130,12 @@ class Interpreter:
 
     def allocate(self, ref_type: RefType) -> Ref:
         """A fresh buffer holding ``dtypes.fill_value``; under tracking, nothing in it is written
-        yet."""
+        yet. Semaphores start at 0, as on hardware."""
         dtype = ref_type.dtype
-        data = np.full(ref_type.shape, dtypes.fill_value(dtype), dtypes.to_numpy(dtype))
-        written = np.zeros(ref_type.shape, np.bool_) if self.tracking else None
+        counters = ref_type.memory_space == SEMAPHORE
+        fill = 0 if counters else dtypes.fill_value(dtype)
+        data = np.full(ref_type.shape, fill, dtypes.to_numpy(dtype))
+        written = np.full(ref_type.shape, counters) if self.tracking else None
         return Ref(data, written)
 
     def run(self, block: Block, args: Sequence[Any]) -> list[Any]:

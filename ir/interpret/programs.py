@@ -9,16 +9,24 @@ this is minipallas's model of what it means, written down so it can be tested:
   ``run_scoped`` the group gets one allocation (the first program to enter allocates it; the
   k-th entry of each program meets the k-th of the others), and ``barrier(axes)`` makes every
   program of its group wait until all have arrived;
-- the schedule: programs switch at every access to shared memory and at every barrier.
+- a semaphore of such an allocation is shared the same way: ``semaphore_wait`` blocks its
+  program until other programs' ``semaphore_signal``s raise the count to its value;
+- the schedule: programs switch at every access to shared memory, at every barrier and at
+  every op on a shared semaphore.
   ``"lockstep"`` takes the ready programs in turn, in grid order (so all programs of a group
   make the same access before any makes the next one); an int is a seed for random
-  interleavings. When no program is ready, the barriers whose groups have all arrived are
-  released. A race-free program gives the same bits under every schedule.
+  interleavings. A program blocked at a wait is ready again once the count allows it. When no
+  program is ready, the barriers whose groups have all arrived are released. A race-free
+  program gives the same bits under every schedule.
 
-While they run, ``races.RaceDetector`` checks every access to shared memory; a barrier that
-part of its group never reaches, and a collective ``run_scoped`` that part of its group skips,
-are ``DeadlockError``s; reading shared scratch before any program wrote it is an
-``InterpretError``, as for any scratch under ``uninitialized="error"``.
+While they run, ``races.RaceDetector`` checks every access to shared memory. Barriers and
+semaphores order accesses, through vector clocks (``races``): a barrier joins its group's clocks;
+a signal adds its program's clock to the semaphore's, and a wait takes in what the semaphore
+holds (ThreadSanitizer's model: every signal before the wait, not only those it consumed). A
+barrier that part of its group never reaches, a wait no signal will satisfy, and a collective
+``run_scoped`` that part of its group skips, are ``DeadlockError``s; reading shared scratch
+before any program wrote it is an ``InterpretError``, as for any scratch under
+``uninitialized="error"``.
 
 Each program runs on its own Python thread, but only one runs at a time: a baton passes
 between them and this module's scheduler, so a run is deterministic.
@@ -48,12 +56,34 @@ class _Aborted(BaseException):
 
 
 @dataclass
+class _Wait:
+    """Where a blocked program waits: at a barrier over ``axes``, or at a semaphore wait until
+    ``counter`` (a 0-d view of the semaphore) holds ``value``."""
+
+    op: Op
+    axes: tuple[str, ...] | None = None
+    counter: np.ndarray | None = None
+    value: int = 0
+
+    def satisfied(self) -> bool:
+        return self.counter is not None and int(self.counter) >= self.value
+
+    def __str__(self) -> str:
+        if self.axes is not None:
+            return f"waits at the barrier over {self.axes} at {self.op.loc}"
+        return (
+            f"waits at {self.op.name} at {self.op.loc} for {self.value} (the semaphore holds "
+            f"{int(self.counter)})"
+        )
+
+
+@dataclass
 class _Program:
     number: int
     ids: tuple[int, ...]
     interp: Interpreter
-    state: str = "ready"  # ready, running, barrier, done
-    waiting: tuple[Op, tuple[str, ...]] | None = None
+    state: str = "ready"  # ready, running, barrier, semaphore, done
+    waiting: _Wait | None = None
     results: list[Any] = field(default_factory=list)
     entries: dict[int, int] = field(default_factory=dict)  # id(run_scoped op) -> times entered
 
@@ -93,6 +123,7 @@ class Programs:
         self.races = RaceDetector([program_name(p.ids) for p in self.programs])
         self.detect_races = detect_races  # False only to measure what detection costs
         self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
+        self._semaphores: dict[int, np.ndarray] = {}  # address -> the clocks its signals held
         self._cv = threading.Condition()
         self._turn: int | None = None
         self._abort = False
@@ -117,8 +148,43 @@ class Programs:
         axes = op.attrs["axes"]
         self._axis_numbers(op, axes)
         program = self.programs[interp.program]
-        program.waiting = (op, axes)
+        program.waiting = _Wait(op, axes=axes)
         self._yield(program, "barrier")
+
+    def signal(self, interp: Interpreter, counter: np.ndarray) -> None:
+        """Before a signal adds to ``counter``: a switch point, and (shared) the program's clock
+        joins the semaphore's, then advances, so its later accesses are not ordered by it."""
+        key = self._shared_semaphore(counter)
+        if key is None:
+            return
+        p = interp.program
+        self._yield(self.programs[p], "ready")
+        self.clocks[p, p] += 1
+        held = self._semaphores.setdefault(key, np.zeros(len(self.programs), np.int64))
+        np.maximum(held, self.clocks[p], out=held)
+
+    def wait(self, interp: Interpreter, op: Op, counter: np.ndarray, value: int) -> None:
+        """Blocks the program until ``counter`` (shared) holds ``value``; then its clock takes
+        in the semaphore's. A private semaphore returns at once (the rule checks it)."""
+        key = self._shared_semaphore(counter)
+        if key is None:
+            return
+        program = self.programs[interp.program]
+        program.waiting = _Wait(op, counter=counter, value=value)
+        self._yield(program, "semaphore")
+        program.waiting = None
+        held = self._semaphores.get(key)
+        if held is not None:
+            np.maximum(self.clocks[program.number], held, out=self.clocks[program.number])
+
+    def peek(self, interp: Interpreter, counter: np.ndarray) -> None:
+        """A read of a shared semaphore is a switch point; it orders nothing."""
+        if self._shared_semaphore(counter) is not None:
+            self._yield(self.programs[interp.program], "ready")
+
+    def _shared_semaphore(self, counter: np.ndarray) -> int | None:
+        address = counter.__array_interface__["data"][0]
+        return address if self.races.buffer_of(counter) is not None else None
 
     def shared_allocations(self, interp: Interpreter, op: Op, types: Sequence[RefType]) -> list:
         """The group's allocations for this entry into a collective ``run_scoped``."""
@@ -184,7 +250,7 @@ class Programs:
         while True:
             if self._error is not None:
                 self._fail()
-            ready = [p for p in self.programs if p.state == "ready"]
+            ready = [p for p in self.programs if _can_go_on(p)]
             if not ready:
                 if all(p.state == "done" for p in self.programs):
                     return
@@ -230,9 +296,9 @@ class Programs:
         for p in self.programs:
             if p.state != "barrier":
                 continue
-            op, axes = p.waiting
+            axes = p.waiting.axes
             members = self._group(p, axes)
-            if all(m.state == "barrier" and m.waiting[1] == axes for m in members):
+            if all(m.state == "barrier" and m.waiting.axes == axes for m in members):
                 numbers = [m.number for m in members]
                 merged = self.clocks[numbers].max(axis=0)
                 merged[numbers] += 1
@@ -244,20 +310,39 @@ class Programs:
             self._deadlock()
 
     def _deadlock(self) -> None:
-        p = next(p for p in self.programs if p.state == "barrier")
-        op, axes = p.waiting
+        blocked = [p for p in self.programs if p.state in ("barrier", "semaphore")]
+        p = next((q for q in blocked if q.state == "barrier"), blocked[0])
+        if p.state == "barrier":
+            error = self._barrier_deadlock(p)
+        else:
+            others = [
+                f"{program_name(m.ids)} {'finished' if m.state == 'done' else m.waiting}"
+                for m in self.programs
+                if m is not p
+            ]
+            error = DeadlockError(
+                f"deadlock: program {program_name(p.ids)} waits for {p.waiting.value} on a "
+                f"semaphore that holds {int(p.waiting.counter)}, and no program can signal it: "
+                f"{'; '.join(others)}",
+                op=p.waiting.op.name,
+                loc=p.waiting.op.loc,
+                fix="every wait needs signals that add up to its value: signal the semaphore "
+                "from another program, or wait for less",
+            )
+        self._error = (error, p)
+        self._fail()
+
+    def _barrier_deadlock(self, p: _Program) -> DeadlockError:
+        op, axes = p.waiting.op, p.waiting.axes
         members = self._group(p, axes)
-        arrived = [m for m in members if m.state == "barrier" and m.waiting[1] == axes]
+        arrived = [m for m in members if m.state == "barrier" and m.waiting.axes == axes]
         absent = []
         for m in members:
             if m.state == "done":
                 absent.append(f"{program_name(m.ids)} finished without reaching it")
             elif m not in arrived:
-                other, other_axes = m.waiting
-                absent.append(
-                    f"{program_name(m.ids)} waits at the barrier over {other_axes} at {other.loc}"
-                )
-        error = DeadlockError(
+                absent.append(f"{program_name(m.ids)} {m.waiting}")
+        return DeadlockError(
             f"deadlock: the barrier over {axes} is reached by programs "
             f"{', '.join(program_name(m.ids) for m in arrived)} of its group, but "
             f"{'; '.join(absent)}",
@@ -266,8 +351,6 @@ class Programs:
             fix="every program along the barrier's axes must reach it (take it out of "
             "conditionals that depend on the program id)",
         )
-        self._error = (error, p)
-        self._fail()
 
     def _check_skipped(self) -> None:
         for (_, group, _), (_, entered, op) in self._shared.items():
@@ -305,6 +388,13 @@ class Programs:
                 "grid_names=...) and use those names",
             )
         return {self.grid_names.index(a) for a in axes}
+
+
+def _can_go_on(program: _Program) -> bool:
+    """Ready, or blocked at a semaphore wait that the count now allows."""
+    return program.state == "ready" or (
+        program.state == "semaphore" and program.waiting.satisfied()
+    )
 
 
 def _off_axes(ids: tuple[int, ...], along: set[int]) -> tuple[int, ...]:

@@ -17,3 +17,7 @@ __all__ += ["debug"]
 from minipallas.ir.opset import collective  # noqa: E402  (axis_index, barrier: issue 15)
 
 __all__ += ["collective"]
+
+from minipallas.ir.opset import semaphore  # noqa: E402  (semaphore_signal / wait / read)
+
+__all__ += ["semaphore"]

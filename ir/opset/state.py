@@ -21,13 +21,18 @@ from minipallas.ir.opdef import (
 )
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
 from minipallas.ir.syntax import Windowed
-from minipallas.ir.types import ArrayType
+from minipallas.ir.types import SEMAPHORE, ArrayType
 
 _LOAD = Windowed(0, (("mask", "masked"), ("other", "has_other")))
 
 
 def _split(types: Types, attrs: Attrs) -> tuple:
     ref = ref_operand(types)
+    require(
+        ref.memory_space != SEMAPHORE,
+        "a semaphore ref is not memory: read it with semaphore_read, change it with "
+        "semaphore_signal / semaphore_wait",
+    )
     n = count_dyn(attrs)
     require(len(types) >= 1 + n, f"expected {n} dynamic index operands, got {len(types) - 1}")
     dyn, rest = types[1 : 1 + n], types[1 + n :]

@@ -47,7 +47,7 @@ from minipallas.frontend.values import (
 from minipallas.ir import dtypes
 from minipallas.ir.builder import params
 from minipallas.ir.core import Function, Value
-from minipallas.ir.types import ArrayType, RefType
+from minipallas.ir.types import ArrayType, RefType, as_ref_type
 
 
 def _flatten(tree: Any) -> tuple[list[Any], Any]:
@@ -67,11 +67,12 @@ def run_scoped(
     axes = (collective_axes,) if isinstance(collective_axes, str) else tuple(collective_axes)
     if not all(isinstance(a, str) for a in axes):
         raise trace_error(f"collective_axes must be axis names, got {collective_axes!r}")
-    all_types = [*types, *kw_types.values()]
-    for t in all_types:
-        if not isinstance(t, RefType):
+    given = (*types, *kw_types.values())
+    all_types = [as_ref_type(t) for t in given]
+    for t, g in zip(all_types, given, strict=True):
+        if t is None:
             raise trace_error(
-                f"run_scoped allocates refs, got {t!r}",
+                f"run_scoped allocates refs, got {g!r}",
                 fix="give ref types, e.g. minipallas.tpu.VMEM((8, 128), jnp.float32)",
             )
     scope = child("run_scoped body")

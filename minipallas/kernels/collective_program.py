@@ -46,7 +46,7 @@ from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import ArrayType, RefType
+from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.collective_batched import batched_epochs, group_indices, run_epoch
@@ -68,11 +68,14 @@ def collective_program(
     batched over the collective axes where it can (``collective_batched``), or with
     ``batched=False`` the group's programs one after another (same bits)."""
     if kernel.scratch_types or kernel.scalar_prefetch or kernel.dynamic_axes:
-        _refuse("scratch_shapes, scalar prefetch and dynamic grids",
+        _refuse("no scratch_shapes, scalar prefetch or dynamic grids",
                 "allocate scratch with run_scoped in the body; pass a static grid")  # fmt: skip
     body = bind_grid(kernel.body, kernel.grid)
     n_grid = len(kernel.grid)
     ops, shared, axes = _inline_collective_scope(body)
+    if any(v.type.memory_space == SEMAPHORE for v in shared):
+        _refuse("private semaphores only (a wait on a shared one may need a later "
+                "program's signal)", "give each program its own semaphores")  # fmt: skip
     along = [grid_names.index(a) for a in axes]
     others = [a for a in range(n_grid) if a not in along]
     fixed = list(body.params)  # grid indices, then the block refs

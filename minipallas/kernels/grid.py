@@ -48,7 +48,7 @@ from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import ArrayType, RefType
+from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import I32, bind_grid
 
@@ -97,7 +97,8 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                 else:
                     buf[...] = fill_value(buf.type.dtype)
             for buf in scratch:
-                buf[...] = fill_value(buf.type.dtype)
+                if buf.memory_space != SEMAPHORE:  # semaphores start at 0 and keep counting
+                    buf[...] = fill_value(buf.type.dtype)
 
             def step(indices: list[TracedArray]) -> None:
                 if rewritten:  # upstream hands each step the operands as they came in

@@ -23,7 +23,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.location import user_location
-from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType
+from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType, as_ref_type
 from minipallas.kernels import params as kernel_params
 from minipallas.kernels.accumulation import accumulated_program
 from minipallas.kernels.aliases import normalize_aliases, with_aliases
@@ -444,12 +444,13 @@ def _out_specs(specs: Any, n_outputs: int) -> tuple[BlockSpec | None, ...]:
 
 
 def _scratch(t: Any, k: int) -> RefType:
-    if not isinstance(t, RefType):
+    ref = as_ref_type(t)
+    if ref is None:
         raise _error(
             f"scratch_shapes[{k}] must be a ref type, got {t!r}",
             fix="use a memory space: minipallas.tpu.VMEM((8, 128), minipallas.numpy.float32)",
         )
-    return t
+    return ref
 
 
 def _grid_names(names: Any, n_axes: int) -> tuple[str, ...] | None:

@@ -35,6 +35,7 @@ from minipallas.passes.collector import collector_paused
 from minipallas.passes.discharge import (  # noqa: F401  (each registers its rules)
     control,
     scoped,
+    semaphore,
     state,
     views,
 )

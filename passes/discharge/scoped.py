@@ -18,13 +18,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Block, Op, Value
+from minipallas.ir.literal import Literal
+from minipallas.ir.types import SEMAPHORE
 from minipallas.passes.discharge.engine import DischargeScope, Handle, Root, rule, written
 from minipallas.passes.discharge.regions import Section, finish, group_refs, params_by_operand
 
 
 def _allocate(scope: DischargeScope, param: Value, op: Op) -> None:
-    """Binds a scoped allocation to a fresh root holding an ``uninitialized`` value."""
-    start = scope.emit("uninitialized", [], op.loc, type=param.type.value_type)
+    """Binds a scoped allocation to a fresh root holding an ``uninitialized`` value (semaphores:
+    zeros, the count they start from)."""
+    t = param.type.value_type
+    if param.type.memory_space == SEMAPHORE:
+        zero = scope.emit("constant", [], op.loc, value=Literal.of(0, t.dtype))
+        start = scope.emit("broadcast_in_dim", [zero], op.loc, shape=t.shape, dims=())
+    else:
+        start = scope.emit("uninitialized", [], op.loc, type=t)
     scope.bind(param, Handle(Root(start, param.type)))
 
 

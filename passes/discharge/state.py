@@ -36,7 +36,7 @@ from minipallas.passes.discharge.views import Access
 from minipallas.passes.indexer_facts import IndexerFacts, facts
 
 
-def _split(
+def split(
     scope: DischargeScope, op: Op
 ) -> tuple[Access, IndexerFacts, Sequence[Value], Sequence[Value]]:
     """The access to the op's ref, its indexer's facts, new dynamic indices and new value
@@ -70,13 +70,13 @@ def _fill(scope: DischargeScope, window: ArrayType, loc: Location) -> Value:
 
 @rule("get")
 def _get(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    access, known, dyn, _ = _split(scope, op)
+    access, known, dyn, _ = split(scope, op)
     return [access.read(known, dyn, op.results[0].type)]
 
 
 @rule("swap")
 def _swap(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    access, known, dyn, (new,) = _split(scope, op)
+    access, known, dyn, (new,) = split(scope, op)
     old = access.read(known, dyn, new.type)
     access.write_window(known, dyn, new)
     return [old]
@@ -84,7 +84,7 @@ def _swap(scope: DischargeScope, op: Op) -> Sequence[Value]:
 
 @rule("addupdate")
 def _addupdate(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    access, known, dyn, (delta,) = _split(scope, op)
+    access, known, dyn, (delta,) = split(scope, op)
     if known.arrays:
         access.write_window(known, dyn, delta, accumulate=True)
     else:
@@ -96,7 +96,7 @@ def _addupdate(scope: DischargeScope, op: Op) -> Sequence[Value]:
 
 @rule("load")
 def _load(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    access, known, dyn, rest = _split(scope, op)
+    access, known, dyn, rest = split(scope, op)
     window = access.read(known, dyn, op.result.type)
     if not op.attrs.get("masked"):
         return [window]
@@ -110,7 +110,7 @@ def _load(scope: DischargeScope, op: Op) -> Sequence[Value]:
 
 @rule("store")
 def _store(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    access, known, dyn, rest = _split(scope, op)
+    access, known, dyn, rest = split(scope, op)
     new = rest[0]
     if op.attrs.get("masked"):
         if known.arrays:

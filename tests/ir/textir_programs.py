@@ -296,6 +296,22 @@ def collective() -> Function:
     )
 
 
+def semaphores() -> Function:
+    """semaphore_signal, semaphore_wait (both forms) and semaphore_read."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @semaphores(%s: Ref{i32[4], semaphore}, %i: i32[]) -> (i32[]) {
+  %one = constant 1 : i32[]
+  semaphore_signal %s[%i], %one
+  semaphore_wait %s[%i], %one
+  semaphore_wait %s[0], %one, keep
+  %c = semaphore_read %s[%i] : i32[]
+  return %c
+}"""
+    )
+
+
 ALL = [
     state_ops,
     views,
@@ -308,4 +324,5 @@ ALL = [
     structural,
     debug,
     collective,
+    semaphores,
 ]

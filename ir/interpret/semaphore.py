@@ -1,0 +1,68 @@
+"""Rules for ``semaphore_signal``, ``semaphore_wait`` and ``semaphore_read``.
+
+A semaphore is one int32 element of a semaphore ref; the rules change it in place. Among
+programs that run together (``programs``), a shared semaphore is how they synchronize: a signal
+is a switch point, and a wait blocks its program until the count reaches its value. A wait
+that no program can ever satisfy (a program alone, or a private semaphore) is a
+``DeadlockError`` at once: on hardware it would hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from minipallas.ir import indexing
+from minipallas.ir.core import Op
+from minipallas.ir.errors import DeadlockError
+from minipallas.ir.interpret.engine import Interpreter, rule
+from minipallas.ir.interpret.windows import locate, through
+
+
+def _counter(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarray, Sequence]:
+    """The op's semaphore as a 0-d view of the ref's storage, and its value operands."""
+    ref = args[0]
+    indexer = op.attrs["indexer"]
+    n = indexing.num_dyn(indexer)
+    access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
+    index = access.index if access.basic else tuple(int(i) for i in access.index)
+    return ref.data[index + (Ellipsis,)], args[1 + n :]
+
+
+@rule("semaphore_signal")
+def semaphore_signal(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    counter, (inc,) = _counter(interp, op, args)
+    if interp.together is not None:
+        interp.together.signal(interp, counter)
+    counter[...] = counter + np.int32(inc)
+    return ()
+
+
+@rule("semaphore_wait")
+def semaphore_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    counter, (value,) = _counter(interp, op, args)
+    value = int(value)
+    if interp.together is not None:
+        interp.together.wait(interp, op, counter, value)
+    if int(counter) < value:
+        raise DeadlockError(
+            f"waits for {value} on a semaphore that holds {int(counter)}, and no other "
+            "program can signal it",
+            op=op.name,
+            loc=op.loc,
+            fix="signal it first, or share it among programs that run together "
+            "(run_scoped(..., collective_axes=...) under collectives='simulate')",
+        )
+    if op.attrs.get("decrement", True):
+        counter[...] = counter - np.int32(value)
+    return ()
+
+
+@rule("semaphore_read")
+def semaphore_read(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    counter, _ = _counter(interp, op, args)
+    if interp.together is not None:
+        interp.together.peek(interp, counter)
+    return (np.int32(counter),)
