@@ -2,10 +2,10 @@
 
 Once its allocations are values, a ``run_scoped`` means nothing beyond scoping, so the usual
 case inlines it: each allocation's root starts as an ``uninitialized`` op (its contents are the
-fill value upstream uses: NaN, the integer minimum, False), the body's params for outer operands
-are bound to what those operands stand for outside (refs closed over from outer scopes keep
-their handles, so the body's writes land in the enclosing roots directly), and the body's ops
-are discharged right into the enclosing block.
+fill value upstream uses: NaN, the integer minimum, False; semaphores start at zero), the
+body's params for outer operands are bound to what those operands stand for outside (refs
+closed over from outer scopes keep their handles, so the body's writes land in the enclosing
+roots directly), and the body's ops are discharged right into the enclosing block.
 
 When the ``discharge_scoped`` option keeps some allocations as refs (e.g. scratch that must stay
 in memory), the op stays: kept allocations stay its body's ref parameters, discharged ones start
@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import SEMAPHORE
@@ -29,8 +32,8 @@ def _allocate(scope: DischargeScope, param: Value, op: Op) -> None:
     zeros, the count they start from)."""
     t = param.type.value_type
     if param.type.memory_space == SEMAPHORE:
-        zero = scope.emit("constant", [], op.loc, value=Literal.of(0, t.dtype))
-        start = scope.emit("broadcast_in_dim", [zero], op.loc, shape=t.shape, dims=())
+        zeros = np.zeros(t.shape, dtypes.to_numpy(t.dtype))
+        start = scope.emit("constant", [], op.loc, value=Literal.of(zeros, t.dtype))
     else:
         start = scope.emit("uninitialized", [], op.loc, type=t)
     scope.bind(param, Handle(Root(start, param.type)))
