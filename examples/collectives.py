@@ -11,6 +11,10 @@ at a barrier, then reduces the whole buffer. Two broken variants show what the s
 reports: without the barrier, a race (both ops' lines and both programs); with one program
 skipping the barrier, a deadlock.
 
+Semaphores synchronize without a barrier: in the ring, each program signals that its row is in
+the shared buffer and waits for its left neighbour's signal before copying that row. Without
+the wait it is a race; waiting for two signals where one comes is a deadlock.
+
 Run: ``.venv/bin/python examples/collectives.py``.
 """
 
@@ -40,6 +44,20 @@ def shared_sum(x_ref, o_ref, *, barrier=True, skipper=None):
         o_ref[...] = shared[...].sum(axis=0, keepdims=True)
 
     mp.run_scoped(body, tpu.VMEM((N, 128), jnp.float32), collective_axes=("x",))
+
+
+def ring(x_ref, o_ref, *, wait=1):
+    def body(shared, sems):
+        i = mp.axis_index("x")
+        shared[mp.ds(i, 1), :] = x_ref[...]
+        mp.semaphore_signal(sems.at[i])  # my row is in
+        left = jnp.where(i == 0, N - 1, i - 1)
+        if wait:
+            mp.semaphore_wait(sems.at[left], wait)  # until the left neighbour's row is
+        o_ref[...] = shared[mp.ds(left, 1), :]
+
+    mp.run_scoped(body, tpu.VMEM((N, 128), jnp.float32), tpu.SemaphoreType.REGULAR((N,)),
+                  collective_axes=("x",))  # fmt: skip
 
 
 def call(kernel, **options):
@@ -86,6 +104,21 @@ def main() -> None:
         raise AssertionError("the deadlock went unreported")
     except mp.DeadlockError as e:
         print(e)
+
+    print("--- semaphores: a ring, no barrier ---")
+    out = call(ring, collectives="simulate")(x)
+    assert out.tobytes() == np.roll(x, 1, axis=0).tobytes()
+    print("each program holds its left neighbour's row: True")
+    try:
+        call(lambda a, b: ring(a, b, wait=0), collectives="simulate")(x)
+        raise AssertionError("the race went unreported")
+    except mp.RaceError as e:
+        print(f"without the wait: {e.message}")
+    try:
+        call(lambda a, b: ring(a, b, wait=2), collectives="simulate")(x)
+        raise AssertionError("the deadlock went unreported")
+    except mp.DeadlockError as e:
+        print(f"waiting for 2 signals: {e.message[:120]}...")
 
 
 if __name__ == "__main__":

@@ -67,7 +67,8 @@ differs only along grid axis "x". Upstream JAX (0.10.2 and main) rejects it ever
 Mosaic GPU's thread axes, and minipallas does too, with upstream's messages. Under the opt-in
 collectives="simulate" every program runs together in the multi-program interpreter: the group
 shares the buffer, barrier("x") waits for all of it, and a race or a deadlock is an error
-naming both places.
+naming both places. Semaphores (semaphore_signal, semaphore_wait) order two programs without a
+barrier: a wait blocks until another program's signal, and orders what came before it.
 """
 
 WHY_RESULTS = """
@@ -181,7 +182,8 @@ def main() -> None:
         total = total + r
     assert shared.simulate(x).tobytes() == np.broadcast_to(total, (8, 128)).tobytes()
     print("simulated, every program's row holds the sum of all rows: True")
-    print("(examples/collectives.py shows the race and the deadlock the simulator reports)")
+    print("(examples/collectives.py shows the race and the deadlock the simulator reports, "
+          "and a ring of programs synchronized by semaphores)")  # fmt: skip
 
 
 if __name__ == "__main__":

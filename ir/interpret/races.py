@@ -2,13 +2,16 @@
 
 Two programs *race* when they touch the same element of shared memory (an argument every
 program sees, or a collective ``run_scoped`` allocation), at least one of them writes, it is not
-a pair of accumulates, and no barrier orders one access before the other.
+a pair of accumulates, and no barrier (or semaphore signal and wait) orders one access before
+the other.
 
 Order comes from vector clocks. Program ``p`` keeps ``clock[p]``, one counter per program:
-``clock[p][p]`` is how many barriers ``p`` has passed, ``clock[p][q]`` the last of ``q``'s
-counters that ``p`` has synchronized with. A barrier sets every participant's clock to the
-participants' elementwise maximum, then advances each participant's own counter. An access
-``q`` made at its counter ``t`` is ordered before ``p``'s present iff ``t < clock[p][q]``.
+``clock[p][p]`` is how many barriers and signals ``p`` has passed, ``clock[p][q]`` the last of
+``q``'s counters that ``p`` has synchronized with. A barrier sets every participant's clock to
+the participants' elementwise maximum, then advances each participant's own counter. A
+semaphore signal advances its program's counter and joins its clock into the semaphore's; a
+wait joins the semaphore's clock into its program's (``programs``). An access ``q`` made at its
+counter ``t`` is ordered before ``p``'s present iff ``t < clock[p][q]``.
 
 Every shared element remembers, per kind, who touched it last and when: the last write (one
 program: two unordered writes are already a race), and per program its last read and last
@@ -152,11 +155,12 @@ class RaceDetector:
         raise RaceError(
             f"program {self.names[program]} {_verb(kind)} element {list(position)} of a shared "
             f"{_describe(buffer.array)} that program {self.names[other]} {_verb(other_kind)} "
-            f"at {first.loc} ('{first.name}'), with no barrier between them",
+            f"at {first.loc} ('{first.name}'), with no barrier or semaphore wait between them",
             op=op.name,
             loc=op.loc,
-            fix="put a minipallas.barrier(axes) between the two accesses, or give each program "
-            "its own elements",
+            fix="put a minipallas.barrier(axes) between the two accesses (or a semaphore_signal "
+            "after the first and a semaphore_wait before the second), or give each program its "
+            "own elements",
             first=(first.name, first.loc, self.names[other]),
             second=(op.name, op.loc, self.names[program]),
         )

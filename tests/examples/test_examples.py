@@ -85,7 +85,7 @@ def test_new_discharge_rule_chapter_discharges_fill():
     assert "interpreter (stateful) == interpreter (discharged) == XLA == numpy: True" in out
 
 
-def test_collectives_chapter_runs_and_reports_the_race_and_the_deadlock():
+def test_collectives_chapter_runs_and_reports_the_races_and_the_deadlocks():
     out = _run("collectives.py")
     default, simulated = out.split("--- collectives='simulate'")
     assert "run_scoped interpret rule does not support collective axes" in default
@@ -94,4 +94,8 @@ def test_collectives_chapter_runs_and_reports_the_race_and_the_deadlock():
     race, deadlock = simulated.split("--- program 5 skips the barrier")
     assert "first access: 'swap' at collectives.py:" in race and "program (1,)" in race
     assert "second access: 'get' at collectives.py:" in race
+    deadlock, ring = deadlock.split("--- semaphores: a ring, no barrier ---")
     assert "(5,) finished without reaching it" in deadlock
+    assert "each program holds its left neighbour's row: True" in ring
+    assert "without the wait: program (0,) reads element [7, 0]" in ring
+    assert "waiting for 2 signals: deadlock: program (0,) waits for 2" in ring

@@ -103,7 +103,7 @@ def test_without_the_wait_the_handoff_is_a_race_naming_both_ops():
     err = e.value
     assert (err.first[0], err.second[0]) == ("swap", "get")
     assert err.first[2] != err.second[2]
-    assert "no barrier between them" in err.message
+    assert "no barrier or semaphore wait between them" in err.message
 
 
 @pytest.mark.parametrize("seed", range(6))
