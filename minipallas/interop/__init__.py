@@ -22,6 +22,7 @@ from minipallas.interop import (  # noqa: F401
     mutable,
     pallas,
     pallas_call,  # registers the pallas_call rule
+    semaphores,
     state,
     to_jax_indexing,  # noqa: F401  (registers its to_jax rules)
     to_jax_structural,

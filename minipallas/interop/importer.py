@@ -36,8 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
+from jax import numpy as jnp
 from jax._src import core as jax_core
 from jax._src import source_info_util
+from jax._src.pallas import core as pallas_core
 from jax._src.state.types import AbstractRef
 
 from minipallas.ir import dtypes
@@ -52,6 +54,7 @@ from minipallas.ir.types import (
     ANY,
     GPU_GMEM,
     GPU_SMEM,
+    SEMAPHORE,
     TPU_SMEM,
     TPU_VMEM,
     ArrayType,
@@ -142,11 +145,24 @@ def type_of(aval: object, what: str = "a value") -> Type:
         inner = aval.inner_aval
         if not isinstance(inner, jax_core.ShapedArray):
             raise JaxprImportError(f"{what} is a ref of {inner}, not of an array")
+        if jnp.issubdtype(inner.dtype, pallas_core.semaphore_dtype):
+            return _semaphores(inner, what)
         space = memory_space(aval.memory_space)
         return RefType(inner.shape, dtype_of(inner.dtype, what), space)
     if isinstance(aval, jax_core.ShapedArray):
         return ArrayType(aval.shape, dtype_of(aval.dtype, what))
     raise JaxprImportError(f"{what} has type {aval}, which is neither an array nor a ref")
+
+
+def _semaphores(inner: jax_core.ShapedArray, what: str) -> RefType:
+    """A ref of upstream's regular semaphores (``pltpu.SemaphoreType.REGULAR``): minipallas's
+    int32 semaphore ref. DMA and barrier semaphores have no counterpart."""
+    if not jnp.issubdtype(inner.dtype, pallas_core.semaphore):
+        raise JaxprImportError(
+            f"{what} is a ref of {inner.dtype} semaphores; only regular semaphores "
+            "(SemaphoreType.REGULAR) import"
+        )
+    return RefType(inner.shape, "int32", SEMAPHORE)
 
 
 @functools.lru_cache(maxsize=1024)

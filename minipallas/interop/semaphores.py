@@ -1,0 +1,57 @@
+"""Import rules for upstream's semaphore primitives: ``semaphore_signal``, ``semaphore_wait``,
+``semaphore_read`` (``pl.semaphore_*``).
+
+Each equation's operands are the leaves of the pytree its ``args_tree`` parameter describes:
+the semaphore ref, its transforms (``sem.at[i]``), then the op's own arguments. The ref and
+window come out as for a state op (``state.target``). A remote signal (``device_id``,
+``core_index``) has no minipallas counterpart: programs here share semaphores through a
+collective ``run_scoped`` instead. A wait's ``decrement`` must be a constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jax._src import core as jax_core
+from jax._src import tree_util
+
+from minipallas.interop.importer import ImportScope, rule
+from minipallas.interop.state import target
+from minipallas.ir.core import Value
+
+
+def _arguments(eqn: jax_core.JaxprEqn) -> list:
+    return tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
+
+
+@rule("semaphore_signal")
+def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    sem, transforms, inc, device_id, core_index = _arguments(eqn)
+    if device_id is not None or core_index is not None:
+        raise scope.error(
+            "a remote semaphore_signal (device_id or core_index) cannot be imported",
+            fix="signal a semaphore of a collective run_scoped: every program of the group "
+            "shares it",
+        )
+    ref, w = target(scope, sem, transforms)
+    scope.emit_op("semaphore_signal", [ref, *w.dyn, scope.read(inc)], indexer=w.indexer)
+    return []
+
+
+@rule("semaphore_wait")
+def semaphore_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    sem, transforms, value, decrement = _arguments(eqn)
+    if not isinstance(decrement, jax_core.Literal | bool):
+        raise scope.error("a semaphore_wait whose decrement is traced cannot be imported",
+                          fix="pass decrement=True or decrement=False")  # fmt: skip
+    ref, w = target(scope, sem, transforms)
+    scope.emit_op("semaphore_wait", [ref, *w.dyn, scope.read(value)], indexer=w.indexer,
+                  decrement=bool(getattr(decrement, "val", decrement)))  # fmt: skip
+    return []
+
+
+@rule("semaphore_read")
+def semaphore_read(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    sem, transforms = _arguments(eqn)
+    ref, w = target(scope, sem, transforms)
+    return [scope.emit("semaphore_read", [ref, *w.dyn], indexer=w.indexer)]
