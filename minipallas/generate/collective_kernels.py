@@ -11,6 +11,11 @@ difference with the value it wrote; a second barrier closes the epoch. So the ke
 by construction, whatever the draws. ``plant`` drops the first barrier and makes each program
 read the row its successor wrote: a race a correct simulator must report.
 
+With ``semaphores``, the first barrier of each epoch is a handoff instead: the writer of a row
+signals that row's semaphore of the epoch (the leader its extra row's too), and a reader waits on
+the semaphore of the row it reads, keeping the count (several may read one row). Planted, the
+first epoch's waits are dropped.
+
 Decisions come from a ``Choices`` (hypothesis draws in tests, ``random.Random`` in campaigns).
 """
 
@@ -25,7 +30,7 @@ import minipallas.numpy as mnp
 from minipallas.frontend.refs import TracedRef
 from minipallas.generate.choices import Choices
 from minipallas.kernels.pallas_call import PallasCall
-from minipallas.tpu import VMEM
+from minipallas.tpu import VMEM, SemaphoreType
 
 OPS = ("double", "add_one", "tanh", "negate")
 
@@ -45,13 +50,14 @@ class CollectiveSpec:
     width: int
     epochs: tuple[Epoch, ...]
     plant: bool = False
+    semaphores: bool = False
 
     @property
     def rows(self) -> int:
         return self.groups * self.n
 
 
-def draw_collective(c: Choices, plant: bool = False) -> CollectiveSpec:
+def draw_collective(c: Choices, plant: bool = False, semaphores: bool = False) -> CollectiveSpec:
     n = c.integer(2, 5)
     epochs = []
     for e in range(c.integer(1, 3)):
@@ -62,7 +68,7 @@ def draw_collective(c: Choices, plant: bool = False) -> CollectiveSpec:
         if plant and e == 0:
             reads = tuple(writes[(i + 1) % n] for i in range(n))
         epochs.append(Epoch(c.pick(OPS), writes, reads, leader))
-    return CollectiveSpec(c.integer(1, 2), n, c.pick((8, 128)), tuple(epochs), plant)
+    return CollectiveSpec(c.integer(1, 2), n, c.pick((8, 128)), tuple(epochs), plant, semaphores)
 
 
 def collective_call(spec: CollectiveSpec) -> PallasCall:
@@ -76,25 +82,37 @@ def collective_call(spec: CollectiveSpec) -> PallasCall:
         return value
 
     def kernel(x_ref: TracedRef, o_ref: TracedRef) -> None:
-        def body(shared: TracedRef) -> None:
+        def body(shared: TracedRef, *sems: TracedRef) -> None:
             i = mp.axis_index("x")
             kept = x_ref[...]
             for e, epoch in enumerate(spec.epochs):
                 new = _apply(epoch.op, kept)
-                shared[mp.ds(pick(epoch.writes, i), 1), :] = new
+                row = pick(epoch.writes, i)
+                shared[mp.ds(row, 1), :] = new
+                if sems:
+                    mp.semaphore_signal(sems[0].at[e, row])
                 if epoch.leader is not None:
 
                     @mp.when(i == epoch.leader)
-                    def _(new: object = new) -> None:
+                    def _(new: object = new, e: int = e) -> None:
                         shared[mp.ds(n, 1), :] = -new
+                        if sems:
+                            mp.semaphore_signal(sems[0].at[e, n])
 
+                read = pick(epoch.reads, i)
                 if not (spec.plant and e == 0):
-                    mp.barrier("x")
-                kept = shared[mp.ds(pick(epoch.reads, i), 1), :] - new
+                    if sems:
+                        mp.semaphore_wait(sems[0].at[e, read], 1, decrement=False)
+                    else:
+                        mp.barrier("x")
+                kept = shared[mp.ds(read, 1), :] - new
                 mp.barrier("x")
             o_ref[...] = kept
 
-        mp.run_scoped(body, VMEM((n + 1, spec.width), mnp.float32), collective_axes=("x",))
+        scratch = [VMEM((n + 1, spec.width), mnp.float32)]
+        if spec.semaphores:
+            scratch.append(SemaphoreType.REGULAR((len(spec.epochs), n + 1)))
+        mp.run_scoped(body, *scratch, collective_axes=("x",))
 
     row = mp.BlockSpec((1, spec.width), lambda j, i: (j * n + i, 0))
     return mp.pallas_call(

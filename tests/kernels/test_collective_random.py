@@ -1,7 +1,11 @@
 """Property: on random race-free collective kernels (``minipallas.generate.collective_kernels``)
 the multi-program interpreter, the pure program (loop and batched forms) under the reference
 interpreter and compiled by XLA agree bit for bit, under lockstep and random schedules; and a
-planted race (one barrier dropped, each program reading its successor's row) is always reported."""
+planted race (one barrier dropped, each program reading its successor's row) is always reported.
+The same kernels synchronized by semaphore handoffs give the barrier kernels' bits, and a dropped
+wait is always reported."""
+
+import dataclasses
 
 import pytest
 from hypothesis import HealthCheck, given, note, settings
@@ -27,8 +31,8 @@ SETTINGS = settings(
 
 
 @st.composite
-def collective_kernels(draw, plant=False):
-    return draw_collective(DrawChoices(draw), plant=plant)
+def collective_kernels(draw, plant=False, semaphores=False):
+    return draw_collective(DrawChoices(draw), plant=plant, semaphores=semaphores)
 
 
 @SETTINGS
@@ -57,4 +61,31 @@ def test_a_planted_race_is_always_reported(spec, seed):
     with pytest.raises(RaceError):
         call.program(x)  # the windows come from the grid indices: proved statically
     with pytest.raises(InterpretError):  # a race, or a read before any write
+        call.simulate(x, schedule=seed)
+
+
+@SETTINGS
+@given(collective_kernels(semaphores=True), st.integers(0, 2**16))
+def test_semaphore_handoffs_give_the_barrier_kernels_bits(spec, seed):
+    """The same kernel with each epoch's first barrier replaced by signal/wait handoffs: the
+    simulator gives the barrier kernel's bits (compiled by XLA), under every schedule."""
+    note(repr(spec))
+    x = collective_inputs(spec, seed)
+    call = collective_call(spec)
+    simulated = call(x)
+    assert same_bits(call.simulate(x, schedule=seed), simulated)
+    barriers = collective_call(dataclasses.replace(spec, semaphores=False))
+    (compiled,) = mp.compile(collective_program(barriers.trace(x), barriers.grid_names))(x)
+    assert same_bits(compiled, simulated)
+
+
+@SETTINGS
+@given(collective_kernels(plant=True, semaphores=True), st.integers(0, 2**16))
+def test_a_dropped_wait_is_always_reported(spec, seed):
+    note(repr(spec))
+    x = collective_inputs(spec, seed)
+    call = collective_call(spec)
+    with pytest.raises(RaceError):
+        call(x)
+    with pytest.raises(InterpretError):
         call.simulate(x, schedule=seed)
