@@ -34,6 +34,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     promote,
     scans,
     scoped,
+    semaphore,
     sorting,
     state,
     views,

@@ -5,7 +5,8 @@ Mosaic's conventions, as upstream Pallas writes them:
   ``vector<...>``;
 - integers are signless (``uint32`` is ``i32``; the rules pick unsigned ops from the dtype);
 - ``bool`` is ``i1`` in values but ``i32`` in memory (a ``memref`` of ``bool`` holds ``i32``);
-- memory indices are ``index`` values; grid indices and loop counters are ``i32``.
+- memory indices are ``index`` values; grid indices and loop counters are ``i32``;
+- semaphores are ``memref``s of ``!tpu.semaphore`` in ``#tpu.memory_space<semaphore_mem>``.
 Each function emits at the current insertion point and location.
 """
 
@@ -17,11 +18,11 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
-from minipallas.ir.types import ANY, TPU_SMEM, ArrayType, MemorySpace, RefType
+from minipallas.ir.types import ANY, SEMAPHORE, TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
-MEMORY_SPACE = {ANY: "any", TPU_SMEM: "smem"}  # everything else is VMEM
+MEMORY_SPACE = {ANY: "any", TPU_SMEM: "smem", SEMAPHORE: "semaphore_mem"}  # the rest is VMEM
 
 
 def element_type(dtype: str, in_memory: bool = False) -> ir.Type:
@@ -37,7 +38,8 @@ def value_type(t: ArrayType) -> ir.Type:
 
 
 def space_name(space: MemorySpace) -> str:
-    """Mosaic's name for a memory space: ``vmem`` (the default), ``smem`` or ``any``."""
+    """Mosaic's name for a memory space: ``vmem`` (the default), ``smem``, ``any`` or
+    ``semaphore_mem``."""
     return MEMORY_SPACE.get(space, "vmem")
 
 
@@ -46,9 +48,13 @@ def memory_space_attr(space: MemorySpace) -> ir.Attribute:
 
 
 def memref_type(shape: Sequence[int], dtype: str, space: MemorySpace) -> ir.MemRefType:
-    return ir.MemRefType.get(
-        list(shape), element_type(dtype, in_memory=True), memory_space=memory_space_attr(space)
-    )
+    """A memref of ``dtype`` in ``space``; in the semaphore space its elements are
+    ``!tpu.semaphore`` (the int32 counters are not memory Mosaic loads from)."""
+    if space == SEMAPHORE:
+        element = ir.Type.parse("!tpu.semaphore")
+    else:
+        element = element_type(dtype, in_memory=True)
+    return ir.MemRefType.get(list(shape), element, memory_space=memory_space_attr(space))
 
 
 def ref_memref_type(t: RefType) -> ir.MemRefType:

@@ -2,7 +2,8 @@
 
 The region bounds the allocations' lifetime, as ``run_scoped`` does: the body runs inside it
 with one ``memref.alloca`` per allocated ref (VMEM unless the ref names SMEM; a ref with no
-memory space lives in VMEM, the kernel's default) and yields its results with ``tpu.yield``.
+memory space lives in VMEM, the kernel's default), or one ``tpu.sem_alloc`` per semaphore ref,
+and yields its results with ``tpu.yield``.
 Collective axes never reach this rule: ``lower_kernel`` runs the collective-axes check first,
 which raises upstream Mosaic's ``NotImplementedError``.
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
-from minipallas.ir.types import ANY, TPU_VMEM, RefType
+from minipallas.ir.types import ANY, SEMAPHORE, TPU_VMEM, RefType
 from minipallas.lowering.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule
@@ -28,8 +29,10 @@ def scratch_space(t: RefType) -> RefType:
 
 
 def allocate(t: RefType) -> MemRef:
+    """A buffer for ``t``: ``memref.alloca``, or ``tpu.sem_alloc`` for semaphores."""
     t = scratch_space(t)
-    buffer = memref.alloca(emit.ref_memref_type(t), [], [])
+    mem = emit.ref_memref_type(t)
+    buffer = tpu.sem_alloc(mem) if t.memory_space == SEMAPHORE else memref.alloca(mem, [], [])
     return MemRef(buffer, t.dtype, t.memory_space, (False,) * t.ndim)
 
 

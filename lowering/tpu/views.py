@@ -22,8 +22,9 @@ def _memref(ref: MemRef, shape: Sequence[int], dtype: str) -> ir.MemRefType:
     return emit.memref_type(shape, dtype, ref.space)
 
 
-@rule("ref.at")
-def at(ctx: LoweringContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
+def sliced(ctx: LoweringContext, op: Op, ref: MemRef, dyn: Sequence[ir.Value]) -> MemRef:
+    """The view of ``ref`` that ``op``'s indexer selects (``dyn``: its bound dynamic indices):
+    ``tpu.memref_slice``, then ``tpu.memref_squeeze`` when dimensions drop."""
     w = window(ctx, op, ref, dyn, as_index=False)
     if w.strided:
         raise unsupported(
@@ -31,10 +32,15 @@ def at(ctx: LoweringContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bo
             "strided views of refs are not supported on TPU (as upstream)",
             fix="take the strided window with a load (x_ref[pl.ds(0, n, stride=k)]) instead",
         )
-    sliced = tpu.memref_slice(_memref(ref, w.sizes, ref.dtype), ref.value, list(w.starts), [])
+    view = tpu.memref_slice(_memref(ref, w.sizes, ref.dtype), ref.value, list(w.starts), [])
     if not all(w.kept):
-        sliced = tpu.memref_squeeze(_memref(ref, w.result_shape, ref.dtype), sliced)
-    return [MemRef(sliced, ref.dtype, ref.space, (False,) * len(w.result_shape))]
+        view = tpu.memref_squeeze(_memref(ref, w.result_shape, ref.dtype), view)
+    return MemRef(view, ref.dtype, ref.space, (False,) * len(w.result_shape))
+
+
+@rule("ref.at")
+def at(ctx: LoweringContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
+    return [sliced(ctx, op, ref, dyn)]
 
 
 @rule("ref.reshape")
