@@ -9,7 +9,8 @@ as ``views`` does: ``tpu.memref_slice`` (i32 starts, clamped like any dynamic in
 ``sem.at[i]``.
 
 Mosaic's wait always decrements: a ``semaphore_wait ..., keep`` is refused with upstream's
-message (upstream's rule raises it as ``NotImplementedError``).
+message (upstream's rule has the check, but in jax 0.10.2 it never fires and emits a
+decrementing wait: README, Mosaic TPU).
 """
 
 from __future__ import annotations
