@@ -137,7 +137,7 @@ def as_ref_type(t: object) -> RefType | None:
     ``SemaphoreType.REGULAR`` on its own as one semaphore (upstream's spelling); None otherwise."""
     if isinstance(t, RefType):
         return t
-    return SEMAPHORE() if t == SEMAPHORE else None
+    return SEMAPHORE() if t is SEMAPHORE else None
 
 
 def scalar(dtype: object) -> ArrayType:

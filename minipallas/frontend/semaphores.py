@@ -51,7 +51,7 @@ def _one(sem: Any, what: str) -> TracedRef:
 
 
 def _count(x: Any, what: str) -> TracedArray:
-    value = asarray(x, "int32") if not isinstance(x, TracedArray) else x
+    value = x if isinstance(x, TracedArray) else asarray(x, "int32")
     if value.type.dtype != "int32" or value.shape != ():
         raise trace_error(
             f"a semaphore's {what} must be an int32 scalar, got {value.type}",
