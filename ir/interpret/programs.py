@@ -152,8 +152,9 @@ class Programs:
         self._yield(program, "barrier")
 
     def signal(self, interp: Interpreter, counter: np.ndarray) -> None:
-        """Before a signal adds to ``counter``: a switch point, and (shared) the program's clock
-        joins the semaphore's, then advances, so its later accesses are not ordered by it."""
+        """Before a signal adds to ``counter``: a switch point, and (shared) the program's own
+        counter advances, then its clock joins the semaphore's: a waiter is ordered after what
+        the program did before the signal, not after what it does next."""
         key = self._shared_semaphore(counter)
         if key is None:
             return
