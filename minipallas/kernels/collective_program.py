@@ -15,9 +15,10 @@ other (``pallas_call(..., collectives="simulate").lower(x)``, ``.program(x)``):
    returns the values later segments use (*live-outs*).
 3. The program: the operands' padded buffers as in the loop program; for each group (a loop
    nest over the other grid axes) the shared allocations are allocated once, plus one spill
-   buffer per live value with a row per program of the group; then for each segment, a loop
-   nest over the collective axes calls it at each program's grid point, reading its live-ins
-   from the spill rows and writing its live-outs back.
+   buffer per live value with a row per program of the group, and each ``scratch_shapes``
+   array with a row per program (a program's own scratch, as under the simulator); then for
+   each segment, a loop nest over the collective axes calls it at each program's grid point,
+   reading its live-ins from the spill rows and writing its live-outs back.
 
 The shared allocation is one array per group. By default each epoch then runs once for the
 whole group, batched over the collective axes (``collective_batched``: the buffers and the
@@ -67,9 +68,9 @@ def collective_program(
     """``@<name>_collective(inputs...) -> outputs`` (module doc): each epoch of a group
     batched over the collective axes where it can (``collective_batched``), or with
     ``batched=False`` the group's programs one after another (same bits)."""
-    if kernel.scratch_types or kernel.scalar_prefetch or kernel.dynamic_axes:
-        _refuse("no scratch_shapes, scalar prefetch or dynamic grids",
-                "allocate scratch with run_scoped in the body; pass a static grid")  # fmt: skip
+    if kernel.scalar_prefetch or kernel.dynamic_axes:
+        _refuse("no scalar prefetch or dynamic grids",
+                "pass the prefetched scalars as ordinary inputs, and a static grid")  # fmt: skip
     body = bind_grid(kernel.body, kernel.grid)
     n_grid = len(kernel.grid)
     ops, shared, axes = _inline_collective_scope(body)
@@ -91,6 +92,9 @@ def collective_program(
     sources = output_sources(kernel)
     n_in = kernel.num_inputs
     group_size = int(np.prod([kernel.grid[a] for a in along]))
+    # each program's own scratch_shapes: a row of one array per group (fresh for each group)
+    scratch = [RefType((group_size, *t.shape), t.dtype, t.memory_space)
+               for t in kernel.scratch_types]  # fmt: skip
     spilled = [v for s in segments for v in s.live_out]
     spill_types = [RefType((group_size, *v.type.shape), v.type.dtype) for v in spilled]
     row_of = {v: k for k, v in enumerate(spilled)}
@@ -98,20 +102,22 @@ def collective_program(
     sizes = tuple(kernel.grid[a] for a in along)
     epochs = None
     if batched:
-        wholes = [_on_buffers(seg.fn, specs, buffers, n_grid) for seg in segments]
+        wholes = [_on_buffers(seg.fn, specs, buffers, scratch, n_grid, along, sizes)
+                  for seg in segments]  # fmt: skip
         epochs = batched_epochs(wholes, n_grid, along, sizes)
 
     def batched_group(bufs: Sequence[TracedRef], outer: list[TracedArray]) -> None:
         indices = _merge(outer, others, group_indices(sizes), along)
 
-        def with_shared(*shared_refs: TracedRef) -> None:
+        def with_shared(*refs: TracedRef) -> None:
+            _fill_scratch(refs[: len(scratch)])
             lives: dict[Value, TracedArray] = {}
             for seg, epoch in zip(segments, epochs, strict=True):
                 ins = [lives[v] for v in seg.live_in]
-                outs = run_epoch(epoch, indices, [*bufs, *shared_refs], ins)
+                outs = run_epoch(epoch, indices, [*bufs, *refs], ins)
                 lives.update(zip(seg.live_out, outs, strict=True))
 
-        run_scoped(with_shared, *(v.type for v in shared))
+        run_scoped(with_shared, *scratch, *(v.type for v in shared))
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         def with_buffers(*bufs: TracedRef) -> tuple[TracedArray, ...]:
@@ -129,7 +135,9 @@ def collective_program(
                     return
 
                 def with_shared(*refs: TracedRef) -> None:
+                    own, refs = refs[: len(scratch)], refs[len(scratch) :]
                     shared_refs, spills = refs[: len(shared)], refs[len(shared) :]
+                    _fill_scratch(own)
                     for seg in segments:
 
                         def step(inner: list[TracedArray], seg: _Segment = seg) -> None:
@@ -138,6 +146,7 @@ def collective_program(
                             views = [
                                 block_view(b, s, indices) for b, s in zip(bufs, specs, strict=True)
                             ]
+                            views += [r.at[row] for r in own]
                             lives = [spills[row_of[v]][row] for v in seg.live_in]
                             outs = call(seg.fn, *indices, *views, *shared_refs, *lives)
                             outs = (
@@ -148,7 +157,7 @@ def collective_program(
 
                         loop_nest(tuple(kernel.grid[a] for a in along), [], step)
 
-                run_scoped(with_shared, *(v.type for v in shared), *spill_types)
+                run_scoped(with_shared, *scratch, *(v.type for v in shared), *spill_types)
 
             loop_nest(tuple(kernel.grid[a] for a in others), [], per_group)
             return tuple(
@@ -228,20 +237,30 @@ def _segments(ops: list[Op], fixed: list[Value], shared: list[Value]) -> list[_S
 
 
 def _on_buffers(
-    seg: Function, specs: Sequence[TracedBlockSpec], buffers: Sequence[RefType], n_grid: int
+    seg: Function,
+    specs: Sequence[TracedBlockSpec],
+    buffers: Sequence[RefType],
+    scratch: Sequence[RefType],
+    n_grid: int,
+    along: Sequence[int],
+    sizes: Sequence[int],
 ) -> Function:
     """``seg`` taking the whole buffers instead of its block refs and cutting its block views
-    itself (``block_view``), inline: so a write into a block is a write into the buffer where
-    it happens, under its condition if it has one (a call would write the block back whole)."""
-    n_specs = len(specs)
+    itself (``block_view``; a program's scratch is its row of the group's), inline: so a write
+    into a block is a write into the buffer where it happens, under its condition if it has one
+    (a call would write the block back whole)."""
+    n_refs = len(specs) + len(scratch)
 
     def whole(*args: object) -> object:
-        grid, bufs = list(args[:n_grid]), args[n_grid : n_grid + n_specs]
-        views = [block_view(b, s, grid) for b, s in zip(bufs, specs, strict=True)]
-        return call(seg, *grid, *views, *args[n_grid + n_specs :])
+        grid, bufs = list(args[:n_grid]), args[n_grid : n_grid + n_refs]
+        views = [block_view(b, s, grid) for b, s in zip(bufs[: len(specs)], specs, strict=True)]
+        row = _row([grid[a] for a in along], list(sizes))
+        views += [r.at[row] for r in bufs[len(specs) :]]
+        return call(seg, *grid, *views, *args[n_grid + n_refs :])
 
     types = [p.type for p in seg.params]
-    traced = trace(whole, *types[:n_grid], *buffers, *types[n_grid + n_specs :], name=seg.name)
+    traced = trace(whole, *types[:n_grid], *buffers, *scratch, *types[n_grid + n_refs :],
+                   name=seg.name)  # fmt: skip
     sub: dict[Value, Value] = {}
     ops: list[Op] = []
     for op in traced.body.ops:
@@ -255,6 +274,13 @@ def _on_buffers(
             ops.append(op)
     results = tuple(sub.get(v, v) for v in traced.body.results)
     return Function(seg.name, Block(traced.body.params, tuple(ops), results))
+
+
+def _fill_scratch(refs: Sequence[TracedRef]) -> None:
+    """Scratch starts as the loop program's does: the fill value (semaphores at 0)."""
+    for ref in refs:
+        if ref.memory_space != SEMAPHORE:
+            ref[...] = fill_value(ref.type.dtype)
 
 
 def _substituted(op: Op, sub: dict[Value, Value]) -> Op:

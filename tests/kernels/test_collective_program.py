@@ -10,6 +10,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.errors import RaceError, TraceError
+from minipallas.kernels.collective_program import collective_program
 
 N = 4
 F32 = jnp.float32
@@ -85,12 +86,36 @@ def test_epochs_that_are_not_static_are_refused_with_a_fix():
         _call(in_a_branch).program(x)
     assert "multi-program interpreter" in e.value.fix and e.value.loc.line > 0
 
-    def scratch_kernel(x_ref, o_ref, s_ref):
-        o_ref[...] = x_ref[...]
 
-    call = _call(scratch_kernel, scratch_shapes=[tpu.VMEM((1, 128), F32)])
-    with pytest.raises(TraceError, match="scratch_shapes"):
-        call.program(x)
+@pytest.mark.parametrize("batched", [False, True])
+def test_each_program_keeps_its_own_scratch_shapes_across_barriers(batched):
+    """A program's scratch (its row of one array per group) holds what it wrote before the
+    barrier; another program's writes never reach it."""
+
+    def kernel(x_ref, o_ref, s_ref, t_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+            s_ref[...] = x_ref[...] * 3.0
+            t_ref[0] = i
+            shared[mp.ds(i, 1), :] = x_ref[...]
+            mp.barrier("x")
+            left = jnp.where(i == 0, N - 1, i - 1)
+            o_ref[...] = shared[mp.ds(left, 1), :] + s_ref[...] + t_ref[0].astype(F32)
+
+        mp.run_scoped(body, tpu.VMEM((N, 128), F32), collective_axes=("x",))
+
+    call = _call(kernel, scratch_shapes=[tpu.VMEM((1, 128), F32), tpu.SMEM((1,), jnp.int32)])
+    x = np.random.default_rng(1).standard_normal((2 * N, 128)).astype(np.float32)
+    simulated = call(x)
+    program = collective_program(call.trace(x), call.grid_names, batched=batched)
+    (interpreted,) = mp.interpret(program, x)
+    (compiled,) = mp.compile(program)(x)
+    assert_same_bits(interpreted, simulated)
+    assert_same_bits(compiled, simulated)
+    for g in range(2):
+        rows = x[g * N : (g + 1) * N]
+        want = np.roll(rows, 1, axis=0) + rows * 3.0 + np.arange(N, dtype=np.float32)[:, None]
+        assert_same_bits(simulated[g * N : (g + 1) * N], want)
 
 
 def _no_barrier(x_ref, o_ref):

@@ -15,6 +15,7 @@ import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.collectives import TritonSemaphoreUnsupported
 from minipallas.ir.errors import TraceError
+from minipallas.kernels.collective_program import collective_program
 
 I32 = jnp.int32
 
@@ -107,3 +108,38 @@ def test_triton_rejects_semaphores_with_upstreams_message():
     )
     assert isinstance(e.value, NotImplementedError) and e.value.op == "semaphore_signal"
     assert "test_semaphore_kernels.py" in str(e.value.loc)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_private_scratch_semaphores_of_a_collective_kernel_have_a_one_program_form(batched):
+    """Each program's own scratch semaphore is its row of the group's array: the one-program
+    form counts as the simulator does."""
+
+    def kernel(x_ref, o_ref, sem):
+        def body(shared):
+            i = mp.axis_index("x")
+            mp.semaphore_signal(sem, i + 2)
+            shared[mp.ds(i, 1), :] = x_ref[...]
+            mp.barrier("x")
+            mp.semaphore_wait(sem, 1)
+            o_ref[...] = shared[...].sum(axis=0, keepdims=True) * mp.semaphore_read(sem).astype(
+                jnp.float32
+            )
+
+        mp.run_scoped(body, tpu.VMEM((4, 128), jnp.float32), collective_axes=("x",))
+
+    spec = mp.BlockSpec((1, 128), lambda i: (i, 0))
+    call = mp.pallas_call(kernel, mp.ArrayType((4, 128), jnp.float32), grid=(4,),
+                          in_specs=[spec], out_specs=spec, grid_names=("x",),
+                          collectives="simulate",
+                          scratch_shapes=[tpu.SemaphoreType.REGULAR])  # fmt: skip
+    x = np.random.default_rng(2).standard_normal((4, 128)).astype(np.float32)
+    simulated = call(x)
+    program = collective_program(call.trace(x), call.grid_names, batched=batched)
+    (compiled,) = mp.compile(program)(x)
+    assert np.asarray(compiled).tobytes() == simulated.tobytes()
+    total = np.zeros(128, np.float32)
+    for r in x:
+        total = total + r
+    counts = np.arange(4, dtype=np.float32)[:, None] + 1.0  # i + 2 signalled, 1 waited
+    assert simulated.tobytes() == (total * counts).tobytes()
