@@ -52,7 +52,14 @@ from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.collective_batched import batched_epochs, group_indices, run_epoch
 from minipallas.kernels.collective_races import check_static_races
-from minipallas.kernels.grid import block_view, copy_in, loop_nest, padded_shape, valid_region
+from minipallas.kernels.grid import (
+    block_view,
+    copy_in,
+    fill_scratch,
+    loop_nest,
+    padded_shape,
+    valid_region,
+)
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ def collective_program(
         indices = _merge(outer, others, group_indices(sizes), along)
 
         def with_shared(*refs: TracedRef) -> None:
-            _fill_scratch(refs[: len(scratch)])
+            fill_scratch(refs[: len(scratch)])
             lives: dict[Value, TracedArray] = {}
             for seg, epoch in zip(segments, epochs, strict=True):
                 ins = [lives[v] for v in seg.live_in]
@@ -137,7 +144,7 @@ def collective_program(
                 def with_shared(*refs: TracedRef) -> None:
                     own, refs = refs[: len(scratch)], refs[len(scratch) :]
                     shared_refs, spills = refs[: len(shared)], refs[len(shared) :]
-                    _fill_scratch(own)
+                    fill_scratch(own)
                     for seg in segments:
 
                         def step(inner: list[TracedArray], seg: _Segment = seg) -> None:
@@ -274,13 +281,6 @@ def _on_buffers(
             ops.append(op)
     results = tuple(sub.get(v, v) for v in traced.body.results)
     return Function(seg.name, Block(traced.body.params, tuple(ops), results))
-
-
-def _fill_scratch(refs: Sequence[TracedRef]) -> None:
-    """Scratch starts as the loop program's does: the fill value (semaphores at 0)."""
-    for ref in refs:
-        if ref.memory_space != SEMAPHORE:
-            ref[...] = fill_value(ref.type.dtype)
 
 
 def _substituted(op: Op, sub: dict[Value, Value]) -> Op:

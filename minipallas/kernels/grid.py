@@ -96,9 +96,7 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                     copy_in(buf, spec, inputs[sources[k]])
                 else:
                     buf[...] = fill_value(buf.type.dtype)
-            for buf in scratch:
-                if buf.memory_space != SEMAPHORE:  # semaphores start at 0 and keep counting
-                    buf[...] = fill_value(buf.type.dtype)
+            fill_scratch(scratch)
 
             def step(indices: list[TracedArray]) -> None:
                 if rewritten:  # upstream hands each step the operands as they came in
@@ -157,6 +155,14 @@ def valid_region(spec: TracedBlockSpec) -> Any:
     if padded_shape(spec) == spec.array.shape:
         return ...
     return tuple(slice(lo, lo + n) for n, (lo, _) in zip(spec.array.shape, spec.pads, strict=True))
+
+
+def fill_scratch(refs: Sequence[TracedRef]) -> None:
+    """Scratch starts holding the fill value, as upstream's interpret mode fills it; semaphores
+    start at 0 (their allocation) and keep counting."""
+    for ref in refs:
+        if ref.memory_space != SEMAPHORE:
+            ref[...] = fill_value(ref.type.dtype)
 
 
 def copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:
