@@ -132,6 +132,12 @@ class RefType:
 Type = ArrayType | RefType
 
 
+def initial_value(t: RefType) -> object:
+    """What a fresh buffer of ``t`` holds: ``dtypes.fill_value`` (upstream's uninitialized
+    contents), or 0 for semaphores, which start counting there."""
+    return 0 if t.memory_space == SEMAPHORE else dtypes.fill_value(t.dtype)
+
+
 def as_ref_type(t: object) -> RefType | None:
     """What ``run_scoped`` and ``scratch_shapes`` allocate for ``t``: a ref type as it is, and
     ``SemaphoreType.REGULAR`` on its own as one semaphore (upstream's spelling); None otherwise."""

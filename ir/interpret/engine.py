@@ -26,7 +26,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
 from minipallas.ir.errors import InterpretError, MiniPallasError
 from minipallas.ir.rules import RuleTable
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, Type
+from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, Type, initial_value
 
 
 class Ref:
@@ -131,11 +131,9 @@ class Interpreter:
     def allocate(self, ref_type: RefType) -> Ref:
         """A fresh buffer holding ``dtypes.fill_value``; under tracking, nothing in it is written
         yet. Semaphores start at 0, as on hardware."""
-        dtype = ref_type.dtype
-        counters = ref_type.memory_space == SEMAPHORE
-        fill = 0 if counters else dtypes.fill_value(dtype)
-        data = np.full(ref_type.shape, fill, dtypes.to_numpy(dtype))
-        written = np.full(ref_type.shape, counters) if self.tracking else None
+        data = np.full(ref_type.shape, initial_value(ref_type), dtypes.to_numpy(ref_type.dtype))
+        counted = ref_type.memory_space == SEMAPHORE  # a count is always there to read
+        written = np.full(ref_type.shape, counted) if self.tracking else None
         return Ref(data, written)
 
     def run(self, block: Block, args: Sequence[Any]) -> list[Any]:

@@ -48,7 +48,7 @@ from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
+from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, initial_value
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import I32, bind_grid
 
@@ -159,10 +159,11 @@ def valid_region(spec: TracedBlockSpec) -> Any:
 
 def fill_scratch(refs: Sequence[TracedRef]) -> None:
     """Scratch starts holding the fill value, as upstream's interpret mode fills it; semaphores
-    start at 0 (their allocation) and keep counting."""
+    are no memory to store into: they start at 0 (``initial_value``, their allocation) and keep
+    counting."""
     for ref in refs:
         if ref.memory_space != SEMAPHORE:
-            ref[...] = fill_value(ref.type.dtype)
+            ref[...] = initial_value(ref.type)
 
 
 def copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:

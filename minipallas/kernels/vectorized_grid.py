@@ -62,7 +62,7 @@ from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.interpret.engine import RULES, Interpreter
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
-from minipallas.ir.types import ArrayType
+from minipallas.ir.types import ArrayType, initial_value
 from minipallas.kernels.aliases import output_sources
 from minipallas.kernels.bind_grid import bind_grid
 from minipallas.kernels.grid import padded_shape, surely_nonnegative
@@ -133,7 +133,10 @@ def vectorized_grid_program(
             else filled(op.pairs, op.spec.array.dtype)
             for k, op in enumerate(outs)
         ]
-        state += [filled((*sizes, *t.shape), t.dtype) for t in kernel.scratch_types]
+        state += [
+            broadcast_to(constant(initial_value(t), t.dtype), (*sizes, *t.shape))
+            for t in kernel.scratch_types
+        ]
         first = grid_point(grid, [], [])
         still = {  # the windows that do not move along the sequential axes, read once
             k: read_window(buf, op, grid, first)

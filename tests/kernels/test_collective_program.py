@@ -23,9 +23,11 @@ def _call(kernel, rows=2 * N, grid=(2, N), names=("y", "x"), **options):
                           grid_names=names, collectives="simulate", **options)  # fmt: skip
 
 
-def _three_ways(call, x):
+def _three_ways(call, x, batched=True):
+    """The simulator's bits, which the pure program (batched or not) gives interpreted and
+    compiled."""
     simulated = call(x)
-    program = call.program(x)
+    program = collective_program(call.trace(x), call.grid_names, batched=batched)
     (interpreted,) = mp.interpret(program, x)
     (compiled,) = mp.compile(program)(x)
     assert_same_bits(interpreted, simulated)
@@ -106,12 +108,7 @@ def test_each_program_keeps_its_own_scratch_shapes_across_barriers(batched):
 
     call = _call(kernel, scratch_shapes=[tpu.VMEM((1, 128), F32), tpu.SMEM((1,), jnp.int32)])
     x = np.random.default_rng(1).standard_normal((2 * N, 128)).astype(np.float32)
-    simulated = call(x)
-    program = collective_program(call.trace(x), call.grid_names, batched=batched)
-    (interpreted,) = mp.interpret(program, x)
-    (compiled,) = mp.compile(program)(x)
-    assert_same_bits(interpreted, simulated)
-    assert_same_bits(compiled, simulated)
+    simulated = _three_ways(call, x, batched)
     for g in range(2):
         rows = x[g * N : (g + 1) * N]
         want = np.roll(rows, 1, axis=0) + rows * 3.0 + np.arange(N, dtype=np.float32)[:, None]

@@ -3,6 +3,7 @@ barriers, and the races, deadlocks and skipped allocations it reports (issue 15)
 
 import numpy as np
 import pytest
+from programs_helpers import N, rows, simulate
 
 import minipallas as mp
 import minipallas.numpy as jnp
@@ -10,7 +11,6 @@ from minipallas import tpu
 from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.ir.errors import DeadlockError, InterpretError, RaceError
 
-N = 4
 F32 = jnp.float32
 REFS = (mp.RefType((N, 8), F32), mp.RefType((N, 8), F32))
 SCHEDULES = ["lockstep", 0, 1, 2, 3]
@@ -32,27 +32,17 @@ def _shared_sum(barrier: bool = True):
     return mp.trace(kernel, *REFS)
 
 
-def _simulate(fn, *args, schedule="lockstep", grid=(N,), names=("x",)):
-    return mp.interpret(
-        fn, *args, grid=grid, grid_names=names, collectives="simulate", schedule=schedule
-    )
-
-
-def _x():
-    return np.arange(N * 8, dtype=np.float32).reshape(N, 8)
-
-
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_programs_share_the_allocation_and_meet_at_the_barrier(schedule):
-    x, out = _x(), np.zeros((N, 8), np.float32)
-    _simulate(_shared_sum(), x, out, schedule=schedule)
+    x, out = rows(), np.zeros((N, 8), np.float32)
+    simulate(_shared_sum(), x, out, schedule=schedule)
     total = (x * 2.0).sum(axis=0)
     assert out.tobytes() == np.broadcast_to(total, (N, 8)).tobytes()
 
 
 def test_a_missing_barrier_is_a_race_naming_both_ops_and_programs():
     with pytest.raises(RaceError) as e:
-        _simulate(_shared_sum(barrier=False), _x(), np.zeros((N, 8), np.float32))
+        simulate(_shared_sum(barrier=False), rows(), np.zeros((N, 8), np.float32))
     err = e.value
     assert err.op == "get" and err.first[0] == "swap"
     assert err.first[2] == "(1,)" and err.second[2] == "(0,)"
@@ -66,7 +56,7 @@ def test_a_missing_barrier_is_caught_under_random_schedules_too(seed):
     """Either the race, or (when a reader runs before any writer) the uninitialized read of
     shared scratch: never a silent result."""
     with pytest.raises(InterpretError, match="shared|never written"):
-        _simulate(_shared_sum(barrier=False), _x(), np.zeros((N, 8), np.float32), schedule=seed)
+        simulate(_shared_sum(barrier=False), rows(), np.zeros((N, 8), np.float32), schedule=seed)
 
 
 def test_accumulates_from_many_programs_are_not_races():
@@ -75,8 +65,8 @@ def test_accumulates_from_many_programs_are_not_races():
         mp.addupdate(o_ref, (0, slice(None)), x_ref[i, :])
 
     fn = mp.trace(kernel, *REFS)
-    x, out = _x(), np.zeros((N, 8), np.float32)
-    _simulate(fn, x, out)
+    x, out = rows(), np.zeros((N, 8), np.float32)
+    simulate(fn, x, out)
     assert np.array_equal(out[0], x.sum(axis=0)) and not out[1:].any()
 
 
@@ -85,8 +75,8 @@ def test_reads_by_many_programs_are_not_races_but_a_write_after_them_is():
         i = mp.axis_index("x")
         o_ref[i, :] = x_ref[0, :]
 
-    x, out = _x(), np.zeros((N, 8), np.float32)
-    _simulate(mp.trace(readers, *REFS), x, out)
+    x, out = rows(), np.zeros((N, 8), np.float32)
+    simulate(mp.trace(readers, *REFS), x, out)
     assert np.array_equal(out, np.broadcast_to(x[0], (N, 8)))
 
     def reader_then_writer(x_ref, o_ref):
@@ -98,7 +88,7 @@ def test_reads_by_many_programs_are_not_races_but_a_write_after_them_is():
             x_ref[0, :] = jnp.zeros((8,), F32)
 
     with pytest.raises(RaceError, match=r"program \(3,\) writes element \[0, 0\]"):
-        _simulate(mp.trace(reader_then_writer, *REFS), _x(), np.zeros((N, 8), np.float32))
+        simulate(mp.trace(reader_then_writer, *REFS), rows(), np.zeros((N, 8), np.float32))
 
 
 def test_a_barrier_orders_a_write_after_other_programs_reads():
@@ -111,9 +101,9 @@ def test_a_barrier_orders_a_write_after_other_programs_reads():
         def _():
             x_ref[0, :] = jnp.zeros((8,), F32)
 
-    x, out = _x(), np.zeros((N, 8), np.float32)
+    x, out = rows(), np.zeros((N, 8), np.float32)
     first_row = x[0].copy()
-    _simulate(mp.trace(kernel, *REFS), x, out)
+    simulate(mp.trace(kernel, *REFS), x, out)
     assert np.array_equal(out, np.broadcast_to(first_row, (N, 8))) and not x[0].any()
 
 
@@ -126,7 +116,7 @@ def test_a_barrier_one_program_skips_is_a_deadlock():
             mp.barrier("x")
 
     with pytest.raises(DeadlockError) as e:
-        _simulate(mp.trace(kernel, *REFS), _x(), np.zeros((N, 8), np.float32))
+        simulate(mp.trace(kernel, *REFS), rows(), np.zeros((N, 8), np.float32))
     assert "(0,), (1,), (3,)" in e.value.message
     assert "(2,) finished without reaching it" in e.value.message
     assert e.value.op == "barrier" and "test_programs.py" in str(e.value.loc)
@@ -144,7 +134,7 @@ def test_a_skipped_collective_run_scoped_is_reported():
             mp.run_scoped(body, tpu.VMEM((N, 8), F32), collective_axes=("x",))
 
     with pytest.raises(DeadlockError, match=r"program \(1,\) skips the collective run_scoped"):
-        _simulate(mp.trace(kernel, *REFS), _x(), np.zeros((N, 8), np.float32))
+        simulate(mp.trace(kernel, *REFS), rows(), np.zeros((N, 8), np.float32))
 
 
 def test_each_group_along_the_other_axes_gets_its_own_allocation():
@@ -163,7 +153,7 @@ def test_each_group_along_the_other_axes_gets_its_own_allocation():
     refs = (mp.RefType((2 * N, 8), F32), mp.RefType((2 * N, 8), F32))
     x = np.arange(2 * N * 8, dtype=np.float32).reshape(2 * N, 8)
     out = np.zeros_like(x)
-    _simulate(mp.trace(kernel, *refs), x, out, grid=(2, N), names=("y", "x"))
+    simulate(mp.trace(kernel, *refs), x, out, grid=(2, N), names=("y", "x"))
     expected = np.concatenate([np.broadcast_to(x[:N].sum(0), (N, 8)),
                                np.broadcast_to(x[N:].sum(0), (N, 8))])  # fmt: skip
     assert out.tobytes() == expected.tobytes()
@@ -174,33 +164,33 @@ def test_results_gain_the_grid_axes():
         return mp.axis_index("x") * 10 + mp.program_id(1)
 
     fn = mp.trace(kernel, mp.RefType((2,), F32))
-    (ids,) = _simulate(fn, np.zeros(2, np.float32), grid=(3, 2), names=("x", "y"))
+    (ids,) = simulate(fn, np.zeros(2, np.float32), grid=(3, 2), names=("x", "y"))
     assert ids.shape == (3, 2) and ids.tolist() == [[0, 1], [10, 11], [20, 21]]
 
 
 def test_the_default_still_rejects_with_upstreams_message():
     with pytest.raises(CollectiveAxesUnsupported) as e:
-        mp.interpret(_shared_sum(), _x(), np.zeros((N, 8), np.float32), grid=(N,),
+        mp.interpret(_shared_sum(), rows(), np.zeros((N, 8), np.float32), grid=(N,),
                      program_ids=(0,))  # fmt: skip
     assert str(e.value) == "run_scoped interpret rule does not support collective axes"
 
 
 def test_misuse_is_a_minipallas_error_with_a_fix():
     fn = _shared_sum()
-    x, out = _x(), np.zeros((N, 8), np.float32)
+    x, out = rows(), np.zeros((N, 8), np.float32)
     with pytest.raises(InterpretError, match="needs grid= and grid_names=") as e:
         mp.interpret(fn, x, out, collectives="simulate")
     assert "grid_names" in e.value.fix
     with pytest.raises(InterpretError, match="is not a mode"):
         mp.interpret(fn, x, out, collectives="maybe")
     with pytest.raises(InterpretError, match="schedule must be"):
-        _simulate(fn, x, out, schedule="fast")
+        simulate(fn, x, out, schedule="fast")
     with pytest.raises(InterpretError, match="name each of the 1 grid axes once"):
-        _simulate(fn, x, out, names=("x", "y"))
+        simulate(fn, x, out, names=("x", "y"))
     with pytest.raises(InterpretError, match=r"names axes \['x'\], which are not grid axes"):
-        _simulate(fn, x, out, names=("z",))
+        simulate(fn, x, out, names=("z",))
     with pytest.raises(InterpretError, match="must be C-contiguous"):
-        _simulate(fn, np.asfortranarray(np.zeros((N, 8), np.float32)), out)
+        simulate(fn, np.asfortranarray(np.zeros((N, 8), np.float32)), out)
     lone = mp.parse('func @b() -> () {\n  barrier ("x")\n  return\n}')
     with pytest.raises(InterpretError, match="needs the other programs") as e:
         mp.interpret(lone)

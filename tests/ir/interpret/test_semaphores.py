@@ -4,13 +4,13 @@ signal satisfies is a deadlock, and an unsynchronized handoff is a race."""
 
 import numpy as np
 import pytest
+from programs_helpers import N, rows, simulate
 
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.errors import DeadlockError, InterpretError, RaceError, TraceError
 
-N = 4
 F32, I32 = jnp.float32, jnp.int32
 ROWS = (mp.RefType((N, 8), F32), mp.RefType((N, 8), F32))
 SCHEDULES = ["lockstep", 0, 1, 2, 3, 4]
@@ -80,26 +80,16 @@ def _handoff(wait: bool = True, value: int = 1):
     return mp.trace(kernel, *ROWS)
 
 
-def _simulate(fn, *args, schedule="lockstep"):
-    return mp.interpret(
-        fn, *args, grid=(N,), grid_names=("x",), collectives="simulate", schedule=schedule
-    )
-
-
-def _x():
-    return np.arange(N * 8, dtype=np.float32).reshape(N, 8)
-
-
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_a_signal_orders_the_handoff_under_every_schedule(schedule):
-    x, out = _x(), np.zeros((N, 8), np.float32)
-    _simulate(_handoff(), x, out, schedule=schedule)
+    x, out = rows(), np.zeros((N, 8), np.float32)
+    simulate(_handoff(), x, out, schedule=schedule)
     assert out.tobytes() == np.roll(x * 2.0, 1, axis=0).tobytes()
 
 
 def test_without_the_wait_the_handoff_is_a_race_naming_both_ops():
     with pytest.raises(RaceError) as e:
-        _simulate(_handoff(wait=False), _x(), np.zeros((N, 8), np.float32))
+        simulate(_handoff(wait=False), rows(), np.zeros((N, 8), np.float32))
     err = e.value
     assert (err.first[0], err.second[0]) == ("swap", "get")
     assert err.first[2] != err.second[2]
@@ -109,12 +99,12 @@ def test_without_the_wait_the_handoff_is_a_race_naming_both_ops():
 @pytest.mark.parametrize("seed", range(6))
 def test_without_the_wait_random_schedules_report_a_race_or_an_unwritten_read(seed):
     with pytest.raises(InterpretError, match="shared|never written"):
-        _simulate(_handoff(wait=False), _x(), np.zeros((N, 8), np.float32), schedule=seed)
+        simulate(_handoff(wait=False), rows(), np.zeros((N, 8), np.float32), schedule=seed)
 
 
 def test_a_wait_for_more_than_is_signalled_is_a_deadlock_naming_every_program():
     with pytest.raises(DeadlockError) as e:
-        _simulate(_handoff(value=2), _x(), np.zeros((N, 8), np.float32))
+        simulate(_handoff(value=2), rows(), np.zeros((N, 8), np.float32))
     err = e.value
     assert err.op == "semaphore_wait" and "test_semaphores.py" in str(err.loc)
     assert "waits for 2 on a semaphore that holds 1" in err.message
@@ -148,7 +138,7 @@ def test_a_signal_orders_only_what_came_before_it():
     fn = mp.trace(kernel, mp.RefType((2, 8), F32), mp.RefType((2, 8), F32))
     args = dict(grid=(2,), grid_names=("x",), collectives="simulate")
     with pytest.raises(RaceError) as e:
-        mp.interpret(fn, _x()[:2], np.zeros((2, 8), np.float32), **args)
+        mp.interpret(fn, rows()[:2], np.zeros((2, 8), np.float32), **args)
     assert "element [1, 0]" in e.value.message
 
 
