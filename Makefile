@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-latest lock lint fuzz fuzz-upstream fuzz-kernels bench mutate clean
+.PHONY: demo test test-explore test-latest lock lint fuzz fuzz-upstream fuzz-kernels bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -49,6 +49,16 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(PY) -m pytest -n 2 tests
+
+# Not in CI: the property tests alone, with fresh random examples (EXPLORE times as many as
+# make test's fixed ones) drawn from a seed it prints; SEED=N replays a run.
+EXPLORE ?= 10
+test-explore: $(STAMP)
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "test-explore: hypothesis seed $$seed, $(EXPLORE)x examples"; \
+	MINIPALLAS_EXPLORE=$(EXPLORE) $(PY) -m pytest -n 2 -p no:cacheprovider \
+		--hypothesis-seed=$$seed tests \
+	|| { echo "test-explore FAILED: replay with make test-explore SEED=$$seed EXPLORE=$(EXPLORE)"; exit 1; }
 
 fuzz: $(STAMP)
 	$(PY) -m minipallas.fuzz $(FUZZ_ARGS)

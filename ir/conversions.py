@@ -105,7 +105,19 @@ def to_dtype(value: Any, dst: str) -> np.ndarray:
     array = np.asarray(value)
     if dtypes.is_float(dst):
         return round_float(array, dst)
+    if dst == "bool":  # by value: a bool array's byte may be any nonzero value (``Literal``)
+        return (array.view(np.uint8) if array.dtype == np.bool_ else array) != 0
     return array.astype(dtypes.to_numpy(dst))
+
+
+def canonical_bools(array: np.ndarray) -> np.ndarray:
+    """A bool array whose bytes are all 0 or 1: ``array`` itself when they are, else a copy.
+
+    numpy lets a bool hold any byte (``view(bool)`` of 0xFF), equal to True but other bits;
+    XLA passes such bytes through moves and mis-orders them in ``argmax``. Every way into a
+    program (the interpreter, a compiled program) reads bools by value through this."""
+    raw = array.view(np.uint8)
+    return array if not raw.size or raw.max() <= 1 else raw != 0
 
 
 def int_to_float(x: Any, dst: str) -> np.ndarray:

@@ -7,16 +7,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.conversions import to_dtype
+from minipallas.ir.conversions import canonical_bools, to_dtype
 from minipallas.ir.types import ArrayType
 
 
 @dataclass(frozen=True)
 class Literal:
-    """The bytes of a constant array with its type; ``array()`` gives it back as numpy."""
+    """The bytes of a constant array with its type; ``array()`` gives it back as numpy.
+
+    A bool's byte is always 0 or 1. numpy lets a bool array hold any byte (``view(bool)`` of
+    0xFF), which compares equal to True but is other bits: kept, it would make a folded constant
+    differ bit for bit from what the op computes (numpy's bool ops give 1). So the bytes of a
+    bool literal are canonicalized when it is built, whichever way it is built.
+    """
 
     type: ArrayType
     data: bytes
+
+    def __post_init__(self) -> None:
+        if self.type.dtype == "bool" and self.data.strip(b"\x00\x01"):
+            bools = np.frombuffer(self.data, dtype=np.bool_)
+            object.__setattr__(self, "data", canonical_bools(bools).tobytes())
 
     @staticmethod
     def of(value: object, dtype: object) -> Literal:

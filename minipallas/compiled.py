@@ -19,6 +19,7 @@ from collections import OrderedDict
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import canonical_bools
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import ArrayType
@@ -66,7 +67,7 @@ class Compiled:
 
     def _check(self, i: int, arg: object) -> np.ndarray:
         if type(arg) is np.ndarray and (arg.shape, arg.dtype) == self._expected[i]:
-            return arg  # the common case, decided without building anything
+            return canonical_bools(arg) if arg.dtype == np.bool_ else arg  # the common case
         expected = self.param_types[i]
         dtype = dtypes.to_numpy(expected.dtype)
         if type(arg) in (bool, int, float) and expected.shape == ():
@@ -81,7 +82,7 @@ class Compiled:
                 f"argument {i} of @{self.lowered.function.name} must be {expected}, got {got}",
                 fix=f"pass a numpy array of shape {expected.shape} and dtype {dtype}",
             )
-        return array
+        return canonical_bools(array) if array.dtype == np.bool_ else array
 
     def __repr__(self) -> str:
         return f"<Compiled @{self.lowered.function.name} for XLA:CPU>"

@@ -31,10 +31,35 @@ from pathlib import Path
 
 import pytest
 from filecheck_util import TOOLS
+from hypothesis import settings
+from hypothesis.internal.detection import is_hypothesis_test
 
 # Every pipeline verifies the IR before and after each pass in the tests (passes.pipeline), in
 # this process and in the minipallas-opt runs the RUN lines start.
 os.environ.setdefault("MINIPALLAS_VERIFY", "1")
+
+# Property tests: ``make test`` draws the same examples on every machine and every run
+# (``derandomize``: each test's seed comes from its own name), so one commit gives one result.
+# ``make test-explore`` (MINIPALLAS_EXPLORE=N) draws fresh ones from the seed it prints, N times
+# as many, and runs only the property tests; a failure replays with that seed.
+EXPLORE = int(os.environ.get("MINIPALLAS_EXPLORE", "0"))
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile("explore" if EXPLORE else "deterministic")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not EXPLORE:
+        return
+    properties = [item for item in items if is_hypothesis_test(getattr(item, "obj", None))]
+    config.hook.pytest_deselected(items=[i for i in items if i not in properties])
+    items[:] = properties
+    for item in properties:  # N times each test's own max_examples
+        own = item.obj._hypothesis_internal_use_settings
+        item.obj._hypothesis_internal_use_settings = settings(
+            own, max_examples=own.max_examples * EXPLORE
+        )
+
 
 RUN = re.compile(r"^\s*(?://|#)\s*RUN:(.*)$")
 PRELUDE = 'set -o pipefail\nnot() { ! "$@"; }\n'

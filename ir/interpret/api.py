@@ -9,7 +9,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.collectives import COLLECTIVE_MODES, check_collective_axes
-from minipallas.ir.conversions import to_dtype
+from minipallas.ir.conversions import canonical_bools, to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
@@ -36,7 +36,9 @@ def interpret(
     mutated in place, as references are. Array parameters take numpy arrays of exactly their
     shape and dtype (copied); a 0-d parameter also takes a numpy scalar of its dtype or a Python
     scalar: a bool for ``bool``, an int in range for an integer dtype, an int or float for a
-    float dtype (rounded to nearest).
+    float dtype (rounded to nearest). A bool array whose bytes are not 0 or 1 (numpy's
+    ``view(bool)`` allows any) is read by value: an argument as a canonical copy, a ref's buffer
+    canonicalized in place, so every bool the interpreter produces has the byte 0 or 1.
 
     Each entry into a ``run_scoped`` body allocates fresh buffers. With
     ``uninitialized="nan"`` (the default) they hold what upstream JAX's discharge gives them:
@@ -155,13 +157,23 @@ def _bind(interp: Interpreter, what: str, t: Type, value: Any) -> Any:
                 f"{what} is a {t}, but the array is read-only",
                 fix="pass a writable array (e.g. a copy)",
             )
+        if t.dtype == "bool":
+            _canonicalize_in_place(value)
         return Ref(value, np.ones(t.shape, np.bool_) if interp.tracking else None)
     if isinstance(value, np.ndarray | np.generic):
         _check_array(what, t, value)
-        return np.array(value)
+        return canonical_bools(np.array(value)) if t.dtype == "bool" else np.array(value)
     if isinstance(value, bool | int | float) and t.shape == ():
         return _python_scalar(what, t, value)
     raise InterpretError(f"{what} is a {t}: expected a numpy array, got {type(value).__name__}")
+
+
+def _canonicalize_in_place(array: np.ndarray) -> None:
+    """A bool buffer's bytes as 0 or 1 (numpy lets ``view(bool)`` hold any byte): every bool
+    the interpreter computes then has a canonical byte, as XLA's do (``Literal``)."""
+    raw = array.view(np.uint8)
+    if raw.size and raw.max() > 1:
+        np.minimum(raw, 1, out=raw)
 
 
 def _check_array(what: str, t: Type, value: np.ndarray | np.generic) -> None:

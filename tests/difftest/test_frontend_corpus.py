@@ -2,7 +2,6 @@
 each comparison has power: a program or kernel that differs the way a planted bug would
 make it differ is reported."""
 
-import time
 from dataclasses import replace
 
 import frontend_corpus as fc
@@ -13,10 +12,8 @@ import minipallas.numpy as mnp
 
 
 @pytest.mark.parametrize("check", fc.CHECKS, ids=[c.name for c in fc.CHECKS])
-def test_every_check_agrees_and_is_fast(check):
-    start = time.monotonic()
+def test_every_check_agrees(check):
     assert check.run() is None
-    assert time.monotonic() - start < 10  # < 2 s on an idle machine; room for a busy one
 
 
 def test_the_checks_are_named_once():

@@ -2,7 +2,6 @@
 IR (same ops, operands, attributes bit for bit, types and regions)."""
 
 import random
-import time
 
 import pytest
 import textir_programs as programs
@@ -14,14 +13,9 @@ from minipallas.ir import (
     OPS,
     UNKNOWN,
     Block,
-    Builder,
-    Dyn,
     Function,
-    Int,
     Location,
     Module,
-    Slice,
-    params,
 )
 from minipallas.ir.parser import parse, parse_module
 from minipallas.ir.printer import print_function, print_module
@@ -127,34 +121,3 @@ def test_random_programs_roundtrip(seed):
 def test_generated_programs_roundtrip(fn):
     text = str(fn)
     assert str(parse(text)) == text
-
-
-def long_function(n_groups: int) -> Function:
-    """Groups of six ops (views, state ops, arithmetic, a loop with a region) repeated."""
-    r, i = params([programs.REF2D, programs.I32])
-    b = Builder()
-    for _ in range(n_groups):
-        view = b.create("ref.at", [r, i], {"indexer": (Int(Dyn(0)), Slice(0, 128, 1))}).result
-        v = b.create("get", [view], {"indexer": (Slice(0, 8, 2),)}).result
-        w = b.create("add", [v, v]).result
-        body = Builder()
-        k, acc = params([programs.I32, w.type])
-        body_out = body.create("neg", [acc]).result
-        w = b.create("for", [i, i, w], {"num_consts": 0}, [body.block([k, acc], [body_out])])
-        b.create("swap", [view, w.result], {"indexer": (Slice(0, 8, 2),)})
-    return b.function("long", [r, i], [])
-
-
-def seconds_per_op(fn: Function) -> float:
-    count = sum(1 for _ in fn.walk())
-    best = float("inf")
-    for _ in range(2):
-        start = time.perf_counter()
-        parse(str(fn))
-        best = min(best, time.perf_counter() - start)
-    return best / count
-
-
-def test_print_and_parse_are_linear():
-    small, large = seconds_per_op(long_function(150)), seconds_per_op(long_function(1500))
-    assert large < 2.5 * small, (small, large)

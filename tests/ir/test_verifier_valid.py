@@ -6,8 +6,6 @@ ref passed in), loops, N-way ``cond``, calls, kernel context, array ops and the 
 ops discharge produces.
 """
 
-import time
-
 import numpy as np
 import pytest
 from ir_types import F8, F32, I32, REF8
@@ -228,11 +226,9 @@ def _chain(n: int) -> Function:
     return b.function("chain", [r, i], [v])
 
 
-def test_100k_ops_verify_in_well_under_a_few_seconds():
-    fn = _chain(100_000)
-    start = time.process_time()
-    minipallas.verify(fn)
-    assert time.process_time() - start < 4.0  # CPU time: about 1 s, whatever else runs
+def test_100k_ops_verify():
+    """A long program verifies without recursion limits (its speed: bench/ir_bench.py)."""
+    minipallas.verify(_chain(100_000))
 
 
 def test_an_error_deep_in_a_long_function_is_still_found():

@@ -1,7 +1,5 @@
 """The public contract of ``discharge``: convention, partial discharge, errors, speed."""
 
-import time
-
 import numpy as np
 import pytest
 from discharge_harness import check, op_names
@@ -102,20 +100,6 @@ def _long_program(n_ops: int):
         b.create("swap", [s, y], {"indexer": (Slice(0, 128, 1),)})
         b.create("addupdate", [w.result, y], {"indexer": (Int(2), Slice(0, 128, 1))})
     return b.function("long", [r, s, i], [])
-
-
-def test_discharge_time_grows_linearly():
-    small, large = _long_program(2_000), _long_program(40_000)
-    timings = []
-    for fn in (small, large):
-        best = float("inf")
-        for _ in range(2):
-            start = time.perf_counter()
-            discharge(fn)
-            best = min(best, time.perf_counter() - start)
-        timings.append(best / len(fn.body.ops))
-    assert timings[1] < 3 * timings[0], f"per-op time {timings[0]:.2e}s -> {timings[1]:.2e}s"
-    assert timings[1] * 100_000 < 10.0  # 100k ops well within seconds, even on a busy machine
 
 
 def test_the_discharged_long_program_runs_the_same():
