@@ -22,7 +22,7 @@ __all__ = ["Block", "Function", "Module", "Op", "Value"]
 class Function:
     """A named, closed block: the unit minipallas traces, prints, passes and runs."""
 
-    __slots__ = ("name", "body")
+    __slots__ = ("name", "body", "__weakref__")  # weak references: caches keyed by the function
 
     def __init__(self, name: str, body: Block) -> None:
         self.name = name

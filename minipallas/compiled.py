@@ -5,8 +5,8 @@ through jaxlib, once per function object, and each call hands numpy arrays in an
 Results follow the discharged convention: the function's results, then the final values of
 its ref parameters, in parameter order.
 
-The cache keeps the ``CACHE_SIZE`` most recently compiled functions (keyed by identity, so a
-function object is compiled once while it stays among them; fuzzers compile thousands).
+The cache is keyed by the function object itself, weakly: a function is compiled once while it
+lives, and its executable goes with it (fuzzers compile thousands).
 
 This module is ``minipallas.compiled``, not ``minipallas.compile``: importing a submodule
 named like the public function would replace ``minipallas.compile`` on the package with the module.
@@ -14,7 +14,7 @@ named like the public function would replace ``minipallas.compile`` on the packa
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import weakref
 
 import numpy as np
 
@@ -26,20 +26,14 @@ from minipallas.ir.types import ArrayType
 from minipallas.lowering import jaxlib_shim
 from minipallas.lowering.lowered import Lowered, lower
 
-CACHE_SIZE = 256
-_CACHE: OrderedDict[int, tuple[Function, Compiled]] = OrderedDict()
+_CACHE: weakref.WeakKeyDictionary[Function, Compiled] = weakref.WeakKeyDictionary()
 
 
 def compile(fn: Function) -> Compiled:  # noqa: A001 - the public name, like jax.jit's role
     """A callable running ``fn`` on XLA:CPU; compiled on first request, then cached."""
-    hit = _CACHE.get(id(fn))
-    if hit is not None and hit[0] is fn:  # the function object itself, not a reused id
-        _CACHE.move_to_end(id(fn))
-        return hit[1]
-    compiled = Compiled(lower(fn, target="stablehlo"))
-    _CACHE[id(fn)] = (fn, compiled)
-    if len(_CACHE) > CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    compiled = _CACHE.get(fn)
+    if compiled is None:
+        compiled = _CACHE[fn] = Compiled(lower(fn, target="stablehlo"))
     return compiled
 
 

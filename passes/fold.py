@@ -47,8 +47,6 @@ ELEMENTWISE = frozenset(
 # ops that only move or copy operand 0's elements: a splat stays the same splat
 MOVES = frozenset(("broadcast_in_dim", "reshape", "transpose", "reverse", "slice"))
 
-_INTERPRETER = Interpreter(checks=True)
-
 
 def fold(op: Op, defs: Mapping[Value, Op]) -> Op | None:
     """``op`` as a ``constant`` with the same result, or None if it is not folded."""
@@ -112,7 +110,7 @@ def _run(op: Op, args: list[Any]) -> np.ndarray | None:
     another type (left for run time, where the interpreter reports it)."""
     try:
         with np.errstate(all="ignore"):  # as ``interpret``: integers wrap, floats are IEEE's
-            (out,) = RULES[op.name](_INTERPRETER, op, args)
+            (out,) = RULES[op.name](Interpreter(checks=True), op, args)  # fresh: no state kept
     except Exception:  # an InterpretError, or numpy's on operands the op rejects
         return None
     out = np.asarray(out)

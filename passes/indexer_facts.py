@@ -2,11 +2,12 @@
 
 Discharge and cleanup look at the indexer of almost every state or indexed op, often several
 times per op (is it static? how many dynamic operands? does it select the whole array?).
-Indexers are immutable tuples, usually shared by the ops copied from one another, so the facts
-are cached by the indexer's identity: a lookup costs one dict probe instead of a walk over its
-entries. The cache holds each indexer it describes (so an id is never reused while cached) and
-is emptied when it grows past ``MAX_CACHED``. Equal indexers share one ``canonical`` object, so
-facts about a pair of indexers can be cached by identity too (``pair``).
+Indexers are immutable, hashable tuples, and the facts depend on their value alone, so the
+cache is keyed by the indexer itself: equal indexers share one entry, whose first indexer is
+the ``canonical`` one standing for all of them, and facts about a pair of indexers are cached
+by the pair (``pair``). Nothing is keyed by ``id()``, so no lookup can ever find another
+object's facts, whatever ran before. Both caches are emptied when they grow past
+``MAX_CACHED``.
 """
 
 from __future__ import annotations
@@ -58,36 +59,32 @@ class IndexerFacts:
         self.read_op = read_op_for(indexer)
         self.write_op = write_op_for(indexer)
         self.accumulate_op = write_op_for(indexer, accumulate=True)
-        try:
-            self.canonical = _CANONICAL.setdefault(indexer, indexer)
-        except TypeError:  # not hashable (not a valid indexer): it stands for itself
-            self.canonical = indexer
+        self.canonical = indexer  # the first of its equal indexers that was asked about
 
 
-_CACHE: dict[int, IndexerFacts] = {}
-_CANONICAL: dict[Indexer, Indexer] = {}
-_PAIRS: dict[tuple[Callable, int, int], tuple[Indexer, Indexer, Any]] = {}
+_CACHE: dict[Indexer, IndexerFacts] = {}
+_PAIRS: dict[tuple[Callable, Indexer, Indexer], Any] = {}
 
 
 def facts(indexer: Indexer) -> IndexerFacts:
-    """The facts of ``indexer`` (cached by identity)."""
-    found = _CACHE.get(id(indexer))
-    if found is not None and found.indexer is indexer:
-        return found
-    if len(_CACHE) >= MAX_CACHED:
-        _CACHE.clear()
-        _CANONICAL.clear()
-    found = _CACHE[id(indexer)] = IndexerFacts(indexer)
+    """The facts of ``indexer`` (cached by its value)."""
+    try:
+        found = _CACHE.get(indexer)
+    except TypeError:  # not hashable (not a valid indexer): described, not cached
+        return IndexerFacts(indexer)
+    if found is None:
+        if len(_CACHE) >= MAX_CACHED:
+            _CACHE.clear()
+        found = _CACHE[indexer] = IndexerFacts(indexer)
     return found
 
 
 def pair(fn: Callable[[Indexer, Indexer], T], a: Indexer, b: Indexer) -> T:
-    """``fn(a, b)`` for a pure ``fn`` of two indexers, cached per pair of equal indexers."""
-    a, b = facts(a).canonical, facts(b).canonical
-    key = (fn, id(a), id(b))
-    found = _PAIRS.get(key)
-    if found is None or found[0] is not a or found[1] is not b:
+    """``fn(a, b)`` for a pure ``fn`` of two indexers, cached per pair of their values."""
+    key = (fn, a, b)
+    found = _PAIRS.get(key, _PAIRS)
+    if found is _PAIRS:
         if len(_PAIRS) >= MAX_CACHED:
             _PAIRS.clear()
-        found = _PAIRS[key] = (a, b, fn(a, b))
-    return found[2]
+        found = _PAIRS[key] = fn(a, b)
+    return found
