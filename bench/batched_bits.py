@@ -38,8 +38,8 @@ from suite import KERNELS  # noqa: E402
 
 import minipallas as mp  # noqa: E402
 import minipallas.numpy as mnp  # noqa: E402
-from minipallas.kernels.grid import grid_program  # noqa: E402
-from minipallas.kernels.vectorized_grid import (  # noqa: E402
+from minipallas.kernels.programs.grid import grid_program  # noqa: E402
+from minipallas.kernels.programs.vectorized_grid import (  # noqa: E402
     vectorized_grid_plan,
     vectorized_grid_program,
 )

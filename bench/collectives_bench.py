@@ -14,7 +14,7 @@ step grows with the run; ours stays constant per access.
 
 The pure program on XLA (``call.program(x)`` compiled; upstream has none: it rejects collective
 axes), once with each group's epochs batched over the collective axis (the default,
-``kernels/collective_batched.py``) and once with its programs one at a time: "rows", ``G``
+``kernels/collective/batched.py``) and once with its programs one at a time: "rows", ``G``
 programs each write their row of a shared ``(G, W)`` buffer, meet at a barrier and sum the
 whole buffer; "tanh", each computes ``exp(-y*y) + y`` of ``y = 2 tanh(x)`` on its (8, W) block,
 shares it, and after the barrier writes ``tanh`` of its neighbour's block plus its own.
@@ -114,7 +114,7 @@ def main(argv=None):
 
 
 def pure_time(body: str, g: int, width: int, batched: bool, repeat: int) -> float:
-    from minipallas.kernels.collective_program import collective_program
+    from minipallas.kernels.collective.program import collective_program
 
     rows = 1 if body == "rows" else 8
 

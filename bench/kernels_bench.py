@@ -6,8 +6,8 @@ six kernels as people write them at the sizes they run them (``realistic_kernels
 10⁶), run three ways on the same numpy inputs, timed in the same process and interleaved (median of
 ``--repeat`` runs, numpy arrays in and out for all three):
 - ``minipallas``: ``minipallas.pallas_call(...)(*arrays)``: independent grid points batched
-  (``kernels.vectorized_grid``; the "batched" column names those grid axes), the rest as XLA
-  loops; and ``fast``, the same with ``match_upstream=False`` (float reductions and dots
+  (``kernels.programs.vectorized_grid``; the "batched" column names those grid axes), the rest as
+  XLA loops; and ``fast``, the same with ``match_upstream=False`` (float reductions and dots
   batched too, exact only to rounding);
 - ``upstream``: ``jax.jit(pl.pallas_call(..., interpret=True))`` on the same kernel source;
 - ``jit``: ``jax.jit`` of the kernel's jnp equivalent (no grid at all).
@@ -313,10 +313,14 @@ def emission_times(case, repeat):
 
 def batched_axes(case, exact=True):
     """The grid axes minipallas runs batched ("-": the grid runs as loops), with "+pre" where
-    the body's stateless part is hoisted out of the sequential loops (kernels/hoisting.py),
-    and "+sum" where fast mode sums the sequential axis at once (kernels/accumulation.py)."""
-    from minipallas.kernels.accumulation import accumulated_program
-    from minipallas.kernels.vectorized_grid import vectorized_grid_hoists, vectorized_grid_plan
+    the body's stateless part is hoisted out of the sequential loops (kernels/programs/hoisting.py),
+    and "+sum" where fast mode sums the sequential axis at once
+    (kernels/programs/accumulation.py)."""
+    from minipallas.kernels.programs.accumulation import accumulated_program
+    from minipallas.kernels.programs.vectorized_grid import (
+        vectorized_grid_hoists,
+        vectorized_grid_plan,
+    )
 
     kernel = case.minipallas().trace(*case.inputs())
     if not exact and accumulated_program(kernel) is not None:

@@ -534,7 +534,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "grid-skips-first-point",
         "off-by-one window",
-        "minipallas/kernels/grid.py",
+        "minipallas/kernels/programs/grid.py",
         "fori_loop(0, grid[len(indices)], body, ())",
         "fori_loop(1, grid[len(indices)], body, ())",
         "the loop program skips index 0 of every grid axis",
@@ -542,7 +542,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "grid-axes-reversed",
         "wrong reduction axis",
-        "minipallas/kernels/grid.py",
+        "minipallas/kernels/programs/grid.py",
         "loop_nest(grid, [*indices, i], step)",
         "loop_nest(grid, [i, *indices], step)",
         "the loop program hands the grid indices to the body in reverse order",
@@ -550,7 +550,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "grid-block-start-off-by-one",
         "off-by-one window",
-        "minipallas/kernels/grid.py",
+        "minipallas/kernels/programs/grid.py",
         "start = i if b is None or d in spec.element_dims else i * b\n",
         "start = i if b is None or d in spec.element_dims else i * b + 1\n",
         "the loop program's blocks start one element late",
@@ -558,7 +558,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "vgrid-output-revisit-batched",
         "wrong comparison",
-        "minipallas/kernels/vectorized_grid.py",
+        "minipallas/kernels/programs/vectorized_grid.py",
         "if len(identities) != 1 if k >= n_in else len(identities) > 1:",
         "if len(identities) > 1:",
         "an axis along which an output block is revisited (an accumulator) is batched",
@@ -566,7 +566,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "vgrid-axes-reversed",
         "wrong reduction axis",
-        "minipallas/kernels/vectorized_grid.py",
+        "minipallas/kernels/programs/vectorized_grid.py",
         "return _loop_nest(sizes, [*indices, i], carry, step)",
         "return _loop_nest(sizes, [i, *indices], carry, step)",
         "the batched program's sequential loops take their indices in reverse order",

@@ -35,7 +35,7 @@ source location, the axes, which upstream rule the message comes from and the wa
 future implementation of collective scratch goes here too: a path that learns to support it
 stops rejecting it in this file and nowhere else. The opt-in ``collectives="simulate"`` (issue 15)
 skips this check: the multi-program interpreter (``ir.interpret.programs``) and the collective
-kernel program (``kernels/collective_program.py``) run such programs.
+kernel program (``kernels/collective/program.py``) run such programs.
 
 Algorithm:
 1. Walk the function's ops in program order, entering every region and, at each ``call``, the

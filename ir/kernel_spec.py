@@ -97,7 +97,7 @@ class Kernel:
     out_specs: tuple[TracedBlockSpec, ...]
     scratch_types: tuple[RefType, ...] = ()
     dimension_semantics: tuple[str, ...] | None = None
-    # (input, output) pairs: the output starts as the input's contents (kernels/aliases.py)
+    # (input, output) pairs: the output starts as the input's contents (kernels/spec/aliases.py)
     input_output_aliases: tuple[tuple[int, int], ...] = ()
     scalar_prefetch: tuple[RefType, ...] = ()
 

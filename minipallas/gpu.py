@@ -2,7 +2,7 @@
 Triton's compiler params (``CompilerParams(num_warps=8, num_stages=2)``)."""
 
 from minipallas.ir.types import GPU_GMEM, GPU_SMEM
-from minipallas.kernels.params import GpuCompilerParams as CompilerParams
+from minipallas.kernels.spec.params import GpuCompilerParams as CompilerParams
 
 GMEM = GPU_GMEM
 SMEM = GPU_SMEM

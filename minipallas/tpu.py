@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minipallas.ir.types import ANY, SEMAPHORE, TPU_SMEM, TPU_VMEM
-from minipallas.kernels.params import TpuCompilerParams as CompilerParams
+from minipallas.kernels.spec.params import TpuCompilerParams as CompilerParams
 
 VMEM = TPU_VMEM
 SMEM = TPU_SMEM

@@ -35,7 +35,7 @@ LAZY_IMPORTS = {
         "jaxlib",
         "tracing, interpreting and lowering a pallas_call need no XLA client until it runs",
     ),
-    ("minipallas/kernels/pallas_call.py", "minipallas.kernels.jax_call.call_jax"): (
+    ("minipallas/kernels/pallas_call.py", "minipallas.kernels.platforms.jax_values.call_jax"): (
         "jax",
         "only a call given JAX arrays or tracers runs as JAX ops; jax is then already loaded",
     ),
@@ -134,17 +134,17 @@ def test_the_walk_sees_function_level_and_relative_imports() -> None:
         "import numpy\n"
         "from minipallas.ir import core\n"
         "def f():\n"
-        "    from minipallas.kernels import grid\n"
+        "    from minipallas.kernels.programs import grid\n"
         "    from ...lowering import emit\n"
     )
     assert imported_modules(fake, text) == [
         (1, "numpy"),
         (2, "minipallas.ir.core"),
-        (4, "minipallas.kernels.grid"),
+        (4, "minipallas.kernels.programs.grid"),
         (5, "minipallas.lowering.emit"),
     ]
     assert arrows_up(fake, text) == [
-        "passes/discharge/fake.py:4: imports minipallas.kernels.grid (floor 3 > 1)",
+        "passes/discharge/fake.py:4: imports minipallas.kernels.programs.grid (floor 3 > 1)",
         "passes/discharge/fake.py:5: imports minipallas.lowering.emit (floor 2 > 1)",
     ]
     assert floor_of_module("minipallas") == 3

@@ -2,7 +2,7 @@
 
 Each kernel is drawn by ``minipallas.generate.kernels.random_kernel`` and run three ways on
 the same inputs: minipallas's CPU program (independent grid points batched where the plan
-allows), minipallas's loop program (``kernels.grid``), and upstream
+allows), minipallas's loop program (``kernels.programs.grid``), and upstream
 ``pallas_call(..., interpret=True)``. All three must agree bit for bit (the kernels use no
 transcendental functions, and upstream's interpret mode is the reference). A disagreement is
 printed with the kernel's description and the first differing element.
@@ -46,8 +46,8 @@ from minipallas.generate.check import same_bits
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call, random_kernel
 from minipallas.ir.interpret import interpret
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering import jaxlib_shim
 from minipallas.progress import Progress, print_summary
 

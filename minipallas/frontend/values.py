@@ -351,7 +351,7 @@ def surely_nonnegative(x: Any) -> bool:
 def _keeps_nonnegative(out: TracedArray, *xs: Any) -> TracedArray:
     """Records an integer sum or product of surely non-negative operands as non-negative, so
     that an index computed from grid or loop indices (``i * 8 + 1``) needs no negative wrap.
-    int32 overflow is not considered, as for the grid's block starts (``kernels.grid``)."""
+    int32 overflow is not considered, as for the grid's block starts (``kernels.programs.grid``)."""
     if dtypes.is_int(out.type.dtype) and all(surely_nonnegative(x) for x in xs):
         mark_nonnegative(out)
     return out

@@ -13,11 +13,11 @@ An upstream ``pallas_call`` equation carries everything minipallas's kernel mode
   imported with each operand's block ref in its spec's memory space (a default one becomes
   ``memory_space``);
 - ``compiler_params.dimension_semantics`` (Pallas TPU) carries over, and so do
-  ``input_output_aliases`` (an aliased output starts as its input: ``kernels/aliases.py``;
+  ``input_output_aliases`` (an aliased output starts as its input: ``kernels/spec/aliases.py``;
   upstream counts the scalar-prefetch operands among the inputs, the ``Kernel`` does not).
 
 ``kernel_from_eqn`` builds that ``Kernel``; the rule then emits a ``call`` of the kernel's CPU
-program (``minipallas.kernels.grid``), so ``from_jaxpr`` of a program using Pallas computes
+program (``minipallas.kernels.programs.grid``), so ``from_jaxpr`` of a program using Pallas computes
 what upstream's interpret mode computes. ``kernel_from_jaxpr`` finds the one ``pallas_call`` of
 a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by minipallas:
 
@@ -50,8 +50,8 @@ from minipallas.interop.importer import (
 from minipallas.ir.core import Function, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.pallas_call import DIMENSION_SEMANTICS
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS
 
 
 @rule("pallas_call")

@@ -2,8 +2,8 @@
 
 ``batch(fn, layouts, sizes)`` returns a function computing ``fn`` at every point of a batch
 grid of shape ``sizes``, all at once. This is how the CPU path runs the independent points of
-a kernel's grid as one program (``minipallas.kernels.vectorized_grid``), so that XLA sees whole
-arrays instead of a loop over blocks.
+a kernel's grid as one program (``minipallas.kernels.programs.vectorized_grid``), so that XLA sees
+whole arrays instead of a loop over blocks.
 
 Every value of the new program has a *layout*: one entry per dimension, the batch axis it runs
 along (an int), or None for a dimension of the original value, in order. A value without batch

@@ -72,7 +72,7 @@ def discharge(
     and ``PassError`` when ``should_discharge`` does not give one bool per parameter.
     ``collectives="simulate"`` instead discharges such a ``run_scoped`` as any other: a
     function is one program, the only one of its group, so the shared allocation is its own
-    (a kernel's groups become one program in ``kernels/collective_program.py``).
+    (a kernel's groups become one program in ``kernels/collective/program.py``).
     """
     if not isinstance(fn, Function):
         raise PassError(f"discharge expects a Function, got {type(fn).__name__}")

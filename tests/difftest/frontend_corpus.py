@@ -188,7 +188,7 @@ def kernel_problem(kernel: Kernel, batched: bool, upstream: Kernel | None = None
     """None if minipallas's CPU run of ``kernel`` equals upstream's run of ``upstream``
     (default: the same kernel) bit for bit and the grid was batched iff ``batched``."""
     from minipallas.generate.check import same_bits
-    from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+    from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 
     call = kernel.minipallas()
     planned = vectorized_grid_plan(call.trace(kernel.x)) is not None
@@ -304,6 +304,6 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "sequential_axes_in_order",
         lambda: kernel_problem(sequential_axes_kernel(horner_over_two_axes), batched=True),
-        "the loops around a batched body (kernels/vectorized_grid.py)",
+        "the loops around a batched body (kernels/programs/vectorized_grid.py)",
     ),
 )

@@ -18,7 +18,7 @@ def test_a_short_campaign_agrees_with_upstream_bit_for_bit():
 def test_a_planted_bug_is_reported_with_the_kernel(monkeypatch):
     """Batching a kernel whose scratch flows between grid points (as if the scratch rule
     were dropped) gives other bits than upstream; the check says which program and where."""
-    from minipallas.kernels import vectorized_grid
+    from minipallas.kernels.programs import vectorized_grid
 
     monkeypatch.setattr(
         vectorized_grid, "_live_params", lambda block, known, live: [False] * len(known)
@@ -69,7 +69,7 @@ def test_skipped_bf16_roundings_are_told_apart_from_wrong_values():
     this machine's XLA does with the program."""
     from minipallas.generate.kernels import kernel_inputs, minipallas_call
     from minipallas.ir.interpret import interpret
-    from minipallas.kernels.grid import grid_program
+    from minipallas.kernels.programs.grid import grid_program
 
     spec = _staged_bf16_kernel()
     args = kernel_inputs(spec, 0)

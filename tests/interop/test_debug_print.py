@@ -153,7 +153,7 @@ def test_a_kernel_that_prints_runs_its_grid_as_loops(capfd):
     """Batching the grid would print once for all points; upstream's interpret mode prints at
     each."""
     from minipallas.frontend.scopes import emit
-    from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+    from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 
     def kernel(x_ref, o_ref):
         emit(None, "debug_print", [], {"fmt": "block", "names": (), "options": ()})

@@ -1,4 +1,4 @@
-"""Fast mode sums a sequential grid axis that only accumulates (kernels/accumulation.py).
+"""Fast mode sums a sequential grid axis that only accumulates (kernels/programs/accumulation.py).
 
 Integer kernels must give the loop program's and upstream's bits (integer sums do not depend
 on their order); float kernels agree to rounding: a sum of n terms within n·eps·Σ|terms|.
@@ -10,8 +10,8 @@ from kernel_helpers import as_tuple, assert_same_bits
 from suite import BY_NAME, Case
 
 from minipallas.compiled import compile
-from minipallas.kernels.accumulation import accumulated_program
-from minipallas.kernels.grid import grid_program
+from minipallas.kernels.programs.accumulation import accumulated_program
+from minipallas.kernels.programs.grid import grid_program
 
 
 def ints(*shape):

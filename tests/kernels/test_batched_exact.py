@@ -15,8 +15,11 @@ from filecheck_util import filecheck
 from kernel_helpers import assert_same_bits
 
 import minipallas as mp
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan, vectorized_grid_program
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import (
+    vectorized_grid_plan,
+    vectorized_grid_program,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 

@@ -1,4 +1,4 @@
-"""A collective group's epochs batched over the collective axes (kernels/collective_batched.py):
+"""A collective group's epochs batched over the collective axes (kernels/collective/batched.py):
 the shared allocation one unbatched array, each program's writes merged at the barrier; bit
 for bit with the multi-program interpreter; the one-program-at-a-time form where an epoch
 accumulates or has no exact batched form (issue 15)."""
@@ -11,7 +11,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.core import Function
-from minipallas.kernels.collective_program import collective_program
+from minipallas.kernels.collective.program import collective_program
 
 N = 4
 F32 = jnp.float32

@@ -1,4 +1,4 @@
-"""A collective kernel as one pure program (kernels/collective_program.py): its groups' epochs
+"""A collective kernel as one pure program (kernels/collective/program.py): its groups' epochs
 in turn, which discharges, lowers to StableHLO and runs on XLA with the bits of the
 multi-program interpreter (issue 15)."""
 
@@ -10,7 +10,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.errors import RaceError, TraceError
-from minipallas.kernels.collective_program import collective_program
+from minipallas.kernels.collective.program import collective_program
 
 N = 4
 F32 = jnp.float32

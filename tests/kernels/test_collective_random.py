@@ -20,7 +20,7 @@ from minipallas.generate.collective_kernels import (
 )
 from minipallas.generate.strategies import DrawChoices
 from minipallas.ir.errors import InterpretError, RaceError
-from minipallas.kernels.collective_program import collective_program
+from minipallas.kernels.collective.program import collective_program
 
 SETTINGS = settings(
     max_examples=12,

@@ -1,8 +1,8 @@
 """Dynamic grids: a grid size traced by ``jax.jit``, as upstream's ``pallas_call(grid=(n,))``.
 
 Inside ``jax.jit`` a grid size may be a traced integer; the call then runs the CPU loop
-program with a traced trip count (``kernels/jax_call.py``), its size an operand before all
-others, as upstream's. Results equal upstream ``pallas_call(..., interpret=True)`` under the
+program with a traced trip count (``kernels/platforms/jax_values.py``), its size an operand before
+all others, as upstream's. Results equal upstream ``pallas_call(..., interpret=True)`` under the
 same ``jax.jit`` bit for bit, for several sizes of one compiled function (including 0: the
 outputs keep their fill value). ``from_jaxpr`` imports upstream's dynamic-grid calls. Outside
 ``jax.jit`` a non-int grid size is a ``MiniPallasError`` with a fix; Triton refuses with
@@ -19,7 +19,7 @@ import minipallas as mp
 from minipallas.compiled import compile
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.pallas_call import cpu_program
+from minipallas.kernels.programs.choose import cpu_program
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -16,9 +16,9 @@ import minipallas as mp
 from minipallas.compiled import compile
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.pallas_call import cpu_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+from minipallas.kernels.programs.choose import cpu_program
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 
 
 def double_block(ns, x_ref, o_ref):

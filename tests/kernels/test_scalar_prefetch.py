@@ -19,8 +19,8 @@ from minipallas.compiled import compile
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import TPU_SMEM
-from minipallas.kernels.pallas_call import cpu_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan
+from minipallas.kernels.programs.choose import cpu_program
+from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

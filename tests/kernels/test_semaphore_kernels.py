@@ -15,7 +15,7 @@ import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.collectives import TritonSemaphoreUnsupported
 from minipallas.ir.errors import TraceError
-from minipallas.kernels.collective_program import collective_program
+from minipallas.kernels.collective.program import collective_program
 
 I32 = jnp.int32
 

@@ -1,5 +1,5 @@
 """``pallas_call(..., grid_names=..., collectives="simulate")``: every program of the grid runs
-together in the multi-program interpreter (kernels/simulate.py, issue 15)."""
+together in the multi-program interpreter (kernels/collective/simulate.py, issue 15)."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.ir.errors import RaceError, TraceError
-from minipallas.kernels.grid import grid_program
+from minipallas.kernels.programs.grid import grid_program
 
 N = 4
 SPEC = mp.BlockSpec((1, 128), lambda i: (i, 0))

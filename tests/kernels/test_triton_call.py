@@ -192,7 +192,7 @@ def test_the_primitive_keeps_no_reference_to_its_call_so_a_dropped_call_is_freed
     import gc
     import weakref
 
-    from minipallas.kernels import jax_call
+    from minipallas.kernels.platforms import jax_values as jax_call
 
     case = BY_NAME["add"]
     call, args = case.minipallas(), case.inputs()

@@ -12,8 +12,11 @@ from kernel_helpers import as_tuple, assert_same_bits
 from suite import BY_NAME, KERNELS, Case, inputs, normal
 
 from minipallas.compiled import compile
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan, vectorized_grid_program
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import (
+    vectorized_grid_plan,
+    vectorized_grid_program,
+)
 
 
 def blocked_sum(ns, x_ref, o_ref, acc_ref, k_axis=1):
@@ -248,9 +251,9 @@ HOISTING = [
 )
 def test_stateless_reductions_are_hoisted_out_of_the_sequential_loop(case, exact, plan, fast_plan):
     """The body's part that reads only input blocks runs once for every grid point before the
-    loop (kernels/hoisting.py): bit for bit with the loops and upstream in exact mode, within
-    rounding with match_upstream=False, where a grid with no batched axis gets a program."""
-    from minipallas.kernels.vectorized_grid import vectorized_grid_hoists
+    loop (kernels/programs/hoisting.py): bit for bit with the loops and upstream in exact mode,
+    within rounding with match_upstream=False, where a grid with no batched axis gets a program."""
+    from minipallas.kernels.programs.vectorized_grid import vectorized_grid_hoists
 
     args = case.inputs()
     kernel = _three_ways(case)
@@ -267,8 +270,8 @@ def test_stateless_reductions_are_hoisted_out_of_the_sequential_loop(case, exact
 def test_hoisting_leaves_big_stateless_results_in_the_loop():
     """A blocked matmul's per-step dots would be 32 MiB for all points at 1024³: kept in the
     loop (hoisting.MAX_HOISTED_BYTES); at the suite's size (256 KiB) they are hoisted."""
-    from minipallas.kernels import hoisting
-    from minipallas.kernels.vectorized_grid import vectorized_grid_hoists
+    from minipallas.kernels.programs import hoisting
+    from minipallas.kernels.programs.vectorized_grid import vectorized_grid_hoists
 
     case = BY_NAME["matmul"]
     kernel = case.minipallas().trace(*case.inputs())

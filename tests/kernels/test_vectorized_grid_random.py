@@ -17,8 +17,11 @@ from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_k
 from minipallas.generate.strategies import DrawChoices
 from minipallas.ir.interpret import interpret
 from minipallas.ir.verifier import verify
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan, vectorized_grid_program
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import (
+    vectorized_grid_plan,
+    vectorized_grid_program,
+)
 
 
 @st.composite

@@ -15,8 +15,11 @@ from minipallas.ir.interpret import interpret
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
 from minipallas.ir.verifier import verify
-from minipallas.kernels.grid import grid_program
-from minipallas.kernels.vectorized_grid import vectorized_grid_plan, vectorized_grid_program
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import (
+    vectorized_grid_plan,
+    vectorized_grid_program,
+)
 from minipallas.passes.batching import NotBatchable, batch
 
 SIZES = (3, 2)

@@ -14,9 +14,9 @@ a grid axis: each slice keeps the unbatched call's bits. Batching the ops instea
 sum a batched float reduction in another order; with ``match_upstream=False`` it does, for
 speed. Derivatives batch the ops either way.
 
-The program runs as one JAX primitive (``triton_call``), lowered when the caller's ``jax.jit``
-is: on the CPU to these ``jax.lax`` ops, on a CUDA or ROCm GPU to the kernel's Triton module,
-as upstream Pallas's Triton lowering does.
+The program runs as one JAX primitive (``primitive.py``), lowered when the caller's ``jax.jit``
+is, by the platform table (``PLATFORMS``): on the CPU to these ``jax.lax`` ops, on a CUDA or
+ROCm GPU to the kernel's Triton module, as upstream Pallas's Triton lowering does.
 
 The JAX function is jitted once per input types, so eager calls on JAX arrays compile once
 too; under an outer ``jax.jit`` the inner one is inlined by XLA.
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from minipallas.interop import to_jax
-from minipallas.kernels.triton_call import KernelCall
+from minipallas.kernels.platforms.primitive import KernelCall
 
 if TYPE_CHECKING:
     from minipallas.kernels.pallas_call import PallasCall
@@ -49,13 +49,19 @@ _FUNCTIONS: weakref.WeakKeyDictionary[PallasCall, dict[tuple, Callable[..., Any]
 def call_jax(call: PallasCall, args: Sequence[Any]) -> Any:
     """``call``'s outputs for ``args`` (JAX arrays, tracers or numpy arrays) as JAX values, in
     the structure of its ``out_shape``."""
-    types = call._input_types(args)
+    types = call.spec.input_types(args)
     functions = _FUNCTIONS.setdefault(call, {})
     fn = functions.get(types)
     if fn is None:
         program = to_jax(call.program(*types))
         kernel = KernelCall(
-            call.trace(*types), program, call.compiler_params, call.debug, call.match_upstream
+            spec=call.spec,
+            types=types,
+            kernel=call.trace(*types),
+            program=program,
+            compiler_params=call.compiler_params,
+            debug=call.debug,
+            per_slice=call.match_upstream,
         )
         fn = functions[types] = jax.jit(kernel.function())
     sizes = [jax.lax.convert_element_type(n, "int32") for n in call.grid_bounds]

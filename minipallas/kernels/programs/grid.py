@@ -49,8 +49,8 @@ from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, initial_value
-from minipallas.kernels.aliases import output_sources
-from minipallas.kernels.bind_grid import I32, bind_grid
+from minipallas.kernels.programs.bind_grid import I32, bind_grid
+from minipallas.kernels.spec.aliases import output_sources
 
 
 def grid_program(kernel: Kernel, name: str | None = None) -> Function:
@@ -92,7 +92,7 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
             for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
                 copy_in(buf, spec, x)
             for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
-                if k in sources:  # an aliased output starts as its input (kernels/aliases.py)
+                if k in sources:  # an aliased output starts as its input (kernels/spec/aliases.py)
                     copy_in(buf, spec, inputs[sources[k]])
                 else:
                     buf[...] = fill_value(buf.type.dtype)

@@ -36,8 +36,8 @@ from minipallas.ir.interpret.api import interpret
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.location import user_location
 from minipallas.ir.types import RefType
-from minipallas.kernels.aliases import output_sources
-from minipallas.kernels.grid import block_view, padded_shape, valid_region
+from minipallas.kernels.programs.grid import block_view, padded_shape, valid_region
+from minipallas.kernels.spec.aliases import output_sources
 
 
 def simulate(

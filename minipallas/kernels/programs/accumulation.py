@@ -44,8 +44,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.literal import Literal
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
-from minipallas.kernels.aliases import output_sources
-from minipallas.kernels.vectorized_grid import (
+from minipallas.kernels.programs.vectorized_grid import (
     Operand,
     Plan,
     filled,
@@ -60,6 +59,7 @@ from minipallas.kernels.vectorized_grid import (
     window_layout,
     write_window,
 )
+from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import NotBatchable, batch
 from minipallas.passes.cleanup import cleanup
 

@@ -1,6 +1,7 @@
 """A collective kernel as one pure program: its groups' epochs, one after another (issue 15).
 
-Under ``collectives="simulate"`` a kernel's programs run together (``kernels/simulate.py``).
+Under ``collectives="simulate"`` a kernel's programs run together
+(``kernels/collective/simulate.py``).
 That run has a sequential equivalent when the kernel is race-free: between two barriers no
 program reads what another writes (the simulator checks exactly that), so running the
 programs of a group one after another, in grid order, epoch by epoch, gives the same bits as
@@ -21,12 +22,12 @@ other (``pallas_call(..., collectives="simulate").lower(x)``, ``.program(x)``):
    reading its live-ins from the spill rows and writing its live-outs back.
 
 The shared allocation is one array per group. By default each epoch then runs once for the
-whole group, batched over the collective axes (``collective_batched``: the buffers and the
+whole group, batched over the collective axes (``collective.batched``: the buffers and the
 shared allocation one array each, every program's writes scattered into them); an epoch with
 no batched form keeps the loop over the group's programs (``batched=False`` asks for the loop
 everywhere: same bits, and on XLA:CPU faster for large groups, bench/collectives_bench.py).
 A race the index arithmetic proves (both windows computed from the grid indices alone) is
-refused while building it (``collective_races``); any other, the simulator finds (tests run
+refused while building it (``collective.races``); any other, the simulator finds (tests run
 both and compare bits).
 """
 
@@ -48,11 +49,10 @@ from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
-from minipallas.kernels.aliases import output_sources
-from minipallas.kernels.bind_grid import bind_grid
-from minipallas.kernels.collective_batched import batched_epochs, group_indices, run_epoch
-from minipallas.kernels.collective_races import check_static_races
-from minipallas.kernels.grid import (
+from minipallas.kernels.collective.batched import batched_epochs, group_indices, run_epoch
+from minipallas.kernels.collective.races import check_static_races
+from minipallas.kernels.programs.bind_grid import bind_grid
+from minipallas.kernels.programs.grid import (
     block_view,
     copy_in,
     fill_scratch,
@@ -60,6 +60,7 @@ from minipallas.kernels.grid import (
     padded_shape,
     valid_region,
 )
+from minipallas.kernels.spec.aliases import output_sources
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def collective_program(
     kernel: Kernel, grid_names: tuple[str, ...], batched: bool = True
 ) -> Function:
     """``@<name>_collective(inputs...) -> outputs`` (module doc): each epoch of a group
-    batched over the collective axes where it can (``collective_batched``), or with
+    batched over the collective axes where it can (``collective.batched``), or with
     ``batched=False`` the group's programs one after another (same bits)."""
     if kernel.scalar_prefetch or kernel.dynamic_axes:
         _refuse("no scalar prefetch or dynamic grids",

@@ -27,7 +27,7 @@ runs those points together, with the same results bit for bit:
    as the fill value; at each point of the sequential loops
    the windows are read, the batched body runs once, and the output windows are written back.
 
-5. Hoisting (``kernels.hoisting``). With sequential axes, the part of the body that reads
+5. Hoisting (``kernels.programs.hoisting``). With sequential axes, the part of the body that reads
    input blocks and no state (a block's sum, ``q @ k.T``) is batched over the whole grid and
    run once before the loops; each step takes its point's slice. This needs every input's
    index map to use each grid axis as a block index or not at all; then a grid with no batched
@@ -63,10 +63,10 @@ from minipallas.ir.interpret.engine import RULES, Interpreter
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType, initial_value
-from minipallas.kernels.aliases import output_sources
-from minipallas.kernels.bind_grid import bind_grid
-from minipallas.kernels.grid import padded_shape, surely_nonnegative
-from minipallas.kernels.hoisting import split
+from minipallas.kernels.programs.bind_grid import bind_grid
+from minipallas.kernels.programs.grid import padded_shape, surely_nonnegative
+from minipallas.kernels.programs.hoisting import split
+from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
@@ -127,7 +127,7 @@ def vectorized_grid_program(
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         buffers = [paired(x, op) for x, op in zip(inputs, ins, strict=True)]
-        state = [  # an aliased output starts as its input (kernels/aliases.py)
+        state = [  # an aliased output starts as its input (kernels/spec/aliases.py)
             paired(inputs[sources[k]], op)
             if k in sources
             else filled(op.pairs, op.spec.array.dtype)

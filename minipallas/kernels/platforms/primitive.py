@@ -1,0 +1,149 @@
+"""``minipallas_call``: the JAX primitive a ``pallas_call`` on JAX values binds, one lowering
+per row of ``PLATFORMS``.
+
+Which program runs is known only when the caller's ``jax.jit`` is lowered, for one platform
+(``.lower(lowering_platforms=("tpu",))`` picks it on any machine), so the call stages out as
+one primitive and its lowering rules choose by the platform table: a row with a launch builds
+the custom call upstream Pallas emits there (``triton.launch``, ``mosaic.launch``) around the
+kernel's module, emitted once per call, input types and target (``KernelCall.lowered``); every
+other platform (the CPU) inlines the discharged program as ``jax.lax`` ops
+(``minipallas.interop.to_jax``), bit for bit what the call gives on numpy arrays. A call made
+with ``backend="xla"`` runs that program on every platform, a differential run away from the
+kernel.
+
+``jax.vmap`` (the batching rule) binds the primitive once per batch element (``lax.map``), so
+each slice keeps the unbatched call's bits, and on a device each runs the kernel; with
+``match_upstream=False`` it batches the to-JAX program's ops instead (XLA ops on every
+platform). Derivatives are the to-JAX program's (``KernelCall.function``'s ``custom_jvp``):
+the primal stays the primitive, the tangents are XLA ops. A ``KernelCall`` holds what the rules
+need but not the ``PallasCall``, so ``jax_values``'s weak cache still frees a dropped call's
+functions.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+from jax._src import core as jax_core
+from jax._src.interpreters import batching
+from jax._src.interpreters import mlir as jax_mlir
+
+from minipallas import lowering
+from minipallas.ir import dtypes
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.types import ArrayType
+from minipallas.kernels.platforms import PLATFORMS, Platform
+from minipallas.kernels.programs.choose import lower_kernel
+from minipallas.kernels.spec.call import CallSpec
+
+minipallas_call_p = jax_core.Primitive("minipallas_call")
+minipallas_call_p.multiple_results = True
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity, as jaxpr params are
+class KernelCall:
+    """One ``pallas_call`` at one set of operand types: its spec (to trace the kernel in a
+    target's memory space), the traced kernel, its CPU program as a JAX function, the call's
+    compiler params and ``debug``, whether ``vmap`` runs it ``per_slice``
+    (``match_upstream``), and whether it runs the ``discharged`` program everywhere."""
+
+    spec: CallSpec
+    types: tuple[ArrayType, ...]
+    kernel: Kernel
+    program: Callable[..., tuple]
+    compiler_params: Any
+    debug: bool
+    per_slice: bool
+    discharged: bool = False
+    _lowered: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def bind(self, *args: Any) -> tuple:
+        return tuple(minipallas_call_p.bind(*args, call=self))
+
+    def function(self) -> Callable[..., tuple]:
+        """The primitive as a JAX function with the to-JAX program's derivatives (a primitive
+        of its own would need JVP and transpose rules for every op it holds)."""
+
+        @jax.custom_jvp
+        def call(*args: Any) -> tuple:
+            return self.bind(*args)
+
+        @call.defjvp
+        def _jvp(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
+            return self.bind(*primals), jax.jvp(self.program, primals, tangents)[1]
+
+        return call
+
+    @functools.cached_property
+    def out_avals(self) -> tuple[jax_core.ShapedArray, ...]:
+        return tuple(
+            jax_core.ShapedArray(t.shape, dtypes.to_numpy(t.dtype)) for t in self.kernel.out_types
+        )
+
+    def lowered(self, target: str) -> Any:
+        """The kernel emitted for ``target``, traced in its memory space, once (CPU runs never
+        need it). Another backend's compiler params are the error ``PallasCall.lower``
+        raises."""
+        if target not in self._lowered:
+            kernel = self.spec.trace(self.types, lowering.target(target).memory_space)
+            self._lowered[target] = lower_kernel(
+                kernel, target, compiler_params=self.compiler_params, debug=self.debug
+            )
+        return self._lowered[target]
+
+    def __repr__(self) -> str:
+        return f"<pallas_call {self.kernel.name} grid={self.kernel.grid}>"
+
+
+def _abstract_eval(*avals: Any, call: KernelCall) -> tuple[jax_core.ShapedArray, ...]:
+    return call.out_avals
+
+
+def _cpu_program(*args: Any, call: KernelCall) -> tuple:
+    return call.program(*args)
+
+
+def _batch(
+    args: Sequence[Any], dims: Sequence[Any], *, call: KernelCall
+) -> tuple[Sequence[Any], Sequence[int]]:
+    """The batching rule: see the module doc; every result is batched along axis 0."""
+    mapped = [d is not None for d in dims]
+    args = [
+        jax.numpy.moveaxis(a, d, 0) if m else a for a, d, m in zip(args, dims, mapped, strict=True)
+    ]
+    if call.per_slice:
+
+        def one(slices: Sequence[Any]) -> tuple:
+            it = iter(slices)
+            return call.bind(*[next(it) if m else a for a, m in zip(args, mapped, strict=True)])
+
+        outs = jax.lax.map(one, [a for a, m in zip(args, mapped, strict=True) if m])
+    else:
+        outs = jax.vmap(call.program, in_axes=[0 if m else None for m in mapped])(*args)
+    return outs, [0] * len(outs)
+
+
+_DISCHARGED = jax_mlir.lower_fun(_cpu_program, multiple_results=True)
+
+
+def _lowering(ctx: Any, *operands: Any, call: KernelCall, platform: Platform) -> Sequence[Any]:
+    """The platform's row: its launch around the kernel's module, or the discharged program."""
+    if platform.launch is None or call.discharged:
+        return _DISCHARGED(ctx, *operands, call=call)
+    return platform.launcher()(ctx, operands, call, platform)
+
+
+minipallas_call_p.def_abstract_eval(_abstract_eval)
+minipallas_call_p.def_impl(_cpu_program)  # only under jax.disable_jit: op by op
+batching.primitive_batchers[minipallas_call_p] = _batch
+jax_mlir.register_lowering(minipallas_call_p, _DISCHARGED)  # platforms without a row
+for _platform in PLATFORMS.values():
+    jax_mlir.register_lowering(
+        minipallas_call_p,
+        functools.partial(_lowering, platform=_platform),
+        platform=_platform.name,
+    )

@@ -1,0 +1,75 @@
+"""Which program a traced kernel becomes, decided once for every caller.
+
+A lowering target that takes a ``Kernel`` (Mosaic, Triton) emits the kernel itself; one that
+takes a ``Function`` ("stablehlo", the CPU) gets the grid as a program over whole arrays.
+``PallasCall.program``, ``PallasCall.lower``, the JAX primitive's platforms and
+``from_jaxpr``'s kernels all ask ``cpu_program`` and ``lower_kernel``, so ``match_upstream``
+and ``collectives="simulate"`` mean the same on every path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from minipallas import lowering
+from minipallas.ir.core import Function
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.kernels.collective.program import collective_program
+from minipallas.kernels.programs.accumulation import accumulated_program
+from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.programs.vectorized_grid import vectorized_grid_program
+from minipallas.kernels.spec import params as kernel_params
+from minipallas.lowering import AfterEach
+
+if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to import
+    from minipallas.lowering.lowered import Lowered
+
+
+def cpu_program(
+    kernel: Kernel, match_upstream: bool = True, collective_axes: tuple[str, ...] | None = None
+) -> Function:
+    """What the CPU runs: the grid with its independent points batched
+    (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``). With
+    ``match_upstream=False`` a sequential axis that only accumulates is first summed at once
+    (``accumulation``: a blocked matmul becomes one dot). ``Element``
+    block dims run as loops: the batched grid takes a grid index for a block index; so do
+    scalar prefetch (data-dependent block indices) and dynamic grids (sizes known at run
+    time). ``collective_axes`` (the grid names of a ``collectives="simulate"`` call): the
+    groups' epochs in turn, as one program (``collective.program``)."""
+    if collective_axes is not None:
+        return collective_program(kernel, collective_axes)
+    if (
+        any(s.element_dims for s in (*kernel.in_specs, *kernel.out_specs))
+        or kernel.scalar_prefetch
+        or kernel.dynamic_axes
+    ):
+        return grid_program(kernel)
+    summed = None if match_upstream else accumulated_program(kernel)
+    return summed or vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
+
+
+def lower_kernel(
+    kernel: Kernel,
+    target: str = "stablehlo",
+    *,
+    match_upstream: bool = True,
+    collective_axes: tuple[str, ...] | None = None,
+    compiler_params: Any = None,
+    debug: bool = False,
+    after_each: AfterEach | None = None,
+    **options: Any,
+) -> Lowered:
+    """A traced (or imported) ``Kernel`` emitted for ``target``; a target that lowers a
+    ``Function`` ("stablehlo") gets ``cpu_program``. ``compiler_params`` (minipallas's) give
+    the emitter its options and are kept in ``Lowered.info``; params of another backend than
+    the target's are an error. ``debug`` prints the module, as upstream prints its own."""
+    row = lowering.target(target)
+    options = {**kernel_params.emitter_options(compiler_params, row.name), **options}
+    subject = kernel if row.kernel else cpu_program(kernel, match_upstream, collective_axes)
+    lowered = row.lower(subject, after_each=after_each, **options)
+    info = getattr(lowered, "info", None)  # the ptx target's CompiledKernel has none
+    if compiler_params is not None and row.kernel and info is not None:
+        info["compiler_params"] = compiler_params
+    if debug:
+        kernel_params.debug_module(subject.name, row.name, lowered.as_text())
+    return lowered
