@@ -50,6 +50,7 @@ def pallas_call(
     input_output_aliases: Mapping[int, int] | None = None,
     grid_names: Sequence[str] | None = None,
     collectives: str = "reject",
+    backend: str | None = None,
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -82,6 +83,11 @@ def pallas_call(
     scratch is
     shared by each group, ``barrier`` works, races and deadlocks are reported; the default
     ``"reject"`` keeps upstream's errors for collective axes.
+
+    Under ``jax.jit`` (or given JAX arrays) the call runs where the platform table says
+    (``kernels/platforms``): the discharged program as XLA ops on the CPU, the kernel's Triton
+    module on a GPU, its Mosaic module on a TPU. ``backend="xla"`` runs the discharged program
+    on every platform: the same call, a differential run away from the kernel.
     """
     if not callable(kernel):
         raise checks.error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
@@ -97,6 +103,7 @@ def pallas_call(
         input_output_aliases=input_output_aliases, num_scalar_prefetch=prefetch,
         grid_bounds=bounds, grid_names=checks.grid_names(grid_names, len(static_grid)),
         collectives=checks.collectives_mode(collectives, grid_names),
+        backend=checks.backend(backend),
     )  # fmt: skip
 
 
@@ -121,8 +128,10 @@ class PallasCall:
         grid_bounds: tuple[Any, ...] = (),
         grid_names: tuple[str, ...] | None = None,
         collectives: str = "reject",
+        backend: str | None = None,
     ) -> None:
         self.collectives = collectives
+        self.backend = backend
         self.grid_bounds = grid_bounds  # the traced sizes of the grid's None axes, in order
         self.match_upstream = bool(match_upstream)
         self.out_structure = type(out_shape) if isinstance(out_shape, tuple | list) else None

@@ -1,4 +1,5 @@
-"""Shared helpers for the kernel tests: bitwise comparison of results."""
+"""Shared helpers for the kernel tests: bitwise comparison of results, the custom calls of a
+function lowered for a platform."""
 
 from __future__ import annotations
 
@@ -23,3 +24,23 @@ def assert_same_bits(got, expected):
     assert bad.size == 0, (
         f"{bad.size} elements differ, first at {bad[0]}: {a[bad[0]]} vs {b[bad[0]]}"
     )
+
+
+def custom_call_ops(fn, args, platform):
+    """The ``stablehlo.custom_call`` operations of ``jax.jit(fn)`` lowered for ``platform`` (on
+    any machine: ``lowering_platforms`` needs no device), in module order."""
+    import jax
+
+    module = jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
+    found = []
+
+    def walk(op):
+        for region in op.regions:
+            for block in region:
+                for inner in block:
+                    if inner.operation.name == "stablehlo.custom_call":
+                        found.append(inner.operation)
+                    walk(inner.operation)
+
+    walk(module.compiler_ir("stablehlo").operation)
+    return found

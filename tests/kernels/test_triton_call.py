@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental.pallas import triton as pltriton
-from kernel_helpers import assert_same_bits
+from kernel_helpers import assert_same_bits, custom_call_ops
 from suite import BY_NAME
 
 import minipallas as mp
@@ -33,19 +33,7 @@ SAME_GRID = [
 def custom_calls(fn, args, platform="cuda"):
     """The custom calls of ``fn``'s module lowered for ``platform``, each as a dict of its
     attributes; the backend config's ``ir`` (bytecode) is under ``"module"``, apart."""
-    module = jax.jit(fn).trace(*args).lower(lowering_platforms=(platform,))
-    found = []
-
-    def walk(op):
-        for region in op.regions:
-            for block in region:
-                for inner in block:
-                    if inner.operation.name == "stablehlo.custom_call":
-                        found.append(describe(inner.operation))
-                    walk(inner.operation)
-
-    walk(module.compiler_ir("stablehlo").operation)
-    return found
+    return [describe(op) for op in custom_call_ops(fn, args, platform)]
 
 
 def describe(op):

@@ -40,5 +40,6 @@ PLATFORMS: dict[str, Platform] = {
         Platform("cpu", None, None),
         Platform("cuda", "gpu", "minipallas.kernels.platforms.triton:launch"),
         Platform("rocm", "gpu", "minipallas.kernels.platforms.triton:launch"),
+        Platform("tpu", "tpu", "minipallas.kernels.platforms.mosaic:launch"),
     )
 }

@@ -62,6 +62,7 @@ def call_jax(call: PallasCall, args: Sequence[Any]) -> Any:
             compiler_params=call.compiler_params,
             debug=call.debug,
             per_slice=call.match_upstream,
+            discharged=call.backend == "xla",
         )
         fn = functions[types] = jax.jit(kernel.function())
     sizes = [jax.lax.convert_element_type(n, "int32") for n in call.grid_bounds]

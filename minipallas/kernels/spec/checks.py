@@ -156,6 +156,17 @@ def grid_names(names: Any, n_axes: int) -> tuple[str, ...] | None:
     return items
 
 
+BACKENDS = (None, "xla")  # None: the platform table decides
+
+
+def backend(value: Any) -> str | None:
+    if value not in BACKENDS:
+        raise error(f"backend={value!r} is not a backend",
+                    fix="leave backend unset (the platform's kernel) or give backend='xla' "
+                    "(the discharged program as XLA ops everywhere)")  # fmt: skip
+    return value
+
+
 def collectives_mode(mode: Any, names: Any) -> str:
     if mode not in COLLECTIVE_MODES:
         raise error(f"collectives={mode!r} is not a mode",

@@ -1,0 +1,111 @@
+"""The TPU row: the kernel's own Mosaic module as the ``tpu_custom_call`` upstream Pallas emits.
+
+Upstream's TPU lowering (``pallas/mosaic/pallas_call_registration.py``) hands its module to
+``jax.experimental.mosaic.lower_module_to_custom_call``; so does this row, with the ``tpu``
+target's module, so libtpu compiles and runs minipallas's module as it would upstream's:
+
+- operands: the dynamic grid sizes first, then the scalar-prefetch arrays, then the inputs (the
+  primitive's order, the module's too); ``input_output_aliases`` counted in that order;
+- bool operands go in as int32 and bool results come back from int32 (Mosaic's memrefs hold
+  bools as 32-bit words, as upstream's ``BOOL_MEMREF_TYPE``);
+- ``compiler_params`` (``minipallas.tpu.CompilerParams``, upstream's defaults when none are
+  given: ``shape_invariant_numerics=True``, ``serialization_format=1``,
+  ``needs_layout_passes=True``) reach the backend config field by field, as upstream's;
+  ``dimension_semantics`` is in the module itself;
+- the custom call is named after the kernel, its metadata empty, as upstream's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax.numpy as jnp
+from jax._src.interpreters import mlir as jax_mlir
+from jax.experimental import mosaic
+
+from minipallas.ir.errors import TraceError
+from minipallas.ir.location import user_location
+from minipallas.kernels.spec.params import TpuCompilerParams
+
+if TYPE_CHECKING:
+    from minipallas.kernels.platforms import Platform
+    from minipallas.kernels.platforms.primitive import KernelCall
+
+# The compiler params that go to the custom call as they are (upstream passes the same).
+PASSED_AS_IS = (
+    "vmem_limit_bytes",
+    "flags",
+    "allow_input_fusion",
+    "serialization_format",
+    "internal_scratch_in_bytes",
+    "collective_id",
+    "disable_bounds_checks",
+    "disable_semaphore_checks",
+    "skip_device_barrier",
+    "allow_collective_id_without_custom_barrier",
+    "shape_invariant_numerics",
+    "needs_layout_passes",
+)
+BOOL_WORD = jnp.int32  # how a bool crosses into a Mosaic kernel
+
+
+def launch(
+    ctx: Any, operands: Sequence[Any], call: KernelCall, platform: Platform
+) -> Sequence[Any]:
+    """In the primitive's lowering rule (``ctx``): the ``tpu_custom_call`` running ``call``."""
+    module = call.lowered(platform.target).module
+    kernel = call.kernel
+    first_input = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
+    aliases = tuple((first_input + i, o) for i, o in kernel.input_output_aliases)
+    in_avals = [_word_aval(a) for a in ctx.avals_in]
+    out_avals = [_word_aval(a) for a in ctx.avals_out]
+    words = jax_mlir.lower_fun(_to_words, multiple_results=True)
+    operands = words(ctx.replace(avals_out=in_avals), *operands)
+    results = mosaic.lower_module_to_custom_call(
+        ctx.replace(avals_in=in_avals, avals_out=out_avals),
+        *operands,
+        module=module,
+        out_type=out_avals,
+        kernel_name=jax_mlir.sanitize_name(kernel.name),
+        cost_estimate=None,
+        input_output_aliases=aliases,
+        output_memory_spaces=None,
+        input_memory_spaces=None,
+        metadata={},
+        **custom_call_params(call.compiler_params),
+    )
+    bools = jax_mlir.lower_fun(
+        lambda *xs: [x.astype(a.dtype) for x, a in zip(xs, ctx.avals_out, strict=True)],
+        multiple_results=True,
+    )
+    return bools(ctx.replace(avals_in=out_avals), *results)
+
+
+def custom_call_params(params: Any) -> dict[str, Any]:
+    """The ``lower_module_to_custom_call`` arguments ``params`` give (upstream's defaults for
+    None); a field Mosaic cannot take for a TensorCore kernel is an error, as upstream's."""
+    params = TpuCompilerParams() if params is None else params
+    if getattr(params, "use_tc_tiling_on_sc", None) is not None:
+        raise TraceError(
+            "use_tc_tiling_on_sc= is not supported for TC kernels",
+            loc=user_location(),
+            fix="leave use_tc_tiling_on_sc unset: it is for SparseCore kernels",
+        )
+    fields = {name: getattr(params, name) for name in PASSED_AS_IS}
+    fields["has_side_effects"] = _side_effects(params.has_side_effects)
+    fields["tiling"] = None
+    return fields
+
+
+def _side_effects(value: Any) -> Any:
+    """A bool as it is; upstream's ``pltpu.SideEffectType`` as Mosaic's enum of that name."""
+    return value if isinstance(value, bool) else mosaic.TpuSideEffectType[value.name]
+
+
+def _word_aval(aval: Any) -> Any:
+    return aval.update(dtype=BOOL_WORD) if aval.dtype == jnp.bool_ else aval
+
+
+def _to_words(*xs: Any) -> list[Any]:
+    return [x.astype(BOOL_WORD) if x.dtype == jnp.bool_ else x for x in xs]
