@@ -21,7 +21,7 @@ from kernel_helpers import assert_same_bits, custom_call_ops
 from suite import BY_NAME
 
 import minipallas as mp
-from minipallas.difftest.mosaic import _assume_chip
+from minipallas.difftest.mosaic import _assume_chip, summarize, upstream_mosaic
 from minipallas.lowering.jaxlib_shim import ir, make_tpu_context, passmanager
 
 TPU = "tpu_custom_call"
@@ -189,13 +189,27 @@ def test_gpu_params_refuse_a_tpu_and_backend_xla_runs_the_discharged_program():
         case.minipallas(backend="mosaic")
 
 
-def test_vmap_and_grad_lowered_for_tpu_run_the_kernel():
-    """``vmap`` binds the kernel once per slice (a loop around one custom call, each slice
-    the unbatched call's bits); ``grad``'s forward pass runs it, its tangents are XLA ops."""
+def test_vmap_adds_a_grid_axis_as_upstreams_batching_and_grad_runs_the_kernel():
+    """``vmap`` is one custom call whose module has one more grid axis (``parallel``), the
+    batched operand a leading squeezed block dimension: every field but the body as upstream's
+    vmapped call, and the module's grid, windows and semantics as upstream's module.
+    ``grad``'s forward pass runs the kernel, its tangents are XLA ops."""
     case = BY_NAME["bias_relu"]
     call, (x, b) = case.minipallas(), case.inputs()
-    batched = only_call(custom_calls(jax.vmap(call, in_axes=(0, None)), (np.stack([x, x]), b)))
-    assert batched["operands"] == ["tensor<32x256xf32>", "tensor<1x256xf32>"]
+    xs = np.stack([x, x])
+    ours = only_call(custom_calls(jax.vmap(call, in_axes=(0, None)), (xs, b)))
+    up = lambda: jax.vmap(case.upstream(interpret=False), in_axes=(0, None))  # noqa: E731
+    their_module = upstream_mosaic(up(), xs, b)  # a fresh function: lowering is cached
+    with _assume_chip("TPU_V5E"):
+        theirs = only_call(custom_calls(up(), (xs, b)))
+    assert ours["operands"] == ["tensor<2x32x256xf32>", "tensor<1x256xf32>"]
+    assert without_module(ours) == without_module(theirs)
+    with make_tpu_context():
+        mine = summarize(ir.Module.parse(decoded(ours["module"])))
+    want = summarize(their_module)
+    for name in ("iteration_bounds", "window_params", "scalar_prefetch"):
+        assert mine.attributes[name] == want.attributes[name]
+    assert mine.attributes["dimension_semantics"].startswith("[#tpu.dimension_semantics<parallel>")
     grad = jax.grad(lambda x: jnp.sum(call(x, b) ** 2))
     assert only_call(custom_calls(grad, (x,)))["target"] == TPU
 

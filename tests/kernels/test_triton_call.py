@@ -162,13 +162,13 @@ def test_the_cpu_lowering_is_the_to_jax_program_and_tpu_params_refuse_a_gpu():
 
 
 def test_vmap_and_grad_lowered_for_cuda_launch_the_kernel():
-    """``vmap`` binds the kernel once per slice (a loop around one custom call); ``grad``'s
-    forward pass launches it, its tangents are the to-JAX program's XLA ops."""
+    """``vmap`` launches one kernel with one more grid axis (``platforms/batching.py``);
+    ``grad``'s forward pass launches it, its tangents are the to-JAX program's XLA ops."""
     case = BY_NAME["bias_relu"]
     call, (x, b) = case.minipallas(), case.inputs()
     xs = np.stack([x, x])
     batched = only_call(custom_calls(jax.vmap(call, in_axes=(0, None)), (xs, b)))
-    assert batched["operands"] == ["tensor<32x256xf32>", "tensor<1x256xf32>"]
+    assert batched["operands"] == ["tensor<2x32x256xf32>", "tensor<1x256xf32>"]
     grad = jax.grad(lambda x: jnp.sum(call(x, b) ** 2))
     assert only_call(custom_calls(grad, (x,)))["target"] == TRITON
     assert_same_bits(jax.jit(grad)(x), jax.grad(lambda x: jnp.sum(call(x, b) ** 2))(x))

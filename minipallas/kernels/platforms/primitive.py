@@ -11,10 +11,12 @@ other platform (the CPU) inlines the discharged program as ``jax.lax`` ops
 with ``backend="xla"`` runs that program on every platform, a differential run away from the
 kernel.
 
-``jax.vmap`` (the batching rule) binds the primitive once per batch element (``lax.map``), so
-each slice keeps the unbatched call's bits, and on a device each runs the kernel; with
-``match_upstream=False`` it batches the to-JAX program's ops instead (XLA ops on every
-platform). Derivatives are the to-JAX program's (``KernelCall.function``'s ``custom_jvp``):
+``jax.vmap`` (the batching rule) binds the primitive on a kernel with one more grid axis
+(``batching.batched_kernel``), as upstream's batching adds one: on a device the batch is one
+kernel launch, and each slice keeps the unbatched call's bits; a batched dynamic grid size or
+scalar-prefetch operand binds it once per batch element (``lax.map``), as upstream loops
+then. With ``match_upstream=False`` it batches the to-JAX program's ops instead (XLA ops on
+every platform). Derivatives are the to-JAX program's (``KernelCall.function``'s ``custom_jvp``):
 the primal stays the primitive, the tangents are XLA ops. A ``KernelCall`` holds what the rules
 need but not the ``PallasCall``, so ``jax_values``'s weak cache still frees a dropped call's
 functions.
@@ -33,11 +35,13 @@ from jax._src.interpreters import batching
 from jax._src.interpreters import mlir as jax_mlir
 
 from minipallas import lowering
+from minipallas.interop import to_jax
 from minipallas.ir import dtypes
 from minipallas.ir.kernel_spec import Kernel
-from minipallas.ir.types import ArrayType
+from minipallas.ir.types import ArrayType, MemorySpace
 from minipallas.kernels.platforms import PLATFORMS, Platform
-from minipallas.kernels.programs.choose import lower_kernel
+from minipallas.kernels.platforms.batching import batched_kernel
+from minipallas.kernels.programs.choose import cpu_program, lower_kernel
 from minipallas.kernels.spec.call import CallSpec
 
 minipallas_call_p = jax_core.Primitive("minipallas_call")
@@ -49,7 +53,8 @@ class KernelCall:
     """One ``pallas_call`` at one set of operand types: its spec (to trace the kernel in a
     target's memory space), the traced kernel, its CPU program as a JAX function, the call's
     compiler params and ``debug``, whether ``vmap`` runs it ``per_slice``
-    (``match_upstream``), and whether it runs the ``discharged`` program everywhere."""
+    (``match_upstream``), whether it runs the ``discharged`` program everywhere, and the
+    ``batches`` ``vmap`` added, ``(size, mapped inputs)`` each, innermost first."""
 
     spec: CallSpec
     types: tuple[ArrayType, ...]
@@ -59,6 +64,7 @@ class KernelCall:
     debug: bool
     per_slice: bool
     discharged: bool = False
+    batches: tuple[tuple[int, tuple[bool, ...]], ...] = ()
     _lowered: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def bind(self, *args: Any) -> tuple:
@@ -84,16 +90,40 @@ class KernelCall:
             jax_core.ShapedArray(t.shape, dtypes.to_numpy(t.dtype)) for t in self.kernel.out_types
         )
 
+    def traced(self, memory_space: MemorySpace) -> Kernel:
+        """The kernel with blocks that name no memory space in ``memory_space``, batched."""
+        kernel = self.spec.trace(self.types, memory_space)
+        for size, mapped in self.batches:
+            kernel = batched_kernel(kernel, size, mapped)
+        return kernel
+
     def lowered(self, target: str) -> Any:
         """The kernel emitted for ``target``, traced in its memory space, once (CPU runs never
         need it). Another backend's compiler params are the error ``PallasCall.lower``
         raises."""
         if target not in self._lowered:
-            kernel = self.spec.trace(self.types, lowering.target(target).memory_space)
             self._lowered[target] = lower_kernel(
-                kernel, target, compiler_params=self.compiler_params, debug=self.debug
+                self.traced(lowering.target(target).memory_space),
+                target,
+                compiler_params=self.compiler_params,
+                debug=self.debug,
             )
         return self._lowered[target]
+
+    def batched(self, size: int, mapped: tuple[bool, ...]) -> KernelCall:
+        """This call with one more grid axis, of ``size``, over the ``mapped`` inputs."""
+        kernel = batched_kernel(self.kernel, size, mapped)
+        return KernelCall(
+            spec=self.spec,
+            types=self.types,
+            kernel=kernel,
+            program=to_jax(cpu_program(kernel)),
+            compiler_params=self.compiler_params,
+            debug=self.debug,
+            per_slice=True,
+            discharged=self.discharged,
+            batches=(*self.batches, (size, mapped)),
+        )
 
     def __repr__(self) -> str:
         return f"<pallas_call {self.kernel.name} grid={self.kernel.grid}>"
@@ -111,11 +141,22 @@ def _batch(
     args: Sequence[Any], dims: Sequence[Any], *, call: KernelCall
 ) -> tuple[Sequence[Any], Sequence[int]]:
     """The batching rule: see the module doc; every result is batched along axis 0."""
+    kernel = call.kernel
+    first_input = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
+    size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+    args, dims = list(args), list(dims)
+    if call.per_slice and all(d is None for d in dims[:first_input]):
+        for i, _ in kernel.input_output_aliases:  # the output starts as it: batched too
+            k = first_input + i
+            if dims[k] is None:
+                args[k], dims[k] = jax.numpy.broadcast_to(args[k], (size, *args[k].shape)), 0
     mapped = [d is not None for d in dims]
     args = [
         jax.numpy.moveaxis(a, d, 0) if m else a for a, d, m in zip(args, dims, mapped, strict=True)
     ]
-    if call.per_slice:
+    if call.per_slice and not any(mapped[:first_input]):
+        outs = call.batched(size, tuple(mapped[first_input:])).bind(*args)
+    elif call.per_slice:
 
         def one(slices: Sequence[Any]) -> tuple:
             it = iter(slices)
