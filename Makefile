@@ -75,6 +75,14 @@ bench: $(STAMP)
 	$(PY) bench/vs_upstream.py
 	$(PY) bench/kernels_bench.py
 
+# On a TPU machine (jax, libtpu, numpy there; minipallas from a wheel on PYTHONPATH, see the
+# README's "Running kernels on a TPU"): no .venv, the machine's python.
+tpu-check:
+	$(PYTHON) bench/tpu_check.py $(TPU_ARGS)
+
+tpu-bench:
+	$(PYTHON) bench/tpu_bench.py $(TPU_ARGS)
+
 mutate: $(STAMP)
 	$(PY) bench/mutate.py $(MUTATE_ARGS)
 

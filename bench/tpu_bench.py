@@ -1,0 +1,245 @@
+"""Speed on the chip: minipallas's Mosaic module vs upstream's vs ``jax.jit`` of plain jnp.
+
+Each kernel is one source for both Pallas sides (``tests/kernels/suite.py``'s ``ns`` form):
+minipallas's ``jax.jit(pallas_call)`` runs its own Mosaic module (the platform table's ``tpu``
+row), upstream's ``pallas_call(interpret=False)`` its module, and the third column is the
+kernel's plain ``jnp`` equivalent under ``jax.jit``. A single synchronous call costs ~0.6 ms on
+a TPU VM however small, so each way is timed as ``--calls`` (50) calls issued back to back and
+one ``block_until_ready`` at the end, best of ``--repeat`` such runs, the three ways
+interleaved. The table gives ms per call, upstream/minipallas (goal >= 1.0), whether both
+Pallas sides give the same bits, and minipallas's rate as a share of the chip's peak (v5e:
+197 TFLOP/s bf16, 819 GB/s HBM): TFLOP/s for matmuls and attention, GB/s (bytes read and
+written once) for the rest.
+
+    make tpu-bench                   # on a TPU machine
+    python bench/tpu_bench.py [--kernels softmax_8192] [--calls 50] [--repeat 5]
+    python bench/tpu_bench.py --cpu  # tiny sizes on the CPU: the machinery only
+
+Kernels: blocked matmul bf16 4096³ in 512-blocks, f32 2048³, softmax and layer norm of
+8192×2048, flash attention S=4096 D=128, and ``bench/realistic_kernels.py``'s six.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from realistic_kernels import REFERENCES as REALISTIC  # noqa: E402
+from realistic_kernels import flash_attention, realistic_cases  # noqa: E402
+from suite import BF16, Case, inputs, layer_norm, matmul, normal, softmax  # noqa: E402
+
+PEAK_FLOPS = 197e12  # v5e, bf16
+PEAK_BYTES = 819e9  # v5e HBM
+
+
+def _softmax(jnp: Any, x: Any) -> Any:
+    e = jnp.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _layer_norm(jnp: Any, x: Any, g: Any) -> Any:
+    c = x - x.sum(axis=1, keepdims=True) / x.shape[1]
+    return c * (1.0 / jnp.sqrt((c * c).sum(axis=1, keepdims=True) / x.shape[1] + 1e-5)) * g
+
+
+REFERENCES: dict[str, Callable[..., Any]] = {
+    "matmul": lambda jnp, x, y: jnp.dot(x, y, preferred_element_type=jnp.float32),
+    "softmax": _softmax,
+    "layer_norm": _layer_norm,
+    "flash_attention": REALISTIC["flash_attention"],
+    "reduce_1d": REALISTIC["reduce_1d"],
+    "masked_tanh": REALISTIC["masked_tanh"],
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Bench:
+    case: Case
+    flops: float = 0.0  # 0: the kernel is bound by memory, rated by bytes moved
+
+    def reference(self, jnp: Any) -> Callable[..., Any]:
+        fn = REFERENCES[self.case.kernel.__name__]
+        return lambda *args: fn(jnp, *args)
+
+    def bytes_moved(self) -> int:
+        """Every input read once, every output written once."""
+        outs = self.case.out_shape if self.case.multiple_outputs else (self.case.out_shape,)
+        written = sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in outs)
+        return written + sum(a.nbytes for a in self.case.inputs())
+
+
+def _matmul(name: str, n: int, block: int, dtype: Any) -> Bench:
+    spec = ((block, block), None)
+    return Bench(
+        Case(
+            name,
+            matmul,
+            ((n, n), "float32"),
+            inputs(normal(n, n, dtype=dtype), normal(n, n, dtype=dtype)),
+            grid=(n // block,) * 3,
+            in_specs=[(spec[0], lambda i, j, k: (i, k)), (spec[0], lambda i, j, k: (k, j))],
+            out_specs=(spec[0], lambda i, j, k: (i, j)),
+            scratch=((spec[0], "float32"),),
+            dimension_semantics=("parallel", "parallel", "arbitrary"),
+        ),
+        flops=2.0 * n**3,
+    )
+
+
+def _rows(name: str, kernel: Any, rows: int, cols: int, block: int, gain: bool) -> Bench:
+    makers = (normal(rows, cols), *((normal(1, cols),) if gain else ()))
+    specs = [((block, cols), lambda i: (i, 0)), *((((1, cols), lambda i: (0, 0)),) if gain else ())]
+    return Bench(
+        Case(
+            name,
+            kernel,
+            ((rows, cols), "float32"),
+            inputs(*makers),
+            grid=(rows // block,),
+            in_specs=specs,
+            out_specs=((block, cols), lambda i: (i, 0)),
+            dimension_semantics=("parallel",),
+        )
+    )
+
+
+def _attention(name: str, s: int, d: int, block: int) -> Bench:
+    q = ((block, d), lambda i, j: (i, 0))
+    kv = ((block, d), lambda i, j: (j, 0))
+    return Bench(
+        Case(
+            name,
+            flash_attention,
+            ((s, d), "float32"),
+            inputs(*(normal(s, d),) * 3),
+            grid=(s // block, s // block),
+            in_specs=[q, kv, kv],
+            out_specs=q,
+            scratch=(((block, 1), "float32"), ((block, 1), "float32"), ((block, d), "float32")),
+            dimension_semantics=("parallel", "arbitrary"),
+        ),
+        flops=4.0 * s * s * d,
+    )
+
+
+def benches(small: bool) -> list[Bench]:
+    """The chip's kernels; ``small``: the same kernels at sizes the CPU runs in a second."""
+    if small:
+        return [
+            _matmul("matmul_bf16", 256, 128, BF16),
+            _matmul("matmul_f32", 256, 128, np.float32),
+            _rows("softmax", softmax, 64, 256, 8, False),
+            _rows("layer_norm", layer_norm, 64, 256, 8, True),
+            _attention("flash_attention", 256, 128, 128),
+        ]
+    realistic_flops = {"matmul_1024": 2.0 * 1024**3, "flash_attention": 4.0 * 2048 * 2048 * 64}
+    return [
+        _matmul("matmul_bf16_4096", 4096, 512, BF16),
+        _matmul("matmul_f32_2048", 2048, 512, np.float32),
+        _rows("softmax_8192", softmax, 8192, 2048, 128, False),
+        _rows("layer_norm_8192", layer_norm, 8192, 2048, 128, True),
+        _attention("flash_attention_4096", 4096, 128, 256),
+        *(Bench(c, realistic_flops.get(c.name, 0.0)) for c in realistic_cases()),
+    ]
+
+
+def per_call_ms(fn: Callable[..., Any], args: list[Any], calls: int) -> float:
+    """ms per call of ``calls`` calls issued back to back, one wait at the end (the device runs
+    them in order, so the last done means all are)."""
+    import jax
+
+    start = time.perf_counter()
+    for _ in range(calls):
+        out = fn(*args)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / calls * 1e3
+
+
+def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+
+    case = bench.case
+    args = [jax.device_put(a, device) for a in case.inputs()]
+    ways = {
+        "minipallas": jax.jit(case.minipallas()),
+        "upstream": case.upstream(interpret=options.cpu),
+        "jit": jax.jit(bench.reference(jnp)),
+    }
+    outs = {k: jax.block_until_ready(f(*args)) for k, f in ways.items()}  # compile and warm
+    best = dict.fromkeys(ways, float("inf"))
+    for _ in range(options.repeat):
+        for k, f in ways.items():
+            best[k] = min(best[k], per_call_ms(f, args, options.calls))
+    mine, theirs = (np.asarray(outs[k]) for k in ("minipallas", "upstream"))
+    seconds = best["minipallas"] / 1e3
+    if bench.flops:
+        rate, share = (
+            f"{bench.flops / seconds / 1e12:.1f} TFLOP/s",
+            bench.flops / seconds / PEAK_FLOPS,
+        )
+    else:
+        moved = bench.bytes_moved()
+        rate, share = f"{moved / seconds / 1e9:.0f} GB/s", moved / seconds / PEAK_BYTES
+    return {
+        "kernel": case.name,
+        **{f"{k}_ms": round(v, 4) for k, v in best.items()},
+        "upstream_over_minipallas": round(best["upstream"] / best["minipallas"], 3),
+        "same_bits": bool(
+            mine.dtype == theirs.dtype
+            and np.array_equal(mine.view(np.uint8), theirs.view(np.uint8))
+        ),
+        "rate": rate,
+        "share_of_peak": round(share, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=lambda s: s.split(","), default=None)
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cpu", "--dry-run", action="store_true", dest="cpu")
+    parser.add_argument("--out", type=Path, default=Path("tpu-bench.json"))
+    options = parser.parse_args(argv)
+    if options.cpu:
+        options.calls, options.repeat = min(options.calls, 2), 1
+    import jax
+
+    device = jax.devices("cpu" if options.cpu else "tpu")[0]
+    chosen = [
+        b for b in benches(options.cpu) if not options.kernels or b.case.name in options.kernels
+    ]
+    rows = [measure(b, device, options) for b in chosen]
+    print(f"ms per call ({options.calls} back to back, best of {options.repeat})", end=" ")
+    print(f"on {device.device_kind}")
+    print(
+        f"{'kernel':22} {'minipallas':>10} {'upstream':>9} {'jit':>8} {'up/mp':>6} {'bits':>5}",
+        end="",
+    )
+    print("  rate (share of peak)")
+    for r in rows:
+        bits = "same" if r["same_bits"] else "DIFF"
+        print(
+            f"{r['kernel']:22} {r['minipallas_ms']:10.3f} {r['upstream_ms']:9.3f} "
+            f"{r['jit_ms']:8.3f} {r['upstream_over_minipallas']:6.2f} {bits:>5}  "
+            f"{r['rate']} ({r['share_of_peak']:.0%})"
+        )
+    options.out.write_text(json.dumps({"device": device.device_kind, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

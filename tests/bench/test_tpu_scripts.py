@@ -1,0 +1,63 @@
+"""The chip's scripts run on the CPU (``--cpu``), so CI checks their machinery without a TPU:
+the hardware check compares both sides and the CPU path, isolates a kernel that kills its
+worker and resumes after it; the speed bench times the three ways and rates them."""
+
+import json
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import tpu_bench  # noqa: E402
+import tpu_check  # noqa: E402
+
+
+def test_the_check_isolates_a_halting_kernel_and_loses_nothing_else(tmp_path, capsys):
+    out = tmp_path / "report.json"
+    names = "add,softmax,int_ops,negative_block_index"
+    status = tpu_check.main(["--cpu", "--kernels", names, "--simulate-halt", "softmax",
+                             "--out", str(out)])  # fmt: skip
+    report = json.loads(out.read_text())
+    got = {r["name"]: r for r in report["kernels"]}
+    assert [r["name"] for r in report["kernels"]] == ["add", "softmax", "int_ops",
+                                                      "negative_block_index"]  # fmt: skip
+    assert got["softmax"]["status"] == "halted" and "exit 134" in got["softmax"]["detail"]
+    for name in ("add", "int_ops", "negative_block_index"):
+        assert got[name]["status"] == "ok" and got[name]["same_bits"] is True
+        assert got[name]["error_vs_cpu"] == 0.0
+    assert report["summary"] == {"ok": 3, "halted": 1} and status == 0
+    assert "softmax" in capsys.readouterr().out
+
+
+def test_the_check_reports_a_refusal_and_what_differs():
+    """A kernel minipallas refuses is reported as refused by our side; two arrays that differ
+    in one bit are not the same bits, and their error against the CPU is measured."""
+    import numpy as np
+
+    assert isinstance(tpu_check.run_on_device(lambda: 1 / 0, (), _cpu()), tpu_check.Refused)
+    a = np.float32([1.0, np.nan, 2.0])
+    b = a.copy()
+    assert tpu_check.same_bits(a, b)
+    b[2] = np.nextafter(b[2], np.float32(3))
+    assert not tpu_check.same_bits(a, b)
+    assert tpu_check.error_vs_cpu((a,), (b,), (0.0, 1e-9)) > 1
+
+
+def _cpu():
+    import jax
+
+    return jax.devices("cpu")[0]
+
+
+def test_the_bench_times_the_three_ways_and_rates_them(tmp_path):
+    out = tmp_path / "bench.json"
+    tpu_bench.main(["--cpu", "--kernels", "softmax,matmul_f32", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["kernel"] for r in rows] == ["matmul_f32", "softmax"]
+    for r in rows:
+        assert all(r[f"{k}_ms"] > 0 for k in ("minipallas", "upstream", "jit"))
+        assert r["same_bits"] is True
+    assert rows[0]["rate"].endswith("TFLOP/s") and rows[1]["rate"].endswith("GB/s")
+    softmax = tpu_bench.benches(small=True)[2]
+    assert softmax.bytes_moved() == 2 * 64 * 256 * 4
