@@ -134,25 +134,30 @@ def _attention(name: str, s: int, d: int, block: int) -> Bench:
     )
 
 
+# (matmul bf16 n, f32 n, their block, softmax/layer norm rows, cols, row block, attention S, D,
+# its block) on the chip, and at the sizes the CPU runs in a second
+SIZES = {False: (4096, 2048, 512, 8192, 2048, 128, 4096, 128, 256),
+         True: (256, 256, 128, 64, 256, 8, 256, 128, 128)}  # fmt: skip
+
+
 def benches(small: bool) -> list[Bench]:
-    """The chip's kernels; ``small``: the same kernels at sizes the CPU runs in a second."""
-    if small:
-        return [
-            _matmul("matmul_bf16", 256, 128, BF16),
-            _matmul("matmul_f32", 256, 128, np.float32),
-            _rows("softmax", softmax, 64, 256, 8, False),
-            _rows("layer_norm", layer_norm, 64, 256, 8, True),
-            _attention("flash_attention", 256, 128, 128),
-        ]
-    realistic_flops = {"matmul_1024": 2.0 * 1024**3, "flash_attention": 4.0 * 2048 * 2048 * 64}
-    return [
-        _matmul("matmul_bf16_4096", 4096, 512, BF16),
-        _matmul("matmul_f32_2048", 2048, 512, np.float32),
-        _rows("softmax_8192", softmax, 8192, 2048, 128, False),
-        _rows("layer_norm_8192", layer_norm, 8192, 2048, 128, True),
-        _attention("flash_attention_4096", 4096, 128, 256),
-        *(Bench(c, realistic_flops.get(c.name, 0.0)) for c in realistic_cases()),
+    """The chip's kernels (``small``: tiny, for ``--cpu``), then the six realistic ones."""
+    n16, n32, mblock, rows, cols, rblock, s, d, ablock = SIZES[small]
+
+    def tag(name: str, size: int) -> str:
+        return name if small else f"{name}_{size}"
+
+    made = [
+        _matmul(tag("matmul_bf16", n16), n16, mblock, BF16),
+        _matmul(tag("matmul_f32", n32), n32, mblock, np.float32),
+        _rows(tag("softmax", rows), softmax, rows, cols, rblock, False),
+        _rows(tag("layer_norm", rows), layer_norm, rows, cols, rblock, True),
+        _attention(tag("flash_attention", s), s, d, ablock),
     ]
+    if small:
+        return made
+    realistic_flops = {"matmul_1024": 2.0 * 1024**3, "flash_attention": 4.0 * 2048 * 2048 * 64}
+    return [*made, *(Bench(c, realistic_flops.get(c.name, 0.0)) for c in realistic_cases())]
 
 
 def per_call_ms(fn: Callable[..., Any], args: list[Any], calls: int) -> float:
