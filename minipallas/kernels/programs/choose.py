@@ -2,9 +2,9 @@
 
 A lowering target that takes a ``Kernel`` (Mosaic, Triton) emits the kernel itself; one that
 takes a ``Function`` ("stablehlo", the CPU) gets the grid as a program over whole arrays.
-``PallasCall.program``, ``PallasCall.lower``, the JAX primitive's platforms and
-``from_jaxpr``'s kernels all ask ``cpu_program`` and ``lower_kernel``, so ``match_upstream``
-and ``collectives="simulate"`` mean the same on every path.
+``PallasCall.program``, ``PallasCall.lower`` and the JAX primitive's platforms all ask
+``cpu_program`` and ``lower_kernel``, so ``match_upstream`` and ``collectives="simulate"`` mean
+the same on every path.
 """
 
 from __future__ import annotations
