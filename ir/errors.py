@@ -73,4 +73,11 @@ class RaceError(InterpretError):
 
 class DeadlockError(InterpretError):
     """Programs that run together cannot all go on: a barrier some of its group never reach,
-    or a collective ``run_scoped`` some of its group skip."""
+    or a collective ``run_scoped`` some of its group skip.
+
+    ``consequence``: the ``RaceError`` the skip caused first, when one did (a program that
+    skips a barrier runs on into accesses the barrier was there to order)."""
+
+    def __init__(self, message: str, *, consequence: RaceError | None = None, **kw: object):
+        self.consequence = consequence
+        super().__init__(message, **kw)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.engine import Interpreter, Ref, describe
 from minipallas.ir.interpret.perturb import Perturbation
 from minipallas.ir.interpret.programs import Programs
+from minipallas.ir.interpret.reorder import OrderBound
 from minipallas.ir.types import RefType, Type
 
 
@@ -25,7 +26,7 @@ def interpret(
     checks: bool = False,
     program_ids: Sequence[int] | None = None,
     grid: Sequence[int] | None = None,
-    perturb: Perturbation | None = None,
+    perturb: Perturbation | OrderBound | None = None,
     grid_names: Sequence[str] | None = None,
     collectives: str = "reject",
     schedule: str | int = "lockstep",
@@ -62,6 +63,8 @@ def interpret(
     ``perturb`` (a ``Perturbation``) runs float sums, dots, contractible adds, transcendentals
     and bfloat16/float16 arithmetic with the freedoms a correct compiler has, drawn at random
     from its seed (``perturb``'s docstring); the difftest's numerics envelope is their spread.
+    An ``OrderBound`` (``reorder``) instead moves one float sum or dot op's results by how far
+    another order may take them.
 
     A ``run_scoped`` with collective axes is rejected before anything runs, as upstream
     evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
@@ -80,9 +83,9 @@ def interpret(
             f"expected a Function, got {type(fn).__name__}",
             fix="trace or parse a function first (minipallas.trace, minipallas.parse)",
         )
-    if perturb is not None and not isinstance(perturb, Perturbation):
+    if perturb is not None and not isinstance(perturb, Perturbation | OrderBound):
         raise InterpretError(
-            f"perturb must be a Perturbation or None, got {type(perturb).__name__}",
+            f"perturb must be a Perturbation, an OrderBound or None, got {type(perturb).__name__}",
             fix="pass perturb=minipallas.ir.interpret.perturb.Perturbation(seed)",
         )
     interp = Interpreter(

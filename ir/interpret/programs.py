@@ -24,9 +24,11 @@ semaphores order accesses, through vector clocks (``races``): a barrier joins it
 a signal adds its program's clock to the semaphore's, and a wait takes in what the semaphore
 holds (ThreadSanitizer's model: every signal before the wait, not only those it consumed). A
 barrier that part of its group never reaches, a wait no signal will satisfy, and a collective
-``run_scoped`` that part of its group skips, are ``DeadlockError``s; reading shared scratch
-before any program wrote it is an ``InterpretError``, as for any scratch under
-``uninitialized="error"``.
+``run_scoped`` that part of its group skips, are ``DeadlockError``s; so is a race that a
+skipped barrier causes (the race comes first, as the skipper runs on into accesses the barrier
+was there to order, but the error names the barrier, the skipper and the programs waiting
+there, with the race as its ``consequence``). Reading shared scratch before any program wrote
+it is an ``InterpretError``, as for any scratch under ``uninitialized="error"``.
 
 Each program runs on its own Python thread, but only one runs at a time: a baton passes
 between them and this module's scheduler, so a run is deterministic.
@@ -42,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir.core import Function, Op
-from minipallas.ir.errors import DeadlockError, InterpretError, MiniPallasError
+from minipallas.ir.errors import DeadlockError, InterpretError, MiniPallasError, RaceError
 from minipallas.ir.interpret.engine import Interpreter, Ref
 from minipallas.ir.interpret.races import RaceDetector
 from minipallas.ir.interpret.windows import Access
@@ -86,6 +88,7 @@ class _Program:
     waiting: _Wait | None = None
     results: list[Any] = field(default_factory=list)
     entries: dict[int, int] = field(default_factory=dict)  # id(run_scoped op) -> times entered
+    arrivals: dict[tuple[str, ...], int] = field(default_factory=dict)  # barriers, per axes
 
 
 class Programs:
@@ -128,6 +131,7 @@ class Programs:
         self._turn: int | None = None
         self._abort = False
         self._error: tuple[BaseException, _Program] | None = None
+        self._order: dict[Op, tuple[int, int]] = {}  # op -> (function, pre-order position)
 
     # ----- what the rules call, on a program's thread -----
 
@@ -142,12 +146,16 @@ class Programs:
         self._yield(self.programs[interp.program], "ready")
         if self.detect_races:
             p = interp.program
-            self.races.access(op, buffer, data, access, kind, p, self.clocks[p], mask)
+            try:
+                self.races.access(op, buffer, data, access, kind, p, self.clocks[p], mask)
+            except RaceError as race:
+                raise self._skipped_barrier(self.programs[p], op, race) from None
 
     def barrier(self, interp: Interpreter, op: Op) -> None:
         axes = op.attrs["axes"]
         self._axis_numbers(op, axes)
         program = self.programs[interp.program]
+        program.arrivals[axes] = program.arrivals.get(axes, 0) + 1
         program.waiting = _Wait(op, axes=axes)
         self._yield(program, "barrier")
 
@@ -211,6 +219,8 @@ class Programs:
     def run(self, fn: Function, args: Sequence[Any]) -> list[list[Any]]:
         """Runs ``fn`` in every program over the same bound ``args``; returns each program's
         results, in grid order."""
+        self._order = {op: (f, i) for f, g in enumerate((fn, *fn.callees())) for i, op in
+                       enumerate(g.walk())}  # fmt: skip
         for a in args:
             if isinstance(a, Ref):
                 self.races.share(a.data)
@@ -352,6 +362,37 @@ class Programs:
             fix="every program along the barrier's axes must reach it (take it out of "
             "conditionals that depend on the program id)",
         )
+
+    def _skipped_barrier(self, p: _Program, op: Op, race: RaceError) -> InterpretError:
+        """The cause of ``race`` at ``p`` 's ``op``, when there is one to name: a barrier that
+        programs of ``p`` 's group wait at, which comes before ``op`` in the program yet which
+        ``p`` has reached fewer barriers than they have. ``p`` skipped it: the group would
+        deadlock there, and the race is that skip's consequence. Else ``race`` itself."""
+        where = self._order.get(op)
+        for w in self.programs:
+            if w.state != "barrier" or w is p:
+                continue
+            barrier, axes = w.waiting.op, w.waiting.axes
+            before = self._order.get(barrier)
+            if before is None or where is None or before[0] != where[0] or before > where:
+                continue
+            if p not in self._group(w, axes) or p.arrivals.get(axes, 0) >= w.arrivals[axes]:
+                continue
+            waiting = [
+                m for m in self._group(w, axes) if m.state == "barrier" and m.waiting.op is barrier
+            ]
+            return DeadlockError(
+                f"program {program_name(p.ids)} skips the barrier over {axes} at {barrier.loc} "
+                f"that programs {', '.join(program_name(m.ids) for m in waiting)} of its group "
+                f"wait at (they would wait for it forever), and goes on to '{op.name}' at "
+                f"{op.loc}: there {race.message}",
+                op="barrier",
+                loc=barrier.loc,
+                fix="every program along the barrier's axes must reach it (take it out of "
+                "conditionals that depend on the program id)",
+                consequence=race,
+            )
+        return race
 
     def _check_skipped(self) -> None:
         for (_, group, _), (_, entered, op) in self._shared.items():

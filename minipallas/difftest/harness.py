@@ -14,10 +14,12 @@ input, in order) every way there is:
 5. ``reference``: when the case carries a minipallas ``Function`` meant to be the same program
    (the fuzzer's generated program), that function interpreted.
 
-It then compares every way with ``interpret`` (``report.first_difference``: bit for bit, or
-within the numerics envelope for XLA's floats) and classifies the result (``classify``) into
-the ``Report``. The harness is the top of the difftest: it imports the classifier, which
-imports the report and the bisect, which import the envelope and ``outputs``.
+The report names the machine (``machine``: the CPU that ran the XLA ways, and what the
+envelope assumed of it). It then compares every way with ``interpret``
+(``report.first_difference``: bit for bit, or within the numerics envelope for XLA's floats)
+and classifies the result (``classify``) into the ``Report``. The harness is the top of the
+difftest: it imports the classifier, which imports the report and the bisect, which import the
+envelope and ``outputs``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from jax._src.state.types import AbstractRef
 import minipallas
 from minipallas.compiled import compile as compile_fn
 from minipallas.difftest.classify import classify
+from minipallas.difftest.machine import here
 from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
 from minipallas.difftest.report import Case, Outcome, Report, first_difference
 from minipallas.ir.core import Function
@@ -143,7 +146,7 @@ def run(case: Case, *, compile: bool = True) -> Report:  # noqa: A002 - the way'
 
     ``compile=False`` skips the ``compile`` way (the fuzzer's fast mode).
     """
-    report = Report(case)
+    report = Report(case, machine=here())
     up = report.outcomes["upstream"] = Outcome("upstream")
     report.jaxpr = _timed("trace", lambda: jax.make_jaxpr(case.fn)(*abstract(case.args)), up)
     if report.jaxpr is not None:

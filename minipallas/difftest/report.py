@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
+from minipallas.difftest.machine import Machine
 from minipallas.ir.core import Function
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
@@ -91,6 +92,7 @@ class Report:
     finding: Any = None  # classify.Finding
     envelope: Envelope | None = None  # computed only when an XLA way's floats differ
     distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
+    machine: Machine | None = None  # the CPU that ran the XLA ways
 
     @property
     def ok(self) -> bool:
@@ -109,6 +111,8 @@ class Report:
 
     def text(self) -> str:
         lines = [f"case {self.case.name}: {self.finding}"]
+        if self.machine is not None:
+            lines.append(f"machine: {self.machine}")
         for way, o in self.outcomes.items():
             status = "ok" if o.ok else f"{o.stage}: {type(o.error).__name__}: {o.error}"
             lines.append(f"  {way:<10} {o.seconds * 1e3:7.1f} ms  {status.splitlines()[0]}")

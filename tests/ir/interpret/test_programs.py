@@ -122,6 +122,58 @@ def test_a_barrier_one_program_skips_is_a_deadlock():
     assert e.value.op == "barrier" and "test_programs.py" in str(e.value.loc)
 
 
+def _skipping_sum(skipper: int):
+    """``_shared_sum`` whose program ``skipper`` skips the barrier (a ``when`` around it)."""
+
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+            shared[mp.ds(i, 1), :] = x_ref[mp.ds(i, 1), :] * 2.0
+
+            @mp.when(i != skipper)
+            def _():
+                mp.barrier("x")
+
+            o_ref[mp.ds(i, 1), :] = shared[...].sum(axis=0, keepdims=True)
+
+        mp.run_scoped(body, tpu.VMEM((N, 8), F32), collective_axes=("x",))
+
+    return mp.trace(kernel, *REFS)
+
+
+@pytest.mark.parametrize("skipper", [0, 2])
+def test_a_skipped_barrier_is_named_as_the_cause_of_the_race_it_causes(skipper):
+    """The skipper runs on into the read the barrier was there to order: the race comes
+    first, but the error names the skipped barrier, its program and the programs waiting."""
+    with pytest.raises(DeadlockError) as e:
+        simulate(_skipping_sum(skipper), rows(), np.zeros((N, 8), np.float32))
+    err = e.value
+    waiting = ", ".join(f"({k},)" for k in range(N) if k != skipper)
+    assert f"program ({skipper},) skips the barrier over ('x',)" in err.message
+    assert f"that programs {waiting} of its group wait at" in err.message
+    assert err.op == "barrier" and "test_programs.py" in str(err.loc)
+    race = err.consequence
+    assert isinstance(race, RaceError) and race.op == "get" and race.first[0] == "swap"
+    assert race.second[2] == f"({skipper},)" and str(race.second[1]) in err.message
+    assert "would wait for it forever" in err.message and "barrier" in err.fix
+
+
+def test_a_race_before_the_barrier_is_not_blamed_on_a_program_still_on_its_way():
+    """A program that has not reached the barrier yet, racing before it, raced: no skip."""
+
+    def kernel(x_ref, o_ref):
+        def body(shared):
+            i = mp.axis_index("x")
+            shared[mp.ds(i, 1), :] = x_ref[mp.ds(i, 1), :]
+            o_ref[mp.ds(i, 1), :] = shared[...].sum(axis=0, keepdims=True)
+            mp.barrier("x")
+
+        mp.run_scoped(body, tpu.VMEM((N, 8), F32), collective_axes=("x",))
+
+    with pytest.raises(RaceError):
+        simulate(mp.trace(kernel, *REFS), rows(), np.zeros((N, 8), np.float32))
+
+
 def test_a_skipped_collective_run_scoped_is_reported():
     def kernel(x_ref, o_ref):
         i = mp.axis_index("x")

@@ -1,0 +1,97 @@
+"""``interpret(..., perturb=OrderBound(op))``: one float sum or dot moved by its order bound,
+``bound(n) * u * sum|x_i|``, and nothing else changed; ``sites`` finds those ops in callees."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from interp_build import arr, build
+
+from minipallas import parse
+from minipallas.ir.interpret import interpret
+from minipallas.ir.interpret.reorder import UNIT_ROUNDOFF, OrderBound, bound, sites
+
+F32, BF16 = np.float32, ml_dtypes.bfloat16
+
+TWO_SUMS = """
+func @f(%0: f32[4,300]) -> (f32[4], f32[]) {
+  %1 = reduce_sum %0, axes (1) : f32[4]
+  %2 = reduce_sum %0, axes (0, 1) : f32[]
+  return %1, %2
+}
+"""
+
+DOT = """
+func @f(%0: f32[6,40], %1: f32[40,3]) -> (f32[6,3]) {
+  %2 = dot %0, %1 : f32[6,3]
+  return %2
+}
+"""
+
+
+def test_bound_grows_as_the_root_of_the_terms_and_never_past_the_worst_case():
+    assert bound(0) == 0 and bound(1) == 0  # one term: no addition, no order
+    assert bound(2) == 2  # the worst case 2 * (n - 1) is the smaller
+    assert bound(100) == 20 and bound(1024) == 64
+
+
+def _expected(plain, magnitude, n):
+    """``plain`` moved up by the bound, rounded once to float32."""
+    return (plain.astype(np.float64) + bound(n) * UNIT_ROUNDOFF * magnitude).astype(F32)
+
+
+def test_order_bound_moves_its_site_only_by_the_bound_of_its_terms():
+    fn = parse(TWO_SUMS)
+    x = np.random.default_rng(0).standard_normal((4, 300)).astype(F32)
+    rows, total = interpret(fn, x)
+    first, second = sites(fn)
+    moved_rows, same_total = interpret(fn, x, perturb=OrderBound(first))
+    magnitude = np.abs(x.astype(np.float64)).sum(1)
+    np.testing.assert_array_equal(moved_rows, _expected(rows, magnitude, 300))
+    assert np.all(moved_rows > rows)
+    assert same_total.view(np.int32) == total.view(np.int32)
+    _, moved_total = interpret(fn, x, perturb=OrderBound(second))
+    assert moved_total == _expected(total, np.abs(x.astype(np.float64)).sum(), 1200)
+
+
+def test_order_bound_of_a_dot_is_from_the_products_magnitudes():
+    fn = parse(DOT)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((6, 40)).astype(F32), rng.standard_normal((40, 3)).astype(F32)
+    (plain,) = interpret(fn, a, b)
+    (moved,) = interpret(fn, a, b, perturb=OrderBound(sites(fn)[0]))
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    np.testing.assert_array_equal(moved, _expected(plain, magnitude, 40))
+
+
+def test_a_bfloat16_sum_is_moved_and_rounded_once_and_non_finite_values_stay():
+    fn = build([arr((3, 64), "bfloat16")], lambda b, x: b.v("reduce_sum", x, axes=(1,)))
+    x = np.full((3, 64), 1.0, BF16)
+    x[1, 0], x[2, :2] = np.inf, (np.inf, -np.inf)
+    (plain,) = interpret(fn, x)
+    (moved,) = interpret(fn, x, perturb=OrderBound(sites(fn)[0]))
+    # 64 + 16 * 2**-24 * 64 is 64 in bfloat16: the bound is far below its ulp
+    assert moved[0] == plain[0] == 64 and moved.dtype == BF16
+    assert moved[1] == np.inf and np.isnan(moved[2]) and np.isnan(plain[2])
+
+
+def test_sites_are_the_float_sums_and_dots_of_the_function_and_its_callees():
+    callee = build([arr((8,))], lambda b, x: b.v("reduce_sum", x, axes=(0,)), name="g")
+
+    def body(b, x, n):
+        b.v("reduce_sum", n, axes=(0,))  # an integer sum: bit for bit, no site
+        return b.v("call", x, callee=callee)
+
+    fn = build([arr((8,)), arr((8,), "int32")], body)
+    (site,) = sites(fn)
+    assert site in callee.body.ops
+    x = np.arange(8, dtype=F32)
+    (moved,) = interpret(fn, x, np.arange(8, dtype=np.int32), perturb=OrderBound(site))
+    assert moved == _expected(np.float32(28), 28.0, 8)
+
+
+@pytest.mark.parametrize("perturb", [0, "seed", object()])
+def test_interpret_takes_an_order_bound_or_a_perturbation_only(perturb):
+    from minipallas.ir.errors import InterpretError
+
+    with pytest.raises(InterpretError, match="an OrderBound or None"):
+        interpret(parse(DOT), np.zeros((6, 40), F32), np.zeros((40, 3), F32), perturb=perturb)
