@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
         keep = (1, 1024) if axis == 0 else (256, 1)
         runs = {
-            "mosaic": lambda v, sk=sum_kernel, keep=keep: pl.pallas_call(
+            "mosaic": lambda v, sk=sum_kernel, keep=keep, shape=shape: pl.pallas_call(
                 sk, out_shape=jax.ShapeDtypeStruct(keep, jnp.float32)
             )(v).reshape(shape),
             "xla": jax.jit(lambda v, axis=axis: jnp.sum(v, axis=axis)),
