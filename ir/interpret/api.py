@@ -160,8 +160,8 @@ def _bind(interp: Interpreter, what: str, t: Type, value: Any) -> Any:
                 f"{what} is a {t}, but the array is read-only",
                 fix="pass a writable array (e.g. a copy)",
             )
-        if t.dtype == "bool":
-            _canonicalize_in_place(value)
+        if t.dtype == "bool":  # a buffer's odd bytes as 0 or 1, in place (it is the ref)
+            np.copyto(value, canonical_bools(value))
         return Ref(value, np.ones(t.shape, np.bool_) if interp.tracking else None)
     if isinstance(value, np.ndarray | np.generic):
         _check_array(what, t, value)
@@ -169,14 +169,6 @@ def _bind(interp: Interpreter, what: str, t: Type, value: Any) -> Any:
     if isinstance(value, bool | int | float) and t.shape == ():
         return _python_scalar(what, t, value)
     raise InterpretError(f"{what} is a {t}: expected a numpy array, got {type(value).__name__}")
-
-
-def _canonicalize_in_place(array: np.ndarray) -> None:
-    """A bool buffer's bytes as 0 or 1 (numpy lets ``view(bool)`` hold any byte): every bool
-    the interpreter computes then has a canonical byte, as XLA's do (``Literal``)."""
-    raw = array.view(np.uint8)
-    if raw.size and raw.max() > 1:
-        np.minimum(raw, 1, out=raw)
 
 
 def _check_array(what: str, t: Type, value: np.ndarray | np.generic) -> None:

@@ -5,27 +5,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from interp_build import arr, build
+from test_perturb import DOT, SUM  # the sum and the dot the perturbations are tested on
 
 from minipallas import parse
 from minipallas.ir.interpret import interpret
 from minipallas.ir.interpret.reorder import UNIT_ROUNDOFF, OrderBound, bound, sites
 
 F32, BF16 = np.float32, ml_dtypes.bfloat16
-
-TWO_SUMS = """
-func @f(%0: f32[4,300]) -> (f32[4], f32[]) {
-  %1 = reduce_sum %0, axes (1) : f32[4]
-  %2 = reduce_sum %0, axes (0, 1) : f32[]
-  return %1, %2
-}
-"""
-
-DOT = """
-func @f(%0: f32[6,40], %1: f32[40,3]) -> (f32[6,3]) {
-  %2 = dot %0, %1 : f32[6,3]
-  return %2
-}
-"""
 
 
 def test_bound_grows_as_the_root_of_the_terms_and_never_past_the_worst_case():
@@ -40,7 +26,7 @@ def _expected(plain, magnitude, n):
 
 
 def test_order_bound_moves_its_site_only_by_the_bound_of_its_terms():
-    fn = parse(TWO_SUMS)
+    fn = parse(SUM)
     x = np.random.default_rng(0).standard_normal((4, 300)).astype(F32)
     rows, total = interpret(fn, x)
     first, second = sites(fn)
