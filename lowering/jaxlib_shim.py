@@ -273,3 +273,91 @@ def canonicalize(module: ir.Module) -> None:
     same pipeline before printing a Mosaic module (``pallas_call(..., debug=True)``)."""
     with module.context:
         passmanager.PassManager.parse("builtin.module(canonicalize)").run(module.operation)
+
+
+# --- libtpu's Mosaic compiler, ahead of time (``minipallas.lowering.tpu.aot``) ------------------
+# libtpu compiles for a TPU *topology* without opening a chip: jax builds compile-only devices
+# for it, and ``jax.jit(...).lower(...).compile()`` on arrays placed there runs XLA's TPU
+# compiler, Mosaic's included, on this machine.
+
+LIBTPU_QUIET = {"TPU_ACCELERATOR_TYPE": "v5litepod-1", "TPU_WORKER_HOSTNAMES": "localhost"}
+__all__ += ["MosaicRefusal", "libtpu_available", "mosaic_compile", "quiet_libtpu", "tpu_device"]
+
+
+class MosaicRefusal(Exception):  # noqa: N818  (not an error of ours: Mosaic's verdict)
+    """libtpu's compiler refused a module; the message is its own."""
+
+
+def libtpu_available() -> bool:
+    """Whether the ``libtpu`` package (the TPU runtime and its compiler) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("libtpu") is not None
+
+
+def quiet_libtpu() -> None:
+    """On a machine with no TPU chip, gives libtpu the one-chip host it asks for, so loading it
+    (jax tries at its first device query when libtpu is installed) logs nothing. Leaves a TPU
+    machine's own settings, and any already set, alone."""
+    import os
+
+    from jax._src import hardware_utils
+
+    if hardware_utils.num_available_tpu_chips_and_device_id()[0] == 0:
+        for name, value in LIBTPU_QUIET.items():
+            os.environ.setdefault(name, value)
+
+
+@functools.cache
+def _tpu_sharding() -> Any:
+    """A sharding on the one compile-only device of a ``v5e:1x1`` topology (made once)."""
+    from jax.experimental import topologies
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    quiet_libtpu()
+    topology = topologies.get_topology_desc("v5e:1x1", "tpu", chips_per_host_bounds=(1, 1, 1))
+    return NamedSharding(Mesh(np.array(topology.devices), ("chip",)), PartitionSpec())
+
+
+def tpu_device() -> Any:
+    """The compile-only TPU device (``jax.default_device(tpu_device())`` lets upstream's own
+    lowering, which asks the default device's kind, compile ahead of time too)."""
+    return _tpu_sharding().mesh.devices.flat[0]
+
+
+def mosaic_compile(
+    module: ir.Module,
+    in_types: Sequence[tuple[tuple[int, ...], np.dtype]],
+    out_types: Sequence[tuple[tuple[int, ...], np.dtype]],
+    *,
+    name: str,
+    aliases: Sequence[tuple[int, int]] = (),
+) -> Any:
+    """Compiles ``module`` as upstream's ``tpu_custom_call`` would run it (operands ``in_types``,
+    results ``out_types``, ``aliases`` as (operand, result) pairs) for a v5e chip; returns jax's
+    ``Compiled``. The compiler parameters are upstream ``pallas_call``'s defaults. A refusal
+    (jax's ``JaxRuntimeError``, or an ``ir.MLIRError`` from the serialization passes) is a
+    ``MosaicRefusal`` carrying its message."""
+    import jax
+    from jax._src import tpu_custom_call
+
+    sharding = _tpu_sharding()
+    outs = tuple(jax.ShapeDtypeStruct(s, d) for s, d in out_types)
+    kernel = tpu_custom_call.as_tpu_kernel(
+        module,
+        outs,
+        kernel_name=name,
+        input_output_aliases=tuple(aliases),
+        shape_invariant_numerics=True,
+        needs_layout_passes=True,
+    )
+    args = [jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in in_types]
+    try:
+        return jax.jit(kernel, out_shardings=sharding).lower(*args).compile()
+    except Exception as e:
+        # Once upstream's Mosaic lowering is imported, jax re-raises the runtime error as its
+        # MosaicError, the location cut out: the original is its cause.
+        original = e.__cause__ if isinstance(e.__cause__, jax.errors.JaxRuntimeError) else e
+        if not isinstance(original, jax.errors.JaxRuntimeError | ir.MLIRError):
+            raise
+        raise MosaicRefusal(str(original)) from None

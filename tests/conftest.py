@@ -34,6 +34,13 @@ from filecheck_util import TOOLS
 from hypothesis import settings
 from hypothesis.internal.detection import is_hypothesis_test
 
+from minipallas.lowering.jaxlib_shim import quiet_libtpu
+
+# Every Mosaic module a test emits is compiled by libtpu after the test (mosaic_compile.py).
+pytest_plugins = ["mosaic_compile"]
+# With libtpu installed and no chip, jax's first device query loads libtpu: give it the
+# one-chip host it asks for, in this process and the minipallas-opt runs, so it logs nothing.
+quiet_libtpu()
 # Every pipeline verifies the IR before and after each pass in the tests (passes.pipeline), in
 # this process and in the minipallas-opt runs the RUN lines start.
 os.environ.setdefault("MINIPALLAS_VERIFY", "1")

@@ -9,11 +9,14 @@ through a leading unit dimension and ``vector.extract``, as upstream does); ``do
 
 Where minipallas's meaning and upstream's lowering part ways, minipallas's meaning wins:
 ``neg`` of a float is ``arith.negf`` (upstream emits ``0 - x``, which turns ``-0.0`` into
-``+0.0``); ``pow`` of integers is ``math.ipowi``. Integer division and ``rem`` by zero, and
-float-to-integer conversion out of range, are the TPU's, as upstream leaves them; so are shifts
-by the bit width or more (upstream emits a bare ``arith.shli``/``shrui``/``shrsi``). A convert
-between bf16 and f16 (same width; ``arith.truncf`` needs a narrower result, and upstream rejects
-it with "Unsupported cast") goes through f32, which holds either exactly, so it rounds once.
+``+0.0``). Where Mosaic has no lowering, another form with the same bits: unsigned ``max`` /
+``min`` are a compare and a select, 8-bit integer vectors compute on 32 bits (``widen``), float
+``!=`` is ``one`` (``_CMPF``); ``pow`` of integers is refused. Integer division and ``rem`` by
+zero, and float-to-integer conversion out of range, are the TPU's, as upstream leaves them; so
+are shifts by the bit width or more (upstream emits a bare ``arith.shli``/``shrui``/
+``shrsi``). A convert between bf16 and f16 (same width; ``arith.truncf`` needs a narrower
+result, and upstream rejects it with "Unsupported cast") goes through f32, which holds either
+exactly, so it rounds once.
 
 ``erf_inv`` is upstream's expansion (Giles' float32 polynomial, the interpreter's); bf16/f16
 compute it in f32 and round once, as chlo does (upstream rejects them). Elementwise ops
@@ -30,12 +33,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
+from minipallas.lowering.tpu.widen import widened
 
 
 def _kind(dtype: str) -> str:
@@ -47,6 +52,14 @@ def _kind(dtype: str) -> str:
     return "s" if dtypes.is_signed(dtype) else "u"
 
 
+def _unsigned(predicate: str):  # noqa: ANN202
+    """Unsigned ``max``/``min`` as a compare and a select: Mosaic does not legalize
+    ``arith.maxui``/``minui`` (upstream emits them and fails to compile)."""
+    return lambda x, y: arith.select(
+        arith.cmpi(getattr(arith.CmpIPredicate, predicate), x, y), x, y
+    )
+
+
 # op -> kind -> arith builder; a missing kind is rejected by the op's type rule.
 _BINARY = {
     "add": {"f": arith.addf, "s": arith.addi, "u": arith.addi},
@@ -54,14 +67,18 @@ _BINARY = {
     "mul": {"f": arith.mulf, "s": arith.muli, "u": arith.muli},
     "div": {"f": arith.divf, "s": arith.divsi, "u": arith.divui},
     "rem": {"f": arith.remf, "s": arith.remsi, "u": arith.remui},
-    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": arith.maxui, "b": arith.ori},
-    "min": {"f": arith.minimumf, "s": arith.minsi, "u": arith.minui, "b": arith.andi},
+    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": _unsigned("ugt"), "b": arith.ori},
+    "min": {"f": arith.minimumf, "s": arith.minsi, "u": _unsigned("ult"), "b": arith.andi},
     "and": {"s": arith.andi, "u": arith.andi, "b": arith.andi},
     "or": {"s": arith.ori, "u": arith.ori, "b": arith.ori},
     "xor": {"s": arith.xori, "u": arith.xori, "b": arith.xori},
-    "pow": {"f": math.powf, "s": math.ipowi, "u": math.ipowi},
+    "pow": {"f": math.powf},  # integer pow: refused (``binary``)
 }
-_CMPF = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
+# ``ne`` is ``one``, as upstream emits it: Mosaic refuses ``une`` ("Unsupported comparison
+# direction"), and compiles ``one`` to the chip's not-equal, for which NaN != NaN is True, as
+# numpy's and minipallas's ``ne`` (measured on a v5e: [nan,1,-0.,inf] != [nan,1,0.,nan] gives
+# [1,0,0,1]). So ``x != x`` finds NaNs, and a float is True as a bool when it is not 0.
+_CMPF = {"eq": "OEQ", "ne": "ONE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
 _CMPI = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 _FLOAT_UNARY = {
     "exp": math.exp,
@@ -97,11 +114,21 @@ def _type(op: Op, i: int = 0) -> ArrayType:
 
 
 @rule(*_BINARY)
+@widened
 def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
-    return [_BINARY[op.name][_kind(_type(op).dtype)](x, y)]
+    kind = _kind(_type(op).dtype)
+    if kind not in _BINARY[op.name]:
+        raise unsupported(
+            op,
+            "pow of integers has no Mosaic TPU lowering (Mosaic does not legalize math.ipowi; "
+            "upstream's rule emits powf, which takes floats only)",
+            fix="raise to a constant power (x ** 3 multiplies), or compute in float32",
+        )
+    return [_BINARY[op.name][kind](x, y)]
 
 
 @rule(*_CMPF)
+@widened
 def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     kind = _kind(_type(op).dtype)
     if kind == "f":
@@ -121,6 +148,7 @@ def atan2(ctx: LoweringContext, op: Op, y: ir.Value, x: ir.Value) -> Sequence[ir
 
 
 @rule(*_SHIFTS)
+@widened
 def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
     return [_SHIFTS[op.name](x, amount)]
 
@@ -131,6 +159,7 @@ def clz(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("population_count")
+@widened
 def population_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if not _type(op).shape:
         raise unsupported(
@@ -183,6 +212,7 @@ def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("neg")
+@widened
 def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     if _kind(t.dtype) == "f":
@@ -191,6 +221,7 @@ def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("abs")
+@widened
 def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if _kind(_type(op).dtype) == "f":
         return [math.absf(x)]
@@ -200,12 +231,14 @@ def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("not")
+@widened
 def not_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     return [arith.xori(x, emit.constant(True if t.dtype == "bool" else -1, t))]
 
 
 @rule("select")
+@widened
 def select(
     ctx: LoweringContext, op: Op, pred: ir.Value, on_true: ir.Value, on_false: ir.Value
 ) -> Sequence[ir.Value]:
@@ -214,8 +247,22 @@ def select(
 
 @rule("constant")
 def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    """A splat, or refused: Mosaic places any other vector constant in a scratch buffer it
+    adds itself, which a Pallas kernel function cannot take ("Not implemented: function has
+    scratch_operands"; a 1-D one: "large 1D constants"). Upstream refuses a kernel that
+    captures an array constant."""
     literal = op.attrs["value"]
-    return [emit.constant(literal.array(), literal.type)]
+    array = to_dtype(literal.array(), literal.type.dtype)
+    if literal.type.shape and array.size > 1 and not emit.is_splat(array):
+        raise unsupported(
+            op,
+            f"a vector constant with more than one value ({literal.type}) has no Mosaic TPU "
+            "lowering: Mosaic would need a scratch buffer for it ('Not implemented: function "
+            "has scratch_operands')",
+            fix="pass the array to the pallas_call as an input, or build it in the kernel "
+            "(from broadcasted_iota and arithmetic)",
+        )
+    return [emit.constant(array, literal.type)]
 
 
 @rule("iota")
@@ -244,7 +291,7 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
     if b == "b":
         zero = emit.constant(0, ArrayType(shape, src))
         if a == "f":
-            return arith.cmpf(arith.CmpFPredicate.UNE, x, zero)
+            return arith.cmpf(arith.CmpFPredicate.ONE, x, zero)
         return arith.cmpi(arith.CmpIPredicate.ne, x, zero)
     wide = dtypes.itemsize(dst) > dtypes.itemsize(src)
     narrow = dtypes.itemsize(dst) < dtypes.itemsize(src)
@@ -302,7 +349,7 @@ def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequenc
     from_zero = arith.select(cmp("eq", y_abs, const(0)), yi, arith.ori(y_sign, const(1)))
     result = arith.select(cmp("eq", x_abs, const(0)), from_zero, stepped)
     result = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, x, y), yi, result)
-    nan = arith.ori(*(arith.cmpf(arith.CmpFPredicate.UNE, v, v) for v in (x, y)))
+    nan = arith.ori(*(arith.cmpf(arith.CmpFPredicate.ONE, v, v) for v in (x, y)))
     result = arith.select(nan, const(0x7FC00000), result)
     return [_bitcast(result, t)]
 

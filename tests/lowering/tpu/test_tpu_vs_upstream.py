@@ -7,9 +7,6 @@ constants are set aside, on the whole text. The deliberate differences, each wit
 
 - ``dimension_semantics`` when the kernel gives none: upstream defaults every axis to
   ``arbitrary``; minipallas infers ``parallel`` axes (``lowering/tpu/semantics.py``);
-- ``NE_IS_UNORDERED``: ``x != y`` on floats is ``arith.cmpf une`` (true for NaN, as ``lax.ne``
-  and numpy define it); upstream's Mosaic rule emits ``one``, under which ``x != x`` never
-  detects a NaN;
 - ``TRACE_ORDER``: minipallas.numpy traces ``%`` with its two compares in the other order, so
   the texts differ in op order only (the op multisets agree).
 
@@ -25,7 +22,6 @@ from tpu_util import BY_NAME, KERNELS, inputs, lower_case, normal, tpu_shaped, u
 from minipallas.difftest.mosaic import UpstreamError, compare
 from minipallas.ir.errors import PassError
 
-NE_IS_UNORDERED = {"padding_visible"}  # same op kinds (arith.cmpf), another predicate
 TRACE_ORDER = {"int_ops"}
 # Kernels whose block shapes upstream's TPU lowering rejects, and the rule both sides cite.
 REJECTED = {
@@ -84,14 +80,15 @@ def test_module_matches_upstream(case):
         ours_text, upstream_text = semantics
         assert upstream_text.count("arbitrary") == len(case.grid)
         assert ours_text.count("arbitrary") + ours_text.count("parallel") == len(case.grid)
-    assert diff.same_text == (case.name not in TRACE_ORDER and case.name not in NE_IS_UNORDERED)
+    assert diff.same_text == (case.name not in TRACE_ORDER)
 
 
-def test_ne_on_floats_is_unordered_where_upstream_is_ordered():
+def test_ne_on_floats_is_upstreams_one_which_mosaic_compiles():
+    """Mosaic refuses ``une``; its ``one`` is the chip's not-equal (NaN != NaN is True)."""
     case = BY_NAME["padding_visible"]
     ours = lower_case(case).as_text(debug_info=False)
     theirs = str(upstream_module(case))
-    assert "arith.cmpf une" in ours and "arith.cmpf one" not in ours
+    assert "arith.cmpf one" in ours and "arith.cmpf une" not in ours
     assert "arith.cmpf one" in theirs
 
 
