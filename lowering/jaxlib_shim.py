@@ -281,7 +281,15 @@ def canonicalize(module: ir.Module) -> None:
 # compiler, Mosaic's included, on this machine.
 
 LIBTPU_QUIET = {"TPU_ACCELERATOR_TYPE": "v5litepod-1", "TPU_WORKER_HOSTNAMES": "localhost"}
-__all__ += ["MosaicRefusal", "libtpu_available", "mosaic_compile", "quiet_libtpu", "tpu_device"]
+__all__ += [
+    "MosaicRefusal",
+    "has_visible_nvidia_gpu",
+    "libtpu_available",
+    "mosaic_compile",
+    "quiet_libtpu",
+    "tpu_chips",
+    "tpu_device",
+]
 
 
 class MosaicRefusal(Exception):  # noqa: N818  (not an error of ours: Mosaic's verdict)
@@ -295,15 +303,27 @@ def libtpu_available() -> bool:
     return importlib.util.find_spec("libtpu") is not None
 
 
+def tpu_chips() -> int:
+    """TPU chips attached to this machine (jax reads the PCI devices; no runtime is opened)."""
+    from jax._src import hardware_utils
+
+    return hardware_utils.num_available_tpu_chips_and_device_id()[0]
+
+
+def has_visible_nvidia_gpu() -> bool:
+    """Whether this machine shows an NVIDIA GPU device (no runtime is opened)."""
+    from jax._src import hardware_utils
+
+    return hardware_utils.has_visible_nvidia_gpu()
+
+
 def quiet_libtpu() -> None:
     """On a machine with no TPU chip, gives libtpu the one-chip host it asks for, so loading it
-    (jax tries at its first device query when libtpu is installed) logs nothing. Leaves a TPU
+    (jax tries at its first device query when libtpu is installed) logs no errors. Leaves a TPU
     machine's own settings, and any already set, alone."""
     import os
 
-    from jax._src import hardware_utils
-
-    if hardware_utils.num_available_tpu_chips_and_device_id()[0] == 0:
+    if tpu_chips() == 0:
         for name, value in LIBTPU_QUIET.items():
             os.environ.setdefault(name, value)
 

@@ -53,11 +53,26 @@ def _kind(dtype: str) -> str:
 
 
 def _unsigned(predicate: str):  # noqa: ANN202
-    """Unsigned ``max``/``min`` as a compare and a select: Mosaic does not legalize
-    ``arith.maxui``/``minui`` (upstream emits them and fails to compile)."""
-    return lambda x, y: arith.select(
-        arith.cmpi(getattr(arith.CmpIPredicate, predicate), x, y), x, y
-    )
+    """Unsigned ``max``/``min``: Mosaic does not legalize ``arith.maxui``/``minui`` (upstream
+    emits them and fails to compile). A signed compare of the values with their top bit
+    flipped orders them as unsigned ones do, then a select; compared directly, the
+    canonicalizer would fold the select back into ``maxui``."""
+
+    def build(x: ir.Value, y: ir.Value) -> ir.Value:
+        top = arith.constant(x.type, _splat_attr(x.type))
+        flipped = [arith.xori(v, top) for v in (x, y)]
+        keep_x = arith.cmpi(getattr(arith.CmpIPredicate, predicate), *flipped)
+        return arith.select(keep_x, x, y)
+
+    return build
+
+
+def _splat_attr(t: ir.Type) -> ir.Attribute:
+    """The top bit alone, in ``t`` (an integer or a vector of them)."""
+    vector_type = isinstance(t, ir.VectorType)
+    element = ir.VectorType(t).element_type if vector_type else t
+    top = ir.IntegerAttr.get(element, -(1 << (ir.IntegerType(element).width - 1)))
+    return ir.DenseElementsAttr.get_splat(t, top) if vector_type else top
 
 
 # op -> kind -> arith builder; a missing kind is rejected by the op's type rule.
@@ -67,8 +82,8 @@ _BINARY = {
     "mul": {"f": arith.mulf, "s": arith.muli, "u": arith.muli},
     "div": {"f": arith.divf, "s": arith.divsi, "u": arith.divui},
     "rem": {"f": arith.remf, "s": arith.remsi, "u": arith.remui},
-    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": _unsigned("ugt"), "b": arith.ori},
-    "min": {"f": arith.minimumf, "s": arith.minsi, "u": _unsigned("ult"), "b": arith.andi},
+    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": _unsigned("sgt"), "b": arith.ori},
+    "min": {"f": arith.minimumf, "s": arith.minsi, "u": _unsigned("slt"), "b": arith.andi},
     "and": {"s": arith.andi, "u": arith.andi, "b": arith.andi},
     "or": {"s": arith.ori, "u": arith.ori, "b": arith.ori},
     "xor": {"s": arith.xori, "u": arith.xori, "b": arith.xori},
@@ -426,16 +441,18 @@ def _reduce(name: str, x: ir.Value, t: ArrayType, axes: list[int]) -> ir.Value:
 
 
 _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []>"
+# (B, m, k) x (B, k, n): upstream's numbers for a dot_general with batch dimensions (0, 0)
+_BATCHED_DOT_DIMS = "#tpu.dot_dimension_numbers<[2], [1], [1], [2], [0, 0, 0, 1, 1, 2], [0], [0]>"
 
 
 @rule("dot")
 def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
-    """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator."""
+    """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator; with batch
+    dimensions, of ``(B, m, k) x (B, k, n)``, several leading ones collapsed into one
+    (``vector.shape_cast``) and restored after, as upstream's batched ``dot_general``."""
     out = op.result.type
-    if out.ndim != 2:
-        raise unsupported(
-            op, "a batched dot has no tpu.matmul lowering", fix="loop over the batch dimension"
-        )
+    a, b = _type(op, 0), _type(op, 1)
+    batch = a.shape[:-2]
     if _kind(_type(op).dtype) == "u":
         raise unsupported(
             op,
@@ -443,14 +460,18 @@ def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.V
             "interprets integer inputs as signed)",
             fix="convert the operands to a signed type before the dot",
         )
+    if not batch:
+        return [_matmul(x, y, out, _DOT_DIMS)]
+    n = int(np.prod(batch))
+    x = emit.shape_cast(x, ArrayType((n, *a.shape[-2:]), a.dtype))
+    y = emit.shape_cast(y, ArrayType((n, *b.shape[-2:]), b.dtype))
+    flat = ArrayType((n, *out.shape[-2:]), out.dtype)
+    return [emit.shape_cast(_matmul(x, y, flat, _BATCHED_DOT_DIMS), out)]
+
+
+def _matmul(x: ir.Value, y: ir.Value, out: ArrayType, dims: str) -> ir.Value:
     acc = emit.constant(0, out)
-    return [
-        tpu.matmul(
-            emit.value_type(out),
-            x,
-            y,
-            acc,
-            transpose_lhs_hint=False,
-            dimension_numbers=ir.Attribute.parse(_DOT_DIMS),
-        )
-    ]
+    numbers = ir.Attribute.parse(dims)
+    return tpu.matmul(
+        emit.value_type(out), x, y, acc, transpose_lhs_hint=False, dimension_numbers=numbers
+    )
