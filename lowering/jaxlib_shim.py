@@ -289,6 +289,7 @@ __all__ += [
     "quiet_libtpu",
     "tpu_chips",
     "tpu_device",
+    "tpu_sharding",
 ]
 
 
@@ -329,7 +330,7 @@ def quiet_libtpu() -> None:
 
 
 @functools.cache
-def _tpu_sharding() -> Any:
+def tpu_sharding() -> Any:
     """A sharding on the one compile-only device of a ``v5e:1x1`` topology (made once)."""
     from jax.experimental import topologies
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -342,7 +343,7 @@ def _tpu_sharding() -> Any:
 def tpu_device() -> Any:
     """The compile-only TPU device (``jax.default_device(tpu_device())`` lets upstream's own
     lowering, which asks the default device's kind, compile ahead of time too)."""
-    return _tpu_sharding().mesh.devices.flat[0]
+    return tpu_sharding().mesh.devices.flat[0]
 
 
 def mosaic_compile(
@@ -361,7 +362,7 @@ def mosaic_compile(
     import jax
     from jax._src import tpu_custom_call
 
-    sharding = _tpu_sharding()
+    sharding = tpu_sharding()
     outs = tuple(jax.ShapeDtypeStruct(s, d) for s, d in out_types)
     kernel = tpu_custom_call.as_tpu_kernel(
         module,

@@ -30,7 +30,8 @@ LOW_PADDING = mosaic_refuses(
     "'Failed to set window params for input 0: Low padding not supported yet'"
 )
 UNALIGNED = mosaic_refuses(
-    "'Couldn't prove that tiling (128) divides index returned by transform_indices'"
+    "'Couldn't prove that tiling (128) divides index returned by transform_indices' "
+    "(upstream's too)"
 )
 
 

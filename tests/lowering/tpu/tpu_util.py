@@ -3,8 +3,8 @@
 - ``spec`` / ``kernel`` build ``Kernel`` objects directly from Python bodies and index maps, so a
   test can state exactly the block specs it needs;
 - ``suite_kernel`` / ``upstream_module`` give a suite kernel on both sides;
-- ``mosaic_refuses(reason)`` marks a test whose module libtpu's Mosaic refuses, upstream's
-  module too (``tests/mosaic_compile.py`` compiles every module a test emits).
+- ``mosaic_refuses(reason)`` marks a test whose module libtpu's Mosaic refuses
+  (``tests/mosaic_compile.py`` compiles every module a test emits).
 """
 
 from __future__ import annotations
@@ -53,11 +53,12 @@ __all__ = [
 
 
 def mosaic_refuses(reason: str) -> pytest.MarkDecorator:
-    """The test's module (upstream's too) is one libtpu's Mosaic refuses for a v5e, with its
-    message; strict, so a libtpu that accepts it shows. Without libtpu nothing is compiled."""
+    """The test's module is one libtpu's Mosaic refuses for a v5e (``reason``: its message, and
+    whether upstream's is the same module); strict, so a libtpu that accepts it shows. The
+    test's own assertions still fail it. Without libtpu nothing is compiled."""
     return pytest.mark.xfail(
         libtpu_available(),
-        reason=f"Mosaic (libtpu, v5e) refuses it, upstream's module too: {reason}",
+        reason=f"Mosaic (libtpu, v5e) refuses it: {reason}",
         raises=MosaicCompileError,
         strict=True,
     )
