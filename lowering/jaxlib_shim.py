@@ -280,7 +280,14 @@ def canonicalize(module: ir.Module) -> None:
 # for it, and ``jax.jit(...).lower(...).compile()`` on arrays placed there runs XLA's TPU
 # compiler, Mosaic's included, on this machine.
 
-LIBTPU_QUIET = {"TPU_ACCELERATOR_TYPE": "v5litepod-1", "TPU_WORKER_HOSTNAMES": "localhost"}
+# On a machine with no chip: the one-chip host libtpu asks for (else it logs errors as it
+# loads), and no lock on the chip that is not there (else a second process that loads libtpu,
+# an xdist worker, fails: "Internal error when accessing libtpu multi-process lockfile").
+LIBTPU_NO_CHIP = {
+    "TPU_ACCELERATOR_TYPE": "v5litepod-1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+}
 __all__ += [
     "MosaicRefusal",
     "has_visible_nvidia_gpu",
@@ -319,13 +326,13 @@ def has_visible_nvidia_gpu() -> bool:
 
 
 def quiet_libtpu() -> None:
-    """On a machine with no TPU chip, gives libtpu the one-chip host it asks for, so loading it
-    (jax tries at its first device query when libtpu is installed) logs no errors. Leaves a TPU
-    machine's own settings, and any already set, alone."""
+    """On a machine with no TPU chip, sets ``LIBTPU_NO_CHIP`` so that loading libtpu (jax tries
+    at its first device query when libtpu is installed) logs no errors and takes no lock, in
+    any number of processes. Leaves a TPU machine's own settings, and any already set, alone."""
     import os
 
     if tpu_chips() == 0:
-        for name, value in LIBTPU_QUIET.items():
+        for name, value in LIBTPU_NO_CHIP.items():
             os.environ.setdefault(name, value)
 
 

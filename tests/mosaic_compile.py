@@ -101,10 +101,10 @@ class MosaicCompile:
             raise refusal
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, (modules, seconds) in report.user_properties:
+        for name, value in report.user_properties:
             if name == PROPERTY and report.when == "call":
-                self.modules += modules
-                self.seconds += seconds
+                self.modules += value[0]
+                self.seconds += value[1]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not libtpu_available():
