@@ -34,6 +34,22 @@ from filecheck_util import TOOLS
 from hypothesis import settings
 from hypothesis.internal.detection import is_hypothesis_test
 
+# jaxlib reads its log level when first imported: libtpu's loading logs INFO lines otherwise.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+from minipallas.lowering.jaxlib_shim import (  # noqa: E402
+    has_visible_nvidia_gpu,
+    quiet_libtpu,
+    tpu_chips,
+)
+
+# Every Mosaic module a test emits is compiled by libtpu after the test (mosaic_compile.py).
+pytest_plugins = ["mosaic_compile"]
+# With libtpu installed and no chip, jax's first device query loads libtpu (0.1 s, and it logs):
+# give it the one-chip host it asks for, in this process and the minipallas-opt runs, and on a
+# machine with no accelerator at all, let jax open the CPU only, which is all it would find.
+quiet_libtpu()
+if not (tpu_chips() or has_visible_nvidia_gpu()):
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Every pipeline verifies the IR before and after each pass in the tests (passes.pipeline), in
 # this process and in the minipallas-opt runs the RUN lines start.
 os.environ.setdefault("MINIPALLAS_VERIFY", "1")

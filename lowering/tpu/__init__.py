@@ -40,6 +40,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     views,
 )
 from minipallas.lowering.tpu import kernel as kernel_rules  # noqa: F401
+from minipallas.lowering.tpu.aot import MosaicCompileError, compile_check
 from minipallas.lowering.tpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.tpu.module import kernel_function
 from minipallas.lowering.tpu.promote import PromotionReport
@@ -50,7 +51,9 @@ __all__ = [
     "RULES",
     "DimensionSemantics",
     "LoweringContext",
+    "MosaicCompileError",
     "PromotionReport",
+    "compile_check",
     "count_ops",
     "emit",
     "lower_kernel",

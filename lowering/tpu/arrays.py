@@ -9,11 +9,14 @@ through a leading unit dimension and ``vector.extract``, as upstream does); ``do
 
 Where minipallas's meaning and upstream's lowering part ways, minipallas's meaning wins:
 ``neg`` of a float is ``arith.negf`` (upstream emits ``0 - x``, which turns ``-0.0`` into
-``+0.0``); ``pow`` of integers is ``math.ipowi``. Integer division and ``rem`` by zero, and
-float-to-integer conversion out of range, are the TPU's, as upstream leaves them; so are shifts
-by the bit width or more (upstream emits a bare ``arith.shli``/``shrui``/``shrsi``). A convert
-between bf16 and f16 (same width; ``arith.truncf`` needs a narrower result, and upstream rejects
-it with "Unsupported cast") goes through f32, which holds either exactly, so it rounds once.
+``+0.0``). Where Mosaic has no lowering, another form with the same bits: unsigned ``max`` /
+``min`` are a compare and a select, 8-bit integer vectors compute on 32 bits (``widen``), float
+``!=`` is ``one`` (``_CMPF``); ``pow`` of integers is refused. Integer division and ``rem`` by
+zero, and float-to-integer conversion out of range, are the TPU's, as upstream leaves them; so
+are shifts by the bit width or more (upstream emits a bare ``arith.shli``/``shrui``/
+``shrsi``). A convert between bf16 and f16 (same width; ``arith.truncf`` needs a narrower
+result, and upstream rejects it with "Unsupported cast") goes through f32, which holds either
+exactly, so it rounds once.
 
 ``erf_inv`` is upstream's expansion (Giles' float32 polynomial, the interpreter's); bf16/f16
 compute it in f32 and round once, as chlo does (upstream rejects them). Elementwise ops
@@ -30,12 +33,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from minipallas.ir import dtypes
+from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
+from minipallas.lowering.tpu.widen import widened
 
 
 def _kind(dtype: str) -> str:
@@ -47,6 +52,29 @@ def _kind(dtype: str) -> str:
     return "s" if dtypes.is_signed(dtype) else "u"
 
 
+def _unsigned(predicate: str):  # noqa: ANN202
+    """Unsigned ``max``/``min``: Mosaic does not legalize ``arith.maxui``/``minui`` (upstream
+    emits them and fails to compile). A signed compare of the values with their top bit
+    flipped orders them as unsigned ones do, then a select; compared directly, the
+    canonicalizer would fold the select back into ``maxui``."""
+
+    def build(x: ir.Value, y: ir.Value) -> ir.Value:
+        top = arith.constant(x.type, _splat_attr(x.type))
+        flipped = [arith.xori(v, top) for v in (x, y)]
+        keep_x = arith.cmpi(getattr(arith.CmpIPredicate, predicate), *flipped)
+        return arith.select(keep_x, x, y)
+
+    return build
+
+
+def _splat_attr(t: ir.Type) -> ir.Attribute:
+    """The top bit alone, in ``t`` (an integer or a vector of them)."""
+    vector_type = isinstance(t, ir.VectorType)
+    element = ir.VectorType(t).element_type if vector_type else t
+    top = ir.IntegerAttr.get(element, -(1 << (ir.IntegerType(element).width - 1)))
+    return ir.DenseElementsAttr.get_splat(t, top) if vector_type else top
+
+
 # op -> kind -> arith builder; a missing kind is rejected by the op's type rule.
 _BINARY = {
     "add": {"f": arith.addf, "s": arith.addi, "u": arith.addi},
@@ -54,14 +82,18 @@ _BINARY = {
     "mul": {"f": arith.mulf, "s": arith.muli, "u": arith.muli},
     "div": {"f": arith.divf, "s": arith.divsi, "u": arith.divui},
     "rem": {"f": arith.remf, "s": arith.remsi, "u": arith.remui},
-    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": arith.maxui, "b": arith.ori},
-    "min": {"f": arith.minimumf, "s": arith.minsi, "u": arith.minui, "b": arith.andi},
+    "max": {"f": arith.maximumf, "s": arith.maxsi, "u": _unsigned("sgt"), "b": arith.ori},
+    "min": {"f": arith.minimumf, "s": arith.minsi, "u": _unsigned("slt"), "b": arith.andi},
     "and": {"s": arith.andi, "u": arith.andi, "b": arith.andi},
     "or": {"s": arith.ori, "u": arith.ori, "b": arith.ori},
     "xor": {"s": arith.xori, "u": arith.xori, "b": arith.xori},
-    "pow": {"f": math.powf, "s": math.ipowi, "u": math.ipowi},
+    "pow": {"f": math.powf},  # integer pow: refused (``binary``)
 }
-_CMPF = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
+# ``ne`` is ``one``, as upstream emits it: Mosaic refuses ``une`` ("Unsupported comparison
+# direction"), and compiles ``one`` to the chip's not-equal, for which NaN != NaN is True, as
+# numpy's and minipallas's ``ne`` (measured on a v5e: [nan,1,-0.,inf] != [nan,1,0.,nan] gives
+# [1,0,0,1]). So ``x != x`` finds NaNs, and a float is True as a bool when it is not 0.
+_CMPF = {"eq": "OEQ", "ne": "ONE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}
 _CMPI = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 _FLOAT_UNARY = {
     "exp": math.exp,
@@ -97,11 +129,21 @@ def _type(op: Op, i: int = 0) -> ArrayType:
 
 
 @rule(*_BINARY)
+@widened
 def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
-    return [_BINARY[op.name][_kind(_type(op).dtype)](x, y)]
+    kind = _kind(_type(op).dtype)
+    if kind not in _BINARY[op.name]:
+        raise unsupported(
+            op,
+            "pow of integers has no Mosaic TPU lowering (Mosaic does not legalize math.ipowi; "
+            "upstream's rule emits powf, which takes floats only)",
+            fix="raise to a constant power (x ** 3 multiplies), or compute in float32",
+        )
+    return [_BINARY[op.name][kind](x, y)]
 
 
 @rule(*_CMPF)
+@widened
 def compare(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     kind = _kind(_type(op).dtype)
     if kind == "f":
@@ -121,6 +163,7 @@ def atan2(ctx: LoweringContext, op: Op, y: ir.Value, x: ir.Value) -> Sequence[ir
 
 
 @rule(*_SHIFTS)
+@widened
 def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequence[ir.Value]:
     return [_SHIFTS[op.name](x, amount)]
 
@@ -131,6 +174,7 @@ def clz(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("population_count")
+@widened
 def population_count(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if not _type(op).shape:
         raise unsupported(
@@ -183,6 +227,7 @@ def logistic(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("neg")
+@widened
 def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     if _kind(t.dtype) == "f":
@@ -191,6 +236,7 @@ def neg(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("abs")
+@widened
 def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     if _kind(_type(op).dtype) == "f":
         return [math.absf(x)]
@@ -200,12 +246,14 @@ def abs_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
 
 
 @rule("not")
+@widened
 def not_(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     t = _type(op)
     return [arith.xori(x, emit.constant(True if t.dtype == "bool" else -1, t))]
 
 
 @rule("select")
+@widened
 def select(
     ctx: LoweringContext, op: Op, pred: ir.Value, on_true: ir.Value, on_false: ir.Value
 ) -> Sequence[ir.Value]:
@@ -214,8 +262,22 @@ def select(
 
 @rule("constant")
 def constant(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    """A splat, or refused: Mosaic places any other vector constant in a scratch buffer it
+    adds itself, which a Pallas kernel function cannot take ("Not implemented: function has
+    scratch_operands"; a 1-D one: "large 1D constants"). Upstream refuses a kernel that
+    captures an array constant."""
     literal = op.attrs["value"]
-    return [emit.constant(literal.array(), literal.type)]
+    array = to_dtype(literal.array(), literal.type.dtype)
+    if literal.type.shape and array.size > 1 and not emit.is_splat(array):
+        raise unsupported(
+            op,
+            f"a vector constant with more than one value ({literal.type}) has no Mosaic TPU "
+            "lowering: Mosaic would need a scratch buffer for it ('Not implemented: function "
+            "has scratch_operands')",
+            fix="pass the array to the pallas_call as an input, or build it in the kernel "
+            "(from broadcasted_iota and arithmetic)",
+        )
+    return [emit.constant(array, literal.type)]
 
 
 @rule("iota")
@@ -244,7 +306,7 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
     if b == "b":
         zero = emit.constant(0, ArrayType(shape, src))
         if a == "f":
-            return arith.cmpf(arith.CmpFPredicate.UNE, x, zero)
+            return arith.cmpf(arith.CmpFPredicate.ONE, x, zero)
         return arith.cmpi(arith.CmpIPredicate.ne, x, zero)
     wide = dtypes.itemsize(dst) > dtypes.itemsize(src)
     narrow = dtypes.itemsize(dst) < dtypes.itemsize(src)
@@ -302,7 +364,7 @@ def nextafter(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequenc
     from_zero = arith.select(cmp("eq", y_abs, const(0)), yi, arith.ori(y_sign, const(1)))
     result = arith.select(cmp("eq", x_abs, const(0)), from_zero, stepped)
     result = arith.select(arith.cmpf(arith.CmpFPredicate.OEQ, x, y), yi, result)
-    nan = arith.ori(*(arith.cmpf(arith.CmpFPredicate.UNE, v, v) for v in (x, y)))
+    nan = arith.ori(*(arith.cmpf(arith.CmpFPredicate.ONE, v, v) for v in (x, y)))
     result = arith.select(nan, const(0x7FC00000), result)
     return [_bitcast(result, t)]
 
@@ -379,16 +441,18 @@ def _reduce(name: str, x: ir.Value, t: ArrayType, axes: list[int]) -> ir.Value:
 
 
 _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []>"
+# (B, m, k) x (B, k, n): upstream's numbers for a dot_general with batch dimensions (0, 0)
+_BATCHED_DOT_DIMS = "#tpu.dot_dimension_numbers<[2], [1], [1], [2], [0, 0, 0, 1, 1, 2], [0], [0]>"
 
 
 @rule("dot")
 def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
-    """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator."""
+    """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator; with batch
+    dimensions, of ``(B, m, k) x (B, k, n)``, several leading ones collapsed into one
+    (``vector.shape_cast``) and restored after, as upstream's batched ``dot_general``."""
     out = op.result.type
-    if out.ndim != 2:
-        raise unsupported(
-            op, "a batched dot has no tpu.matmul lowering", fix="loop over the batch dimension"
-        )
+    a, b = _type(op, 0), _type(op, 1)
+    batch = a.shape[:-2]
     if _kind(_type(op).dtype) == "u":
         raise unsupported(
             op,
@@ -396,14 +460,18 @@ def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.V
             "interprets integer inputs as signed)",
             fix="convert the operands to a signed type before the dot",
         )
+    if not batch:
+        return [_matmul(x, y, out, _DOT_DIMS)]
+    n = int(np.prod(batch))
+    x = emit.shape_cast(x, ArrayType((n, *a.shape[-2:]), a.dtype))
+    y = emit.shape_cast(y, ArrayType((n, *b.shape[-2:]), b.dtype))
+    flat = ArrayType((n, *out.shape[-2:]), out.dtype)
+    return [emit.shape_cast(_matmul(x, y, flat, _BATCHED_DOT_DIMS), out)]
+
+
+def _matmul(x: ir.Value, y: ir.Value, out: ArrayType, dims: str) -> ir.Value:
     acc = emit.constant(0, out)
-    return [
-        tpu.matmul(
-            emit.value_type(out),
-            x,
-            y,
-            acc,
-            transpose_lhs_hint=False,
-            dimension_numbers=ir.Attribute.parse(_DOT_DIMS),
-        )
-    ]
+    numbers = ir.Attribute.parse(dims)
+    return tpu.matmul(
+        emit.value_type(out), x, y, acc, transpose_lhs_hint=False, dimension_numbers=numbers
+    )

@@ -77,7 +77,8 @@ class LoweringContext(EmitterContext):
     """One kernel lowering in progress: the module, the grid and what the body knows about it.
 
     ``grid_indices`` are the kernel function's grid arguments (``program_id`` reads them);
-    ``ranges`` bounds integer scalars so index clamps can be left out when they cannot fire.
+    ``ranges`` bounds integer scalars so index clamps can be left out when they cannot fire;
+    ``pieces`` maps each ``tpu.concatenate`` result to its axis and parts (``pieces``).
     """
 
     rules = RULES
@@ -90,6 +91,7 @@ class LoweringContext(EmitterContext):
         self.grid = tuple(grid)
         self.grid_indices: list[ir.Value] = []
         self.ranges = ranges
+        self.pieces: dict[ir.Value, tuple[int, tuple[ir.Value, ...]]] = {}
         self._named_locs: dict[tuple[Location, str], ir.Location] = {}
 
     def missing_rule_fix(self, op: Op) -> str:

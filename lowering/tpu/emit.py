@@ -81,13 +81,19 @@ def constant(value: object, t: ArrayType) -> ir.Value:
         if dtypes.is_float(t.dtype):
             return arith.constant(element, ir.FloatAttr.get(element, float(scalar)))
         return arith.constant(element, ir.IntegerAttr.get(element, _signless(scalar, t.dtype)))
-    flat = array.reshape(-1)
-    if flat.size and (flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all():
-        array = flat[:1]  # a splat: one element stands for all
+    if array.size and is_splat(array):
+        array = array.reshape(-1)[:1]  # one element stands for all
     if dtypes.is_float(t.dtype):
         array = array.view(np.uint16 if WIDTH[t.dtype] == 16 else np.uint32)
     attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=value_type(t))
     return arith.constant(value_type(t), attr)
+
+
+def is_splat(array: np.ndarray) -> bool:
+    """Whether every element has the first one's bits (NaN payloads and signed zeros told
+    apart)."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    return bool((flat.view(np.uint8).reshape(flat.size, -1) == flat[:1].view(np.uint8)).all())
 
 
 def _signless(scalar: np.ndarray, dtype: str) -> int:

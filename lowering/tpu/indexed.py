@@ -7,10 +7,11 @@ with extensive inputs or outputs imports (upstream's Mosaic lowering rejects tho
 "Scan with 1 extensive output(s) is not supported"). Dynamic starts are clamped as the IR
 defines (``windows.clamp_start``).
 
-- A static window is ``vector.extract_strided_slice`` / ``vector.insert_strided_slice``, with a
-  ``vector.shape_cast`` dropping or restoring integer-indexed dimensions. The MLIR verifier
-  accepts unit strides only in those ops, so a strided window of a value is refused: a ref can
-  read it (``tpu.strided_load``).
+- A static window is read with ``vector.extract_strided_slice`` and written as
+  ``tpu.concatenate`` of pieces (``pieces``: Mosaic refuses ``vector.insert_strided_slice``),
+  with a ``vector.shape_cast`` dropping or restoring integer-indexed dimensions. The extract
+  verifies with unit strides only, so a strided window of a value is refused: a ref can read it
+  (``tpu.strided_load``).
 - A read at a dynamic start first rotates the value (``tpu.dynamic_rotate``, what ``pltpu.roll``
   lowers to) so that the window starts at 0 along that dimension, then reads it statically.
 - A write at a dynamic start spreads the update over the whole value (``vector.broadcast`` of a
@@ -29,6 +30,7 @@ from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
+from minipallas.lowering.tpu.pieces import place
 from minipallas.lowering.tpu.windows import clamp_start
 
 
@@ -95,14 +97,14 @@ def update_slice(ctx: LoweringContext, op: Op, x: ir.Value, *rest: ir.Value) -> 
     if not any(d.dynamic for d in dims):
         if sizes == list(src.shape):
             return [window]
-        return [vector.insert_strided_slice(window, x, [d.start for d in dims], [1] * len(dims))]
+        return [place(ctx, x, window, [d.start for d in dims])]
     # Placed statically: static dimensions at their start, dynamic ones at 0 (one position
     # stays one, to be broadcast), then rotated to their start.
     placed = [1 if d.dynamic and d.size == 1 else d.n for d in dims]
     if placed != sizes:
         zeros = emit.constant(0, ArrayType(placed, src.dtype))
         offsets = [0 if d.dynamic else d.start for d in dims]
-        window = vector.insert_strided_slice(window, zeros, offsets, [1] * len(dims))
+        window = place(ctx, zeros, window, offsets)
     for axis, dim in enumerate(dims):
         if dim.dynamic and dim.size > 1:
             window = tpu.dynamic_rotate(window, dim.start, axis)

@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
 from element_cases import BY_NAME, Calls, E  # noqa: E402
+from tpu_util import mosaic_refuses  # noqa: E402
 
 from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic  # noqa: E402
 from minipallas.interop.pallas_call import kernel_from_jaxpr  # noqa: E402
@@ -25,6 +26,13 @@ from minipallas.ir.types import TPU_VMEM  # noqa: E402
 from minipallas.kernels.pallas_call import lower_kernel  # noqa: E402
 
 jax = pytest.importorskip("jax")
+LOW_PADDING = mosaic_refuses(
+    "'Failed to set window params for input 0: Low padding not supported yet'"
+)
+UNALIGNED = mosaic_refuses(
+    "'Couldn't prove that tiling (128) divides index returned by transform_indices' "
+    "(upstream's too)"
+)
 
 
 def _slide(x_ref, o_ref):
@@ -56,7 +64,12 @@ def _modules(case):
     return ours, theirs
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+REFUSED = {"rows_window": LOW_PADDING, "slide_1d": LOW_PADDING, "tile_unpadded": UNALIGNED}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=REFUSED.get(c.name, ())) for c in CASES], ids=lambda c: c.name
+)
 def test_element_windows_match_upstream_mosaic(case):
     ours, theirs = _modules(case)
     diff = compare(ours.module, theirs)
@@ -69,6 +82,7 @@ def test_element_windows_match_upstream_mosaic(case):
     assert "#tpu.element_window<" in ours.as_text(debug_info=False)
 
 
+@LOW_PADDING
 def test_the_window_kind_carries_each_dimensions_padding():
     ours, _ = _modules(BY_NAME["rows_window"])
     text = ours.as_text(debug_info=False)
@@ -76,6 +90,7 @@ def test_the_window_kind_carries_each_dimensions_padding():
     assert text.count("window_kind") == 1  # the blocked output has none
 
 
+@LOW_PADDING
 def test_an_upstream_kernel_imported_lowers_to_upstreams_module():
     case = BY_NAME["rows_window"]
     kernel = kernel_from_jaxpr(jax.make_jaxpr(case.upstream())(*case.args), memory_space=TPU_VMEM)
@@ -115,6 +130,7 @@ def test_aligned_element_output_windows_infer_parallel():
     assert _semantics(lambda i: (0, i * 128)).values == ("parallel",)
 
 
+@UNALIGNED
 def test_overlapping_element_output_windows_stay_arbitrary():
     semantics = _semantics(lambda i: (0, i * 64))  # windows of 128 every 64 elements
     assert semantics.values == ("arbitrary",)

@@ -132,14 +132,14 @@ def test_dynamic_windows_rotate_pad_and_mask():
         CHECK: %[[W:.*]] = vector.extract_strided_slice %[[R]] {offsets = [0, 0], sizes = [4, 128], strides = [1, 1]} : vector<16x128xf32> to vector<4x128xf32>
         CHECK: %[[LO2:.*]] = arith.maxsi %[[S]], %c0_i32 : i32
         CHECK: %[[I2:.*]] = arith.minsi %[[LO2]], %c12_i32 : i32
-        CHECK: %[[PAD:.*]] = vector.insert_strided_slice %[[W]], %{{.*}} {offsets = [0, 0], strides = [1, 1]} : vector<4x128xf32> into vector<16x128xf32>
+        CHECK: %[[PAD:.*]] = tpu.concatenate %[[W]], %{{.*}} in 0 : vector<4x128xf32>, vector<12x128xf32> -> vector<16x128xf32>
         CHECK: %[[MOVED:.*]] = tpu.dynamic_rotate %[[PAD]] by %[[I2]] dim 0
         CHECK: %[[OFF:.*]] = arith.subi %{{.*}}, %{{.*}} : vector<16x128xi32>
         CHECK: %[[IN:.*]] = arith.cmpi ult, %[[OFF]], %{{.*}} : vector<16x128xi32>
         CHECK: %[[U:.*]] = arith.select %[[IN]], %[[MOVED]], %{{.*}} : vector<16x128xi1>, vector<16x128xf32>
         CHECK: %[[LO3:.*]] = arith.maxsi %[[S]], %c0_i32 : i32
         CHECK: %[[ROW:.*]] = arith.minsi %[[LO3]], %c15_i32 : i32
-        CHECK: %[[HALF:.*]] = vector.insert_strided_slice %{{.*}}, %{{.*}} {offsets = [0, 64], strides = [1, 1]} : vector<1x64xf32> into vector<1x128xf32>
+        CHECK: %[[HALF:.*]] = tpu.concatenate %{{.*}}, %{{.*}} in 1 : vector<1x64xf32>, vector<1x64xf32> -> vector<1x128xf32>
         CHECK: %[[ROWS:.*]] = vector.broadcast %[[HALF]] : vector<1x128xf32> to vector<16x128xf32>
         CHECK: %[[AT_ROW:.*]] = vector.broadcast %[[ROW]] : i32 to vector<16x128xi32>
         CHECK: %[[ON_ROW:.*]] = arith.cmpi eq, %{{.*}}, %[[AT_ROW]] : vector<16x128xi32>

@@ -35,7 +35,8 @@ def test_staged_scratch_is_promoted_and_the_op_count_reported():
         CHECK: %[[T:.*]] = arith.mulf
         CHECK: %[[LOW:.*]] = vector.extract_strided_slice %[[T]] {offsets = [8, 0], sizes = [8, 128], strides = [1, 1]}
         CHECK: %[[D:.*]] = arith.subf %[[LOW]]
-        CHECK: vector.insert_strided_slice %[[D]], %[[T]] {offsets = [0, 0], strides = [1, 1]}
+        CHECK: %[[HIGH:.*]] = vector.extract_strided_slice %[[T]] {offsets = [8, 0], sizes = [8, 128], strides = [1, 1]}
+        CHECK: tpu.concatenate %[[D]], %[[HIGH]] in 0
         """,
     )
 

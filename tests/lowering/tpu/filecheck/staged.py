@@ -10,7 +10,7 @@
 
 # REG-NOT: memref.alloca
 # REG: vector.extract_strided_slice
-# REG: vector.insert_strided_slice
+# REG: tpu.concatenate
 # REG-NOT: tpu.region
 
 import minipallas as mp

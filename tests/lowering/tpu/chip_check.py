@@ -1,0 +1,111 @@
+"""On a TPU machine: the forms issue 26 found, run through minipallas's own Mosaic modules.
+
+Not a pytest file (CI has no chip). Each kernel's module runs on the chip through jax's
+``as_tpu_kernel`` with upstream ``pallas_call``'s defaults, and is compared bit for bit with
+numpy's answer or upstream's ``pallas_call(interpret=False)`` on the same chip. Prints one line
+a kernel; exits 1 on any difference. Run from the repository root with minipallas installed:
+
+    python tests/lowering/tpu/chip_check.py
+"""
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import tpu_custom_call
+from jax.experimental import pallas as pl
+
+import minipallas as mp
+from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.lowering.tpu import aot, lower_kernel
+
+
+def ours(call, *args, aliases=None):
+    """Upstream-written ``call``'s kernel, imported, emitted by minipallas and run on the chip."""
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+    kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*specs), memory_space=mp.tpu.VMEM)
+    _, results = aot.custom_call_types(kernel)
+    fn = tpu_custom_call.as_tpu_kernel(
+        lower_kernel(kernel).module,
+        tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
+        input_output_aliases=tuple(kernel.input_output_aliases),
+        shape_invariant_numerics=True,
+        needs_layout_passes=True,
+    )
+    out = fn(*args)
+    return [np.asarray(o) for o in (out if isinstance(out, list | tuple) else [out])]
+
+
+def _ne(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.where(x_ref[...] != y_ref[...], 1, 0)
+
+
+def _concat(x_ref, o_ref):
+    x = x_ref[...]
+    o_ref[...] = jnp.concatenate([jnp.stack([x, x * 2.0]), jnp.stack([x - 1.0] * 2)], axis=0)
+
+
+def _wrap(x_ref, o_ref):
+    o_ref[...] = jnp.pad(x_ref[...], ((8, 8), (0, 0)), mode="wrap")
+
+
+def _bdot(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.einsum("bij,bjk->bik", x_ref[...], y_ref[...])
+
+
+def _int8(x_ref, y_ref, o_ref, m_ref):
+    x, y = x_ref[...], y_ref[...]
+    o_ref[...] = (x + y) * x - (y >> 2)
+    m_ref[...] = jnp.maximum(x.astype(jnp.uint8), y.astype(jnp.uint8))
+
+
+def _swap(x_ref, y_ref, ox_ref, oy_ref):
+    a, b = ox_ref[...], oy_ref[...]
+    ox_ref[...] = b
+    oy_ref[...] = a
+
+
+def main() -> int:
+    rng = np.random.default_rng(0)
+    f = rng.standard_normal((8, 128)).astype(np.float32)
+    row_x = np.tile(np.array([np.nan, 1, -0.0, np.inf], np.float32), (8, 32))
+    row_y = np.tile(np.array([np.nan, 1, 0.0, np.nan], np.float32), (8, 32))
+    i8 = [rng.integers(-128, 128, (32, 128), dtype=np.int8) for _ in "xy"]
+    bx, by = (
+        rng.standard_normal((2, 8, 128), np.float32),
+        rng.standard_normal((2, 128, 128), np.float32),
+    )
+    S = jax.ShapeDtypeStruct
+    with np.errstate(over="ignore"):
+        int8_expected = [
+            (i8[0] + i8[1]) * i8[0] - (i8[1] >> 2),
+            np.maximum(*(a.view(np.uint8) for a in i8)),
+        ]
+    checks = {  # name: (upstream-written call, args, expected or None for upstream's chip run)
+        "ne_nan": (pl.pallas_call(_ne, S((8, 128), jnp.int32)), (row_x, row_y),
+                   [(row_x != row_y).astype(np.int32)]),
+        "concat_stack": (pl.pallas_call(_concat, S((4, 8, 128), jnp.float32)), (f,), None),
+        "wrap_pad": (pl.pallas_call(_wrap, S((24, 128), jnp.float32)), (f,), None),
+        "batched_dot": (pl.pallas_call(_bdot, S((2, 8, 128), jnp.float32)), (bx, by), None),
+        "int8": (pl.pallas_call(_int8, (S((32, 128), jnp.int8), S((32, 128), jnp.uint8))),
+                 tuple(i8), int8_expected),
+        "aliased_swap": (pl.pallas_call(_swap, (S((8, 128), jnp.float32),) * 2,
+                                        input_output_aliases={0: 0, 1: 1}), (f, f + 1), [f + 1, f]),
+    }  # fmt: skip
+    failed = 0
+    for name, (call, args, expected) in checks.items():
+        if expected is None:
+            expected = [np.asarray(o) for o in jax.tree.leaves(jax.jit(call)(*args))]
+        for run in range(3):  # the aliased swap once differed from run to run
+            got = ours(call, *map(jnp.asarray, args))
+            same = all(
+                g.tobytes() == np.asarray(e).tobytes() for g, e in zip(got, expected, strict=True)
+            )
+            failed += not same
+            print(f"{name:14s} run {run}: {'same bits' if same else 'DIFFERENT'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
