@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-explore test-latest lock lint fuzz fuzz-upstream fuzz-kernels bench mutate clean
+.PHONY: demo test test-explore test-latest lock lint fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-difftest bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -82,6 +82,14 @@ tpu-check:
 
 tpu-bench:
 	$(PYTHON) bench/tpu_bench.py $(TPU_ARGS)
+
+# The kernel fuzzer on the chip (run from outside the checkout: its minipallas/ folder would
+# shadow the installed package); FUZZ_ARGS=--aot compiles both sides only, on any machine.
+tpu-difftest:
+	cd /tmp && $(PYTHON) -m minipallas.difftest.cli $(CURDIR)/tests/difftest/tpu_cases.py --device tpu $(TPU_ARGS)
+
+fuzz-tpu:
+	cd /tmp && $(PYTHON) -m minipallas.difftest.fuzz_tpu $(FUZZ_ARGS)
 
 mutate: $(STAMP)
 	$(PY) bench/mutate.py $(MUTATE_ARGS)

@@ -196,14 +196,27 @@ def run_tpu_ways(report: Report, chip: Chip = TPU_V5E) -> None:
 
 def defined_masks(report: Report) -> list[np.ndarray] | None:
     """Per output, the elements a TPU defines, when the case is one ``pallas_call`` whose
-    results are the program's; None (compare everything) otherwise."""
-    jaxpr = report.jaxpr.jaxpr
-    eqns = [e for e in jaxpr.eqns if e.primitive.name == "pallas_call"]
-    if len(jaxpr.eqns) != 1 or len(eqns) != 1 or list(jaxpr.outvars) != list(eqns[0].outvars):
+    results are the program's (``jit`` wrappers allowed); None (compare everything)
+    otherwise."""
+    eqn = _only_kernel(report.jaxpr.jaxpr)
+    if eqn is None:
         return None
-    kernel = kernel_from_eqn(eqns[0], memory_space=VMEM)
-    args = initial(report.case.args)
-    return [~m for m in undefined(kernel, args)]
+    kernel = kernel_from_eqn(eqn, memory_space=VMEM)
+    return [~m for m in undefined(kernel, initial(report.case.args))]
+
+
+def _only_kernel(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:
+    """The ``pallas_call`` equation ``jaxpr`` is made of alone, looking through ``jit``."""
+    if len(jaxpr.eqns) != 1 or list(jaxpr.outvars) != list(jaxpr.eqns[0].outvars):
+        return None
+    (eqn,) = jaxpr.eqns
+    if list(eqn.invars) != list(jaxpr.invars):
+        return None
+    if eqn.primitive.name == "pallas_call":
+        return eqn
+    if eqn.primitive.name in ("pjit", "jit"):
+        return _only_kernel(eqn.params["jaxpr"].jaxpr)
+    return None
 
 
 def judge(report: Report, chip: Chip = TPU_V5E) -> TpuVerdict:
@@ -290,12 +303,15 @@ def _outside(
 
 
 def _module_differences(report: Report) -> list[str]:
-    """For a one-kernel case: how minipallas's module differs from upstream's (``mosaic``)."""
+    """For a one-kernel case: how minipallas's module differs from upstream's (``mosaic``);
+    nothing for other programs."""
     from minipallas.difftest.mosaic import compare as compare_modules
     from minipallas.difftest.mosaic import upstream_mosaic
 
+    eqn = _only_kernel(report.jaxpr.jaxpr)
+    if eqn is None:
+        return []
     try:
-        eqn = next(e for e in report.jaxpr.jaxpr.eqns if e.primitive.name == "pallas_call")
         ours = lower_kernel(kernel_from_eqn(eqn, memory_space=VMEM)).module
         theirs = upstream_mosaic(tpu_functions(report)["upstream-tpu"], *initial(report.case.args))
         diff = compare_modules(ours, theirs)

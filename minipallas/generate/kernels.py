@@ -18,6 +18,7 @@ Decisions come from a ``Choices``: hypothesis draws in tests, ``random.Random`` 
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -186,6 +187,29 @@ def random_kernel(c: Choices) -> KernelSpec:
         branch_axis=c.integer(0, len(grid) - 1) if c.chance(0.3) else None,
         dtype="bfloat16" if c.chance(0.3) else "float32",
     )  # fmt: skip
+
+
+def tpu_sized(spec: KernelSpec) -> KernelSpec:
+    """``spec`` with blocks Mosaic tiles: the last two block dimensions (the only one of a
+    rank-1 block) scaled to (16, 128) multiples (1024), the arrays with them; the body reads
+    any shape. It writes its output rather than accumulating into it: a TPU never loads an
+    output block, so adding to one nothing wrote is undefined there (and refused ahead of
+    time, ``lowering/tpu/output_reads.py``)."""
+    scale = [1024] if len(spec.block) == 1 else [1] * (len(spec.block) - 2) + [16, 128]
+    scale = [1 if b is None else k for b, k in zip(spec.block, scale, strict=True)]
+
+    def operand(o: Operand) -> Operand:
+        return dataclasses.replace(
+            o, shape=tuple(d * k for d, k in zip(o.shape, scale, strict=True))
+        )
+
+    return dataclasses.replace(
+        spec,
+        accumulate=False,
+        block=tuple(None if b is None else b * k for b, k in zip(spec.block, scale, strict=True)),
+        inputs=tuple(map(operand, spec.inputs)),
+        output=operand(spec.output),
+    )
 
 
 def kernel_inputs(spec: KernelSpec, seed: int) -> list[np.ndarray]:

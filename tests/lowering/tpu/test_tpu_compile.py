@@ -22,7 +22,7 @@ from tpu_util import KERNELS, mosaic_refuses, upstream_call
 import minipallas as mp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.generate.choices import RandomChoices
-from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel
+from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel, tpu_sized
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering import jaxlib_shim
@@ -57,28 +57,6 @@ def test_every_suite_kernel_compiles_beside_upstreams(case):
             upstream_compiles(upstream_call(case), *specs)
         return
     upstream_compiles(upstream_call(case), *specs)
-
-
-def tpu_sized(spec):
-    """The fuzzer's kernel with TPU-legal blocks: the last two block dimensions (the only one
-    of a rank-1 block) scaled up, and the arrays with them; the body reads any shape. It writes
-    its output rather than accumulating into it: a TPU never loads an output block, so adding to
-    one nothing wrote is undefined there (refused ahead of time: the test below)."""
-    scale = [1024] if len(spec.block) == 1 else [1] * (len(spec.block) - 2) + [16, 128]
-    scale = [1 if b is None else k for b, k in zip(spec.block, scale, strict=True)]
-
-    def operand(o):
-        return dataclasses.replace(
-            o, shape=tuple(d * k for d, k in zip(o.shape, scale, strict=True))
-        )
-
-    return dataclasses.replace(
-        spec,
-        accumulate=False,
-        block=tuple(None if b is None else b * k for b, k in zip(spec.block, scale, strict=True)),
-        inputs=tuple(map(operand, spec.inputs)),
-        output=operand(spec.output),
-    )
 
 
 # a bf16 row reduction of a rank-1 block ends in a bf16 scalar vector.extract
