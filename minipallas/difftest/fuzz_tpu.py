@@ -13,6 +13,14 @@ both sides (``fuzz_kernels.upstream_call``). Two modes:
    each TPU way against the reference interpreter within the chip's numerics envelope
    (``minipallas.difftest.tpu``). The verdict's kind is the finding's class.
 
+Either way, a kernel whose index map names a block past its array's end halts the chip
+(upstream's too): it is counted as ``halts``, with the block, and never sent to the chip
+(``halts.out_of_bounds_block``), so the campaign goes on.
+
+On the chip the campaign runs in worker processes (``supervised``): a kernel that kills its
+worker (a halted chip poisons the process holding it) is reported ``halted`` and a fresh worker
+goes on with the next one.
+
 A finding is shrunk: each simplification of its spec (one option back to its plainest value,
 a grid axis of size 1, one input fewer) that keeps the same class is kept, until none does;
 the smallest spec is printed. The summary gives kernels per second and findings by class.
@@ -22,20 +30,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import json
+import os
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 import jax
 
 from minipallas.difftest.fuzz_kernels import upstream_call
+from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.harness import run
-from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
 from minipallas.difftest.report import Case
-from minipallas.difftest.tpu import evaluate, upstream_kernel
+from minipallas.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import (
     KernelSpec,
@@ -44,19 +58,23 @@ from minipallas.generate.kernels import (
     random_kernel,
     tpu_sized,
 )
-from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering.tpu import compile_check
+from minipallas.lowering.jaxlib_shim import tpu_device, tpu_sharding
 from minipallas.progress import Progress, print_summary
-from minipallas.tpu import VMEM
 
-GOOD = ("agree", "both-refuse")
+GOOD = ("agree", "both-refuse", "halts")  # not findings: halts is the kernel's own fault
 
 
 @dataclass
 class Summary:
     kernels: int = 0
     classes: Counter = field(default_factory=Counter)  # verdict kind -> kernels
-    findings: list[tuple[str, KernelSpec, str]] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # "kind: why; shrunk spec"
+
+    def add(self, kind: str, finding: str | None) -> None:
+        self.kernels += 1
+        self.classes[kind] += 1
+        if finding is not None:
+            self.findings.append(finding)
 
 
 def kernel(rng: random.Random) -> tuple[KernelSpec, int]:
@@ -65,29 +83,33 @@ def kernel(rng: random.Random) -> tuple[KernelSpec, int]:
 
 
 def aot_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
-    """Both modules compiled by libtpu for a v5e (mode 1): the class and why."""
+    """Both sides compiled by libtpu for a v5e (mode 1), each as the difftest's TPU way runs
+    it: the class and why."""
     args = kernel_inputs(spec, seed)
-    try:
-        compile_check(minipallas_call(spec).trace(*args, memory_space=VMEM))
-        ours = None
-    except MiniPallasError as e:
-        ours = str(e).splitlines()[0]
+    outside = out_of_bounds_block(minipallas_call(spec).trace(*args), args)
+    if outside is not None:
+        return "halts", outside
     jaxpr = jax.make_jaxpr(upstream_call(spec))(*args)
-    lowered_for_chip = lambda *xs: evaluate(jaxpr.jaxpr, jaxpr.consts, xs, upstream_kernel)  # noqa: E731
-    try:
-        upstream_mosaic(lowered_for_chip, *args)
-        theirs = None
-    except UpstreamError as e:
-        theirs = str(e).splitlines()[0]
-    if ours and theirs:
-        return "both-refuse", f"minipallas: {ours}; upstream: {theirs}"
-    if ours:
-        return "minipallas-refuses", ours
-    return ("beyond-upstream", theirs) if theirs else ("agree", "")
+    sharding = tpu_sharding()
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in args]
+    why = {}
+    for side, kernel_rule in (("minipallas", minipallas_kernel), ("upstream", upstream_kernel)):
+        fn = functools.partial(evaluate, jaxpr.jaxpr, jaxpr.consts, kernel=kernel_rule)
+        try:
+            with jax.default_device(tpu_device()):  # upstream's lowering asks the device kind
+                jax.jit(lambda *xs, fn=fn: fn(xs), out_shardings=sharding).lower(*specs).compile()
+        except Exception as e:  # a refusal, whatever its class
+            why[side] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+    if len(why) == 2:
+        return "both-refuse", f"minipallas: {why['minipallas']}; upstream: {why['upstream']}"
+    if "minipallas" in why:
+        return "minipallas-refuses", why["minipallas"]
+    return ("beyond-upstream", why["upstream"]) if why else ("agree", "")
 
 
 def chip_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
-    """The difftest's TPU ways (mode 2): the verdict's kind and message."""
+    """The difftest's TPU ways (mode 2): the verdict's kind and message; a kernel with a block
+    past its array's end is ``halts`` without reaching the chip (``halts``)."""
     case = Case(f"fuzz-tpu {seed}", upstream_call(spec), tuple(kernel_inputs(spec, seed)))
     verdict = run(case, compile=False, device="tpu").tpu
     return verdict.kind, verdict.message
@@ -132,24 +154,82 @@ def campaign(
     seconds: float,
     seed: int,
     verdict: Callable[[KernelSpec, int], tuple[str, str]],
-    out: object = sys.stdout,
+    out: TextIO = sys.stdout,
     progress: Progress | None = None,
+    journal: TextIO | None = None,
+    skip: int = 0,
+    simulate_halt: int | None = None,
 ) -> Summary:
+    """Kernels ``skip``, ``skip + 1``, ... of the campaign ``seed`` (at most ``count`` in all,
+    for ``seconds``), each judged by ``verdict``; with a ``journal``, a line before and after
+    each kernel (``{"start": k}``, ``{"done": k, "kind": ..., "finding": ...}``)."""
     rng = random.Random(seed)
+    for _ in range(skip):
+        kernel(rng)
     summary = Summary()
     deadline = time.monotonic() + seconds
-    while summary.kernels < count and time.monotonic() < deadline:
+    for index in range(skip, count):
+        if time.monotonic() >= deadline:
+            break
         spec, inputs_seed = kernel(rng)
+        _note(journal, {"start": index})
+        if index == simulate_halt:  # die as a process holding a halted chip does
+            os._exit(134)
         kind, why = verdict(spec, inputs_seed)
-        summary.kernels += 1
-        summary.classes[kind] += 1
+        finding = None
         if kind not in GOOD:
             small = shrink(spec, inputs_seed, kind, verdict)
-            summary.findings.append((kind, small, why))
-            print(f"FINDING {kind} (inputs seed {inputs_seed}): {why}", file=out)
-            print(f"  shrunk: {small.describe()}", file=out)
+            finding = f"{kind} (kernel {index}, inputs seed {inputs_seed}): {why}; shrunk: "
+            finding += small.describe()
+            print(f"FINDING {finding}", file=out, flush=True)
+        summary.add(kind, finding)
+        _note(journal, {"done": index, "kind": kind, "finding": finding})
         if progress is not None:
             progress.update(findings=len(summary.findings))
+    return summary
+
+
+def _note(journal: TextIO | None, entry: dict) -> None:
+    if journal is not None:
+        journal.write(json.dumps(entry) + "\n")
+        journal.flush()
+
+
+def supervised(
+    count: int, seconds: float, seed: int, aot: bool = False, simulate_halt: int | None = None
+) -> Summary:
+    """The chip campaign in worker processes: a worker that dies (a halted chip poisons the
+    process that holds it) costs only the kernel it was running, reported as ``halted``, and a
+    fresh worker goes on after it. ``aot`` gives the workers the ahead-of-time verdict and
+    ``simulate_halt`` kills the worker at that kernel: how the tests check the isolation."""
+    summary = Summary()
+    start, deadline = 0, time.monotonic() + seconds
+    while start < count and time.monotonic() < deadline:
+        with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as journal:
+            left = str(max(deadline - time.monotonic(), 1.0))
+            command = [sys.executable, "-m", "minipallas.difftest.fuzz_tpu", "--worker"]
+            command += ["--seed", str(seed), "--skip", str(start), "--count", str(count)]
+            command += ["--seconds", left, "--journal", journal.name] + (["--aot"] if aot else [])
+            if simulate_halt is not None:
+                command += ["--simulate-halt", str(simulate_halt)]
+            worker = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
+            running = None
+            for line in journal.read().splitlines():
+                entry = json.loads(line)
+                if "start" in entry:
+                    running = entry["start"]
+                    continue
+                summary.add(entry["kind"], entry["finding"])
+                running, start = None, entry["done"] + 1
+        if running is None:
+            if worker.returncode not in (0, 1):
+                raise RuntimeError(f"the fuzz-tpu worker failed:\n{worker.stderr[-2000:]}")
+            break
+        log = worker.stderr.strip().splitlines()[-1:] or ["no output"]
+        finding = f"halted (kernel {running}): the worker died (exit {worker.returncode}): {log[0]}"
+        print(f"FINDING {finding}", flush=True)
+        summary.add("halted", finding)
+        start = running + 1
     return summary
 
 
@@ -159,11 +239,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=600, help="stop after this long")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--aot", action="store_true", help="compile both sides only (no chip)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--skip", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--journal", help=argparse.SUPPRESS)
+    parser.add_argument("--simulate-halt", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     verdict = aot_verdict if args.aot else chip_verdict
+    if args.worker:
+        with open(args.journal, "a") as journal:
+            s = campaign(args.count, args.seconds, args.seed, verdict, journal=journal,
+                         skip=args.skip, simulate_halt=args.simulate_halt)  # fmt: skip
+        return 1 if s.findings else 0
     start = time.monotonic()
-    with Progress("fuzz-tpu", args.count, args.seconds, unit="kernel") as bar:
-        s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar)
+    if args.aot:
+        with Progress("fuzz-tpu", args.count, args.seconds, unit="kernel") as bar:
+            s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar)
+    else:
+        s = supervised(args.count, args.seconds, args.seed)
     elapsed = time.monotonic() - start
     mode = "ahead of time (libtpu, v5e)" if args.aot else "on the chip"
     print(f"{s.kernels} kernels {mode}, {len(s.findings)} findings, {s.kernels / elapsed:.2f}/s")

@@ -20,7 +20,9 @@ The verdict (``TpuVerdict``, ``judge``):
 - every TPU way against the reference interpreter: within the chip's numerics envelope
   (``ir/interpret/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
   orders), on defined elements; outside, the verdict names the way;
-- upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``.
+- upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``;
+- a one-kernel case whose index map names a block past its array's end would halt the chip
+  (upstream's kernel too): ``halts``, with that block, and nothing runs on the chip.
 On a machine without a TPU, ``device="tpu"`` is an error with a fix; the functions each way
 runs (``tpu_functions``) can still be compiled ahead of time for a v5e (the tests do).
 """
@@ -39,6 +41,7 @@ from jax._src import tpu_custom_call
 from jax._src.state.discharge import discharge_state
 
 from minipallas.difftest.envelope import Envelope, envelope, is_float
+from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.outputs import initial
 from minipallas.difftest.report import Outcome, Report, compare, timed
 from minipallas.difftest.undefined import undefined
@@ -65,7 +68,8 @@ class NoTpuError(MiniPallasError):
 @dataclass
 class TpuVerdict:
     """How the TPU ways compare: ``kind`` (``agree``, ``lowering-difference``,
-    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``), a line saying
+    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``, or ``halts``: a
+    block past its array, which would halt the chip, so nothing ran there), a line saying
     why, the undefined elements skipped, and module differences for a lowering difference."""
 
     kind: str
@@ -75,7 +79,7 @@ class TpuVerdict:
 
     @property
     def ok(self) -> bool:
-        return self.kind in ("agree", "beyond-upstream", "both-refuse")
+        return self.kind in ("agree", "beyond-upstream", "both-refuse", "halts")
 
     def __str__(self) -> str:
         skipped = f" ({self.undefined} undefined elements skipped)" if self.undefined else ""
@@ -178,6 +182,12 @@ def run_tpu_ways(report: Report, chip: Chip = TPU_V5E) -> None:
     device = tpu_device()
     if report.jaxpr is None:
         return
+    eqn = _only_kernel(report.jaxpr.jaxpr)
+    if eqn is not None:  # a block past its array halts the chip: say so, run nothing there
+        outside = out_of_bounds_block(kernel_from_eqn(eqn), initial(report.case.args))
+        if outside is not None:
+            report.tpu = TpuVerdict("halts", outside)
+            return
     functions = timed("trace", lambda: tpu_functions(report), Outcome("tpu"))
     for way in TPU_WAYS:
         outcome = report.outcomes[way] = Outcome(way)

@@ -26,6 +26,17 @@ def test_an_aot_campaign_compiles_both_sides_and_finds_nothing():
     assert s.classes["agree"] >= 3  # most kernels compile on both sides
 
 
+@pytest.mark.skipif(
+    not aot.libtpu_available() and not os.environ.get("CI"), reason="libtpu is not installed"
+)
+def test_a_worker_that_dies_costs_only_its_kernel():
+    """A halted chip kills the process holding it: kernel 1's worker dies, it is reported
+    ``halted`` and a fresh worker checks kernel 2."""
+    s = fuzz_tpu.supervised(3, 600, 0, aot=True, simulate_halt=1)
+    assert s.kernels == 3 and s.classes["halted"] == 1
+    assert [f for f in s.findings if f.startswith("halted (kernel 1)")]
+
+
 def test_kernels_are_mosaic_legal_and_write_their_outputs():
     rng = random.Random(1)
     for _ in range(20):
