@@ -1,15 +1,17 @@
 """What halts a TPU: a block index past the end of its array, found on the CPU before the chip.
 
-Pallas TPU copies each block with a DMA from the window its index map names; a window that
-starts past the end of the array makes the DMA engine fault and halts the core
-("RuntimeUnexpectedCoreHalt"), upstream's kernels and minipallas's alike, and the process
-that holds the chip cannot run anything after it. Upstream's interpret mode and minipallas's
-CPU path clamp such an index instead (``lax.dynamic_slice``), so the kernel runs there.
+Pallas TPU copies each block with a DMA from the window its index map names. A window that
+starts past the end of the array either makes the DMA engine fault and halt the core
+("RuntimeUnexpectedCoreHalt": the process holding the chip can run nothing after it) or reads
+and writes whatever memory lies there (measured on a v5e: a block (1, 1) of a one-block-wide
+input gave both Pallas lowerings the same garbage), upstream's kernels and minipallas's alike.
+Upstream's interpret mode and minipallas's CPU path clamp such an index instead
+(``lax.dynamic_slice``), so the kernel runs there, with other values.
 
 ``out_of_bounds_block(kernel, operands)`` evaluates every windowed operand's index map at every
 grid point with the reference interpreter and returns the first block that starts outside its
 array (a partial last block is fine), or None. The difftest's TPU ways and ``fuzz-tpu`` ask it
-before a kernel reaches the chip and report the kernel as ``halts`` with that block.
+before a kernel reaches the chip and report the kernel as ``out-of-bounds`` with that block.
 """
 
 from __future__ import annotations

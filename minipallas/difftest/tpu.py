@@ -21,8 +21,9 @@ The verdict (``TpuVerdict``, ``judge``):
   (``ir/interpret/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
   orders), on defined elements; outside, the verdict names the way;
 - upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``;
-- a one-kernel case whose index map names a block past its array's end would halt the chip
-  (upstream's kernel too): ``halts``, with that block, and nothing runs on the chip.
+- a one-kernel case whose index map names a block past its array's end may halt the chip, or
+  read and write whatever memory lies there (upstream's kernel too; interpret mode clamps the
+  index instead): ``out-of-bounds``, with that block, and nothing runs on the chip.
 On a machine without a TPU, ``device="tpu"`` is an error with a fix; the functions each way
 runs (``tpu_functions``) can still be compiled ahead of time for a v5e (the tests do).
 """
@@ -68,8 +69,9 @@ class NoTpuError(MiniPallasError):
 @dataclass
 class TpuVerdict:
     """How the TPU ways compare: ``kind`` (``agree``, ``lowering-difference``,
-    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``, or ``halts``: a
-    block past its array, which would halt the chip, so nothing ran there), a line saying
+    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``, or
+    ``out-of-bounds``: a block past its array, which may halt the chip, so nothing ran there),
+    a line saying
     why, the undefined elements skipped, and module differences for a lowering difference."""
 
     kind: str
@@ -79,7 +81,7 @@ class TpuVerdict:
 
     @property
     def ok(self) -> bool:
-        return self.kind in ("agree", "beyond-upstream", "both-refuse", "halts")
+        return self.kind in ("agree", "beyond-upstream", "both-refuse", "out-of-bounds")
 
     def __str__(self) -> str:
         skipped = f" ({self.undefined} undefined elements skipped)" if self.undefined else ""
@@ -183,10 +185,11 @@ def run_tpu_ways(report: Report, chip: Chip = TPU_V5E) -> None:
     if report.jaxpr is None:
         return
     eqn = _only_kernel(report.jaxpr.jaxpr)
-    if eqn is not None:  # a block past its array halts the chip: say so, run nothing there
-        outside = out_of_bounds_block(kernel_from_eqn(eqn), initial(report.case.args))
+    if eqn is not None:  # a block past its array may halt the chip: say so, run nothing there
+        kernel = kernel_from_eqn(eqn, memory_space=VMEM)
+        outside = out_of_bounds_block(kernel, initial(report.case.args))
         if outside is not None:
-            report.tpu = TpuVerdict("halts", outside)
+            report.tpu = TpuVerdict("out-of-bounds", outside)
             return
     functions = timed("trace", lambda: tpu_functions(report), Outcome("tpu"))
     for way in TPU_WAYS:
