@@ -19,6 +19,7 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     debug,
     indexed,
     kernel,
+    lanes,
     layout,
     scans,
     scoped,

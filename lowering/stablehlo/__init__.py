@@ -18,6 +18,7 @@ from minipallas.lowering.stablehlo import (  # noqa: F401  (each registers its r
     debug,
     indexed,
     kernel,
+    lanes,
     layout,
     scans,
     scoped,

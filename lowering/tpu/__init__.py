@@ -30,6 +30,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     control,
     debug,
     indexed,
+    lanes,
     layout,
     promote,
     scans,

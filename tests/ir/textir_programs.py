@@ -312,6 +312,19 @@ def semaphores() -> Function:
     )
 
 
+def lanes() -> Function:
+    """roll (pltpu.roll), plain and strided."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @lanes(%x: f32[8,128], %s: i32[]) -> (f32[8,128]) {
+  %r = roll %x, %s, axis 1, stride () : f32[8,128]
+  %t = roll %r, %s, axis 0, stride (2, 1) : f32[8,128]
+  return %t
+}"""
+    )
+
+
 ALL = [
     state_ops,
     views,
@@ -325,4 +338,5 @@ ALL = [
     debug,
     collective,
     semaphores,
+    lanes,
 ]

@@ -20,6 +20,16 @@ def scaled_rows(ns, x_ref, o_ref):
     o_ref[...] = x_ref[...] * (ns.program_id(0) + 1).astype(ns.np.float32)
 
 
+def rolled(ns, x_ref, o_ref):
+    """``pltpu.roll``: a static shift, a shift from the grid index and a strided roll."""
+    x = x_ref[...]
+    o_ref[...] = (
+        ns.pltpu.roll(x, 3, 1)
+        + ns.pltpu.roll(x, ns.program_id(0) * 5 + 1, 0) * 2.0
+        + ns.pltpu.roll(x, 1, 1, stride=1, stride_axis=0) * 4.0
+    )
+
+
 def _mask(rng):
     return (rng.integers(0, 2, (16, 256)) == 1,)
 
@@ -30,4 +40,6 @@ TPU_CASES: list[Case] = [
     Case("scaled_rows", scaled_rows, ((32, 256), "float32"), inputs(normal(32, 256)),
          grid=(4, 2), in_specs=[((8, 128), lambda i, j: (i, j))],
          out_specs=((8, 128), lambda i, j: (i, j))),
+    Case("rolled", rolled, ((16, 256), "float32"), inputs(normal(16, 256)), grid=(2,),
+         in_specs=[((8, 256), lambda i: (i, 0))], out_specs=((8, 256), lambda i: (i, 0))),
 ]  # fmt: skip

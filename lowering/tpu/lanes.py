@@ -1,0 +1,32 @@
+"""Mosaic rules for upstream's TPU vector primitives: ``roll`` is ``tpu.dynamic_rotate``, as
+upstream emits it. minipallas's roll takes the shift modulo the size (upstream's interpret
+mode); unless the shift is known to lie in ``[0, n)`` (``ranges``), the rule reduces it
+first (``arith.remsi`` and a select on a negative remainder), so every shift means the same
+on the chip."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir.core import Op
+from minipallas.lowering.jaxlib_shim import arith, ir, tpu
+from minipallas.lowering.tpu import emit
+from minipallas.lowering.tpu.context import LoweringContext, rule
+
+
+@rule("roll")
+def roll(ctx: LoweringContext, op: Op, x: ir.Value, shift: ir.Value) -> Sequence[ir.Value]:
+    axis = op.attrs["axis"]
+    n = op.operands[0].type.shape[axis]
+    known = ctx.range_of(op.operands[1])
+    if known is None or known[0] < 0 or known[1] >= n:
+        shift = _floor_mod(shift, n)
+    stride = dict(zip(("stride", "stride_dimension"), op.attrs["stride"], strict=False))
+    return [tpu.dynamic_rotate(x, shift, axis, **stride)]
+
+
+def _floor_mod(shift: ir.Value, n: int) -> ir.Value:
+    size = emit.i32(max(n, 1))
+    rem = arith.remsi(shift, size)
+    negative = arith.cmpi(arith.CmpIPredicate.slt, rem, emit.i32(0))
+    return arith.select(negative, arith.addi(rem, size), rem)

@@ -1,0 +1,40 @@
+"""Import and ``to_jax`` rules for upstream's TPU vector primitives (``pltpu.roll``).
+
+``roll``'s shift becomes an i32 scalar operand (a Python int in the jaxpr is a literal);
+``to_jax`` computes it as upstream's interpret mode lowers it (``jnp.roll`` per slice of
+``stride_axis``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+from jax._src import core as jax_core
+
+from minipallas.interop.importer import ImportScope
+from minipallas.interop.importer import rule as import_rule
+from minipallas.interop.to_jax import rule as to_jax_rule
+from minipallas.ir.core import Op, Value
+
+
+@import_rule("roll")
+def roll(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x, shift = (scope.read(a) for a in eqn.invars)
+    p = eqn.params
+    stride = () if p["stride"] is None else (int(p["stride"]), int(p["stride_axis"]))
+    shift = scope.convert(shift, "int32")
+    return [scope.emit("roll", [x, shift], axis=int(p["axis"]), stride=stride)]
+
+
+@to_jax_rule("roll")
+def roll_to_jax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    x, shift = args
+    axis = op.attrs["axis"]
+    if not op.attrs["stride"]:
+        return [jnp.roll(x, shift, axis)]
+    stride, stride_axis = op.attrs["stride"]
+    pieces = jnp.split(x, x.shape[stride_axis], stride_axis)
+    rolled = [jnp.roll(p, shift + i * stride, axis) for i, p in enumerate(pieces)]
+    return [jnp.concatenate(rolled, stride_axis)]

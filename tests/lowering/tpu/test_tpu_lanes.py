@@ -1,0 +1,121 @@
+# ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
+"""``pltpu.roll`` in Mosaic: ``tpu.dynamic_rotate``, as upstream emits it. Each kernel is
+written against upstream Pallas, imported with ``kernel_from_jaxpr`` and emitted by minipallas;
+the module must agree with upstream's (``difftest.mosaic.compare``) and compile with libtpu
+(``tests/mosaic_compile.py``). The kernels marked for the chip are in
+``tests/kernels/tpu_cases.py``."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tpu_util  # noqa: F401  (puts tests/kernels on the path)
+from filecheck_util import filecheck
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from tpu_cases import TPU_CASES
+from tpu_util import lower_case, upstream_module
+
+import minipallas as mp
+from minipallas.difftest.mosaic import compare, upstream_mosaic
+from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.ir.errors import MiniPallasError
+from minipallas.kernels.pallas_call import lower_kernel
+
+SMEM = pl.BlockSpec(memory_space=pltpu.SMEM)
+CASES = {case.name: case for case in TPU_CASES}
+
+
+def _imported(call, *args):
+    """Upstream's ``call`` imported and emitted by minipallas, and upstream's own module."""
+    kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=mp.tpu.VMEM)
+    return lower_kernel(kernel, "tpu").module, upstream_mosaic(call, *args)
+
+
+def test_the_rolled_case_is_upstreams_module():
+    case = CASES["rolled"]
+    ours = lower_case(case)
+    diff = compare(ours.module, upstream_module(case))
+    assert diff.same_text, diff
+    filecheck(
+        ours.as_text(debug_info=False),
+        """
+        CHECK: tpu.dynamic_rotate %{{.*}} by %c3_i32 dim 1 : vector<8x256xf32>, i32 -> vector<8x256xf32>
+        CHECK: tpu.dynamic_rotate %{{.*}} by %{{.*}} dim 0 : vector<8x256xf32>
+        CHECK: tpu.dynamic_rotate %{{.*}} by %c1_i32 dim 1 {stride = 1 : si32, stride_dimension = 0 : si32}
+        CHECK-NOT: arith.remsi
+        """,
+    )
+
+
+def _shifted_by_a_scalar(s_ref, x_ref, o_ref):
+    o_ref[...] = pltpu.roll(x_ref[...], s_ref[0], 1, stride=3, stride_axis=0)
+
+
+CALL = pl.pallas_call(
+    _shifted_by_a_scalar,
+    jax.ShapeDtypeStruct((8, 128), jnp.float32),
+    in_specs=[SMEM, pl.BlockSpec()],
+)
+
+
+def test_a_shift_of_unknown_range_is_reduced_modulo_the_size_first():
+    """Upstream passes a shift it cannot bound to the chip as is; minipallas means
+    ``jnp.roll``'s modulo (upstream's interpret mode) for every shift, so it reduces it."""
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    s = np.array([5], np.int32)
+    ours, theirs = _imported(CALL, s, x)
+    diff = compare(ours, theirs)
+    # the two constants: 0 and 128
+    assert diff.ops == {
+        "arith.addi": 1,
+        "arith.cmpi": 1,
+        "arith.constant": 2,
+        "arith.remsi": 1,
+        "arith.select": 1,
+    }
+    filecheck(
+        str(ours),
+        """
+        CHECK: %[[S:.*]] = memref.load %arg0[%c0] : memref<1xi32, #tpu.memory_space<smem>>
+        CHECK: %[[R:.*]] = arith.remsi %[[S]], %c128_i32 : i32
+        CHECK: %[[N:.*]] = arith.cmpi slt, %[[R]], %c0_i32 : i32
+        CHECK: %[[A:.*]] = arith.addi %[[R]], %c128_i32 : i32
+        CHECK: %[[M:.*]] = arith.select %[[N]], %[[A]], %[[R]] : i32
+        CHECK: tpu.dynamic_rotate %{{.*}} by %[[M]] dim 1 {stride = 3 : si32, stride_dimension = 0 : si32}
+        """,
+    )
+
+
+@pytest.mark.parametrize("shift", [5, -3, 131, -300, 2**31 - 2])
+def test_any_shift_rolls_as_upstreams_interpret_mode(shift):
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    s = np.array([shift], np.int32)
+    want = np.asarray(jax.jit(pl.pallas_call(
+        _shifted_by_a_scalar, jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[SMEM, pl.BlockSpec()], interpret=True))(s, x))  # fmt: skip
+
+    def ours(s_ref, x_ref, o_ref):
+        o_ref[...] = mp.tpu.roll(x_ref[...], s_ref[0], 1, stride=3, stride_axis=0)
+
+    got = mp.pallas_call(ours, mp.ArrayType((8, 128), "float32"))(s, x)
+    assert np.asarray(got).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda x: mp.tpu.roll(x, -1, 0), "shift -1 is negative"),
+        (lambda x: mp.tpu.roll(x, 1, 2), "axis 2 is not a dim"),
+        (lambda x: mp.tpu.roll(x, 1, 0, stride=1), "stride and stride_axis must be both"),
+        (lambda x: mp.tpu.roll(x, 1, 0, stride=1, stride_axis=0), "stride 1 on stride_axis 0"),
+        (lambda x: mp.tpu.roll(x, 1.5, 0), "shift must be an integer scalar"),
+    ],
+)
+def test_bad_rolls_are_refused_at_the_users_line_with_a_fix(call, message):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = call(x_ref[...])
+
+    with pytest.raises(MiniPallasError, match=message) as info:
+        mp.pallas_call(kernel, mp.ArrayType((8, 128), "float32"))(np.zeros((8, 128), np.float32))
+    assert "test_tpu_lanes.py" in str(info.value)
