@@ -21,6 +21,7 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     kernel,
     lanes,
     layout,
+    platform,
     scans,
     scoped,
     semaphore,

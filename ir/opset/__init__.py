@@ -22,6 +22,6 @@ from minipallas.ir.opset import semaphore  # noqa: E402  (semaphore_signal / wai
 
 __all__ += ["semaphore"]
 
-from minipallas.ir.opset import lanes  # noqa: E402  (pltpu.roll, pltpu.bitcast)
+from minipallas.ir.opset import lanes, platform  # noqa: E402  (pltpu.roll, platform_index)
 
-__all__ += ["lanes"]
+__all__ += ["lanes", "platform"]

@@ -20,6 +20,7 @@ from minipallas.lowering.stablehlo import (  # noqa: F401  (each registers its r
     kernel,
     lanes,
     layout,
+    platform,
     scans,
     scoped,
     sorting,

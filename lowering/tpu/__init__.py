@@ -32,6 +32,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     indexed,
     lanes,
     layout,
+    platform,
     promote,
     scans,
     scoped,

@@ -1,8 +1,11 @@
-"""Import and ``to_jax`` rules for upstream's TPU vector primitives (``pltpu.roll``).
+"""Import and ``to_jax`` rules for upstream's TPU vector primitives (``pltpu.roll``) and for
+``platform_index`` (``lax.platform_dependent``, which ``jnp.diagonal`` uses).
 
 ``roll``'s shift becomes an i32 scalar operand (a Python int in the jaxpr is a literal);
 ``to_jax`` computes it as upstream's interpret mode lowers it (``jnp.roll`` per slice of
-``stride_axis``).
+``stride_axis``). ``platform_index`` keeps its branches' platforms: each lowering picks the
+branch for its platform; ``to_jax`` binds upstream's primitive again, so JAX picks it for the
+platform it lowers to.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 
 import jax.numpy as jnp
 from jax._src import core as jax_core
+from jax._src.lax.control_flow import platform_index_p
 
 from minipallas.interop.importer import ImportScope
 from minipallas.interop.importer import rule as import_rule
@@ -38,3 +42,16 @@ def roll_to_jax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     pieces = jnp.split(x, x.shape[stride_axis], stride_axis)
     rolled = [jnp.roll(p, shift + i * stride, axis) for i, p in enumerate(pieces)]
     return [jnp.concatenate(rolled, stride_axis)]
+
+
+@import_rule("platform_index")
+def platform_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    platforms = tuple(None if ps is None else tuple(map(str, ps)) for ps in eqn.params["platforms"])
+    index = scope.emit("platform_index", [], platforms=platforms)
+    scope.nonnegative.add(index)  # a branch number: the cond that reads it needs no wrap
+    return [index]
+
+
+@to_jax_rule("platform_index")
+def platform_index_to_jax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [platform_index_p.bind(platforms=op.attrs["platforms"])]

@@ -1,4 +1,5 @@
-"""Upstream's TPU vector primitives imported (``pltpu.roll``), each checked against upstream
+"""Upstream's TPU vector primitives imported (``pltpu.roll``) and ``platform_index`` (what
+``jnp.diagonal`` emits), each checked against upstream
 (its own lowering of the primitive, evaluated by XLA) bit for bit: interpret, compile and
 ``to_jax``."""
 
@@ -8,6 +9,8 @@ import numpy as np
 import pytest
 from interop_helpers import I32, arr, check
 from jax.experimental.pallas import tpu as pltpu
+
+import minipallas
 
 
 @pytest.mark.parametrize("shift", [0, 3, 9, -4, 2**31 - 1])
@@ -31,7 +34,6 @@ def test_roll_by_a_static_shift_imports_its_literal_as_an_i32_scalar():
 def test_roll_in_a_pallas_call_matches_upstreams_interpret_mode():
     from jax.experimental import pallas as pl
 
-    import minipallas
     from minipallas.interop import from_jaxpr
 
     def kernel(x_ref, o_ref):
@@ -48,3 +50,38 @@ def test_roll_in_a_pallas_call_matches_upstreams_interpret_mode():
     fn = from_jaxpr(jax.make_jaxpr(call)(x))
     (got,) = minipallas.compile(fn)(x)
     assert np.asarray(got).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (5, 7), (4, 4)])
+def test_diagonal_imports_its_platform_index_and_picks_the_cpu_branch(shape):
+    """A square ``jnp.diagonal`` is ``lax.platform_dependent`` (a mosaic branch that multiplies
+    by the identity and sums, a default one that gathers); the CPU takes the default."""
+    fn = check(jnp.diagonal, arr(shape))
+    assert ('platform_index ("mosaic"), default' in str(fn)) == (shape[0] == shape[1])
+
+
+def test_platform_dependent_picks_the_branch_naming_the_platform():
+    from jax import lax
+
+    def f(x):
+        return lax.platform_dependent(x, cpu=lambda x: x * 2.0, tpu=lambda x: x * 3.0,
+                                      default=lambda x: x - 1.0)  # fmt: skip
+
+    x = np.arange(4, dtype=np.float32)
+    fn = check(f, arr((4,)), args=[x])
+    assert "platform_index" in str(fn)
+    assert minipallas.interpret(fn, x)[0].tolist() == (x * 2).tolist()
+
+
+def test_a_platform_index_without_a_branch_for_the_platform_is_refused_with_a_fix():
+    fn = minipallas.parse(
+        """func @f() -> (i32[]) {
+  %i = platform_index ("tpu") : i32[]
+  return %i
+}"""
+    )
+    with pytest.raises(minipallas.MiniPallasError, match="no branch for the CPU") as info:
+        minipallas.interpret(fn)
+    assert "cpu= or default=" in str(info.value) and "2:" in str(info.value)
+    with pytest.raises(minipallas.MiniPallasError, match="no branch for the CPU"):
+        minipallas.compile(fn)

@@ -313,14 +313,26 @@ def semaphores() -> Function:
 
 
 def lanes() -> Function:
-    """roll (pltpu.roll), plain and strided."""
+    """roll (pltpu.roll), plain and strided; platform_index and the cond it picks for."""
     from minipallas.ir.parser import parse
 
     return parse(
         """func @lanes(%x: f32[8,128], %s: i32[]) -> (f32[8,128]) {
   %r = roll %x, %s, axis 1, stride () : f32[8,128]
   %t = roll %r, %s, axis 0, stride (2, 1) : f32[8,128]
-  return %t
+  %i = platform_index ("mosaic", "tpu"), (), default : i32[]
+  %u = cond %i (%t) [{
+  ^(%a: f32[8,128]):
+    yield %a
+  }, {
+  ^(%b: f32[8,128]):
+    %n = neg %b : f32[8,128]
+    yield %n
+  }, {
+  ^(%c: f32[8,128]):
+    yield %c
+  }] : f32[8,128]
+  return %u
 }"""
     )
 

@@ -119,3 +119,37 @@ def test_bad_rolls_are_refused_at_the_users_line_with_a_fix(call, message):
     with pytest.raises(MiniPallasError, match=message) as info:
         mp.pallas_call(kernel, mp.ArrayType((8, 128), "float32"))(np.zeros((8, 128), np.float32))
     assert "test_tpu_lanes.py" in str(info.value)
+
+
+def _diagonal(x_ref, o_ref):
+    o_ref[...] = jnp.diagonal(x_ref[...])[None, :] * jnp.ones((8, 1), jnp.float32)
+
+
+def test_diagonal_lowers_its_mosaic_branch_alone_as_upstream_does():
+    """``platform_index`` is Mosaic's branch, a constant the range analysis knows, so the
+    ``cond`` lowers that branch alone: the gather of the default branch never reaches Mosaic."""
+    call = pl.pallas_call(_diagonal, jax.ShapeDtypeStruct((8, 128), jnp.float32))
+    x = np.zeros((128, 128), np.float32)
+    ours, theirs = _imported(call, x)
+    assert compare(ours, theirs).same_text
+    filecheck(
+        str(ours),
+        """
+        CHECK: arith.cmpi eq
+        CHECK: arith.mulf
+        CHECK: vector.multi_reduction <add>, %{{.*}}, %{{.*}} [0] : vector<128x128xf32> to vector<128xf32>
+        CHECK-NOT: scf.if
+        """,
+    )
+
+
+def test_a_platform_index_without_a_mosaic_or_default_branch_is_refused_with_a_fix():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jax.lax.platform_dependent(x_ref[...], cpu=lambda x: x, tpu=lambda x: -x)
+
+    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32))
+    x = np.zeros((8, 128), np.float32)
+    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
+    with pytest.raises(MiniPallasError, match="no mosaic or default branch") as info:
+        lower_kernel(kernel_ir, "tpu")
+    assert "mosaic= or default=" in str(info.value) and "test_tpu_lanes.py" in str(info.value)
