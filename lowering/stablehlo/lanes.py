@@ -1,13 +1,16 @@
 """StableHLO rules for upstream's TPU vector primitives, as upstream's interpret mode lowers
 them: ``roll`` is ``jnp.roll``'s dynamic form (the shift modulo the size, the array
 concatenated with itself, a dynamic slice), one slice of ``stride_axis`` at a time when
-strided."""
+strided; ``packed_bitcast`` is ``stablehlo.bitcast_convert`` with the last two dims swapped
+around it (``state.utils.bitcast``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
@@ -41,3 +44,25 @@ def _roll(x: ir.Value, shift: ir.Value, axis: int, shape: Sequence[int]) -> ir.V
     zero = emit.constant(0, "int32")
     starts = [start if d == axis else zero for d in range(len(shape))]
     return stablehlo.DynamicSliceOp(twice, starts, list(shape)).result
+
+
+@rule("packed_bitcast")
+def packed_bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [repack(x, op.operands[0].type, op.results[0].type)]
+
+
+def repack(x: ir.Value, source: ArrayType, target: ArrayType) -> ir.Value:
+    """``x``'s bits as ``target``, packed along the second-minor dim (``packed_bitcast``)."""
+    old, new = dtypes.itemsize(source.dtype), dtypes.itemsize(target.dtype)
+    if old == new:
+        return stablehlo.BitcastConvertOp(emit.tensor_type(target), x).result
+    *lead, m, n = source.shape
+    swap = [*range(len(lead)), len(lead), len(lead) + 2, len(lead) + 1]
+    if old > new:
+        r = old // new
+        pieces = ArrayType((*lead, m, n, r), target.dtype)
+        y = stablehlo.BitcastConvertOp(emit.tensor_type(pieces), x).result
+        return emit.reshape(emit.transpose(y, swap), target.shape)
+    r = new // old
+    rows = emit.transpose(emit.reshape(x, (*lead, m // r, r, n)), swap)
+    return stablehlo.BitcastConvertOp(emit.tensor_type(target), rows).result

@@ -1,8 +1,8 @@
-"""Mosaic rules for upstream's TPU vector primitives: ``roll`` is ``tpu.dynamic_rotate``, as
-upstream emits it. minipallas's roll takes the shift modulo the size (upstream's interpret
-mode); unless the shift is known to lie in ``[0, n)`` (``ranges``), the rule reduces it
-first (``arith.remsi`` and a select on a negative remainder), so every shift means the same
-on the chip."""
+"""Mosaic rules for upstream's TPU vector primitives, as upstream emits them: ``packed_bitcast``
+is ``tpu.bitcast`` (its packing is the TPU's own); ``roll`` is ``tpu.dynamic_rotate``.
+minipallas's roll takes the shift modulo the size (upstream's interpret mode); unless the shift
+is known to lie in ``[0, n)`` (``ranges``), the rule reduces it first (``arith.remsi`` and a
+select on a negative remainder), so every shift means the same on the chip."""
 
 from __future__ import annotations
 
@@ -30,3 +30,8 @@ def _floor_mod(shift: ir.Value, n: int) -> ir.Value:
     rem = arith.remsi(shift, size)
     negative = arith.cmpi(arith.CmpIPredicate.slt, rem, emit.i32(0))
     return arith.select(negative, arith.addi(rem, size), rem)
+
+
+@rule("packed_bitcast")
+def packed_bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return [tpu.bitcast(emit.value_type(op.results[0].type), x)]

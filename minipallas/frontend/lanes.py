@@ -1,10 +1,12 @@
-"""``minipallas.tpu.roll``: upstream's TPU vector primitive, with upstream's argument checks
-(``pltpu.roll``), each refused as a ``TraceError`` at the user's line."""
+"""``minipallas.tpu.roll`` and ``minipallas.tpu.bitcast``: upstream's TPU vector primitives,
+with upstream's argument checks (``pltpu.roll``, ``pltpu.bitcast``), each refused as a
+``TraceError`` at the user's line."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from minipallas.frontend.promotion import canonical
 from minipallas.frontend.scopes import trace_error
 from minipallas.frontend.values import TracedArray, asarray, astype, emit_array
 from minipallas.ir import dtypes
@@ -40,3 +42,17 @@ def roll(
         raise trace_error(f"shift must be an integer scalar, got {amount.type}", op="roll")
     stride_attr = () if stride is None else (int(stride), int(stride_axis))
     return emit_array("roll", [x, astype(amount, "int32")], axis=int(axis), stride=stride_attr)
+
+
+def bitcast(x: Any, dtype: Any) -> TracedArray:
+    """``x``'s bits as ``dtype``; when the widths differ, the second-minor dim scales by their
+    ratio as the TPU packs narrow dtypes (``pltpu.bitcast``: an ``i32[8,128]`` is an
+    ``i16[16,128]``, row ``2i + k`` holding piece ``k`` of row ``i``, low piece first)."""
+    x = asarray(x)
+    if x.ndim < 2:
+        raise trace_error(
+            f"bitcast of {x.type}: needs at least 2 dims (upstream: 'Not implemented: bitcast 1D')",
+            op="bitcast",
+            fix="reshape to (rows, lanes) first",
+        )
+    return emit_array("packed_bitcast", [x], dtype=canonical(dtype))

@@ -1,4 +1,5 @@
-"""Upstream's TPU vector primitives imported (``pltpu.roll``) and ``platform_index`` (what
+"""Upstream's TPU vector primitives imported (``pltpu.roll``, ``pltpu.bitcast``), a
+``lax.bitcast_convert_type`` across widths, and ``platform_index`` (what
 ``jnp.diagonal`` emits), each checked against upstream
 (its own lowering of the primitive, evaluated by XLA) bit for bit: interpret, compile and
 ``to_jax``."""
@@ -8,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from interop_helpers import I32, arr, check
+from jax import lax
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas
@@ -61,8 +63,6 @@ def test_diagonal_imports_its_platform_index_and_picks_the_cpu_branch(shape):
 
 
 def test_platform_dependent_picks_the_branch_naming_the_platform():
-    from jax import lax
-
     def f(x):
         return lax.platform_dependent(x, cpu=lambda x: x * 2.0, tpu=lambda x: x * 3.0,
                                       default=lambda x: x - 1.0)  # fmt: skip
@@ -85,3 +85,36 @@ def test_a_platform_index_without_a_branch_for_the_platform_is_refused_with_a_fi
     assert "cpu= or default=" in str(info.value) and "2:" in str(info.value)
     with pytest.raises(minipallas.MiniPallasError, match="no branch for the CPU"):
         minipallas.compile(fn)
+
+
+def _random_bits(shape, dtype):
+    size = int(np.prod(shape)) * jnp.dtype(dtype).itemsize
+    bits = np.random.default_rng(size).integers(0, 256, size, np.uint8)
+    return bits.view(jnp.dtype(dtype)).reshape(shape)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "shape"),
+    [
+        ("int32", "int16", (2, 8, 128)),
+        ("int32", "bfloat16", (8, 128)),
+        ("int32", "int8", (8, 4)),
+        ("uint8", "float32", (8, 3)),
+        ("int16", "int32", (6, 5)),
+        ("float32", "uint32", (3, 2)),
+    ],
+)
+def test_pltpu_bitcast_imports_as_packed_bitcast_and_agrees(source, target, shape):
+    x = _random_bits(shape, source)
+    fn = check(lambda x: pltpu.bitcast(x, target), arr(shape, source), args=[x])
+    assert "packed_bitcast" in str(fn)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "shape"),
+    [("int32", "int8", (3, 5)), ("float32", "bfloat16", ()), ("uint8", "int32", (2, 4)),
+     ("int16", "float32", (2,)), ("bfloat16", "int8", (4,))],
+)  # fmt: skip
+def test_bitcast_convert_type_across_widths_imports_and_agrees(source, target, shape):
+    x = _random_bits(shape, source)
+    check(lambda x: lax.bitcast_convert_type(x, target), arr(shape, source), args=[x])

@@ -7,6 +7,7 @@ case is known good before it reaches the chip (``test_tpu_cases.py``).
 
 from __future__ import annotations
 
+import numpy as np
 from suite import Case, inputs, normal
 
 
@@ -30,6 +31,22 @@ def rolled(ns, x_ref, o_ref):
     )
 
 
+def repacked(ns, x_ref, h_ref, b_ref, o_ref):
+    """``pltpu.bitcast`` across widths: an int32 block as int16 and bfloat16 blocks of twice
+    the rows, and int8 back to int32 plus the int16 view's bits xor'ed back in."""
+    x = x_ref[...]
+    h = ns.pltpu.bitcast(x, ns.np.int16)
+    h_ref[...] = h
+    b_ref[...] = ns.pltpu.bitcast(x, ns.np.bfloat16)
+    o_ref[...] = ns.pltpu.bitcast(ns.pltpu.bitcast(x, ns.np.int8), ns.np.int32) ^ (
+        ns.pltpu.bitcast(h, ns.np.int32) + 1
+    )
+
+
+def _ints(rng):
+    return (rng.integers(-(2**31), 2**31, (16, 128), dtype=np.int64).astype(np.int32),)
+
+
 def _mask(rng):
     return (rng.integers(0, 2, (16, 256)) == 1,)
 
@@ -42,4 +59,9 @@ TPU_CASES: list[Case] = [
          out_specs=((8, 128), lambda i, j: (i, j))),
     Case("rolled", rolled, ((16, 256), "float32"), inputs(normal(16, 256)), grid=(2,),
          in_specs=[((8, 256), lambda i: (i, 0))], out_specs=((8, 256), lambda i: (i, 0))),
+    Case("repacked", repacked,
+         (((32, 128), "int16"), ((32, 128), "bfloat16"), ((16, 128), "int32")), _ints, grid=(2,),
+         in_specs=[((8, 128), lambda i: (i, 0))],
+         out_specs=[((16, 128), lambda i: (i, 0)), ((16, 128), lambda i: (i, 0)),
+                    ((8, 128), lambda i: (i, 0))]),
 ]  # fmt: skip

@@ -153,3 +153,50 @@ def test_a_platform_index_without_a_mosaic_or_default_branch_is_refused_with_a_f
     with pytest.raises(MiniPallasError, match="no mosaic or default branch") as info:
         lower_kernel(kernel_ir, "tpu")
     assert "mosaic= or default=" in str(info.value) and "test_tpu_lanes.py" in str(info.value)
+
+
+def test_the_repacked_case_is_upstreams_module():
+    """``pltpu.bitcast`` is ``tpu.bitcast`` to the type with the second-minor dim scaled."""
+    case = CASES["repacked"]
+    ours = lower_case(case)
+    assert compare(ours.module, upstream_module(case)).same_text
+    filecheck(
+        ours.as_text(debug_info=False),
+        """
+        CHECK: tpu.bitcast %{{.*}} : vector<8x128xi32> -> vector<16x128xi16>
+        CHECK: tpu.bitcast %{{.*}} : vector<8x128xi32> -> vector<16x128xbf16>
+        CHECK: tpu.bitcast %{{.*}} : vector<8x128xi32> -> vector<32x128xi8>
+        CHECK: tpu.bitcast %{{.*}} : vector<32x128xi8> -> vector<8x128xi32>
+        """,
+    )
+
+
+def test_a_bitcast_convert_type_that_changes_width_is_refused_for_mosaic_with_a_fix():
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jax.lax.bitcast_convert_type(x_ref[...], jnp.int16)[..., 0]
+
+    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.int16))
+    x = np.zeros((8, 128), np.int32)
+    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
+    with pytest.raises(MiniPallasError, match="Changing bitwidths not supported") as info:
+        lower_kernel(kernel_ir, "tpu")
+    assert "minipallas.tpu.bitcast" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("shape", "source", "dtype", "message"),
+    [
+        ((128,), "int32", "int16", "needs at least 2 dims"),
+        ((7, 128), "int16", "int32", "packs 2 rows into one, but the second-minor dim .* is 7"),
+        ((8, 128), "int32", "bool", "cannot bitcast int32 to bool"),
+    ],
+)
+def test_a_bitcast_the_width_ratio_cannot_pack_is_refused_at_the_users_line(
+    shape, source, dtype, message
+):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = mp.tpu.bitcast(x_ref[...], dtype)
+
+    with pytest.raises(MiniPallasError, match=message) as info:
+        mp.pallas_call(kernel, mp.ArrayType(shape, source))(np.zeros(shape, source))
+    assert "test_tpu_lanes.py" in str(info.value)
