@@ -47,8 +47,36 @@ def reshape(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 @rule("ref.bitcast")
 def bitcast(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     (ref,) = args
-    data = ref.data.view(dtypes.to_numpy(op.attrs["dtype"]))
-    return (Ref(data, ref.written, ref.positions),)
+    target = dtypes.to_numpy(op.attrs["dtype"])
+    old, new = ref.data.dtype.itemsize, np.dtype(target).itemsize
+    if old == new:
+        return (Ref(ref.data.view(target), ref.written, ref.positions),)
+    if old < new or ref.data.ndim == 0 or ref.data.strides[-1] != old:
+        raise interp.error(
+            op,
+            f"a bitcast view from {op.operands[0].type} to {op.result.type}: the interpreter "
+            "aliases narrowing views of refs whose last dim is contiguous only",
+            fix="read the ref and minipallas.tpu.bitcast the value (or write it back so)",
+        )
+    return (_narrowed(ref, target, old // new),)
+
+
+def _narrowed(ref: Ref, target: np.dtype, r: int) -> Ref:
+    """A narrowing bitcast view by ``r`` as a position table (``repack``'s order): the data
+    seen as ``target`` with each element's ``r`` pieces on a new last dim, and view element
+    ``(.., i * r + k, j)`` at piece ``k`` of the parent's element ``(.., i, j)``. The
+    ``written`` shadow repeats each element's flag along the pieces (a view of it)."""
+    data = ref.data.view(target).reshape(*ref.data.shape, r)
+    written = None
+    if ref.written is not None:
+        strides = (*ref.written.strides, 0)
+        written = np.lib.stride_tricks.as_strided(ref.written, data.shape, strides)
+    parent = ref.positions if ref.positions is not None else np.arange(ref.data.size)
+    parent = np.reshape(parent, ref.shape)
+    pieces = parent[..., None] * r + np.arange(r)  # (.., m, n, r): flat positions in data
+    *lead, m, n = ref.shape
+    positions = np.swapaxes(pieces, -1, -2).reshape(*lead, m * r, n)
+    return Ref(data, written, positions)
 
 
 @rule("ref.transpose")

@@ -11,13 +11,20 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import LoweringContext, rule
+from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 
 
 @rule("roll")
 def roll(ctx: LoweringContext, op: Op, x: ir.Value, shift: ir.Value) -> Sequence[ir.Value]:
-    axis = op.attrs["axis"]
-    n = op.operands[0].type.shape[axis]
+    axis, x_type = op.attrs["axis"], op.operands[0].type
+    if op.attrs["stride"] and op.attrs["stride"][1] == x_type.ndim - 1:
+        raise unsupported(
+            op,
+            "a strided roll whose stride_axis is the minor-most dim (Mosaic: 'Not implemented: "
+            "stride dimension is the minor most')",
+            fix="stride along another dim, or transpose so the strided dim is not the last",
+        )
+    n = x_type.shape[axis]
     known = ctx.range_of(op.operands[1])
     if known is None or known[0] < 0 or known[1] >= n:
         shift = _floor_mod(shift, n)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from interop_helpers import I32, arr, check, interpreted, ref, sample
+from interop_helpers import I32, arr, check, interpreted, ref, sample, upstream
 from jax._src.state.discharge import run_state
 from jax.experimental import pallas as pl
 
@@ -246,14 +246,46 @@ def test_a_view_with_an_integer_array_index_is_an_error():
         from_jaxpr(jax.make_jaxpr(f)(ref((4, 3)), arr((2,), jnp.int32)))
 
 
-def test_bitcast_view_changing_width_is_an_error():
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda r: r.bitcast(jnp.int16),
+        lambda r: r.bitcast(jnp.bfloat16)[2:6],
+        lambda r: r.at[2:6].bitcast(jnp.int8)[:, 1:],
+        lambda r: r.reshape(4, 8).bitcast(jnp.int16).at[1:5][1],
+        lambda r: r.bitcast(jnp.int16).reshape(32, 2)[3:9],
+        lambda r: r.bitcast(jnp.int16).bitcast(jnp.uint8).at[4:12],
+    ],
+)
+def test_reads_through_bitcast_views_that_change_width_agree(view):
+    """Upstream's TPU rule: the second-minor dim scales by the width ratio (rows ``2i`` and
+    ``2i + 1`` of an int16 view are the low and high halves of row ``i``)."""
+
+    def f(x_ref):
+        return view(x_ref)[...]
+
+    fn = check(f, ref((8, 4), jnp.int32))
+    assert "ref.bitcast" in str(fn)
+
+
+def test_writes_through_a_narrowing_bitcast_view_land_in_the_halves():
+    """Upstream's discharge rejects writes through a bitcast view; minipallas gives them their
+    meaning (checked against numpy's packing)."""
     import jax
 
     def f(x_ref):
-        return x_ref.bitcast(jnp.int8)[...]
+        x_ref.bitcast(jnp.int16)[1] = jnp.full((4,), 7, jnp.int16)
+        x_ref.at[2:4].bitcast(jnp.int8)[3, 1:3] = jnp.array([-1, 5], jnp.int8)
 
-    with pytest.raises(minipallas.MiniPallasError, match="element width"):
-        from_jaxpr(jax.make_jaxpr(f)(ref((2, 4))))
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((4, 4), jnp.int32)))
+    x = np.arange(16, dtype=np.int32).reshape(4, 4) * 0x01010101
+    want = x.copy()
+    want.view(np.int16).reshape(4, 4, 2)[0, :, 1] = 7  # row 1 of the view: row 0's high halves
+    want[2:4].view(np.int8).reshape(2, 4, 4)[0, 1:3, 3] = [-1, 5]  # view row 3: row 0, byte 3
+    (final,) = interpreted(fn, [x])
+    np.testing.assert_array_equal(final, want)
+    (compiled,) = minipallas.compile(fn)(x)
+    np.testing.assert_array_equal(compiled, want)
 
 
 # --- run_state -------------------------------------------------------------------------------
@@ -303,3 +335,23 @@ def test_run_state_on_a_ref_parameter_and_inside_a_loop():
         return jax.lax.fori_loop(0, 3, body, 1.0)
 
     check(f, ref((4,)))
+
+
+def test_a_widening_bitcast_view_compiles_and_the_interpreter_refuses_it_with_a_fix():
+    """A wide element of an int16 ref seen as int32 joins two rows: no position of the buffer
+    holds it, so the interpreter (whose views alias the buffer) cannot; the discharged program
+    computes it as upstream does."""
+    import jax
+
+    def f(x_ref):
+        return x_ref.bitcast(jnp.int32)[1:3]
+
+    closed = jax.make_jaxpr(f)(ref((8, 4), jnp.int16))
+    fn = from_jaxpr(closed)
+    x = np.arange(32, dtype=np.int16).reshape(8, 4)
+    want = upstream(closed, [x])
+    got = [np.asarray(g) for g in minipallas.compile(fn)(x)]
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+    with pytest.raises(minipallas.MiniPallasError, match="narrowing views") as info:
+        interpreted(fn, [x])
+    assert "minipallas.tpu.bitcast" in str(info.value)

@@ -43,6 +43,13 @@ def repacked(ns, x_ref, h_ref, b_ref, o_ref):
     )
 
 
+def bitcast_views(ns, x_ref, h_ref, b_ref):
+    """Reads through ``ref.bitcast`` views of another width: the whole int32 block as int16,
+    and a window of it as bfloat16 rows (a view of a view)."""
+    h_ref[...] = x_ref.bitcast(ns.np.int16)[...]
+    b_ref[...] = x_ref.at[8:16].bitcast(ns.np.bfloat16)[...]
+
+
 def _ints(rng):
     return (rng.integers(-(2**31), 2**31, (16, 128), dtype=np.int64).astype(np.int32),)
 
@@ -64,4 +71,7 @@ TPU_CASES: list[Case] = [
          in_specs=[((8, 128), lambda i: (i, 0))],
          out_specs=[((16, 128), lambda i: (i, 0)), ((16, 128), lambda i: (i, 0)),
                     ((8, 128), lambda i: (i, 0))]),
+    Case("bitcast_views", bitcast_views, (((64, 128), "int16"), ((32, 128), "bfloat16")), _ints,
+         grid=(2,), in_specs=[((16, 128), lambda i: (0, 0))],
+         out_specs=[((32, 128), lambda i: (i, 0)), ((16, 128), lambda i: (i, 0))]),
 ]  # fmt: skip

@@ -1,5 +1,7 @@
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
-"""``pltpu.roll`` in Mosaic: ``tpu.dynamic_rotate``, as upstream emits it. Each kernel is
+"""Upstream's TPU vector and view operations in Mosaic, as upstream emits them: ``pltpu.roll``
+(``tpu.dynamic_rotate``), ``jnp.diagonal``'s ``platform_index``, ``pltpu.bitcast``
+(``tpu.bitcast``) and ``ref.bitcast`` views of another width (``tpu.memref_bitcast``). Each kernel is
 written against upstream Pallas, imported with ``kernel_from_jaxpr`` and emitted by minipallas;
 the module must agree with upstream's (``difftest.mosaic.compare``) and compile with libtpu
 (``tests/mosaic_compile.py``). The kernels marked for the chip are in
@@ -18,6 +20,7 @@ from tpu_util import lower_case, upstream_module
 
 import minipallas as mp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
+from minipallas.interop import from_jaxpr
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.pallas_call import lower_kernel
@@ -200,3 +203,70 @@ def test_a_bitcast_the_width_ratio_cannot_pack_is_refused_at_the_users_line(
     with pytest.raises(MiniPallasError, match=message) as info:
         mp.pallas_call(kernel, mp.ArrayType(shape, source))(np.zeros(shape, source))
     assert "test_tpu_lanes.py" in str(info.value)
+
+
+def test_the_bitcast_views_case_is_upstreams_module():
+    """A ``ref.bitcast`` of another width is ``tpu.memref_bitcast`` to the memref with the
+    second-minor dim scaled, after the window's ``tpu.memref_slice``."""
+    case = CASES["bitcast_views"]
+    ours = lower_case(case)
+    assert compare(ours.module, upstream_module(case)).same_text
+    filecheck(
+        ours.as_text(debug_info=False),
+        """
+        CHECK: tpu.memref_bitcast %arg1 : memref<16x128xi32, #tpu.memory_space<vmem>> -> memref<32x128xi16, #tpu.memory_space<vmem>>
+        CHECK: %[[W:.*]] = tpu.memref_slice %arg1[%c8_i32, %c0_i32] : memref<16x128xi32, #tpu.memory_space<vmem>> -> memref<8x128xi32, #tpu.memory_space<vmem>>
+        CHECK: tpu.memref_bitcast %[[W]] : memref<8x128xi32, #tpu.memory_space<vmem>> -> memref<16x128xbf16, #tpu.memory_space<vmem>>
+        """,
+    )
+
+
+def _write_through_views(x_ref, o_ref):
+    """Writes through bitcast views of the output, chained with a window and a reshape."""
+    o_ref.bitcast(jnp.int16)[...] = x_ref[...]
+    o_ref.at[8:16].bitcast(jnp.int8)[0:16] = x_ref[0:16].astype(jnp.int8)
+    o_ref.reshape(2, 8, 128).at[1].bitcast(jnp.int16)[8:16] = x_ref[16:24] + 1
+
+
+def test_writes_through_bitcast_views_are_upstreams_module():
+    call = pl.pallas_call(_write_through_views, jax.ShapeDtypeStruct((16, 128), jnp.int32))
+    ours, theirs = _imported(call, np.zeros((32, 128), np.int16))
+    assert compare(ours, theirs).same_text
+
+
+def test_writes_through_bitcast_views_land_where_the_chip_puts_them():
+    """Upstream's interpret mode cannot write through a bitcast view; minipallas's meaning is
+    the TPU's packing (``repack``), checked here against numpy."""
+    x = np.arange(32 * 128, dtype=np.int16).reshape(32, 128)
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.zeros((16, 128), jnp.int32)
+        _write_through_views(x_ref, o_ref)
+
+    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((16, 128), jnp.int32))
+    fn = from_jaxpr(jax.make_jaxpr(call)(x))
+    (got,) = mp.compile(fn)(x)
+    want = np.zeros((16, 128), np.int32)
+    halves = want.view(np.int16).reshape(16, 128, 2)
+    halves[...] = np.moveaxis(x.reshape(16, 2, 128), 1, 2)
+    quarters = want[8:16].view(np.int8).reshape(8, 128, 4)
+    quarters[:4] = np.moveaxis(x[0:16].astype(np.int8).reshape(4, 4, 128), 1, 2)
+    halves = want[8:16].view(np.int16).reshape(8, 128, 2)
+    halves[4:8] = np.moveaxis((x[16:24] + 1).reshape(4, 2, 128), 1, 2)
+    assert np.asarray(got).tobytes() == want.tobytes()
+    (interpreted,) = mp.interpret(fn, x)
+    assert np.asarray(interpreted).tobytes() == want.tobytes()
+
+
+def test_a_roll_strided_along_the_minor_most_dim_is_refused_ahead_of_time():
+    """libtpu refuses it ('stride dimension is the minor most'); minipallas says so first."""
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pltpu.roll(x_ref[...], 1, 0, stride=1, stride_axis=1)
+
+    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32))
+    x = np.zeros((8, 128), np.float32)
+    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
+    with pytest.raises(MiniPallasError, match="stride dimension is the minor most") as info:
+        lower_kernel(kernel_ir, "tpu")
+    assert "stride along another dim" in str(info.value)
