@@ -118,3 +118,19 @@ def test_pltpu_bitcast_imports_as_packed_bitcast_and_agrees(source, target, shap
 def test_bitcast_convert_type_across_widths_imports_and_agrees(source, target, shape):
     x = _random_bits(shape, source)
     check(lambda x: lax.bitcast_convert_type(x, target), arr(shape, source), args=[x])
+
+
+def test_diagonal_in_a_pallas_call_matches_upstreams_interpret_mode():
+    from jax.experimental import pallas as pl
+
+    from minipallas.interop import from_jaxpr
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.diagonal(x_ref[...])[None, :] * jnp.ones((8, 1), jnp.float32)
+
+    out = jax.ShapeDtypeStruct((8, 128), jnp.float32)
+    x = np.random.default_rng(3).standard_normal((128, 128)).astype(np.float32)
+    want = np.asarray(jax.jit(pl.pallas_call(kernel, out, interpret=True))(x))
+    fn = from_jaxpr(jax.make_jaxpr(pl.pallas_call(kernel, out))(x))
+    for got in (minipallas.compile(fn)(x)[0], minipallas.interpret(fn, x)[0]):
+        assert np.asarray(got).tobytes() == want.tobytes()
