@@ -33,6 +33,9 @@ Replaced rules (``Perturbation.rules``), every decision drawn from one generator
    fuses ``x / c - m`` into ``fma(x, 1 / c, -m)``. A power-of-two divisor has an exact
    reciprocal and changes nothing.
 
+``Perturbation(seed, chip=chips.TPU_V5E)`` models a TPU instead (``chips``): rule 3 takes the
+chip's measured bounds, and a float32 ``dot`` rounds its operands to bfloat16 first.
+
 Everything else (data movement, integers, bitwise ops, comparisons, ``select``, ``convert``,
 ``max``/``min``, ``neg``/``abs``) keeps its rule and stays bit for bit.
 """
@@ -50,6 +53,7 @@ from minipallas.ir.conversions import round_float
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import numerics, transcendental
+from minipallas.ir.interpret.chips import Chip
 from minipallas.ir.interpret.engine import RULES, Interpreter, Rule
 from minipallas.ir.interpret.numerics import F32, LOW_PRECISION, flush, widen
 from minipallas.ir.types import ArrayType
@@ -96,21 +100,23 @@ def step_ulps(x: Any, k: Any) -> np.ndarray:
     return _from_ordered(ordered(x) + np.asarray(k, np.int64), x.dtype)
 
 
-def perturbable(fn: Function) -> bool:
-    """Whether a perturbation may change some value of ``fn`` (or of a function it calls)."""
-    return any(_block_perturbable(f.body) for f in (fn, *fn.callees()))
+def perturbable(fn: Function, chip: Chip | None = None) -> bool:
+    """Whether a perturbation (``chip``'s, if given) may change some value of ``fn`` (or of a
+    function it calls)."""
+    bounds = _bounds() if chip is None else chip.ulp_bound
+    return any(_block_perturbable(f.body, bounds) for f in (fn, *fn.callees()))
 
 
-def _block_perturbable(block: Block) -> bool:
+def _block_perturbable(block: Block, bounds: dict[str, int]) -> bool:
     products = set()
     constants: dict[Value, np.ndarray] = {}  # float constants (and their broadcasts)
     for op in block.ops:
-        if any(_block_perturbable(r) for r in op.regions):
+        if any(_block_perturbable(r, bounds) for r in op.regions):
             return True
         if not op.results or not dtypes.is_float(op.results[0].type.dtype):
             continue
         dtype = op.results[0].type.dtype
-        if op.name in _SUMS or op.name in _bounds():
+        if op.name in _SUMS or op.name in bounds:
             return True
         if op.name in ELEMENTWISE and dtype in LOW_PRECISION:
             return True
@@ -139,6 +145,7 @@ class Perturbation:
     ``seed`` fixes every decision. Pass as ``interpret(..., perturb=Perturbation(seed))``."""
 
     seed: int
+    chip: Chip | None = None  # a TPU's numerics (``chips``) instead of XLA:CPU's
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, int | np.integer) or self.seed < 0:
@@ -150,9 +157,9 @@ class Perturbation:
     def rules(self) -> dict[str, Rule]:
         """The interpreter's rule table with the replaced rules, over fresh random state (one
         table per run, so each run with this seed makes the same decisions)."""
-        state = _State(np.random.default_rng(int(self.seed)))
+        state = _State(np.random.default_rng(int(self.seed)), self.chip)
         table: dict[str, Rule] = dict(RULES)
-        for name in {*ELEMENTWISE, *_bounds()}:
+        for name in {*ELEMENTWISE, *state.bounds}:
             if name in RULES:
                 table[name] = state.elementwise_rule(name, RULES[name])
         for name in ("constant", "broadcast_in_dim"):
@@ -166,8 +173,10 @@ class _State:
     """The generator, the products ``mul`` made (for FMA contraction) and the values constants
     made (for division by a constant) of one run."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
+    def __init__(self, rng: np.random.Generator, chip: Chip | None = None) -> None:
         self.rng = rng
+        self.chip = chip
+        self.bounds = _bounds() if chip is None else chip.ulp_bound
         self.products: dict[Value, tuple[Any, Any]] = {}
         self.constants: set[Value] = set()
         self.shadows: dict[Op, Op] = {}
@@ -198,7 +207,7 @@ class _State:
 
     def elementwise_rule(self, name: str, plain: Rule) -> Rule:
         """Rules 2-5 around an elementwise op's own rule."""
-        bound = _bounds().get(name, 0)
+        bound = self.bounds.get(name, 0)
 
         def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
             dtype = op.results[0].type.dtype
@@ -333,6 +342,9 @@ class _State:
         src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
         a, b = (flush(widen(numerics.convert(x, src, dst), dst)) for x in args)
         a, b = np.asarray(a, F32), np.asarray(b, F32)
+        if self.chip is not None and self.chip.dot_operands and src == "float32":
+            rounded = self.chip.dot_operands  # one low-precision pass (``chips``)
+            a, b = (np.asarray(widen(round_float(x, rounded), rounded), F32) for x in (a, b))
         shape = (*a.shape[:-1], b.shape[-1])
         n = a.shape[-1]
         k = self.lanes(n)

@@ -9,11 +9,13 @@ stay in memory as ``memref``s and the rules (one file per op family, registered 
 Pipeline (step 1 is the target table's ``collectives{context=mosaic}``, the rest ``emit``):
 1. the collective-axes check in its Mosaic form (a ``run_scoped`` with collective axes raises
    upstream Mosaic's ``NotImplementedError``, with the location note);
-2. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
+2. an output block read before anything writes it is refused (``output_reads``: on a TPU it
+   holds whatever VMEM held);
+3. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
    (``semantics``), the reasons kept in the module and in ``Lowered.info``;
-3. with ``promote_scratch=True``, scoped scratch that fits in registers is discharged into SSA
+4. with ``promote_scratch=True``, scoped scratch that fits in registers is discharged into SSA
    values (``promote``), and the op counts with and without are reported;
-4. emission (the integer ranges of the body first, so index clamps that cannot fire are left
+5. emission (the integer ranges of the body first, so index clamps that cannot fire are left
    out), the MLIR verifier with the dialects registered, then MLIR's canonicalizer.
 """
 
@@ -45,6 +47,7 @@ from minipallas.lowering.tpu import kernel as kernel_rules  # noqa: F401
 from minipallas.lowering.tpu.aot import MosaicCompileError, compile_check
 from minipallas.lowering.tpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.tpu.module import kernel_function
+from minipallas.lowering.tpu.output_reads import check_output_reads
 from minipallas.lowering.tpu.promote import PromotionReport
 from minipallas.lowering.tpu.ranges import int_ranges
 from minipallas.lowering.tpu.semantics import DimensionSemantics, dimension_semantics
@@ -74,12 +77,13 @@ def lower_kernel(
 
 
 def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lowered:
-    """Steps 2-4 on ``body``, the kernel's body once the collective-axes check passed.
+    """Steps 2-5 on ``body``, the kernel's body once the collective-axes check passed.
 
     ``Lowered.info`` holds ``"dimension_semantics"`` (a ``DimensionSemantics``: values, one
     reason per axis, whether inferred) and ``"promotion"`` (a ``PromotionReport``, or None
     when ``promote_scratch`` is False).
     """
+    check_output_reads(kernel, body)
     semantics = dimension_semantics(kernel)
     report = None
     if promote_scratch:

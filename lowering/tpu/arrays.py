@@ -403,10 +403,13 @@ def transpose(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [tpu.transpose(emit.value_type(op.result.type), x, list(perm))]
 
 
+# Mosaic has no unsigned max/min reduction (upstream: "Reductions over unsigned integers not
+# implemented"): ``_reduce`` runs them signed on the values with their top bit flipped (which
+# orders them as unsigned ones do) and flips the result back.
 _REDUCE_KIND = {
     "reduce_sum": {"f": "ADD", "s": "ADD", "u": "ADD"},
-    "reduce_max": {"f": "MAXIMUMF", "s": "MAXSI", "u": "MAXUI"},
-    "reduce_min": {"f": "MINIMUMF", "s": "MINSI", "u": "MINUI"},
+    "reduce_max": {"f": "MAXIMUMF", "s": "MAXSI", "u": "MAXSI"},
+    "reduce_min": {"f": "MINIMUMF", "s": "MINSI", "u": "MINSI"},
 }
 
 
@@ -441,10 +444,15 @@ def _reduce(name: str, x: ir.Value, t: ArrayType, axes: list[int]) -> ir.Value:
     if scalar:  # Mosaic has no 0-d vectors: reduce (1, *shape) over all but the unit dim
         x = emit.shape_cast(x, ArrayType((1, *t.shape), t.dtype))
         axes, out_shape = [a + 1 for a in axes], (1,)
-    out = ArrayType(out_shape, t.dtype)
     kind = getattr(vector.CombiningKind, _REDUCE_KIND[name][_kind(t.dtype)])
-    acc = emit.constant(_identity(name, t.dtype), out)
+    flip = name != "reduce_sum" and _kind(t.dtype) == "u"
+    if flip:  # unsigned order as signed order of the top-bit-flipped values
+        x = arith.xori(x, arith.constant(x.type, _splat_attr(x.type)))
+    identity = _identity(name, dtypes.signed_twin(t.dtype) if flip else t.dtype)
+    acc = emit.constant(identity, ArrayType(out_shape, t.dtype))
     y = vector.multi_reduction(kind, x, acc, axes)
+    if flip:
+        y = arith.xori(y, arith.constant(y.type, _splat_attr(y.type)))
     return vector.extract(y, [], [0]) if scalar else y
 
 

@@ -1,12 +1,15 @@
 """``minipallas-difftest``: run a module's programs against upstream JAX, or the fuzzer.
 
-``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show]`` runs every ``Case`` that the
-files define (at module level, or in a list or tuple there, such as ``CASES``), each through
-``minipallas.difftest.run``, with a progress bar, then prints a summary table: one row per case
-with its finding, whether that is the finding the case expects, and each way's time, then the
-count of each kind (exact agreement and agreement within the numerics envelope apart). ``--show``
-prints the full report (both programs) of every case whose finding is not the expected one.
-The exit code is 1 if any case's finding is not the one it expects.
+``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show] [--device tpu]`` runs every
+``Case`` that the files define (at module level, or in a list or tuple there, such as
+``CASES``), each through ``minipallas.difftest.run``, with a progress bar, then prints a
+summary table: one row per case with its finding, whether that is the finding the case
+expects, and each way's time, then the count of each kind (exact agreement and agreement
+within the numerics envelope apart). ``--show`` prints the full report (both programs) of
+every case whose finding is not the expected one. The exit code is 1 if any case's finding is
+not the one it expects. ``--device tpu`` (on a TPU machine) adds the TPU ways
+(``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case
+whose verdict is not good counts as not as expected.
 
 ``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.difftest.fuzz_upstream ARGS``.
 """
@@ -22,8 +25,9 @@ from pathlib import Path
 from typing import TextIO
 
 from minipallas.difftest.fuzz_upstream import main as fuzz_main
-from minipallas.difftest.harness import run
+from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import Case, Report
+from minipallas.difftest.tpu import TPU_WAYS
 
 
 def cases_in(path: Path) -> list[Case]:
@@ -57,24 +61,32 @@ def progress(done: int, total: int, label: str, out: TextIO) -> None:
 
 
 def table(reports: Sequence[Report]) -> str:
-    """One row per case: name, finding, expected or not, milliseconds per way."""
-    ways = ("upstream", "interpret", "discharge", "compile")
-    rows = [("case", "finding", "expected", *(f"{w} ms" for w in ways))]
+    """One row per case: name, finding, expected or not, milliseconds per way (and, for cases
+    run on a TPU, the TPU ways' times and verdict)."""
+    on_tpu = any(r.tpu is not None for r in reports)
+    ways = ("upstream", "interpret", "discharge", "compile", *(TPU_WAYS if on_tpu else ()))
+    head = ("case", "finding", "expected", *(f"{w} ms" for w in ways))
+    rows = [(*head, "on the TPU") if on_tpu else head]
     for r in reports:
         times = []
         for w in ways:
             o = r.outcomes.get(w)
             times.append("-" if o is None or not o.ok else f"{o.seconds * 1e3:.0f}")
-        rows.append((r.case.name, str(r.finding), "yes" if r.expected else "NO", *times))
+        row = (r.case.name, str(r.finding), "yes" if _as_expected(r) else "NO", *times)
+        rows.append((*row, str(r.tpu).splitlines()[0][:80]) if on_tpu else row)
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     kinds = Counter(r.finding.kind for r in reports)
     lines.append("")
     lines.append(", ".join(f"{n} {kind}{_gloss(kind, reports)}" for kind, n in kinds.most_common()))
-    unexpected = sum(not r.expected for r in reports)
+    unexpected = sum(not _as_expected(r) for r in reports)
     lines.append(f"{len(reports)} cases, {unexpected} not as expected")
     return "\n".join(lines)
+
+
+def _as_expected(r: Report) -> bool:
+    return r.expected and (r.tpu is None or r.tpu.ok)
 
 
 def _gloss(kind: str, reports: Sequence[Report]) -> str:
@@ -87,7 +99,7 @@ def _gloss(kind: str, reports: Sequence[Report]) -> str:
     return ""
 
 
-def run_files(paths: Sequence[Path], keyword: str | None, show: bool) -> int:
+def run_files(paths: Sequence[Path], keyword: str | None, show: bool, device: str = "cpu") -> int:
     cases = [c for p in paths for c in cases_in(p) if keyword is None or keyword in c.name]
     if not cases:
         print("no cases found", file=sys.stderr)
@@ -95,14 +107,14 @@ def run_files(paths: Sequence[Path], keyword: str | None, show: bool) -> int:
     reports = []
     for k, case in enumerate(cases):
         progress(k, len(cases), case.name, sys.stderr)
-        reports.append(run(case))
+        reports.append(run(case, device=device))
     progress(len(cases), len(cases), "done", sys.stderr)
     print(table(reports))
     if show:
         for r in reports:
-            if not r.expected:
+            if not _as_expected(r):
                 print("\n" + r.text())
-    return int(any(not r.expected for r in reports))
+    return int(any(not _as_expected(r) for r in reports))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path, help="Python files defining Case objects")
     parser.add_argument("-k", dest="keyword", help="only cases whose name contains this")
     parser.add_argument("--show", action="store_true", help="print unexpected cases in full")
+    parser.add_argument(
+        "--device", choices=DEVICES, default="cpu", help="tpu: add the TPU ways (needs a TPU)"
+    )
     args = parser.parse_args(argv)
-    return run_files(args.files, args.keyword, args.show)
+    return run_files(args.files, args.keyword, args.show, args.device)
 
 
 if __name__ == "__main__":

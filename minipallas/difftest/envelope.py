@@ -43,6 +43,7 @@ import numpy as np
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.ir.interpret.chips import Chip
 from minipallas.ir.interpret.perturb import Perturbation, ordered, perturbable
 from minipallas.ir.interpret.reorder import OrderBound, sites
 
@@ -89,6 +90,7 @@ class Envelope:
     seed: int = 0
     samples: int = 0
     orders: list[np.ndarray | None] | None = None
+    chip: Chip | None = None  # a TPU's numerics (``ir/interpret/chips.py``), else XLA:CPU's
 
     def allowed(self, k: int, ulps: int = 0) -> np.ndarray | None:
         """How many ulps each element of output ``k`` may differ (None: bit for bit): its
@@ -118,7 +120,8 @@ class Envelope:
     def sample(self, count: int) -> None:
         """``count`` more perturbed runs (seeds going on from the last), widening the spreads."""
         for s in range(self.samples, self.samples + count):
-            outputs = interpret_outputs(self.fn, self.args, perturb=Perturbation(self.seed + s))
+            perturbation = Perturbation(self.seed + s, self.chip)
+            outputs = interpret_outputs(self.fn, self.args, perturb=perturbation)
             for k, (b, o) in enumerate(zip(self.base, outputs, strict=True)):
                 if self.spreads[k] is not None:
                     self.spreads[k] = np.maximum(self.spreads[k], _moved(b, o))
@@ -144,15 +147,16 @@ def envelope(
     base: Sequence[np.ndarray],
     samples: int = SAMPLES,
     seed: int = 0,
+    chip: Chip | None = None,
 ) -> Envelope:
     """The envelope of ``fn`` around its plain interpreter outputs ``base`` (harness order:
     results, then final ref values), from ``samples`` perturbed runs seeded ``seed``,
     ``seed + 1``, ..., and the sum orders' bound (neither when ``fn`` has nothing to
-    perturb)."""
+    perturb). ``chip``: the runs model that TPU's numerics instead of XLA:CPU's."""
     spreads: list[np.ndarray | None] = [
         np.zeros(np.shape(b), np.int64) if is_float(np.asarray(b)) else None for b in base
     ]
-    env = Envelope(fn, args, base, spreads, 1 if perturbable(fn) else 0, seed)
+    env = Envelope(fn, args, base, spreads, 1 if perturbable(fn, chip) else 0, seed, chip=chip)
     if env.floor:
         env.bound_orders()
         env.sample(samples)

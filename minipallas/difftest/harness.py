@@ -12,7 +12,10 @@ input, in order) every way there is:
 3. ``discharge``: minipallas's ``discharge`` of the import, interpreted;
 4. ``compile``: the import through ``minipallas.compile`` (lowered to StableHLO, run by XLA);
 5. ``reference``: when the case carries a minipallas ``Function`` meant to be the same program
-   (the fuzzer's generated program), that function interpreted.
+   (the fuzzer's generated program), that function interpreted;
+6. with ``device="tpu"``: ``upstream-tpu``, ``tpu`` and ``xla-tpu`` on the chip, judged apart
+   (``tpu``: bit for bit between the two Pallas lowerings, within the chip's envelope of the
+   interpreter).
 
 The report names the machine (``machine``: the CPU that ran the XLA ways, and what the
 envelope assumed of it). It then compares every way with ``interpret``
@@ -24,8 +27,7 @@ envelope and ``outputs``.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -39,10 +41,14 @@ from minipallas.compiled import compile as compile_fn
 from minipallas.difftest.classify import classify
 from minipallas.difftest.machine import here
 from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
-from minipallas.difftest.report import Case, Outcome, Report, first_difference
+from minipallas.difftest.report import Case, Outcome, Report, first_difference, timed
+from minipallas.difftest.tpu import run_tpu_ways, tpu_device
 from minipallas.ir.core import Function
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.passes.pipeline import run as run_pipeline
+
+DEVICES = ("cpu", "tpu")
 
 
 class Disagreement(AssertionError):
@@ -54,19 +60,6 @@ class Disagreement(AssertionError):
 
 
 # -- running each way ----------------------------------------------------------------------
-
-
-def _timed(stage: str, thunk: Callable[[], Any], outcome: Outcome) -> Any:  # noqa: ANN401
-    """``thunk()``, its time added to ``outcome``; None (error recorded at ``stage``) if it
-    raised."""
-    start = time.perf_counter()
-    try:
-        return thunk()
-    except Exception as e:  # every crash is a finding, whatever its class
-        outcome.error, outcome.stage = e, stage
-        return None
-    finally:
-        outcome.seconds += time.perf_counter() - start
 
 
 def abstract(args: Sequence[Any]) -> list[Any]:
@@ -82,7 +75,7 @@ def abstract(args: Sequence[Any]) -> list[Any]:
 
 def run_upstream(jaxpr: Any, args: Sequence[Any], outcome: Outcome) -> None:  # noqa: ANN401
     """Upstream's discharge and evaluation of ``jaxpr`` on ``args`` into ``outcome``."""
-    closed = _timed("discharge", lambda: discharge_state(jaxpr), outcome)
+    closed = timed("discharge", lambda: discharge_state(jaxpr), outcome)
     if closed is None:
         return
 
@@ -95,37 +88,37 @@ def run_upstream(jaxpr: Any, args: Sequence[Any], outcome: Outcome) -> None:  # 
         with jax.default_device(cpu):
             return [np.asarray(x) for x in jax.jit(evaluate)(*initial(args))]
 
-    outcome.outputs = _timed("eval", go, outcome)
+    outcome.outputs = timed("eval", go, outcome)
 
 
 def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) -> None:  # noqa: A002
     """The ``interpret``, ``discharge`` and (with ``compile``) ``compile`` ways, on the
     imported program."""
     interp = report.outcomes["interpret"] = Outcome("interpret")
-    fn = _timed("import", lambda: minipallas.from_jaxpr(report.jaxpr), interp)
+    fn = timed("import", lambda: minipallas.from_jaxpr(report.jaxpr), interp)
     if fn is None:
         for way in ("discharge", "compile") if compile else ("discharge",):
             report.outcomes[way] = Outcome(way, error=interp.error, stage="import")
         return
     report.program = fn
-    interp.outputs = _timed("interpret", lambda: interpret_outputs(fn, args), interp)
+    interp.outputs = timed("interpret", lambda: interpret_outputs(fn, args), interp)
 
     dis = report.outcomes["discharge"] = Outcome("discharge")
-    pure = _timed("discharge", lambda: run_pipeline(fn, "discharge"), dis)
+    pure = timed("discharge", lambda: run_pipeline(fn, "discharge"), dis)
     if pure is not None:
         arrays = [a.value if isinstance(a, RefArg) else a for a in args]
-        dis.outputs = _timed("interpret", lambda: _pure(pure, arrays), dis)
+        dis.outputs = timed("interpret", lambda: _pure(pure, arrays), dis)
     if not compile:
         return
 
     comp = report.outcomes["compile"] = Outcome("compile")
     plant = report.case.plant
-    report.compiled = fn if plant is None else _timed("plant", lambda: plant(fn), comp)
+    report.compiled = fn if plant is None else timed("plant", lambda: plant(fn), comp)
     compiled = None
     if report.compiled is not None:
-        compiled = _timed("compile", lambda: compile_fn(report.compiled), comp)
+        compiled = timed("compile", lambda: compile_fn(report.compiled), comp)
     if compiled is not None:
-        comp.outputs = _timed("run", lambda: list(compiled(*initial(args))), comp)
+        comp.outputs = timed("run", lambda: list(compiled(*initial(args))), comp)
 
 
 def _pure(fn: Function, arrays: Sequence[Any]) -> list[np.ndarray]:
@@ -141,26 +134,36 @@ def _labels(case: Case, n_outputs: int) -> list[str]:
 # -- the harness ---------------------------------------------------------------------------
 
 
-def run(case: Case, *, compile: bool = True) -> Report:  # noqa: A002 - the way's name
+def run(case: Case, *, compile: bool = True, device: str = "cpu") -> Report:  # noqa: A002
     """Runs ``case`` every way, compares, and classifies (see the module docstring).
 
-    ``compile=False`` skips the ``compile`` way (the fuzzer's fast mode).
+    ``compile=False`` skips the ``compile`` way (the fuzzer's fast mode). ``device="tpu"`` adds
+    the TPU ways and their verdict, ``report.tpu`` (``minipallas.difftest.tpu``).
     """
+    if device not in DEVICES:
+        raise MiniPallasError(
+            f"device={device!r} is not a device the difftest runs on",
+            fix=f"use one of {', '.join(map(repr, DEVICES))}",
+        )
+    if device == "tpu":
+        tpu_device()  # no TPU: say so before any way runs
     report = Report(case, machine=here())
     up = report.outcomes["upstream"] = Outcome("upstream")
-    report.jaxpr = _timed("trace", lambda: jax.make_jaxpr(case.fn)(*abstract(case.args)), up)
+    report.jaxpr = timed("trace", lambda: jax.make_jaxpr(case.fn)(*abstract(case.args)), up)
     if report.jaxpr is not None:
         run_upstream(report.jaxpr, case.args, up)
         run_minipallas(report, case.args, compile)
     if case.reference is not None:
         ref_way = report.outcomes["reference"] = Outcome("reference")
-        ref_way.outputs = _timed(
+        ref_way.outputs = timed(
             "interpret", lambda: interpret_outputs(case.reference, case.args), ref_way
         )
     counts = [len(o.outputs) for o in report.outcomes.values() if o.ok]
     report.labels = _labels(case, counts[0]) if counts else []
     report.difference = first_difference(report, case.ulps)
     report.finding = classify(report)
+    if device == "tpu":
+        run_tpu_ways(report)
     return report
 
 

@@ -15,6 +15,7 @@ harness fills them in. Both import this module, which imports neither.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +68,19 @@ class Outcome:
         return self.error is None and self.outputs is not None
 
 
+def timed(stage: str, thunk: Callable[[], Any], outcome: Outcome) -> Any:  # noqa: ANN401
+    """``thunk()``, its time added to ``outcome``; None (error recorded at ``stage``) if it
+    raised."""
+    start = time.perf_counter()
+    try:
+        return thunk()
+    except Exception as e:  # every crash is a finding, whatever its class
+        outcome.error, outcome.stage = e, stage
+        return None
+    finally:
+        outcome.seconds += time.perf_counter() - start
+
+
 @dataclass
 class Difference:
     """The first output where ``way`` differs from ``base``: its label and first element."""
@@ -93,11 +107,14 @@ class Report:
     envelope: Envelope | None = None  # computed only when an XLA way's floats differ
     distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
     machine: Machine | None = None  # the CPU that ran the XLA ways
+    tpu: Any = None  # tpu.TpuVerdict, when the case ran with device="tpu"
 
     @property
     def ok(self) -> bool:
-        """Every way agrees: bit for bit, or XLA's floats within the envelope."""
-        return self.finding is not None and self.finding.kind in ("agree", "within-envelope")
+        """Every way agrees: bit for bit, or XLA's floats within the envelope (and, on a TPU,
+        the TPU ways' verdict is good)."""
+        cpu = self.finding is not None and self.finding.kind in ("agree", "within-envelope")
+        return cpu and (self.tpu is None or self.tpu.ok)
 
     @property
     def expected(self) -> bool:
@@ -125,6 +142,9 @@ class Report:
             lines.append(f"first difference: {d.way} vs {d.base}, {d.label}: {d.message}")
         if self.finding is not None and self.finding.op is not None:
             lines.append(f"first op out of its envelope: {self.finding.op}")
+        if self.tpu is not None:
+            lines.append(f"on the TPU: {self.tpu}")
+            lines.extend(f"  module: {d}" for d in self.tpu.module_differences)
         lines.append("--- upstream jaxpr ---")
         lines.append(str(self.jaxpr) if self.jaxpr is not None else "(not traced)")
         lines.append("--- minipallas IR (imported) ---")

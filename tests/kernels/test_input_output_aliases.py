@@ -30,7 +30,13 @@ def double_first_row(ns, x_ref, o_ref):
 
 
 def accumulate(ns, x_ref, acc_ref, o_ref):
-    """Adds each block of x into the aliased accumulator (upstream's atomic-add pattern)."""
+    """Adds each block of x into the aliased accumulator (upstream's atomic-add pattern): the
+    input first, since a TPU never loads an output block (reading it unwritten is refused)."""
+
+    @ns.when(ns.program_id(0) == 0)
+    def _():
+        o_ref[...] = acc_ref[...]
+
     o_ref[...] += x_ref[...]
 
 

@@ -48,13 +48,19 @@ from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, initial_value
+from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
 from minipallas.kernels.programs.bind_grid import I32, bind_grid
 from minipallas.kernels.spec.aliases import output_sources
 
 
-def grid_program(kernel: Kernel, name: str | None = None) -> Function:
+def grid_program(
+    kernel: Kernel, name: str | None = None, fill: Callable[[str], Any] = fill_value
+) -> Function:
     """``@<name>_grid(inputs...) -> outputs``: the kernel over its whole grid (module doc).
+
+    ``fill`` gives what unaliased outputs, the padding of partial blocks and scratch start
+    holding, per dtype: upstream interpret mode's values by default; the difftest swaps in
+    other values to find what a kernel's outputs owe to that memory (``difftest.undefined``).
 
     A ``run_scoped`` with collective axes in the body raises upstream interpret mode's error
     (``ir.collectives``, context ``"cpu_kernel"``)."""
@@ -90,13 +96,13 @@ def grid_program(kernel: Kernel, name: str | None = None) -> Function:
                 ref[...] = x
             bufs, scratch = refs[: len(specs)], refs[len(specs) :]
             for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
-                copy_in(buf, spec, x)
+                copy_in(buf, spec, x, fill)
             for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
                 if k in sources:  # an aliased output starts as its input (kernels/spec/aliases.py)
-                    copy_in(buf, spec, inputs[sources[k]])
+                    copy_in(buf, spec, inputs[sources[k]], fill)
                 else:
-                    buf[...] = fill_value(buf.type.dtype)
-            fill_scratch(scratch)
+                    buf[...] = fill(buf.type.dtype)
+            fill_scratch(scratch, fill)
 
             def step(indices: list[TracedArray]) -> None:
                 if rewritten:  # upstream hands each step the operands as they came in
@@ -157,18 +163,19 @@ def valid_region(spec: TracedBlockSpec) -> Any:
     return tuple(slice(lo, lo + n) for n, (lo, _) in zip(spec.array.shape, spec.pads, strict=True))
 
 
-def fill_scratch(refs: Sequence[TracedRef]) -> None:
+def fill_scratch(refs: Sequence[TracedRef], fill: Callable[[str], Any] = fill_value) -> None:
     """Scratch starts holding the fill value, as upstream's interpret mode fills it; semaphores
-    are no memory to store into: they start at 0 (``initial_value``, their allocation) and keep
-    counting."""
+    are no memory to store into: they start at 0 (their allocation) and keep counting."""
     for ref in refs:
         if ref.memory_space != SEMAPHORE:
-            ref[...] = initial_value(ref.type)
+            ref[...] = fill(ref.type.dtype)
 
 
-def copy_in(buf: TracedRef, spec: TracedBlockSpec, x: TracedArray) -> None:
+def copy_in(
+    buf: TracedRef, spec: TracedBlockSpec, x: TracedArray, fill: Callable[[str], Any] = fill_value
+) -> None:
     if padded_shape(spec) != spec.array.shape:
-        buf[...] = fill_value(spec.array.dtype)
+        buf[...] = fill(spec.array.dtype)
     buf[valid_region(spec)] = x
 
 

@@ -61,7 +61,9 @@ def test_every_suite_kernel_compiles_beside_upstreams(case):
 
 def tpu_sized(spec):
     """The fuzzer's kernel with TPU-legal blocks: the last two block dimensions (the only one
-    of a rank-1 block) scaled up, and the arrays with them; the body reads any shape."""
+    of a rank-1 block) scaled up, and the arrays with them; the body reads any shape. It writes
+    its output rather than accumulating into it: a TPU never loads an output block, so adding to
+    one nothing wrote is undefined there (refused ahead of time: the test below)."""
     scale = [1024] if len(spec.block) == 1 else [1] * (len(spec.block) - 2) + [16, 128]
     scale = [1 if b is None else k for b, k in zip(spec.block, scale, strict=True)]
 
@@ -72,6 +74,7 @@ def tpu_sized(spec):
 
     return dataclasses.replace(
         spec,
+        accumulate=False,
         block=tuple(None if b is None else b * k for b, k in zip(spec.block, scale, strict=True)),
         inputs=tuple(map(operand, spec.inputs)),
         output=operand(spec.output),
@@ -186,16 +189,41 @@ def test_int8_arithmetic_compiles_on_32_bits():
     compile_check(kernel, ours)
 
 
-def _swap(x_ref, y_ref, ox_ref, oy_ref):
+def _swap_outputs(x_ref, y_ref, ox_ref, oy_ref):
     a, b = ox_ref[...], oy_ref[...]
     ox_ref[...] = b
     oy_ref[...] = a
 
 
-def test_a_swap_through_aliased_outputs_reads_what_the_aliases_define():
-    """The kernel reads its output refs, which hold the inputs only through the custom call's
-    aliases: the module is upstream's, and the compiled call aliases each output to its
-    input (without the aliases the outputs start undefined: the chip's wrong run)."""
+def _swap(x_ref, y_ref, ox_ref, oy_ref):
+    a, b = x_ref[...], y_ref[...]
+    ox_ref[...] = b
+    oy_ref[...] = a
+
+
+def test_reading_an_output_block_nothing_wrote_is_refused_ahead_of_time():
+    """The chip's wrong swap: a TPU never loads an output block, aliased or not, so reading one
+    reads stale VMEM (upstream's module gives the previous kernel's values on a v5e)."""
+    specs = (F32, F32)
+    call = pl.pallas_call(_swap_outputs, specs, input_output_aliases={0: 0, 1: 1})
+    kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*specs), memory_space=mp.tpu.VMEM)
+    with pytest.raises(PassError, match="reads output 0 .* before anything writes it") as e:
+        lower_kernel(kernel)
+    assert e.value.op == "get" and "test_tpu_compile.py" in str(e.value.loc)
+    assert "input_output_aliases" in e.value.fix
+
+
+def test_accumulating_into_an_unwritten_output_is_refused():
+    spec = random_kernel(RandomChoices(random.Random(0)))
+    spec = dataclasses.replace(tpu_sized(spec), accumulate=True)
+    kernel = minipallas_call(spec).trace(*kernel_inputs(spec, 0), memory_space=mp.tpu.VMEM)
+    with pytest.raises(PassError, match="before anything writes it"):
+        lower_kernel(kernel)
+
+
+def test_a_swap_through_aliased_inputs_is_upstreams_module_with_the_aliases():
+    """The fix the refusal names: read the aliased inputs. The compiled call aliases each output
+    to its input, and the module is upstream's."""
     call, kernel, ours = _imported(_swap, (F32, F32), F32, F32, input_output_aliases={0: 0, 1: 1})
     assert compare(ours.module, upstream_mosaic(call, F32, F32)).same_text
     hlo = compile_check(kernel, ours).as_text()

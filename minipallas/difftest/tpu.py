@@ -1,0 +1,305 @@
+"""The difftest on a TPU: upstream's kernels and minipallas's, run by one compiler on one chip.
+
+``run(case, device="tpu")`` adds three ways to the CPU ones, each a ``jax.jit`` on the chip:
+
+1. ``upstream-tpu``: upstream's own program: its ``discharge_state`` of the case, every
+   ``pallas_call`` through upstream's Mosaic lowering (``interpret=False``, whatever the case
+   said);
+2. ``tpu``: the same program with every ``pallas_call`` replaced by minipallas's Mosaic module
+   for its kernel (``kernel_from_eqn``, the ``tpu`` target), in the same ``tpu_custom_call``
+   with upstream's compiler params. Nothing else differs from ``upstream-tpu``, so a bit that
+   differs is a difference in what the two lowerings mean;
+3. ``xla-tpu``: minipallas's import, discharged, as jax ops (``to_jax``) on XLA:TPU.
+
+The verdict (``TpuVerdict``, ``judge``):
+- ``tpu`` against ``upstream-tpu``: bit for bit (NaN equals NaN) on the elements the kernel
+  defines. When the case's program is one ``pallas_call``, its outputs' undefined elements
+  (masked-out lanes, unwritten rows, what garbage feeds: ``undefined``) are skipped, and
+  counted; a difference is ``lowering-difference``, with the two modules' structural
+  differences (``mosaic.compare``) as the first place to look;
+- every TPU way against the reference interpreter: within the chip's numerics envelope
+  (``ir/interpret/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
+  orders), on defined elements; outside, the verdict names the way;
+- upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``.
+On a machine without a TPU, ``device="tpu"`` is an error with a fix; the functions each way
+runs (``tpu_functions``) can still be compiled ahead of time for a v5e (the tests do).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+from jax._src import core as jax_core
+from jax._src import tpu_custom_call
+from jax._src.state.discharge import discharge_state
+
+from minipallas.difftest.envelope import Envelope, envelope, is_float
+from minipallas.difftest.outputs import initial
+from minipallas.difftest.report import Outcome, Report, compare, timed
+from minipallas.difftest.undefined import undefined
+from minipallas.interop.pallas_call import kernel_from_eqn
+from minipallas.interop.to_jax import to_jax
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.interpret.chips import TPU_V5E, Chip
+from minipallas.kernels.platforms.mosaic import BOOL_WORD, custom_call_params
+from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu.aot import custom_call_types
+from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tpu import VMEM
+
+TPU_WAYS = ("upstream-tpu", "tpu", "xla-tpu")
+# the custom-call fields jax's as_tpu_kernel takes (the rest keep their defaults there)
+_AS_TPU_KERNEL = set(inspect.signature(tpu_custom_call.as_tpu_kernel).parameters) - {"tiling"}
+KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
+
+
+class NoTpuError(MiniPallasError):
+    """``device="tpu"`` on a machine where jax sees no TPU."""
+
+
+@dataclass
+class TpuVerdict:
+    """How the TPU ways compare: ``kind`` (``agree``, ``lowering-difference``,
+    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``), a line saying
+    why, the undefined elements skipped, and module differences for a lowering difference."""
+
+    kind: str
+    message: str = ""
+    undefined: int = 0
+    module_differences: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in ("agree", "beyond-upstream", "both-refuse")
+
+    def __str__(self) -> str:
+        skipped = f" ({self.undefined} undefined elements skipped)" if self.undefined else ""
+        return f"{self.kind}{skipped}" + (f": {self.message}" if self.message else "")
+
+
+def tpu_device() -> Any:
+    try:
+        return jax.devices("tpu")[0]
+    except RuntimeError:
+        raise NoTpuError(
+            "device='tpu' runs the case on a TPU, and jax sees none on this machine",
+            fix="run on a TPU machine (see the README's hardware check), or leave device='cpu'",
+        ) from None
+
+
+# -- the programs each way runs -------------------------------------------------------------
+
+
+def evaluate(
+    jaxpr: jax_core.Jaxpr, consts: Sequence[Any], args: Sequence[Any], kernel: KernelRule
+) -> list[Any]:
+    """``jaxpr`` on ``args`` (under a trace), every ``pallas_call`` equation run by ``kernel``,
+    ``jit`` calls inlined so the kernels inside them are found too."""
+    env: dict[jax_core.Var, Any] = {}
+
+    def read(v: Any) -> Any:
+        return v.val if isinstance(v, jax_core.Literal) else env[v]
+
+    for v, x in zip(jaxpr.constvars, consts, strict=True):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args, strict=True):
+        env[v] = x
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        if eqn.primitive.name == "pallas_call":
+            outs = kernel(eqn, ins)
+        elif eqn.primitive.name in ("pjit", "jit", "closed_call"):
+            inner = eqn.params.get("jaxpr") or eqn.params["call_jaxpr"]
+            outs = evaluate(inner.jaxpr, inner.consts, ins, kernel)
+        else:
+            outs = eqn.primitive.bind(*ins, **eqn.params)
+            outs = outs if eqn.primitive.multiple_results else [outs]
+        for v, x in zip(eqn.outvars, outs, strict=True):
+            env[v] = x
+    return [read(v) for v in jaxpr.outvars]
+
+
+def upstream_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
+    """Upstream's ``pallas_call`` as it is, but through its Mosaic lowering."""
+    return eqn.primitive.bind(*ins, **{**eqn.params, "interpret": False})
+
+
+def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
+    """minipallas's Mosaic module for the equation's kernel, in upstream's custom call."""
+    kernel = kernel_from_eqn(eqn, memory_space=VMEM)
+    _, results = custom_call_types(kernel)
+    first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
+    params = (eqn.params.get("compiler_params") or {}).get("mosaic_tpu")
+    fields = {k: v for k, v in custom_call_params(params).items() if k in _AS_TPU_KERNEL}
+    if isinstance(fields["has_side_effects"], bool):  # as_tpu_kernel takes only the enum
+        effect = tpu_custom_call.TpuSideEffectType
+        fields["has_side_effects"] = (
+            effect.SIDE_EFFECTING if fields["has_side_effects"] else effect.PURE
+        )
+    call = tpu_custom_call.as_tpu_kernel(
+        lower_kernel(kernel).module,
+        tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
+        kernel_name=kernel.name,
+        input_output_aliases=tuple((first + i, o) for i, o in kernel.input_output_aliases),
+        **fields,
+    )
+    words = [x.astype(BOOL_WORD) if x.dtype == np.bool_ else x for x in ins]
+    outs = call(*words)
+    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
+    return [o.astype(v.aval.dtype) for o, v in zip(outs, eqn.outvars, strict=True)]
+
+
+def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:
+    """Each TPU way's function of the case's initial values (results, then final ref values),
+    to ``jax.jit`` on a device: ``upstream-tpu`` and ``tpu`` from upstream's discharged jaxpr,
+    ``xla-tpu`` from minipallas's import (when it imported)."""
+    closed = discharge_state(report.jaxpr)  # results, then each ref input's final value
+
+    def from_upstream(kernel: KernelRule) -> Callable[..., list[Any]]:
+        return lambda *xs: evaluate(closed.jaxpr, closed.consts, xs, kernel)
+
+    ways = {"upstream-tpu": from_upstream(upstream_kernel), "tpu": from_upstream(minipallas_kernel)}
+    if report.program is not None:
+        pure = to_jax(run_pipeline(report.program, "discharge"))  # the same order
+        ways["xla-tpu"] = lambda *xs: list(pure(*xs))
+    return ways
+
+
+# -- running and judging --------------------------------------------------------------------
+
+
+def run_tpu_ways(report: Report, chip: Chip = TPU_V5E) -> None:
+    """Runs the TPU ways into ``report.outcomes`` and sets ``report.tpu`` (``judge``)."""
+    device = tpu_device()
+    if report.jaxpr is None:
+        return
+    functions = timed("trace", lambda: tpu_functions(report), Outcome("tpu"))
+    for way in TPU_WAYS:
+        outcome = report.outcomes[way] = Outcome(way)
+        fn = None if functions is None else functions.get(way)
+        if fn is None:
+            outcome.error, outcome.stage = MiniPallasError(f"{way}: nothing to run"), "import"
+            continue
+
+        def go(fn: Callable[..., list[Any]] = fn) -> list[np.ndarray]:
+            xs = jax.device_put(initial(report.case.args), device)
+            return [np.asarray(o) for o in jax.jit(fn)(*xs)]
+
+        outcome.outputs = timed("run", go, outcome)
+    report.tpu = judge(report, chip)
+
+
+def defined_masks(report: Report) -> list[np.ndarray] | None:
+    """Per output, the elements a TPU defines, when the case is one ``pallas_call`` whose
+    results are the program's; None (compare everything) otherwise."""
+    jaxpr = report.jaxpr.jaxpr
+    eqns = [e for e in jaxpr.eqns if e.primitive.name == "pallas_call"]
+    if len(jaxpr.eqns) != 1 or len(eqns) != 1 or list(jaxpr.outvars) != list(eqns[0].outvars):
+        return None
+    kernel = kernel_from_eqn(eqns[0], memory_space=VMEM)
+    args = initial(report.case.args)
+    return [~m for m in undefined(kernel, args)]
+
+
+def judge(report: Report, chip: Chip = TPU_V5E) -> TpuVerdict:
+    """The verdict of the TPU ways (module docstring)."""
+    ours, theirs = report.outcomes.get("tpu"), report.outcomes.get("upstream-tpu")
+    base = report.outcomes.get("interpret")
+    if not ours.ok and not theirs.ok:
+        return TpuVerdict("both-refuse", f"minipallas: {_why(ours)}; upstream: {_why(theirs)}")
+    if not ours.ok:
+        return TpuVerdict("error", f"minipallas's kernel failed where upstream's ran: {_why(ours)}")
+    masks = defined_masks(report)
+    skipped = 0 if masks is None else int(sum(np.size(m) - np.count_nonzero(m) for m in masks))
+    env = _chip_envelope(report, chip) if base is not None and base.ok else None
+    if theirs.ok:
+        message = _first(ours.outputs, theirs.outputs, masks)
+        if message is not None:
+            verdict = TpuVerdict("lowering-difference", message, skipped)
+            verdict.module_differences = _module_differences(report)
+            return verdict
+    for way in ("tpu", "upstream-tpu", "xla-tpu"):
+        o = report.outcomes.get(way)
+        if env is not None and o is not None and o.ok:
+            message = _outside(env, base.outputs, o.outputs, masks)
+            if message is not None:
+                return TpuVerdict("outside-chip-envelope", f"{way}: {message}", skipped)
+    if not theirs.ok:
+        return TpuVerdict("beyond-upstream", f"upstream: {_why(theirs)}", skipped)
+    return TpuVerdict("agree", "", skipped)
+
+
+def _why(o: Outcome) -> str:
+    return f"{o.stage}: {type(o.error).__name__}: {str(o.error).splitlines()[0][:200]}"
+
+
+def _first(
+    ours: Sequence[np.ndarray], theirs: Sequence[np.ndarray], masks: list[np.ndarray] | None
+) -> str | None:
+    """Where ``ours`` and ``theirs`` first differ on defined elements, bit for bit."""
+    for k, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        if masks is not None:  # undefined elements: theirs on both sides
+            a = np.where(masks[k], a, b).astype(b.dtype)
+        message = compare(b, a)
+        if message is not None:
+            return f"output {k}: {message}"
+    return None
+
+
+def _chip_envelope(report: Report, chip: Chip) -> Envelope | None:
+    if report.program is None:
+        return None
+    try:
+        return envelope(
+            report.program, report.case.args, report.outcomes["interpret"].outputs, chip=chip
+        )
+    except Exception:  # a perturbed run failed: no envelope, so bits decide
+        return None
+
+
+def _outside(
+    env: Envelope,
+    base: Sequence[np.ndarray],
+    got: Sequence[np.ndarray],
+    masks: list[np.ndarray] | None,
+) -> str | None:
+    """The first output of ``got`` outside the chip's envelope around ``base``, on defined
+    elements; None if all are inside."""
+    for k, (want, value) in enumerate(zip(base, got, strict=True)):
+        keep = np.ones(np.shape(want), bool) if masks is None else masks[k]
+        if not is_float(np.asarray(want)):
+            message = compare(np.asarray(want)[keep], np.asarray(value)[keep])
+            if message is not None:
+                return f"output {k}: {message}"
+            continue
+        d = env.judge(
+            k,
+            np.where(keep, want, 0).astype(want.dtype),
+            np.where(keep, value, 0).astype(want.dtype),
+        )
+        if d is not None and not d.within:
+            return (
+                f"output {k}: {d.ulps} ulps at {list(d.at)}, {d.fraction:.3g}x the chip's envelope"
+            )
+    return None
+
+
+def _module_differences(report: Report) -> list[str]:
+    """For a one-kernel case: how minipallas's module differs from upstream's (``mosaic``)."""
+    from minipallas.difftest.mosaic import compare as compare_modules
+    from minipallas.difftest.mosaic import upstream_mosaic
+
+    try:
+        eqn = next(e for e in report.jaxpr.jaxpr.eqns if e.primitive.name == "pallas_call")
+        ours = lower_kernel(kernel_from_eqn(eqn, memory_space=VMEM)).module
+        theirs = upstream_mosaic(tpu_functions(report)["upstream-tpu"], *initial(report.case.args))
+        diff = compare_modules(ours, theirs)
+        text = "the texts are the same" if diff.same_text else "the texts differ"
+        return [*str(diff).splitlines(), text]
+    except Exception as e:  # the comparison is a hint; its failure is reported, not raised
+        return [f"(modules not compared: {type(e).__name__}: {e})"]
