@@ -2,8 +2,9 @@
 
 A view is a ``Ref`` aliasing its parent's storage: numpy views of ``data`` (and of the
 ``written`` shadow, viewed the same way), so writes through the view land in the parent. The
-one view numpy cannot express, a reshape of a strided window, is kept as a table of positions
-into the parent instead (``Ref.positions``); later views compose on that table.
+views numpy cannot express, a reshape of a strided window and a bitcast across widths, are kept
+as a table of positions into the parent instead (``Ref.positions``); later views compose on
+that table. A widening bitcast's table lists each element's pieces (``Ref.joined``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def at(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     ref = args[0]
     index = locate(interp, op, op.attrs["indexer"], ref.shape, args[1:]).index + (Ellipsis,)
     if ref.positions is not None:
-        return (Ref(ref.data, ref.written, ref.positions[index]),)
+        return (Ref(ref.data, ref.written, ref.positions[index], ref.joined),)
     written = None if ref.written is None else ref.written[index]
     return (Ref(ref.data[index], written),)
 
@@ -41,24 +42,40 @@ def reshape(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
         except ValueError:  # no strides express it: fall back to a position table
             positions = np.arange(ref.data.size).reshape(ref.data.shape)
             return (Ref(ref.data, ref.written, positions.reshape(shape)),)
-    return (Ref(ref.data, ref.written, ref.positions.reshape(shape)),)
+    pieces = ref.positions.shape[len(ref.shape) :]  # a joined view's pieces stay last
+    return (Ref(ref.data, ref.written, ref.positions.reshape(*shape, *pieces), ref.joined),)
 
 
 @rule("ref.bitcast")
 def bitcast(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     (ref,) = args
     target = dtypes.to_numpy(op.attrs["dtype"])
-    old, new = ref.data.dtype.itemsize, np.dtype(target).itemsize
+    old, new = ref.dtype.itemsize, np.dtype(target).itemsize
+    if old == new and ref.joined is not None:
+        return (Ref(ref.data, ref.written, ref.positions, np.dtype(target)),)
     if old == new:
         return (Ref(ref.data.view(target), ref.written, ref.positions),)
-    if old < new or ref.data.ndim == 0 or ref.data.strides[-1] != old:
+    if old < new and ref.joined is None:
+        return (_widened(ref, np.dtype(target), new // old),)
+    if ref.joined is not None or ref.data.strides[-1] != old:
         raise interp.error(
             op,
             f"a bitcast view from {op.operands[0].type} to {op.result.type}: the interpreter "
-            "aliases narrowing views of refs whose last dim is contiguous only",
+            "aliases a bitcast across widths of a ref whose last dim is contiguous, and not of "
+            "a view that joined narrower elements",
             fix="read the ref and minipallas.tpu.bitcast the value (or write it back so)",
         )
     return (_narrowed(ref, target, old // new),)
+
+
+def _widened(ref: Ref, target: np.dtype, r: int) -> Ref:
+    """A widening bitcast view by ``r`` (``repack``'s order): view element ``(.., i, j)`` joins
+    the parent's elements ``(.., i * r + k, j)``, ``k < r``, low piece first."""
+    parent = ref.positions if ref.positions is not None else np.arange(ref.data.size)
+    parent = np.reshape(parent, ref.shape)
+    *lead, m, n = ref.shape
+    positions = np.swapaxes(parent.reshape(*lead, m // r, r, n), -1, -2)
+    return Ref(ref.data, ref.written, positions, target)
 
 
 def _narrowed(ref: Ref, target: np.dtype, r: int) -> Ref:
@@ -84,6 +101,7 @@ def transpose(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     (ref,) = args
     perm = op.attrs["permutation"]
     if ref.positions is not None:
-        return (Ref(ref.data, ref.written, ref.positions.transpose(perm)),)
+        full = (*perm, *range(len(perm), ref.positions.ndim))  # a joined view's pieces stay last
+        return (Ref(ref.data, ref.written, ref.positions.transpose(full), ref.joined),)
     written = None if ref.written is None else ref.written.transpose(perm)
     return (Ref(ref.data.transpose(perm), written),)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from interop_helpers import I32, arr, check, interpreted, ref, sample, upstream
+from interop_helpers import I32, arr, check, interpreted, ref, sample
 from jax._src.state.discharge import run_state
 from jax.experimental import pallas as pl
 
@@ -337,21 +337,52 @@ def test_run_state_on_a_ref_parameter_and_inside_a_loop():
     check(f, ref((4,)))
 
 
-def test_a_widening_bitcast_view_compiles_and_the_interpreter_refuses_it_with_a_fix():
-    """A wide element of an int16 ref seen as int32 joins two rows: no position of the buffer
-    holds it, so the interpreter (whose views alias the buffer) cannot; the discharged program
-    computes it as upstream does."""
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda r: r.bitcast(jnp.int32),
+        lambda r: r.bitcast(jnp.float32)[1:3],
+        lambda r: r.at[2:6].bitcast(jnp.int32)[:, 1:],
+        lambda r: r.bitcast(jnp.int32).reshape(2, 2, 4).at[1][0],
+        lambda r: r.bitcast(jnp.int32).bitcast(jnp.uint32).at[1:3],
+    ],
+)
+def test_reads_through_widening_bitcast_views_agree(view):
+    """A wide element of an int16 ref seen as int32 joins rows ``2i`` (low half) and
+    ``2i + 1``: the interpreter's view lists both pieces of each element."""
+
+    def f(x_ref):
+        return view(x_ref)[...]
+
+    check(f, ref((8, 4), jnp.int16))
+
+
+def test_writes_through_a_widening_bitcast_view_land_in_both_rows():
     import jax
 
     def f(x_ref):
-        return x_ref.bitcast(jnp.int32)[1:3]
+        x_ref.bitcast(jnp.int32)[1, 1:3] = jnp.array([0x00050007, -1], jnp.int32)
+        x_ref.at[4:8].bitcast(jnp.int32)[0] += jnp.int32(0x10001)
 
-    closed = jax.make_jaxpr(f)(ref((8, 4), jnp.int16))
-    fn = from_jaxpr(closed)
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((8, 4), jnp.int16)))
     x = np.arange(32, dtype=np.int16).reshape(8, 4)
-    want = upstream(closed, [x])
-    got = [np.asarray(g) for g in minipallas.compile(fn)(x)]
-    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
-    with pytest.raises(minipallas.MiniPallasError, match="narrowing views") as info:
-        interpreted(fn, [x])
+    want = x.copy()
+    want[2:4, 1:3] = [[7, -1], [5, -1]]  # row 1 of the view: rows 2 (low) and 3 (high)
+    want[4:6] += 1
+    (final,) = interpreted(fn, [x])
+    np.testing.assert_array_equal(final, want)
+    (compiled,) = minipallas.compile(fn)(x)
+    np.testing.assert_array_equal(compiled, want)
+
+
+def test_a_widening_view_of_a_joined_view_narrowed_again_is_refused_with_a_fix():
+    import jax
+
+    def f(x_ref):
+        return x_ref.bitcast(jnp.int32).bitcast(jnp.int16)[...]
+
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((8, 4), jnp.int16)))
+    with pytest.raises(minipallas.MiniPallasError, match="joined narrower elements") as info:
+        interpreted(fn, [np.zeros((8, 4), np.int16)])
     assert "minipallas.tpu.bitcast" in str(info.value)
+    assert minipallas.compile(fn)(np.ones((8, 4), np.int16))[0].tolist() == [[1] * 4] * 8

@@ -19,6 +19,7 @@ from tpu_cases import TPU_CASES
 from tpu_util import lower_case, upstream_module
 
 import minipallas as mp
+import minipallas.numpy as mnp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop import from_jaxpr
 from minipallas.interop.pallas_call import kernel_from_jaxpr
@@ -270,3 +271,25 @@ def test_a_roll_strided_along_the_minor_most_dim_is_refused_ahead_of_time():
     with pytest.raises(MiniPallasError, match="stride dimension is the minor most") as info:
         lower_kernel(kernel_ir, "tpu")
     assert "stride along another dim" in str(info.value)
+
+
+def test_initialization_is_tracked_through_widening_and_narrowing_views():
+    """Under ``uninitialized="error"`` a write through a bitcast view marks the pieces it
+    wrote, and a read through one needs every piece written."""
+
+    def body(o_ref, rows):
+        def scoped(s_ref):
+            s_ref.bitcast(jnp.int32)[0:rows] = mnp.full((rows, 128), 7, mnp.int32)
+            o_ref[...] = s_ref.bitcast(jnp.int8)[0:16]
+
+        mp.run_scoped(scoped, mp.tpu.VMEM((16, 128), "int16"))
+
+    for rows, ok in ((8, True), (3, False)):
+        fn = mp.trace(lambda o, rows=rows: body(o, rows), mp.RefType((16, 128), "int8"))
+        out = np.zeros((16, 128), np.int8)
+        if ok:  # int8 row 4i + k is byte k of int32 row i (7: its low byte)
+            mp.interpret(fn, out, uninitialized="error")
+            assert out[:, 0].tolist() == [7, 0, 0, 0] * 4 and (out == out[:, :1]).all()
+        else:
+            with pytest.raises(MiniPallasError, match="never written"):
+                mp.interpret(fn, out, uninitialized="error")
