@@ -293,3 +293,35 @@ def test_initialization_is_tracked_through_widening_and_narrowing_views():
         else:
             with pytest.raises(MiniPallasError, match="never written"):
                 mp.interpret(fn, out, uninitialized="error")
+
+
+DTYPES = ("int32", "uint32", "float32", "int16", "bfloat16", "int8", "uint8")
+
+
+@pytest.mark.parametrize("form", ["ref.bitcast", "pltpu.bitcast"])
+@pytest.mark.parametrize(
+    ("source", "target"), [(a, b) for a in DTYPES for b in DTYPES if a != b], ids="->".join
+)
+def test_every_dtype_pair_bitcasts_as_upstream_in_every_path(source, target, form):
+    """Upstream's own test of both forms (a block of ``32 / bits`` packed rows per row): the
+    interpreter and the compiled program give upstream's interpret-mode bits, and the Mosaic
+    module is upstream's (libtpu compiles it after the test)."""
+
+    def kernel(x_ref, y_ref):
+        if form == "ref.bitcast":
+            y_ref[...] = x_ref.bitcast(target)[...]
+        else:
+            y_ref[...] = pltpu.bitcast(x_ref[...], target)
+
+    rows = {d: 32 // (8 * jnp.dtype(d).itemsize) * 8 for d in DTYPES}
+    out = jax.ShapeDtypeStruct((rows[target], 256), target)
+    size = rows[source] * 256 * jnp.dtype(source).itemsize
+    bits = np.random.default_rng(size).integers(0, 256, size, np.uint8)
+    x = bits.view(jnp.dtype(source)).reshape(rows[source], 256)
+    want = np.asarray(jax.jit(pl.pallas_call(kernel, out, interpret=True))(x))
+    call = pl.pallas_call(kernel, out)
+    fn = from_jaxpr(jax.make_jaxpr(call)(x))
+    for got in (mp.compile(fn)(x)[0], mp.interpret(fn, x)[0]):
+        assert np.asarray(got).tobytes() == want.tobytes()
+    ours, theirs = _imported(call, x)
+    assert compare(ours, theirs).same_text
