@@ -1,14 +1,18 @@
 """Mosaic rules for upstream's TPU vector primitives, as upstream emits them: ``packed_bitcast``
-is ``tpu.bitcast`` (its packing is the TPU's own); ``roll`` is ``tpu.dynamic_rotate``.
+is ``tpu.bitcast`` (its packing is the TPU's own); ``roll`` is ``tpu.dynamic_rotate``, on 32
+bits for a 16- or 8-bit vector rolled across sublanes or strided (which Mosaic refuses:
+"unsupported packed type rotation"; upstream fails there).
 minipallas's roll takes the shift modulo the size (upstream's interpret mode); unless the shift
 is known to lie in ``[0, n)`` (``ranges``), the rule reduces it first (``arith.remsi`` and a
 select on a negative remainder), so every shift means the same on the chip."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
@@ -29,7 +33,21 @@ def roll(ctx: LoweringContext, op: Op, x: ir.Value, shift: ir.Value) -> Sequence
     if known is None or known[0] < 0 or known[1] >= n:
         shift = _floor_mod(shift, n)
     stride = dict(zip(("stride", "stride_dimension"), op.attrs["stride"], strict=False))
-    return [tpu.dynamic_rotate(x, shift, axis, **stride)]
+    if dtypes.itemsize(x_type.dtype) == 4 or (axis == x_type.ndim - 1 and not stride):
+        return [tpu.dynamic_rotate(x, shift, axis, **stride)]
+    return [_on_32_bits(x, x_type, lambda wide: tpu.dynamic_rotate(wide, shift, axis, **stride))]
+
+
+def _on_32_bits(x: ir.Value, t: ArrayType, rotate: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``rotate`` of a 16- or 8-bit vector on 32 bits (Mosaic: "unsupported packed type
+    rotation" across sublanes or strided): its bits as an integer of its width, zero-extended,
+    rotated, truncated back and bitcast to its dtype. Moving elements keeps their bits."""
+    bits = emit.value_type(ArrayType(t.shape, f"uint{8 * dtypes.itemsize(t.dtype)}"))
+    wide = emit.value_type(ArrayType(t.shape, "uint32"))
+    same = bits == x.type  # an integer vector: its bits already
+    y = arith.extui(wide, x if same else tpu.bitcast(bits, x))
+    y = arith.trunci(bits, rotate(y))
+    return y if same else tpu.bitcast(x.type, y)
 
 
 def _floor_mod(shift: ir.Value, n: int) -> ir.Value:

@@ -8,7 +8,7 @@ case is known good before it reaches the chip (``test_tpu_cases.py``).
 from __future__ import annotations
 
 import numpy as np
-from suite import Case, inputs, normal
+from suite import BF16, Case, inputs, normal
 
 
 def negate_mask(ns, x_ref, o_ref):
@@ -54,6 +54,18 @@ def _ints(rng):
     return (rng.integers(-(2**31), 2**31, (16, 128), dtype=np.int64).astype(np.int32),)
 
 
+def rolled_packed(ns, x_ref, i_ref, o_ref, j_ref):
+    """``pltpu.roll`` of bfloat16 and int8 across sublanes and strided, which Mosaic refuses on
+    packed dtypes (upstream fails); minipallas rolls them on 32 bits with the same bits."""
+    o_ref[...] = ns.pltpu.roll(x_ref[...], 5, 0) + ns.pltpu.roll(x_ref[...], 3, 1)
+    j_ref[...] = ns.pltpu.roll(i_ref[...], 7, 1, stride=2, stride_axis=0)
+
+
+def _packed(rng):
+    x = rng.standard_normal((32, 256), dtype=np.float32).astype(BF16)
+    return x, rng.integers(-128, 128, (64, 256), dtype=np.int8)
+
+
 def _mask(rng):
     return (rng.integers(0, 2, (16, 256)) == 1,)
 
@@ -74,4 +86,7 @@ TPU_CASES: list[Case] = [
     Case("bitcast_views", bitcast_views, (((64, 128), "int16"), ((32, 128), "bfloat16")), _ints,
          grid=(2,), in_specs=[((16, 128), lambda i: (0, 0))],
          out_specs=[((32, 128), lambda i: (i, 0)), ((16, 128), lambda i: (i, 0))]),
+    Case("rolled_packed", rolled_packed, (((32, 256), "bfloat16"), ((64, 256), "int8")), _packed,
+         grid=(2,), in_specs=[((16, 256), lambda i: (i, 0)), ((32, 256), lambda i: (i, 0))],
+         out_specs=[((16, 256), lambda i: (i, 0)), ((32, 256), lambda i: (i, 0))]),
 ]  # fmt: skip

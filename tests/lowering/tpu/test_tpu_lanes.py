@@ -25,6 +25,7 @@ from minipallas.interop import from_jaxpr
 from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.lowering.tpu.aot import libtpu_available
 
 SMEM = pl.BlockSpec(memory_space=pltpu.SMEM)
 CASES = {case.name: case for case in TPU_CASES}
@@ -325,3 +326,34 @@ def test_every_dtype_pair_bitcasts_as_upstream_in_every_path(source, target, for
         assert np.asarray(got).tobytes() == want.tobytes()
     ours, theirs = _imported(call, x)
     assert compare(ours, theirs).same_text
+
+
+def test_packed_rolls_across_sublanes_run_on_32_bits_where_upstreams_fail_to_compile():
+    """Mosaic refuses a bf16 or int8 rotation across sublanes or strided ("unsupported packed
+    type rotation"), upstream's too; minipallas rotates the bits zero-extended to 32 and
+    truncates back, which libtpu compiles (the elements move, their bits do not change)."""
+    from minipallas.lowering import jaxlib_shim
+
+    case = CASES["rolled_packed"]
+    text = lower_case(case).as_text(debug_info=False)
+    filecheck(
+        text,
+        """
+        CHECK: %[[B:.*]] = tpu.bitcast %{{.*}} : vector<16x256xbf16> -> vector<16x256xi16>
+        CHECK: %[[W:.*]] = arith.extui %[[B]] : vector<16x256xi16> to vector<16x256xi32>
+        CHECK: %[[R:.*]] = tpu.dynamic_rotate %[[W]] by %c5_i32 dim 0 : vector<16x256xi32>
+        CHECK: %[[T:.*]] = arith.trunci %[[R]] : vector<16x256xi32> to vector<16x256xi16>
+        CHECK: tpu.bitcast %[[T]] : vector<16x256xi16> -> vector<16x256xbf16>
+        CHECK: tpu.dynamic_rotate %{{.*}} by %c3_i32 dim 1 : vector<16x256xbf16>
+        CHECK: arith.extui %{{.*}} : vector<32x256xi8> to vector<32x256xi32>
+        CHECK: tpu.dynamic_rotate %{{.*}} by %c7_i32 dim 1 {stride = 2 : si32, stride_dimension = 0 : si32} : vector<32x256xi32>
+        """,
+    )
+    if not libtpu_available():
+        pytest.skip("libtpu is not installed: upstream's compile cannot be tried")
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in case.inputs()]
+    with jax.default_device(jaxlib_shim.tpu_device()):
+        sharding = jaxlib_shim.tpu_sharding()
+        args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
+        with pytest.raises(Exception, match="unsupported packed type rotation"):
+            jax.jit(case.upstream(interpret=False), out_shardings=sharding).lower(*args).compile()
