@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from minipallas.frontend.lanes import bitcast, roll
 from minipallas.ir.types import ANY, SEMAPHORE, TPU_SMEM, TPU_VMEM
 from minipallas.kernels.spec.params import TpuCompilerParams as CompilerParams
 
@@ -39,3 +40,4 @@ class PrefetchScalarGridSpec:
 
 
 __all__ = ["ANY", "SMEM", "VMEM", "CompilerParams", "PrefetchScalarGridSpec", "SemaphoreType"]
+__all__ += ["bitcast", "roll"]  # upstream's TPU vector primitives

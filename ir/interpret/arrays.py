@@ -181,7 +181,11 @@ def convert(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 
 @rule("bitcast")
 def bitcast(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    return (np.asarray(args[0]).view(dtypes.to_numpy(op.results[0].type.dtype)),)
+    """The bytes of each element, little-endian as XLA's: a narrower dtype's pieces go along a
+    new last dim, a wider dtype's come from the last dim."""
+    t = op.results[0].type
+    x = np.ascontiguousarray(args[0])
+    return (x.reshape(-1).view(dtypes.to_numpy(t.dtype)).reshape(t.shape),)
 
 
 @rule("constant")

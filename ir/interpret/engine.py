@@ -37,21 +37,34 @@ class Ref:
     ``written`` is a bool array viewed exactly like ``data``, marking the elements ever written,
     or None when the interpreter does not track initialization. A reshape that numpy cannot
     express as a view (a strided window seen with another shape) keeps ``data`` as is and adds
-    ``positions``: for each element of the view, its row-major position in ``data``.
+    ``positions``: for each element of the view, its row-major position in ``data``. A bitcast
+    view to a wider dtype (whose elements join pieces from several rows) sets ``joined`` to
+    that dtype; ``positions`` then has a last dim more, each element's pieces, low first.
     """
 
-    __slots__ = ("data", "written", "positions")
+    __slots__ = ("data", "written", "positions", "joined")
 
     def __init__(
-        self, data: np.ndarray, written: np.ndarray | None, positions: np.ndarray | None = None
+        self,
+        data: np.ndarray,
+        written: np.ndarray | None,
+        positions: np.ndarray | None = None,
+        joined: np.dtype | None = None,
     ) -> None:
         self.data = data
         self.written = written
         self.positions = positions
+        self.joined = joined
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.data.shape if self.positions is None else self.positions.shape
+        if self.positions is None:
+            return self.data.shape
+        return self.positions.shape[:-1] if self.joined is not None else self.positions.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype if self.joined is None else self.joined
 
 
 class Rule(Protocol):
@@ -71,17 +84,16 @@ rule = RULES.register
 def conforms(value: Any, t: Type) -> bool:
     """Whether a run-time value has exactly the IR type ``t`` (kind, shape and numpy dtype)."""
     if type(value) is Ref:
-        return type(t) is RefType and value.shape == t.shape and value.data.dtype == _NP[t.dtype]
+        return type(t) is RefType and value.shape == t.shape and value.dtype == _NP[t.dtype]
     return type(t) is ArrayType and value.shape == t.shape and value.dtype == _NP[t.dtype]
 
 
 def describe(value: Any) -> str:
     """A run-time value written like an IR type, for messages."""
-    array = value.data if isinstance(value, Ref) else value
     try:
-        name = dtypes.SHORT[dtypes.canonicalize(array.dtype)]
+        name = dtypes.SHORT[dtypes.canonicalize(value.dtype)]
     except MiniPallasError:
-        name = str(array.dtype)
+        name = str(value.dtype)
     text = f"{name}[{','.join(map(str, value.shape))}]"
     return f"Ref{{{text}}}" if isinstance(value, Ref) else text
 

@@ -39,15 +39,24 @@ class Access:
 
     ``basic``: ``index`` is ints and slices (numpy basic indexing, a view). Otherwise ``index``
     is a tuple of integer arrays of the window's shape, and ``valid`` (None when all are) marks
-    the positions whose array indices were in range; writes skip the others.
+    the positions whose array indices were in range; writes skip the others. ``joined``: the
+    window is of a widening bitcast view (``Ref.joined``): ``index`` has a last dim more, the
+    pieces each element of that dtype joins.
     """
 
-    __slots__ = ("index", "basic", "valid")
+    __slots__ = ("index", "basic", "valid", "joined")
 
-    def __init__(self, index: tuple, basic: bool, valid: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        index: tuple,
+        basic: bool,
+        valid: np.ndarray | None = None,
+        joined: np.dtype | None = None,
+    ) -> None:
         self.index = index
         self.basic = basic
         self.valid = valid
+        self.joined = joined
 
 
 def _dyn_int(interp: Interpreter, op: Op, value: Any, dim: int, size: int) -> int:
@@ -161,13 +170,30 @@ def through(ref: Ref, access: Access) -> Access:
         return access
     index = access.index if not access.basic else access.index + (Ellipsis,)
     flat = np.asarray(ref.positions[index])
-    return Access(np.unravel_index(flat, ref.data.shape), False, access.valid)
+    valid = access.valid
+    if ref.joined is not None and valid is not None:
+        valid = np.broadcast_to(valid[..., None], flat.shape)
+    return Access(np.unravel_index(flat, ref.data.shape), False, valid, ref.joined)
 
 
 def read(array: np.ndarray, access: Access) -> Any:
     """A copy of the window's contents (reads never see later writes)."""
     out = array[access.index]
+    if access.joined is not None:
+        return np.ascontiguousarray(out).view(access.joined).reshape(out.shape[:-1])
     return out.copy() if access.basic else out
+
+
+def _split(array: np.ndarray, access: Access, values: Any, mask: Any) -> tuple[Any, Any]:
+    """For a widening view's window: ``values`` as their pieces in ``array``'s dtype (a bool
+    shadow's flag repeated), and ``mask`` for each piece."""
+    shape = access.index[0].shape
+    if array.dtype == np.bool_:
+        values = np.expand_dims(values, -1) if np.ndim(values) else values
+    else:
+        wide = np.ascontiguousarray(np.broadcast_to(values, shape[:-1]), access.joined)
+        values = wide.view(array.dtype).reshape(shape)
+    return values, None if mask is None else np.expand_dims(mask, -1)
 
 
 def _selected(access: Access, values: Any, mask: Any) -> tuple[tuple, np.ndarray]:
@@ -184,6 +210,8 @@ def _selected(access: Access, values: Any, mask: Any) -> tuple[tuple, np.ndarray
 
 def write(array: np.ndarray, access: Access, values: Any, mask: Any = None) -> None:
     """Store ``values`` into the window where ``mask`` (if any) is true; last duplicate wins."""
+    if access.joined is not None:
+        values, mask = _split(array, access, values, mask)
     if access.basic:
         if mask is None:
             array[access.index] = values
@@ -202,6 +230,9 @@ def accumulate(
 ) -> None:
     """``window = add(window, values)`` in place. Positions that occur several times in an
     index-array window take each of their updates in turn, in row-major order."""
+    if access.joined is not None:  # a widening view's elements: read, add, write back
+        write(array, access, add(read(array, access), values))
+        return
     if access.basic:
         view = array[access.index + (Ellipsis,)]
         view[...] = add(view, values)
@@ -220,6 +251,8 @@ def accumulate(
 def unwritten(ref: Ref, access: Access, mask: Any = None) -> tuple[int, ...] | None:
     """The first window position (row-major) read but never written, or None."""
     seen = np.asarray(ref.written[access.index])
+    if access.joined is not None:  # an element is written when all its pieces are
+        seen = seen.all(-1)
     if mask is not None:
         seen = seen | ~np.asarray(mask)
     if seen.all():

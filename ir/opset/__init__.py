@@ -21,3 +21,7 @@ __all__ += ["collective"]
 from minipallas.ir.opset import semaphore  # noqa: E402  (semaphore_signal / wait / read)
 
 __all__ += ["semaphore"]
+
+from minipallas.ir.opset import lanes, platform  # noqa: E402  (pltpu.roll, platform_index)
+
+__all__ += ["lanes", "platform"]

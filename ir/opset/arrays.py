@@ -169,14 +169,20 @@ def convert(types: Types, attrs: Attrs, regions: Regions) -> Types:
 
 @declare("bitcast", operands=("x",), syntax=Operands(dtype_of))
 def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
-    """Reinterpret bits as a dtype of the same width: ``%y = bitcast %x : i32[8]``."""
+    """Reinterpret bits as another dtype (``lax.bitcast_convert_type``): of the same width,
+    ``%y = bitcast %x : i32[8]``; narrower, each element splits into a new last dim,
+    ``%y = bitcast %x : i16[8,2]``; wider, the last dim (the width ratio) joins into one."""
     (a,) = _operands(types, 1)
     dtype = dtypes.canonicalize(attrs.get("dtype", ""))
+    require("bool" not in (dtype, a.dtype), f"cannot bitcast {a.dtype} to {dtype}")
+    old, new = dtypes.itemsize(a.dtype), dtypes.itemsize(dtype)
+    if new < old:
+        return (ArrayType((*a.shape, old // new), dtype),)
     require(
-        dtypes.itemsize(dtype) == dtypes.itemsize(a.dtype) and "bool" not in (dtype, a.dtype),
-        f"cannot bitcast {a.dtype} to {dtype}: widths differ",
+        new == old or a.shape[-1:] == (new // old,),
+        f"cannot bitcast {a} to {dtype}: its last dim must be the width ratio {new // old}",
     )
-    return (ArrayType(a.shape, dtype),)
+    return (ArrayType(a.shape if new == old else a.shape[:-1], dtype),)
 
 
 @declare("broadcast_in_dim", operands=("x",), syntax=IntsAttr("dims", shape_of))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import count_dyn, is_permutation, ref_operand, static_ints, window
+from minipallas.ir.opset.lanes import packed_shape
 from minipallas.ir.syntax import IntsAttr, Operands, Windowed, dtype_of, shape_of
 from minipallas.ir.types import RefType
 
@@ -39,15 +40,13 @@ def reshape(types: Types, attrs: Attrs, regions: Regions) -> Types:
 
 @declare("ref.bitcast", operands=("ref",), syntax=Operands(dtype_of))
 def bitcast(types: Types, attrs: Attrs, regions: Regions) -> Types:
-    """The same bits as another dtype of equal width: ``%w = ref.bitcast %r : Ref{i32[8]}``."""
+    """The same bits as another dtype: ``%w = ref.bitcast %r : Ref{f32[8]}`` of an
+    ``i32[8]``; of another width, packed along the second-minor dim as upstream's TPU
+    ``BitcastTransform`` (``lanes.packed_shape``): ``Ref{i16[16,128]}`` of an ``i32[8,128]``."""
     ref = ref_operand(types)
     require(len(types) == 1, f"expected 1 operand, got {len(types)}")
     dtype = dtypes.canonicalize(attrs.get("dtype", ""))
-    require(
-        dtypes.itemsize(dtype) == dtypes.itemsize(ref.dtype) and "bool" not in (dtype, ref.dtype),
-        f"cannot bitcast {ref.dtype} to {dtype}: widths differ",
-    )
-    return (RefType(ref.shape, dtype, ref.memory_space),)
+    return (RefType(packed_shape(ref.shape, ref.dtype, dtype), dtype, ref.memory_space),)
 
 
 @declare("ref.transpose", operands=("ref",), syntax=IntsAttr("permutation"))

@@ -34,6 +34,7 @@ from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
     control,
     debug,
     indexed,
+    lanes,
     layout,
     scans,
     sorting,

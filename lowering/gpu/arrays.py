@@ -389,6 +389,14 @@ def _float_to_int(x: ir.Value, source: str, target: str, to: ir.Type) -> ir.Valu
 def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     """``tt.bitcast``, as upstream emits it (Triton does not legalize a tensor
     ``arith.bitcast``)."""
+    if op.result.type.ndim != op.operands[0].type.ndim:
+        raise PassError(
+            f"bitcast from {op.operands[0].type.dtype} to {op.result.type.dtype} changes the "
+            "element width, which tt.bitcast cannot",
+            op=op.name,
+            loc=op.loc,
+            fix="bitcast outside the kernel, or between dtypes of one width",
+        )
     target = emit.value_type(op.result.type)
     return [x if target == x.type else tt.bitcast(target, x)]
 

@@ -326,6 +326,14 @@ def _convert(x: ir.Value, src: str, dst: str, shape: tuple[int, ...]) -> ir.Valu
 
 @rule("bitcast")
 def bitcast(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    if op.result.type.ndim != op.operands[0].type.ndim:
+        raise unsupported(
+            op,
+            f"bitcast from {op.operands[0].type.dtype} to {op.result.type.dtype} changes the "
+            "element width (upstream: 'Changing bitwidths not supported.')",
+            fix="use minipallas.tpu.bitcast (pltpu.bitcast), which packs along the "
+            "second-minor dim instead",
+        )
     return [_bitcast(x, op.result.type)]
 
 

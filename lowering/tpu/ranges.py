@@ -8,7 +8,8 @@ size, a grid index), so the emitted kernel is the one upstream Pallas writes.
 
 Algorithm (one forward walk, regions included):
 1. ``constant`` is its own range; ``program_id`` on axis ``a`` is ``[0, grid[a] - 1]``;
-   ``num_programs`` is ``grid[a]``; a ``bool`` converted to an integer is ``[0, 1]``.
+   ``num_programs`` is ``grid[a]``; a ``bool`` converted to an integer is ``[0, 1]``;
+   ``platform_index`` is the branch Mosaic's rule picks.
 2. ``add``, ``sub``, ``mul``, ``max``, ``min``, ``div`` and ``rem`` by a positive constant and
    ``select`` combine their operands' ranges (interval arithmetic); a result that could leave
    its dtype's range is unknown. Booleans are ranges in ``[0, 1]``: a comparison whose operand
@@ -29,6 +30,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.opset.platform import mosaic_branch
 from minipallas.ir.types import ArrayType
 
 Interval = tuple[int, int]
@@ -152,6 +154,9 @@ class _Ranges:
         elif name == "num_programs" and op.attrs["axis"] < len(self.grid):
             size = self.grid[op.attrs["axis"]]
             self.set(op.result, (size, size))
+        elif name == "platform_index" and mosaic_branch(op.attrs["platforms"]) is not None:
+            branch = mosaic_branch(op.attrs["platforms"])
+            self.set(op.result, (branch, branch))
         elif name == "convert" and op.operands[0].type.dtype == "bool":
             self.set(op.result, (0, 1))
         elif name == "convert" and ins[0] is not None:

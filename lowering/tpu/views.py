@@ -3,7 +3,8 @@
 As upstream's ref transforms lower:
 - ``ref.at`` is ``tpu.memref_slice`` (starts are ``i32``, clamped like any dynamic index),
   then ``tpu.memref_squeeze`` for integer-indexed and squeezed dimensions;
-- ``ref.reshape`` is ``tpu.memref_reshape``, ``ref.bitcast`` is ``tpu.memref_bitcast``.
+- ``ref.reshape`` is ``tpu.memref_reshape``, ``ref.bitcast`` is ``tpu.memref_bitcast`` (across
+  widths to the type with the second-minor dim scaled).
 Strided views and ``ref.transpose`` have no memref form in Mosaic (upstream rejects them too).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
@@ -59,8 +61,20 @@ def reshape(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
 
 @rule("ref.bitcast")
 def bitcast(ctx: LoweringContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+    """Across widths the second-minor dim scales (the memref's own, squeezed dims included)."""
     dtype = op.attrs["dtype"]
-    out = tpu.memref_bitcast(_memref(ref, ref.shape, dtype), ref.value)
+    shape = list(ref.shape)
+    if dtypes.itemsize(dtype) != dtypes.itemsize(ref.dtype):
+        if len(shape) < 2 or ref.squeezed[-2]:
+            raise unsupported(
+                op,
+                "a bitcast view that changes the element width needs a second-minor dim that is "
+                "not squeezed (upstream: 'Bitcast a ref whose 2nd minormost dimension is "
+                "squeezed when bitwidth changes')",
+                fix="keep the second-minor dim in the block shape, or load and pltpu.bitcast",
+            )
+        shape[-2] = shape[-2] * dtypes.itemsize(ref.dtype) // dtypes.itemsize(dtype)
+    out = tpu.memref_bitcast(_memref(ref, shape, dtype), ref.value)
     return [MemRef(out, dtype, ref.space, ref.squeezed)]
 
 

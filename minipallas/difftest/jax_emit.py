@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax._src import core as jax_core
+from jax._src.lax.control_flow import platform_index_p
 from jax._src.pallas import primitives as pallas
 from jax._src.pallas.primitives import uninitialized_value
 from jax._src.state import primitives as state
@@ -421,6 +422,22 @@ def _convert(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 @rule("bitcast")
 def _bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("bitcast_convert_type")(args[0], _np(op.attrs["dtype"]))]
+
+
+@rule("packed_bitcast")
+def _packed_bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [pltpu.bitcast(args[0], _np(op.attrs["dtype"]))]
+
+
+@rule("roll")
+def _roll(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    stride = dict(zip(("stride", "stride_axis"), op.attrs["stride"], strict=False))
+    return [pltpu.roll(args[0], args[1], op.attrs["axis"], **stride)]
+
+
+@rule("platform_index")
+def _platform_index(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [platform_index_p.bind(platforms=op.attrs["platforms"])]
 
 
 @rule("broadcast_in_dim")

@@ -65,7 +65,9 @@ class TracedRef(Tracer):
         return _view("ref.reshape", self, shape=resolve_shape(dims, self.shape))
 
     def bitcast(self, dtype: Any) -> TracedRef:
-        """The same bits seen as another dtype of the same width."""
+        """The same bits seen as another dtype; of another width, the second-minor dim scales
+        by the width ratio (upstream's TPU rule: an ``i32[8,128]`` ref is an ``i16[16,128]``
+        one, row ``2i + k`` holding piece ``k`` of row ``i``, low piece first)."""
         return _view("ref.bitcast", self, dtype=canonical(dtype))
 
     def transpose(self, *perm: Any) -> TracedRef:

@@ -15,6 +15,7 @@ its module of the same name, is this package's ``to_jax``.
 from minipallas.interop import (  # noqa: F401
     control,
     debug,  # jax.debug.print: its import and to_jax rules
+    lanes,  # pltpu.roll, pltpu.bitcast, platform_index: import and to_jax rules
     lax,
     lax_indexing,
     lax_misc,

@@ -182,8 +182,6 @@ def convert_element_type(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence
 def bitcast_convert_type(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dtype = dtype_of(eqn.params["new_dtype"], "the bitcast value")
-    if dtypes.itemsize(dtype) != dtypes.itemsize(x.type.dtype):
-        raise scope.error(f"a bitcast from {x.type.dtype} to {dtype} changes the element width")
     return [x if dtype == x.type.dtype else scope.emit("bitcast", [x], dtype=dtype)]
 
 

@@ -9,7 +9,7 @@ the equation's atoms as leaves gives the transforms as upstream built them:
   of the read or write itself (``indexers.window`` keeps upstream's index wrapping);
 - ``ReshapeTransform`` / ``BitcastTransform`` / ``TransposeTransform`` are ``ref.reshape`` /
   ``ref.bitcast`` / ``ref.transpose`` views (``ref.reshape(...)``, ``ref.bitcast(...)``,
-  ``ref.T``). A bitcast must keep the element width: minipallas views never change shape.
+  ``ref.T``). A bitcast of another width packs along the second-minor dim (upstream's TPU rule).
 
 Upstream's discharge itself handles fewer of these: it rejects a write through a reshape,
 bitcast or transpose view, ``addupdate`` through more than one transform, and a transpose view
@@ -28,7 +28,6 @@ from jax._src.state import types as state_types
 
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.interop.indexers import Window, window
-from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
@@ -48,11 +47,6 @@ def apply_view(scope: ImportScope, ref: Value, transform: object) -> Value:
         return scope.emit("ref.reshape", [ref], shape=tuple(transform.shape))
     if isinstance(transform, state_types.BitcastTransform):
         dtype = dtype_of(transform.dtype, "a bitcast view")
-        if dtypes.itemsize(dtype) != dtypes.itemsize(ref.type.dtype):
-            raise scope.error(
-                f"a bitcast view from {ref.type.dtype} to {dtype} changes the element width",
-                fix="bitcast between dtypes of one width (minipallas views keep their shape)",
-            )
         return scope.emit("ref.bitcast", [ref], dtype=dtype)
     if isinstance(transform, state_types.TransposeTransform):
         return scope.emit("ref.transpose", [ref], permutation=tuple(transform.permutation))

@@ -51,6 +51,7 @@ from minipallas.passes.batching import (  # noqa: F401  (each registers its rule
     control,
     exactness,
     indexed,
+    lanes,
     structural,
 )
 from minipallas.passes.batching import shared as _shared  # noqa: F401  (its write rules)

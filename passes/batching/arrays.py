@@ -45,11 +45,11 @@ from minipallas.passes.batching.exactness import approximate_crosses
     *UNARY,
     "select",
     "convert",
-    "bitcast",
 )
 def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """In the layout of the operand with the most batch axes when it has all the others'
-    (else all leading); the other operands are moved to it."""
+    (else all leading); the other operands are moved to it. (``bitcast`` of one width too:
+    ``lanes``.)"""
     richest = max((lay for _, lay in ins), key=lambda lay: len(axes(lay)))
     if not all(axes(lay) <= axes(richest) for _, lay in ins):
         richest = leading(bt.sizes, len(richest) - len(axes(richest)))

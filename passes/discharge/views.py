@@ -5,7 +5,8 @@ one ``View`` step. The work happens when a state op uses the view:
 
 - *read*: start from the root's current value and apply each step's array transform in order
   (``ref.at`` -> ``slice``/``dynamic_slice`` with the view's indexer, ``ref.reshape`` ->
-  ``reshape``, ``ref.bitcast`` -> ``bitcast``, ``ref.transpose`` -> ``transpose``), then the
+  ``reshape``, ``ref.bitcast`` -> ``bitcast``, or ``packed_bitcast`` across widths,
+  ``ref.transpose`` -> ``transpose``), then the
   state op's own indexer;
 - *write*: compute the view's new full value (the old one with the op's window replaced), then
   push it back through the chain in reverse: ``ref.at`` becomes a ``dynamic_update_slice`` into
@@ -49,8 +50,14 @@ def _apply(scope: DischargeScope, view: View, x: Value) -> Value:
     if view.op == "ref.reshape":
         return scope.emit_typed("reshape", [x], out, view.loc, shape=out.shape)
     if view.op == "ref.bitcast":
-        return scope.emit_typed("bitcast", [x], out, view.loc, dtype=out.dtype)
+        return _bitcast(scope, view, x, out)
     return scope.emit_typed("transpose", [x], out, view.loc, permutation=view.attrs["permutation"])
+
+
+def _bitcast(scope: DischargeScope, view: View, x: Value, out: ArrayType) -> Value:
+    """``bitcast`` of one width; ``packed_bitcast`` (which its inverse undoes) of another."""
+    name = "bitcast" if out.shape == x.type.shape else "packed_bitcast"
+    return scope.emit_typed(name, [x], out, view.loc, dtype=out.dtype)
 
 
 def _unapply(scope: DischargeScope, view: View, parent: Access, level: int, new: Value) -> Value:
@@ -70,7 +77,7 @@ def _unapply(scope: DischargeScope, view: View, parent: Access, level: int, new:
     if view.op == "ref.reshape":
         return scope.emit_typed("reshape", [new], out, view.loc, shape=out.shape)
     if view.op == "ref.bitcast":
-        return scope.emit_typed("bitcast", [new], out, view.loc, dtype=out.dtype)
+        return _bitcast(scope, view, new, out)
     perm = view.attrs["permutation"]
     inverse = tuple(sorted(range(len(perm)), key=perm.__getitem__))
     return scope.emit_typed("transpose", [new], out, view.loc, permutation=inverse)

@@ -246,14 +246,46 @@ def test_a_view_with_an_integer_array_index_is_an_error():
         from_jaxpr(jax.make_jaxpr(f)(ref((4, 3)), arr((2,), jnp.int32)))
 
 
-def test_bitcast_view_changing_width_is_an_error():
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda r: r.bitcast(jnp.int16),
+        lambda r: r.bitcast(jnp.bfloat16)[2:6],
+        lambda r: r.at[2:6].bitcast(jnp.int8)[:, 1:],
+        lambda r: r.reshape(4, 8).bitcast(jnp.int16).at[1:5][1],
+        lambda r: r.bitcast(jnp.int16).reshape(32, 2)[3:9],
+        lambda r: r.bitcast(jnp.int16).bitcast(jnp.uint8).at[4:12],
+    ],
+)
+def test_reads_through_bitcast_views_that_change_width_agree(view):
+    """Upstream's TPU rule: the second-minor dim scales by the width ratio (rows ``2i`` and
+    ``2i + 1`` of an int16 view are the low and high halves of row ``i``)."""
+
+    def f(x_ref):
+        return view(x_ref)[...]
+
+    fn = check(f, ref((8, 4), jnp.int32))
+    assert "ref.bitcast" in str(fn)
+
+
+def test_writes_through_a_narrowing_bitcast_view_land_in_the_halves():
+    """Upstream's discharge rejects writes through a bitcast view; minipallas gives them their
+    meaning (checked against numpy's packing)."""
     import jax
 
     def f(x_ref):
-        return x_ref.bitcast(jnp.int8)[...]
+        x_ref.bitcast(jnp.int16)[1] = jnp.full((4,), 7, jnp.int16)
+        x_ref.at[2:4].bitcast(jnp.int8)[3, 1:3] = jnp.array([-1, 5], jnp.int8)
 
-    with pytest.raises(minipallas.MiniPallasError, match="element width"):
-        from_jaxpr(jax.make_jaxpr(f)(ref((2, 4))))
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((4, 4), jnp.int32)))
+    x = np.arange(16, dtype=np.int32).reshape(4, 4) * 0x01010101
+    want = x.copy()
+    want.view(np.int16).reshape(4, 4, 2)[0, :, 1] = 7  # row 1 of the view: row 0's high halves
+    want[2:4].view(np.int8).reshape(2, 4, 4)[0, 1:3, 3] = [-1, 5]  # view row 3: row 0, byte 3
+    (final,) = interpreted(fn, [x])
+    np.testing.assert_array_equal(final, want)
+    (compiled,) = minipallas.compile(fn)(x)
+    np.testing.assert_array_equal(compiled, want)
 
 
 # --- run_state -------------------------------------------------------------------------------
@@ -303,3 +335,54 @@ def test_run_state_on_a_ref_parameter_and_inside_a_loop():
         return jax.lax.fori_loop(0, 3, body, 1.0)
 
     check(f, ref((4,)))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda r: r.bitcast(jnp.int32),
+        lambda r: r.bitcast(jnp.float32)[1:3],
+        lambda r: r.at[2:6].bitcast(jnp.int32)[:, 1:],
+        lambda r: r.bitcast(jnp.int32).reshape(2, 2, 4).at[1][0],
+        lambda r: r.bitcast(jnp.int32).bitcast(jnp.uint32).at[1:3],
+    ],
+)
+def test_reads_through_widening_bitcast_views_agree(view):
+    """A wide element of an int16 ref seen as int32 joins rows ``2i`` (low half) and
+    ``2i + 1``: the interpreter's view lists both pieces of each element."""
+
+    def f(x_ref):
+        return view(x_ref)[...]
+
+    check(f, ref((8, 4), jnp.int16))
+
+
+def test_writes_through_a_widening_bitcast_view_land_in_both_rows():
+    import jax
+
+    def f(x_ref):
+        x_ref.bitcast(jnp.int32)[1, 1:3] = jnp.array([0x00050007, -1], jnp.int32)
+        x_ref.at[4:8].bitcast(jnp.int32)[0] += jnp.int32(0x10001)
+
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((8, 4), jnp.int16)))
+    x = np.arange(32, dtype=np.int16).reshape(8, 4)
+    want = x.copy()
+    want[2:4, 1:3] = [[7, -1], [5, -1]]  # row 1 of the view: rows 2 (low) and 3 (high)
+    want[4:6] += 1
+    (final,) = interpreted(fn, [x])
+    np.testing.assert_array_equal(final, want)
+    (compiled,) = minipallas.compile(fn)(x)
+    np.testing.assert_array_equal(compiled, want)
+
+
+def test_a_widening_view_of_a_joined_view_narrowed_again_is_refused_with_a_fix():
+    import jax
+
+    def f(x_ref):
+        return x_ref.bitcast(jnp.int32).bitcast(jnp.int16)[...]
+
+    fn = from_jaxpr(jax.make_jaxpr(f)(ref((8, 4), jnp.int16)))
+    with pytest.raises(minipallas.MiniPallasError, match="joined narrower elements") as info:
+        interpreted(fn, [np.zeros((8, 4), np.int16)])
+    assert "minipallas.tpu.bitcast" in str(info.value)
+    assert minipallas.compile(fn)(np.ones((8, 4), np.int16))[0].tolist() == [[1] * 4] * 8

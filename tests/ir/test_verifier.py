@@ -331,7 +331,7 @@ def test_view_bitcast_changes_width():
         ),
         "ref.bitcast",
         31,
-        "widths differ",
+        "needs a second-minor dim to pack along",
     )
 
 

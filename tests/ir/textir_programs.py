@@ -312,6 +312,37 @@ def semaphores() -> Function:
     )
 
 
+def lanes() -> Function:
+    """roll (pltpu.roll), plain and strided; platform_index and the cond it picks for;
+    packed_bitcast (pltpu.bitcast) and bitcast across widths."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @lanes(%x: f32[8,128], %s: i32[]) -> (f32[8,128], i16[16,128], i8[8,128,4]) {
+  %r = roll %x, %s, axis 1, stride () : f32[8,128]
+  %t = roll %r, %s, axis 0, stride (2, 1) : f32[8,128]
+  %i = platform_index ("mosaic", "tpu"), (), default : i32[]
+  %u = cond %i (%t) [{
+  ^(%a: f32[8,128]):
+    yield %a
+  }, {
+  ^(%b: f32[8,128]):
+    %n = neg %b : f32[8,128]
+    yield %n
+  }, {
+  ^(%c: f32[8,128]):
+    yield %c
+  }] : f32[8,128]
+  %h = packed_bitcast %u : i16[16,128]
+  %w = packed_bitcast %h : f32[8,128]
+  %v = bitcast %w : i8[8,128,4]
+  %z = bitcast %v : i32[8,128]
+  %q = packed_bitcast %z : i16[16,128]
+  return %u, %q, %v
+}"""
+    )
+
+
 ALL = [
     state_ops,
     views,
@@ -325,4 +356,5 @@ ALL = [
     debug,
     collective,
     semaphores,
+    lanes,
 ]

@@ -47,6 +47,7 @@ MP = types.SimpleNamespace(
     VMEM=lambda shape, dtype: mp.tpu.VMEM(shape, dtype),
     broadcasted_iota=mnp.broadcasted_iota,
     rsqrt=mnp.rsqrt,
+    pltpu=mp.tpu,  # roll, bitcast: upstream's TPU vector primitives
 )
 
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src import tpu_custom_call
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.interop.pallas_call import kernel_from_jaxpr
@@ -98,6 +99,29 @@ def undefined_output_reads(f: np.ndarray) -> int:
     return 0
 
 
+def _roll_by(s_ref, x_ref, o_ref):
+    o_ref[...] = pltpu.roll(x_ref[...], s_ref[0], 1) + pltpu.roll(
+        x_ref[...], s_ref[1], 1, stride=3, stride_axis=0
+    )
+
+
+def _diagonal(x_ref, o_ref):
+    o_ref[...] = jnp.diagonal(x_ref[...])[None, :] * jnp.ones((8, 1), jnp.float32)
+
+
+def _through_views(x_ref, o_ref):
+    o_ref[...] = jnp.zeros((16, 128), jnp.int32)
+    o_ref.bitcast(jnp.int16)[0:16] = x_ref[0:16]
+    o_ref.at[8:16].bitcast(jnp.int8)[0:16] = x_ref[0:16].astype(jnp.int8)
+    o_ref.reshape(2, 8, 128).at[1].bitcast(jnp.int16)[8:16] = x_ref[16:24] + 1
+
+
+def _roll_expected(shifts, x):
+    """jnp.roll's meaning (the shift modulo the size), the strided roll slice by slice."""
+    strided = np.stack([np.roll(x[i], shifts[1] + 3 * i) for i in range(x.shape[0])])
+    return [np.roll(x, shifts[0] % x.shape[1], 1) + strided]
+
+
 def main() -> int:
     rng = np.random.default_rng(0)
     f = rng.standard_normal((8, 128)).astype(np.float32)
@@ -109,6 +133,10 @@ def main() -> int:
         rng.standard_normal((2, 128, 128), np.float32),
     )
     S = jax.ShapeDtypeStruct
+    smem, vm = pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec()
+    shifts = np.array([-3, 130], np.int32)
+    square = rng.standard_normal((128, 128)).astype(np.float32)
+    i16 = rng.integers(-(2**15), 2**15, (32, 128)).astype(np.int16)
     with np.errstate(over="ignore"):
         int8_expected = [
             (i8[0] + i8[1]) * i8[0] - (i8[1] >> 2),
@@ -124,6 +152,12 @@ def main() -> int:
                  tuple(i8), int8_expected),
         "aliased_swap": (pl.pallas_call(_swap, (S((8, 128), jnp.float32),) * 2,
                                         input_output_aliases={0: 0, 1: 1}), (f, f + 1), [f + 1, f]),
+        # issue 26: pltpu.roll by shifts upstream passes on unreduced (negative, past the size)
+        "roll_any_shift": (pl.pallas_call(_roll_by, S((8, 128), jnp.float32), in_specs=[smem, vm]),
+                           (shifts, f), _roll_expected(shifts, f)),
+        "diagonal": (pl.pallas_call(_diagonal, S((8, 128), jnp.float32)), (square,), None),
+        "bitcast_view_writes": (pl.pallas_call(_through_views, S((16, 128), jnp.int32)),
+                                (i16,), None),
     }  # fmt: skip
     failed = 0
     for name, (call, args, expected) in checks.items():

@@ -1,0 +1,26 @@
+"""The StableHLO rule for ``platform_index``: the module is the CPU program, so the branch is
+XLA's choice for ``cpu`` (the branch naming it, else the default one)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir.core import Op
+from minipallas.ir.errors import PassError
+from minipallas.ir.opset.platform import xla_branch
+from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.stablehlo import emit
+from minipallas.lowering.stablehlo.context import LoweringContext, rule
+
+
+@rule("platform_index")
+def platform_index(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
+    branch = xla_branch(op.attrs["platforms"], "cpu")
+    if branch is None:
+        raise PassError(
+            f"no branch for the CPU among {op.attrs['platforms']}",
+            op=op.name,
+            loc=op.loc,
+            fix="give lax.platform_dependent a cpu= or default= branch",
+        )
+    return [emit.constant(branch, "int32")]
