@@ -21,3 +21,7 @@ __all__ += ["collective"]
 from minipallas.ir.opset import semaphore  # noqa: E402  (semaphore_signal / wait / read)
 
 __all__ += ["semaphore"]
+
+from minipallas.ir.opset import dma  # noqa: E402  (dma_start / dma_wait: async copies)
+
+__all__ += ["dma"]

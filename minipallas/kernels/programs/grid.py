@@ -48,7 +48,7 @@ from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, initial_value
+from minipallas.ir.types import ArrayType, RefType, initial_value, is_semaphore
 from minipallas.kernels.programs.bind_grid import I32, bind_grid
 from minipallas.kernels.spec.aliases import output_sources
 
@@ -162,7 +162,7 @@ def fill_scratch(refs: Sequence[TracedRef]) -> None:
     are no memory to store into: they start at 0 (``initial_value``, their allocation) and keep
     counting."""
     for ref in refs:
-        if ref.memory_space != SEMAPHORE:
+        if not is_semaphore(ref.type):
             ref[...] = initial_value(ref.type)
 
 
