@@ -29,6 +29,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
     debug,
+    dma,
     indexed,
     layout,
     promote,

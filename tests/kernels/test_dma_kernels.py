@@ -6,9 +6,10 @@ in flight on one semaphore; and the DMA semaphore counts as upstream's does."""
 import numpy as np
 import pytest
 from dma_cases import DMA_CASES, SEM_COUNT
-from kernel_helpers import assert_same_bits
+from kernel_helpers import assert_same_bits, custom_call_ops
 
 import minipallas as mp
+from minipallas.ir.collectives import TritonSemaphoreUnsupported
 from minipallas.kernels.programs.grid import grid_program
 
 
@@ -49,3 +50,21 @@ def test_the_interpreter_and_to_jax_agree_with_the_compiled_call(case):
     assert_same_bits(interpreted, want)
     (evaluated,) = mp.to_jax(program)(*args)
     assert_same_bits(np.asarray(evaluated), want)
+
+
+def test_triton_refuses_an_async_copy_with_upstreams_message():
+    case = next(c for c in DMA_CASES if c.name == "dma_double_buffer")
+    with pytest.raises(TritonSemaphoreUnsupported) as e:
+        case.minipallas().lower(*case.inputs(), target="gpu")
+    assert str(e.value) == (
+        "Unimplemented primitive in Pallas Triton lowering: dma_start. Please file an issue at "
+        "https://github.com/jax-ml/jax/issues/new/choose."
+    )
+    assert "dma_cases.py" in str(e.value.loc)
+
+
+def test_under_jit_for_the_tpu_the_call_is_a_mosaic_custom_call():
+    case = next(c for c in DMA_CASES if c.name == "dma_double_buffer")
+    args = case.inputs()
+    ops = custom_call_ops(case.minipallas(), args, "tpu")
+    assert [op.attributes["call_target_name"].value for op in ops] == ["tpu_custom_call"]
