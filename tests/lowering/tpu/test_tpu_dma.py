@@ -23,7 +23,9 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.difftest.mosaic import UpstreamError, normalized_text, upstream_mosaic
+from minipallas.interop.pallas_call import kernel_from_jaxpr
 from minipallas.ir.errors import PassError
+from minipallas.kernels.pallas_call import lower_kernel as lower_call
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
@@ -47,6 +49,16 @@ def test_the_dma_ops_are_upstreams(case):
     assert ours.operation.verify()
     theirs = upstream_mosaic(case.upstream(interpret=False), *args)
     assert dma_ops(ours) == dma_ops(theirs) and dma_ops(ours)
+
+
+@pytest.mark.parametrize("case", DMA_CASES, ids=lambda c: c.name)
+def test_an_imported_upstream_kernel_lowers_to_upstreams_dma_ops(case):
+    """The upstream kernel itself, imported (``kernel_from_jaxpr``) rather than re-traced."""
+    args = case.inputs()
+    jaxpr = jax.make_jaxpr(case.upstream(interpret=False))(*args)
+    module = lower_call(kernel_from_jaxpr(jaxpr, memory_space=tpu.VMEM), "tpu").module
+    assert module.operation.verify()
+    assert dma_ops(module) == dma_ops(upstream_mosaic(case.upstream(interpret=False), *args))
 
 
 def test_a_copy_from_hbm_slices_the_window_and_signals_the_scratch_semaphore():
