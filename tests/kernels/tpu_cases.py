@@ -7,6 +7,7 @@ case is known good before it reaches the chip (``test_tpu_cases.py``).
 
 from __future__ import annotations
 
+from dma_cases import DMA_CASES
 from suite import Case, inputs, normal
 
 
@@ -30,4 +31,5 @@ TPU_CASES: list[Case] = [
     Case("scaled_rows", scaled_rows, ((32, 256), "float32"), inputs(normal(32, 256)),
          grid=(4, 2), in_specs=[((8, 128), lambda i, j: (i, j))],
          out_specs=((8, 128), lambda i, j: (i, j))),
+    *DMA_CASES,  # async copies (dma_cases.py)
 ]  # fmt: skip
