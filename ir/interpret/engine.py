@@ -122,6 +122,8 @@ class Interpreter:
         self.together: Any = None
         self.program: int | None = None
         self.grid_names: tuple[str, ...] | None = None
+        # under checks: the async copies started and not yet waited for (``dma.InFlight``)
+        self.copies: Any = None
         self.rules: dict[str, Rule] = RULES if perturb is None else perturb.rules()
 
     def error(self, op: Op, message: str, fix: str | None = None) -> InterpretError:

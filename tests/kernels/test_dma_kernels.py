@@ -39,14 +39,15 @@ def test_a_semaphore_counts_the_elements_of_each_copy():
 @pytest.mark.parametrize("case", DMA_CASES, ids=lambda c: c.name)
 def test_the_interpreter_and_to_jax_agree_with_the_compiled_call(case):
     """The call runs the discharged program as XLA ops (StableHLO); the reference interpreter
-    runs the grid program with its async copies, and ``to_jax`` evaluates it discharged with
+    runs the grid program with its async copies (under ``checks``: no access touches a copy in
+    flight), and ``to_jax`` evaluates it discharged with
     ``jax.lax``: all the same bits."""
     args = case.inputs()
     call = case.minipallas()
     want = np.asarray(call(*args))
     program = grid_program(call.trace(*args))
     assert any(op.name == "dma_start" for f in program.callees() for op in f.walk())
-    (interpreted,) = mp.interpret(program, *args)
+    (interpreted,) = mp.interpret(program, *args, checks=True)  # no access races a copy
     assert_same_bits(interpreted, want)
     (evaluated,) = mp.to_jax(program)(*args)
     assert_same_bits(np.asarray(evaluated), want)

@@ -165,3 +165,74 @@ def test_regular_semaphore_ops_refuse_dma_semaphores():
     assert "takes a semaphore ref, got Ref{i32[], dma_semaphore}" in error.message
     with pytest.raises(VerificationError, match="must be a regular semaphore ref"):
         mp.parse(TEXT.replace("%6 = semaphore_read %5[] : i32[]", "semaphore_signal %5[], %3"))
+
+
+def _early(mistake):
+    """A kernel that starts a copy of x into scratch, makes ``mistake`` before the wait,
+    then waits and writes the scratch out."""
+
+    def kernel(x_ref, o_ref):
+        def body(buf, sems):
+            copy = tpu.make_async_copy(x_ref.at[0:8], buf.at[1], sems.at[0])
+            copy.start()
+            mistake(x_ref, buf, sems)
+            copy.wait()
+            o_ref[...] = buf[1]
+
+        mp.run_scoped(body, tpu.VMEM((2, 8), jnp.float32), tpu.SemaphoreType.DMA((2,)))
+
+    return mp.trace(kernel, mp.RefType((16,), jnp.float32), F8)
+
+
+def _set(ref, value):
+    ref[...] = value
+
+
+@pytest.mark.parametrize(
+    "mistake, message",
+    [
+        (lambda x, buf, s: buf[1, 3], "reads the destination"),
+        (lambda x, buf, s: _set(buf.at[1, 2:4], jnp.zeros(2, jnp.float32)),
+         "writes the destination"),
+        (lambda x, buf, s: _set(x.at[7:9], jnp.zeros(2, jnp.float32)), "writes the source"),
+        (lambda x, buf, s: tpu.async_copy(buf.at[1], buf.at[0], s.at[1]).wait(),
+         "reads the destination"),
+    ],
+)  # fmt: skip
+def test_under_checks_touching_a_copy_in_flight_is_an_error_at_the_access(mistake, message):
+    fn = _early(mistake)
+    x = np.arange(16, dtype=np.float32)
+    mp.interpret(fn, x.copy(), np.zeros(8, np.float32))  # defined by default: upstream's meaning
+    with pytest.raises(InterpretError, match=message) as e:
+        mp.interpret(fn, x, np.zeros(8, np.float32), checks=True)
+    assert "still in flight (started at" in e.value.message and "test_dma.py" in str(e.value.loc)
+    assert "wait for the copy first" in e.value.fix
+
+
+def test_under_checks_untouched_memory_and_waited_copies_are_fine():
+    def fine(x, buf, sems):
+        buf[0] = x[8:16]  # the other slot
+        return x[0:8]  # reading a source is allowed
+
+    out = np.zeros(8, np.float32)
+    x = np.arange(16, dtype=np.float32)
+    mp.interpret(_early(fine), x, out, checks=True)
+    assert out.tobytes() == x[:8].tobytes()
+
+
+def test_under_checks_copies_on_one_semaphore_land_when_all_are_waited_for():
+    """After one of two waits on a shared semaphore either copy may still be in flight."""
+
+    def kernel(x_ref, o_ref):
+        def body(sem):
+            first = tpu.async_copy(x_ref.at[0:4], o_ref.at[0:4], sem)
+            second = tpu.async_copy(x_ref.at[4:8], o_ref.at[4:8], sem)
+            first.wait()
+            o_ref[0] = o_ref[0] + 1.0  # the first copy's: not known to have landed
+            second.wait()
+
+        mp.run_scoped(body, tpu.SemaphoreType.DMA)
+
+    fn = mp.trace(kernel, F8, F8)
+    with pytest.raises(InterpretError, match="reads the destination"):
+        mp.interpret(fn, np.ones(8, np.float32), np.zeros(8, np.float32), checks=True)
