@@ -16,25 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from suite import inputs, normal
+from suite import MP, inputs, jax_namespace, normal
 
 import minipallas as mp
-import minipallas.numpy as mnp
 from minipallas import tpu
 
 OURS = types.SimpleNamespace(
-    name="minipallas",
-    np=mnp,
+    **vars(MP),
     make_async_copy=tpu.make_async_copy,
     async_copy=tpu.async_copy,
-    ds=mp.ds,
-    program_id=mp.program_id,
-    num_programs=mp.num_programs,
-    when=mp.when,
-    run_scoped=mp.run_scoped,
     semaphore_read=mp.semaphore_read,
     DMA=tpu.SemaphoreType.DMA,
-    VMEM=tpu.VMEM,
     ANY=tpu.ANY,
     SMEM=tpu.SMEM,
 )
@@ -42,29 +34,16 @@ OURS = types.SimpleNamespace(
 
 @functools.cache
 def upstream() -> types.SimpleNamespace:
-    """Upstream's namespace (jax is imported on first use: it is slow to import)."""
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
+    """Upstream's namespace: ``suite.jax_namespace()`` and the DMA names."""
+    ns = jax_namespace()
     return types.SimpleNamespace(
-        name="jax",
-        np=jnp,
-        make_async_copy=pltpu.make_async_copy,
-        async_copy=pltpu.async_copy,
-        ds=pl.ds,
-        program_id=pl.program_id,
-        num_programs=pl.num_programs,
-        when=pl.when,
-        run_scoped=pl.run_scoped,
-        semaphore_read=pl.semaphore_read,
-        DMA=pltpu.SemaphoreType.DMA,
-        VMEM=lambda shape, dtype: pltpu.VMEM(shape, jnp.dtype(dtype)),
-        ANY=pl.ANY,
-        SMEM=pltpu.SMEM,
-        jax=jax,
-        pl=pl,
+        **vars(ns),
+        make_async_copy=ns.pltpu.make_async_copy,
+        async_copy=ns.pltpu.async_copy,
+        semaphore_read=ns.pl.semaphore_read,
+        DMA=ns.pltpu.SemaphoreType.DMA,
+        ANY=ns.pl.ANY,
+        SMEM=ns.pltpu.SMEM,
     )
 
 
