@@ -5,7 +5,8 @@ An equation's operands are the leaves of the ``tree`` parameter's pytree: ``(src
 dst_sem, src_sem, device_id)``, each of the first three a ref or a ``TransformedRef`` whose
 transforms are the ref's views (``x_ref.at[pl.ds(i, 8)]``): they import as ``ref.at`` /
 ``ref.reshape`` / ``ref.bitcast`` views (``state.apply_view``). A remote copy (``device_id``,
-a source semaphore) has no minipallas counterpart; ``add=True`` has no rule upstream either.
+a source semaphore) has no minipallas counterpart; ``add=True`` has no rule upstream either,
+and only priority 0 is kept (as the front end).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if eqn.params.get("add"):
         raise scope.error("a dma_start with add=True cannot be imported (upstream has no "
                           "discharge or Mosaic rule for it)", fix="copy, then add")  # fmt: skip
+    if eqn.params.get("priority", 0) != 0:
+        raise scope.error(f"a dma_start with priority {eqn.params['priority']} cannot be "
+                          "imported", fix="start the copy with priority 0")  # fmt: skip
     scope.emit_op("dma_start", _operands(scope, eqn))
     return []
 

@@ -47,3 +47,18 @@ def test_a_remote_copy_is_refused_with_a_fix():
     with pytest.raises(JaxprImportError, match="a remote dma_start") as e:
         from_jaxpr(jax.make_jaxpr(kernel)(ref((8,), np.float32), ref((8,), np.float32)))
     assert "make_async_copy" in e.value.fix
+
+
+@pytest.mark.parametrize(
+    "start, message", [({"priority": 1}, "priority 1"), ({"add": True}, "add=True")]
+)
+def test_a_start_with_other_options_is_refused_with_a_fix(start, message):
+    def kernel(x_ref, o_ref):
+        pl.run_scoped(
+            lambda sem: pltpu.make_async_copy(x_ref, o_ref, sem).start(**start),
+            pltpu.SemaphoreType.DMA,
+        )
+
+    with pytest.raises(JaxprImportError, match=message) as e:
+        from_jaxpr(jax.make_jaxpr(kernel)(ref((8,), np.float32), ref((8,), np.float32)))
+    assert e.value.fix
