@@ -30,7 +30,7 @@ from minipallas.ir.types import (
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
-# the rest is VMEM
+# Mosaic's name of each memory space (the rest is VMEM), and the element of a semaphore memref
 MEMORY_SPACE = {
     ANY: "any",
     TPU_SMEM: "smem",
