@@ -116,6 +116,18 @@ def gather_rows(ns, idx_ref, x_hbm, o_ref, sem):
         copy.wait()
 
 
+def hbm_to_hbm(ns, x_hbm, o_hbm, sem):
+    """HBM -> HBM: the two row blocks of the input, swapped into the output."""
+    ns.async_copy(x_hbm.at[ns.ds(8, 8)], o_hbm.at[ns.ds(0, 8)], sem).wait()
+    ns.async_copy(x_hbm.at[ns.ds(0, 8)], o_hbm.at[ns.ds(8, 8)], sem).wait()
+
+
+def to_smem(ns, x_hbm, o_ref, buf, sem):
+    """HBM -> SMEM scratch, then scalar reads."""
+    ns.async_copy(x_hbm, buf, sem).wait()
+    o_ref[0] = buf[3] + buf[5]
+
+
 def sem_count(ns, x_hbm, o_ref, buf, sem):
     """The DMA semaphore's count after a start and after its wait (CPU only)."""
     copy = ns.make_async_copy(x_hbm, buf, sem)
@@ -195,6 +207,10 @@ def _indices(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return rng.permutation(16)[:4].astype(np.int32), normal(16, 128)(rng)
 
 
+def _ints(rng: np.random.Generator) -> tuple[np.ndarray]:
+    return (rng.integers(0, 100, 16).astype(np.int32),)
+
+
 DMA_CASES: list[DmaCase] = [
     DmaCase("dma_hbm_rows", hbm_rows, ((32, 128), "float32"), inputs(normal(32, 128)),
             grid=(4,), in_specs=[ANY], out_specs=ROWS,
@@ -209,6 +225,10 @@ DMA_CASES: list[DmaCase] = [
             scratch=lambda ns: [ns.VMEM((8, 128), "float32"), ns.DMA]),
     DmaCase("dma_gather_rows", gather_rows, ((4, 128), "float32"), _indices,
             in_specs=[SMEM, ANY], scratch=lambda ns: [ns.DMA]),
+    DmaCase("dma_hbm_to_hbm", hbm_to_hbm, ((16, 128), "float32"), inputs(normal(16, 128)),
+            in_specs=[ANY], out_specs=ANY, scratch=lambda ns: [ns.DMA]),
+    DmaCase("dma_to_smem", to_smem, ((1,), "int32"), _ints, in_specs=[ANY], out_specs=SMEM,
+            scratch=lambda ns: [ns.SMEM((16,), "int32"), ns.DMA]),
 ]  # fmt: skip
 
 SEM_COUNT = DmaCase("dma_sem_count", sem_count, ((2,), "int32"), inputs(normal(8, 128)),

@@ -27,6 +27,10 @@ def test_the_copies_land_where_numpy_says():
     assert_same_bits(cases["dma_hbm_rows"].minipallas()(x), x * np.float32(2))
     assert_same_bits(cases["dma_double_buffer"].minipallas()(x), x + np.float32(1))
     assert_same_bits(cases["dma_to_hbm"].minipallas()(x), x * np.float32(3))
+    (y,) = cases["dma_hbm_to_hbm"].inputs()
+    assert_same_bits(cases["dma_hbm_to_hbm"].minipallas()(y), np.concatenate([y[8:], y[:8]]))
+    (n,) = cases["dma_to_smem"].inputs()
+    assert_same_bits(cases["dma_to_smem"].minipallas()(n), n[3:4] + n[5:6])
     idx, table = cases["dma_gather_rows"].inputs()
     assert_same_bits(cases["dma_gather_rows"].minipallas()(idx, table), table[idx])
 
