@@ -14,7 +14,8 @@ upstream's interpret mode does (the copy is already done). With ``checks=True`` 
 (``InFlight``), as it reports out-of-range indices: each copy stays in flight until the waits
 on its semaphore have taken back everything started on it (a wait cannot tell which of several
 copies on one semaphore landed), and any access to memory it may still touch is an error
-naming the copy's start.
+naming the copy's start, and so is a copy still in flight when the program ends (unless it
+is one step of a grid: ``program_ids`` given).
 """
 
 from __future__ import annotations
@@ -92,6 +93,16 @@ class InFlight:
                         f"{copy.start.loc}): on the chip this is undefined",
                         fix="wait for the copy first (copy.wait()), or use another buffer",
                     )
+
+    def finish(self, interp: Interpreter) -> None:
+        """At the end of the program: a copy still in flight was never waited for."""
+        for _, copies in self.by_semaphore.values():
+            raise interp.error(
+                copies[0].start,
+                "this async copy is never waited for: on the chip the kernel ends with it in "
+                "flight (its destination undefined, its semaphore not back at 0)",
+                fix="wait for every copy started (copy.wait()) before the kernel ends",
+            )
 
     def start(self, sem: np.ndarray, copy: _Copy, count: int) -> None:
         key = sem.__array_interface__["data"][0]

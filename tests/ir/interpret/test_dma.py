@@ -236,3 +236,20 @@ def test_under_checks_copies_on_one_semaphore_land_when_all_are_waited_for():
     fn = mp.trace(kernel, F8, F8)
     with pytest.raises(InterpretError, match="reads the destination"):
         mp.interpret(fn, np.ones(8, np.float32), np.zeros(8, np.float32), checks=True)
+
+
+def test_under_checks_a_copy_never_waited_for_is_an_error_at_its_start():
+    def kernel(x_ref, o_ref):
+        def body(sem):
+            tpu.async_copy(x_ref, o_ref, sem)
+
+        mp.run_scoped(body, tpu.SemaphoreType.DMA)
+
+    fn = mp.trace(kernel, F8, F8)
+    mp.interpret(fn, np.ones(8, np.float32), np.zeros(8, np.float32))
+    with pytest.raises(InterpretError, match="never waited for") as e:
+        mp.interpret(fn, np.ones(8, np.float32), np.zeros(8, np.float32), checks=True)
+    assert e.value.op == "dma_start" and "copy.wait()" in e.value.fix
+    # one step of a grid may leave a copy for the next step to wait for
+    mp.interpret(fn, np.ones(8, np.float32), np.zeros(8, np.float32), checks=True,
+                 program_ids=(0,), grid=(2,))  # fmt: skip
