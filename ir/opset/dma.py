@@ -26,10 +26,7 @@ COUNT_MAX = 32767
 
 def copy_count(t: RefType) -> int:
     """What one copy of a ``t``-shaped window adds to (and its wait takes from) its semaphore."""
-    n = 1
-    for d in t.shape:
-        n *= d
-    return min(n, COUNT_MAX)
+    return min(t.value_type.size, COUNT_MAX)
 
 
 def _copy(types: Types) -> Types:

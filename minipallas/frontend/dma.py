@@ -31,8 +31,8 @@ class AsyncCopyDescriptor:
 
     def start(self, priority: int = 0, *, add: bool = False) -> None:
         """Issues the copy. Only upstream's defaults: ``add=True`` (accumulate into ``dst``)
-        has no discharge or Mosaic rule upstream, and priorities other than 0 do not exist
-        for local copies on the TPUs jax 0.10.2 targets."""
+        has no discharge or Mosaic rule upstream, and the IR keeps no priority (Mosaic gets
+        upstream's default, 0)."""
         if add:
             raise trace_error(
                 "async copy start: add=True is not supported (nor upstream)",
