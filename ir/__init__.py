@@ -29,6 +29,7 @@ from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.opdef import OPS, OpDef
 from minipallas.ir.types import (
     ANY,
+    DMA_SEMAPHORE,
     GPU_GMEM,
     GPU_SMEM,
     MEMORY_SPACES,
@@ -43,6 +44,7 @@ from minipallas.ir.types import (
 
 __all__ = [
     "ANY",
+    "DMA_SEMAPHORE",
     "GPU_GMEM",
     "GPU_SMEM",
     "MEMORY_SPACES",

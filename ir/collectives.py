@@ -161,7 +161,8 @@ def upstream_rule(context: str, op: Op, in_callee: bool) -> str:
 
 
 class TritonSemaphoreUnsupported(MiniPallasError, NotImplementedError):
-    """A semaphore op in a Triton kernel: upstream's Triton lowering has no rule for it."""
+    """A semaphore op or async copy in a Triton kernel: upstream's Triton lowering has no rule
+    for it."""
 
     verbatim = True
 
@@ -174,7 +175,7 @@ def check_collective_axes(fn: Function, context: str) -> None:
             f"unknown collective-axes context '{context}'", fix=f"use one of: {', '.join(CONTEXTS)}"
         )
     for op, where, in_callee in _walk(fn, everything=context == "triton"):
-        if op.name.startswith("semaphore_"):
+        if op.name.startswith(("semaphore_", "dma_")):  # a semaphore, or an async copy's
             exc = TritonSemaphoreUnsupported(
                 TRITON_MESSAGE.replace("run_scoped", op.name), op=op.name, loc=op.loc
             )

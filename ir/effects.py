@@ -129,7 +129,7 @@ class EffectsAnalysis:
         opdef = OPS.get(op.name)
         if opdef is None:
             raise PassError(f"unknown op '{op.name}'", op=op.name, loc=op.loc)
-        return frozenset({Effect(opdef.effect, 0)}) if opdef.effect is not None else frozenset()
+        return frozenset(Effect(kind, i) for kind, i in opdef.effects)
 
     def block(self, block: Block) -> frozenset[Effect]:
         """Effects of a region, at the positions of its parameters."""

@@ -81,9 +81,10 @@ class OpDef:
 
     ``operands`` names the operands in order. ``effect`` is how the op touches the ref in
     operand 0 (upstream's effect kind for the same primitive, or ``None`` when it touches
-    none); effects of region ops come from their regions. ``pure`` ops may be removed when
-    their results are unused; ``observable`` ones act outside the program (``debug_print``)
-    and may never be removed.
+    none), or a tuple of them for an op that touches several refs, one per leading operand
+    (``dma_start``: read 0, write 1, accum 2); effects of region ops come from their regions.
+    ``pure`` ops may be removed when their results are unused; ``observable`` ones act outside
+    the program (``debug_print``) and may never be removed.
     """
 
     name: str
@@ -92,9 +93,15 @@ class OpDef:
     operands: tuple[Operand, ...]
     syntax: Rule
     regions: int | None = 0  # how many regions; None means one or more
-    effect: EffectKind | None = None
+    effect: EffectKind | tuple[EffectKind | None, ...] | None = None
     pure: bool = True
     observable: bool = False
+
+    @property
+    def effects(self) -> tuple[tuple[EffectKind, int], ...]:
+        """Each effect the op has, with the position of the operand it is on."""
+        kinds = self.effect if isinstance(self.effect, tuple) else (self.effect,)
+        return tuple((kind, i) for i, kind in enumerate(kinds) if kind is not None)
 
     def operand_names(self, count: int, attrs: Attrs) -> tuple[str, ...] | None:
         """The name of each of an op's ``count`` operands, or ``None`` when that many do not
@@ -143,7 +150,7 @@ def declare(
     operands: tuple[Operand, ...],
     syntax: Rule,
     regions: int | None = 0,
-    effect: EffectKind | None = None,
+    effect: EffectKind | tuple[EffectKind | None, ...] | None = None,
     pure: bool = True,
     observable: bool = False,
 ) -> Callable[[InferFn], InferFn]:

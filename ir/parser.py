@@ -37,7 +37,7 @@ from minipallas.ir.lexer import EOF, IDENT, NUMBER, STRING, SYMBOL, VALUE, Sourc
 from minipallas.ir.location import UNKNOWN, Location
 from minipallas.ir.opdef import OPS, EffectKind, OpDef
 from minipallas.ir.printer import effects_text
-from minipallas.ir.types import ANY, MEMORY_SPACES, SEMAPHORE, ArrayType, RefType, Type
+from minipallas.ir.types import ANY, MEMORY_SPACES, ArrayType, RefType, Semaphores, Type
 
 
 def parse(text: str) -> Function:
@@ -343,7 +343,7 @@ class Parser:
         self.expect("}", "to close the Ref type")
         key = (array, space)
         if key not in self.ref_types:
-            if space == SEMAPHORE and array.dtype != "int32":
+            if isinstance(space, Semaphores) and array.dtype != "int32":
                 raise self.error(f"semaphores count in int32, got {array} in a semaphore ref", tok)
             self.ref_types[key] = RefType(array.shape, array.dtype, space)
         return self.ref_types[key]

@@ -86,7 +86,12 @@ TPU_SMEM = MemorySpace("tpu.smem")
 GPU_GMEM = MemorySpace("gpu.gmem")
 GPU_SMEM = MemorySpace("gpu.smem")
 SEMAPHORE = Semaphores("semaphore")
-MEMORY_SPACES = {m.name: m for m in (ANY, TPU_VMEM, TPU_SMEM, GPU_GMEM, GPU_SMEM, SEMAPHORE)}
+# DMA semaphores (``pltpu.SemaphoreType.DMA``): the counter an async copy signals when its data
+# has landed and its wait takes back (``ir.opset.dma``); ``semaphore_read`` may read one.
+DMA_SEMAPHORE = Semaphores("dma_semaphore")
+MEMORY_SPACES = {
+    m.name: m for m in (ANY, TPU_VMEM, TPU_SMEM, GPU_GMEM, GPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
+}
 
 
 @dataclass(frozen=True)
@@ -108,10 +113,10 @@ class RefType:
                 f"unknown memory space {self.memory_space!r}",
                 fix=f"use one of {', '.join(MEMORY_SPACES)}",
             )
-        if space == SEMAPHORE and self.dtype != "int32":
+        if isinstance(space, Semaphores) and self.dtype != "int32":
             raise MiniPallasError(
                 f"semaphores count in int32, got a {self.dtype} semaphore ref",
-                fix="allocate them as tpu.SemaphoreType.REGULAR or REGULAR((n,))",
+                fix="allocate them as tpu.SemaphoreType.REGULAR / DMA, or REGULAR((n,))",
             )
         object.__setattr__(self, "memory_space", space)
 
@@ -135,15 +140,21 @@ Type = ArrayType | RefType
 def initial_value(t: RefType) -> object:
     """What a fresh buffer of ``t`` holds: ``dtypes.fill_value`` (upstream's uninitialized
     contents), or 0 for semaphores, which start counting there."""
-    return 0 if t.memory_space == SEMAPHORE else dtypes.fill_value(t.dtype)
+    return 0 if is_semaphore(t) else dtypes.fill_value(t.dtype)
 
 
 def as_ref_type(t: object) -> RefType | None:
     """What ``run_scoped`` and ``scratch_shapes`` allocate for ``t``: a ref type as it is, and
-    ``SemaphoreType.REGULAR`` on its own as one semaphore (upstream's spelling); None otherwise."""
+    ``SemaphoreType.REGULAR`` / ``DMA`` on its own as one semaphore (upstream's spelling); None
+    otherwise."""
     if isinstance(t, RefType):
         return t
-    return SEMAPHORE() if t is SEMAPHORE else None
+    return t() if isinstance(t, Semaphores) else None
+
+
+def is_semaphore(t: Type) -> bool:
+    """Whether ``t`` is a ref of semaphores, regular or DMA: counters, not memory."""
+    return isinstance(t, RefType) and isinstance(t.memory_space, Semaphores)
 
 
 def scalar(dtype: object) -> ArrayType:

@@ -264,8 +264,8 @@ class _Drawer:
         at = _kinds(self.analysis.op(op))
         where = location_text(op.loc)
         if not op.regions:
-            effect = OPS[op.name].effect
-            box.node(node, label, tooltip=where, **_fill([effect] if effect else []))
+            effects = [kind for kind, _ in OPS[op.name].effects]
+            box.node(node, label, tooltip=where, **_fill(effects))
             self.uses(op, node, at)
             if op.name == "call" and id(op.attrs["callee"]) in self.functions:
                 callee, cluster = self.functions[id(op.attrs["callee"])]

@@ -17,6 +17,7 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     collective,
     control,
     debug,
+    dma,
     indexed,
     kernel,
     lanes,

@@ -110,6 +110,8 @@ def interpret(
         return _simulate(fn, bound, interp, grid_names, schedule, (uninitialized, checks, perturb))
     with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
         results = interp.run(fn.body, bound)
+    if interp.copies is not None and interp.program_ids is None:  # not one step of a grid
+        interp.copies.finish(interp)
     return tuple(_result(fn, i, r) for i, r in enumerate(results))
 
 

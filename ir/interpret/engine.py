@@ -26,7 +26,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
 from minipallas.ir.errors import InterpretError, MiniPallasError
 from minipallas.ir.rules import RuleTable
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType, Type, initial_value
+from minipallas.ir.types import ArrayType, RefType, Type, initial_value, is_semaphore
 
 
 class Ref:
@@ -134,6 +134,8 @@ class Interpreter:
         self.together: Any = None
         self.program: int | None = None
         self.grid_names: tuple[str, ...] | None = None
+        # under checks: the async copies started and not yet waited for (``dma.InFlight``)
+        self.copies: Any = None
         self.rules: dict[str, Rule] = RULES if perturb is None else perturb.rules()
 
     def error(self, op: Op, message: str, fix: str | None = None) -> InterpretError:
@@ -144,7 +146,7 @@ class Interpreter:
         """A fresh buffer holding ``dtypes.fill_value``; under tracking, nothing in it is written
         yet. Semaphores start at 0, as on hardware."""
         data = np.full(ref_type.shape, initial_value(ref_type), dtypes.to_numpy(ref_type.dtype))
-        counted = ref_type.memory_space == SEMAPHORE  # a count is always there to read
+        counted = is_semaphore(ref_type)  # a count is always there to read
         written = np.full(ref_type.shape, counted) if self.tracking else None
         return Ref(data, written)
 

@@ -17,8 +17,16 @@ import numpy as np
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.errors import DeadlockError
-from minipallas.ir.interpret.engine import Interpreter, rule
-from minipallas.ir.interpret.windows import locate, through
+from minipallas.ir.interpret.engine import Interpreter, Ref, rule
+from minipallas.ir.interpret.windows import Access, locate, through
+
+
+def counter_at(ref: Ref, access: Access) -> np.ndarray:
+    """The one semaphore a located scalar window of ``ref`` names, as a 0-d view of its
+    storage (writes to it count)."""
+    access = through(ref, access)
+    index = access.index if access.basic else tuple(int(i) for i in access.index)
+    return ref.data[index + (Ellipsis,)]
 
 
 def _counter(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarray, Sequence]:
@@ -26,24 +34,21 @@ def _counter(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarr
     ref = args[0]
     indexer = op.attrs["indexer"]
     n = indexing.num_dyn(indexer)
-    access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
-    index = access.index if access.basic else tuple(int(i) for i in access.index)
-    return ref.data[index + (Ellipsis,)], args[1 + n :]
+    return counter_at(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n])), args[1 + n :]
 
 
-@rule("semaphore_signal")
-def semaphore_signal(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    counter, (inc,) = _counter(interp, op, args)
+def give(interp: Interpreter, counter: np.ndarray, inc: Any) -> None:
+    """Adds ``inc`` to ``counter`` (a 0-d view of a semaphore's storage)."""
     if interp.together is not None:
         interp.together.signal(interp, counter)
     counter[...] = counter + np.int32(inc)
-    return ()
 
 
-@rule("semaphore_wait")
-def semaphore_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    counter, (value,) = _counter(interp, op, args)
-    value = int(value)
+def take(
+    interp: Interpreter, op: Op, counter: np.ndarray, value: int, decrement: bool, fix: str
+) -> None:
+    """Waits until ``counter`` holds ``value`` (a ``DeadlockError`` when nothing can raise it),
+    then subtracts it when ``decrement``."""
     if interp.together is not None:
         interp.together.wait(interp, op, counter, value)
     if int(counter) < value:
@@ -52,11 +57,25 @@ def semaphore_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
             "program can signal it",
             op=op.name,
             loc=op.loc,
-            fix="signal it first, or share it among programs that run together "
-            "(run_scoped(..., collective_axes=...) under collectives='simulate')",
+            fix=fix,
         )
-    if op.attrs.get("decrement", True):
+    if decrement:
         counter[...] = counter - np.int32(value)
+
+
+@rule("semaphore_signal")
+def semaphore_signal(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    counter, (inc,) = _counter(interp, op, args)
+    give(interp, counter, inc)
+    return ()
+
+
+@rule("semaphore_wait")
+def semaphore_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    counter, (value,) = _counter(interp, op, args)
+    fix = ("signal it first, or share it among programs that run together "
+           "(run_scoped(..., collective_axes=...) under collectives='simulate')")  # fmt: skip
+    take(interp, op, counter, int(value), op.attrs.get("decrement", True), fix)
     return ()
 
 

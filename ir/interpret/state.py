@@ -8,6 +8,7 @@ Under initialization tracking a read of an element never written is an error: ``
 ``load`` (on the lanes its mask enables) and ``addupdate`` (which reads what it adds to).
 ``swap`` is not checked: ``ref[...] = v`` is a ``swap`` whose old value is usually unused, and
 its old value from fresh scratch is the fill value. Writes mark their elements written.
+Under ``checks``, an access an async copy in flight makes undefined is an error (``dma``).
 """
 
 from __future__ import annotations
@@ -44,9 +45,12 @@ def _window(
     n = indexing.num_dyn(indexer)
     access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
     rest = args[1 + n :]
-    if interp.together is not None:
+    if interp.together is not None or interp.copies is not None:
         mask = rest[1 if op.name == "store" else 0] if op.attrs.get("masked") else None
-        interp.together.touch(interp, op, ref.data, access, kind, mask)
+        if interp.together is not None:
+            interp.together.touch(interp, op, ref.data, access, kind, mask)
+        if interp.copies is not None:  # under checks, with async copies started
+            interp.copies.check(interp, op, ref.data, access, kind, mask)
     return ref, access, rest
 
 

@@ -24,7 +24,7 @@ from minipallas.ir.indexing import Dyn, Int
 from minipallas.ir.opdef import ACCUM, READ, Attrs, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import count_dyn, int_scalar, ref_operand, window
 from minipallas.ir.syntax import Parsed, Pieces, Windowed
-from minipallas.ir.types import SEMAPHORE, ArrayType
+from minipallas.ir.types import DMA_SEMAPHORE, SEMAPHORE, ArrayType
 
 if TYPE_CHECKING:
     from minipallas.ir.core import Op
@@ -53,12 +53,13 @@ class _Wait(Windowed):
         return parsed
 
 
-def _counter(types: Types, attrs: Attrs, values: int) -> Types:
-    """Checks the semaphore operand and its scalar window; returns the value operands."""
+def _counter(types: Types, attrs: Attrs, values: int, dma: bool = False) -> Types:
+    """Checks the semaphore operand (a DMA one too with ``dma``: upstream reads those) and
+    its scalar window; returns the value operands."""
     ref = ref_operand(types)
     require(
-        ref.memory_space == SEMAPHORE,
-        f"operand 'ref' must be a semaphore ref, got {ref}",
+        ref.memory_space == SEMAPHORE or (dma and ref.memory_space == DMA_SEMAPHORE),
+        f"operand 'ref' must be a {'' if dma else 'regular '}semaphore ref, got {ref}",
     )
     n = count_dyn(attrs)
     require(len(types) == 1 + n + values, f"expected {n} indices and {values} value operands")
@@ -108,6 +109,6 @@ def semaphore_wait(types: Types, attrs: Attrs, regions: Regions) -> Types:
     pure=False,
 )
 def semaphore_read(types: Types, attrs: Attrs, regions: Regions) -> Types:
-    """One semaphore's count: ``%c = semaphore_read %sem[0] : i32[]``."""
-    _counter(types, attrs, 0)
+    """One semaphore's count, regular or DMA: ``%c = semaphore_read %sem[0] : i32[]``."""
+    _counter(types, attrs, 0, dma=True)
     return (COUNT,)

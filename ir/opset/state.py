@@ -21,7 +21,7 @@ from minipallas.ir.opdef import (
 )
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
 from minipallas.ir.syntax import Windowed
-from minipallas.ir.types import SEMAPHORE, ArrayType
+from minipallas.ir.types import ArrayType, is_semaphore
 
 _LOAD = Windowed(0, (("mask", "masked"), ("other", "has_other")))
 
@@ -29,7 +29,7 @@ _LOAD = Windowed(0, (("mask", "masked"), ("other", "has_other")))
 def _split(types: Types, attrs: Attrs) -> tuple:
     ref = ref_operand(types)
     require(
-        ref.memory_space != SEMAPHORE,
+        not is_semaphore(ref),
         "a semaphore ref is not memory: read it with semaphore_read, change it with "
         "semaphore_signal / semaphore_wait",
     )

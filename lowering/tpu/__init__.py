@@ -31,6 +31,7 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
     debug,
+    dma,
     indexed,
     lanes,
     layout,

@@ -18,11 +18,26 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
-from minipallas.ir.types import ANY, SEMAPHORE, TPU_SMEM, ArrayType, MemorySpace, RefType
+from minipallas.ir.types import (
+    ANY,
+    DMA_SEMAPHORE,
+    SEMAPHORE,
+    TPU_SMEM,
+    ArrayType,
+    MemorySpace,
+    RefType,
+)
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
-MEMORY_SPACE = {ANY: "any", TPU_SMEM: "smem", SEMAPHORE: "semaphore_mem"}  # the rest is VMEM
+# Mosaic's name of each memory space (the rest is VMEM), and the element of a semaphore memref
+MEMORY_SPACE = {
+    ANY: "any",
+    TPU_SMEM: "smem",
+    SEMAPHORE: "semaphore_mem",
+    DMA_SEMAPHORE: "semaphore_mem",
+}
+SEMAPHORE_ELEMENT = {SEMAPHORE: "!tpu.semaphore", DMA_SEMAPHORE: "!tpu.dma_semaphore"}
 
 
 def element_type(dtype: str, in_memory: bool = False) -> ir.Type:
@@ -48,10 +63,11 @@ def memory_space_attr(space: MemorySpace) -> ir.Attribute:
 
 
 def memref_type(shape: Sequence[int], dtype: str, space: MemorySpace) -> ir.MemRefType:
-    """A memref of ``dtype`` in ``space``; in the semaphore space its elements are
-    ``!tpu.semaphore`` (the int32 counters are not memory Mosaic loads from)."""
-    if space == SEMAPHORE:
-        element = ir.Type.parse("!tpu.semaphore")
+    """A memref of ``dtype`` in ``space``; in the semaphore spaces its elements are
+    ``!tpu.semaphore`` or ``!tpu.dma_semaphore`` (the int32 counters are not memory Mosaic
+    loads from)."""
+    if space in SEMAPHORE_ELEMENT:
+        element = ir.Type.parse(SEMAPHORE_ELEMENT[space])
     else:
         element = element_type(dtype, in_memory=True)
     return ir.MemRefType.get(list(shape), element, memory_space=memory_space_attr(space))

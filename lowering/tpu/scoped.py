@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
-from minipallas.ir.types import ANY, SEMAPHORE, TPU_VMEM, RefType
+from minipallas.ir.types import ANY, TPU_VMEM, RefType, is_semaphore
 from minipallas.lowering.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule
@@ -32,7 +32,7 @@ def allocate(t: RefType) -> MemRef:
     """A buffer for ``t``: ``memref.alloca``, or ``tpu.sem_alloc`` for semaphores."""
     t = scratch_space(t)
     mem = emit.ref_memref_type(t)
-    buffer = tpu.sem_alloc(mem) if t.memory_space == SEMAPHORE else memref.alloca(mem, [], [])
+    buffer = tpu.sem_alloc(mem) if is_semaphore(t) else memref.alloca(mem, [], [])
     return MemRef(buffer, t.dtype, t.memory_space, (False,) * t.ndim)
 
 

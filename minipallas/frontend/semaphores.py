@@ -13,7 +13,7 @@ from typing import Any
 from minipallas.frontend.refs import TracedRef
 from minipallas.frontend.scopes import emit, trace_error
 from minipallas.frontend.values import TracedArray, asarray, emit_array
-from minipallas.ir.types import SEMAPHORE
+from minipallas.ir.types import DMA_SEMAPHORE, SEMAPHORE
 
 
 def semaphore_signal(sem: TracedRef, inc: Any = 1) -> None:
@@ -32,12 +32,13 @@ def semaphore_wait(sem: TracedRef, value: Any = 1, *, decrement: bool = True) ->
 
 
 def semaphore_read(sem: TracedRef) -> TracedArray:
-    """The semaphore's count, an int32 scalar."""
-    return emit_array("semaphore_read", [_one(sem, "semaphore_read")], indexer=())
+    """The semaphore's count, an int32 scalar (a DMA semaphore's too)."""
+    return emit_array("semaphore_read", [_one(sem, "semaphore_read", dma=True)], indexer=())
 
 
-def _one(sem: Any, what: str) -> TracedRef:
-    if not isinstance(sem, TracedRef) or sem.memory_space != SEMAPHORE:
+def _one(sem: Any, what: str, dma: bool = False) -> TracedRef:
+    spaces = (SEMAPHORE, DMA_SEMAPHORE) if dma else (SEMAPHORE,)
+    if not isinstance(sem, TracedRef) or sem.memory_space not in spaces:
         raise trace_error(
             f"{what} takes a semaphore ref, got {getattr(sem, 'type', type(sem).__name__)}",
             fix="allocate one: run_scoped(body, minipallas.tpu.SemaphoreType.REGULAR)",

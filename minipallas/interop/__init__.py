@@ -15,6 +15,7 @@ its module of the same name, is this package's ``to_jax``.
 from minipallas.interop import (  # noqa: F401
     control,
     debug,  # jax.debug.print: its import and to_jax rules
+    dma,  # pltpu.make_async_copy / async_copy
     lanes,  # pltpu.roll, pltpu.bitcast, platform_index: import and to_jax rules
     lax,
     lax_indexing,

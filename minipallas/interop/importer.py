@@ -40,6 +40,7 @@ from jax import numpy as jnp
 from jax._src import core as jax_core
 from jax._src import source_info_util
 from jax._src.pallas import core as pallas_core
+from jax._src.pallas.mosaic import core as tpu_core
 from jax._src.state.types import AbstractRef
 
 from minipallas.ir import dtypes
@@ -52,6 +53,7 @@ from minipallas.ir.location import UNKNOWN, Location, user_location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import (
     ANY,
+    DMA_SEMAPHORE,
     GPU_GMEM,
     GPU_SMEM,
     SEMAPHORE,
@@ -155,14 +157,19 @@ def type_of(aval: object, what: str = "a value") -> Type:
 
 
 def _semaphores(inner: jax_core.ShapedArray, what: str) -> RefType:
-    """A ref of upstream's regular semaphores (``pltpu.SemaphoreType.REGULAR``): minipallas's
-    int32 semaphore ref. DMA and barrier semaphores have no counterpart."""
-    if not jnp.issubdtype(inner.dtype, pallas_core.semaphore):
-        raise JaxprImportError(
-            f"{what} is a ref of {inner.dtype} semaphores; only regular semaphores "
-            "(SemaphoreType.REGULAR) import"
-        )
-    return RefType(inner.shape, "int32", SEMAPHORE)
+    """A ref of upstream's regular or DMA semaphores (``pltpu.SemaphoreType.REGULAR`` /
+    ``DMA``): minipallas's int32 semaphore ref of that kind. Barrier semaphores have no
+    counterpart."""
+    for dtype, space in (
+        (pallas_core.semaphore, SEMAPHORE),
+        (tpu_core.dma_semaphore, DMA_SEMAPHORE),
+    ):
+        if jnp.issubdtype(inner.dtype, dtype):
+            return RefType(inner.shape, "int32", space)
+    raise JaxprImportError(
+        f"{what} is a ref of {inner.dtype} semaphores; only regular and DMA semaphores "
+        "(SemaphoreType.REGULAR, SemaphoreType.DMA) import"
+    )
 
 
 @functools.lru_cache(maxsize=1024)

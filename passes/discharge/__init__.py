@@ -34,6 +34,7 @@ from minipallas.ir.types import RefType
 from minipallas.passes.collector import collector_paused
 from minipallas.passes.discharge import (  # noqa: F401  (each registers its rules)
     control,
+    dma,
     scoped,
     semaphore,
     state,

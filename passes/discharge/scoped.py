@@ -22,7 +22,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.literal import Literal
-from minipallas.ir.types import SEMAPHORE
+from minipallas.ir.types import is_semaphore
 from minipallas.passes.discharge.engine import DischargeScope, Handle, Root, rule, written
 from minipallas.passes.discharge.regions import Section, finish, group_refs, params_by_operand
 
@@ -31,7 +31,7 @@ def _allocate(scope: DischargeScope, param: Value, op: Op) -> None:
     """Binds a scoped allocation to a fresh root holding an ``uninitialized`` value (semaphores:
     zeros, the count they start from)."""
     t = param.type.value_type
-    if param.type.memory_space == SEMAPHORE:
+    if is_semaphore(param.type):
         zeros = np.zeros(t.shape, dtypes.to_numpy(t.dtype))
         start = scope.emit("constant", [], op.loc, value=Literal.of(zeros, t.dtype))
     else:

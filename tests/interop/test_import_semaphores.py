@@ -1,6 +1,7 @@
 """Upstream's semaphore primitives imported: ``pl.semaphore_signal`` / ``semaphore_wait`` /
 ``semaphore_read`` on ``pltpu.SemaphoreType.REGULAR`` allocations, checked against upstream's
-discharge bit for bit; remote signals and DMA semaphores are refused with a fix."""
+discharge bit for bit; remote signals and barrier semaphores are refused with a fix (DMA
+semaphores import: ``test_import_dma.py``)."""
 
 import jax
 import numpy as np
@@ -67,7 +68,7 @@ def test_a_semaphore_array_indexed_with_at_imports_and_counts():
         assert out.tolist() == [3, 0]
 
 
-def test_remote_signals_and_dma_semaphores_are_refused_with_a_fix():
+def test_remote_signals_and_barrier_semaphores_are_refused_with_a_fix():
     def remote(o_ref):
         pl.run_scoped(lambda s: pl.semaphore_signal(s, 1, device_id=0),
                       pltpu.SemaphoreType.REGULAR)  # fmt: skip
@@ -76,8 +77,8 @@ def test_remote_signals_and_dma_semaphores_are_refused_with_a_fix():
         from_jaxpr(jax.make_jaxpr(remote)(ref((), np.int32)))
     assert "collective run_scoped" in e.value.fix
 
-    def dma(o_ref):
-        pl.run_scoped(lambda s: None, pltpu.SemaphoreType.DMA)
+    def barrier(o_ref):
+        pl.run_scoped(lambda s: None, pltpu.SemaphoreType.BARRIER)
 
-    with pytest.raises(JaxprImportError, match="only regular semaphores"):
-        from_jaxpr(jax.make_jaxpr(dma)(ref((), np.int32)))
+    with pytest.raises(JaxprImportError, match="only regular and DMA semaphores"):
+        from_jaxpr(jax.make_jaxpr(barrier)(ref((), np.int32)))

@@ -343,6 +343,22 @@ def lanes() -> Function:
     )
 
 
+def dma() -> Function:
+    """dma_start and dma_wait, between windows (ref.at views) of two memory spaces."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        "func @dma(%x: Ref{f32[4,128]}, %b: Ref{f32[2,128], tpu.vmem}, "
+        """%s: Ref{i32[2], dma_semaphore}, %i: i32[]) -> () {
+  %w = ref.at %x[ds(%i, 2), :] : Ref{f32[2,128]}
+  %k = ref.at %s[1] : Ref{i32[], dma_semaphore}
+  dma_start %w, %b, %k
+  dma_wait %w, %b, %k
+  return
+}"""
+    )
+
+
 ALL = [
     state_ops,
     views,
@@ -357,4 +373,5 @@ ALL = [
     collective,
     semaphores,
     lanes,
+    dma,
 ]

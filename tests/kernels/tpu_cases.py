@@ -8,6 +8,7 @@ case is known good before it reaches the chip (``test_tpu_cases.py``).
 from __future__ import annotations
 
 import numpy as np
+from dma_cases import DMA_CASES
 from suite import BF16, Case, inputs, normal
 
 
@@ -89,4 +90,5 @@ TPU_CASES: list[Case] = [
     Case("rolled_packed", rolled_packed, (((32, 256), "bfloat16"), ((64, 256), "int8")), _packed,
          grid=(2,), in_specs=[((16, 256), lambda i: (i, 0)), ((32, 256), lambda i: (i, 0))],
          out_specs=[((16, 256), lambda i: (i, 0)), ((32, 256), lambda i: (i, 0))]),
+    *DMA_CASES,  # async copies (dma_cases.py)
 ]  # fmt: skip

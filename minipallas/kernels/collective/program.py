@@ -48,7 +48,7 @@ from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
+from minipallas.ir.types import ArrayType, RefType, is_semaphore
 from minipallas.kernels.collective.batched import batched_epochs, group_indices, run_epoch
 from minipallas.kernels.collective.races import check_static_races
 from minipallas.kernels.programs.bind_grid import bind_grid
@@ -82,7 +82,7 @@ def collective_program(
     body = bind_grid(kernel.body, kernel.grid)
     n_grid = len(kernel.grid)
     ops, shared, axes = _inline_collective_scope(body)
-    if any(v.type.memory_space == SEMAPHORE for v in shared):
+    if any(is_semaphore(v.type) for v in shared):
         _refuse("private semaphores only (a wait on a shared one may need a later "
                 "program's signal)", "give each program its own semaphores")  # fmt: skip
     along = [grid_names.index(a) for a in axes]

@@ -48,7 +48,7 @@ from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.ir.types import SEMAPHORE, ArrayType, RefType
+from minipallas.ir.types import ArrayType, RefType, is_semaphore
 from minipallas.kernels.programs.bind_grid import I32, bind_grid
 from minipallas.kernels.spec.aliases import output_sources
 
@@ -167,7 +167,7 @@ def fill_scratch(refs: Sequence[TracedRef], fill: Callable[[str], Any] = fill_va
     """Scratch starts holding the fill value, as upstream's interpret mode fills it; semaphores
     are no memory to store into: they start at 0 (their allocation) and keep counting."""
     for ref in refs:
-        if ref.memory_space != SEMAPHORE:
+        if not is_semaphore(ref.type):
             ref[...] = fill(ref.type.dtype)
 
 
