@@ -21,3 +21,7 @@ __all__ += ["collective"]
 from minipallas.ir.opset import semaphore  # noqa: E402  (semaphore_signal / wait / read)
 
 __all__ += ["semaphore"]
+
+from minipallas.ir.opset import atomic  # noqa: E402  (Pallas Triton's atomics)
+
+__all__ += ["atomic"]

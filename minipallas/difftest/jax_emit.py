@@ -47,11 +47,13 @@ from jax._src.state import primitives as state
 from jax._src.state.types import AbstractRef
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.experimental.pallas import triton as plgpu
 
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
+from minipallas.ir.opset.atomic import COMBINE
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
 
@@ -244,6 +246,15 @@ def _store(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     mask = rest[1] if op.attrs.get("masked") else None
     pallas.store(ref, idx, rest[0], mask=mask)
     return []
+
+
+@rule(*COMBINE)
+def _atomic(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    """``plgpu.atomic_add``/``max``/``min``; upstream's discharge has no masked form."""
+    if op.attrs.get("masked"):
+        raise EmitError("upstream cannot interpret a masked atomic", op=op.name, loc=op.loc)
+    ref, idx, rest = _split(op, args)
+    return [getattr(plgpu, op.name)(ref, idx, rest[0])]
 
 
 @rule("ref.at")

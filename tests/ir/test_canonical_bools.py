@@ -38,7 +38,7 @@ NO_BOOL = {
     *("reduce_sum", "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "scatter_add"),
     *("iota", "program_id", "num_programs", "axis_index"),
     *("barrier", "semaphore_read", "semaphore_signal", "semaphore_wait"),
-    *("addupdate", "uninitialized"),
+    *("addupdate", "uninitialized", "atomic_min", "atomic_cas"),  # atomics refuse bool refs
 }
 REGION_OPS = {"for", "while", "cond", "call", "run_scoped"}
 
