@@ -249,3 +249,41 @@ def test_an_imported_vmapped_kernel_emits_the_module_of_minipallas_own_batching(
     assert imported.dimension_semantics == ("parallel", "parallel", "parallel", "arbitrary")
     texts = [lower_kernel(k, "tpu").as_text(debug_info=False) for k in (imported, ours)]
     assert texts[0] == texts[1]
+
+
+def _rows_kernel(x_ref, o_ref):
+    i, n = pl.program_id(0), pl.num_programs(0)
+    o_ref[...] = x_ref[...] + i.astype(F32) + 10 * n.astype(F32)
+
+
+def rows_call(n, interpret):
+    return pl.pallas_call(
+        _rows_kernel,
+        jax.ShapeDtypeStruct((32, 128), F32),
+        grid=(n,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        interpret=interpret,
+    )
+
+
+def test_vmap_of_a_dynamic_grid_reads_its_own_size():
+    """A traced grid size, unbatched: the vmapped call has grid ``(batch, None)``. Each slice
+    equals upstream's unbatched call. Upstream's vmapped interpret mode does not: discharging
+    the body outside its grid environment, ``num_programs(0)`` reads axis 0 of the full grid
+    (the batch axis) instead of the first axis that is not vmapped, so it equals the unbatched
+    calls only when the size happens to equal the batch."""
+    xs = rand(3, 32, 128)
+    theirs = jax.jit(jax.vmap(lambda x, n: rows_call(n, True)(x), in_axes=(0, None)))
+    closed = jax.make_jaxpr(jax.vmap(lambda x, n: rows_call(n, False)(x), in_axes=(0, None)))(
+        xs, np.int32(2)
+    )
+    assert kernel_from_jaxpr(closed).grid == (3, None)
+    program = mp.compile(from_jaxpr(closed))
+    one = jax.jit(lambda x, n: rows_call(n, True)(x))
+    for n in (1, 3, 4):
+        (got,) = program(xs, np.int32(n))
+        for b in range(3):
+            assert_same(got[b], np.asarray(one(xs[b], np.int32(n))))
+        if n == 3:  # the batch's size: upstream's vmapped reading happens to be right
+            assert_same(got, np.asarray(theirs(xs, np.int32(n))))
