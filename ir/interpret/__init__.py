@@ -14,6 +14,7 @@ semantics are written down, one file per op family:
 
 from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules)  # noqa: F401, E402  (structural ops)
     arrays,
+    atomic,
     collective,
     control,
     debug,

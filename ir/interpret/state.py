@@ -36,17 +36,18 @@ from minipallas.ir.interpret.windows import (
 
 
 def _window(
-    interp: Interpreter, op: Op, args: Sequence[Any], kind: str
+    interp: Interpreter, op: Op, args: Sequence[Any], kind: str, mask_at: int = 0
 ) -> tuple[Ref, Access, Sequence]:
-    """The ref, where the op's window lands in its storage, and the remaining operands. Among
-    programs run together, the access is checked for races first (``programs``, ``races``)."""
+    """The ref, where the op's window lands in its storage, and the remaining operands (a
+    mask, when the op is ``masked``, is the ``mask_at``-th of them). Among programs run
+    together, the access is checked for races first (``programs``, ``races``)."""
     ref = args[0]
     indexer = op.attrs["indexer"]
     n = indexing.num_dyn(indexer)
     access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
     rest = args[1 + n :]
     if interp.together is not None or interp.copies is not None:
-        mask = rest[1 if op.name == "store" else 0] if op.attrs.get("masked") else None
+        mask = rest[mask_at] if op.attrs.get("masked") else None
         if interp.together is not None:
             interp.together.touch(interp, op, ref.data, access, kind, mask)
         if interp.copies is not None:  # under checks, with async copies started
@@ -117,7 +118,7 @@ def load(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 @rule("store")
 def store(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     """Masked-off lanes keep what they held."""
-    ref, access, rest = _window(interp, op, args, WRITE)
+    ref, access, rest = _window(interp, op, args, WRITE, mask_at=1)
     mask = rest[1] if op.attrs.get("masked") else None
     write(ref.data, access, rest[0], mask)
     _mark_written(ref, access, mask)

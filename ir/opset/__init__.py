@@ -22,6 +22,6 @@ from minipallas.ir.opset import semaphore  # noqa: E402  (semaphore_signal / wai
 
 __all__ += ["semaphore"]
 
-from minipallas.ir.opset import dma, lanes, platform  # noqa: E402  (async copies; pltpu.roll, platform_index)
+from minipallas.ir.opset import atomic, dma, lanes, platform  # noqa: E402
 
-__all__ += ["dma", "lanes", "platform"]
+__all__ += ["atomic", "dma", "lanes", "platform"]  # Triton atomics; async copies; roll...

@@ -31,6 +31,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS, AfterEach
 from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
     arrays,
+    atomic,
     control,
     debug,
     indexed,

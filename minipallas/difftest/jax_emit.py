@@ -21,7 +21,10 @@ minipallas's meaning explicitly, so the two programs compute the same thing:
 - Pallas ``load``/``store`` windows (upstream pads past the end instead of clamping) and
   indexers upstream discharges as a gather or scatter (it clamps or drops each position
   separately instead of shifting the window back inside): their dynamic starts and integers
-  are clamped into range first, as minipallas clamps them.
+  are clamped into range first, as minipallas clamps them. A 0-d integer array in a Pallas
+  ``load`` window is a scalar index to upstream (its padded window, not a gather), so it is
+  clamped too: an index past the end would read the fill value where minipallas's gather
+  clamps (a write drops it on both sides already).
 
 Everything else (upstream's clamping of plain dynamic windows, its views, loops, scratch and
 calls) is left to upstream, which is what the fuzzer tests. A ``for`` with constant bounds
@@ -45,11 +48,13 @@ from jax._src.state import primitives as state
 from jax._src.state.types import AbstractRef
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+from jax.experimental.pallas import triton as plgpu
 
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
+from minipallas.ir.opset.atomic import COMBINE
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
 
@@ -186,7 +191,12 @@ def index(
                 out.append(slice(entry.start, entry.start + span, entry.stride))
         elif isinstance(entry, Array):
             i = dyn[entry.index.pos]
-            out.append(_dropped_if_negative(i) if write else _nonneg(i))
+            if write:
+                out.append(_dropped_if_negative(i))
+            elif window and np.ndim(i) == 0:  # a scalar to upstream's padded window
+                out.append(_clamped(i, dim - 1))
+            else:
+                out.append(_nonneg(i))
     return tuple(out)
 
 
@@ -237,6 +247,15 @@ def _store(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     mask = rest[1] if op.attrs.get("masked") else None
     pallas.store(ref, idx, rest[0], mask=mask)
     return []
+
+
+@rule(*COMBINE)
+def _atomic(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    """``plgpu.atomic_add``/``max``/``min``; upstream's discharge has no masked form."""
+    if op.attrs.get("masked"):
+        raise EmitError("upstream cannot interpret a masked atomic", op=op.name, loc=op.loc)
+    ref, idx, rest = _split(op, args)
+    return [getattr(plgpu, op.name)(ref, idx, rest[0])]
 
 
 @rule("ref.at")

@@ -28,6 +28,7 @@ from minipallas.interop import (  # noqa: F401
     state,
     to_jax_indexing,  # noqa: F401  (registers its to_jax rules)
     to_jax_structural,
+    triton,  # Pallas Triton's atomics
 )
 from minipallas.interop.importer import JaxprImportError, from_jaxpr, rule
 from minipallas.interop.to_jax import to_jax

@@ -1,5 +1,5 @@
 """Import rules for control flow and calls: ``scan``, ``while``, ``cond``, ``jit``,
-``closed_call``, ``remat`` and the custom-derivative calls.
+``closed_call``, ``call``, ``shard_map``, ``remat`` and the custom-derivative calls.
 
 - ``scan`` becomes a ``for`` from 0 to ``length``. Its consts and its scanned operands (``xs``)
   are loop constants; iteration ``i`` reads element ``k`` (``i``, or ``length-1-i`` when
@@ -12,7 +12,10 @@
   runs its last branch for a negative index where minipallas clamps to branch 0, so a negative
   index is replaced by the last branch's unless it is known non-negative (``lax.cond`` converts
   a bool, ``lax.switch`` clamps from 0).
-- ``jit`` and ``closed_call`` become ``call``s of a function imported once per jaxpr;
+- ``jit``, ``closed_call`` and ``call`` (``core.call``, its jaxpr open) become ``call``s of a
+  function imported once per jaxpr;
+- ``shard_map`` over a mesh whose manual axes have one device each (the CPU's one device) is
+  its body on the whole arrays, inlined; ``pvary`` (a type fact about mesh axes) is identity.
   ``remat`` (``jax.checkpoint``) and ``custom_jvp_call`` / ``custom_vjp_call`` are inlined:
   after differentiation they mean their primal computation.
 """
@@ -121,7 +124,7 @@ def _last_if_negative(scope: ImportScope, atom: jax_core.Atom, n: int) -> Value:
     return scope.emit("select", [negative, scope.constant(n - 1, dtype), index])
 
 
-@rule("jit", "closed_call")
+@rule("jit", "closed_call", "call")
 def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     closed = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
     if not isinstance(closed, jax_core.ClosedJaxpr):
@@ -130,6 +133,29 @@ def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     args = [scope.read(a) for a in eqn.invars]
     callee = scope.importer.callee(closed, name, args)
     return list(scope.emit_op("call", args, callee=callee).results)
+
+
+@rule("shard_map")
+def shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """The body on the whole arrays, when every manual mesh axis has one device: each operand
+    is then its own (only) shard. More devices would run the body per shard."""
+    mesh = eqn.params["mesh"]
+    sizes = dict(mesh.shape)
+    manual = eqn.params.get("newly_manual_axes", eqn.params.get("manual_axes", sizes))
+    wide = {str(a): sizes[a] for a in manual if sizes[a] != 1}
+    if wide:
+        raise scope.error(
+            f"minipallas imports a shard_map over one device per manual mesh axis, got {wide}",
+            fix="run the function under a mesh of one device (each shard the whole array)",
+        )
+    jaxpr, consts = closed_parts(eqn.params["jaxpr"])
+    return scope.inline(jaxpr, consts, [scope.read(a) for a in eqn.invars])
+
+
+@rule("pvary")
+def pvary(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """Marks values as varying over manual mesh axes (a type fact): the values themselves."""
+    return [scope.read(a) for a in eqn.invars]
 
 
 @rule("remat2", "custom_jvp_call", "custom_vjp_call")

@@ -1,7 +1,9 @@
 """``jax.debug.print`` across the interop boundary: the ``debug_print`` primitive imports as the
 ``debug_print`` op, and ``to_jax`` evaluates that op as a ``jax.debug.print`` call.
 
-What the op keeps of the primitive: ``fmt``; which operand is which argument, from
+A ref operand (``pl.debug_print("{}", o_ref)``) prints its current contents, as upstream's
+interpret mode does: the import reads the whole ref first. What the op keeps of the primitive:
+``fmt``; which operand is which argument, from
 ``in_tree`` (positional ones, then keywords in sorted order, as upstream flattens them); the
 numpy print options upstream captured, where they differ from numpy's defaults. Refused, each
 with a fix: non-array arguments (``static_args``), nested arguments (a list or dict of arrays),
@@ -23,9 +25,11 @@ from jax._src import core as jax_core
 
 from minipallas.interop.importer import ImportScope
 from minipallas.interop.importer import rule as import_rule
+from minipallas.interop.indexers import Window
 from minipallas.interop.to_jax import rule as to_jax_rule
 from minipallas.ir.core import Op, Value
 from minipallas.ir.opset.debug import DEFAULT_OPTIONS
+from minipallas.ir.types import RefType
 
 _FIX = "pass the arrays themselves as arguments: jax.debug.print('{} {x}', a, x=b)"
 
@@ -65,6 +69,13 @@ def _options(
     return tuple(kept)
 
 
+def _contents(scope: ImportScope, x: Value) -> Value:
+    """What upstream prints for an operand: a ref's current contents (a whole-ref ``get``)."""
+    if not isinstance(x.type, RefType):
+        return x
+    return scope.emit("get", [x], indexer=Window.whole(x.type.shape).indexer)
+
+
 @import_rule("debug_print")
 def debug_print(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
@@ -77,7 +88,7 @@ def debug_print(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         raise scope.error(
             f"the format {fmt!r} uses '!r', JAX's Array(...) repr", fix="drop the '!r'"
         )
-    operands = [scope.read(a) for a in eqn.invars]
+    operands = [_contents(scope, scope.read(a)) for a in eqn.invars]
     scope.emit_op(
         "debug_print",
         operands,

@@ -1,8 +1,9 @@
 """Import rules for the small primitives real ``jnp`` programs carry that compute nothing new:
 
 - ``stop_gradient`` (``jax.nn.softmax``, ``log_softmax``, ``logsumexp`` put one around their
-  shift by the maximum) and ``multiple_of`` (``pl.multiple_of``: a divisibility hint for the
-  compiler) are the identity on values;
+  shift by the maximum), ``multiple_of`` (``pl.multiple_of``: a divisibility hint for the
+  compiler) and ``max_contiguous`` (Pallas Triton's hint that the first values are contiguous)
+  are the identity on values;
 - ``add_any`` (the sum of cotangents ``jax.grad`` makes) is ``add``.
 """
 
@@ -16,7 +17,7 @@ from minipallas.interop.importer import ImportScope, rule
 from minipallas.interop.lax import identity, operands
 from minipallas.ir.core import Value
 
-rule("stop_gradient", "multiple_of")(identity)
+rule("stop_gradient", "multiple_of", "max_contiguous")(identity)
 
 
 @rule("add_any")

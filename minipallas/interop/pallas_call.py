@@ -26,8 +26,11 @@ a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by 
 
 The rule's ``call`` passes the equation's operands as they are: the dynamic grid sizes, the
 scalar-prefetch arrays, then the inputs, as the CPU program takes them. ``Element`` block
-dimensions carry their padding. Meshes, vmapped calls and bounded/indirect block dimensions
-are refused with a ``JaxprImportError`` naming what is unsupported.
+dimensions carry their padding. A vmapped call (upstream's batching rule: batch axes
+``vmapped_dims`` in the grid, their squeezed block dimensions already in the block mappings)
+imports with its body's grid queries moved past the batch axes, as minipallas's own batching
+does (``kernels/platforms/batching.py``). Meshes and bounded/indirect block dimensions are
+refused with a ``JaxprImportError`` naming what is unsupported.
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ from minipallas.interop.importer import (
 from minipallas.ir.core import Function, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
+from minipallas.kernels.platforms.batching import regrid_queries
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS
+from minipallas.kernels.spec.tracing import check_grid_axes
 
 
 @rule("pallas_call")
@@ -105,6 +110,9 @@ def kernel_from_eqn(
     scratch_vars = body_jaxpr.invars[n_pre + n_specs :]
     scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
     body = _body(importer, name, body_jaxpr, [*prefetch, *(s.ref_type for s in specs), *scratch])
+    vmapped = frozenset(int(d) for d in gm.vmapped_dims)
+    if vmapped:
+        body = _unbatched_axes(body, len(grid), vmapped)
     return Kernel(
         name=body.name,
         body=body,
@@ -112,7 +120,7 @@ def kernel_from_eqn(
         in_specs=tuple(specs[: gm.num_inputs]),
         out_specs=tuple(specs[gm.num_inputs :]),
         scratch_types=tuple(t for t in scratch if isinstance(t, RefType)),
-        dimension_semantics=_semantics(params.get("compiler_params"), len(grid)),
+        dimension_semantics=_semantics(params.get("compiler_params"), len(grid), vmapped),
         input_output_aliases=_aliases(params.get("input_output_aliases", ()), n_pre),
         scalar_prefetch=tuple(prefetch),
     )
@@ -138,7 +146,6 @@ def _what(k: int, n_inputs: int) -> str:
 
 def _check_supported(params: Mapping, gm: object) -> None:
     refusals = [
-        (tuple(gm.vmapped_dims), "a vmapped pallas_call"),
         (params.get("mesh"), "a mesh"),
     ]
     for present, what in refusals:
@@ -226,8 +233,20 @@ def _body(
     return Function(importer.unique_name(name), scope.builder.block(params, results))
 
 
-def _semantics(compiler_params: object, n_axes: int) -> tuple[str, ...] | None:
-    """``dimension_semantics`` of Pallas TPU's compiler params, as strings; None if absent."""
+def _unbatched_axes(body: Function, n_axes: int, vmapped: frozenset[int]) -> Function:
+    """The body with its grid queries on the full grid: upstream's batching rule keeps the
+    body, whose ``program_id(k)`` counts the axes that are not ``vmapped_dims``."""
+    axes = [a for a in range(n_axes) if a not in vmapped]
+    check_grid_axes(body, len(axes))
+    return regrid_queries(body, axes)
+
+
+def _semantics(
+    compiler_params: object, n_axes: int, vmapped: frozenset[int]
+) -> tuple[str, ...] | None:
+    """``dimension_semantics`` of Pallas TPU's compiler params, as strings (given for the axes
+    that are not vmapped; a vmapped axis is ``parallel``, as upstream's Mosaic lowering makes
+    it); None if absent."""
     candidates = (
         compiler_params.values() if isinstance(compiler_params, Mapping) else [compiler_params]
     )
@@ -235,8 +254,11 @@ def _semantics(compiler_params: object, n_axes: int) -> tuple[str, ...] | None:
         values = getattr(params, "dimension_semantics", None)
         if values is None:
             continue
-        names = tuple(str(getattr(v, "value", v)).lower() for v in values)
-        if len(names) != n_axes or any(n not in DIMENSION_SEMANTICS for n in names):
+        given = iter(str(getattr(v, "value", v)).lower() for v in values)
+        if len(values) != n_axes - len(vmapped):
+            raise JaxprImportError(f"dimension_semantics {values} do not fit the grid")
+        names = tuple("parallel" if a in vmapped else next(given) for a in range(n_axes))
+        if any(n not in DIMENSION_SEMANTICS for n in names):
             raise JaxprImportError(f"dimension_semantics {values} do not fit the grid")
         return names
     return None

@@ -33,6 +33,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.types import RefType
 from minipallas.passes.collector import collector_paused
 from minipallas.passes.discharge import (  # noqa: F401  (each registers its rules)
+    atomic,
     control,
     dma,
     scoped,

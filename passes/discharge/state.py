@@ -111,15 +111,29 @@ def _load(scope: DischargeScope, op: Op) -> Sequence[Value]:
 @rule("store")
 def _store(scope: DischargeScope, op: Op) -> Sequence[Value]:
     access, known, dyn, rest = split(scope, op)
-    new = rest[0]
-    if op.attrs.get("masked"):
-        if known.arrays:
-            _masked_scatter(scope, access, known.indexer, dyn, new, rest[1], op.loc)
-            return []
-        old = access.read(known, dyn, new.type)
-        new = scope.emit_typed("select", [rest[1], new, old], new.type, op.loc)
-    access.write_window(known, dyn, new)
+    masked_write(
+        scope, access, known, dyn, rest[0], rest[1] if op.attrs.get("masked") else None, op
+    )
     return []
+
+
+def masked_write(
+    scope: DischargeScope,
+    access: Access,
+    known: IndexerFacts,
+    dyn: Sequence[Value],
+    new: Value,
+    mask: Value | None,
+    op: Op,
+) -> None:
+    """Write ``new`` to the window, where ``mask`` (if any) is true."""
+    if mask is not None:
+        if known.arrays:
+            _masked_scatter(scope, access, known.indexer, dyn, new, mask, op.loc)
+            return
+        old = access.read(known, dyn, new.type)
+        new = scope.emit_typed("select", [mask, new, old], new.type, op.loc)
+    access.write_window(known, dyn, new)
 
 
 def _masked_scatter(

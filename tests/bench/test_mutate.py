@@ -118,3 +118,43 @@ def test_the_frontend_stage_passes_when_every_check_agrees(tmp_path, monkeypatch
 def test_kills_without_the_fuzzers_are_counted_apart(killed_by, without_fuzzers):
     verdict = mutate.Verdict(BY_NAME["for-loop-le"], killed_by, "", 1.0, {}, [])
     assert verdict.by_corpus is without_fuzzers
+
+
+def test_the_default_run_fuzzes_fixed_counts_and_fuzz_seconds_time_boxes():
+    assert mutate.fuzz_plan(None, None) == (mutate.DEFAULT_PROGRAMS, 20.0)
+    assert mutate.fuzz_plan(None, 5.0) == ({}, 5.0)
+    assert mutate.fuzz_plan({"kernels": 3}, None) == ({"kernels": 3}, 20.0)
+    assert mutate.DEFAULT_PROGRAMS["upstream"] >= 140  # past the former false alarm
+
+
+def _deadlines(monkeypatch, mutant, counts, seconds, limits=None):
+    """The deadline each fuzzer got from the worker, as seconds from its start."""
+    monkeypatch.setattr(mutate, "_check_isolation", lambda copy, m: None)
+    monkeypatch.setattr(mutate, "_corpus_kill", lambda copy: (None, []))
+    monkeypatch.setattr(mutate, "_frontend_kill", lambda copy: None)
+    got = {}
+
+    def fake(name):
+        def run(count, deadline):
+            got[name] = deadline - mutate.time.monotonic()
+            return min(count, 7), None
+
+        return run
+
+    monkeypatch.setattr(mutate, "_FUZZ", {n: fake(n) for n in mutate.FUZZERS})
+    verdict = mutate.worker(Path("."), mutant, counts, seconds, limits)
+    assert verdict["killed_by"] is None and set(verdict["fuzz_seconds"]) == set(mutate.FUZZERS)
+    return got
+
+
+def test_the_control_runs_fixed_counts_to_the_end_and_mutants_get_its_measured_time(
+    monkeypatch,
+):
+    control = _deadlines(monkeypatch, None, {"discharge": 5, "upstream": 5}, 20.0)
+    assert control["discharge"] == control["upstream"] == float("inf")
+    assert 19 < control["kernels"] <= 20  # not fixed: time-boxed
+    limits = mutate.Verdict(None, None, "", 9.0, {}, [], 0, {"discharge": 2.0}).limits()
+    assert limits == {"discharge": 36.0}
+    mutant = _deadlines(monkeypatch, BY_NAME["for-loop-le"], {"discharge": 5}, 20.0, limits)
+    assert 35 < mutant["discharge"] <= 36
+    assert 89 < mutant["upstream"] <= 90  # no measurement: 3x the time box, plus 30 s

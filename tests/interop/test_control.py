@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 from interop_helpers import I32, arr, assert_all_same, check, interpreted, ref, upstream
 from jax import lax
+from jax._src import api_util
 from jax._src import core as jax_core
+from jax._src import linear_util as lu
+from jax._src.state.discharge import run_state
 
-from minipallas.interop import from_jaxpr
+from minipallas.interop import JaxprImportError, from_jaxpr
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -196,3 +199,82 @@ def test_imported_loop_matches_upstream_when_interpreted_many_times():
     for n in range(4):
         args = [np.zeros(2, np.int32), np.int32(n)]
         assert_all_same(interpreted(fn, args), upstream(closed, args))
+
+
+def _doubled_plus_one(x):
+    def body(refs):
+        (r,) = refs
+        r[...] = r[...] * 2.0 + 1.0
+
+    return run_state(body)((x,))[0]
+
+
+def test_core_call_primitive_with_an_open_jaxpr():
+    """``core.call`` (the ``call`` primitive) carries an open jaxpr, here around a
+    ``run_state``."""
+
+    def f(x):
+        wrapped = lu.wrap_init(
+            lambda y: [_doubled_plus_one(y) * 3.0], debug_info=api_util.debug_info("f", f, (x,), {})
+        )
+        return jax_core.call_p.bind(x, subfuns=(wrapped,))[0]
+
+    fn = check(f, arr((5,)))
+    assert [eqn.primitive.name for eqn in jax.make_jaxpr(f)(np.zeros(5, np.float32)).eqns] == [
+        "call"
+    ]
+    assert any(op.name == "call" for op in fn.walk())
+
+
+def test_jit_inside_a_run_state():
+    @jax.jit
+    def scale(r, s):
+        r[1:] = r[:-1] * s
+        return r[0]
+
+    def f(x, s):
+        def body(refs):
+            r, t = refs
+            t[...] = scale(r, t[...])
+
+        return run_state(body)((x, s))
+
+    check(f, arr((4,)), arr(()))
+
+
+MESH = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+P = jax.sharding.PartitionSpec
+
+
+def test_shard_map_on_a_one_device_mesh_around_state_programs():
+    """Each operand is its one shard: the body on the whole arrays (``pvary`` is identity)."""
+    stateful = jax.shard_map(_doubled_plus_one, mesh=MESH, in_specs=P("d"), out_specs=P("d"))
+    check(stateful, arr((8,)))
+
+    def new_ref_inside(x, y):
+        r = jax.new_ref(x)
+        r[...] += y * 2.0
+        r[0] = y[1]
+        return jax.freeze(r), y + 1.0
+
+    sharded = jax.shard_map(
+        new_ref_inside, mesh=MESH, in_specs=(P("d"), P()), out_specs=(P("d"), P())
+    )
+    check(sharded, arr((8,)), arr((8,)))
+
+    def writes_its_ref(r, y):
+        r[...] += y
+        return r[...] * 2.0
+
+    spec = P("d")
+    check(jax.shard_map(writes_its_ref, mesh=MESH, in_specs=(spec, spec), out_specs=spec),
+          ref((8,)), arr((8,)))  # fmt: skip
+
+
+def test_shard_map_over_more_than_one_device_is_refused_by_name():
+    mesh = jax.sharding.AbstractMesh((2,), ("d",))
+    f = jax.shard_map(_doubled_plus_one, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    closed = jax.make_jaxpr(f)(np.zeros(8, np.float32))
+    with pytest.raises(JaxprImportError, match="one device per manual mesh axis") as err:
+        from_jaxpr(closed)
+    assert err.value.fix and "test_control.py" in str(err.value)

@@ -170,3 +170,39 @@ def test_a_kernel_that_prints_runs_its_grid_as_loops(capfd):
     assert vectorized_grid_plan(call.trace(x)) is None
     np.testing.assert_array_equal(call(x), 2 * x)
     assert _lines(capfd) == ["block"] * 3
+
+
+def test_a_print_of_a_ref_prints_its_current_contents_as_upstream(capfd):
+    """``pl.debug_print("{}", o_ref)`` hands upstream the ref itself: its interpret mode prints
+    what the ref holds at that point of each grid step, and so does the import (a whole-ref
+    read before the print)."""
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+        pl.debug_print("o: {}", o_ref)
+        o_ref[...] += 1
+        pl.debug_print("x then o: ", x_ref, o_ref)
+
+    def call(interpret):
+        return pl.pallas_call(
+            kernel,
+            jax.ShapeDtypeStruct((4,), jnp.float32),
+            grid=(2,),
+            in_specs=[pl.BlockSpec((2,), lambda i: (i,))],
+            out_specs=pl.BlockSpec((2,), lambda i: (i,)),
+            interpret=interpret,
+        )
+
+    x = np.arange(4, dtype=np.float32)
+    want = np.asarray(jax.jit(call(True))(x))
+    expected = _lines(capfd)
+    assert expected == ["o: [1. 2.]", "x then o:  [0. 1.] [2. 3.]", "o: [3. 4.]",
+                        "x then o:  [2. 3.] [4. 5.]"]  # fmt: skip
+    fn = from_jaxpr(jax.make_jaxpr(call(False))(x))
+    (got,) = mp.interpret(fn, x)
+    np.testing.assert_array_equal(got, want)
+    assert _lines(capfd) == expected
+    (got,) = mp_compile(fn)(x)  # unordered prints (pl.debug_print's): XLA may reorder them
+    np.testing.assert_array_equal(got, want)
+    assert sorted(_lines(capfd)) == sorted(expected)

@@ -98,3 +98,46 @@ def test_outer_products_keep_negative_zero_products():
     x, y = np.float32([0.0, 1.0, -2.0]), np.float32([-3.0, 0.0, 2.0, -0.0])
     z = np.arange(8, dtype=np.float32).reshape(2, 4) - 4
     check(f, arr((3,)), arr((4,)), arr((2, 4)), args=[x, y, z])
+
+
+def _pallas_dot(trans_b, out_dtype):
+    """Upstream's ``test_dot`` form: ``pl.dot`` (float32 out) of two float16 blocks, cast."""
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[:, :] = pl.dot(x_ref[:, :], y_ref[:, :], False, trans_b).astype(o_ref.dtype)
+
+    def make(shape, interpret):
+        return pl.pallas_call(kernel, jax.ShapeDtypeStruct(shape, out_dtype), interpret=interpret)
+
+    return make
+
+
+@pytest.mark.parametrize("size", [16, 32])
+def test_a_float16_dot_is_a_float32_dot_rounded_once_in_xlas_order(size):
+    """XLA:CPU computes a float16 dot as the float32 dot of the widened operands, rounded once,
+    and so does the interpreter: the results differ only where the two float32 sums do, which
+    is XLA's order (with a transposed right operand on this CPU: 2 or 4 interleaved partial
+    sums; numpy's one FMA chain), by one float16 ulp. Compile runs XLA's order: bit for bit.
+    The difftest envelope (its sum-order bound) admits upstream's value."""
+    from minipallas.difftest.envelope import envelope, ulp_distance
+
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal((size, 2 * size)).astype(np.float16)
+    y = rng.standard_normal((size, 2 * size)).astype(np.float16)
+    halves, singles = _pallas_dot(True, jnp.float16), _pallas_dot(True, jnp.float32)
+    shape = (size, size)
+    want = np.asarray(jax.jit(halves(shape, True))(x, y))
+    want32 = np.asarray(jax.jit(singles(shape, True))(x, y))
+    np.testing.assert_array_equal(want.view(np.uint16), want32.astype(np.float16).view(np.uint16))
+
+    fn = mp.from_jaxpr(jax.make_jaxpr(halves(shape, False))(x, y))
+    fn32 = mp.from_jaxpr(jax.make_jaxpr(singles(shape, False))(x, y))
+    np.testing.assert_array_equal(mp.compile(fn)(x, y)[0].view(np.uint16), want.view(np.uint16))
+    got, got32 = mp.interpret(fn, x, y)[0], mp.interpret(fn32, x, y)[0]
+    np.testing.assert_array_equal(got.view(np.uint16), got32.astype(np.float16).view(np.uint16))
+
+    ulps = ulp_distance(want, got)
+    assert ulps.max() <= 1
+    assert not (ulps.astype(bool) & (got32 == want32)).any()  # only where the f32 order differs
+    assert envelope(fn, [x, y], [got]).judge(0, got, want).within

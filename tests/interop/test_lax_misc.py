@@ -38,3 +38,14 @@ def test_add_any_and_multiple_of_compute_add_and_identity():
 
     assert "add_any" in str(jax.make_jaxpr(f)(np.int32(1), X))
     check(f, arr((), jnp.int32), arr(X.shape), args=[np.int32(1), X])
+
+
+def test_max_contiguous_is_the_identity():
+    from jax.experimental.pallas import triton as plgpu
+
+    def f(x):
+        offsets = plgpu.max_contiguous(jnp.arange(8, dtype=jnp.int32) + 1, 8)
+        return x[offsets] * 2.0
+
+    assert "max_contiguous" in str(jax.make_jaxpr(f)(np.zeros(9, np.float32)))
+    check(f, arr((9,)))

@@ -39,6 +39,7 @@ NO_BOOL = {
     *("iota", "program_id", "num_programs", "axis_index"),
     *("barrier", "semaphore_read", "semaphore_signal", "semaphore_wait"),
     *("addupdate", "uninitialized", "platform_index", "packed_bitcast"),
+    *("atomic_min", "atomic_cas"),  # atomics refuse bool refs
 }
 REGION_OPS = {"for", "while", "cond", "call", "run_scoped"}
 

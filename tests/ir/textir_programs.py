@@ -359,7 +359,27 @@ def dma() -> Function:
     )
 
 
+def atomics() -> Function:
+    """atomic_add (masked and not), atomic_max, atomic_min and atomic_cas."""
+    from minipallas.ir.parser import parse
+
+    return parse(
+        """func @atomics(%r: Ref{f32[8]}, %q: Ref{i32[2,4]}, %v: f32[4], %m: bool[4], %i: i32[])
+    -> (f32[4], i32[]) {
+  %a = atomic_add %r[ds(%i, 4)], %v : f32[4]
+  %b = atomic_add %r[0:4], %v, mask %m : f32[4]
+  %c = atomic_min %r[4:8], %b : f32[4]
+  %w = constant 7 : i32[4]
+  %d = atomic_max %q[1, :], %w, mask %m : i32[4]
+  %z = constant 0 : i32[]
+  %e = atomic_cas %q[0, %i], %z, %i : i32[]
+  return %c, %e
+}"""
+    )
+
+
 ALL = [
+    atomics,
     state_ops,
     views,
     scoped,
@@ -374,4 +394,5 @@ ALL = [
     semaphores,
     lanes,
     dma,
+    atomics,
 ]

@@ -22,7 +22,7 @@ the batch then, and so does the primitive's batching rule).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -41,7 +41,7 @@ def batched_kernel(kernel: Kernel, size: int, mapped: Sequence[bool]) -> Kernel:
     semantics = kernel.dimension_semantics
     return replace(
         kernel,
-        body=_Shift().function(kernel.body),
+        body=regrid_queries(kernel.body, range(1, len(kernel.grid) + 1)),
         grid=(size, *kernel.grid),
         in_specs=tuple(_spec(s, size, m) for s, m in zip(kernel.in_specs, mapped, strict=True)),
         out_specs=tuple(_spec(s, size, True) for s in kernel.out_specs),
@@ -66,11 +66,18 @@ def _spec(spec: TracedBlockSpec, size: int, mapped: bool) -> TracedBlockSpec:
     )
 
 
-class _Shift:
-    """Grid queries one axis further out, through regions and called functions; each function
-    rewritten once (a dict keyed by the functions of this one rewrite)."""
+def regrid_queries(body: Function, axes: Iterable[int]) -> Function:
+    """``body`` with its ``program_id``/``num_programs`` of axis ``k`` asking for axis
+    ``axes[k]`` of a grid that has more axes (the batch axes, which the body does not see)."""
+    return _Regrid(tuple(axes)).function(body)
 
-    def __init__(self) -> None:
+
+class _Regrid:
+    """Grid queries moved to the axes of a larger grid, through regions and called functions;
+    each function rewritten once (a dict keyed by the functions of this one rewrite)."""
+
+    def __init__(self, axes: tuple[int, ...]) -> None:
+        self.axes = axes
         self.done: dict[Function, Function] = {}
 
     def function(self, fn: Function) -> Function:
@@ -84,7 +91,7 @@ class _Shift:
     def op(self, op: Op) -> Op:
         attrs = {k: self.attr(v) for k, v in op.attrs.items()}
         if op.name in GRID_QUERIES:
-            attrs["axis"] = op.attrs["axis"] + 1
+            attrs["axis"] = self.axes[op.attrs["axis"]]
         return op.replace(attrs=attrs, regions=tuple(self.block(r) for r in op.regions))
 
     def attr(self, value: Any) -> Any:

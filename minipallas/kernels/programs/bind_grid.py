@@ -11,7 +11,10 @@ loops), those questions need answers in the program itself:
 3. regions are closed, so a region op whose regions ask for a grid index receives the indices
    as extra operands, placed where its layout wants them (``for``: loop constants; ``while``:
    condition and body constants; ``cond``: branch arguments; ``run_scoped``: captured operands),
-   and a called function that asks becomes a copy taking the indices first.
+   and a called function that asks becomes a copy taking the indices first. A region or callee
+   whose only grid query is a static ``num_programs`` is rewritten too (its constant answered in
+   place, nothing threaded): a kernel's nested regions are inside the kernel, and upstream
+   reads a static size there as the int it is.
 
 Like every pass, it builds new IR and never edits the old; unchanged ops are shared.
 """
@@ -27,6 +30,7 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType
 
 I32 = ArrayType((), "int32")
+GRID_QUERIES = frozenset({"program_id", "num_programs"})
 
 
 def bind_grid(fn: Function, grid: Sequence[int | None]) -> Function:
@@ -47,11 +51,13 @@ class _Binder:
         self.done: dict[int, Function] = {}  # id(callee) -> its bound copy
 
     def function(self, fn: Function, always: bool = False) -> Function:
-        """``fn`` with leading grid-index parameters (only if it asks, unless ``always``)."""
-        if not always and not self.function_asks(fn):
+        """``fn`` with leading grid-index parameters (only if it asks, unless ``always``), its
+        static ``num_programs`` answered either way."""
+        threads = always or self.function_asks(fn)
+        if not threads and not self.function_mentions(fn):
             return fn
         if id(fn) not in self.done:
-            indices = params([I32] * self.n_values)
+            indices = params([I32] * self.n_values) if threads else ()
             body = self.block(fn.body, indices)
             self.done[id(fn)] = Function(
                 fn.name, Block((*indices, *body.params), body.ops, body.results)
@@ -79,6 +85,18 @@ class _Binder:
         if op.name == "call":
             return self.function_asks(op.attrs["callee"])
         return any(self.block_asks(r) for r in op.regions)
+
+    # ----- which parts hold any grid query (a static size needs no index, only a rewrite) -----
+
+    def function_mentions(self, fn: Function) -> bool:
+        return any(self.op_mentions(op) for op in fn.body.ops)
+
+    def op_mentions(self, op: Op) -> bool:
+        if op.name in GRID_QUERIES:
+            return True
+        if op.name == "call":
+            return self.function_mentions(op.attrs["callee"])
+        return any(self.op_mentions(inner) for r in op.regions for inner in r.ops)
 
     # ----- rewriting -----
 
@@ -109,6 +127,12 @@ class _Binder:
             return op.replace(operands=(*indices, *operands), attrs={**op.attrs, "callee": callee})
         if op.regions and self.op_asks(op):
             return self._thread(op, operands, indices)
+        if self.op_mentions(op):  # only static sizes inside: answered in place, nothing threaded
+            attrs = dict(op.attrs)
+            if op.name == "call":
+                attrs["callee"] = self.function(op.attrs["callee"])
+            regions = tuple(self.block(r, ()) for r in op.regions)
+            return op.replace(operands=operands, attrs=attrs, regions=regions)
         return op.replace(operands=operands) if operands != op.operands else op
 
     def _thread(self, op: Op, operands: tuple[Value, ...], indices: Sequence[Value]) -> Op:
