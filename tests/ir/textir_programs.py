@@ -379,7 +379,6 @@ def atomics() -> Function:
 
 
 ALL = [
-    atomics,
     state_ops,
     views,
     scoped,
