@@ -357,3 +357,30 @@ def test_packed_rolls_across_sublanes_run_on_32_bits_where_upstreams_fail_to_com
         args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
         with pytest.raises(Exception, match="unsupported packed type rotation"):
             jax.jit(case.upstream(interpret=False), out_shardings=sharding).lower(*args).compile()
+
+
+def test_a_bitcast_view_of_a_block_with_a_squeezed_leading_dim_compiles_where_upstreams_fails():
+    """Upstream types the bitcast memref without the squeezed dim its source keeps, and MLIR's
+    verifier rejects the module; minipallas's keeps it (``(1, 8, 128)`` i32 as ``(1, 16, 128)``
+    i16), libtpu compiles it, and it agrees with upstream's interpret mode."""
+    from minipallas.difftest.mosaic import UpstreamError
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref.bitcast(jnp.int16)[...]
+
+    def call(interpret=False):
+        return pl.pallas_call(
+            kernel, jax.ShapeDtypeStruct((2, 16, 128), jnp.int16), grid=(2,),
+            in_specs=[pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0))],
+            out_specs=pl.BlockSpec((None, 16, 128), lambda i: (i, 0, 0)), interpret=interpret,
+        )  # fmt: skip
+
+    x = np.arange(2 * 8 * 128, dtype=np.int32).reshape(2, 8, 128)
+    with pytest.raises(UpstreamError, match="Verification failed"):
+        upstream_mosaic(call(), x)
+    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call())(x), memory_space=mp.tpu.VMEM)
+    text = lower_kernel(kernel_ir, "tpu").as_text(debug_info=False)
+    assert "memref<1x8x128xi32, #tpu.memory_space<vmem>> -> memref<1x16x128xi16" in text
+    want = np.asarray(jax.jit(call(interpret=True))(x))
+    fn = from_jaxpr(jax.make_jaxpr(call())(x))
+    assert np.asarray(mp.compile(fn)(x)[0]).tobytes() == want.tobytes()
