@@ -11,16 +11,9 @@ import numpy as np
 
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.engine import Interpreter, rule
-from minipallas.ir.opset.platform import xla_branch
+from minipallas.ir.opset.platform import cpu_branch
 
 
 @rule("platform_index")
 def platform_index(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
-    branch = xla_branch(op.attrs["platforms"], "cpu")
-    if branch is None:
-        raise interp.error(
-            op,
-            f"no branch for the CPU among {op.attrs['platforms']}",
-            fix="give lax.platform_dependent a cpu= or default= branch",
-        )
-    return (np.int32(branch),)
+    return (np.int32(cpu_branch(op)),)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import Attrs, Regions, Types, declare, require
 from minipallas.ir.syntax import Parsed, Pieces
 from minipallas.ir.types import ArrayType
@@ -31,6 +32,20 @@ def xla_branch(platforms: Platforms, platform: str) -> int | None:
     named = [i for i, ps in enumerate(platforms) if ps is not None and platform in ps]
     default = [i for i, ps in enumerate(platforms) if ps is None]
     return (named or default or [None])[0]
+
+
+def cpu_branch(op: Op) -> int:
+    """XLA's choice for ``cpu`` (the interpreter and the StableHLO module stand for the CPU);
+    a ``PassError`` naming the op when there is none."""
+    branch = xla_branch(op.attrs["platforms"], "cpu")
+    if branch is None:
+        raise PassError(
+            f"no branch for the CPU among {op.attrs['platforms']}",
+            op=op.name,
+            loc=op.loc,
+            fix="give lax.platform_dependent a cpu= or default= branch",
+        )
+    return branch
 
 
 def mosaic_branch(platforms: Platforms) -> int | None:

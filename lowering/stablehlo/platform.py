@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.ir.errors import PassError
-from minipallas.ir.opset.platform import xla_branch
+from minipallas.ir.opset.platform import cpu_branch
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
@@ -15,12 +14,4 @@ from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 @rule("platform_index")
 def platform_index(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
-    branch = xla_branch(op.attrs["platforms"], "cpu")
-    if branch is None:
-        raise PassError(
-            f"no branch for the CPU among {op.attrs['platforms']}",
-            op=op.name,
-            loc=op.loc,
-            fix="give lax.platform_dependent a cpu= or default= branch",
-        )
-    return [emit.constant(branch, "int32")]
+    return [emit.constant(cpu_branch(op), "int32")]

@@ -37,6 +37,15 @@ def _imported(call, *args):
     return lower_kernel(kernel, "tpu").module, upstream_mosaic(call, *args)
 
 
+def _mosaic_refusal(kernel, x, out_dtype, match):
+    """The error minipallas's Mosaic emission gives for upstream's one-block ``kernel``."""
+    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), out_dtype))
+    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
+    with pytest.raises(MiniPallasError, match=match) as info:
+        lower_kernel(kernel_ir, "tpu")
+    return str(info.value)
+
+
 def test_the_rolled_case_is_upstreams_module():
     case = CASES["rolled"]
     ours = lower_case(case)
@@ -152,12 +161,9 @@ def test_a_platform_index_without_a_mosaic_or_default_branch_is_refused_with_a_f
     def kernel(x_ref, o_ref):
         o_ref[...] = jax.lax.platform_dependent(x_ref[...], cpu=lambda x: x, tpu=lambda x: -x)
 
-    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32))
     x = np.zeros((8, 128), np.float32)
-    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
-    with pytest.raises(MiniPallasError, match="no mosaic or default branch") as info:
-        lower_kernel(kernel_ir, "tpu")
-    assert "mosaic= or default=" in str(info.value) and "test_tpu_lanes.py" in str(info.value)
+    error = _mosaic_refusal(kernel, x, jnp.float32, "no mosaic or default branch")
+    assert "mosaic= or default=" in error and "test_tpu_lanes.py" in error
 
 
 def test_the_repacked_case_is_upstreams_module():
@@ -180,12 +186,9 @@ def test_a_bitcast_convert_type_that_changes_width_is_refused_for_mosaic_with_a_
     def kernel(x_ref, o_ref):
         o_ref[...] = jax.lax.bitcast_convert_type(x_ref[...], jnp.int16)[..., 0]
 
-    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.int16))
     x = np.zeros((8, 128), np.int32)
-    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
-    with pytest.raises(MiniPallasError, match="Changing bitwidths not supported") as info:
-        lower_kernel(kernel_ir, "tpu")
-    assert "minipallas.tpu.bitcast" in str(info.value)
+    error = _mosaic_refusal(kernel, x, jnp.int16, "Changing bitwidths not supported")
+    assert "minipallas.tpu.bitcast" in error
 
 
 @pytest.mark.parametrize(
@@ -266,12 +269,9 @@ def test_a_roll_strided_along_the_minor_most_dim_is_refused_ahead_of_time():
     def kernel(x_ref, o_ref):
         o_ref[...] = pltpu.roll(x_ref[...], 1, 0, stride=1, stride_axis=1)
 
-    call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), jnp.float32))
     x = np.zeros((8, 128), np.float32)
-    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
-    with pytest.raises(MiniPallasError, match="stride dimension is the minor most") as info:
-        lower_kernel(kernel_ir, "tpu")
-    assert "stride along another dim" in str(info.value)
+    error = _mosaic_refusal(kernel, x, jnp.float32, "stride dimension is the minor most")
+    assert "stride along another dim" in error
 
 
 def test_initialization_is_tracked_through_widening_and_narrowing_views():
@@ -357,3 +357,30 @@ def test_packed_rolls_across_sublanes_run_on_32_bits_where_upstreams_fail_to_com
         args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
         with pytest.raises(Exception, match="unsupported packed type rotation"):
             jax.jit(case.upstream(interpret=False), out_shardings=sharding).lower(*args).compile()
+
+
+def test_a_bitcast_view_of_a_block_with_a_squeezed_leading_dim_compiles_where_upstreams_fails():
+    """Upstream types the bitcast memref without the squeezed dim its source keeps, and MLIR's
+    verifier rejects the module; minipallas's keeps it (``(1, 8, 128)`` i32 as ``(1, 16, 128)``
+    i16), libtpu compiles it, and it agrees with upstream's interpret mode."""
+    from minipallas.difftest.mosaic import UpstreamError
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref.bitcast(jnp.int16)[...]
+
+    def call(interpret=False):
+        return pl.pallas_call(
+            kernel, jax.ShapeDtypeStruct((2, 16, 128), jnp.int16), grid=(2,),
+            in_specs=[pl.BlockSpec((None, 8, 128), lambda i: (i, 0, 0))],
+            out_specs=pl.BlockSpec((None, 16, 128), lambda i: (i, 0, 0)), interpret=interpret,
+        )  # fmt: skip
+
+    x = np.arange(2 * 8 * 128, dtype=np.int32).reshape(2, 8, 128)
+    with pytest.raises(UpstreamError, match="Verification failed"):
+        upstream_mosaic(call(), x)
+    kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call())(x), memory_space=mp.tpu.VMEM)
+    text = lower_kernel(kernel_ir, "tpu").as_text(debug_info=False)
+    assert "memref<1x8x128xi32, #tpu.memory_space<vmem>> -> memref<1x16x128xi16" in text
+    want = np.asarray(jax.jit(call(interpret=True))(x))
+    fn = from_jaxpr(jax.make_jaxpr(call())(x))
+    assert np.asarray(mp.compile(fn)(x)[0]).tobytes() == want.tobytes()
