@@ -116,6 +116,35 @@ def gather_rows(ns, idx_ref, x_hbm, o_ref, sem):
         copy.wait()
 
 
+def loop_chunks(ns, x_hbm, o_ref, buf, sems):
+    """fori_loop over 4 chunks of a (4, 8, 128) HBM array, int-indexed (x_hbm.at[k]),
+    double-buffered on sems.at[k % 2], summing into the output."""
+
+    def fetch(k):
+        return ns.make_async_copy(x_hbm.at[k], buf.at[k % 2], sems.at[k % 2])
+
+    fetch(0).start()
+    o_ref[...] = ns.np.zeros((8, 128), ns.np.float32)
+
+    def step(k, carry):
+        @ns.when(k + 1 < 4)
+        def _():
+            fetch(k + 1).start()
+
+        fetch(k).wait()
+        o_ref[...] += buf[k % 2]
+        return carry
+
+    ns.fori_loop(0, 4, step, 0)
+
+
+def column_window(ns, x_hbm, o_ref, buf, sem):
+    """A 2-D window (rows and a 128-lane column block) of an HBM array."""
+    i = ns.program_id(0)
+    ns.async_copy(x_hbm.at[ns.ds(8, 8), ns.ds(i * 128, 128)], buf, sem).wait()
+    o_ref[...] = buf[...] - 1.0
+
+
 def hbm_to_hbm(ns, x_hbm, o_hbm, sem):
     """HBM -> HBM: the two row blocks of the input, swapped into the output."""
     ns.async_copy(x_hbm.at[ns.ds(8, 8)], o_hbm.at[ns.ds(0, 8)], sem).wait()
@@ -225,6 +254,12 @@ DMA_CASES: list[DmaCase] = [
             scratch=lambda ns: [ns.VMEM((8, 128), "float32"), ns.DMA]),
     DmaCase("dma_gather_rows", gather_rows, ((4, 128), "float32"), _indices,
             in_specs=[SMEM, ANY], scratch=lambda ns: [ns.DMA]),
+    DmaCase("dma_loop_chunks", loop_chunks, ((8, 128), "float32"), inputs(normal(4, 8, 128)),
+            in_specs=[ANY], scratch=lambda ns: [ns.VMEM((2, 8, 128), "float32"), ns.DMA((2,))]),
+    DmaCase("dma_column_window", column_window, ((8, 256), "float32"),
+            inputs(normal(16, 256)), grid=(2,), in_specs=[ANY],
+            out_specs=((8, 128), lambda i: (0, i)),
+            scratch=lambda ns: [ns.VMEM((8, 128), "float32"), ns.DMA]),
     DmaCase("dma_hbm_to_hbm", hbm_to_hbm, ((16, 128), "float32"), inputs(normal(16, 128)),
             in_specs=[ANY], out_specs=ANY, scratch=lambda ns: [ns.DMA]),
     DmaCase("dma_to_smem", to_smem, ((1,), "int32"), _ints, in_specs=[ANY], out_specs=SMEM,
