@@ -31,6 +31,10 @@ def test_the_copies_land_where_numpy_says():
     assert_same_bits(cases["dma_loop_chunks"].minipallas()(c), ((c[0] + c[1]) + c[2]) + c[3])
     (w,) = cases["dma_column_window"].inputs()
     assert_same_bits(cases["dma_column_window"].minipallas()(w), w[8:] - np.float32(1))
+    pos, new, cache = cases["dma_update_in_place"].inputs()
+    want = cache.copy()
+    want[16:24] = new
+    assert_same_bits(cases["dma_update_in_place"].minipallas()(pos, new, cache), want)
     (y,) = cases["dma_hbm_to_hbm"].inputs()
     assert_same_bits(cases["dma_hbm_to_hbm"].minipallas()(y), np.concatenate([y[8:], y[:8]]))
     (n,) = cases["dma_to_smem"].inputs()
