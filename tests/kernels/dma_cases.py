@@ -116,6 +116,40 @@ def gather_rows(ns, idx_ref, x_hbm, o_ref, sem):
         copy.wait()
 
 
+def loop_chunks(ns, x_hbm, o_ref, buf, sems):
+    """fori_loop over 4 chunks of a (4, 8, 128) HBM array, int-indexed (x_hbm.at[k]),
+    double-buffered on sems.at[k % 2], summing into the output."""
+
+    def fetch(k):
+        return ns.make_async_copy(x_hbm.at[k], buf.at[k % 2], sems.at[k % 2])
+
+    fetch(0).start()
+    o_ref[...] = ns.np.zeros((8, 128), ns.np.float32)
+
+    def step(k, carry):
+        @ns.when(k + 1 < 4)
+        def _():
+            fetch(k + 1).start()
+
+        fetch(k).wait()
+        o_ref[...] += buf[k % 2]
+        return carry
+
+    ns.fori_loop(0, 4, step, 0)
+
+
+def column_window(ns, x_hbm, o_ref, buf, sem):
+    """A 2-D window (rows and a 128-lane column block) of an HBM array."""
+    i = ns.program_id(0)
+    ns.async_copy(x_hbm.at[ns.ds(8, 8), ns.ds(i * 128, 128)], buf, sem).wait()
+    o_ref[...] = buf[...] - 1.0
+
+
+def update_in_place(ns, pos_ref, new_ref, cache_hbm, o_hbm, sem):
+    """A KV-cache style update: the aliased HBM output gets rows new_ref at row pos."""
+    ns.async_copy(new_ref, o_hbm.at[ns.ds(pos_ref[0], 8)], sem).wait()
+
+
 def hbm_to_hbm(ns, x_hbm, o_hbm, sem):
     """HBM -> HBM: the two row blocks of the input, swapped into the output."""
     ns.async_copy(x_hbm.at[ns.ds(8, 8)], o_hbm.at[ns.ds(0, 8)], sem).wait()
@@ -159,6 +193,7 @@ class DmaCase:
     in_specs: Sequence[Spec] = ()
     out_specs: Spec = None
     scratch: Callable[[Any], list] = lambda ns: []
+    aliases: tuple[tuple[int, int], ...] = ()  # input_output_aliases, as (input, output) pairs
 
     def inputs(self, seed: int = 0) -> tuple[np.ndarray, ...]:
         return self.make_inputs(np.random.default_rng(seed))
@@ -171,6 +206,7 @@ class DmaCase:
             in_specs=[_spec(mp.BlockSpec, OURS, s) for s in self.in_specs],
             out_specs=_spec(mp.BlockSpec, OURS, self.out_specs),
             scratch_shapes=self.scratch(OURS),
+            input_output_aliases=dict(self.aliases),
             name=self.name,
             **options,
         )
@@ -185,6 +221,7 @@ class DmaCase:
             in_specs=[_spec(ns.pl.BlockSpec, ns, s) for s in self.in_specs],
             out_specs=_spec(ns.pl.BlockSpec, ns, self.out_specs),
             scratch_shapes=self.scratch(ns),
+            input_output_aliases=dict(self.aliases),
             interpret=interpret,
             name=self.name,
             **options,
@@ -207,6 +244,10 @@ def _indices(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return rng.permutation(16)[:4].astype(np.int32), normal(16, 128)(rng)
 
 
+def _update(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    return np.array([16], np.int32), normal(8, 128)(rng), normal(32, 128)(rng)
+
+
 def _ints(rng: np.random.Generator) -> tuple[np.ndarray]:
     return (rng.integers(0, 100, 16).astype(np.int32),)
 
@@ -225,6 +266,15 @@ DMA_CASES: list[DmaCase] = [
             scratch=lambda ns: [ns.VMEM((8, 128), "float32"), ns.DMA]),
     DmaCase("dma_gather_rows", gather_rows, ((4, 128), "float32"), _indices,
             in_specs=[SMEM, ANY], scratch=lambda ns: [ns.DMA]),
+    DmaCase("dma_loop_chunks", loop_chunks, ((8, 128), "float32"), inputs(normal(4, 8, 128)),
+            in_specs=[ANY], scratch=lambda ns: [ns.VMEM((2, 8, 128), "float32"), ns.DMA((2,))]),
+    DmaCase("dma_column_window", column_window, ((8, 256), "float32"),
+            inputs(normal(16, 256)), grid=(2,), in_specs=[ANY],
+            out_specs=((8, 128), lambda i: (0, i)),
+            scratch=lambda ns: [ns.VMEM((8, 128), "float32"), ns.DMA]),
+    DmaCase("dma_update_in_place", update_in_place, ((32, 128), "float32"), _update,
+            in_specs=[SMEM, None, ANY], out_specs=ANY, scratch=lambda ns: [ns.DMA],
+            aliases=((2, 0),)),
     DmaCase("dma_hbm_to_hbm", hbm_to_hbm, ((16, 128), "float32"), inputs(normal(16, 128)),
             in_specs=[ANY], out_specs=ANY, scratch=lambda ns: [ns.DMA]),
     DmaCase("dma_to_smem", to_smem, ((1,), "int32"), _ints, in_specs=[ANY], out_specs=SMEM,
