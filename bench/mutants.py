@@ -92,8 +92,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "masked-store-select-swapped",
         "select branch order",
         "passes/discharge/state.py",
-        '"select", [rest[1], new, old]',
-        '"select", [rest[1], old, new]',
+        '"select", [mask, new, old]',
+        '"select", [mask, old, new]',
         "a masked store keeps the new value where the mask is off and the old where it is on",
     ),
     Mutant(
