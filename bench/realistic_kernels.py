@@ -1,4 +1,5 @@
-"""Six kernels as people write them, at the sizes they run them (issue 13's speed table).
+"""Kernels as people write them, at the sizes they run them (issue 13's speed table), and two
+small ones a prototyping user calls many times (<= 8 grid steps, <= 1 MiB: issue 27).
 
 Each is a suite ``Case`` (tests/kernels/suite.py: one kernel source for minipallas and
 upstream, through the ``ns`` namespace) with its plain ``jnp`` equivalent for ``jax.jit``:
@@ -10,7 +11,9 @@ upstream, through the ``ns`` namespace) with its plain ``jnp`` equivalent for ``
   (256 steps, the key axis sequential);
 - ``reduce_1d``: a sum of 2²⁰ floats, 1024 at a step, into one resident output (1024 steps);
 - ``masked_tanh``: tanh of 10⁶ floats, 1024 at a step, the partial last block masked with an
-  iota (977 steps).
+  iota (977 steps);
+- ``matmul_small``: 256×384×512 in 128-blocks (24 steps, 3 along k);
+- ``reduce_8k``: a sum of 8192 floats, 1024 at a step (8 steps).
 """
 
 from __future__ import annotations
@@ -126,6 +129,25 @@ def realistic_cases() -> list[Case]:
             in_specs=[((1024,), lambda i: (i,))],
             out_specs=((1024,), lambda i: (i,)),
         ),
+        Case(
+            "matmul_small",
+            matmul,
+            ((256, 512), "float32"),
+            inputs(normal(256, 384), normal(384, 512)),
+            grid=(2, 4, 3),
+            in_specs=[((128, 128), lambda i, j, k: (i, k)), ((128, 128), lambda i, j, k: (k, j))],
+            out_specs=((128, 128), lambda i, j, k: (i, j)),
+            scratch=(((128, 128), "float32"),),
+        ),
+        Case(
+            "reduce_8k",
+            reduce_1d,
+            ((1,), "float32"),
+            inputs(normal(8192)),
+            grid=(8,),
+            in_specs=[((1024,), lambda i: (i,))],
+            out_specs=((1,), lambda i: (0,)),
+        ),
     ]
 
 
@@ -138,5 +160,6 @@ def _attention(jnp, q, k, v):
 REFERENCES = {
     "flash_attention": _attention,
     "reduce_1d": lambda jnp, x: x.sum(keepdims=True),
+    "reduce_8k": lambda jnp, x: x.sum(keepdims=True),
     "masked_tanh": lambda jnp, x: jnp.tanh(x),
 }

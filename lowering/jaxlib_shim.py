@@ -360,10 +360,12 @@ def mosaic_compile(
     *,
     name: str,
     aliases: Sequence[tuple[int, int]] = (),
+    params: dict[str, Any] | None = None,
 ) -> Any:
     """Compiles ``module`` as upstream's ``tpu_custom_call`` would run it (operands ``in_types``,
     results ``out_types``, ``aliases`` as (operand, result) pairs) for a v5e chip; returns jax's
-    ``Compiled``. The compiler parameters are upstream ``pallas_call``'s defaults. A refusal
+    ``Compiled``. The compiler parameters are upstream ``pallas_call``'s defaults, updated by
+    ``params`` (``as_tpu_kernel``'s keyword arguments: a call's ``compiler_params``). A refusal
     (jax's ``JaxRuntimeError``, or an ``ir.MLIRError`` from the serialization passes) is a
     ``MosaicRefusal`` carrying its message."""
     import jax
@@ -371,13 +373,9 @@ def mosaic_compile(
 
     sharding = tpu_sharding()
     outs = tuple(jax.ShapeDtypeStruct(s, d) for s, d in out_types)
+    fields = {"shape_invariant_numerics": True, "needs_layout_passes": True, **(params or {})}
     kernel = tpu_custom_call.as_tpu_kernel(
-        module,
-        outs,
-        kernel_name=name,
-        input_output_aliases=tuple(aliases),
-        shape_invariant_numerics=True,
-        needs_layout_passes=True,
+        module, outs, kernel_name=name, input_output_aliases=tuple(aliases), **fields
     )
     args = [jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in in_types]
     try:

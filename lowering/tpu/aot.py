@@ -41,10 +41,14 @@ class MosaicCompileError(PassError):
     """libtpu's Mosaic compiler refused a module that the MLIR verifier accepted."""
 
 
-def compile_check(kernel: Kernel, lowered: Lowered | None = None) -> Any:
+def compile_check(
+    kernel: Kernel, lowered: Lowered | None = None, params: dict[str, Any] | None = None
+) -> Any:
     """Compiles ``kernel``'s Mosaic module (``lowered``, else lowered now) with libtpu for a v5e
-    chip; returns jax's ``Compiled``. A ``MosaicCompileError`` when Mosaic refuses it, a
-    ``PassError`` when libtpu is not installed."""
+    chip; returns jax's ``Compiled``. ``params``: the custom call's compiler parameters, as
+    ``as_tpu_kernel`` takes them (``kernels.platforms.mosaic.as_tpu_kernel_fields`` of a call's
+    ``compiler_params``; upstream's defaults otherwise). A ``MosaicCompileError`` when Mosaic
+    refuses it, a ``PassError`` when libtpu is not installed."""
     if not libtpu_available():
         raise PassError(
             "compiling a Mosaic module ahead of time needs libtpu, which is not installed",
@@ -56,7 +60,9 @@ def compile_check(kernel: Kernel, lowered: Lowered | None = None) -> Any:
     offset = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     aliases = [(offset + i, o) for i, o in kernel.input_output_aliases]
     try:
-        return mosaic_compile(lowered.module, operands, results, name=kernel.name, aliases=aliases)
+        return mosaic_compile(
+            lowered.module, operands, results, name=kernel.name, aliases=aliases, params=params
+        )
     except MosaicRefusal as e:
         raise _refusal(kernel, str(e)) from None
 

@@ -30,7 +30,6 @@ runs (``tpu_functions``) can still be compiled ahead of time for a v5e (the test
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +42,8 @@ from jax._src.state.discharge import discharge_state
 
 from minipallas.difftest.envelope import Envelope, envelope, is_float
 from minipallas.difftest.halts import out_of_bounds_block
+from minipallas.difftest.mosaic import compare as compare_modules
+from minipallas.difftest.mosaic import upstream_mosaic
 from minipallas.difftest.outputs import initial
 from minipallas.difftest.report import Outcome, Report, compare, timed
 from minipallas.difftest.undefined import undefined
@@ -50,15 +51,13 @@ from minipallas.interop.pallas_call import kernel_from_eqn
 from minipallas.interop.to_jax import to_jax
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.chips import TPU_V5E, Chip
-from minipallas.kernels.platforms.mosaic import BOOL_WORD, custom_call_params
+from minipallas.kernels.platforms.mosaic import BOOL_WORD, as_tpu_kernel_fields
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.lowering.tpu.aot import custom_call_types
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.tpu import VMEM
 
 TPU_WAYS = ("upstream-tpu", "tpu", "xla-tpu")
-# the custom-call fields jax's as_tpu_kernel takes (the rest keep their defaults there)
-_AS_TPU_KERNEL = set(inspect.signature(tpu_custom_call.as_tpu_kernel).parameters) - {"tiling"}
 KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
 
 
@@ -141,12 +140,7 @@ def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[An
     _, results = custom_call_types(kernel)
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     params = (eqn.params.get("compiler_params") or {}).get("mosaic_tpu")
-    fields = {k: v for k, v in custom_call_params(params).items() if k in _AS_TPU_KERNEL}
-    if isinstance(fields["has_side_effects"], bool):  # as_tpu_kernel takes only the enum
-        effect = tpu_custom_call.TpuSideEffectType
-        fields["has_side_effects"] = (
-            effect.SIDE_EFFECTING if fields["has_side_effects"] else effect.PURE
-        )
+    fields = as_tpu_kernel_fields(params)
     call = tpu_custom_call.as_tpu_kernel(
         lower_kernel(kernel).module,
         tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
@@ -318,9 +312,6 @@ def _outside(
 def _module_differences(report: Report) -> list[str]:
     """For a one-kernel case: how minipallas's module differs from upstream's (``mosaic``);
     nothing for other programs."""
-    from minipallas.difftest.mosaic import compare as compare_modules
-    from minipallas.difftest.mosaic import upstream_mosaic
-
     eqn = _only_kernel(report.jaxpr.jaxpr)
     if eqn is None:
         return []

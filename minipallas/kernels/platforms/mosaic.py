@@ -17,10 +17,12 @@ target's module, so libtpu compiles and runs minipallas's module as it would ups
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
+from jax._src import tpu_custom_call
 from jax._src.interpreters import mlir as jax_mlir
 from jax.experimental import mosaic
 
@@ -48,6 +50,8 @@ PASSED_AS_IS = (
     "needs_layout_passes",
 )
 BOOL_WORD = jnp.int32  # how a bool crosses into a Mosaic kernel
+# the custom-call fields jax's as_tpu_kernel takes (the rest keep their defaults there)
+_AS_TPU_KERNEL = set(inspect.signature(tpu_custom_call.as_tpu_kernel).parameters) - {"tiling"}
 
 
 def launch(
@@ -95,6 +99,20 @@ def custom_call_params(params: Any) -> dict[str, Any]:
     fields = {name: getattr(params, name) for name in PASSED_AS_IS}
     fields["has_side_effects"] = _side_effects(params.has_side_effects)
     fields["tiling"] = None
+    return fields
+
+
+def as_tpu_kernel_fields(params: Any) -> dict[str, Any]:
+    """``custom_call_params(params)`` as jax's ``as_tpu_kernel`` takes them (it has no field for
+    some, and takes the side effect only as its enum): how minipallas's module is compiled ahead
+    of time (``lowering.tpu.compile_check``) or run outside a lowering rule with a call's
+    params."""
+    fields = {k: v for k, v in custom_call_params(params).items() if k in _AS_TPU_KERNEL}
+    if isinstance(fields["has_side_effects"], bool):
+        effect = tpu_custom_call.TpuSideEffectType
+        fields["has_side_effects"] = (
+            effect.SIDE_EFFECTING if fields["has_side_effects"] else effect.PURE
+        )
     return fields
 
 

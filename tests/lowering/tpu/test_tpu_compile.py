@@ -225,3 +225,21 @@ def test_a_refusal_names_mosaics_message_op_and_line():
     with pytest.raises(aot.MosaicCompileError, match="refuses kernel") as e:
         compile_check(kernel)
     assert "test_tpu_compile.py" in str(e.value.loc) and e.value.op == "convert"
+
+
+def test_compile_check_takes_the_calls_compiler_params():
+    """A call's ``vmem_limit_bytes`` reaches libtpu: 8 MiB of double-buffered blocks compile
+    under the default limit and run out of VMEM under a 1 MiB one."""
+    from minipallas.kernels.platforms.mosaic import as_tpu_kernel_fields
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    rows = mp.BlockSpec((512, 1024), lambda i: (i, 0))
+    call = mp.pallas_call(body, out_shape=mp.ArrayType((2048, 1024), "float32"), grid=(4,),
+                          in_specs=[rows], out_specs=rows)  # fmt: skip
+    kernel = call.trace(np.zeros((2048, 1024), np.float32), memory_space=mp.tpu.VMEM)
+    compile_check(kernel)
+    small = as_tpu_kernel_fields(mp.tpu.CompilerParams(vmem_limit_bytes=1 << 20))
+    with pytest.raises(aot.MosaicCompileError, match="CompileTimeScopedVmemOom"):
+        compile_check(kernel, params=small)
