@@ -1,7 +1,7 @@
 """The difftest's TPU ways, checked on a machine with no TPU.
 
 What needs the chip (their values) runs in the hardware check (``minipallas-difftest
-tests/difftest/tpu_cases.py --device tpu``); here: every way's program compiles for a v5e
+tests/difftest/chip_cases.py --device tpu``); here: every way's program compiles for a v5e
 ahead of time with libtpu, the verdict logic on outcomes made by hand, the undefined-element
 masks, the chip's numerics model, and the beyond-upstream rows (upstream refuses each,
 minipallas's module compiles, the CPU ways agree).
@@ -13,10 +13,10 @@ import dataclasses
 import os
 import re
 
+import chip_cases
 import jax
 import numpy as np
 import pytest
-import tpu_cases
 
 from minipallas.difftest import run
 from minipallas.difftest.envelope import envelope
@@ -37,7 +37,7 @@ NEEDS_LIBTPU = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def reports():
     """The CPU ways of every case, once."""
-    return {c.name: run(c) for c in tpu_cases.CASES}
+    return {c.name: run(c) for c in chip_cases.CASES}
 
 
 def _on_tpu() -> bool:
@@ -50,18 +50,18 @@ def _on_tpu() -> bool:
 @pytest.mark.skipif(_on_tpu(), reason="this machine has a TPU")
 def test_device_tpu_without_a_tpu_is_an_error_with_a_fix():
     with pytest.raises(NoTpuError, match="jax sees none") as e:
-        run(tpu_cases.CHIP[0], device="tpu")
+        run(chip_cases.CHIP[0], device="tpu")
     assert "TPU machine" in e.value.fix
 
 
 def test_an_unknown_device_is_an_error_with_a_fix():
     with pytest.raises(MiniPallasError, match="not a device") as e:
-        run(tpu_cases.CHIP[0], device="gpu")
+        run(chip_cases.CHIP[0], device="gpu")
     assert "'tpu'" in e.value.fix
 
 
 @NEEDS_LIBTPU
-@pytest.mark.parametrize("name", [c.name for c in tpu_cases.CHIP])
+@pytest.mark.parametrize("name", [c.name for c in chip_cases.CHIP])
 def test_every_tpu_way_compiles_for_a_v5e(reports, name):
     """The ``tpu`` way's custom call holds minipallas's module, ``upstream-tpu``'s upstream's
     (the case says ``interpret=True``: the way lowers it anyway), ``xla-tpu`` has none."""
@@ -143,7 +143,7 @@ def test_the_chips_one_pass_dot_is_inside_its_envelope_and_outside_the_cpus(repo
     assert chip.within and not cpu.within, (chip, cpu)
 
 
-@pytest.mark.parametrize("row", tpu_cases.BEYOND, ids=lambda b: b.case.name)
+@pytest.mark.parametrize("row", chip_cases.BEYOND, ids=lambda b: b.case.name)
 def test_beyond_upstream(reports, row):
     """Upstream's Mosaic lowering refuses the kernel; minipallas's module compiles for a v5e
     and its CPU ways agree (on the chip: the hardware check)."""

@@ -1,4 +1,4 @@
-"""Kernels for the difftest's TPU ways (``minipallas-difftest tests/difftest/tpu_cases.py
+"""Kernels for the difftest's TPU ways (``minipallas-difftest tests/difftest/chip_cases.py
 --device tpu``, on a TPU machine): each is one upstream ``pallas_call``, run on the chip by
 upstream's lowering and by minipallas's, and against the reference interpreter.
 
@@ -6,7 +6,7 @@ upstream's lowering and by minipallas's, and against the reference interpreter.
 numerics envelope), and outputs with elements the chip leaves undefined (unwritten rows, the
 padding of a partial block feeding a sum). ``BEYOND`` are kernels upstream's Mosaic lowering
 refuses and minipallas runs (the README's "Beyond upstream" table): ``upstream`` is a
-fragment of upstream's error. ``tests/difftest/test_tpu_cases.py`` checks on the CPU that
+fragment of upstream's error. ``tests/difftest/test_tpu_ways.py`` checks on the CPU that
 upstream refuses each, that libtpu compiles minipallas's module, and that the CPU ways agree.
 """
 
