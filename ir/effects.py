@@ -64,6 +64,20 @@ class Effect:
     def __str__(self) -> str:
         return f"{self.kind} {self.input}"
 
+    def __repr__(self) -> str:
+        return f"{self.kind.name.title()}({self.input})"  # as built: Read(0), Accum(1)
+
+
+class Effects(frozenset):
+    """A set of effects that prints as the IR does, ``{read 0, write 1}``, and whose
+    repr can be typed back (``Effects({Read(0), Write(1)})``); otherwise a frozenset."""
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(map(str, sorted(self))) + "}"
+
+    def __repr__(self) -> str:
+        return "Effects({" + ", ".join(map(repr, sorted(self))) + "})"
+
 
 def Read(input: int) -> Effect:  # noqa: N802 - named like upstream's effect classes
     return Effect(READ, input)
@@ -177,15 +191,15 @@ def _used_values(block: Block) -> set[Value]:
     return used
 
 
-def effects(fn: Function | Block | Op) -> frozenset[Effect]:
+def effects(fn: Function | Block | Op) -> Effects:
     """The effects of a function (at parameter positions), a block, or an op (at operands),
-    with upstream's kinds op by op."""
+    with upstream's kinds op by op; ``print`` shows them as the IR does: ``{read 0, write 1}``."""
     analysis = EffectsAnalysis()
     if isinstance(fn, Op):
-        return analysis.op(fn)
+        return Effects(analysis.op(fn))
     if isinstance(fn, Block):
-        return analysis.block(fn)
-    return analysis.function(fn)
+        return Effects(analysis.block(fn))
+    return Effects(analysis.function(fn))
 
 
 def effects_with_swap_reads(fn: Function | Block) -> frozenset[Effect]:
