@@ -48,9 +48,16 @@ from minipallas.passes.fold import fold as fold_constants
 from minipallas.passes.registry import BOOL, Option, register
 
 MAX_ROUNDS = 4
-_WITH_IDENTITIES = {
-    name: [*PATTERNS.get(name, ()), *IDENTITIES.get(name, ())] for name in {*PATTERNS, *IDENTITIES}
-}
+
+
+def _patterns(fold: bool) -> dict[str, list[Pattern]]:
+    """The patterns to try, by op name, read when a cleanup starts: so a pattern registered
+    with ``@pattern`` after this module was imported (a user's own) is tried too. Folding adds
+    the algebraic identities after each op's patterns."""
+    if not fold:
+        return PATTERNS
+    names = {*PATTERNS, *IDENTITIES}
+    return {name: [*PATTERNS.get(name, ()), *IDENTITIES.get(name, ())] for name in names}
 
 
 @register(
@@ -100,7 +107,7 @@ class _Simplify:
 
     def __init__(self, fold: bool) -> None:
         self.fold = fold
-        self.patterns: dict[str, list[Pattern]] = _WITH_IDENTITIES if fold else PATTERNS
+        self.patterns = _patterns(fold)
         self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
         self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
         self.settled = True

@@ -11,9 +11,12 @@ import sys
 import pytest
 
 import minipallas
+import minipallas as mp
 import minipallas.ir.opset  # noqa: F401
 import minipallas.passes  # noqa: F401
 from minipallas.ir.opdef import OPS
+from minipallas.ir.printer import print_function
+from minipallas.passes import pipeline
 from minipallas.passes.registry import PASSES
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -55,3 +58,15 @@ def test_every_repository_path_a_page_names_exists():
     for page in [*PAGES, ROOT / "README.md"]:
         for path in pattern.findall(page.read_text()):
             assert (ROOT / path.rstrip("/")).exists(), f"{page.name}: {path}"
+
+
+def test_each_discharge_rule_shown_is_what_the_pass_does():
+    """docs/concepts/discharge.md: every "before" program, discharged, prints its "after"."""
+    text = (ROOT / "docs" / "concepts" / "discharge.md").read_text()
+    block = r"<!-- discharge: {} -->\n```text\n(.*?)```"
+    befores = re.findall(block.format("before"), text, re.S)
+    afters = re.findall(block.format("after"), text, re.S)
+    assert len(befores) == len(afters) >= 10
+    for before, after in zip(befores, afters, strict=True):
+        fn = mp.parse_module(before).entry
+        assert print_function(pipeline.run(fn, "discharge", verify=True)) == after.rstrip("\n")

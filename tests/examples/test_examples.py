@@ -1,6 +1,7 @@
 """Every example runs, checks itself against numpy (its own asserts), and prints each stage."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -55,12 +56,17 @@ def test_example_runs(path):
 
 
 def test_discharge_chapter_shows_carries_and_cond_results():
-    out = _run("discharge.py")
-    stateful, rest = out.split("--- effects ---")
+    out = _run("ch04_discharge.py")
+    stateful, rest = out.split("--- effects (at positions")
     effects, discharged = rest.split("--- discharged")
     assert "addupdate" in stateful and "ref.at" in stateful
-    assert "function: read 0, read 1, accum 1, write 2" in effects  # out is only written
-    assert "cond at line 23: {read 1, write 2} (positions are its operands)" in effects
+    # out is only written; x only read (a loop constant), acc accumulated (a carry)
+    assert "function: {read 0, read 1, accum 1, write 2} = read x_ref, read acc_ref, " \
+        "accum acc_ref, write out_ref" in effects  # fmt: skip
+    assert re.search(r"for at line \d+: \{read 2, accum 3\} = read x_ref, accum acc_ref", effects)
+    assert re.search(
+        r"cond at line \d+: \{read 1, write 2\} = read acc_ref, write out_ref", effects
+    )
     # x is only read: a loop constant; acc is accumulated: a carry; out: the cond's only result.
     assert "for %4 to %5 (%0) iter (%6, %1)" in discharged
     assert "}] : f32[8]" in discharged
@@ -69,7 +75,7 @@ def test_discharge_chapter_shows_carries_and_cond_results():
 
 
 def test_new_pass_chapter_rewrites_and_keeps_the_bits():
-    out = _run("new_pass.py")
+    out = _run("ch13_new_pass.py")
     before, after = out.split("--- after mul-by-two,discharge,cleanup ---")
     assert before.count(" mul ") == 2 and " mul " not in after
     assert "add %0, %0" in after  # x * 2.0 became x + x, before the loop and inside it
@@ -77,7 +83,7 @@ def test_new_pass_chapter_rewrites_and_keeps_the_bits():
 
 
 def test_new_discharge_rule_chapter_discharges_fill():
-    out = _run("new_discharge_rule.py")
+    out = _run("ch14_new_op.py")
     stateful, pure = out.split("--- discharged and cleaned")
     assert "effects {write 0}" in stateful and "fill %0[ds(%1, 2), :], %2" in stateful
     program = pure.split("---\n")[1].split("interpreter (stateful)")[0]
@@ -86,16 +92,25 @@ def test_new_discharge_rule_chapter_discharges_fill():
 
 
 def test_collectives_chapter_runs_and_reports_the_races_and_the_deadlocks():
-    out = _run("collectives.py")
+    out = _run("ch17_collectives.py")
     default, simulated = out.split("--- collectives='simulate'")
     assert "run_scoped interpret rule does not support collective axes" in default
     assert "every row holds the sum of all rows, bit for bit: True" in simulated
     assert "the same bits under random interleavings too: True" in simulated
     race, deadlock = simulated.split("--- program 5 skips the barrier")
-    assert "first access: 'swap' at collectives.py:" in race and "program (1,)" in race
-    assert "second access: 'get' at collectives.py:" in race
+    assert "first access: 'swap' at ch17_collectives.py:" in race and "program (1,)" in race
+    assert "second access: 'get' at ch17_collectives.py:" in race
     deadlock, ring = deadlock.split("--- semaphores: a ring, no barrier ---")
     assert "(5,) finished without reaching it" in deadlock
     assert "each program holds its left neighbour's row: True" in ring
     assert "without the wait: program (0,) reads element [7, 0]" in ring
     assert "waiting for 2 signals: deadlock: program (0,) waits for 2" in ring
+
+
+def test_patterns_chapter_rewrites_inside_the_loop_too():
+    """A pattern registered after cleanup was imported is tried, in regions as well."""
+    out = _run("ch15_patterns.py")
+    discharged, cleaned = out.split("--- cleaned, with the pattern registered ---")
+    assert discharged.count(" mul ") == 2 and " mul " not in cleaned
+    assert "%2 = add %0, %0 : f32[4]" in cleaned and "%9 = add %8, %8 : f32[4]" in cleaned
+    assert "inf/-0.0/NaN included: True" in out

@@ -56,7 +56,7 @@ def test_print_effects_before_and_after_each_pass(kernel_file, capsys):
 
 def test_load_registers_a_users_pass_for_one_command(kernel_file, capsys):
     """The new-pass chapter's pass runs from the command line, and is gone afterwards."""
-    chapter = str(ROOT / "examples" / "new_pass.py")
+    chapter = str(ROOT / "examples" / "ch13_new_pass.py")
     assert main([str(kernel_file), "--load", chapter, "--pass-pipeline=mul-by-two"]) == 0
     out = capsys.readouterr().out
     assert "add %2, %2 : f32[]" in out and " mul " not in out

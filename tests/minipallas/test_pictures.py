@@ -240,7 +240,7 @@ def test_real_graphviz_renders_the_picture(loops):
 
 def test_the_discharge_example_shows_its_picture():
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "discharge.py")], capture_output=True, text=True
+        [sys.executable, str(EXAMPLES / "ch04_discharge.py")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     picture = done.stdout.split("--- picture: ")[1].split("--- cleaned")[0]

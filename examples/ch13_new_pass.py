@@ -14,7 +14,7 @@ A pass in minipallas is a function from a ``Function`` to a new ``Function``:
 3. ``@register`` adds it to the pass registry: ``--pass-pipeline=mul-by-two`` then runs it
    from ``minipallas-opt`` or ``minipallas.passes.pipeline.run``, verified after each pass.
 
-Run: ``.venv/bin/python examples/new_pass.py``.
+Run: ``.venv/bin/python examples/ch13_new_pass.py``.
 """
 
 import numpy as np

@@ -15,7 +15,7 @@ Semaphores synchronize without a barrier: in the ring, each program signals that
 the shared buffer and waits for its left neighbour's signal before copying that row. Without
 the wait it is a race; waiting for two signals where one comes is a deadlock.
 
-Run: ``.venv/bin/python examples/collectives.py``.
+Run: ``.venv/bin/python examples/ch17_collectives.py``.
 """
 
 import numpy as np

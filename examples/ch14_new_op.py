@@ -17,7 +17,7 @@ The program is written in text IR (the parser knows ``fill`` from its declaratio
 and run three ways: the interpreter on the stateful program, the interpreter on the pure one,
 and XLA. All three give the same bits.
 
-Run: ``.venv/bin/python examples/new_discharge_rule.py``.
+Run: ``.venv/bin/python examples/ch14_new_op.py``.
 """
 
 from collections.abc import Sequence
