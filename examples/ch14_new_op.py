@@ -1,4 +1,4 @@
-"""Chapter: add a stateful op and its discharge rule from scratch.
+"""Chapter 14: add a stateful op and its discharge rule from scratch.
 
 The op is ``fill %r[window], %c``: write the scalar ``%c`` to every element of a window of a
 ref (a ``memset``). An op in minipallas is four small pieces, each in the table of its stage:

@@ -1,4 +1,4 @@
-"""Chapter: programs that share scratch — collective axes, barriers, races and deadlocks.
+"""Chapter 17: programs that share scratch — collective axes, barriers, races and deadlocks.
 
 ``run_scoped(..., collective_axes=("x",))`` asks for one allocation shared by every program
 that differs only along grid axis ``"x"``. Upstream JAX rejects it on every path but Mosaic
