@@ -142,7 +142,7 @@ def _anchor(name: str) -> str:
 
 def passes() -> str:
     """Every registered pass with its options, as ``--pass-pipeline`` takes them."""
-    import minipallas.passes  # noqa: F401  (each pass module registers its pass)
+    import minipallas.cli  # noqa: F401  (its imports register every pass it offers)
     from minipallas.passes.registry import PASSES, REQUIRED, _text
 
     out = []

@@ -50,6 +50,7 @@ from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
 from minipallas.ir.verifier import verify
+from minipallas.kernels.programs import bind_grid  # noqa: F401  (registers the bind-grid pass)
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
 from minipallas.passes.registry import PASSES, describe

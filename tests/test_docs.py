@@ -12,8 +12,8 @@ import pytest
 
 import minipallas
 import minipallas as mp
+import minipallas.cli  # noqa: F401  (registers every pass minipallas-opt offers)
 import minipallas.ir.opset  # noqa: F401
-import minipallas.passes  # noqa: F401
 from minipallas.ir.opdef import OPS
 from minipallas.ir.printer import print_function
 from minipallas.passes import pipeline

@@ -107,3 +107,12 @@ def test_lower_verify_is_an_argument(monkeypatch):
         mp.lower(bad, verify=False)
     except mp.MiniPallasError as e:
         assert "failed to verify" not in "\n".join(getattr(e, "__notes__", []))
+
+
+def test_bind_grid_is_a_pass_on_a_kernel_body(capsys):
+    """A kernel body at one grid point, as the CPU runs it: program_id becomes a parameter."""
+    pipeline = "--pass-pipeline=bind-grid{grid=8x2},discharge,cleanup"
+    assert main([str(KERNEL_FILE), pipeline, "--print-ir-after-all"]) == 0
+    bound = capsys.readouterr().out.split("// -----// IR Dump After discharge")[0]
+    assert "func @scale(%0: i32[], %1: i32[], %2: Ref{f32[8,128]}" in bound
+    assert "program_id" not in bound and "%6 = add %0, %5 : i32[]" in bound

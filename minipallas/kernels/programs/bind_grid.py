@@ -25,6 +25,7 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import PassError
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType
+from minipallas.passes.registry import INTS, Option, register
 
 I32 = ArrayType((), "int32")
 
@@ -33,6 +34,17 @@ def bind_grid(fn: Function, grid: Sequence[int | None]) -> Function:
     """``fn`` taking the grid indices (then the dynamic sizes) first, with
     ``program_id``/``num_programs`` answered."""
     return _Binder(tuple(grid)).function(fn, always=True)
+
+
+@register(
+    "bind-grid",
+    Option("grid", INTS, "the grid's sizes, e.g. 8x2 (static sizes only)"),
+    doc="a kernel body at one grid point: program_id/num_programs become parameters/constants",
+)
+def bind_grid_pass(fn: Function, *, grid: tuple[int, ...]) -> Function:
+    """``bind_grid`` as a pass: ``minipallas-opt kernel.py --pass-pipeline=bind-grid{grid=8x2},
+    discharge,cleanup`` shows a kernel body as the CPU runs it at one grid point."""
+    return bind_grid(fn, grid)
 
 
 class _Binder:
