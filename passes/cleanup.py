@@ -41,6 +41,7 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import EffectsAnalysis
 from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS, READ, OpDef
+from minipallas.ir.rewrite import Callees
 from minipallas.passes.cleanup_identities import IDENTITIES
 from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS, Pattern
 from minipallas.passes.collector import collector_paused
@@ -109,15 +110,10 @@ class _Simplify:
         self.fold = fold
         self.patterns = _patterns(fold)
         self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
-        self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
+        self.function = Callees(lambda fn: Function(fn.name, self.block(fn.body)))
         self.settled = True
         self.numbers: dict[tuple, int] = {}  # sorted attribute items -> their number
         self.attrs_numbers: dict[int, tuple[Mapping[str, Any], int | None]] = {}
-
-    def function(self, fn: Function) -> Function:
-        if id(fn) not in self.done:
-            self.done[id(fn)] = Function(fn.name, self.block(fn.body))
-        return self.done[id(fn)]
 
     def block(self, block: Block) -> Block:
         scope = _CleanupScope()
@@ -137,8 +133,7 @@ class _Simplify:
                 changes = {"operands": operands, "regions": tuple(map(self.block, op.regions))}
                 op = op.replace(**changes)
             elif op.name == "call":
-                callee = self.function(op.attrs["callee"])
-                op = op.replace(operands=operands, attrs={**op.attrs, "callee": callee})
+                op = self.function.call(op, operands=operands)
             elif operands != op.operands:
                 op = Op.of_parts(op.name, operands, op.results, op.attrs, (), op.loc)
             self.emit(op, scope)
@@ -258,15 +253,13 @@ class _Prune:
 
     def __init__(self) -> None:
         self.effects = EffectsAnalysis()
-        self.done: dict[int, Function] = {}
+        self.function = Callees(self.prune)
         self.unlocked = False
         self.observed: dict[int, tuple[Block, bool]] = {}
 
-    def function(self, fn: Function) -> Function:
-        if id(fn) not in self.done:
-            body, _ = self.block(fn.body, [True] * len(fn.body.results))
-            self.done[id(fn)] = Function(fn.name, body)
-        return self.done[id(fn)]
+    def prune(self, fn: Function) -> Function:
+        body, _ = self.block(fn.body, [True] * len(fn.body.results))
+        return Function(fn.name, body)
 
     def block(self, block: Block, keep: Sequence[bool]) -> tuple[Block, set[Value]]:
         """``block`` yielding only the results marked in ``keep``, and the values it uses."""
@@ -310,7 +303,7 @@ class _Prune:
     def shrink(self, op: Op, live: list[bool]) -> Op:
         """``op`` with its regions pruned and whatever they no longer use dropped."""
         if op.name == "call":
-            return op.replace(attrs={**op.attrs, "callee": self.function(op.attrs["callee"])})
+            return self.function.call(op)
         if op.name == "cond":
             return self.shrink_cond(op, live)
         if op.name == "run_scoped":

@@ -24,6 +24,7 @@ from minipallas.ir.builder import params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import PassError
 from minipallas.ir.literal import Literal
+from minipallas.ir.rewrite import Callees
 from minipallas.ir.types import ArrayType
 from minipallas.passes.registry import INTS, Option, register
 
@@ -56,19 +57,18 @@ class _Binder:
         self.size_position = {a: len(grid) + k for k, a in enumerate(dynamic)}
         self.env: dict[Value, Value] = {}  # a program_id result -> the grid index replacing it
         self.asks: dict[int, bool] = {}  # id(block or function) -> whether it asks program_id
-        self.done: dict[int, Function] = {}  # id(callee) -> its bound copy
+        self.bound = Callees(self.bind)  # each function's bound copy, made once
 
     def function(self, fn: Function, always: bool = False) -> Function:
         """``fn`` with leading grid-index parameters (only if it asks, unless ``always``)."""
         if not always and not self.function_asks(fn):
             return fn
-        if id(fn) not in self.done:
-            indices = params([I32] * self.n_values)
-            body = self.block(fn.body, indices)
-            self.done[id(fn)] = Function(
-                fn.name, Block((*indices, *body.params), body.ops, body.results)
-            )
-        return self.done[id(fn)]
+        return self.bound(fn)
+
+    def bind(self, fn: Function) -> Function:
+        indices = params([I32] * self.n_values)
+        body = self.block(fn.body, indices)
+        return Function(fn.name, Block((*indices, *body.params), body.ops, body.results))
 
     # ----- which parts ask for a grid index -----
 
@@ -117,8 +117,7 @@ class _Binder:
             return Op("constant", (), op.results, {"value": size}, (), op.loc)
         operands = self.values(op.operands)
         if op.name == "call" and self.op_asks(op):
-            callee = self.function(op.attrs["callee"])
-            return op.replace(operands=(*indices, *operands), attrs={**op.attrs, "callee": callee})
+            return self.bound.call(op, operands=(*indices, *operands))
         if op.regions and self.op_asks(op):
             return self._thread(op, operands, indices)
         return op.replace(operands=operands) if operands != op.operands else op
