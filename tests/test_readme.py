@@ -54,3 +54,20 @@ def test_chapter_one_is_the_readme_program_and_writes_its_ir_for_the_cli(tmp_pat
 def test_readme_links_go_to_files_that_exist():
     for target in re.findall(r"\]\(([^)#]+)", README):
         assert (ROOT / target).exists(), target
+
+
+def test_the_discharge_picture_is_what_discharge_prints():
+    import minipallas as mp
+    from minipallas.passes import pipeline
+
+    section = README.split("## Discharge in one picture")[1]
+    picture = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    before, after = picture.split("  v\n")
+    before = before.split("                  |")[0]
+
+    def plain(text: str) -> str:
+        return "\n".join(line.split("//")[0].rstrip() for line in text.strip().splitlines())
+
+    fn = mp.parse(before)
+    assert plain(str(fn)) == plain(before)
+    assert str(pipeline.run(fn, "discharge", verify=True)) == plain(after)
