@@ -70,6 +70,8 @@ def _rst_to_markdown(doc: str) -> str:
             out.append(line)
             continue
         out += [line.rstrip()[:-1], "", "```text"]
+        while k < len(lines) and not lines[k].strip():  # the blank line after "::"
+            k += 1
         while k < len(lines) and (not lines[k].strip() or lines[k].startswith(" ")):
             out.append(lines[k][4:])
             k += 1
