@@ -84,7 +84,7 @@ bench: $(STAMP)
 	$(PY) bench/kernels_bench.py
 
 # On a TPU machine (jax, libtpu, numpy there; minipallas from a wheel on PYTHONPATH, see the
-# README's "Running kernels on a TPU"): no .venv, the machine's python.
+# docs/guides/tpu.md, "Running kernels on a TPU"): no .venv, the machine's python.
 tpu-check:
 	$(PYTHON) bench/tpu_check.py $(TPU_ARGS)
 
