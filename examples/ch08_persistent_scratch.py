@@ -58,7 +58,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((M, K), dtype=np.float32)
     y = rng.standard_normal((K, N), dtype=np.float32)
-    call = matmul(mp.ArrayType(x.shape, "float32"), mp.ArrayType(y.shape, "float32"))
+    call = matmul(mp.ArrayType(x.shape, jnp.float32), mp.ArrayType(y.shape, jnp.float32))
 
     chapter("1. The kernel: a body over block refs, a grid, block specs")
     kernel = call.trace(x, y)

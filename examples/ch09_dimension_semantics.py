@@ -40,7 +40,7 @@ def main() -> None:
     x = np.random.default_rng(0).standard_normal((ROWS, COLS), dtype=np.float32)
     call = mp.pallas_call(
         row_sum_kernel,
-        mp.ArrayType((ROWS, 1), "float32"),
+        mp.ArrayType((ROWS, 1), jnp.float32),
         grid=(ROWS // BR, -(-COLS // BC)),
         in_specs=[mp.BlockSpec((BR, BC), lambda i, j: (i, j))],
         out_specs=mp.BlockSpec((BR, 1), lambda i, j: (i, 0)),

@@ -34,7 +34,7 @@ def main() -> None:
     spec = mp.BlockSpec((BLOCK_ROWS, COLS), lambda i: (i, 0))
     call = mp.pallas_call(
         softmax_kernel,
-        mp.ArrayType(x.shape, "float32"),
+        mp.ArrayType(x.shape, jnp.float32),
         grid=(-(-ROWS // BLOCK_ROWS),),  # cdiv: the last block is partial
         in_specs=[spec],
         out_specs=spec,

@@ -34,7 +34,7 @@ def softmax_call(rows: int):
     spec = mp.BlockSpec((BLOCK_ROWS, COLS), lambda i: (i, 0))
     return mp.pallas_call(
         softmax_kernel,
-        mp.ArrayType((rows, COLS), "float32"),
+        mp.ArrayType((rows, COLS), mnp.float32),
         grid=(rows // BLOCK_ROWS,),
         in_specs=[spec],
         out_specs=spec,

@@ -94,8 +94,8 @@ def main() -> None:
     chapter("1. Trace a Pallas-style kernel into minipallas IR")
     fn = mp.trace(
         running_sum,
-        mp.RefType((8, 128), jnp.float32, tpu.VMEM),
-        mp.RefType((8, 128), jnp.float32, tpu.VMEM),
+        tpu.VMEM((8, 128), jnp.float32),
+        tpu.VMEM((8, 128), jnp.float32),
     )
     mp.verify(fn)
     print(fn)
