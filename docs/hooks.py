@@ -38,13 +38,14 @@ EMITTER_PACKAGES = ("minipallas.lowering.stablehlo", "minipallas.lowering.tpu",
 def on_startup(**_: Any) -> None:
     """Before any plugin's ``on_config``: mkdocstrings reads its ``paths`` there."""
     package = SOURCE / "minipallas"
-    package.mkdir(parents=True, exist_ok=True)
+    package.mkdir(parents=True, exist_ok=True)  # safe when two builds run at once (xdist)
     entries = {p.name: p for p in (ROOT / "minipallas").iterdir() if p.name != "__pycache__"}
     entries.update({name: ROOT / name for name in ("ir", "passes", "lowering")})
     for name, target in entries.items():
         link = package / name
         if not link.is_symlink():
-            link.symlink_to(target)
+            with contextlib.suppress(FileExistsError):  # another build made it meanwhile
+                link.symlink_to(target)
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
