@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-explore test-latest lock lint fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-difftest bench mutate clean
+.PHONY: demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-difftest bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -24,7 +24,7 @@ lock:
 	rm -rf .venv-lock
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	.venv-lock/bin/python -m pip install --quiet '.[test]'
+	.venv-lock/bin/python -m pip install --quiet '.[test,docs]'
 	printf '# Exact versions of every package make demo / make test install (make lock writes it).\n' > $(LOCK)
 	.venv-lock/bin/python -m pip freeze --all --exclude minipallas >> $(LOCK)
 	rm -rf .venv-lock
@@ -34,7 +34,7 @@ test-latest:
 	rm -rf .venv-latest
 	$(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-	.venv-latest/bin/python -m pip install --quiet --upgrade -e '.[test]'
+	.venv-latest/bin/python -m pip install --quiet --upgrade -e '.[test,docs]'
 	.venv-latest/bin/python -m pip freeze --all --exclude minipallas > .venv-latest/versions.txt
 	@echo "versions that differ from the lock (< lock, > latest):"
 	@grep -v '^#' $(LOCK) | diff - .venv-latest/versions.txt || true
@@ -42,6 +42,14 @@ test-latest:
 
 demo: $(STAMP)
 	$(PY) examples/tour.py
+
+# The documentation site (mkdocs.yml, docs/) into site/, warnings as errors: a renamed function
+# or a broken link fails the build. The op reference is generated from the op declarations.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	$(VENV)/bin/mkdocs serve
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -76,7 +84,7 @@ bench: $(STAMP)
 	$(PY) bench/kernels_bench.py
 
 # On a TPU machine (jax, libtpu, numpy there; minipallas from a wheel on PYTHONPATH, see the
-# README's "Running kernels on a TPU"): no .venv, the machine's python.
+# docs/guides/tpu.md, "Running kernels on a TPU"): no .venv, the machine's python.
 tpu-check:
 	$(PYTHON) bench/tpu_check.py $(TPU_ARGS)
 
@@ -95,4 +103,4 @@ mutate: $(STAMP)
 	$(PY) bench/mutate.py $(MUTATE_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-lock .venv-latest build *.egg-info
+	rm -rf $(VENV) .venv-lock .venv-latest build site *.egg-info

@@ -49,7 +49,7 @@ def even_rows(x_ref, o_ref):
 
 def programs(sizes, seed):
     """(name, stateful program) pairs."""
-    tour, discharge = _example("tour"), _example("discharge")
+    tour, discharge = _example("tour"), _example("ch04_discharge")
     yield "tour: running_sum", mp.trace(tour.running_sum, F8x128, F8x128)
     yield "tour: scaled_add", mp.trace(tour.scaled_add, F8x128, F8x128, F8x128)
     types = (
@@ -58,14 +58,14 @@ def programs(sizes, seed):
         mp.RefType((8,), jnp.float32),
         mp.ArrayType((), jnp.int32),
     )
-    yield "examples/discharge.py", mp.trace(discharge.program, *types)
+    yield "examples/ch04_discharge.py", mp.trace(discharge.program, *types)
     yield "i % 2 == 0 in a loop", mp.trace(even_rows, F8x128, F8x128)
-    matmul = _example("matmul")
+    matmul = _example("ch08_persistent_scratch")
     x = np.zeros((256, 512), np.float32)
     y = np.zeros((512, 256), np.float32)
     call = matmul.matmul(mp.ArrayType(x.shape, "float32"), mp.ArrayType(y.shape, "float32"))
-    yield "examples/matmul.py (CPU program)", call.program(x, y)
-    softmax = _example("softmax")
+    yield "examples/ch08_persistent_scratch.py (CPU program)", call.program(x, y)
+    softmax = _example("ch10_partial_blocks")
     rows = np.zeros((softmax.ROWS, softmax.COLS), np.float32)
     spec = mp.BlockSpec((softmax.BLOCK_ROWS, softmax.COLS), lambda i: (i, 0))
     grid = (-(-softmax.ROWS // softmax.BLOCK_ROWS),)
@@ -76,7 +76,7 @@ def programs(sizes, seed):
         in_specs=[spec],
         out_specs=spec,
     )
-    yield "examples/softmax.py (CPU program)", call.program(rows)
+    yield "examples/ch10_partial_blocks.py (CPU program)", call.program(rows)
     for n in sizes:
         yield f"ir_bench traced kernel, {n} ops", mp.trace(kernel_emitting(n), F8x128, F8x128)
         yield f"discharge_bench generated, {n} ops", generated(n, seed)

@@ -51,7 +51,7 @@ SKIP = {
 }
 # ... and under --cpu, where minipallas's jax.jit runs the discharged program on XLA:CPU
 CPU_SKIP = {
-    "bf16_gelu": "XLA:CPU keeps a fusion's bf16 intermediates in f32 under jax.jit (README)",
+    "bf16_gelu": "XLA:CPU keeps a fusion's bf16 intermediates in f32 under jax.jit (numerics.md)",
 }
 # Kernels that may halt the chip: each runs last, in a worker of its own.
 RISKY = {

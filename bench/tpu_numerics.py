@@ -10,7 +10,7 @@ reduction against float64. Needs only jax (no minipallas): run it on a TPU machi
     python bench/tpu_numerics.py [--json OUT.json]
 
 Prints one table; ``--json`` also writes the numbers (``difftest/tpu_envelope.py`` reads the
-ones the README quotes).
+ones docs/numerics.md quotes).
 """
 
 from __future__ import annotations

@@ -94,8 +94,8 @@ def main() -> None:
     chapter("1. Trace a Pallas-style kernel into minipallas IR")
     fn = mp.trace(
         running_sum,
-        mp.RefType((8, 128), jnp.float32, tpu.VMEM),
-        mp.RefType((8, 128), jnp.float32, tpu.VMEM),
+        tpu.VMEM((8, 128), jnp.float32),
+        tpu.VMEM((8, 128), jnp.float32),
     )
     mp.verify(fn)
     print(fn)
@@ -182,7 +182,7 @@ def main() -> None:
         total = total + r
     assert shared.simulate(x).tobytes() == np.broadcast_to(total, (8, 128)).tobytes()
     print("simulated, every program's row holds the sum of all rows: True")
-    print("(examples/collectives.py shows the race and the deadlock the simulator reports, "
+    print("(examples/ch17_collectives.py shows the race and the deadlock the simulator reports, "
           "and a ring of programs synchronized by semaphores)")  # fmt: skip
 
 

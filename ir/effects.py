@@ -64,6 +64,20 @@ class Effect:
     def __str__(self) -> str:
         return f"{self.kind} {self.input}"
 
+    def __repr__(self) -> str:
+        return f"{self.kind.name.title()}({self.input})"  # as built: Read(0), Accum(1)
+
+
+class Effects(frozenset):
+    """A set of effects that prints as the IR does, ``{read 0, write 1}``, and whose
+    repr can be typed back (``Effects({Read(0), Write(1)})``); otherwise a frozenset."""
+
+    def __str__(self) -> str:
+        return "{" + ", ".join(map(str, sorted(self))) + "}"
+
+    def __repr__(self) -> str:
+        return "Effects({" + ", ".join(map(repr, sorted(self))) + "})"
+
 
 def Read(input: int) -> Effect:  # noqa: N802 - named like upstream's effect classes
     return Effect(READ, input)
@@ -83,25 +97,27 @@ def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
     Parameters missing from the map (loop indices, carries, scoped allocations) receive no ref
     from outside the op.
     """
-    region = op.regions[region_index]
-    n_params = len(region.params)
-    if op.name == "run_scoped":
-        n_alloc = n_params - len(op.operands)
-        return {n_alloc + k: k for k in range(len(op.operands))}
-    if op.name == "for":
-        n_consts = op.attrs["num_consts"]
-        return {1 + k: 2 + k for k in range(n_consts)}
-    if op.name == "while":
-        nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-        offset, count = (0, nc) if region_index == 0 else (nc, nb)
-        return {k: offset + k for k in range(count)}
-    if op.name == "cond":
-        return {k: 1 + k for k in range(n_params)}
-    raise PassError(
-        "the effects analysis does not know how this op's regions use its operands",
-        op=op.name,
-        loc=op.loc,
-    )
+    if op.name not in _RECEIVES:
+        raise PassError(
+            "the effects analysis does not know how this op's regions use its operands",
+            op=op.name,
+            loc=op.loc,
+        )
+    group, first = _RECEIVES[op.name]
+    where = op.slices()[group(region_index)]
+    size = where.stop - where.start
+    start = first(len(op.regions[region_index].params), size)
+    return {start + k: where.start + k for k in range(size)}
+
+
+# region op -> (the operand group region r's parameters receive, the first parameter receiving
+# it given (parameters, group size)): after the loop index; a scope's allocations come first
+_RECEIVES = {
+    "for": (lambda r: "consts", lambda params, n: 1),
+    "while": (lambda r: ("cond_consts", "body_consts")[r], lambda params, n: 0),
+    "cond": (lambda r: "args", lambda params, n: 0),
+    "run_scoped": (lambda r: "args", lambda params, n: params - n),
+}
 
 
 class EffectsAnalysis:
@@ -177,15 +193,15 @@ def _used_values(block: Block) -> set[Value]:
     return used
 
 
-def effects(fn: Function | Block | Op) -> frozenset[Effect]:
+def effects(fn: Function | Block | Op) -> Effects:
     """The effects of a function (at parameter positions), a block, or an op (at operands),
-    with upstream's kinds op by op."""
+    with upstream's kinds op by op; ``print`` shows them as the IR does: ``{read 0, write 1}``."""
     analysis = EffectsAnalysis()
     if isinstance(fn, Op):
-        return analysis.op(fn)
+        return Effects(analysis.op(fn))
     if isinstance(fn, Block):
-        return analysis.block(fn)
-    return analysis.function(fn)
+        return Effects(analysis.block(fn))
+    return Effects(analysis.function(fn))
 
 
 def effects_with_swap_reads(fn: Function | Block) -> frozenset[Effect]:

@@ -17,7 +17,9 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.location import UNKNOWN, Location
+from minipallas.ir.opdef import OPS
 from minipallas.ir.types import Type
 
 
@@ -119,6 +121,29 @@ class Op:
         # unchanged attrs are this op's own read-only copy: shared rather than copied
         op.attrs = self.attrs if attrs is _KEEP else _frozen(attrs)
         return op
+
+    def group(self, name: str) -> tuple[Value, ...]:
+        """The operands the op's declaration names ``name``: one (``"ref"``, ``"lower"``) or a
+        group (``for``'s ``"consts"``, ``"inits"``; ``get``'s ``"indices"``), wherever the
+        attributes that size the groups put it: ``op.group("consts")`` instead of
+        ``op.operands[2 : 2 + op.attrs["num_consts"]]``."""
+        return self.operands[self.slices(name)[name]]
+
+    def slices(self, name: str | None = None) -> dict[str, slice]:
+        """Where each named operand or group sits among the operands, by name: for a rule
+        whose values line up with the operands (``args[op.slices()["consts"]]``). With
+        ``name``, an error naming the op's groups when it has none of that name."""
+        opdef = OPS.get(self.name)
+        found = None if opdef is None else opdef.groups(len(self.operands), self.attrs)
+        if found is None or (name is not None and name not in found):
+            known = ", ".join(found or ()) or "none: its operands do not fit its declaration"
+            raise MiniPallasError(
+                f"op '{self.name}' has no operand group '{name}'",
+                op=self.name,
+                loc=self.loc,
+                fix=f"its groups: {known}",
+            )
+        return found
 
     @property
     def result(self) -> Value:

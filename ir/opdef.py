@@ -103,9 +103,10 @@ class OpDef:
         kinds = self.effect if isinstance(self.effect, tuple) else (self.effect,)
         return tuple((kind, i) for i, kind in enumerate(kinds) if kind is not None)
 
-    def operand_names(self, count: int, attrs: Attrs) -> tuple[str, ...] | None:
-        """The name of each of an op's ``count`` operands, or ``None`` when that many do not
-        fit the declaration (the type rule then says what is wrong)."""
+    def groups(self, count: int, attrs: Attrs) -> dict[str, slice] | None:
+        """Where each declared operand (or group) sits among an op's ``count`` operands, by
+        name: ``for``'s ``{"lower": slice(0, 1), "upper": ..., "consts": slice(2, 2 + n),
+        "inits": ...}``; ``None`` when that many do not fit the declaration."""
         sizes: list[int] = []
         rest = None
         for entry in self.operands:
@@ -126,12 +127,23 @@ class OpDef:
             return None
         if rest is not None:
             sizes[rest] = left
-        names: list[str] = []
+        found, start = {}, 0
         for entry, n in zip(self.operands, sizes, strict=True):
-            if isinstance(entry, Variadic):
-                names += [f"{entry.name}[{k}]" for k in range(n)]
-            else:
-                names += [entry if isinstance(entry, str) else entry.name] * n
+            found[entry if isinstance(entry, str) else entry.name] = slice(start, start + n)
+            start += n
+        return found
+
+    def operand_names(self, count: int, attrs: Attrs) -> tuple[str, ...] | None:
+        """The name of each of an op's ``count`` operands, or ``None`` when that many do not
+        fit the declaration (the type rule then says what is wrong)."""
+        groups = self.groups(count, attrs)
+        if groups is None:
+            return None
+        variadic = {e.name for e in self.operands if isinstance(e, Variadic)}
+        names: list[str] = []
+        for name, where in groups.items():
+            size = where.stop - where.start
+            names += [f"{name}[{k}]" for k in range(size)] if name in variadic else [name] * size
         return tuple(names)
 
     def operand_label(self, position: int, count: int, attrs: Attrs) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from minipallas.ir.effects import effects
+from minipallas.ir.effects import Effects, effects
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.location import Location
@@ -66,7 +66,7 @@ def location_text(loc: Location) -> str:
 
 def effects_text(effects: frozenset) -> str:
     """``{read 0, write 0, accum 1}``: by position, then read/write/accum (``Effect``'s order)."""
-    return "{" + ", ".join(map(str, sorted(effects))) + "}"
+    return str(Effects(effects))
 
 
 class Printer:

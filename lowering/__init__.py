@@ -48,13 +48,21 @@ class Target:
     emitter: str
     memory_space: MemorySpace = DEFAULT_MEMORY_SPACE  # of a kernel's blocks that name none
 
-    def lower(self, subject: Any, *, after_each: AfterEach | None = None, **options: Any) -> Any:
-        """Runs the pipeline on ``subject`` (its body, for a kernel), then the emitter."""
+    def lower(
+        self,
+        subject: Any,
+        *,
+        after_each: AfterEach | None = None,
+        verify: bool | None = None,
+        **options: Any,
+    ) -> Any:
+        """Runs the pipeline on ``subject`` (its body, for a kernel), then the emitter. With
+        ``verify`` the IR is verified before and after each pass (None: ``MINIPALLAS_VERIFY``)."""
         self._check_subject(subject)
         emit = self._emitter()
         self._check_options(emit, options)
         body = subject.body if self.kernel else subject
-        body = run(body, self.pipeline_for(subject), after_each=after_each)
+        body = run(body, self.pipeline_for(subject), verify=verify, after_each=after_each)
         return emit(subject, body, **options)
 
     def pipeline_for(self, subject: Function | Kernel) -> str:

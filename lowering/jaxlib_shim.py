@@ -14,6 +14,12 @@ them from here, so a jaxlib upgrade touches this file only. Known to work with j
 from __future__ import annotations
 
 import functools
+import os
+
+# XLA's C++ logging reads its level once, when jaxlib is first imported: without this a program
+# that runs on the CPU prints pjrt_client's INFO lines to stderr. setdefault: a user's own level,
+# or a jaxlib already imported, wins.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +53,7 @@ def _cpu() -> tuple[Any, Any]:
     """The XLA CPU client and its first device (made once per process)."""
     from jax.extend.backend import get_backend
 
+    quiet_libtpu()  # jax's first backend query loads libtpu when installed: no chip, no noise
     backend = get_backend("cpu")
     return backend, backend.devices()[0]
 

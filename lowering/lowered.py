@@ -58,9 +58,15 @@ class Lowered:
 
 
 def lower(
-    subject: Any, target: str = "stablehlo", *, after_each: AfterEach | None = None, **options: Any
+    subject: Any,
+    target: str = "stablehlo",
+    *,
+    after_each: AfterEach | None = None,
+    verify: bool | None = None,
+    **options: Any,
 ) -> Lowered:
     """``subject`` (a ``Function``; a traced ``Kernel`` for "tpu", "gpu" and "ptx") through
     ``target``'s pipeline and emitter; ``after_each(pass_name, fn)`` is called after each pass
-    (``minipallas-opt --print-ir-after-all``), ``options`` go to the emitter."""
-    return target_named(target).lower(subject, after_each=after_each, **options)
+    (``minipallas-opt --print-ir-after-all``), ``verify=True`` verifies the IR before and after
+    each (default: when ``MINIPALLAS_VERIFY=1``), ``options`` go to the emitter."""
+    return target_named(target).lower(subject, after_each=after_each, verify=verify, **options)

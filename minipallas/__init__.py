@@ -82,3 +82,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'minipallas' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public names too, though each is imported only on first use: for ``dir``, tab
+    completion and ``help(minipallas)``."""
+    return sorted({*globals(), *__all__})

@@ -6,6 +6,8 @@
     minipallas-opt - < kernel.mir                  # the same, reading stdin
     minipallas-opt kernel.mir --pass-pipeline=collectives,discharge,cleanup --print-ir-after-all
     minipallas-opt kernel.mir --print-effects --locations
+    minipallas-opt kernel.mir --pass-pipeline=discharge --print-ir-before-all --print-effects
+    minipallas-opt kernel.mir --load my_pass.py --pass-pipeline=my-pass,discharge
     minipallas-opt kernel.mir --view=svg             # a picture: kernel.svg (Graphviz)
     minipallas-opt kernel.mir --pass-pipeline=discharge --view=dot --view-after-all
 
@@ -18,8 +20,12 @@
 
 The text's last function is the one worked on; the functions before it are its callees.
 ``--emit`` prints MLIR instead of minipallas IR: for a text IR file, ``stablehlo`` lowers the
-(transformed) function with ``minipallas.lower``; a Python kernel file (see ``KERNEL_FILE``)
-is lowered with its ``pallas_call``'s ``lower(..., target=...)``. With
+function with ``minipallas.lower``, after ``--pass-pipeline``'s passes when given (the target's
+own pipeline then runs too); a Python kernel file (see ``KERNEL_FILE``) is lowered with its
+``pallas_call``'s ``lower(..., target=...)``, whose pipeline is the target's own, so
+``--pass-pipeline`` is refused with ``--emit`` there. ``--print-ir-before-all``,
+``--print-ir-after-all`` and ``--print-effects`` show every pass that runs, the target's too;
+``--load FILE.py`` registers a user's passes (``passes.registry.register``) for the pipeline. With
 ``--split-input-file`` the input is cut at lines reading ``// -----`` and each piece is handled
 on its own (an error in one does not stop the others), as ``mlir-opt`` does; line numbers in
 messages stay those of the whole file. Errors in the input are printed to stderr as
@@ -33,18 +39,21 @@ import re
 import runpy
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from minipallas.ir.core import Function
 from minipallas.ir.effects import EffectsAnalysis
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.excerpt import source_excerpt
+from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
 from minipallas.ir.verifier import verify
+from minipallas.kernels.programs import bind_grid  # noqa: F401  (registers the bind-grid pass)
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
-from minipallas.passes.registry import describe
+from minipallas.passes.registry import PASSES, describe
 from minipallas.pictures import FORMATS, PassPictures, draw, emitter
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
@@ -84,12 +93,24 @@ def _arguments() -> argparse.ArgumentParser:
         "collectives,discharge{discharge_scoped=false},cleanup (the passes are listed below)",
     )
     ap.add_argument(
+        "--load",
+        metavar="FILE.py",
+        action="append",
+        default=[],
+        help="run this Python file first, so the passes it registers (@register) can be named "
+        "in --pass-pipeline; may be given several times",
+    )
+    ap.add_argument(
+        "--print-ir-before-all", action="store_true", help="print the IR before every pass"
+    )
+    ap.add_argument(
         "--print-ir-after-all", action="store_true", help="print the IR after every pass"
     )
     ap.add_argument(
         "--print-effects",
         action="store_true",
-        help="print the effects of each function and each region op before the IR",
+        help="print the effects of each function and each region op before the IR; when a "
+        "pipeline runs, also before the first pass and after each pass",
     )
     ap.add_argument("--locations", action="store_true", help="print each op's loc(...)")
     ap.add_argument(
@@ -133,8 +154,48 @@ def _targets() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code (0 ok, 1 bad input, 2 bad arguments)."""
-    args = _arguments().parse_args(argv)
+    """Runs the command line; returns the exit code (0 ok, 1 bad input, 2 bad arguments).
+
+    The passes of ``--load`` files are registered for this call only (``--help`` lists them)
+    and removed after it, so one process may run several commands."""
+    loads, _ = _load_argument().parse_known_args(argv)
+    registered = set(PASSES)
+    try:
+        for path in loads.load:
+            status = _load(path)
+            if status:
+                return status
+        return _main(_arguments().parse_args(argv))
+    finally:
+        for name in set(PASSES) - registered:
+            del PASSES[name]
+
+
+def _load_argument() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--load", action="append", default=[])
+    return ap
+
+
+def _load(path: str) -> int:
+    """Runs a ``--load`` file (as ``__minipallas_load__``, so its demo under ``if __name__ ==
+    "__main__"`` stays quiet); 1 when it cannot be read or raises a minipallas error."""
+    return 0 if _run_python(path, "__minipallas_load__", "load") is not None else 1
+
+
+def _run_python(path: str, run_name: str, verb: str) -> dict[str, Any] | None:
+    """The namespace ``path`` leaves once run; None, with the error printed, when it cannot
+    be read (``cannot VERB``) or raises a minipallas error."""
+    try:
+        return runpy.run_path(path, run_name=run_name)
+    except MiniPallasError as e:
+        print(_describe(e, path), file=sys.stderr)
+    except OSError as e:
+        print(f"minipallas-opt: cannot {verb} {path}: {e.strerror}", file=sys.stderr)
+    return None
+
+
+def _main(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     if args.promote_scratch and args.emit != "tpu":
         print("minipallas-opt: --promote-scratch goes with --emit=tpu", file=sys.stderr)
@@ -195,15 +256,18 @@ def _process(text: str, args: argparse.Namespace, stem: str) -> None:
 def _transform_and_print(fn: Function, args: argparse.Namespace, stem: str) -> None:
     """Runs ``--pass-pipeline`` on ``fn``, then prints (or draws) what the flags ask for."""
     emit = emitter(args.view or "dot", stem)
+    stages = None
     if args.pass_pipeline is not None:
-        hooks = [_dumper(args), PassPictures(fn, emit) if args.view_after_all else None]
+        stages = _stages(args, fn, args.pass_pipeline)
+        hooks = [stages, PassPictures(fn, emit) if args.view_after_all else None]
         fn = pipeline.run(fn, args.pass_pipeline, verify=True, after_each=_each(hooks))
-    if args.print_effects:
+    if args.print_effects and not (stages and stages.names):  # else shown after the last pass
         print(_effects_report(fn))
     if args.emit == "stablehlo":
         from minipallas.lowering.lowered import lower  # jaxlib: kept off --help's path
 
-        print(lower(fn, after_each=_dumper(args)).as_text(debug_info=args.locations), end="")
+        hook = _stages(args, fn, TARGETS["stablehlo"].pipeline)
+        print(lower(fn, after_each=hook).as_text(debug_info=args.locations), end="")
         return
     if args.view:
         emit(draw(fn))
@@ -222,13 +286,8 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        namespace = runpy.run_path(args.file, run_name="__minipallas_kernel__")
-    except MiniPallasError as e:
-        print(_describe(e, name), file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"minipallas-opt: cannot read {name}: {e.strerror}", file=sys.stderr)
+    namespace = _run_python(args.file, "__minipallas_kernel__", "read")
+    if namespace is None:
         return 1
     calls = [namespace[k] for k in ("kernel", "KERNEL") if hasattr(namespace.get(k), "lower")]
     inputs = namespace.get("args", namespace.get("ARGS"))
@@ -244,9 +303,11 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         if args.emit == "ir":
             _transform_and_print(calls[0].trace(*inputs).body, args, args.file.removesuffix(".py"))
             return 0
+        kernel = calls[0].trace(*inputs, memory_space=TARGETS[args.emit].memory_space)
         if args.print_effects:
-            print(_effects_report(calls[0].trace(*inputs).body))
-        lowered = calls[0].lower(*inputs, target=args.emit, after_each=_dumper(args), **options)
+            print(_effects_report(kernel.body))
+        hook = _kernel_stages(args, calls[0], kernel, inputs)
+        lowered = calls[0].lower(*inputs, target=args.emit, after_each=hook, **options)
     except MiniPallasError as e:
         print(_describe(e, name), file=sys.stderr)
         return 1
@@ -254,16 +315,65 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
     return 0
 
 
-def _dumper(args: argparse.Namespace) -> Callable[[str, Function], None] | None:
-    """With ``--print-ir-after-all``, what prints the IR after each pass of a pipeline."""
-    if not args.print_ir_after_all:
+class _Stages:
+    """The ``after_each`` hook that shows each pass of a pipeline whose pass names are
+    ``names``: ``--print-ir-before-all`` / ``--print-ir-after-all`` print the IR before / after
+    it, ``--print-effects`` its effects report (``_effects_report``) after it. Created before
+    the first pass, it shows the input as the stage before it."""
+
+    def __init__(self, args: argparse.Namespace, names: list[str], fn: Function) -> None:
+        self.args = args
+        self.names = names
+        self.done = 0
+        if args.print_effects and names:
+            self.show("Effects Before", names[0], _effects_report(fn))
+        self.before(fn)
+
+    def __call__(self, pass_name: str, result: Function) -> None:
+        self.done += 1
+        if self.args.print_effects:
+            self.show("Effects After", pass_name, _effects_report(result))
+        if self.args.print_ir_after_all:
+            self.show("IR Dump After", pass_name, self.text(result) + "\n")
+        self.before(result)
+
+    def before(self, fn: Function) -> None:
+        if self.args.print_ir_before_all and self.done < len(self.names):
+            self.show("IR Dump Before", self.names[self.done], self.text(fn) + "\n")
+
+    def text(self, fn: Function) -> str:
+        return print_function(fn, locations=self.args.locations)
+
+    @staticmethod
+    def show(what: str, pass_name: str, text: str) -> None:
+        print(f"// -----// {what} {pass_name} //----- //")
+        print(text)
+
+
+def _stages(args: argparse.Namespace, fn: Function, passes: str) -> _Stages | None:
+    """The hook showing the passes of ``passes`` (a pipeline) run on ``fn``, if any flag asks."""
+    if not (args.print_ir_before_all or args.print_ir_after_all or args.print_effects):
         return None
+    return _Stages(args, pipeline.pass_names(passes), fn)
 
-    def dump(pass_name: str, result: Function) -> None:
-        print(f"// -----// IR Dump After {pass_name} //----- //")
-        print(print_function(result, locations=args.locations) + "\n")
 
-    return dump
+def _kernel_stages(
+    args: argparse.Namespace, call: Any, kernel: Kernel, inputs: Sequence[Any]
+) -> _Stages | None:
+    """``_stages`` for a kernel lowered to ``--emit``'s target. A target that lowers a Function
+    runs on the CPU program built from the kernel body (grid points batched or looped), which
+    the IR dumps show first, as the stage ``cpu-program``: the largest step of all."""
+    target = TARGETS[args.emit]
+    if target.kernel:
+        return _stages(args, kernel.body, target.pipeline_for(kernel))
+    program = call.program(*inputs)
+    if args.print_ir_before_all:
+        text = print_function(kernel.body, locations=args.locations)
+        _Stages.show("IR Dump Before", "cpu-program", text + "\n")
+    if args.print_ir_after_all:
+        text = print_function(program, locations=args.locations)
+        _Stages.show("IR Dump After", "cpu-program", text + "\n")
+    return _stages(args, program, target.pipeline)
 
 
 def _each(hooks: list[Callable[[str, Function], None] | None]) -> Callable | None:

@@ -27,9 +27,11 @@ import graphviz
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import Effect, EffectsAnalysis, region_operand_map
 from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.opdef import ACCUM, OPS, READ, WRITE, EffectKind
 from minipallas.ir.printer import Printer, effects_text, location_text
 from minipallas.ir.types import RefType
+from minipallas.kernels.pallas_call import PallasCall
 
 FORMATS = ("dot", "svg", "png")
 COLOURS = {READ: "#9ecae1", WRITE: "#fc9272", ACCUM: "#a1d99b"}  # blue, red, green
@@ -43,22 +45,40 @@ INSTALL = (
 
 
 def view(
-    fn: Function,
+    fn: Function | Kernel | PallasCall,
     format: str = "svg",
     *,
     before: Function | None = None,
     title: str | None = None,
     path: str | pathlib.Path | None = None,
+    inputs: tuple | None = None,
 ) -> str | bytes:
     """A picture of ``fn``: DOT text (``"dot"``), svg text or png bytes; written to ``path``
-    too when given. With ``before``, the two programs side by side: what a pass did."""
-    return render(draw(fn, before=before, title=title), format, path)
+    too when given. With ``before``, the two programs side by side: what a pass did.
+
+    A traced ``Kernel`` is drawn as its body beside its index maps, titled with its grid; a
+    ``pallas_call`` is traced first, for ``inputs`` (arrays or ``ArrayType`` objects).
+    """
+    return render(draw(fn, before=before, title=title, inputs=inputs), format, path)
 
 
 def draw(
-    fn: Function, *, before: Function | None = None, title: str | None = None
+    fn: Function | Kernel | PallasCall,
+    *,
+    before: Function | None = None,
+    title: str | None = None,
+    inputs: tuple | None = None,
 ) -> graphviz.Digraph:
     """The ``graphviz.Digraph`` of ``fn`` (and ``before`` beside it), for further styling."""
+    kernel = _kernel(fn, inputs)
+    if kernel is not None:
+        return _draw_kernel(kernel, title)
+    if not isinstance(fn, Function):
+        raise MiniPallasError(
+            f"cannot draw a {type(fn).__name__}",
+            fix="give a Function (mp.trace, mp.parse), a traced Kernel (call.trace(*inputs)) "
+            "or a pallas_call with inputs=",
+        )
     graph = graphviz.Digraph(
         fn.name,
         graph_attr={"compound": "true", "fontname": "monospace", "labelloc": "t"},
@@ -79,6 +99,31 @@ def draw(
                 drawer.program(program)
             drawer.arrows()
     _legend(graph)
+    return graph
+
+
+def _kernel(fn: object, inputs: tuple | None) -> Kernel | None:
+    """The kernel to draw: ``fn`` itself, or the ``pallas_call`` ``fn`` traced for ``inputs``."""
+    if isinstance(fn, Kernel):
+        return fn
+    if not isinstance(fn, PallasCall):
+        return None
+    if inputs is None:
+        raise MiniPallasError(
+            f"drawing {fn!r} traces it, which needs its inputs' shapes and dtypes",
+            fix="mp.view(call, inputs=(x, y)) with arrays or mp.ArrayType(shape, dtype)s, or "
+            "mp.view(call.trace(x, y))",
+        )
+    return fn.trace(*inputs)
+
+
+def _draw_kernel(kernel: Kernel, title: str | None) -> graphviz.Digraph:
+    """The kernel body, then each operand's index map (grid indices -> block indices)."""
+    graph = draw(kernel.body, title=title or f"kernel {kernel.name}, grid {kernel.grid}")
+    drawer = _Drawer(graph, "m", graph)
+    for spec in (*kernel.in_specs, *kernel.out_specs):
+        drawer.program(spec.index_map)
+    drawer.arrows()
     return graph
 
 

@@ -41,6 +41,7 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import EffectsAnalysis
 from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS, READ, OpDef
+from minipallas.ir.rewrite import Callees
 from minipallas.passes.cleanup_identities import IDENTITIES
 from minipallas.passes.cleanup_patterns import MAX_WALK, PATTERNS, Pattern
 from minipallas.passes.collector import collector_paused
@@ -48,9 +49,16 @@ from minipallas.passes.fold import fold as fold_constants
 from minipallas.passes.registry import BOOL, Option, register
 
 MAX_ROUNDS = 4
-_WITH_IDENTITIES = {
-    name: [*PATTERNS.get(name, ()), *IDENTITIES.get(name, ())] for name in {*PATTERNS, *IDENTITIES}
-}
+
+
+def _patterns(fold: bool) -> dict[str, list[Pattern]]:
+    """The patterns to try, by op name, read when a cleanup starts: so a pattern registered
+    with ``@pattern`` after this module was imported (a user's own) is tried too. Folding adds
+    the algebraic identities after each op's patterns."""
+    if not fold:
+        return PATTERNS
+    names = {*PATTERNS, *IDENTITIES}
+    return {name: [*PATTERNS.get(name, ()), *IDENTITIES.get(name, ())] for name in names}
 
 
 @register(
@@ -100,17 +108,12 @@ class _Simplify:
 
     def __init__(self, fold: bool) -> None:
         self.fold = fold
-        self.patterns: dict[str, list[Pattern]] = _WITH_IDENTITIES if fold else PATTERNS
+        self.patterns = _patterns(fold)
         self.env: dict[Value, Value] = {}  # old value -> the value that replaces it
-        self.done: dict[int, Function] = {}  # id(callee) -> its cleaned copy
+        self.function = Callees(lambda fn: Function(fn.name, self.block(fn.body)))
         self.settled = True
         self.numbers: dict[tuple, int] = {}  # sorted attribute items -> their number
         self.attrs_numbers: dict[int, tuple[Mapping[str, Any], int | None]] = {}
-
-    def function(self, fn: Function) -> Function:
-        if id(fn) not in self.done:
-            self.done[id(fn)] = Function(fn.name, self.block(fn.body))
-        return self.done[id(fn)]
 
     def block(self, block: Block) -> Block:
         scope = _CleanupScope()
@@ -130,8 +133,7 @@ class _Simplify:
                 changes = {"operands": operands, "regions": tuple(map(self.block, op.regions))}
                 op = op.replace(**changes)
             elif op.name == "call":
-                callee = self.function(op.attrs["callee"])
-                op = op.replace(operands=operands, attrs={**op.attrs, "callee": callee})
+                op = self.function.call(op, operands=operands)
             elif operands != op.operands:
                 op = Op.of_parts(op.name, operands, op.results, op.attrs, (), op.loc)
             self.emit(op, scope)
@@ -251,15 +253,13 @@ class _Prune:
 
     def __init__(self) -> None:
         self.effects = EffectsAnalysis()
-        self.done: dict[int, Function] = {}
+        self.function = Callees(self.prune)
         self.unlocked = False
         self.observed: dict[int, tuple[Block, bool]] = {}
 
-    def function(self, fn: Function) -> Function:
-        if id(fn) not in self.done:
-            body, _ = self.block(fn.body, [True] * len(fn.body.results))
-            self.done[id(fn)] = Function(fn.name, body)
-        return self.done[id(fn)]
+    def prune(self, fn: Function) -> Function:
+        body, _ = self.block(fn.body, [True] * len(fn.body.results))
+        return Function(fn.name, body)
 
     def block(self, block: Block, keep: Sequence[bool]) -> tuple[Block, set[Value]]:
         """``block`` yielding only the results marked in ``keep``, and the values it uses."""
@@ -303,7 +303,7 @@ class _Prune:
     def shrink(self, op: Op, live: list[bool]) -> Op:
         """``op`` with its regions pruned and whatever they no longer use dropped."""
         if op.name == "call":
-            return op.replace(attrs={**op.attrs, "callee": self.function(op.attrs["callee"])})
+            return self.function.call(op)
         if op.name == "cond":
             return self.shrink_cond(op, live)
         if op.name == "run_scoped":

@@ -28,7 +28,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.passes.registry import PASSES, register
 
-__all__ = ["PASSES", "VERIFY_ENV", "parse_pipeline", "register", "run"]
+__all__ = ["PASSES", "VERIFY_ENV", "parse_pipeline", "pass_names", "register", "run"]
 
 VERIFY_ENV = "MINIPALLAS_VERIFY"  # =1: verify before and after every pass of every pipeline
 
@@ -70,6 +70,12 @@ def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
         options = _parse_options(rest, item, pipeline) if rest else {}
         steps.append((name, PASSES[name].parse_options(options, item)))
     return steps
+
+
+def pass_names(pipeline: str) -> list[str]:
+    """The names of ``pipeline``'s passes in order, as written (``run`` checks them): what a
+    hook that shows each pass needs to know ahead."""
+    return [item.partition("{")[0].strip() for item in _split_top_level(pipeline)]
 
 
 def _split_top_level(pipeline: str) -> list[str]:

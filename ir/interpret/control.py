@@ -19,8 +19,8 @@ def for_(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
     """``i`` runs from ``lower`` to ``upper - 1`` (no trips when ``upper <= lower``)."""
     (body,) = op.regions
     lower, upper = args[0], args[1]
-    n = op.attrs["num_consts"]
-    consts, carries = list(args[2 : 2 + n]), list(args[2 + n :])
+    where = op.slices()
+    consts, carries = list(args[where["consts"]]), list(args[where["inits"]])
     index_type = lower.dtype.type
     for i in range(int(lower), int(upper)):
         carries = interp.run(body, [index_type(i), *consts, *carries])
@@ -30,9 +30,9 @@ def for_(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
 @rule("while")
 def while_(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
     cond, body = op.regions
-    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-    cond_consts, body_consts = list(args[:nc]), list(args[nc : nc + nb])
-    carries = list(args[nc + nb :])
+    where = op.slices()
+    cond_consts, body_consts = list(args[where["cond_consts"]]), list(args[where["body_consts"]])
+    carries = list(args[where["inits"]])
     while bool(interp.run(cond, [*cond_consts, *carries])[0]):
         carries = interp.run(body, [*body_consts, *carries])
     return carries

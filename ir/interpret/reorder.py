@@ -5,7 +5,7 @@ XLA:CPU picks the order of a float sum per CPU and per shape: a dot's contracted
 into tiles (Eigen's or YNNPACK's, by size thresholds) and accumulated in 8 float32 lanes
 (AVX2) or 16 (AVX-512), with FMAs or a multiply then an add; a reduction runs a sequential
 loop for short rows and vector accumulators joined by a tree for long ones. No one order can
-be reproduced (README), and the random orders of ``perturb`` rule 1 estimate each element's
+be reproduced (docs/numerics), and the random orders of ``perturb`` rule 1 estimate each element's
 spread from a few draws, which an element can undershoot: the envelope measured on an Intel
 Xeon called two correct kernels bugs on an AMD EPYC.
 
@@ -17,7 +17,7 @@ sum|x_i|`` (Higham & Mary's probabilistic analysis); two orders differ by the su
 errors. ``bound(n) = min(2 * sqrt(n), 2 * (n - 1))`` in units of ``u * sum|x_i|`` (for a dot,
 ``x_i = a_i * b_i``): above every gap measured between sequential sums with and without FMA,
 4 to 32 lanes joined by a tree, 128- and 256-term tiles and pairwise sums (at most 1.55
-``sqrt(n)`` for same-signed terms, 5.5 for products of normal values, n = 16 to 1024; README),
+``sqrt(n)`` for same-signed terms, 5.5 for products of normal values, n = 16 to 1024; docs),
 and never above the worst case ``2 * (n - 1)``.
 
 ``OrderBound(site)``: the interpreter with every result of one float ``reduce_sum`` or

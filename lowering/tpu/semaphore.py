@@ -10,7 +10,7 @@ as ``views`` does: ``tpu.memref_slice`` (i32 starts, clamped like any dynamic in
 
 Mosaic's wait always decrements: a ``semaphore_wait ..., keep`` is refused with upstream's
 message (upstream's rule has the check, but in jax 0.10.2 it never fires and emits a
-decrementing wait: README, Mosaic TPU).
+decrementing wait: docs/guides/kernels.md, Mosaic TPU).
 """
 
 from __future__ import annotations

@@ -236,12 +236,14 @@ class PallasCall:
         *args: Any,
         target: str = "stablehlo",
         after_each: AfterEach | None = None,
+        verify: bool | None = None,
         **options: Any,
     ) -> Lowered:
         """The kernel emitted for ``target`` (a row of ``minipallas.lowering.TARGETS``:
         "stablehlo" is the CPU program, "tpu", "gpu", "ptx" the kernel); ``options`` go to the
-        emitter (e.g. ``promote_scratch=True`` for "tpu"), ``after_each`` to the pipeline. Blocks
-        whose spec names no memory space are in the target's (VMEM for "tpu", as Pallas TPU)."""
+        emitter (e.g. ``promote_scratch=True`` for "tpu"), ``after_each`` and ``verify`` to the
+        pipeline (``minipallas.lower``). Blocks whose spec names no memory space are in the
+        target's (VMEM for "tpu", as Pallas TPU)."""
         kernel = self.trace(*args, memory_space=lowering.target(target).memory_space)
         return lower_kernel(
             kernel,
@@ -251,6 +253,7 @@ class PallasCall:
             compiler_params=self.compiler_params,
             debug=self.debug,
             after_each=after_each,
+            verify=verify,
             **options,
         )
 

@@ -240,7 +240,7 @@ def test_real_graphviz_renders_the_picture(loops):
 
 def test_the_discharge_example_shows_its_picture():
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "discharge.py")], capture_output=True, text=True
+        [sys.executable, str(EXAMPLES / "ch04_discharge.py")], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     picture = done.stdout.split("--- picture: ")[1].split("--- cleaned")[0]
@@ -255,3 +255,32 @@ def test_the_discharge_example_shows_its_picture():
         CHECK-NOT:  a{{[0-9]+}} [
         """,
     )
+
+
+def _kernel_call():
+    def add(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    f32 = mp.ArrayType((64, 256), "float32")
+    spec = mp.BlockSpec((8, 128), lambda i, j: (i, j))
+    call = mp.pallas_call(add, f32, grid=(8, 2), in_specs=[spec, spec], out_specs=spec)
+    return call, (f32, f32)
+
+
+def test_a_kernel_is_drawn_with_its_grid_and_index_maps():
+    call, inputs = _kernel_call()
+    dot = mp.view(call.trace(*inputs), "dot")
+    assert "kernel add, grid (8, 2)" in dot
+    for name in ("add_input0_index_map", "add_input1_index_map", "add_output0_index_map"):
+        assert f"func @{name}" in dot
+    assert "swap %2[:, :], %5 : f32[8,128]" in dot  # the body's own lines
+    assert mp.view(call, "dot", inputs=inputs) == dot
+
+
+def test_a_pallas_call_without_inputs_says_how_to_give_them():
+    call, _ = _kernel_call()
+    with pytest.raises(mp.MiniPallasError, match="needs its inputs' shapes") as e:
+        mp.view(call, "dot")
+    assert "inputs=" in str(e.value)
+    with pytest.raises(mp.MiniPallasError, match="cannot draw a str"):
+        mp.view("func @f", "dot")

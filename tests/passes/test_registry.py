@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import minipallas as mp
+import minipallas.kernels.programs.bind_grid  # noqa: F401  (registers bind-grid)
 from minipallas.ir.errors import PassError
 from minipallas.passes.pipeline import PASSES, parse_pipeline, run
 from minipallas.passes.registry import (
@@ -121,6 +122,7 @@ def test_every_builtin_option_is_declared_with_the_function_default():
     }
     assert declared == {
         "batch": {"sizes": REQUIRED, "exact": True},
+        "bind-grid": {"grid": REQUIRED},
         "cleanup": {"fold": True},
         "collectives": {"context": "discharge", "mode": "reject"},
         "discharge": {"discharge_scoped": True, "keep_params": 0, "collectives": "reject"},

@@ -27,7 +27,9 @@ from minipallas.ir.builder import params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import PassError
 from minipallas.ir.literal import Literal
+from minipallas.ir.rewrite import Callees
 from minipallas.ir.types import ArrayType
+from minipallas.passes.registry import INTS, Option, register
 
 I32 = ArrayType((), "int32")
 GRID_QUERIES = frozenset({"program_id", "num_programs"})
@@ -39,6 +41,17 @@ def bind_grid(fn: Function, grid: Sequence[int | None]) -> Function:
     return _Binder(tuple(grid)).function(fn, always=True)
 
 
+@register(
+    "bind-grid",
+    Option("grid", INTS, "the grid's sizes, e.g. 8x2 (static sizes only)"),
+    doc="a kernel body at one grid point: program_id/num_programs become parameters/constants",
+)
+def bind_grid_pass(fn: Function, *, grid: tuple[int, ...]) -> Function:
+    """``bind_grid`` as a pass: ``minipallas-opt kernel.py --pass-pipeline=bind-grid{grid=8x2},
+    discharge,cleanup`` shows a kernel body as the CPU runs it at one grid point."""
+    return bind_grid(fn, grid)
+
+
 class _Binder:
     def __init__(self, grid: tuple[int | None, ...]) -> None:
         self.grid = grid
@@ -48,7 +61,9 @@ class _Binder:
         self.size_position = {a: len(grid) + k for k, a in enumerate(dynamic)}
         self.env: dict[Value, Value] = {}  # a program_id result -> the grid index replacing it
         self.asks: dict[int, bool] = {}  # id(block or function) -> whether it asks program_id
-        self.done: dict[int, Function] = {}  # id(callee) -> its bound copy
+        # each function's copy, made once: taking the grid indices, or only its sizes answered
+        self.bound = Callees(lambda fn: self.bind(fn, threads=True))
+        self.answered = Callees(lambda fn: self.bind(fn, threads=False))
 
     def function(self, fn: Function, always: bool = False) -> Function:
         """``fn`` with leading grid-index parameters (only if it asks, unless ``always``), its
@@ -56,13 +71,12 @@ class _Binder:
         threads = always or self.function_asks(fn)
         if not threads and not self.function_mentions(fn):
             return fn
-        if id(fn) not in self.done:
-            indices = params([I32] * self.n_values) if threads else ()
-            body = self.block(fn.body, indices)
-            self.done[id(fn)] = Function(
-                fn.name, Block((*indices, *body.params), body.ops, body.results)
-            )
-        return self.done[id(fn)]
+        return (self.bound if threads else self.answered)(fn)
+
+    def bind(self, fn: Function, threads: bool) -> Function:
+        indices = params([I32] * self.n_values) if threads else ()
+        body = self.block(fn.body, indices)
+        return Function(fn.name, Block((*indices, *body.params), body.ops, body.results))
 
     # ----- which parts ask for a grid index -----
 
@@ -123,8 +137,7 @@ class _Binder:
             return Op("constant", (), op.results, {"value": size}, (), op.loc)
         operands = self.values(op.operands)
         if op.name == "call" and self.op_asks(op):
-            callee = self.function(op.attrs["callee"])
-            return op.replace(operands=(*indices, *operands), attrs={**op.attrs, "callee": callee})
+            return self.bound.call(op, operands=(*indices, *operands))
         if op.regions and self.op_asks(op):
             return self._thread(op, operands, indices)
         if self.op_mentions(op):  # only static sizes inside: answered in place, nothing threaded

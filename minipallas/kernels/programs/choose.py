@@ -57,6 +57,7 @@ def lower_kernel(
     compiler_params: Any = None,
     debug: bool = False,
     after_each: AfterEach | None = None,
+    verify: bool | None = None,
     **options: Any,
 ) -> Lowered:
     """A traced (or imported) ``Kernel`` emitted for ``target``; a target that lowers a
@@ -66,7 +67,7 @@ def lower_kernel(
     row = lowering.target(target)
     options = {**kernel_params.emitter_options(compiler_params, row.name), **options}
     subject = kernel if row.kernel else cpu_program(kernel, match_upstream, collective_axes)
-    lowered = row.lower(subject, after_each=after_each, **options)
+    lowered = row.lower(subject, after_each=after_each, verify=verify, **options)
     info = getattr(lowered, "info", None)  # the ptx target's CompiledKernel has none
     if compiler_params is not None and row.kernel and info is not None:
         info["compiler_params"] = compiler_params

@@ -47,7 +47,8 @@ def test_emit_gpu_needs_a_kernel_file(tmp_path, capsys):
     [
         ("gpu", ["collectives", "discharge", "cleanup"], "tt.func public @add("),
         ("tpu", ["collectives"], "func.func @add("),
-        ("stablehlo", ["collectives", "discharge", "cleanup"], "func.func @main("),
+        # the CPU program built from the kernel body is a stage of its own, before the pipeline
+        ("stablehlo", ["cpu-program", "collectives", "discharge", "cleanup"], "func.func @main("),
     ],
 )
 def test_print_ir_after_all_dumps_a_kernels_pipeline(kernel_file, capsys, target, passes, emitted):

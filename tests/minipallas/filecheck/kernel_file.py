@@ -2,7 +2,8 @@
 # minipallas-opt on a kernel file without --emit prints the kernel body's IR (block-shaped
 # refs, program_id for the grid), and the text-IR flags work on it: --pass-pipeline,
 # --print-ir-after-all, --print-effects. With --emit the target's own pipeline runs, so
-# --pass-pipeline is refused (exit 2) rather than ignored; --print-effects still reports.
+# --pass-pipeline is refused (exit 2) rather than ignored; --print-effects still reports,
+# the kernel body's effects and then those after each pass of the target's pipeline.
 # RUN: minipallas-opt %s | filecheck %s
 # RUN: minipallas-opt %s --print-effects | filecheck %s --check-prefix=EFF
 # RUN: minipallas-opt %s --pass-pipeline=discharge,cleanup --print-ir-after-all \
@@ -29,7 +30,8 @@
 # PIPE-NEXT: return %0, %[[Y]]
 
 # HLO: // effects of @scale: {read 0, write 1}
-# HLO-NEXT: module {
+# HLO: // -----// Effects After cleanup //----- //
+# HLO: module {
 # HLO-NEXT: func.func @main(%arg0: tensor<64x256xf32>)
 
 # REFUSE: minipallas-opt: --pass-pipeline runs on the kernel's IR; --emit=stablehlo runs the target's own pipeline

@@ -1,9 +1,11 @@
-"""Discharge, step by step: from a program over refs to a pure function.
+"""Chapter 4: discharge, step by step: from a program over refs to a pure function.
 
-The program below touches three refs in different ways: ``x`` is only read, ``acc`` is
-accumulated into through a view, and ``out`` is written in one branch of a ``cond``. We print
-the stateful IR, its effects (per function and per region op), the discharged IR, and the
-cleaned IR, and check at each step that the meaning did not change.
+Each rule on its own, with its before and after, is in docs/concepts/discharge.md; here they
+work together. The program below touches three refs in different ways: ``x`` is only read,
+``acc`` is accumulated into through a view, and ``out`` is written in one branch of a ``cond``.
+We print the stateful IR, its effects (per function and per region op, with the name of what
+each position holds), the discharged IR, and the cleaned IR, and check at each step that the
+meaning did not change.
 """
 
 import numpy as np
@@ -27,6 +29,14 @@ def program(x_ref, acc_ref, out_ref, flag):
     return total
 
 
+PARAMS = ("x_ref", "acc_ref", "out_ref", "flag")  # program's parameters, for the effects
+
+
+def named(effects, values, names) -> str:
+    """``{read 0, ...}`` with each position's name: what the ref is, not where it comes."""
+    return ", ".join(f"{e.kind} {names.get(values[e.input], e.input)}" for e in sorted(effects))
+
+
 def show(title: str, fn: mp.Function) -> None:
     print(f"\n--- {title} ({mp.count_ops(fn)} ops) ---")
     print(fn)
@@ -42,12 +52,13 @@ def main() -> None:
     fn = mp.trace(program, *types)
     show("stateful IR", fn)
 
-    print("\n--- effects ---")
-    print("function:", ", ".join(str(e) for e in sorted(mp.effects(fn))))
+    print("\n--- effects (at positions; named: what each position holds) ---")
+    names = dict(zip(fn.body.params, PARAMS, strict=True))
+    print(f"function: {mp.effects(fn)} = {named(mp.effects(fn), fn.body.params, names)}")
     for op in fn.body.ops:
-        if op.regions:
-            effects = ", ".join(str(e) for e in sorted(mp.effects(op)))
-            print(f"{op.name} at line {op.loc.line}: {{{effects}}} (positions are its operands)")
+        if op.regions:  # positions are the op's operands; the regions' effects, mapped out
+            found = mp.effects(op)
+            print(f"{op.name} at line {op.loc.line}: {found} = {named(found, op.operands, names)}")
 
     pure = mp.discharge(fn)
     mp.verify(pure)

@@ -1,4 +1,4 @@
-"""Chapter: add a stateful op and its discharge rule from scratch.
+"""Chapter 14: add a stateful op and its discharge rule from scratch.
 
 The op is ``fill %r[window], %c``: write the scalar ``%c`` to every element of a window of a
 ref (a ``memset``). An op in minipallas is four small pieces, each in the table of its stage:
@@ -13,11 +13,15 @@ ref (a ``memset``). An op in minipallas is four small pieces, each in the table 
    ``slice`` updates: ``Access.write_window`` picks the op the indexer needs);
 4. nothing for StableHLO, Mosaic or Triton on the CPU path: after discharge no ``fill`` is left.
 
+The rules read the operands by the names the declaration gives them (``op.group("indices")``);
+what the discharge rule uses (``scope.value``, ``scope.handles``, ``scope.emit``, ``Access``,
+``facts``) is explained in docs/guides/extending.md, "Writing a discharge rule".
+
 The program is written in text IR (the parser knows ``fill`` from its declaration), discharged,
 and run three ways: the interpreter on the stateful program, the interpreter on the pure one,
 and XLA. All three give the same bits.
 
-Run: ``.venv/bin/python examples/new_discharge_rule.py``.
+Run: ``.venv/bin/python examples/ch14_new_op.py``.
 """
 
 from collections.abc import Sequence
@@ -60,8 +64,8 @@ def fill(types: Types, attrs: Attrs, regions: Regions) -> Types:
 @interpreter_rule("fill")
 def _fill_interpreted(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     ref, indexer = args[0], op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    access = windows.through(ref, windows.locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
+    indices = args[op.slices()["indices"]]  # the operands by their declared names
+    access = windows.through(ref, windows.locate(interp, op, indexer, ref.shape, indices))
     windows.write(ref.data, access, args[-1])  # a scalar broadcasts over the window
     if ref.written is not None:  # initialization tracking: these elements are now written
         windows.write(ref.written, access, True)
@@ -72,11 +76,11 @@ def _fill_interpreted(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple
 @discharge_rule("fill")
 def _fill_discharged(scope: DischargeScope, op: Op) -> Sequence[Value]:
     known = facts(op.attrs["indexer"])
-    access = Access(scope, scope.handles[op.operands[0]], op.loc)
-    dyn = [scope.value(v) for v in op.operands[1:-1]]
-    shape = indexing.result_shape(op.attrs["indexer"], [v.type for v in op.operands[1:-1]])
-    value = scope.emit("broadcast_in_dim", [scope.value(op.operands[-1])], op.loc,
-                       shape=shape, dims=())  # fmt: skip
+    (ref,), indices, (value,) = op.group("ref"), op.group("indices"), op.group("value")
+    access = Access(scope, scope.handles[ref], op.loc)
+    dyn = [scope.value(v) for v in indices]
+    shape = indexing.result_shape(op.attrs["indexer"], [v.type for v in indices])
+    value = scope.emit("broadcast_in_dim", [scope.value(value)], op.loc, shape=shape, dims=())
     access.write_window(known, dyn, value)
     return []  # fill has no results
 

@@ -1,4 +1,4 @@
-"""Chapter: programs that share scratch — collective axes, barriers, races and deadlocks.
+"""Chapter 17: programs that share scratch — collective axes, barriers, races and deadlocks.
 
 ``run_scoped(..., collective_axes=("x",))`` asks for one allocation shared by every program
 that differs only along grid axis ``"x"``. Upstream JAX rejects it on every path but Mosaic
@@ -15,7 +15,7 @@ Semaphores synchronize without a barrier: in the ring, each program signals that
 the shared buffer and waits for its left neighbour's signal before copying that row. Without
 the wait it is a race; waiting for two signals where one comes is a deadlock.
 
-Run: ``.venv/bin/python examples/collectives.py``.
+Run: ``.venv/bin/python examples/ch17_collectives.py``.
 """
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Kernels, beyond one machine: the same pallas_call under jax.jit and shard_map on 4 devices.
+"""Chapter 16: JAX interop: the same pallas_call under jax.jit and shard_map on 4 devices.
 
 A minipallas call given JAX arrays runs as JAX ops, so scaling it out is JAX's engine, not
 minipallas's: ``shard_map`` runs the kernel on each device's rows, and ``jax.jit`` of the call
@@ -11,6 +11,7 @@ import os
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
 )
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # the CPU devices, even where libtpu is installed
 
 import jax  # noqa: E402  (after XLA_FLAGS: the device count is read at import)
 import numpy as np  # noqa: E402
@@ -33,7 +34,7 @@ def softmax_call(rows: int):
     spec = mp.BlockSpec((BLOCK_ROWS, COLS), lambda i: (i, 0))
     return mp.pallas_call(
         softmax_kernel,
-        mp.ArrayType((rows, COLS), "float32"),
+        mp.ArrayType((rows, COLS), mnp.float32),
         grid=(rows // BLOCK_ROWS,),
         in_specs=[spec],
         out_specs=spec,
@@ -54,6 +55,18 @@ def main() -> None:
     x = np.random.default_rng(0).standard_normal((ROWS, COLS), dtype=np.float32) * 4
     eager = softmax_call(ROWS)(x)  # numpy in, numpy out: one XLA program on one device
     placed = jax.device_put(x, NamedSharding(mesh, rows))  # 64 rows on each device
+
+    chapter("0. Both ways: a jaxpr imported, a minipallas function exported")
+    jaxpr = jax.make_jaxpr(lambda a: jax.numpy.tanh(a) * 2)(np.zeros(4, np.float32))
+    imported = mp.from_jaxpr(jaxpr)  # upstream's program as minipallas IR
+    print(imported)
+    v = np.linspace(-2, 2, 4, dtype=np.float32)
+    (ours,) = mp.interpret(imported, v)
+    print(f"the interpreter on the imported jaxpr equals jax: {np.allclose(ours, np.tanh(v) * 2)}")
+    exported = mp.to_jax(imported)  # minipallas's program as a JAX function: jit, grad, vmap
+    slope = jax.grad(lambda a: exported(a)[0].sum())(jax.numpy.zeros(4))
+    print(f"jax.grad through the exported function at 0: {np.asarray(slope).tolist()}")
+    assert np.allclose(slope, 2.0)
 
     chapter("1. shard_map: each device runs the kernel on its 64 rows")
     local = softmax_call(ROWS // 4)

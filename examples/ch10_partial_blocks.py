@@ -1,12 +1,15 @@
-"""Kernels, chapter 2: a row-wise softmax.
+"""Chapter 10: partial blocks: a row-wise softmax over rows that are not a whole number of blocks.
 
 Each grid point owns a block of whole rows, so the max and the sum of a row never leave the
 kernel: one read of the block, a numerically stable exp, one write. Rows past the end of the
 array (the last block is partial) are padding that upstream Pallas fills with NaN; their
 results are computed and then dropped, exactly as upstream's interpret mode does.
-"""
 
-import importlib.util
+The CPU program shows how: the input is padded with NaN up to whole blocks
+(``dynamic_update_slice`` into a NaN array), every block is computed, and the output is cut
+back to the array's rows (a ``slice``). Chapter 9's kernel masks its partial column block
+itself, with an iota, because a sum over padding would not be dropped.
+"""
 
 import numpy as np
 
@@ -31,7 +34,7 @@ def main() -> None:
     spec = mp.BlockSpec((BLOCK_ROWS, COLS), lambda i: (i, 0))
     call = mp.pallas_call(
         softmax_kernel,
-        mp.ArrayType(x.shape, "float32"),
+        mp.ArrayType(x.shape, jnp.float32),
         grid=(-(-ROWS // BLOCK_ROWS),),  # cdiv: the last block is partial
         in_specs=[spec],
         out_specs=spec,
@@ -49,11 +52,15 @@ def main() -> None:
     print(f"{call.grid[0]} blocks of {BLOCK_ROWS} rows for {ROWS} rows; matches numpy: True")
     print(f"every row sums to 1: {bool(np.allclose(out.sum(axis=1), 1, atol=1e-5))}")
 
-    chapter("3. The same kernel emitted for TPU (Mosaic)")
-    if importlib.util.find_spec("minipallas.lowering.tpu") is None:
-        print("the TPU emitter (minipallas.lowering.tpu) is not part of this checkout yet")
-    else:
-        print(call.lower(x, target="tpu"))
+    chapter("3. The CPU program: padded to whole blocks, computed, cut back")
+    grid = str(call.program(x)).split("func @softmax_kernel_grid")[1]
+    print("func @softmax_kernel_grid" + grid)
+    padded = -(-ROWS // BLOCK_ROWS) * BLOCK_ROWS
+    assert f"f32[{padded},{COLS}]" in grid and "constant nan" in grid
+    print(f"{ROWS} rows padded to {padded} with NaN; the output keeps the first {ROWS}")
+
+    chapter("4. The same kernel emitted for TPU (Mosaic): the partial block is Mosaic's to mask")
+    print(call.lower(x, target="tpu").as_text(debug_info=False))
 
 
 if __name__ == "__main__":

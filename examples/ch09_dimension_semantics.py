@@ -1,18 +1,22 @@
-"""Kernels, chapter 3: a reduction accumulated across the grid.
+"""Chapter 9: dimension semantics: which grid axes may run in parallel, and why.
 
 Row sums of a wide matrix: grid axis 0 picks a block of rows, axis 1 walks the columns. The
 output block (rows, 1) is the same for every step along axis 1, so it stays resident and
 accumulates: zeroed at the first column block, added to at each. That revisiting is what
 makes axis 1 sequential ("arbitrary") while axis 0 may run in parallel. The matrix is not a
 whole number of column blocks; the kernel masks the padding of the last one with an iota.
-"""
 
-import importlib.util
+minipallas infers each axis's semantics from the kernel (``lowering/tpu/semantics.py``): an
+axis is "parallel" when no output block and no scratch state is shared across it. The CPU
+program follows the same facts: grid points that share nothing run batched, the others in a
+loop. Given ``dimension_semantics=`` (or ``tpu.CompilerParams``), the user's choice is used.
+"""
 
 import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as jnp
+from minipallas.lowering.tpu.semantics import dimension_semantics
 
 ROWS, COLS = 64, 1000
 BR, BC = 16, 256
@@ -36,7 +40,7 @@ def main() -> None:
     x = np.random.default_rng(0).standard_normal((ROWS, COLS), dtype=np.float32)
     call = mp.pallas_call(
         row_sum_kernel,
-        mp.ArrayType((ROWS, 1), "float32"),
+        mp.ArrayType((ROWS, 1), jnp.float32),
         grid=(ROWS // BR, -(-COLS // BC)),
         in_specs=[mp.BlockSpec((BR, BC), lambda i, j: (i, j))],
         out_specs=mp.BlockSpec((BR, 1), lambda i, j: (i, 0)),
@@ -53,11 +57,21 @@ def main() -> None:
     assert np.abs(out - expected).max() < 1e-3
     print(f"grid {call.grid}: row sums match numpy: True")
 
-    chapter("3. The same kernel emitted for TPU (Mosaic)")
-    if importlib.util.find_spec("minipallas.lowering.tpu") is None:
-        print("the TPU emitter (minipallas.lowering.tpu) is not part of this checkout yet")
-    else:
-        print(call.lower(x, target="tpu"))
+    chapter("3. The inferred dimension semantics, one reason per axis")
+    inferred = dimension_semantics(kernel)
+    for reason in inferred.reasons:
+        print(reason)
+    assert inferred.values == ("parallel", "arbitrary")
+
+    chapter("4. The CPU program: axis 0 batched, axis 1 a loop carrying the output")
+    program = str(call.program(x))
+    print(program)
+    assert program.count(" = for ") == 1
+
+    chapter("5. In the Mosaic module: its dimension_semantics attribute")
+    module = call.lower(x, target="tpu").as_text(debug_info=False)
+    print(next(line.strip() for line in module.splitlines() if "dimension_semantics = " in line)
+          .split("dimension_semantics = ")[1].split("]")[0] + "]")  # fmt: skip
 
 
 if __name__ == "__main__":
