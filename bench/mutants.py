@@ -535,8 +535,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "grid-skips-first-point",
         "off-by-one window",
         "minipallas/kernels/programs/grid.py",
-        "fori_loop(0, grid[len(indices)], body, (), unroll=",
-        "fori_loop(1, grid[len(indices)], body, (), unroll=",
+        "fori_loop(0, grid[len(indices)], body, ())",
+        "fori_loop(1, grid[len(indices)], body, ())",
         "the loop program skips index 0 of every grid axis",
     ),
     Mutant(

@@ -33,7 +33,6 @@ The program still holds refs and calls; ``minipallas.compile`` discharges and lo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -209,22 +208,10 @@ def surely_nonnegative(index_map: Function) -> list[bool]:
     return [sure(v) for v in index_map.body.results]
 
 
-# A grid of at most this many points (all static) runs as straight-line code: XLA:CPU pays for
-# each trip of a while loop and fuses nothing across trips, which dominates a small kernel.
-UNROLL_POINTS = 8
-
-
-def unrolled(sizes: Sequence[Any]) -> bool:
-    """Whether a loop nest over ``sizes`` is traced inline (``UNROLL_POINTS``): the same ops in
-    the same order as the loops, so the same bits."""
-    static = all(isinstance(n, int) for n in sizes)
-    return static and math.prod(sizes) <= UNROLL_POINTS
-
-
 def loop_nest(
     grid: tuple[int, ...], indices: list[TracedArray], step: Callable[[list], None]
 ) -> None:
-    """``step(indices)`` at every grid point, the last axis innermost (inline if small)."""
+    """``step(indices)`` at every grid point, the last axis innermost."""
     if len(indices) == len(grid):
         step(indices)
         return
@@ -233,4 +220,4 @@ def loop_nest(
         loop_nest(grid, [*indices, i], step)
         return carry
 
-    fori_loop(0, grid[len(indices)], body, (), unroll=True if unrolled(grid) else None)
+    fori_loop(0, grid[len(indices)], body, ())

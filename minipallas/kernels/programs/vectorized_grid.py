@@ -64,7 +64,7 @@ from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType, initial_value
 from minipallas.kernels.programs.bind_grid import bind_grid
-from minipallas.kernels.programs.grid import padded_shape, surely_nonnegative, unrolled
+from minipallas.kernels.programs.grid import padded_shape, surely_nonnegative
 from minipallas.kernels.programs.hoisting import split
 from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
@@ -549,13 +549,11 @@ def _loop_nest(
     state: list[TracedArray],
     step: Callable[[list[TracedArray], list[TracedArray]], list[TracedArray]],
 ) -> list[TracedArray]:
-    """``state = step(indices, state)`` at every point of ``sizes``, the last axis innermost
-    (inline if small: ``grid.unrolled``)."""
+    """``state = step(indices, state)`` at every point of ``sizes``, the last axis innermost."""
     if len(indices) == len(sizes):
         return step(indices, state)
 
     def body(i: TracedArray, carry: list[TracedArray]) -> list[TracedArray]:
         return _loop_nest(sizes, [*indices, i], carry, step)
 
-    unroll = True if unrolled(sizes) else None
-    return list(fori_loop(0, sizes[len(indices)], body, state, unroll=unroll))
+    return list(fori_loop(0, sizes[len(indices)], body, state))
