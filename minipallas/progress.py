@@ -9,6 +9,7 @@ A campaign bounded by both a count and a time shows whichever will end it first.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Mapping
@@ -59,3 +60,12 @@ def summary_table(title: str, rows: Mapping[str, Any]) -> str:
 
 def print_summary(title: str, rows: Mapping[str, Any]) -> None:
     print(summary_table(title, rows), file=sys.stderr, flush=True)
+
+
+def campaign_parser(description: str) -> argparse.ArgumentParser:
+    """The options every kernel campaign takes: how many, for how long, from which seed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--count", type=int, default=200, help="kernels to check")
+    parser.add_argument("--seconds", type=float, default=600, help="stop after this long")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser

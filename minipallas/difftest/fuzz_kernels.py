@@ -25,7 +25,6 @@ is 1 if any kernel disagreed.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -49,7 +48,7 @@ from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering import jaxlib_shim
-from minipallas.progress import Progress, print_summary
+from minipallas.progress import Progress, campaign_parser, print_summary
 
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
@@ -173,10 +172,7 @@ def campaign(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=200, help="kernels to check")
-    parser.add_argument("--seconds", type=float, default=600, help="stop after this long")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = campaign_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
     start = time.monotonic()
     with Progress("fuzz-kernels", args.count, args.seconds, unit="kernel") as bar:

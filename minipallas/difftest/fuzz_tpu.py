@@ -59,7 +59,7 @@ from minipallas.generate.kernels import (
     tpu_sized,
 )
 from minipallas.lowering.jaxlib_shim import tpu_device, tpu_sharding
-from minipallas.progress import Progress, print_summary
+from minipallas.progress import Progress, campaign_parser, print_summary
 
 # not findings: out-of-bounds is the kernel's own fault (``halts``)
 GOOD = ("agree", "both-refuse", "out-of-bounds")
@@ -238,10 +238,7 @@ def supervised(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=200, help="kernels to check")
-    parser.add_argument("--seconds", type=float, default=600, help="stop after this long")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = campaign_parser(__doc__.splitlines()[0])
     parser.add_argument("--aot", action="store_true", help="compile both sides only (no chip)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip", type=int, default=0, help=argparse.SUPPRESS)
