@@ -1,9 +1,10 @@
 """Control flow: ``cond``, ``for``, ``while`` and ``call``, batched region by region.
 
-Region operands with batch axes enter in the leading layout, the others as they are, and each
-region is batched for those layouts. A ``cond`` result batched in any branch is batched
-(leading) in all; a loop carry the body makes batched enters batched too, found by iterating
-to a fixed point (``_settle``); a callee is batched once per batching of its arguments.
+Loop and call operands with batch axes enter in the leading layout, the others as they are, and
+each region is batched for those layouts; a ``cond``'s branches take their operands as they lie.
+A ``cond`` result batched in any branch is batched in all, in a branch's layout (``_joined``);
+a loop carry the body makes batched enters batched too, found by iterating to a fixed point
+(``_settle``); a callee is batched once per batching of its arguments.
 A ``cond`` index that differs between points runs every branch and selects; a loop bound or
 condition that differs is ``NotBatchable`` (that needs masking).
 """
@@ -43,17 +44,24 @@ def _cond(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Bat
     if axes(ins[0][1]) or (bt.mask is not None and any(r is not None for r in roots)):
         return _select_branches(bt, builder, op, ins, roots)
     index = ins[0][0]
-    args = _lead_or_not(bt, builder, ins[1:])
+    args = ins[1:]  # as they lie: each branch is batched for its parameters' layouts
     layouts = [lay for _, lay in args]
     arg_roots = [bt.roots.get(v) for v, _ in args]
-    batched = [False] * len(op.results)
-    for branch in op.regions:
-        _, out = bt.block(branch, layouts, None, arg_roots, roots)
-        batched = [b or bool(axes(lay)) for b, lay in zip(batched, out, strict=True)]
-    targets = [bt.leading(rank(r), b) for r, b in zip(op.results, batched, strict=True)]
+    outs = [bt.block(branch, layouts, None, arg_roots, roots)[1] for branch in op.regions]
+    targets = [_joined(bt, rank(r), [o[j] for o in outs]) for j, r in enumerate(op.results)]
     regions = tuple(bt.block(b, layouts, targets, arg_roots, roots)[0] for b in op.regions)
     new = builder.create("cond", [index, *(v for v, _ in args)], op.attrs, regions, op.loc)
     return _sharing(bt, new, targets, roots)
+
+
+def _joined(bt: Batcher, rank: int, layouts: Sequence[Layout]) -> Layout:
+    """The layout of a ``cond`` result the branches give in ``layouts``: unbatched if none
+    batches it, else with every batch axis, as the first branch that has them all gives it
+    (an accumulator's ``when`` keeps the layout it lies in), or leading."""
+    if not any(axes(lay) for lay in layouts):
+        return (None,) * rank
+    whole = [lay for lay in layouts if len(axes(lay)) == len(bt.sizes)]
+    return whole[0] if whole else bt.leading(rank)
 
 
 def _select_branches(

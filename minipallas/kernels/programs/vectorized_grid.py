@@ -103,10 +103,12 @@ class Plan:
 @dataclass(frozen=True)
 class _Hoisted:
     """The body's stateless part batched over the whole grid (``pre``: grid indices and input
-    windows in, results with the grid axes leading), and the inputs' whole-grid windows."""
+    windows in, results in the layouts its ops give them, batch axis ``a`` being grid axis
+    ``a``), and the inputs' whole-grid windows."""
 
     pre: Function
     operands: tuple[Operand, ...]
+    layouts: tuple[Layout, ...]  # of pre's results: where each grid axis lies, as the ops left it
 
 
 def vectorized_grid_program(
@@ -118,7 +120,7 @@ def vectorized_grid_program(
     built = _batched_body(kernel, exact)
     if built is None:
         return None
-    plan, batched_body, hoisted = built
+    plan, batched_body, hoisted, scratch_layouts = built
     grid, n_in = kernel.grid, kernel.num_inputs
     sizes = plan.sizes(grid)
     sequential = [a for a in range(len(grid)) if a not in plan.batched]
@@ -134,8 +136,8 @@ def vectorized_grid_program(
             for k, op in enumerate(outs)
         ]
         state += [
-            broadcast_to(constant(initial_value(t), t.dtype), (*sizes, *t.shape))
-            for t in kernel.scratch_types
+            broadcast_to(constant(initial_value(t), t.dtype), layout_shape(layout, sizes, t.shape))
+            for t, layout in zip(kernel.scratch_types, scratch_layouts, strict=True)
         ]
         first = grid_point(grid, [], [])
         still = {  # the windows that do not move along the sequential axes, read once
@@ -151,7 +153,10 @@ def vectorized_grid_program(
                 still[k] if k in still else read_window(buf, op, grid, point)
                 for k, (buf, op) in enumerate(zip(buffers, ins, strict=True))
             ]
-            extra = [_at(v, grid, sequential, indices) for v in before]
+            extra = [
+                _at(v, layout, sequential, indices)
+                for v, layout in zip(before, hoisted.layouts if hoisted else (), strict=True)
+            ]
             out_buffers, held = state[: len(outs)], state[len(outs) :]
             out_blocks = [
                 read_window(buf, op, grid, point) for buf, op in zip(out_buffers, outs, strict=True)
@@ -185,9 +190,11 @@ def vectorized_grid_hoists(kernel: Kernel, exact: bool = True) -> bool:
     return built is not None and built[2] is not None
 
 
-def _batched_body(kernel: Kernel, exact: bool) -> tuple[Plan, Function, _Hoisted | None] | None:
+def _batched_body(
+    kernel: Kernel, exact: bool
+) -> tuple[Plan, Function, _Hoisted | None, tuple[Layout, ...]] | None:
     """The plan, the body (or, hoisting, its stateful part) batched over its axes taking and
-    giving blocks in place, and the hoisted part."""
+    giving blocks in place, the hoisted part, and the layouts of the batched scratch arrays."""
     plan = grid_plan(kernel)
     if plan is None:
         return None
@@ -200,27 +207,61 @@ def _batched_body(kernel: Kernel, exact: bool) -> tuple[Plan, Function, _Hoisted
     built = _hoist(kernel, plan, body, exact)
     if built is not None:
         body, hoisted = built
-        values = body.params[len(body.params) - len(hoisted.pre.result_types) :]
-        extra = [leading(plan.sizes(kernel.grid), v.type.ndim) for v in values]
+        extra = [_at_layout(layout, plan) for layout in hoisted.layouts]
     elif not plan.batched:
         return None
     n_in, sizes = kernel.num_inputs, plan.sizes(kernel.grid)
     windows = [window_layout(op, plan) for op in plan.operands]
-    scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]
     grid_layouts = [
         (plan.batched.index(a),) if a in plan.batched else () for a in range(len(kernel.grid))
     ]
+
+    def batched_with(scratch: Sequence[Layout]) -> Function:
+        layouts = [*grid_layouts, *windows, *scratch, *extra]
+        return batch(body, layouts, sizes, [*windows[n_in:], *scratch], exact)[0]
+
     try:
-        batched, _ = batch(
-            body,
-            [*grid_layouts, *windows, *scratch, *extra],
-            sizes,
-            [*windows[n_in:], *scratch],
-            exact,
-        )
+        scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]
+        batched = batched_with(scratch)
+        for k, t in enumerate(kernel.scratch_types):
+            for layout in _scratch_candidates(t, windows[n_in:], plan.operands[n_in:]):
+                tried = [*scratch[:k], layout, *scratch[k + 1 :]]
+                other = batched_with(tried)
+                if _transposed_elements(other) < _transposed_elements(batched):
+                    scratch, batched = tried, other
     except NotBatchable:
         return None
-    return plan, batched, hoisted
+    return plan, batched, hoisted, tuple(scratch)
+
+
+def _scratch_candidates(
+    t: ArrayType, windows: Sequence[Layout], outs: Sequence[Operand]
+) -> list[Layout]:
+    """Other layouts a batched scratch array could have than batch axes leading: those of
+    the output windows whose blocks have its shape. An accumulator kept as its output's blocks
+    lie needs no transpose at each step, nor when it is written out (a blocked matmul's)."""
+    found = []
+    for layout, op in zip(windows, outs, strict=True):
+        block = tuple(b for b in op.spec.block_shape if b is not None)
+        if block == t.shape and layout not in found:
+            found.append(layout)
+    return found
+
+
+def _transposed_elements(fn: Function) -> int:
+    """How many elements the program's transposes move: the cost a layout choice changes."""
+    return sum(
+        math.prod(op.result.type.shape)
+        for f in (fn, *fn.callees())
+        for op in f.walk()
+        if op.name == "transpose"
+    )
+
+
+def layout_shape(layout: Layout, sizes: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape of a batched value in ``layout``: batch axes' sizes and its own dimensions."""
+    own = iter(shape)
+    return tuple(next(own) if d is None else sizes[d] for d in layout)
 
 
 def _hoist(
@@ -245,12 +286,11 @@ def _hoist(
         operands.append(Operand(spec, tuple(c if isinstance(c, int) else None for c in comps)))
     whole = Plan(tuple(range(len(grid))), ())
     layouts = [(a,) for a in range(len(grid))] + [window_layout(op, whole) for op in operands]
-    results = [leading(grid, t.ndim) for t in cut.pre.result_types]
     try:
-        pre, _ = batch(cut.pre, layouts, grid, results, exact)
+        pre, results = batch(cut.pre, layouts, grid, None, exact)
     except NotBatchable:
         return None
-    return cut.post, _Hoisted(pre, tuple(operands))
+    return cut.post, _Hoisted(pre, tuple(operands), results)
 
 
 # ----- 1. the plan -----
@@ -512,21 +552,32 @@ def _run_pre(
 
 def _at(
     value: TracedArray,
-    grid: Sequence[int],
+    layout: Layout,
     sequential: Sequence[int],
     indices: Sequence[TracedArray],
 ) -> TracedArray:
-    """A hoisted result at the current sequential point (the batched axes whole, leading)."""
+    """A hoisted result (in ``layout`` over the grid axes) at the current sequential point:
+    its sequential axes indexed, the rest whole, where they lie (``_at_layout``)."""
     entries: list = []
     dyn: list[TracedArray] = []
-    for a, n in enumerate(grid):
+    for a, n in zip(layout, value.shape, strict=True):
         if a in sequential:
             entries.append(Int(Dyn(len(dyn))))
             dyn.append(indices[sequential.index(a)])
         else:
             entries.append(Slice(0, n, 1))
-    entries += [Slice(0, n, 1) for n in value.shape[len(grid) :]]
+    if not dyn:
+        return value
     return emit_array("dynamic_slice", [value, *dyn], indexer=tuple(entries))
+
+
+def _at_layout(layout: Layout, plan: Plan) -> Layout:
+    """The layout over the batched axes of what ``_at`` takes of a hoisted result."""
+    return tuple(
+        None if a is None else plan.batched.index(a)
+        for a in layout
+        if a is None or a in plan.batched
+    )
 
 
 def _grid_indices(

@@ -1,5 +1,6 @@
 """Control flow through StableHLO: ``for``/``while`` as ``stablehlo.while``, ``cond`` as
-``stablehlo.if``/``case`` with lax.switch's index clamp, ``call`` as ``func.call``."""
+``stablehlo.if``/``case`` with lax.switch's index clamp (``stablehlo.select`` when both
+branches only move data), ``call`` as ``func.call``."""
 
 import numpy as np
 import pytest
@@ -112,6 +113,35 @@ def test_two_branches_become_if_more_become_case():
     text3 = str(minipallas.lower(switch(3)))
     assert "stablehlo.if" in text2 and "stablehlo.case" not in text2
     assert "stablehlo.case" in text3 and "stablehlo.clamp" in text3
+
+
+def reset(index_dtype="int32"):
+    """A kernel's ``when``: branch 0 keeps ``x`` (a reshape of it), branch 1 zeroes it."""
+    b = Builder()
+    idx, x = params([ArrayType((), index_dtype), VEC])
+    keep, zero = Builder(), Builder()
+    (kx,) = params([VEC])
+    kept = keep.create("reshape", [kx], {"shape": (4,)}).result
+    (zx,) = params([VEC])
+    zeros = zero.create(
+        "broadcast_in_dim", [const(zero, 0.0, "float32")], {"shape": (4,), "dims": ()}
+    ).result
+    op = b.create(
+        "cond", [idx, x], {}, [keep.block([kx], [kept, kx]), zero.block([zx], [zeros, zx])]
+    )
+    return b.function("reset", [idx, x], list(op.results))
+
+
+@pytest.mark.parametrize("index_dtype", ["int32", "int8", "uint32"])
+def test_two_branches_that_only_move_data_select(index_dtype):
+    fn = reset(index_dtype)
+    text = str(minipallas.lower(fn))
+    assert "stablehlo.select" in text and "stablehlo.if" not in text
+    x = np.arange(1, 5, dtype=np.float32)
+    for index in [-3, 0, 1, 9] if index_dtype != "uint32" else [0, 1, 2**32 - 1]:
+        out = check(fn, np.asarray(index).astype(index_dtype), x)  # against the interpreter
+        np.testing.assert_array_equal(out[0], x if index <= 0 else np.zeros(4, np.float32))
+        np.testing.assert_array_equal(out[1], x)
 
 
 def callee(name="scale"):
