@@ -9,8 +9,10 @@ To run on the CPU, minipallas builds one pure program from it (``call.program(..
 ``kernels/programs/``): the arrays are cut into blocks, and the grid points that share no
 state run *batched*: the body is vectorized over whole vectors of grid indices (an ``iota``
 each), as ``vmap`` would; points that share state run in a loop (chapters 8 and 9). That
-program is what XLA compiles. ``minipallas-opt add.py --emit=stablehlo --print-ir-after-all``
-shows the step as the stage ``cpu-program``.
+program is what XLA compiles. ``minipallas-opt ch07_kernels.py --emit=stablehlo
+--print-ir-after-all`` shows each step as a stage: the registered passes ``bind-grid``,
+``discharge``, ``cleanup``, ``drop-inputs``, ``cleanup``, then ``batch-grid`` and
+``cpu-program``.
 """
 
 import numpy as np

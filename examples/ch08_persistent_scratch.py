@@ -10,7 +10,8 @@ Scratch given in ``scratch_shapes`` persists across the grid (unlike ``run_scope
 which lives for one body): so the grid points along k depend on one another through it and
 run in order, while those along i and j, which share nothing, need not. The CPU program shows
 it: i and j are batched (whole vectors of indices at once), k is a loop that carries the
-accumulator, and the dot, which reads no scratch, is hoisted out of the loop.
+accumulator, and the dot, which reads no scratch, is hoisted out of the loop (the pass
+``hoist-invariant``; ``call.lower(x, y, after_each=hook)`` hands ``hook`` each stage by name).
 """
 
 import numpy as np

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from string import Template
 from typing import Any
@@ -36,7 +36,9 @@ AfterEach = Callable[[str, Function], None]
 @dataclass(frozen=True)
 class Target:
     """One backend. ``pipeline`` may name ``$operands``, a kernel's inputs and outputs (the
-    parameters that stay refs when the scratch is discharged). ``emitter`` is
+    parameters that stay refs when the scratch is discharged); ``option_passes`` pairs an
+    emitter option with the passes it appends to the pipeline when true
+    (``promote_scratch=True``: ``promote-scratch``). ``emitter`` is
     ``"module:function"``, called as ``emitter(subject, body, **options)`` with the pipeline's
     result as ``body``; it is imported on first use, since jaxlib's MLIR bindings are slow to
     import and a backend may be missing from an installation."""
@@ -47,6 +49,7 @@ class Target:
     pipeline: str
     emitter: str
     memory_space: MemorySpace = DEFAULT_MEMORY_SPACE  # of a kernel's blocks that name none
+    option_passes: tuple[tuple[str, str], ...] = ()
 
     def lower(
         self,
@@ -62,14 +65,20 @@ class Target:
         emit = self._emitter()
         self._check_options(emit, options)
         body = subject.body if self.kernel else subject
-        body = run(body, self.pipeline_for(subject), verify=verify, after_each=after_each)
+        pipeline = self.pipeline_for(subject, options)
+        body = run(body, pipeline, verify=verify, after_each=after_each)
         return emit(subject, body, **options)
 
-    def pipeline_for(self, subject: Function | Kernel) -> str:
-        if not self.kernel:
-            return self.pipeline
-        operands = len(subject.scalar_prefetch) + subject.num_inputs + subject.num_outputs
-        return Template(self.pipeline).substitute(operands=operands)
+    def pipeline_for(
+        self, subject: Function | Kernel, options: Mapping[str, Any] | None = None
+    ) -> str:
+        """The pipeline run on ``subject`` with the emitter ``options`` (their passes last)."""
+        pipeline = self.pipeline
+        if self.kernel:
+            operands = len(subject.scalar_prefetch) + subject.num_inputs + subject.num_outputs
+            pipeline = Template(pipeline).substitute(operands=operands)
+        extra = [passes for option, passes in self.option_passes if (options or {}).get(option)]
+        return ",".join(p for p in (pipeline, *extra) if p)
 
     def _check_subject(self, subject: Any) -> None:
         got = type(subject).__name__
@@ -129,6 +138,7 @@ TARGETS: dict[str, Target] = {
             pipeline="collectives{context=mosaic}",
             emitter="minipallas.lowering.tpu:emit",
             memory_space=TPU_VMEM,
+            option_passes=(("promote_scratch", "promote-scratch"),),
         ),
         Target(
             "gpu",

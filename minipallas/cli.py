@@ -15,6 +15,7 @@
     minipallas-opt kernel.py --pass-pipeline=discharge{keep_params=3} --print-effects
     minipallas-opt kernel.py --emit=tpu               # a pallas_call's Mosaic TPU kernel
     minipallas-opt kernel.py --emit=stablehlo         # a pallas_call's CPU program
+    minipallas-opt kernel.py --print-ir-after-all     # each stage from kernel body to CPU program
     minipallas-opt kernel.py --emit=gpu               # a pallas_call's Triton GPU kernel
     minipallas-opt kernel.py --emit=ptx               # ... compiled to PTX by triton
 
@@ -50,7 +51,7 @@ from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
 from minipallas.ir.verifier import verify
-from minipallas.kernels.programs import bind_grid  # noqa: F401  (registers the bind-grid pass)
+from minipallas.kernels.programs.choose import cpu_program  # and registers the kernel passes
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
 from minipallas.passes.registry import PASSES, describe
@@ -66,7 +67,9 @@ KERNEL_FILE = """\
 kernel files: a Python file (ending in .py) that defines a minipallas.pallas_call named
 `kernel` or `KERNEL` and its example inputs, a sequence of minipallas.ArrayType (or arrays)
 named `args` or `ARGS`. Without --emit its kernel body's IR is printed (after --pass-pipeline,
-with --print-effects, --view as for text IR); with --emit=TARGET the call is lowered for it:
+with --print-effects, --view as for text IR), or, with --print-ir-after-all (or -before-all) and
+no --pass-pipeline, each stage from the body to its CPU program (bind-grid, discharge, ...,
+cpu-program) and then the program; with --emit=TARGET the call is lowered for it:
 
     import minipallas as mp
     def add(x_ref, y_ref, o_ref):
@@ -300,13 +303,17 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         return 1
     options = {"promote_scratch": True} if args.promote_scratch else {}
     try:
+        if args.emit == "ir" and args.pass_pipeline is None and _dumps(args):
+            program = _cpu_stages(args, calls[0], calls[0].trace(*inputs))
+            print(print_function(program, locations=args.locations))
+            return 0
         if args.emit == "ir":
             _transform_and_print(calls[0].trace(*inputs).body, args, args.file.removesuffix(".py"))
             return 0
         kernel = calls[0].trace(*inputs, memory_space=TARGETS[args.emit].memory_space)
         if args.print_effects:
             print(_effects_report(kernel.body))
-        hook = _kernel_stages(args, calls[0], kernel, inputs)
+        hook = _kernel_stages(args, calls[0], kernel, options)
         lowered = calls[0].lower(*inputs, target=args.emit, after_each=hook, **options)
     except MiniPallasError as e:
         print(_describe(e, name), file=sys.stderr)
@@ -352,28 +359,45 @@ class _Stages:
 
 def _stages(args: argparse.Namespace, fn: Function, passes: str) -> _Stages | None:
     """The hook showing the passes of ``passes`` (a pipeline) run on ``fn``, if any flag asks."""
-    if not (args.print_ir_before_all or args.print_ir_after_all or args.print_effects):
+    if not (_dumps(args) or args.print_effects):
         return None
     return _Stages(args, pipeline.pass_names(passes), fn)
 
 
 def _kernel_stages(
-    args: argparse.Namespace, call: Any, kernel: Kernel, inputs: Sequence[Any]
+    args: argparse.Namespace, call: Any, kernel: Kernel, options: dict[str, Any]
 ) -> _Stages | None:
-    """``_stages`` for a kernel lowered to ``--emit``'s target. A target that lowers a Function
-    runs on the CPU program built from the kernel body (grid points batched or looped), which
-    the IR dumps show first, as the stage ``cpu-program``: the largest step of all."""
+    """``_stages`` for a kernel lowered to ``--emit``'s target, its option passes included
+    (``--promote-scratch``: ``promote-scratch``). A target that lowers a Function runs on the
+    CPU program built from the kernel body, whose stages ``lower`` reports first
+    (``choose.cpu_program``: ``bind-grid``, ``discharge``, ..., ``hoist-invariant``,
+    ``batch-grid``, then ``cpu-program``); they are named here ahead, from a first build."""
     target = TARGETS[args.emit]
     if target.kernel:
-        return _stages(args, kernel.body, target.pipeline_for(kernel))
-    program = call.program(*inputs)
-    if args.print_ir_before_all:
-        text = print_function(kernel.body, locations=args.locations)
-        _Stages.show("IR Dump Before", "cpu-program", text + "\n")
-    if args.print_ir_after_all:
-        text = print_function(program, locations=args.locations)
-        _Stages.show("IR Dump After", "cpu-program", text + "\n")
-    return _stages(args, program, target.pipeline)
+        return _stages(args, kernel.body, target.pipeline_for(kernel, options))
+    if not (_dumps(args) or args.print_effects):
+        return None
+    names: list[str] = []
+    cpu_program(
+        kernel, call.match_upstream, call.collective_axes, lambda name, _: names.append(name)
+    )
+    return _Stages(args, names + pipeline.pass_names(target.pipeline), kernel.body)
+
+
+def _cpu_stages(args: argparse.Namespace, call: Any, kernel: Kernel) -> Function:
+    """The kernel's CPU program, each stage on the way shown as the flags ask."""
+    stages: list[tuple[str, Function]] = []
+    program = cpu_program(
+        kernel, call.match_upstream, call.collective_axes, lambda *stage: stages.append(stage)
+    )
+    hook = _Stages(args, [name for name, _ in stages], kernel.body)
+    for name, fn in stages:
+        hook(name, fn)
+    return program
+
+
+def _dumps(args: argparse.Namespace) -> bool:
+    return args.print_ir_before_all or args.print_ir_after_all
 
 
 def _each(hooks: list[Callable[[str, Function], None] | None]) -> Callable | None:

@@ -23,6 +23,7 @@ from minipallas.passes import (  # noqa: F401  (each registers its pass)
     cleanup,
     collectives,
     discharge,
+    promote_scratch,
 )
 from minipallas.passes.cleanup import count_ops
 from minipallas.passes.pipeline import run

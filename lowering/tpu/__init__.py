@@ -6,15 +6,17 @@ calling convention (``module``). Unlike the StableHLO path, the body is *not* di
 stay in memory as ``memref``s and the rules (one file per op family, registered in
 ``context.RULES``) turn state ops into ``vector.load`` / ``tpu.vector_store``.
 
-Pipeline (step 1 is the target table's ``collectives{context=mosaic}``, the rest ``emit``):
-1. the collective-axes check in its Mosaic form (a ``run_scoped`` with collective axes raises
-   upstream Mosaic's ``NotImplementedError``, with the location note);
-2. an output block read before anything writes it is refused (``output_reads``: on a TPU it
+Pipeline (steps 1-2 are the target table's pipeline, the rest ``emit``):
+1. ``collectives{context=mosaic}``: the collective-axes check in its Mosaic form (a
+   ``run_scoped`` with collective axes raises upstream Mosaic's ``NotImplementedError``, with
+   the location note);
+2. with ``promote_scratch=True``, ``promote-scratch`` (``passes.promote_scratch``): scoped
+   scratch that fits in registers is discharged into SSA values; ``emit`` reports the op counts
+   with and without (``promote.PromotionReport``);
+3. an output block read before anything writes it is refused (``output_reads``: on a TPU it
    holds whatever VMEM held);
-3. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
+4. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
    (``semantics``), the reasons kept in the module and in ``Lowered.info``;
-4. with ``promote_scratch=True``, scoped scratch that fits in registers is discharged into SSA
-   values (``promote``), and the op counts with and without are reported;
 5. emission (the integer ranges of the body first, so index clamps that cannot fire are left
    out), the MLIR verifier with the dialects registered, then MLIR's canonicalizer.
 """
@@ -36,7 +38,6 @@ from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
     lanes,
     layout,
     platform,
-    promote,
     scans,
     scoped,
     semaphore,
@@ -52,6 +53,8 @@ from minipallas.lowering.tpu.output_reads import check_output_reads
 from minipallas.lowering.tpu.promote import PromotionReport
 from minipallas.lowering.tpu.ranges import int_ranges
 from minipallas.lowering.tpu.semantics import DimensionSemantics, dimension_semantics
+from minipallas.passes.pipeline import run
+from minipallas.passes.promote_scratch import promoted_count
 
 __all__ = [
     "RULES",
@@ -78,23 +81,21 @@ def lower_kernel(
 
 
 def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lowered:
-    """Steps 2-5 on ``body``, the kernel's body once the collective-axes check passed.
+    """Steps 3-5 on ``body``, the pipeline's result (promoted with ``promote_scratch``).
 
     ``Lowered.info`` holds ``"dimension_semantics"`` (a ``DimensionSemantics``: values, one
     reason per axis, whether inferred) and ``"promotion"`` (a ``PromotionReport``, or None
-    when ``promote_scratch`` is False).
+    when ``promote_scratch`` is False): the module is emitted once more from the pipeline
+    without promotion, to count what promotion saved.
     """
     check_output_reads(kernel, body)
     semantics = dimension_semantics(kernel)
+    module = _emit(kernel, body, semantics)
     report = None
     if promote_scratch:
-        promotion = promote.promote_scratch(body)
-        baseline = _emit(kernel, body, semantics)
-        body = promotion.body
-        module = _emit(kernel, body, semantics)
-        report = PromotionReport(promotion.promoted, count_ops(baseline), count_ops(module))
-    else:
-        module = _emit(kernel, body, semantics)
+        unpromoted = run(kernel.body, TARGETS["tpu"].pipeline_for(kernel))
+        baseline = _emit(kernel, unpromoted, semantics)
+        report = PromotionReport(promoted_count(unpromoted), count_ops(baseline), count_ops(module))
     return Lowered(
         "tpu", module, body, info={"dimension_semantics": semantics, "promotion": report}
     )

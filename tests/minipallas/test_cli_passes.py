@@ -67,7 +67,8 @@ def test_help_lists_every_declared_pass_and_option_and_every_target():
     out = done.stdout
     declared = declared_passes()
     assert set(declared) == set(PASSES)
-    assert set(PASSES) == {"batch", "bind-grid", "cleanup", "collectives", "discharge"}
+    assert set(PASSES) == {"batch", "bind-grid", "cleanup", "collectives", "discharge",
+                           "drop-inputs", "hoist-invariant", "promote-scratch"}  # fmt: skip
     listing = out[out.index("passes (") : out.index("\n\ntargets (")].splitlines()[1:]
     assert [line[2:].partition(":")[0] for line in listing if line[2] != " "] == sorted(declared)
     for name, options in declared.items():

@@ -83,14 +83,21 @@ def test_text_ir_pipeline_runs_before_emit_and_both_show(kernel_file, capsys):
 KERNEL_FILE = ROOT / "tests" / "minipallas" / "filecheck" / "kernel_file.py"
 
 
-def test_a_kernels_cpu_program_is_a_stage_of_its_own(capsys):
+def test_each_step_from_kernel_body_to_cpu_program_is_a_stage(capsys):
+    """The kernel body is the input of the first stage; each pass that binds and discharges it
+    shows by name, then the batched body and the CPU program, then the target's passes."""
     assert main([str(KERNEL_FILE), "--emit=stablehlo", "--print-ir-before-all",
                  "--print-ir-after-all"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    body, rest = out.split("// -----// IR Dump After cpu-program //----- //\n")
-    assert body.startswith("// -----// IR Dump Before cpu-program //----- //\nfunc @scale(")
+    dumps = [line.split()[4:6] for line in out.splitlines() if line.startswith("// -----// IR")]
+    stages = ["bind-grid", "discharge", "cleanup", "drop-inputs", "cleanup", "batch-grid",
+              "cpu-program", "collectives", "discharge", "cleanup"]  # fmt: skip
+    assert dumps == [[when, s] for s in stages for when in ("Before", "After")]
+    body, rest = out.split("// -----// IR Dump After bind-grid //----- //\n")
+    assert body.startswith("// -----// IR Dump Before bind-grid //----- //\nfunc @scale(")
     assert "program_id" in body and "program_id" not in rest.split("\n\n")[0]
-    assert "func @scale_grid(" in rest.split("IR Dump Before collectives")[0]
+    program = out.split("// -----// IR Dump After cpu-program //----- //\n")[1]
+    assert "func @scale_grid(" in program.split("IR Dump Before collectives")[0]
 
 
 def test_lower_verify_is_an_argument(monkeypatch):
@@ -116,3 +123,55 @@ def test_bind_grid_is_a_pass_on_a_kernel_body(capsys):
     bound = capsys.readouterr().out.split("// -----// IR Dump After discharge")[0]
     assert "func @scale(%0: i32[], %1: i32[], %2: Ref{f32[8,128]}" in bound
     assert "program_id" not in bound and "%6 = add %0, %5 : i32[]" in bound
+
+
+def test_hoisting_is_a_stage_and_the_same_pipeline_prints_the_same_body(capsys):
+    """The row sum's loop over j keeps only the add: hoist-invariant shows as a stage of
+    --emit=stablehlo, and --pass-pipeline with the same passes prints the same IR."""
+    kernel_file = str(ROOT / "tests" / "kernels" / "filecheck" / "stages.py")
+    assert main([kernel_file, "--emit=stablehlo", "--print-ir-after-all"]) == 0
+    out = capsys.readouterr().out
+    hoisted = out.split("// -----// IR Dump After hoist-invariant //----- //\n")[1]
+    hoisted = hoisted.split("// -----//")[0]
+    passes = ("bind-grid{grid=2x4},discharge,cleanup,drop-inputs{count=1},cleanup,"
+              "hoist-invariant{grid=2x4,inputs=1}")  # fmt: skip
+    assert main([kernel_file, f"--pass-pipeline={passes}"]) == 0
+    assert capsys.readouterr().out + "\n" == hoisted
+    assert "call @row_sum_pre(" in hoisted
+
+
+def test_promote_scratch_is_a_stage_of_the_tpu_path(tmp_path, capsys):
+    """--promote-scratch appends the registered pass to the TPU pipeline: its dump is the body
+    the emitter takes, as --pass-pipeline=promote-scratch prints it."""
+    path = tmp_path / "staged.py"
+    path.write_text(STAGED)
+    assert main([str(path), "--emit=tpu", "--promote-scratch", "--print-ir-after-all"]) == 0
+    out = capsys.readouterr().out
+    dumps = [line.split()[5] for line in out.splitlines() if line.startswith("// -----// IR")]
+    assert dumps == ["collectives", "promote-scratch"]
+    promoted = out.split("// -----// IR Dump After promote-scratch //----- //\n")[1]
+    promoted, module = promoted.split("\n\n", 1)
+    assert "run_scoped" not in promoted and "memref.alloca" not in module
+    assert main([str(path), "--pass-pipeline=promote-scratch"]) == 0
+    # without --emit, the kernel's blocks name no memory space; the TPU path puts them in VMEM
+    assert capsys.readouterr().out == promoted.replace(", tpu.vmem", "") + "\n"
+
+
+STAGED = textwrap.dedent("""
+    import minipallas as mp
+    from minipallas.tpu import VMEM
+
+    f32 = mp.ArrayType((16, 128), "float32")
+    spec = mp.BlockSpec((8, 128), lambda i: (i, 0))
+
+    def staged(x_ref, o_ref):
+        def scoped(t_ref):
+            t_ref[...] = x_ref[...] * 2.0
+            t_ref[0:1, :] = t_ref[1:2, :]
+            o_ref[...] = t_ref[...] + 1.0
+
+        mp.run_scoped(scoped, VMEM((8, 128), "float32"))
+
+    KERNEL = mp.pallas_call(staged, f32, grid=(2,), in_specs=[spec], out_specs=spec)
+    ARGS = (f32,)
+""")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minipallas as mp
-import minipallas.kernels.programs.bind_grid  # noqa: F401  (registers bind-grid)
+import minipallas.kernels.programs  # noqa: F401  (registers the kernel passes)
 from minipallas.ir.errors import PassError
 from minipallas.passes.pipeline import PASSES, parse_pipeline, run
 from minipallas.passes.registry import (
@@ -126,6 +126,9 @@ def test_every_builtin_option_is_declared_with_the_function_default():
         "cleanup": {"fold": True},
         "collectives": {"context": "discharge", "mode": "reject"},
         "discharge": {"discharge_scoped": True, "keep_params": 0, "collectives": "reject"},
+        "drop-inputs": {"count": REQUIRED},
+        "hoist-invariant": {"grid": REQUIRED, "inputs": REQUIRED},
+        "promote-scratch": {"budget": 131072},
     }
 
 

@@ -31,7 +31,7 @@ None for any other body, and the caller builds its loops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,9 +104,14 @@ class _Form:
     base: _Term | None = None
 
 
-def accumulated_program(kernel: Kernel, name: str | None = None) -> Function | None:
+def accumulated_program(
+    kernel: Kernel,
+    name: str | None = None,
+    after_each: Callable[[str, Function], None] | None = None,
+) -> Function | None:
     """``@<name>_grid(inputs...) -> outputs`` with the one sequential axis summed at once, or
-    None (module doc)."""
+    None (module doc). ``after_each`` sees the passes that made the pure body
+    (``vectorized_grid.pure_body_pipeline``), once the program is sure to be built."""
     plan = grid_plan(kernel)
     if plan is None:
         return None
@@ -116,7 +121,8 @@ def accumulated_program(kernel: Kernel, name: str | None = None) -> Function | N
         return None
     (axis,) = sequential
     ins = _summed_inputs(kernel, plan, axis)
-    body = pure_body(kernel, plan)
+    stages: list[tuple[str, Function]] = []
+    body = pure_body(kernel, plan, lambda stage, fn: stages.append((stage, fn)))
     if (
         ins is None
         or body is None
@@ -143,6 +149,8 @@ def accumulated_program(kernel: Kernel, name: str | None = None) -> Function | N
     except NotBatchable:
         return None
     sources = output_sources(kernel)
+    for stage, fn in stages if after_each else ():
+        after_each(stage, fn)
 
     def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
         buffers = [paired(x, op) for x, op in zip(inputs, ins, strict=True)]

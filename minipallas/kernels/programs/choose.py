@@ -26,7 +26,10 @@ if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to i
 
 
 def cpu_program(
-    kernel: Kernel, match_upstream: bool = True, collective_axes: tuple[str, ...] | None = None
+    kernel: Kernel,
+    match_upstream: bool = True,
+    collective_axes: tuple[str, ...] | None = None,
+    after_each: AfterEach | None = None,
 ) -> Function:
     """What the CPU runs: the grid with its independent points batched
     (``vectorized_grid``), or, when none can be, as loops over blocks (``grid``). With
@@ -35,7 +38,24 @@ def cpu_program(
     block dims run as loops: the batched grid takes a grid index for a block index; so do
     scalar prefetch (data-dependent block indices) and dynamic grids (sizes known at run
     time). ``collective_axes`` (the grid names of a ``collectives="simulate"`` call): the
-    groups' epochs in turn, as one program (``collective.program``)."""
+    groups' epochs in turn, as one program (``collective.program``).
+
+    ``after_each(stage, fn)`` sees the stages of the program built, by name (the passes that
+    bind and discharge the body, ``hoist-invariant``, ``batch-grid``...), then the program
+    itself as ``cpu-program``: how ``lower(..., after_each=...)`` and ``minipallas-opt
+    --print-ir-after-all`` show a kernel's way to the CPU."""
+    program = _program(kernel, match_upstream, collective_axes, after_each)
+    if after_each is not None:
+        after_each("cpu-program", program)
+    return program
+
+
+def _program(
+    kernel: Kernel,
+    match_upstream: bool,
+    collective_axes: tuple[str, ...] | None,
+    after_each: AfterEach | None,
+) -> Function:
     if collective_axes is not None:
         return collective_program(kernel, collective_axes)
     if (
@@ -43,9 +63,13 @@ def cpu_program(
         or kernel.scalar_prefetch
         or kernel.dynamic_axes
     ):
-        return grid_program(kernel)
-    summed = None if match_upstream else accumulated_program(kernel)
-    return summed or vectorized_grid_program(kernel, exact=match_upstream) or grid_program(kernel)
+        return grid_program(kernel, after_each=after_each)
+    summed = None if match_upstream else accumulated_program(kernel, after_each=after_each)
+    return (
+        summed
+        or vectorized_grid_program(kernel, exact=match_upstream, after_each=after_each)
+        or grid_program(kernel, after_each=after_each)
+    )
 
 
 def lower_kernel(
@@ -66,7 +90,9 @@ def lower_kernel(
     the target's are an error. ``debug`` prints the module, as upstream prints its own."""
     row = lowering.target(target)
     options = {**kernel_params.emitter_options(compiler_params, row.name), **options}
-    subject = kernel if row.kernel else cpu_program(kernel, match_upstream, collective_axes)
+    subject = (
+        kernel if row.kernel else cpu_program(kernel, match_upstream, collective_axes, after_each)
+    )
     lowered = row.lower(subject, after_each=after_each, verify=verify, **options)
     info = getattr(lowered, "info", None)  # the ptx target's CompiledKernel has none
     if compiler_params is not None and row.kernel and info is not None:

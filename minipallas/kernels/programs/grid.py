@@ -54,7 +54,10 @@ from minipallas.kernels.spec.aliases import output_sources
 
 
 def grid_program(
-    kernel: Kernel, name: str | None = None, fill: Callable[[str], Any] = fill_value
+    kernel: Kernel,
+    name: str | None = None,
+    fill: Callable[[str], Any] = fill_value,
+    after_each: Callable[[str, Function], None] | None = None,
 ) -> Function:
     """``@<name>_grid(inputs...) -> outputs``: the kernel over its whole grid (module doc).
 
@@ -63,7 +66,8 @@ def grid_program(
     other values to find what a kernel's outputs owe to that memory (``difftest.undefined``).
 
     A ``run_scoped`` with collective axes in the body raises upstream interpret mode's error
-    (``ir.collectives``, context ``"cpu_kernel"``)."""
+    (``ir.collectives``, context ``"cpu_kernel"``). ``after_each`` sees the bound body as the
+    stage ``bind-grid``."""
     check_collective_axes(kernel.body, "cpu_kernel")
     if kernel.input_output_aliases and any(
         s.padding for s in (*kernel.in_specs, *kernel.out_specs)
@@ -76,6 +80,8 @@ def grid_program(
             fix="pad the aliased arrays before the call (jnp.pad) and use unpadded Elements",
         )
     body = bind_grid(kernel.body, kernel.grid)
+    if after_each is not None:
+        after_each("bind-grid", body)
     specs = (*kernel.in_specs, *kernel.out_specs)
     buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
     n_in, sources = kernel.num_inputs, output_sources(kernel)

@@ -13,6 +13,12 @@ softmax, each step's ``dot`` in a blocked matmul. ``split`` cuts the body in two
 step then takes its point's slice of pre's results and runs only ``post``. A 1-D sum becomes
 one batched reduction and a loop of scalar adds, which XLA runs as one small loop.
 
+The pass ``hoist-invariant{grid=8x4,inputs=2}`` (``hoist_invariant``) gives the cut as IR: the
+body becomes ``call @<body>_pre`` then ``call @<body>_post``, the same function of its
+parameters, which a pipeline prints and a later pass (or the text parser) takes as any other;
+``parts`` reads the two functions back. ``vectorized_grid`` runs the pass through the pass
+manager on the body the pipeline ``bind-grid,discharge,cleanup,drop-inputs,cleanup`` made.
+
 Bits do not change: ``pre`` runs the body's own ops on the same blocks, batched (in exact mode)
 only as ``passes.batching`` keeps their bits; where it cannot, nothing is hoisted.
 """
@@ -23,10 +29,13 @@ import math
 from dataclasses import dataclass
 
 from minipallas.ir import dtypes
-from minipallas.ir.core import Block, Function
+from minipallas.ir.builder import params as fresh
+from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
 from minipallas.passes.cleanup import cleanup
+from minipallas.passes.registry import INT, INTS, Option, register
 
 # Only these are worth running apart from their step: the rest XLA fuses into its consumers.
 WORTH_HOISTING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "dot"})
@@ -74,6 +83,43 @@ def split(body: Function, n_grid: int, n_in: int, points: int) -> Split | None:
     pre = Function(f"{body.name}_pre", Block(params[: n_grid + n_in], free, values))
     post = Function(f"{body.name}_post", Block((*params, *values), kept, body.body.results))
     return Split(cleanup(pre), cleanup(post))
+
+
+@register(
+    "hoist-invariant",
+    Option("grid", INTS, "the kernel's grid: the body's first parameters are its indices"),
+    Option("inputs", INT, "how many input blocks follow the grid indices (then the state)"),
+    doc="a discharged kernel body's stateless reductions and dots split off: call pre, call post",
+)
+def hoist_invariant(fn: Function, *, grid: tuple[int, ...], inputs: int) -> Function:
+    """``fn`` as ``call @<fn>_pre`` (grid indices, input blocks) then ``call @<fn>_post`` (the
+    parameters and pre's results), or ``fn`` itself when ``split`` finds nothing to hoist."""
+    if inputs < 0 or len(grid) + inputs > len(fn.params):
+        raise PassError(
+            f"hoist-invariant: @{fn.name} has {len(fn.params)} parameters, not {len(grid)} grid "
+            f"indices and {inputs} input blocks",
+            fix="grid= is the kernel's grid, inputs= its number of inputs",
+        )
+    cut = split(fn, len(grid), inputs, math.prod(grid))
+    if cut is None:
+        return fn
+    args = fresh(fn.param_types)
+    values = fresh(cut.pre.result_types)
+    results = fresh(fn.result_types)
+    pre = Op("call", args[: len(grid) + inputs], values, {"callee": cut.pre})
+    post = Op("call", (*args, *values), results, {"callee": cut.post})
+    return Function(fn.name, Block(args, (pre, post), results))
+
+
+def parts(fn: Function) -> Split | None:
+    """The pre and post of a body ``hoist_invariant`` split; None when it left it as it was."""
+    ops = fn.body.ops
+    if len(ops) != 2 or any(op.name != "call" for op in ops):
+        return None
+    pre, post = ops
+    if post.operands != (*fn.params, *pre.results) or post.results != fn.body.results:
+        return None
+    return Split(pre.attrs["callee"], post.attrs["callee"])
 
 
 def _bytes(t: ArrayType) -> int:

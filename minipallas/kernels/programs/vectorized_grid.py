@@ -13,9 +13,11 @@ runs those points together, with the same results bit for bit:
    persists across the whole grid, so with scratch the batched axes must come first and the
    body, at the first point of every sequential sweep (sequential indices 0), must not read
    what scratch held (``_live_params``): then each batch point can have its own copy.
-2. Body. The kernel body is bound to the grid (``bind_grid``), fully discharged into a pure
-   function of its blocks, cleaned up, and batched over the batched axes
-   (``passes.batching``).
+2. Body. The kernel body goes through the registered passes
+   ``bind-grid{grid=...},discharge,cleanup,drop-inputs{count=...},cleanup`` (``pure_body``):
+   bound to the grid, fully discharged into a pure function of its blocks giving the output
+   blocks and scratch, cleaned up; then it is batched over the batched axes
+   (``passes.batching``, with the window layouts of 3: the stage ``batch-grid``).
 3. Blocks in place. Each operand's padded buffer is viewed as ``(blocks, block)`` pairs per
    dimension, ``(n0, b0, n1, b1, ...)``: a reshape, free in memory. The blocks of all batched
    points are then one window of it: the batched ``n`` dimensions whole (up to the grid size),
@@ -27,11 +29,15 @@ runs those points together, with the same results bit for bit:
    as the fill value; at each point of the sequential loops
    the windows are read, the batched body runs once, and the output windows are written back.
 
-5. Hoisting (``kernels.programs.hoisting``). With sequential axes, the part of the body that reads
-   input blocks and no state (a block's sum, ``q @ k.T``) is batched over the whole grid and
-   run once before the loops; each step takes its point's slice. This needs every input's
-   index map to use each grid axis as a block index or not at all; then a grid with no batched
-   axis (a 1-D accumulation) gets a program too.
+5. Hoisting (``kernels.programs.hoisting``, the pass ``hoist-invariant``). With sequential
+   axes, the part of the body that reads input blocks and no state (a block's sum,
+   ``q @ k.T``) is batched over the whole grid and run once before the loops; each step takes
+   its point's slice. This needs every input's index map to use each grid axis as a block
+   index or not at all; then a grid with no batched axis (a 1-D accumulation) gets a program
+   too.
+
+``after_each(stage, fn)`` sees each stage once the program is sure to be built: the passes of
+2 by name, ``hoist-invariant`` when it hoisted, and ``batch-grid`` (the batched body).
 
 Returns None when the plan finds no batched axis and nothing to hoist, or the body has no
 batched form; the caller then uses the loop program.
@@ -63,13 +69,13 @@ from minipallas.ir.interpret.engine import RULES, Interpreter
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType, initial_value
-from minipallas.kernels.programs.bind_grid import bind_grid
 from minipallas.kernels.programs.grid import padded_shape, surely_nonnegative
-from minipallas.kernels.programs.hoisting import split
+from minipallas.kernels.programs.hoisting import parts
 from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
-from minipallas.passes.cleanup import cleanup
-from minipallas.passes.discharge import discharge
+from minipallas.passes.pipeline import run
+
+AfterEach = Callable[[str, Function], None]
 
 
 @dataclass(frozen=True)
@@ -112,12 +118,15 @@ class _Hoisted:
 
 
 def vectorized_grid_program(
-    kernel: Kernel, name: str | None = None, exact: bool = True
+    kernel: Kernel,
+    name: str | None = None,
+    exact: bool = True,
+    after_each: AfterEach | None = None,
 ) -> Function | None:
     """``@<name>_grid(inputs...) -> outputs`` with independent grid points batched, or None
     (module doc). ``exact=False`` batches float reductions and dots too (``batching.batch``):
     results then equal the loop program's only to rounding."""
-    built = _batched_body(kernel, exact)
+    built = _batched_body(kernel, exact, after_each)
     if built is None:
         return None
     plan, batched_body, hoisted, scratch_layouts = built
@@ -191,14 +200,16 @@ def vectorized_grid_hoists(kernel: Kernel, exact: bool = True) -> bool:
 
 
 def _batched_body(
-    kernel: Kernel, exact: bool
+    kernel: Kernel, exact: bool, after_each: AfterEach | None = None
 ) -> tuple[Plan, Function, _Hoisted | None, tuple[Layout, ...]] | None:
     """The plan, the body (or, hoisting, its stateful part) batched over its axes taking and
-    giving blocks in place, the hoisted part, and the layouts of the batched scratch arrays."""
+    giving blocks in place, the hoisted part, and the layouts of the batched scratch arrays;
+    ``after_each`` sees the stages that made them, once all are made."""
     plan = grid_plan(kernel)
     if plan is None:
         return None
-    body = pure_body(kernel, plan)
+    stages: list[tuple[str, Function]] = []
+    body = pure_body(kernel, plan, lambda name, fn: stages.append((name, fn)))
     if body is None or any(
         OPS[op.name].observable for f in (body, *body.callees()) for op in f.walk()
     ):
@@ -206,7 +217,8 @@ def _batched_body(
     hoisted, extra = None, []
     built = _hoist(kernel, plan, body, exact)
     if built is not None:
-        body, hoisted = built
+        stages.append(("hoist-invariant", built[0]))
+        body, hoisted = built[1], built[2]
         extra = [_at_layout(layout, plan) for layout in hoisted.layouts]
     elif not plan.batched:
         return None
@@ -231,6 +243,8 @@ def _batched_body(
                     scratch, batched = tried, other
     except NotBatchable:
         return None
+    for name, fn in [*stages, ("batch-grid", batched)] if after_each else ():
+        after_each(name, fn)
     return plan, batched, hoisted, tuple(scratch)
 
 
@@ -266,12 +280,14 @@ def layout_shape(layout: Layout, sizes: Sequence[int], shape: Sequence[int]) -> 
 
 def _hoist(
     kernel: Kernel, plan: Plan, body: Function, exact: bool
-) -> tuple[Function, _Hoisted] | None:
-    """The stateful rest of the body and its hoisted part (module doc, 5), or None."""
+) -> tuple[Function, Function, _Hoisted] | None:
+    """The body as ``hoist-invariant`` splits it, its stateful rest and its hoisted part
+    (module doc, 5), or None."""
     grid, n_in = kernel.grid, kernel.num_inputs
     if len(plan.batched) == len(grid):
         return None  # no loop to hoist out of
-    cut = split(body, len(grid), n_in, math.prod(grid))
+    split = run(body, f"hoist-invariant{{grid={_sizes_text(grid)},inputs={n_in}}}")
+    cut = parts(split)
     if cut is None:
         return None
     operands = []
@@ -290,7 +306,7 @@ def _hoist(
         pre, results = batch(cut.pre, layouts, grid, None, exact)
     except NotBatchable:
         return None
-    return cut.post, _Hoisted(pre, tuple(operands), results)
+    return split, cut.post, _Hoisted(pre, tuple(operands), results)
 
 
 # ----- 1. the plan -----
@@ -348,18 +364,21 @@ def map_components(index_map: Function) -> list[int | frozenset[int]]:
 # ----- 2. the body -----
 
 
-def pure_body(kernel: Kernel, plan: Plan) -> Function | None:
+def pure_body_pipeline(kernel: Kernel) -> str:
+    """The registered passes that make a kernel's body a pure function of its blocks."""
+    grid, n_in = _sizes_text(kernel.grid), kernel.num_inputs
+    return f"bind-grid{{grid={grid}}},discharge,cleanup,drop-inputs{{count={n_in}}},cleanup"
+
+
+def pure_body(kernel: Kernel, plan: Plan, after_each: AfterEach | None = None) -> Function | None:
     """The bound body as a pure function of (grid indices, blocks, scratch) returning the
-    output blocks and scratch, or None if it writes an input or may read stale scratch."""
-    grid, n_in = kernel.grid, kernel.num_inputs
+    output blocks and scratch (``pure_body_pipeline``), or None if it writes an input or may
+    read stale scratch."""
+    grid = kernel.grid
     try:
-        pure = cleanup(discharge(bind_grid(kernel.body, grid)))
-    except MiniPallasError:  # e.g. collective axes: the loop program reports it
+        body = run(kernel.body, pure_body_pipeline(kernel), after_each=after_each)
+    except MiniPallasError:  # collective axes, a written input: the loop program takes it
         return None
-    inputs = pure.params[len(grid) : len(grid) + n_in]
-    if pure.body.results[:n_in] != inputs:
-        return None
-    body = cleanup(Function(pure.name, Block(pure.params, pure.body.ops, pure.body.results[n_in:])))
     if kernel.scratch_types:
         known = [None if a in plan.batched else np.int32(0) for a in range(len(grid))]
         known += [None] * (len(body.params) - len(grid))
@@ -413,6 +432,11 @@ def known_scalars(block: Block, known_args: Sequence[Any]) -> dict[Value, Any]:
                 )
             )
     return known
+
+
+def _sizes_text(grid: Sequence[int]) -> str:
+    """A static grid as a pass option writes it: ``8x2``."""
+    return "x".join(map(str, grid))
 
 
 # ----- 3. blocks in place -----

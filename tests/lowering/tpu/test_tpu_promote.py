@@ -3,6 +3,7 @@ values by partial discharge; the op-count difference is reported."""
 
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
 
+import numpy as np
 import pytest
 from filecheck_util import filecheck
 from tpu_util import BY_NAME, KERNELS, kernel, lower_case, spec
@@ -10,8 +11,12 @@ from tpu_util import BY_NAME, KERNELS, kernel, lower_case, spec
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.errors import PassError
-from minipallas.lowering.tpu import count_ops, lower_kernel
-from minipallas.lowering.tpu.promote import REGISTER_BUDGET, promote_scratch
+from minipallas.ir.parser import parse_module
+from minipallas.ir.printer import print_function
+from minipallas.ir.types import TPU_VMEM
+from minipallas.lowering.tpu import count_ops, emit, lower_kernel
+from minipallas.passes.pipeline import run
+from minipallas.passes.promote_scratch import REGISTER_BUDGET, promoted_count
 from minipallas.tpu import VMEM
 
 
@@ -65,12 +70,12 @@ def test_dynamically_indexed_or_oversized_scratch_stays_in_memory():
     assert 512 * 128 * 4 > REGISTER_BUDGET
     for shape, index in cases:
         k = run_scoped_kernel(shape, index)
-        assert promote_scratch(k.body).promoted == 0
+        assert promoted_count(k.body) == 0
         lowered = lower_kernel(k, promote_scratch=True)
         assert lowered.info["promotion"].promoted == 0
         assert "memref.alloca" in str(lowered)
     k = run_scoped_kernel((8, 128), static)
-    assert promote_scratch(k.body).promoted == 1
+    assert promoted_count(k.body) == 1
 
 
 @pytest.mark.parametrize("case", KERNELS, ids=lambda c: c.name)
@@ -84,3 +89,35 @@ def test_promotion_never_grows_a_suite_kernel(case):
     report = lowered.info["promotion"]
     assert report.ops_with <= report.ops_without
     assert (report.promoted > 0) == (report.ops_with < report.ops_without)
+
+
+def promotable_kernels():
+    """The suite's scoped scratch, and a register-sized one read at a static row."""
+    case = BY_NAME["staged_run_scoped"]
+    traced = case.minipallas().trace(*case.inputs(), memory_space=TPU_VMEM)
+    return [traced, run_scoped_kernel((8, 128), lambda: 1)]
+
+
+@pytest.mark.parametrize("k", promotable_kernels(), ids=["staged_run_scoped", "static_row"])
+def test_promote_scratch_rerun_from_the_printed_body_gives_the_emitted_kernel(k):
+    """``promote_scratch=True`` runs the registered pass as the pipeline's last: run from the
+    text of the stage before it (parsed, verified), it gives the same body, the same module
+    (compiled ahead of time by tests/mosaic_compile.py) and the same values as the body."""
+    stages = []
+    lowered = lower_kernel(k, promote_scratch=True, after_each=lambda n, f: stages.append((n, f)))
+    assert [n for n, _ in stages] == ["collectives", "promote-scratch"]
+    checked = run(parse_module(print_function(k.body)).entry, "collectives{context=mosaic}")
+    promoted = run(parse_module(print_function(checked)).entry, "promote-scratch", verify=True)
+    assert print_function(promoted) == print_function(stages[-1][1])
+    assert all(op.name != "run_scoped" for op in promoted.walk())
+    again = emit(k, promoted, promote_scratch=True)
+    assert again.as_text(debug_info=False) == lowered.as_text(debug_info=False)
+    assert again.info["promotion"] == lowered.info["promotion"]
+    rng = np.random.default_rng(0)
+    for point in range(k.grid[0]):
+        blocks = [rng.standard_normal(p.type.shape).astype(np.float32) for p in k.body.params]
+        before, after = [b.copy() for b in blocks], [b.copy() for b in blocks]
+        mp.interpret(k.body, *before, program_ids=(point,), grid=k.grid)
+        mp.interpret(promoted, *after, program_ids=(point,), grid=k.grid)
+        for got, want in zip(after, before, strict=True):
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
