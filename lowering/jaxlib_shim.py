@@ -8,7 +8,8 @@ them from here, so a jaxlib upgrade touches this file only. Known to work with j
 - ``make_context()``: an MLIR context with the dialects JAX registers (func, arith, scf, ...)
   plus stablehlo and chlo, as ``jax._src.interpreters.mlir.make_ir_context`` builds it.
 - ``cpu_compile(text)`` / ``cpu_execute(executable, arrays)``: XLA's CPU client, compiling a
-  module's text whose entry is a public ``@main`` and running it on numpy arrays.
+  module's text whose entry is a public ``@main`` and running it on numpy arrays;
+  ``to_device(array)`` / ``writable(result)``: the two copies-or-not around a run.
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ from jaxlib.mlir import ir
 from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 from jaxlib.mlir.dialects import chlo, func, stablehlo
 
-__all__ = ["cpu_compile", "cpu_execute", "func", "ir", "make_context", "stablehlo"]
+__all__ = [
+    "cpu_compile",
+    "cpu_execute",
+    "func",
+    "ir",
+    "make_context",
+    "stablehlo",
+    "to_device",
+    "writable",
+]
 
 
 @functools.cache
@@ -79,24 +89,33 @@ def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) ->
 
 def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Runs a compiled module on numpy arrays; returns its results as fresh, writable arrays."""
-    buffers = [_to_device(a) for a in arrays]
-    return [_writable_view(r) for r in executable.execute(buffers)]  # one device: one array each
+    buffers = [to_device(a) for a in arrays]
+    results = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
+    return [writable(r) for (r,) in results]  # one device: one array each
 
 
-def _to_device(array: np.ndarray) -> Any:
+# XLA:CPU reads an argument in place only from a 64-byte boundary; any other address it copies
+# on a worker thread, and the run then waits for that thread (~30 µs on a 2-core machine, more
+# than a small kernel's whole run). Copying such an array here, during the call, costs only the
+# memcpy.
+_ALIGNMENT = 64
+
+
+def to_device(array: np.ndarray) -> Any:
     """A numpy array as a CPU buffer, by the call ``jax.jit`` makes for its numpy arguments
     (not through ``jax.device_put``, whose Python layers cost more than a small kernel's run).
 
-    Zero-copy, as jax's: the buffer shares the array's memory when it is aligned as XLA wants
-    (else PJRT copies it). That is safe here because the buffer holds a reference to the array,
-    ``cpu_execute`` waits for the results before it returns, and XLA never makes a result alias
-    an argument it was not donated (it copies a returned parameter). The copy that
-    ``IMMUTABLE_ONLY_DURING_CALL`` makes instead costs about 0.1 ms per MiB, per call."""
+    Zero-copy when the array is aligned as XLA wants. That is safe here because the buffer
+    holds a reference to the array, ``cpu_execute`` waits for the results before it returns,
+    and XLA never makes a result alias an argument it was not donated (it copies a returned
+    parameter). Otherwise the copy is made now (``_ALIGNMENT``)."""
     from jaxlib import xla_client
 
     aval, sharding, devices = _placement(array.shape, array.dtype)
-    semantics = xla_client.HostBufferSemantics.ZERO_COPY
-    return xla_client.batched_device_put(aval, sharding, [array], devices, True, False, semantics)
+    semantics = xla_client.HostBufferSemantics
+    in_place = array.ctypes.data % _ALIGNMENT == 0
+    how = semantics.ZERO_COPY if in_place else semantics.IMMUTABLE_ONLY_DURING_CALL
+    return xla_client.batched_device_put(aval, sharding, [array], devices, True, False, how)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -109,7 +128,7 @@ def _placement(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any, list[
     return ShapedArray(shape, dtype), SingleDeviceSharding(device), [device]
 
 
-def _writable_view(result: Any) -> np.ndarray:
+def writable(result: Any) -> np.ndarray:
     """A result buffer as a writable numpy array, without copying it.
 
     numpy's view of a CPU buffer (``np.asarray``) is read-only because jax arrays are

@@ -28,6 +28,7 @@ from minipallas.kernels.spec.call import CallSpec
 from minipallas.lowering import AfterEach
 
 if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to import
+    from minipallas.compiled import Compiled
     from minipallas.lowering.lowered import Lowered
 
 __all__ = ["PallasCall", "cpu_program", "lower_kernel", "pallas_call"]
@@ -157,7 +158,7 @@ class PallasCall:
             debug=self.debug,
         )
         self._programs: dict[tuple, Function] = {}
-        self._compiled: dict[tuple, Any] = {}  # ((shape, numpy dtype) per input) -> Compiled
+        self._compiled: dict[tuple, Compiled] = {}  # ((shape, numpy dtype) per input) -> Compiled
 
     def __getattr__(self, name: str) -> Any:
         """The spec's fields read through the call (``call.grid``, ``call.dimension_semantics``;
@@ -200,20 +201,26 @@ class PallasCall:
             from minipallas.kernels.platforms.jax_values import call_jax
 
             return call_jax(self, arrays)
-        from minipallas.compiled import compile
-
         values = [np.asarray(a) for a in arrays]
-        key = tuple((v.shape, v.dtype) for v in values)  # cheaper to build than ArrayTypes
-        compiled = self._compiled.get(key)
-        if compiled is None:
-            for k, v in enumerate(values):
-                checks.array_type(v, f"input {k}")
-            compiled = compile(self.program(*self.spec.input_types(values)))
-            self._compiled[key] = compiled
+        compiled = self.compiled(*values)
         outs = compiled(*values)
         if self.out_structure is None:
             return outs[0]
         return self.out_structure(outs)
+
+    def compiled(self, *arrays: np.ndarray) -> Compiled:
+        """The XLA:CPU executable that runs the kernel on numpy arrays of these shapes and
+        dtypes: compiled on the first call with them, then looked up by them."""
+        key = tuple((a.shape, a.dtype) for a in arrays)  # cheaper to build than ArrayTypes
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            from minipallas.compiled import compile
+
+            for k, a in enumerate(arrays):
+                checks.array_type(a, f"input {k}")
+            compiled = compile(self.program(*self.spec.input_types(arrays)))
+            self._compiled[key] = compiled
+        return compiled
 
     def simulate(self, *arrays: Any, schedule: str | int = "lockstep") -> Any:
         """Every program of the grid together (``kernels/collective/simulate.py``), numpy

@@ -82,3 +82,14 @@ def test_collectives_bench_times_both_detectors(capsys):
     assert all(float(cell) > 0 for cell in (*rows[0][4:7], *upstream_rows[0][1:4]))
     assert [r[:3] for r in pure_rows] == [["rows", 4, 128], ["tanh", 4, 128]]
     assert all(float(r[3]) > 0 and float(r[4]) > 0 for r in pure_rows)
+
+
+def test_call_overhead_prints_each_layer_of_a_call_and_its_ratio_to_jit(capsys):
+    import call_overhead
+
+    call_overhead.main(["--kernels", "reduce_8k", "--calls", "2", "--blocks", "1"])
+    rows = _rows(capsys.readouterr().out, "µs per call")
+    assert [r[0] for r in rows] == ["reduce_8k"]
+    python, into, run, out, total, jit_run, jit, ratio = map(float, rows[0][1:])
+    assert min(into, run, out, total, jit_run, jit) > 0 and python >= 0
+    assert ratio == pytest.approx(total / jit, rel=0.01, abs=0.01)

@@ -1,0 +1,112 @@
+"""Where one call of a small kernel spends its time, against ``jax.jit`` of the jnp equivalent.
+
+A prototyping user calls small kernels many times, so the fixed cost of a call matters as much
+as XLA's kernels. Each layer of ``pallas_call(...)(*arrays)`` is timed on its own, inside out,
+in the same process as ``jax.jit`` (best of ``--blocks`` blocks of ``--calls`` back-to-back
+calls, numpy in and out, wall time):
+
+- ``run``: the XLA:CPU executable on arguments already placed, results waited for: the
+  program's own kernels (the while loop over sequential grid steps, the batched blocks);
+- ``in``: numpy arrays placed as CPU buffers (``jaxlib_shim.to_device``: zero-copy when the
+  array is 64-byte aligned, else one synchronous copy);
+- ``out``: the results as writable numpy arrays;
+- ``python``: the rest of a call: finding the compiled program for the argument types, and
+  checking the arguments;
+- ``jit run``: ``jax.jit``'s executable alone on device arrays, ``jit``: a whole ``jax.jit``
+  call on the same numpy arrays.
+
+    python bench/call_overhead.py [--kernels reduce_8k,matmul_small] [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+
+from common import table  # noqa: E402
+from realistic_kernels import REFERENCES, realistic_cases  # noqa: E402
+
+SMALL = ("reduce_8k", "matmul_small", "reduce_1d", "masked_tanh")
+
+
+def best_us(thunk: Callable[[], object], calls: int, blocks: int) -> float:
+    """Best mean µs per call over ``blocks`` blocks of ``calls`` calls."""
+    best = float("inf")
+    for _ in range(blocks):
+        start = time.perf_counter()
+        for _ in range(calls):
+            thunk()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e6
+
+
+def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
+    """µs per call of each layer of a minipallas call and of ``jax.jit``."""
+    import jax
+    import jax.numpy as jnp
+
+    from minipallas.lowering import jaxlib_shim
+
+    args = case.inputs()
+    call = case.minipallas()
+    call(*args)  # trace, compile
+    compiled = call.compiled(*args)
+    exe = compiled.executable
+    placed = [jaxlib_shim.to_device(a) for a in args]
+    results = exe.execute(placed)
+    ref = REFERENCES.get(case.name)
+    if ref is None:
+        from kernels_bench import reference
+
+        ref = reference(case)
+    jit = jax.jit(lambda *xs: ref(jnp, *xs))
+    jit_args = [jnp.asarray(a) for a in args]
+    jax.block_until_ready(jit(*jit_args))
+
+    def numpy_out(out):
+        return [np.asarray(o) for o in (out if isinstance(out, tuple | list) else (out,))]
+
+    t = {
+        "call": best_us(lambda: call(*args), calls, blocks),
+        "compiled": best_us(lambda: compiled(*args), calls, blocks),
+        "in": best_us(lambda: [jaxlib_shim.to_device(a) for a in args], calls, blocks),
+        "run": best_us(lambda: [np.asarray(r) for r in exe.execute(placed)], calls, blocks),
+        "out": best_us(lambda: [jaxlib_shim.writable(r) for r in results], calls, blocks),
+        "jit run": best_us(lambda: jax.block_until_ready(jit(*jit_args)), calls, blocks),
+        "jit": best_us(lambda: numpy_out(jit(*args)), calls, blocks),
+    }
+    t["python"] = max(t["call"] - t["in"] - t["run"] - t["out"], 0.0)
+    return t
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", default=",".join(SMALL))
+    parser.add_argument("--calls", type=int, default=100, help="calls per timed block")
+    parser.add_argument("--blocks", type=int, default=15, help="timed blocks; the best counts")
+    args = parser.parse_args(argv)
+    cases = {c.name: c for c in realistic_cases()}
+    rows = []
+    for name in args.kernels.split(","):
+        t = breakdown(cases[name], args.calls, args.blocks)
+        rows.append(
+            [name]
+            + [f"{t[k]:.1f}" for k in ("python", "in", "run", "out", "call", "jit run", "jit")]
+            + [f"{t['call'] / t['jit']:.2f}"]
+        )
+    print("µs per call, best of blocks of back-to-back calls, numpy in and out")
+    head = ["kernel", "python", "in", "run", "out", "minipallas", "jit run", "jax.jit", "ratio"]
+    print(table(head, rows))
+
+
+if __name__ == "__main__":
+    main()
