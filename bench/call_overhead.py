@@ -5,13 +5,12 @@ as XLA's kernels. Each layer of ``pallas_call(...)(*arrays)`` is timed on its ow
 in the same process as ``jax.jit`` (best of ``--blocks`` blocks of ``--calls`` back-to-back
 calls, numpy in and out, wall time):
 
-- ``run``: the XLA:CPU executable on arguments already placed, results waited for: the
+- ``run``: the executable on arguments already placed on the CPU, results waited for: the
   program's own kernels (the while loop over sequential grid steps, the batched blocks);
-- ``in``: numpy arrays placed as CPU buffers (``jaxlib_shim.to_device``: zero-copy when the
-  array is 64-byte aligned, else one synchronous copy);
-- ``out``: the results as writable numpy arrays;
-- ``python``: the rest of a call: finding the compiled program for the argument types, and
-  checking the arguments;
+- ``dispatch``: the rest of ``Compiled.__call__``: placing the numpy arguments, starting the
+  run, the results as writable numpy arrays (``jax.jit``'s C++ dispatch where the types allow,
+  ``lowering/jax_dispatch.py``; else jaxlib's Python bindings, ``jaxlib_shim.cpu_execute``);
+- ``python``: the rest of a call: finding the compiled program for the argument types;
 - ``jit run``: ``jax.jit``'s executable alone on device arrays, ``jit``: a whole ``jax.jit``
   call on the same numpy arrays.
 
@@ -60,9 +59,17 @@ def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
     call = case.minipallas()
     call(*args)  # trace, compile
     compiled = call.compiled(*args)
-    exe = compiled.executable
-    placed = [jaxlib_shim.to_device(a) for a in args]
-    results = exe.execute(placed)
+    if compiled.jitted is not None:  # jax.jit's dispatch (lowering/jax_dispatch.py)
+        placed = [jax.device_put(a, jaxlib_shim.cpu_device()) for a in args]
+
+        def run():
+            return jax.block_until_ready(compiled.jitted(*placed))
+    else:
+        placed = [jaxlib_shim.to_device(a) for a in args]
+
+        def run():
+            return [np.asarray(r) for r in compiled.executable.execute(placed)]
+
     ref = REFERENCES.get(case.name)
     if ref is None:
         from kernels_bench import reference
@@ -78,13 +85,12 @@ def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
     t = {
         "call": best_us(lambda: call(*args), calls, blocks),
         "compiled": best_us(lambda: compiled(*args), calls, blocks),
-        "in": best_us(lambda: [jaxlib_shim.to_device(a) for a in args], calls, blocks),
-        "run": best_us(lambda: [np.asarray(r) for r in exe.execute(placed)], calls, blocks),
-        "out": best_us(lambda: [jaxlib_shim.writable(r) for r in results], calls, blocks),
+        "run": best_us(run, calls, blocks),
         "jit run": best_us(lambda: jax.block_until_ready(jit(*jit_args)), calls, blocks),
         "jit": best_us(lambda: numpy_out(jit(*args)), calls, blocks),
     }
-    t["python"] = max(t["call"] - t["in"] - t["run"] - t["out"], 0.0)
+    t["python"] = max(t["call"] - t["compiled"], 0.0)
+    t["dispatch"] = max(t["compiled"] - t["run"], 0.0)
     return t
 
 
@@ -100,11 +106,11 @@ def main(argv: list[str] | None = None) -> None:
         t = breakdown(cases[name], args.calls, args.blocks)
         rows.append(
             [name]
-            + [f"{t[k]:.1f}" for k in ("python", "in", "run", "out", "call", "jit run", "jit")]
+            + [f"{t[k]:.1f}" for k in ("python", "dispatch", "run", "call", "jit run", "jit")]
             + [f"{t['call'] / t['jit']:.2f}"]
         )
     print("µs per call, best of blocks of back-to-back calls, numpy in and out")
-    head = ["kernel", "python", "in", "run", "out", "minipallas", "jit run", "jax.jit", "ratio"]
+    head = ["kernel", "python", "dispatch", "run", "minipallas", "jit run", "jax.jit", "ratio"]
     print(table(head, rows))
 
 

@@ -31,6 +31,7 @@ from jaxlib.mlir.dialects import chlo, func, stablehlo
 
 __all__ = [
     "cpu_compile",
+    "cpu_device",
     "cpu_execute",
     "func",
     "ir",
@@ -66,6 +67,11 @@ def _cpu() -> tuple[Any, Any]:
     quiet_libtpu()  # jax's first backend query loads libtpu when installed: no chip, no noise
     backend = get_backend("cpu")
     return backend, backend.devices()[0]
+
+
+def cpu_device() -> Any:
+    """XLA's CPU device, found without waking a TPU runtime (``_cpu``)."""
+    return _cpu()[1]
 
 
 def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) -> Any:
@@ -111,6 +117,7 @@ def to_device(array: np.ndarray) -> Any:
     parameter). Otherwise the copy is made now (``_ALIGNMENT``)."""
     from jaxlib import xla_client
 
+    array = np.asarray(array)  # a numpy scalar (a canonicalized bool) has no address
     aval, sharding, devices = _placement(array.shape, array.dtype)
     semantics = xla_client.HostBufferSemantics
     in_place = array.ctypes.data % _ALIGNMENT == 0

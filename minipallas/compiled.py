@@ -23,7 +23,7 @@ from minipallas.ir.conversions import canonical_bools
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import ArrayType
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import jax_dispatch, jaxlib_shim
 from minipallas.lowering.lowered import Lowered, lower
 
 _CACHE: weakref.WeakKeyDictionary[Function, Compiled] = weakref.WeakKeyDictionary()
@@ -38,17 +38,22 @@ def compile(fn: Function) -> Compiled:  # noqa: A001 - the public name, like jax
 
 
 class Compiled:
-    """An XLA:CPU executable for one lowered function; call it with numpy arrays."""
+    """An XLA:CPU executable for one lowered function; call it with numpy arrays.
+
+    ``jitted`` is the executable behind ``jax.jit``'s dispatch (``lowering/jax_dispatch.py``),
+    or ``None`` where jax cannot carry the types or a ``debug_print`` calls back; then
+    ``executable`` is jaxlib's, called through ``jaxlib_shim.cpu_execute``."""
 
     def __init__(self, lowered: Lowered) -> None:
         self.lowered = lowered
         self.param_types: tuple[ArrayType, ...] = lowered.function.param_types
         self._expected = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in self.param_types)
         text, callbacks = lowered.as_text(debug_info=False), lowered.host_callbacks
-        if callbacks:  # a debug_print's
+        results = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in lowered.function.result_types)
+        # jax.jit's dispatch where it can carry the types (and no debug_print calls back)
+        self.jitted = None if callbacks else jax_dispatch.jitted(text, self._expected, results)
+        if self.jitted is None:
             self.executable = jaxlib_shim.cpu_compile(text, callbacks)
-        else:
-            self.executable = jaxlib_shim.cpu_compile(text)
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if len(args) != len(self.param_types):
@@ -57,6 +62,8 @@ class Compiled:
                 f"got {len(args)}"
             )
         arrays = [self._check(i, a) for i, a in enumerate(args)]
+        if self.jitted is not None:
+            return tuple(map(jaxlib_shim.writable, self.jitted(*arrays)))
         return tuple(jaxlib_shim.cpu_execute(self.executable, arrays))
 
     def _check(self, i: int, arg: object) -> np.ndarray:
