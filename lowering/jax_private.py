@@ -1,10 +1,11 @@
 """Every private jax module minipallas reads, named in one table.
 
-The interop, the difftest and the kernel platforms need JAX internals: jaxpr equations and
-their primitives, upstream's state discharge as an oracle, Pallas's own lowering hooks. These
-live under ``jax._src``, which moves between releases. Every other file imports them from here
-(``from minipallas.lowering.jax_private import core as jax_core``), so a jax upgrade that moves a
-module edits one row of ``MODULES``. Written for jax 0.10.2 (``JAX_VERSION``).
+The interop, the difftest, the kernel platforms and the tests need JAX internals: jaxpr
+equations and their primitives, upstream's state discharge as an oracle, Pallas's own lowering
+hooks. These live under ``jax._src``, which moves between releases. Every other file imports
+them from here (``from minipallas.lowering.jax_private import core as jax_core``), so a jax
+upgrade that moves a module edits one row of ``MODULES``. Written for jax 0.10.2
+(``JAX_VERSION``).
 
 A module is imported on first use, not when this file is, so importing minipallas loads only
 the JAX internals the code it runs needs. A module that is gone is a ``MiniPallasError`` naming
@@ -26,6 +27,8 @@ MODULES = {
     "core": "jax._src.core",
     "tree_util": "jax._src.tree_util",
     "source_info_util": "jax._src.source_info_util",
+    "api_util": "jax._src.api_util",  # with linear_util: a jaxpr traced by hand (the tests)
+    "linear_util": "jax._src.linear_util",
     # state: refs, their indexers and primitives, and upstream's discharge (the oracle)
     "state_types": "jax._src.state.types",
     "state_indexing": "jax._src.state.indexing",

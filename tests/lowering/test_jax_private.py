@@ -14,7 +14,7 @@ from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering import jax_private
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("ir", "passes", "lowering", "minipallas", "bench", "examples")
+SCANNED = ("ir", "passes", "lowering", "minipallas", "bench", "examples", "tests")
 SHIM = "lowering/jax_private.py"
 
 
