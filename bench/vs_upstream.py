@@ -41,11 +41,7 @@ from jax.experimental import pallas as pl  # noqa: E402
 import minipallas  # noqa: E402
 from minipallas.interop import from_jaxpr  # noqa: E402
 from minipallas.lowering.jax_private import core as jax_core  # noqa: E402
-from minipallas.lowering.jax_private import (
-    state_discharge,  # noqa: E402
-    state_primitives,  # noqa: E402
-    state_types,  # noqa: E402
-)
+from minipallas.lowering.jax_private import state_discharge, state_primitives, state_types  # noqa: E402
 from minipallas.passes.cleanup import cleanup, count_ops  # noqa: E402
 from minipallas.passes.discharge import discharge  # noqa: E402
 
