@@ -36,14 +36,12 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from common import per_op_us, table, timed  # noqa: E402
-from jax._src import core as jax_core  # noqa: E402
-from jax._src.state import discharge as state_discharge  # noqa: E402
-from jax._src.state.primitives import ref_addupdate  # noqa: E402
-from jax._src.state.types import AbstractRef  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 
 import minipallas  # noqa: E402
 from minipallas.interop import from_jaxpr  # noqa: E402
+from minipallas.lowering.jax_private import core as jax_core  # noqa: E402
+from minipallas.lowering.jax_private import state_discharge, state_primitives, state_types  # noqa: E402
 from minipallas.passes.cleanup import cleanup, count_ops  # noqa: E402
 from minipallas.passes.discharge import discharge  # noqa: E402
 
@@ -73,7 +71,7 @@ def program(n_eqns: int, seed: int) -> jax_core.ClosedJaxpr:
                 r[row] = v
                 emitted += 1
             elif kind < 0.6:  # accumulate into a row
-                ref_addupdate(r, row, v)
+                state_primitives.ref_addupdate(r, row, v)
                 emitted += 1
             elif kind < 0.7:  # read and write a whole ref
                 r[...] = r[...] * 0.5
@@ -84,7 +82,10 @@ def program(n_eqns: int, seed: int) -> jax_core.ClosedJaxpr:
                 emitted += 2
         return values[-1]
 
-    avals = [AbstractRef(jax_core.ShapedArray((ROWS, COLS), jnp.float32)) for _ in range(N_REFS)]
+    avals = [
+        state_types.AbstractRef(jax_core.ShapedArray((ROWS, COLS), jnp.float32))
+        for _ in range(N_REFS)
+    ]
     return jax.make_jaxpr(f)(*avals, jax_core.ShapedArray((), jnp.int32))
 
 

@@ -1,8 +1,10 @@
-"""Every jaxlib/jax entry point minipallas's lowering uses, in one small file.
+"""Every jaxlib entry point minipallas's lowering uses, in one small file.
 
 The MLIR Python bindings, the dialect registration and the CPU client are not a stable public
 API of jaxlib: names move between releases. Everything else in ``minipallas.lowering`` imports
 them from here, so a jaxlib upgrade touches this file only. Known to work with jaxlib 0.10.2.
+The private jax modules these helpers call (``jax._src...``) come from ``jax_private``, like
+everyone else's.
 
 - ``ir``, ``func``, ``stablehlo``: the bindings' modules, re-exported.
 - ``make_context()``: an MLIR context with the dialects JAX registers (func, arith, scf, ...)
@@ -28,6 +30,8 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir._mlir_libs import _jax_mlir_ext
 from jaxlib.mlir.dialects import chlo, func, stablehlo
+
+from minipallas.lowering import jax_private
 
 __all__ = [
     "cpu_compile",
@@ -128,11 +132,10 @@ def to_device(array: np.ndarray) -> Any:
 @functools.lru_cache(maxsize=1024)
 def _placement(shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any, list[Any]]:
     """The abstract value, sharding and device list that place one array on the CPU device."""
-    from jax._src.core import ShapedArray
     from jax.sharding import SingleDeviceSharding
 
     _, device = _cpu()
-    return ShapedArray(shape, dtype), SingleDeviceSharding(device), [device]
+    return jax_private.core.ShapedArray(shape, dtype), SingleDeviceSharding(device), [device]
 
 
 def writable(result: Any) -> np.ndarray:
@@ -204,8 +207,7 @@ def triton_custom_call(
     output) as ``output_operand_aliases``, so XLA gives each such pair one buffer."""
     import io
 
-    from jax._src.interpreters import mlir as jax_mlir
-
+    jax_mlir = jax_private.mlir
     buf = io.BytesIO()
     module.operation.write_bytecode(buf)
     x, y, z = (*grid, 1, 1, 1)[:3]
@@ -244,8 +246,8 @@ def gpu_triton_function(
     ``triton_custom_call``, its arguments then its outputs as the kernel's pointers. Lowers for
     ``"cuda"`` on any machine; runs only where jax sees a CUDA GPU."""
     import jax
-    from jax._src import core as jax_core
-    from jax._src.interpreters import mlir as jax_mlir
+
+    jax_core, jax_mlir = jax_private.core, jax_private.mlir
 
     avals = [jax_core.ShapedArray(shape, dtype) for shape, dtype in out_types]
     call = jax_core.Primitive(f"minipallas_triton_{name}")
@@ -346,16 +348,12 @@ def libtpu_available() -> bool:
 
 def tpu_chips() -> int:
     """TPU chips attached to this machine (jax reads the PCI devices; no runtime is opened)."""
-    from jax._src import hardware_utils
-
-    return hardware_utils.num_available_tpu_chips_and_device_id()[0]
+    return jax_private.hardware_utils.num_available_tpu_chips_and_device_id()[0]
 
 
 def has_visible_nvidia_gpu() -> bool:
     """Whether this machine shows an NVIDIA GPU device (no runtime is opened)."""
-    from jax._src import hardware_utils
-
-    return hardware_utils.has_visible_nvidia_gpu()
+    return jax_private.hardware_utils.has_visible_nvidia_gpu()
 
 
 def quiet_libtpu() -> None:
@@ -402,12 +400,11 @@ def mosaic_compile(
     (jax's ``JaxRuntimeError``, or an ``ir.MLIRError`` from the serialization passes) is a
     ``MosaicRefusal`` carrying its message."""
     import jax
-    from jax._src import tpu_custom_call
 
     sharding = tpu_sharding()
     outs = tuple(jax.ShapeDtypeStruct(s, d) for s, d in out_types)
     fields = {"shape_invariant_numerics": True, "needs_layout_passes": True, **(params or {})}
-    kernel = tpu_custom_call.as_tpu_kernel(
+    kernel = jax_private.tpu_custom_call.as_tpu_kernel(
         module, outs, kernel_name=name, input_output_aliases=tuple(aliases), **fields
     )
     args = [jax.ShapeDtypeStruct(s, d, sharding=sharding) for s, d in in_types]

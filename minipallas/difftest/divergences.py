@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from jax._src import core as jax_core
-from jax._src import tree_util
-from jax._src.state.indexing import NDIndexer
-from jax._src.state.types import AbstractRef, AccumEffect, WriteEffect
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_indexing, state_types, tree_util
 
 
 def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401
@@ -34,7 +32,7 @@ def _written_inputs(jaxpr: Any) -> set[int]:  # noqa: ANN401
     written = set()
     for e in jaxpr.effects:
         k = position.get(e.input) if not isinstance(e.input, int) else e.input
-        if isinstance(e, WriteEffect | AccumEffect) and k is not None:
+        if isinstance(e, state_types.WriteEffect | state_types.AccumEffect) and k is not None:
             written.add(k)
     return written
 
@@ -49,7 +47,9 @@ def while_cond_reads_written_ref(jaxpr: Any) -> bool:  # noqa: ANN401
     for eqn in _whiles(jaxpr):
         nc, nb = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         cond_refs = {
-            v for v in eqn.invars[:nc] if isinstance(getattr(v, "aval", None), AbstractRef)
+            v
+            for v in eqn.invars[:nc]
+            if isinstance(getattr(v, "aval", None), state_types.AbstractRef)
         }
         body_writes = _written_inputs(eqn.params["body_jaxpr"].jaxpr)
         if cond_refs & {eqn.invars[nc + k] for k in body_writes if k < nb}:
@@ -70,7 +70,7 @@ def pallas_store_through_view(jaxpr: Any) -> bool:  # noqa: ANN401
                 continue
             _, transforms, _, _ = tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
             transforms = tuple(transforms or ())
-            if transforms and not isinstance(transforms[-1], NDIndexer):
+            if transforms and not isinstance(transforms[-1], state_indexing.NDIndexer):
                 transforms = (*transforms, None)
             if len(transforms) > 1:
                 return True

@@ -32,9 +32,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src import core as jax_core
-from jax._src.state.discharge import discharge_state
-from jax._src.state.types import AbstractRef
 
 import minipallas
 from minipallas.compiled import compile as compile_fn
@@ -46,6 +43,8 @@ from minipallas.difftest.tpu import run_tpu_ways, tpu_device
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_discharge, state_types
 from minipallas.passes.pipeline import run as run_pipeline
 
 DEVICES = ("cpu", "tpu")
@@ -67,7 +66,7 @@ def abstract(args: Sequence[Any]) -> list[Any]:
     out = []
     for a in args:
         if isinstance(a, RefArg):
-            out.append(AbstractRef(jax_core.ShapedArray(a.value.shape, a.value.dtype)))
+            out.append(state_types.AbstractRef(jax_core.ShapedArray(a.value.shape, a.value.dtype)))
         else:
             out.append(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype))
     return out
@@ -75,7 +74,7 @@ def abstract(args: Sequence[Any]) -> list[Any]:
 
 def run_upstream(jaxpr: Any, args: Sequence[Any], outcome: Outcome) -> None:  # noqa: ANN401
     """Upstream's discharge and evaluation of ``jaxpr`` on ``args`` into ``outcome``."""
-    closed = timed("discharge", lambda: discharge_state(jaxpr), outcome)
+    closed = timed("discharge", lambda: state_discharge.discharge_state(jaxpr), outcome)
     if closed is None:
         return
 

@@ -40,12 +40,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src import core as jax_core
-from jax._src.lax.control_flow import platform_index_p
-from jax._src.pallas import primitives as pallas
-from jax._src.pallas.primitives import uninitialized_value
-from jax._src.state import primitives as state
-from jax._src.state.types import AbstractRef
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plgpu
@@ -57,6 +51,10 @@ from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.opset.atomic import COMBINE
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import lax_control_flow, state_types
+from minipallas.lowering.jax_private import pallas_primitives as pallas
+from minipallas.lowering.jax_private import state_primitives as state
 
 
 class EmitError(MiniPallasError):
@@ -112,7 +110,9 @@ def abstract_args(fn: Function) -> list[Any]:
     out: list[Any] = []
     for t in fn.param_types:
         if isinstance(t, RefType):
-            out.append(AbstractRef(jax_core.ShapedArray(t.shape, dtypes.to_numpy(t.dtype))))
+            out.append(
+                state_types.AbstractRef(jax_core.ShapedArray(t.shape, dtypes.to_numpy(t.dtype)))
+            )
         else:
             out.append(jax.ShapeDtypeStruct(t.shape, dtypes.to_numpy(t.dtype)))
     return out
@@ -303,7 +303,7 @@ def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 @rule("uninitialized")
 def _uninitialized(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     t: ArrayType = op.attrs["type"]
-    return [uninitialized_value(t.shape, _np(t.dtype))]
+    return [pallas.uninitialized_value(t.shape, _np(t.dtype))]
 
 
 @rule("for")
@@ -456,7 +456,7 @@ def _roll(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("platform_index")
 def _platform_index(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [platform_index_p.bind(platforms=op.attrs["platforms"])]
+    return [lax_control_flow.platform_index_p.bind(platforms=op.attrs["platforms"])]
 
 
 @rule("broadcast_in_dim")

@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-from jax._src.pallas.mosaic import lowering as mosaic_lowering
-from jax._src.pallas.mosaic import tpu_info
 
 from minipallas.ir.errors import MiniPallasError
+from minipallas.lowering.jax_private import mosaic_lowering, tpu_info
 from minipallas.lowering.jaxlib_shim import canonicalize, ir
 
 KERNEL_ATTRIBUTES = (

@@ -36,9 +36,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src import core as jax_core
-from jax._src import tpu_custom_call
-from jax._src.state.discharge import discharge_state
 
 from minipallas.difftest.envelope import Envelope, envelope, is_float
 from minipallas.difftest.halts import out_of_bounds_block
@@ -52,6 +49,8 @@ from minipallas.interop.to_jax import to_jax
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.chips import TPU_V5E, Chip
 from minipallas.kernels.platforms.mosaic import BOOL_WORD, as_tpu_kernel_fields
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_discharge, tpu_custom_call
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.lowering.tpu.aot import custom_call_types
 from minipallas.passes.pipeline import run as run_pipeline
@@ -158,7 +157,8 @@ def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:
     """Each TPU way's function of the case's initial values (results, then final ref values),
     to ``jax.jit`` on a device: ``upstream-tpu`` and ``tpu`` from upstream's discharged jaxpr,
     ``xla-tpu`` from minipallas's import (when it imported)."""
-    closed = discharge_state(report.jaxpr)  # results, then each ref input's final value
+    # results, then each ref input's final value
+    closed = state_discharge.discharge_state(report.jaxpr)
 
     def from_upstream(kernel: KernelRule) -> Callable[..., list[Any]]:
         return lambda *xs: evaluate(closed.jaxpr, closed.consts, xs, kernel)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-from jax._src.pallas.triton import lowering as triton_lowering
 
+from minipallas.lowering.jax_private import triton_lowering
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 
 _POINTER_OPS = (

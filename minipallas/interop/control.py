@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-
 from minipallas.interop.importer import ImportScope, closed_parts, rule, type_of
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
+from minipallas.lowering.jax_private import core as jax_core
 
 
 def _element(type_: object) -> tuple:

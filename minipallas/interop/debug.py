@@ -21,7 +21,6 @@ from typing import Any
 import jax
 import numpy as np
 from jax import tree_util
-from jax._src import core as jax_core
 
 from minipallas.interop.importer import ImportScope
 from minipallas.interop.importer import rule as import_rule
@@ -30,6 +29,7 @@ from minipallas.interop.to_jax import rule as to_jax_rule
 from minipallas.ir.core import Op, Value
 from minipallas.ir.opset.debug import DEFAULT_OPTIONS
 from minipallas.ir.types import RefType
+from minipallas.lowering.jax_private import core as jax_core
 
 _FIX = "pass the arrays themselves as arguments: jax.debug.print('{} {x}', a, x=b)"
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-from jax._src.state import types as state_types
-
 from minipallas.interop.importer import ImportScope, rule
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_types
 
 
 def _ref(scope: ImportScope, leaf: object) -> Value:

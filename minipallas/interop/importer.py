@@ -37,11 +37,6 @@ from typing import Any, Protocol
 
 import numpy as np
 from jax import numpy as jnp
-from jax._src import core as jax_core
-from jax._src import source_info_util
-from jax._src.pallas import core as pallas_core
-from jax._src.pallas.mosaic import core as tpu_core
-from jax._src.state.types import AbstractRef
 
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
@@ -64,6 +59,9 @@ from minipallas.ir.types import (
     Type,
 )
 from minipallas.ir.verifier import verify as verify_fn
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import pallas_core, source_info_util, state_types
+from minipallas.lowering.jax_private import pallas_tpu_core as tpu_core
 
 PALLAS_OOB_MODES = ("pad", "clamp")
 
@@ -143,7 +141,7 @@ def type_of(aval: object, what: str = "a value") -> Type:
             return _array_type(aval.shape, aval.dtype)
         except JaxprImportError:
             pass  # the uncached path below says which value has the bad dtype
-    if isinstance(aval, AbstractRef):
+    if isinstance(aval, state_types.AbstractRef):
         inner = aval.inner_aval
         if not isinstance(inner, jax_core.ShapedArray):
             raise JaxprImportError(f"{what} is a ref of {inner}, not of an array")

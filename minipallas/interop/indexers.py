@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from jax._src import core as jax_core
-from jax._src.state import indexing as jax_indexing
 
 from minipallas.interop.importer import ImportScope
 from minipallas.ir import dtypes, indexing
@@ -36,6 +34,8 @@ from minipallas.ir.core import Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice, full
 from minipallas.ir.types import ArrayType
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_indexing as jax_indexing
 
 
 @dataclass

@@ -16,14 +16,14 @@ from typing import Any
 
 import jax.numpy as jnp
 from jax import lax
-from jax._src import core as jax_core
-from jax._src.lax.control_flow import platform_index_p
 
 from minipallas.interop.importer import ImportScope, dtype_of
 from minipallas.interop.importer import rule as import_rule
 from minipallas.interop.to_jax import rule as to_jax_rule
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op, Value
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import lax_control_flow
 
 
 @import_rule("roll")
@@ -57,7 +57,7 @@ def platform_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value
 
 @to_jax_rule("platform_index")
 def platform_index_to_jax(op: Op, args: Sequence[Any]) -> Sequence[Any]:
-    return [platform_index_p.bind(platforms=op.attrs["platforms"])]
+    return [lax_control_flow.platform_index_p.bind(platforms=op.attrs["platforms"])]
 
 
 @import_rule("bitcast")

@@ -26,12 +26,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from jax import lax
-from jax._src import core as jax_core
 
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
+from minipallas.lowering.jax_private import core as jax_core
 
 _SAME_NAME = ("add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor", "atan2")
 _SAME_NAME += ("nextafter", "shift_left", "shift_right_logical", "shift_right_arithmetic")

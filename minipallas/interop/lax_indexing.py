@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from jax._src import core as jax_core
-from jax._src.lax.slicing import GatherScatterMode
 
 from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import static_int
@@ -28,6 +26,8 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import ArrayType
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import lax_slicing
 
 
 @rule("slice")
@@ -95,8 +95,8 @@ def concatenate(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 # --- gather and scatter ----------------------------------------------------------------------
 
 
-def _mode(eqn: jax_core.JaxprEqn) -> GatherScatterMode:
-    return GatherScatterMode.from_any(eqn.params.get("mode"))
+def _mode(eqn: jax_core.JaxprEqn) -> lax_slicing.GatherScatterMode:
+    return lax_slicing.GatherScatterMode.from_any(eqn.params.get("mode"))
 
 
 def _column(scope: ImportScope, indices: Value, j: int) -> Value:
@@ -197,7 +197,7 @@ def gather(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         tuple(numbers.start_index_map),
         tuple(eqn.params["slice_sizes"]),
         clamp=True,
-        check=_mode(eqn) == GatherScatterMode.FILL_OR_DROP,
+        check=_mode(eqn) == lax_slicing.GatherScatterMode.FILL_OR_DROP,
     )
     indexer = tuple(Array(Dyn(k)) for k in range(len(positions)))
     result = scope.emit("gather", [x, *positions], indexer=indexer)
@@ -220,7 +220,7 @@ def scatter(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sizes = [1] * x.type.ndim
     for d, axis in zip(window_dims, window_axes, strict=True):
         sizes[d] = updates.type.shape[axis]
-    clip = _mode(eqn) == GatherScatterMode.CLIP
+    clip = _mode(eqn) == lax_slicing.GatherScatterMode.CLIP
     positions, valid = _window_positions(
         scope,
         x.type,

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-
 from minipallas.interop.importer import ImportScope, rule
 from minipallas.interop.lax import identity, operands
 from minipallas.ir.core import Value
+from minipallas.lowering.jax_private import core as jax_core
 
 rule("stop_gradient", "multiple_of", "max_contiguous")(identity)
 

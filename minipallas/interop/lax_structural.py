@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Int, Slice
+from minipallas.lowering.jax_private import core as jax_core
 
 
 @rule("rev")

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-
 from minipallas.interop.importer import ImportScope, rule, scoped_rule, type_of
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
+from minipallas.lowering.jax_private import core as jax_core
 
 
 @scoped_rule("new_ref", "empty_ref")

@@ -28,10 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-from jax._src import tree_util
-from jax._src.state import indexing as jax_indexing
-
 from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import Window, static_int, window
 from minipallas.interop.state import apply_view
@@ -39,6 +35,9 @@ from minipallas.ir.core import Value
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import ArrayType
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_indexing as jax_indexing
+from minipallas.lowering.jax_private import tree_util
 
 
 @rule("run_scoped")

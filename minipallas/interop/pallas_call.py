@@ -38,9 +38,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 
-from jax._src import core as jax_core
-from jax._src.pallas import core as pallas_core
-
 from minipallas.interop.importer import (
     Importer,
     ImportScope,
@@ -57,6 +54,8 @@ from minipallas.kernels.platforms.batching import regrid_queries
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS
 from minipallas.kernels.spec.tracing import check_grid_axes
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import pallas_core
 
 
 @rule("pallas_call")

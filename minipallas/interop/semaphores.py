@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-from jax._src import tree_util
-
 from minipallas.interop.importer import ImportScope, rule
 from minipallas.interop.state import target
 from minipallas.ir.core import Value
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import tree_util
 
 
 def _arguments(eqn: jax_core.JaxprEqn) -> list:

@@ -21,16 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-from jax._src import tree_util
-from jax._src.state import indexing as jax_indexing
-from jax._src.state import types as state_types
-
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.interop.indexers import Window, window
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_indexing as jax_indexing
+from minipallas.lowering.jax_private import state_types, tree_util
 
 
 def transforms_of(eqn: jax_core.JaxprEqn, first: int) -> tuple:

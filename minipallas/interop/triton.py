@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jax._src import core as jax_core
-from jax._src import tree_util
-
 from minipallas.interop.importer import ImportScope, rule
 from minipallas.interop.state import target
 from minipallas.ir.core import Value
 from minipallas.ir.opset.atomic import COMBINE
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import tree_util
 
 _OPS = {combine: name for name, combine in COMBINE.items()}  # "add" -> "atomic_add"
 

@@ -15,15 +15,15 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 from jax import lax
-from jax._src.pallas.primitives import load as pl_load  # pl.load / pl.store: jax 0.10.2
-from jax._src.pallas.primitives import store as pl_store  # no longer exports them
-from jax._src.state.discharge import run_state
-from jax._src.state.primitives import ref_addupdate
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.difftest import Case, ref
+from minipallas.lowering.jax_private import pallas_primitives, state_discharge, state_primitives
+
+# pl.load / pl.store: jax 0.10.2 no longer exports them
+pl_load, pl_store = pallas_primitives.load, pallas_primitives.store
 
 F32, BF16, I32 = np.float32, ml_dtypes.bfloat16, np.int32
 _rng = np.random.default_rng(0)
@@ -102,7 +102,7 @@ def array_index_scatter(r, idx):
 
 @case(ref(ints(4, 5)), np.array([1, 3, 1], I32))
 def array_index_addupdate_duplicates(r, idx):
-    ref_addupdate(r, (idx, slice(1, 4)), jnp.full((3, 3), 5, I32))
+    state_primitives.ref_addupdate(r, (idx, slice(1, 4)), jnp.full((3, 3), 5, I32))
 
 
 @case(ref(floats(4, 5, 6)), np.array([0, 3], I32), np.array([5, 1], I32))
@@ -204,12 +204,12 @@ def transpose_view(r):
 
 @case(ref(floats(4)), expect="addupdate-through-view")
 def addupdate_through_view(r):
-    ref_addupdate(r.at[1:3], (0,), np.float32(1.0))
+    state_primitives.ref_addupdate(r.at[1:3], (0,), np.float32(1.0))
 
 
 @case(ref(floats(1)), expect="addupdate-through-view")
 def addupdate_through_reshape(r):
-    ref_addupdate(r.reshape(), (), np.float32(2.0))  # found by the upstream fuzzer
+    state_primitives.ref_addupdate(r.reshape(), (), np.float32(2.0))  # found by the upstream fuzzer
 
 
 @case(ref(floats(4)), expect="empty-slice-at-end")
@@ -333,7 +333,7 @@ def pallas_array_load_of_constant(r, i):
 @case(ref(ints(3)), np.array([2, 0], I32), expect="gather-from-constant-value")
 def scatter_add_into_constant(r, i):
     r[...] = np.array([1, 2, 3], I32)
-    ref_addupdate(r, (i,), jnp.ones((2,), I32))
+    state_primitives.ref_addupdate(r, (i,), jnp.ones((2,), I32))
 
 
 @case(ref(floats(2, 2)), np.int32(1), expect="pallas-store-through-view")
@@ -412,7 +412,7 @@ def while_with_state_in_cond(x, y, z):
     """upstream's own test_while_with_state_in_cond (jax tests/state_test.py): its
     expected 10 and 7 keep no writes of the evaluation that ends the loop."""
 
-    @run_state
+    @state_discharge.run_state
     def body(x_ref):
         def cond(i):
             x_ref[...] += z

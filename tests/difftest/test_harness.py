@@ -85,8 +85,9 @@ def test_while_divergence_is_recognized_from_the_jaxpr():
 
 def test_while_reading_an_unwritten_ref_is_not_the_pattern():
     import jax
-    from jax._src import core as jax_core
-    from jax._src.state.types import AbstractRef
+
+    from minipallas.lowering.jax_private import core as jax_core
+    from minipallas.lowering.jax_private import state_types
 
     def f(r, o):
         def body(c):
@@ -95,7 +96,7 @@ def test_while_reading_an_unwritten_ref_is_not_the_pattern():
 
         return lax.while_loop(lambda c: r[0] > c, body, np.int32(0))
 
-    avals = [AbstractRef(jax_core.ShapedArray((1,), np.int32)) for _ in range(2)]
+    avals = [state_types.AbstractRef(jax_core.ShapedArray((1,), np.int32)) for _ in range(2)]
     assert not while_cond_reads_written_ref(jax.make_jaxpr(f)(*avals))
 
 
@@ -177,11 +178,11 @@ def test_upstreams_while_with_state_in_cond_is_a_documented_divergence(args, ups
 
 
 def test_a_condition_that_only_accumulates_loses_every_write_upstream():
-    from jax._src.state.primitives import ref_addupdate
+    from minipallas.lowering.jax_private import state_primitives
 
     def f(r):
         def cond(i):
-            ref_addupdate(r, (), np.int32(2))
+            state_primitives.ref_addupdate(r, (), np.int32(2))
             return i < 5
 
         return lax.while_loop(cond, lambda i: i + 1, np.int32(0))

@@ -7,16 +7,15 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
-from jax._src import core as jax_core
-from jax._src.state import discharge as state_discharge
-from jax._src.state.types import AbstractRef
 
 import minipallas
 from minipallas.interop import from_jaxpr, to_jax
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_discharge, state_types
 
 
 def ref(shape, dtype=jnp.float32, space=None):
-    return AbstractRef(jax_core.ShapedArray(tuple(shape), np.dtype(dtype)), space)
+    return state_types.AbstractRef(jax_core.ShapedArray(tuple(shape), np.dtype(dtype)), space)
 
 
 def arr(shape, dtype=jnp.float32):
@@ -28,7 +27,7 @@ I32 = arr((), jnp.int32)
 
 def sample(aval, rng):
     """A random input for an aval (a ref's initial value for a ref)."""
-    inner = aval.inner_aval if isinstance(aval, AbstractRef) else aval
+    inner = aval.inner_aval if isinstance(aval, state_types.AbstractRef) else aval
     shape, dtype = inner.shape, np.dtype(inner.dtype)
     if dtype == np.bool_:
         return rng.random(shape) < 0.5

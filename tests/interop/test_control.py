@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from interop_helpers import I32, arr, assert_all_same, check, interpreted, ref, upstream
 from jax import lax
-from jax._src import api_util
-from jax._src import core as jax_core
-from jax._src import linear_util as lu
-from jax._src.state.discharge import run_state
 
 from minipallas.interop import JaxprImportError, from_jaxpr
+from minipallas.lowering.jax_private import api_util, state_discharge
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import linear_util as lu
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -206,7 +205,7 @@ def _doubled_plus_one(x):
         (r,) = refs
         r[...] = r[...] * 2.0 + 1.0
 
-    return run_state(body)((x,))[0]
+    return state_discharge.run_state(body)((x,))[0]
 
 
 def test_core_call_primitive_with_an_open_jaxpr():
@@ -237,7 +236,7 @@ def test_jit_inside_a_run_state():
             r, t = refs
             t[...] = scale(r, t[...])
 
-        return run_state(body)((x, s))
+        return state_discharge.run_state(body)((x, s))
 
     check(f, arr((4,)), arr(()))
 

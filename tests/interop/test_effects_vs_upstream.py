@@ -20,10 +20,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from interop_helpers import I32, arr, check, ref
-from jax._src import core as jax_core
-from jax._src.pallas import primitives as pallas_primitives
-from jax._src.state import primitives as state_primitives
-from jax._src.state.types import AccumEffect, ReadEffect, WriteEffect
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
@@ -34,11 +30,17 @@ from minipallas.interop import from_jaxpr
 from minipallas.ir.effects import Effect, Read, Write
 from minipallas.ir.opdef import ACCUM, READ, WRITE
 from minipallas.ir.printer import effects_text
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import pallas_primitives, state_primitives, state_types
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "kernels"))
 from suite import KERNELS  # noqa: E402
 
-KIND = {ReadEffect: READ, WriteEffect: WRITE, AccumEffect: ACCUM}
+KIND = {
+    state_types.ReadEffect: READ,
+    state_types.WriteEffect: WRITE,
+    state_types.AccumEffect: ACCUM,
+}
 
 UP = types.SimpleNamespace(
     np=jnp,

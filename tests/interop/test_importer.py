@@ -6,13 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from interop_helpers import I32, arr, check, ref
-from jax._src import core as jax_core
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas
 from minipallas.interop import JaxprImportError, from_jaxpr, rule
 from minipallas.interop.importer import RULES
+from minipallas.lowering.jax_private import core as jax_core
 
 
 def test_refs_become_ref_parameters_and_arrays_array_parameters():

@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from interop_helpers import assert_all_same
-from jax._src.state.discharge import run_state
 from jax.experimental import pallas as pl
 
 import minipallas
 from minipallas.interop import JaxprImportError, from_jaxpr, to_jax
+from minipallas.lowering.jax_private import state_discharge
 
 F32 = jnp.float32
 X = np.arange(4.0, dtype=np.float32) - 1.5
@@ -136,7 +136,7 @@ def test_run_state_closing_over_a_new_ref():
             s_ref[...] = r[...] * 3.0
             r[...] = s_ref[...] + 1.0
 
-        out = run_state(body)(x)
+        out = state_discharge.run_state(body)(x)
         return out, jax.freeze(r)
 
     check(f, X)

@@ -7,14 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from interop_helpers import I32, arr, assert_all_same, check, interpreted, ref, upstream
-from jax._src.pallas import core as pallas_core
-from jax._src.pallas import primitives as pallas_primitives
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plgpu
 
 import minipallas
 from minipallas.interop import from_jaxpr
+from minipallas.lowering.jax_private import pallas_core, pallas_primitives, state_discharge
 
 load, store, swap = pallas_primitives.load, pallas_primitives.store, pallas_primitives.swap
 
@@ -191,7 +190,6 @@ def test_collective_axes_carry_over_and_discharge_raises_upstreams_error():
     fn = from_jaxpr(closed)
     (op,) = [op for op in fn.walk() if op.name == "run_scoped"]
     assert op.attrs["collective_axes"] == ("x",)
-    from jax._src.state import discharge as state_discharge
 
     with pytest.raises(NotImplementedError) as theirs:
         state_discharge.discharge_state(closed)

@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from interop_helpers import I32, arr, check, interpreted, ref, sample
-from jax._src.state.discharge import run_state
 from jax.experimental import pallas as pl
 
 import minipallas
 from minipallas.interop import from_jaxpr
+from minipallas.lowering.jax_private import state_discharge
 
 F32 = jnp.float32
 
@@ -298,7 +298,7 @@ def test_run_state_allocates_initializes_and_returns_final_values():
             a[0] = b[1] * 2.0
             b[...] += a[...]
 
-        return run_state(body)((x, y))
+        return state_discharge.run_state(body)((x, y))
 
     fn = check(f, arr((3,)), arr((3,)))
     assert [op.name for op in fn.body.ops].count("run_scoped") == 1
@@ -313,9 +313,9 @@ def test_nested_run_state_closing_over_an_outer_ref_works_on_that_ref():
                 c_ref[...] = a_ref[...] + 1
                 a_ref[...] = c_ref[...] * 2
 
-            b_ref[...] = run_state(inner)(b_ref[...])
+            b_ref[...] = state_discharge.run_state(inner)(b_ref[...])
 
-        return run_state(outer)((x, n))
+        return state_discharge.run_state(outer)((x, n))
 
     fn = check(f, I32, I32, args=[np.int32(3), np.int32(-5)])
     inner = fn.body.ops[-1].regions[0].ops
@@ -330,7 +330,7 @@ def test_run_state_on_a_ref_parameter_and_inside_a_loop():
                 x_ref[i] = x_ref[i] * 2.0 + acc_ref[...]
                 acc_ref[...] += x_ref[i]
 
-            return run_state(inner)(carry)
+            return state_discharge.run_state(inner)(carry)
 
         return jax.lax.fori_loop(0, 3, body, 1.0)
 

@@ -18,15 +18,14 @@ import numpy as np
 import pytest
 from filecheck_util import filecheck
 from frontend_helpers import WRAP, arr, find, names, ref, same, traced
-from jax._src import core as jax_core
-from jax._src.state import discharge as state_discharge
-from jax._src.state.types import AbstractRef
 from jax.experimental import pallas as pl
 
 import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.interop import to_jax
 from minipallas.ir import Int
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_discharge, state_types
 
 MP = types.SimpleNamespace(ds=mp.ds, np=mnp)
 JAX = types.SimpleNamespace(ds=pl.ds, np=jnp)
@@ -42,7 +41,8 @@ def _types(specs):
     mine = [(mp.RefType if k == "ref" else mp.ArrayType)(s, d) for k, s, d in specs]
     avals = [jax_core.ShapedArray(s, np.dtype(d)) for _, s, d in specs]
     theirs = [
-        AbstractRef(a) if k == "ref" else a for (k, _, _), a in zip(specs, avals, strict=True)
+        state_types.AbstractRef(a) if k == "ref" else a
+        for (k, _, _), a in zip(specs, avals, strict=True)
     ]
     return mine, theirs
 

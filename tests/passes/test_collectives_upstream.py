@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax._src.state.discharge import run_state
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
@@ -21,6 +20,7 @@ from minipallas.difftest.harness import run as difftest_run
 from minipallas.difftest.mosaic import _assume_chip
 from minipallas.interop import from_jaxpr, to_jax
 from minipallas.ir.collectives import CollectiveAxesError
+from minipallas.lowering.jax_private import state_discharge
 
 SHAPE = (8, 128)
 F = mp.ArrayType(SHAPE, "float32")
@@ -111,7 +111,7 @@ def upstream_triton(make):
 def upstream_run_state(make):
     """Upstream's meaning of a program over refs: ``run_state`` (discharge, then XLA)."""
     body = make(UPSTREAM)
-    return jax.jit(run_state(lambda refs: body(*refs)))((X, X))
+    return jax.jit(state_discharge.run_state(lambda refs: body(*refs)))((X, X))
 
 
 def upstream_jit(make):

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
-from jax._src import tpu_custom_call
-from jax._src.interpreters import mlir as jax_mlir
 from jax.experimental import mosaic
 
 from minipallas.ir.errors import TraceError
 from minipallas.ir.location import user_location
 from minipallas.kernels.spec.params import TpuCompilerParams
+from minipallas.lowering.jax_private import mlir as jax_mlir
+from minipallas.lowering.jax_private import tpu_custom_call
 
 if TYPE_CHECKING:
     from minipallas.kernels.platforms import Platform

@@ -30,9 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-from jax._src import core as jax_core
-from jax._src.interpreters import batching
-from jax._src.interpreters import mlir as jax_mlir
 
 from minipallas import lowering
 from minipallas.interop import to_jax
@@ -43,6 +40,9 @@ from minipallas.kernels.platforms import PLATFORMS, Platform
 from minipallas.kernels.platforms.batching import batched_kernel
 from minipallas.kernels.programs.choose import cpu_program, lower_kernel
 from minipallas.kernels.spec.call import CallSpec
+from minipallas.lowering.jax_private import batching
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import mlir as jax_mlir
 
 minipallas_call_p = jax_core.Primitive("minipallas_call")
 minipallas_call_p.multiple_results = True

@@ -1,0 +1,87 @@
+"""Every private jax module minipallas reads, named in one table.
+
+The interop, the difftest, the kernel platforms and the tests need JAX internals: jaxpr
+equations and their primitives, upstream's state discharge as an oracle, Pallas's own lowering
+hooks. These live under ``jax._src``, which moves between releases. Every other file imports
+them from here (``from minipallas.lowering.jax_private import core as jax_core``), so a jax
+upgrade that moves a module edits one row of ``MODULES``. Written for jax 0.10.2
+(``JAX_VERSION``).
+
+A module is imported on first use, not when this file is, so importing minipallas loads only
+the JAX internals the code it runs needs. A module that is gone is a ``MiniPallasError`` naming
+it, not an ``ImportError`` deep in some interop file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from types import ModuleType
+
+from minipallas.ir.errors import MiniPallasError
+
+JAX_VERSION = "0.10.2"  # the jax these paths were read from (setup.cfg pins it)
+
+MODULES = {
+    # jaxprs: equations, avals, effects, pytrees, source locations
+    "core": "jax._src.core",
+    "tree_util": "jax._src.tree_util",
+    "source_info_util": "jax._src.source_info_util",
+    "api_util": "jax._src.api_util",  # with linear_util: a jaxpr traced by hand (the tests)
+    "linear_util": "jax._src.linear_util",
+    # state: refs, their indexers and primitives, and upstream's discharge (the oracle)
+    "state_types": "jax._src.state.types",
+    "state_indexing": "jax._src.state.indexing",
+    "state_primitives": "jax._src.state.primitives",
+    "state_discharge": "jax._src.state.discharge",
+    # Pallas: block specs and grid mappings, its primitives, the TPU memory spaces
+    "pallas_core": "jax._src.pallas.core",
+    "pallas_primitives": "jax._src.pallas.primitives",
+    "pallas_tpu_core": "jax._src.pallas.mosaic.core",
+    # Pallas backends: the lowerings the difftest compares against, and how a kernel is launched
+    "mosaic_lowering": "jax._src.pallas.mosaic.lowering",
+    "tpu_info": "jax._src.pallas.mosaic.tpu_info",
+    "tpu_custom_call": "jax._src.tpu_custom_call",
+    "triton_lowering": "jax._src.pallas.triton.lowering",
+    # interpreters: lowering rules to MLIR, batching rules (vmap)
+    "mlir": "jax._src.interpreters.mlir",
+    "batching": "jax._src.interpreters.batching",
+    # lax internals with no public name
+    "lax_control_flow": "jax._src.lax.control_flow",
+    "lax_slicing": "jax._src.lax.slicing",
+    # the machine: TPU chips and NVIDIA GPUs seen without opening a runtime
+    "hardware_utils": "jax._src.hardware_utils",
+}
+
+__all__ = ["JAX_VERSION", "MODULES", *MODULES]
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``MODULES[name]``, imported on first access and kept as this module's attribute."""
+    if name not in MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    path = MODULES[name]
+    try:
+        module = importlib.import_module(path)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (path == e.name or path.startswith(e.name + ".")):
+            raise  # the module is there; something it imports is not
+        raise MiniPallasError(
+            f"jax {_installed_jax()} has no module {path} (jax_private.{name}); minipallas "
+            f"was written for jax {JAX_VERSION}",
+            fix=f"install jax=={JAX_VERSION} and jaxlib=={JAX_VERSION}, or, upgrading jax, "
+            f"point MODULES[{name!r}] in lowering/jax_private.py at the module's new path",
+        ) from e
+    globals()[name] = module
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *MODULES})
+
+
+def _installed_jax() -> str:
+    try:
+        return importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
