@@ -45,15 +45,17 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
 from minipallas.kernels.programs.vectorized_grid import (
-    Operand,
-    Plan,
-    filled,
     grid_plan,
     grid_point,
     known_scalars,
     map_components,
-    paired,
     pure_body,
+)
+from minipallas.kernels.programs.windows import (
+    Operand,
+    Plan,
+    filled,
+    paired,
     read_window,
     unpaired,
     window_layout,

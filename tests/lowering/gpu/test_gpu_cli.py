@@ -47,8 +47,16 @@ def test_emit_gpu_needs_a_kernel_file(tmp_path, capsys):
     [
         ("gpu", ["collectives", "discharge", "cleanup"], "tt.func public @add("),
         ("tpu", ["collectives"], "func.func @add("),
-        # the CPU program built from the kernel body is a stage of its own, before the pipeline
-        ("stablehlo", ["cpu-program", "collectives", "discharge", "cleanup"], "func.func @main("),
+        # the CPU program is built from the kernel body by stages of their own (the body's
+        # passes, its batched form, the program), before the target's pipeline
+        (
+            "stablehlo",
+            [
+                *("bind-grid", "discharge", "cleanup", "drop-inputs", "cleanup", "batch-grid"),
+                *("cpu-program", "collectives", "discharge", "cleanup"),
+            ],
+            "func.func @main(",
+        ),
     ],
 )
 def test_print_ir_after_all_dumps_a_kernels_pipeline(kernel_file, capsys, target, passes, emitted):
