@@ -8,8 +8,9 @@ ahead-of-time compiled ``jax.jit`` function: its lowering parses the module into
 (``merge_mlir_modules``) and calls it, XLA inlines the call, and the executable is the one
 ``cpu_compile`` builds, with the same option (no excess precision), so the bits are too.
 
-Only modules whose types jax carries unchanged qualify (``jitted`` returns ``None`` for the
-others): without ``jax_enable_x64``, jax would turn 64-bit arrays into 32-bit ones.
+Every minipallas dtype is one jax carries unchanged (none is 64-bit, which jax without
+``jax_enable_x64`` would narrow). A module whose ``debug_print`` calls back into Python keeps
+jaxlib's bindings, which take the callbacks.
 """
 
 from __future__ import annotations
@@ -47,12 +48,9 @@ def _lower(ctx: Any, *args: Any, text: str, results: Types) -> Sequence[Any]:
 jax_mlir.register_lowering(module_p, _lower, platform="cpu")
 
 
-def jitted(text: str, params: Types, results: Types) -> Callable[..., Any] | None:
+def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
     """The module's ``@main`` compiled for the CPU behind ``jax.jit``'s dispatch: call it with
-    numpy arrays of ``params``' types, get jax arrays of ``results``' types; ``None`` when
-    jax would change one of those types."""
-    if any(jax.dtypes.canonicalize_dtype(d) != d for _, d in (*params, *results)):
-        return None
+    numpy arrays of ``params``' types, get jax arrays of ``results``' types."""
 
     def run(*arrays: Any) -> Any:
         return module_p.bind(*arrays, text=text, results=results)

@@ -41,8 +41,8 @@ class Compiled:
     """An XLA:CPU executable for one lowered function; call it with numpy arrays.
 
     ``jitted`` is the executable behind ``jax.jit``'s dispatch (``lowering/jax_dispatch.py``),
-    or ``None`` where jax cannot carry the types or a ``debug_print`` calls back; then
-    ``executable`` is jaxlib's, called through ``jaxlib_shim.cpu_execute``."""
+    or ``None`` where a ``debug_print`` calls back into Python; then ``executable`` is
+    jaxlib's, called through ``jaxlib_shim.cpu_execute``."""
 
     def __init__(self, lowered: Lowered) -> None:
         self.lowered = lowered
@@ -50,10 +50,11 @@ class Compiled:
         self._expected = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in self.param_types)
         text, callbacks = lowered.as_text(debug_info=False), lowered.host_callbacks
         results = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in lowered.function.result_types)
-        # jax.jit's dispatch where it can carry the types (and no debug_print calls back)
-        self.jitted = None if callbacks else jax_dispatch.jitted(text, self._expected, results)
-        if self.jitted is None:
+        if callbacks:  # a debug_print's: only jaxlib's bindings take them
+            self.jitted = None
             self.executable = jaxlib_shim.cpu_compile(text, callbacks)
+        else:
+            self.jitted = jax_dispatch.jitted(text, self._expected, results)
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if len(args) != len(self.param_types):

@@ -11,7 +11,7 @@ from shlo_util import check, const
 import minipallas
 from minipallas.ir import ArrayType, Builder, Dyn, Int, Slice, params
 from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import jax_dispatch, jaxlib_shim
 
 
 def accumulate():
@@ -40,15 +40,27 @@ def test_stateful_results_then_final_refs():
     np.testing.assert_array_equal(r, np.arange(8, dtype=np.float32))  # inputs are not mutated
 
 
-def test_compiled_once_per_function_and_callable_many_times(monkeypatch):
-    texts = []
-    real = jaxlib_shim.cpu_compile
+def compiled_texts(monkeypatch) -> list[str]:
+    """The module texts compiled from now on, through either way a module runs: behind
+    ``jax.jit``'s dispatch or through jaxlib's Python bindings."""
+    texts: list[str] = []
+    jitted, cpu_compile = jax_dispatch.jitted, jaxlib_shim.cpu_compile
 
-    def counting(text):
+    def jitted_counting(text, params, results):
         texts.append(text)
-        return real(text)
+        return jitted(text, params, results)
 
-    monkeypatch.setattr(jaxlib_shim, "cpu_compile", counting)
+    def cpu_compile_counting(text, callbacks=()):
+        texts.append(text)
+        return cpu_compile(text, callbacks)
+
+    monkeypatch.setattr(jax_dispatch, "jitted", jitted_counting)
+    monkeypatch.setattr(jaxlib_shim, "cpu_compile", cpu_compile_counting)
+    return texts
+
+
+def test_compiled_once_per_function_and_callable_many_times(monkeypatch):
+    texts = compiled_texts(monkeypatch)
     fn = accumulate()
     compiled = minipallas.compile(fn)
     assert minipallas.compile(fn) is compiled
@@ -61,11 +73,9 @@ def test_compiled_once_per_function_and_callable_many_times(monkeypatch):
 
 
 def test_the_emitted_module_is_what_runs(monkeypatch):
-    texts = []
-    real = jaxlib_shim.cpu_compile
-    monkeypatch.setattr(jaxlib_shim, "cpu_compile", lambda t: texts.append(t) or real(t))
+    texts = compiled_texts(monkeypatch)
     fn = accumulate()
-    minipallas.compile(fn)
+    assert minipallas.compile(fn).jitted is not None  # behind jax.jit's dispatch
     assert texts == [minipallas.lower(fn).as_text(debug_info=False)]
 
 
