@@ -92,32 +92,26 @@ def Accum(input: int) -> Effect:  # noqa: N802
 
 
 def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
-    """For a region op: which of the op's operands each region parameter receives.
+    """For a region op: which of the op's operands each region parameter holds, as its
+    declaration lines them up (``OpDef.params``).
 
-    Parameters missing from the map (loop indices, carries, scoped allocations) receive no ref
-    from outside the op.
+    Parameters missing from the map (loop indices, carries, scoped allocations) hold no operand:
+    a loop's carries receive its ``inits`` on the first trip only, then what the body yields.
     """
-    if op.name not in _RECEIVES:
+    opdef = OPS.get(op.name)
+    if opdef is None or not opdef.params:
         raise PassError(
             "the effects analysis does not know how this op's regions use its operands",
             op=op.name,
             loc=op.loc,
         )
-    group, first = _RECEIVES[op.name]
-    where = op.slices()[group(region_index)]
-    size = where.stop - where.start
-    start = first(len(op.regions[region_index].params), size)
-    return {start + k: where.start + k for k in range(size)}
-
-
-# region op -> (the operand group region r's parameters receive, the first parameter receiving
-# it given (parameters, group size)): after the loop index; a scope's allocations come first
-_RECEIVES = {
-    "for": (lambda r: "consts", lambda params, n: 1),
-    "while": (lambda r: ("cond_consts", "body_consts")[r], lambda params, n: 0),
-    "cond": (lambda r: "args", lambda params, n: 0),
-    "run_scoped": (lambda r: "args", lambda params, n: params - n),
-}
+    operands = op.slices()
+    found = {}
+    for name, where in op.param_slices(region_index).items():
+        if name in operands and name != "inits":
+            first = operands[name].start
+            found.update((where.start + k, first + k) for k in range(where.stop - where.start))
+    return found
 
 
 class EffectsAnalysis:

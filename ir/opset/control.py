@@ -83,6 +83,7 @@ class For:
     syntax=For(),
     regions=1,
     pure=False,
+    params=(("index", "consts", "inits"),),
 )
 def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Counted loop ``for i in range(lower, upper)`` with carried values::
@@ -145,6 +146,7 @@ class While:
     syntax=While(),
     regions=2,
     pure=False,
+    params=(("cond_consts", "inits"), ("body_consts", "inits")),
 )
 def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Loop while a condition region yields true::
@@ -191,7 +193,14 @@ class Cond:
         return Parsed([index, *args], {}, branches)
 
 
-@declare("cond", operands=("index", Variadic("args")), syntax=Cond(), regions=None, pure=False)
+@declare(
+    "cond",
+    operands=("index", Variadic("args")),
+    syntax=Cond(),
+    regions=None,
+    pure=False,
+    params=(("args",),),
+)
 def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Run one of N branches chosen by an integer index (clamped into range, as in lax.switch)::
 
