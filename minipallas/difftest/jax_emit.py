@@ -202,9 +202,8 @@ def index(
 
 def _split(op: Op, args: list) -> tuple[Any, tuple, list]:
     """The ref, the numpy-style index and the value operands of a state op."""
-    indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    ref, dyn, rest = args[0], args[1 : 1 + n], args[1 + n :]
+    indexer, indices = op.attrs["indexer"], op.slices()["indices"]
+    ref, dyn, rest = args[0], args[indices], args[indices.stop :]
     write = op.name in ("swap", "addupdate", "store")
     window = op.name in ("load", "store")
     shape = op.operands[0].type.shape
