@@ -156,7 +156,7 @@ class OpDef:
         variadic = {e.name for e in self.operands if isinstance(e, Variadic)}
         names: list[str] = []
         for name, where in groups.items():
-            size = where.stop - where.start
+            size = _size(where)
             names += [f"{name}[{k}]" for k in range(size)] if name in variadic else [name] * size
         return tuple(names)
 
