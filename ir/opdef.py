@@ -109,8 +109,11 @@ class OpDef:
     pure: bool = True
     observable: bool = False
     params: tuple[tuple[Param, ...], ...] = ()
-    # (count, sizes the attributes give) -> groups: a pass asks per op, the answer is per shape
+    # the answers of ``groups`` and ``param_groups``: a pass asks per op, they are per shape
     _layouts: dict[tuple, Slices | None] = field(default_factory=dict, repr=False, compare=False)
+    _param_layouts: dict[tuple, Slices | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
     _sized: tuple[Operand, ...] = field(init=False, repr=False, compare=False)  # by attributes
 
     def __post_init__(self) -> None:
@@ -140,12 +143,16 @@ class OpDef:
         operands = self.groups(count, attrs)
         if operands is None or not self.params:
             return None
-        entries = self.params[min(region, len(self.params) - 1)]
-        sizes = tuple(
-            None if isinstance(e, Variadic) else _size(operands[e]) if e in operands else 1
-            for e in entries
-        )
-        return _lay_out(entries, sizes, n_params)
+        k = min(region, len(self.params) - 1)
+        key = (id(operands), k, n_params)  # ``_layouts`` keeps ``operands``, so its id is its own
+        if key not in self._param_layouts:
+            entries = self.params[k]
+            sizes = tuple(
+                None if isinstance(e, Variadic) else _size(operands[e]) if e in operands else 1
+                for e in entries
+            )
+            self._param_layouts[key] = _lay_out(entries, sizes, n_params)
+        return self._param_layouts[key]
 
     def operand_names(self, count: int, attrs: Attrs) -> tuple[str, ...] | None:
         """The name of each of an op's ``count`` operands, or ``None`` when that many do not
