@@ -23,7 +23,9 @@ observed asks ``effects_with_swap_reads``, where a ``swap`` whose result is used
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from minipallas.ir.errors import PassError
@@ -91,7 +93,7 @@ def Accum(input: int) -> Effect:  # noqa: N802
     return Effect(ACCUM, input)
 
 
-def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
+def region_operand_map(op: Op, region_index: int) -> Mapping[int, int]:
     """For a region op: which of the op's operands each region parameter holds, as its
     declaration lines them up (``OpDef.params``).
 
@@ -105,13 +107,19 @@ def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
             op=op.name,
             loc=op.loc,
         )
-    operands = op.slices()
-    found = {}
-    for name, where in op.param_slices(region_index).items():
-        if name in operands and name != "inits":
-            first = operands[name].start
-            found.update((where.start + k, first + k) for k in range(where.stop - where.start))
-    return found
+    params = op.param_slices(region_index)
+    key = id(params)  # one per operand layout, region and parameter count, kept by the ``OpDef``
+    if key not in _MAPS:
+        operands, found = op.slices(), {}
+        for name, where in params.items():
+            if name in operands and name != "inits":
+                first = operands[name].start
+                found.update((where.start + k, first + k) for k in range(where.stop - where.start))
+        _MAPS[key] = MappingProxyType(found)
+    return _MAPS[key]
+
+
+_MAPS: dict[int, Mapping[int, int]] = {}  # region_operand_map's, per layout
 
 
 class EffectsAnalysis:
