@@ -182,9 +182,8 @@ class EffectsAnalysis:
         the body does to it is what the group does to one shared buffer (issue 15)."""
         if op.name != "run_scoped" or not op.attrs.get("collective_axes"):
             return frozenset()
-        (body,) = op.regions
-        n_alloc = len(body.params) - len(op.operands)
-        return frozenset(e for e in self.block(body) if e.input < n_alloc)
+        allocs = op.param_slices()["allocs"]  # the first parameters
+        return frozenset(e for e in self.block(op.regions[0]) if e.input < allocs.stop)
 
 
 def _used_values(block: Block) -> set[Value]:
