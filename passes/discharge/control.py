@@ -116,10 +116,9 @@ class _Loop:
 
     ``cond_consts`` and ``body_consts`` are the operand positions of the condition's and the
     body's consts (the initial carries follow). ``groups`` are the discharged refs among the
-    consts, one per buffer
-    (``group_refs``), with ``dyn`` the dynamic indices of their views; ``carried`` are the
-    groups the condition or the body writes, ``cond_writes`` the const positions whose refs the
-    condition writes.
+    consts, one per buffer (``group_refs``), with ``dyn`` the dynamic indices of their views;
+    ``carried`` are the groups the condition or the body writes, ``cond_writes`` the const
+    positions whose refs the condition writes.
     """
 
     scope: DischargeScope
