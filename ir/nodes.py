@@ -35,7 +35,9 @@ class Value:
         return f"<Value {self.type} at {id(self):#x}>"
 
 
-def _named(op: Op, found: Mapping[str, slice] | None, name: str | None, what: str):
+def _named(
+    op: Op, found: Mapping[str, slice] | None, name: str | None, what: str
+) -> Mapping[str, slice]:
     """``found``, or an error naming the groups there are when it is ``None`` or lacks
     ``name``."""
     if found is None or (name is not None and name not in found):
