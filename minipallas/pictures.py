@@ -340,7 +340,7 @@ class _Drawer:
                 )
             else:
                 box.attr(label=_region_title(op, r), style="rounded,filled", fillcolor="white")
-            self.block(box, region, self.analysis.block(region), "yield", scoped)
+            self.block(box, region, self.analysis.block(region), "yield", len(scoped))
         for param, operand in region_operand_map(op, r).items():
             target, _ = self.source[region.params[param]]
             name = self.printer.value(op.operands[operand])
