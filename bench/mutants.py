@@ -166,7 +166,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "while-cond-final-writes-dropped",
         "dropped write-back",
         "passes/discharge/control.py",
-        "    scope.inline(Block(cond.params[:n_cond], cond.ops, ()), op.operands[:n_cond])\n",
+        '    scope.inline(consts, op.group("cond_consts"))\n',
         "    pass\n",
         "the writes of a while condition's last (loop-ending) evaluation are dropped",
     ),
@@ -232,7 +232,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "same-window-ignores-dynamic",
         "wrong comparison",
         "passes/cleanup_patterns.py",
-        'return a.attrs["indexer"] == b.attrs["indexer"] and _dyn(a) == _dyn(b)',
+        'return a.attrs["indexer"] == b.attrs["indexer"] and '
+        'a.group("indices") == b.group("indices")',
         'return a.attrs["indexer"] == b.attrs["indexer"]',
         "windows with one indexer but different dynamic starts count as the same window",
     ),

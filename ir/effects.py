@@ -23,7 +23,9 @@ observed asks ``effects_with_swap_reads``, where a ``swap`` whose result is used
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from minipallas.ir.errors import PassError
@@ -91,33 +93,33 @@ def Accum(input: int) -> Effect:  # noqa: N802
     return Effect(ACCUM, input)
 
 
-def region_operand_map(op: Op, region_index: int) -> dict[int, int]:
-    """For a region op: which of the op's operands each region parameter receives.
+def region_operand_map(op: Op, region_index: int) -> Mapping[int, int]:
+    """For a region op: which of the op's operands each region parameter holds, as its
+    declaration lines them up (``OpDef.params``).
 
-    Parameters missing from the map (loop indices, carries, scoped allocations) receive no ref
-    from outside the op.
+    Parameters missing from the map (loop indices, carries, scoped allocations) hold no operand:
+    a loop's carries receive its ``inits`` on the first trip only, then what the body yields.
     """
-    if op.name not in _RECEIVES:
+    opdef = OPS.get(op.name)
+    if opdef is None or not opdef.params:
         raise PassError(
             "the effects analysis does not know how this op's regions use its operands",
             op=op.name,
             loc=op.loc,
         )
-    group, first = _RECEIVES[op.name]
-    where = op.slices()[group(region_index)]
-    size = where.stop - where.start
-    start = first(len(op.regions[region_index].params), size)
-    return {start + k: where.start + k for k in range(size)}
+    params = op.param_slices(region_index)
+    key = id(params)  # one per operand layout, region and parameter count, kept by the ``OpDef``
+    if key not in _MAPS:
+        operands, found = op.slices(), {}
+        for name, where in params.items():
+            if name in operands and name != "inits":
+                first = operands[name].start
+                found.update((where.start + k, first + k) for k in range(where.stop - where.start))
+        _MAPS[key] = MappingProxyType(found)
+    return _MAPS[key]
 
 
-# region op -> (the operand group region r's parameters receive, the first parameter receiving
-# it given (parameters, group size)): after the loop index; a scope's allocations come first
-_RECEIVES = {
-    "for": (lambda r: "consts", lambda params, n: 1),
-    "while": (lambda r: ("cond_consts", "body_consts")[r], lambda params, n: 0),
-    "cond": (lambda r: "args", lambda params, n: 0),
-    "run_scoped": (lambda r: "args", lambda params, n: params - n),
-}
+_MAPS: dict[int, Mapping[int, int]] = {}  # region_operand_map's, per layout
 
 
 class EffectsAnalysis:
@@ -180,9 +182,8 @@ class EffectsAnalysis:
         the body does to it is what the group does to one shared buffer (issue 15)."""
         if op.name != "run_scoped" or not op.attrs.get("collective_axes"):
             return frozenset()
-        (body,) = op.regions
-        n_alloc = len(body.params) - len(op.operands)
-        return frozenset(e for e in self.block(body) if e.input < n_alloc)
+        allocs = op.param_slices()["allocs"]  # the first parameters
+        return frozenset(e for e in self.block(op.regions[0]) if e.input < allocs.stop)
 
 
 def _used_values(block: Block) -> set[Value]:

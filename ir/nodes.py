@@ -35,6 +35,22 @@ class Value:
         return f"<Value {self.type} at {id(self):#x}>"
 
 
+def _named(
+    op: Op, found: Mapping[str, slice] | None, name: str | None, what: str
+) -> Mapping[str, slice]:
+    """``found``, or an error naming the groups there are when it is ``None`` or lacks
+    ``name``."""
+    if found is None or (name is not None and name not in found):
+        known = ", ".join(found or ()) or "none: its operands do not fit its declaration"
+        raise MiniPallasError(
+            f"op '{op.name}' has no {what} '{name}'" if name else f"op '{op.name}' has no {what}s",
+            op=op.name,
+            loc=op.loc,
+            fix=f"its groups: {known}",
+        )
+    return found
+
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _KEEP = object()  # ``Op.replace``: the field is not changed
 _new = object.__new__
@@ -129,21 +145,32 @@ class Op:
         ``op.operands[2 : 2 + op.attrs["num_consts"]]``."""
         return self.operands[self.slices(name)[name]]
 
-    def slices(self, name: str | None = None) -> dict[str, slice]:
+    def slices(self, name: str | None = None) -> Mapping[str, slice]:
         """Where each named operand or group sits among the operands, by name: for a rule
         whose values line up with the operands (``args[op.slices()["consts"]]``). With
         ``name``, an error naming the op's groups when it has none of that name."""
         opdef = OPS.get(self.name)
         found = None if opdef is None else opdef.groups(len(self.operands), self.attrs)
-        if found is None or (name is not None and name not in found):
-            known = ", ".join(found or ()) or "none: its operands do not fit its declaration"
-            raise MiniPallasError(
-                f"op '{self.name}' has no operand group '{name}'",
-                op=self.name,
-                loc=self.loc,
-                fix=f"its groups: {known}",
-            )
-        return found
+        return _named(self, found, name, "operand group")
+
+    def param_group(self, name: str, region: int = 0) -> tuple[Value, ...]:
+        """The parameters of region ``region`` that receive operand group ``name``, as its
+        declaration lines them up (``OpDef.params``): a ``for`` body's
+        ``op.param_group("consts")`` instead of ``body.params[1 : 1 + n_consts]``, its carries'
+        ``op.param_group("inits")``, its ``op.param_group("index")``."""
+        return self.regions[region].params[self.param_slices(region, name)[name]]
+
+    def param_slices(self, region: int = 0, name: str | None = None) -> Mapping[str, slice]:
+        """Where each named group sits among region ``region``'s parameters, by name: for
+        values that line up with them (``run(body, args)``, ``new_params[where["inits"]]``)."""
+        opdef = OPS.get(self.name)
+        count = len(self.regions[region].params)
+        found = (
+            None
+            if opdef is None
+            else opdef.param_groups(region, len(self.operands), self.attrs, count)
+        )
+        return _named(self, found, name, f"region {region} parameter group")
 
     @property
     def result(self) -> Value:

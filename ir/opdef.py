@@ -6,14 +6,17 @@ operand types, static attributes and regions it returns the result types, or rai
 ops their result types, and the verifier calls it to check existing ops, so the two can never
 disagree. Its ``syntax`` (an ``ir.syntax.Rule``) is how the printer writes the op and the
 parser reads it back; it is given in the same declaration, so an op cannot exist without one.
-Its ``operands`` name the operand positions, so an error about one says ``operand 'ref'``.
+Its ``operands`` name the operand positions, so an error about one says ``operand 'ref'``, and
+a pass reads them by name (``op.group("consts")``); its ``params`` say which operands each
+region's parameters receive, so a pass reads those by name too (``op.param_group("consts")``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from minipallas.ir.types import Type
@@ -73,6 +76,8 @@ class Flagged:
 
 
 Operand = str | Variadic | Flagged  # a plain string: exactly one operand of that name
+Param = str | Variadic  # a region parameter entry (``OpDef.params``)
+Slices = Mapping[str, slice]
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,13 @@ class OpDef:
     (``dma_start``: read 0, write 1, accum 2); effects of region ops come from their regions.
     ``pure`` ops may be removed when their results are unused; ``observable`` ones act outside
     the program (``debug_print``) and may never be removed.
+
+    ``params`` lines each region's parameters up with the operands: per region, names in order.
+    The name of an operand group stands for the parameters that receive those operands, one
+    each (``for``'s ``"consts"``; its ``"inits"`` are the carries' parameters); any other name
+    is one parameter of the region's own (``for``'s ``"index"``), and a ``Variadic`` the
+    parameters the others leave (``run_scoped``'s allocations). An op with any number of
+    regions (``cond``) declares one entry for all of them.
     """
 
     name: str
@@ -96,6 +108,17 @@ class OpDef:
     effect: EffectKind | tuple[EffectKind | None, ...] | None = None
     pure: bool = True
     observable: bool = False
+    params: tuple[tuple[Param, ...], ...] = ()
+    # the answers of ``groups`` and ``param_groups``: a pass asks per op, they are per shape
+    _layouts: dict[tuple, Slices | None] = field(default_factory=dict, repr=False, compare=False)
+    _param_layouts: dict[tuple, Slices | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _sized: tuple[Operand, ...] = field(init=False, repr=False, compare=False)  # by attributes
+
+    def __post_init__(self) -> None:
+        sized = tuple(e for e in self.operands if isinstance(e, Flagged) or _counted(e))
+        object.__setattr__(self, "_sized", sized)
 
     @property
     def effects(self) -> tuple[tuple[EffectKind, int], ...]:
@@ -103,35 +126,33 @@ class OpDef:
         kinds = self.effect if isinstance(self.effect, tuple) else (self.effect,)
         return tuple((kind, i) for i, kind in enumerate(kinds) if kind is not None)
 
-    def groups(self, count: int, attrs: Attrs) -> dict[str, slice] | None:
+    def groups(self, count: int, attrs: Attrs) -> Slices | None:
         """Where each declared operand (or group) sits among an op's ``count`` operands, by
         name: ``for``'s ``{"lower": slice(0, 1), "upper": ..., "consts": slice(2, 2 + n),
         "inits": ...}``; ``None`` when that many do not fit the declaration."""
-        sizes: list[int] = []
-        rest = None
-        for entry in self.operands:
-            if isinstance(entry, Flagged):
-                sizes.append(1 if attrs.get(entry.flag) else 0)
-            elif not isinstance(entry, Variadic):
-                sizes.append(1)
-            elif entry.count is None:
-                rest = len(sizes)
-                sizes.append(0)
-            else:
-                n = attrs.get(entry.count)
-                if not isinstance(n, int) or n < 0:
-                    return None
-                sizes.append(n)
-        left = count - sum(sizes)
-        if left < 0 or (left and rest is None):
+        key = (count, *[_declared_size(entry, attrs) for entry in self._sized])
+        if key not in self._layouts:
+            sizes = tuple(_declared_size(entry, attrs) for entry in self.operands)
+            self._layouts[key] = _lay_out(self.operands, sizes, count)
+        return self._layouts[key]
+
+    def param_groups(self, region: int, count: int, attrs: Attrs, n_params: int) -> Slices | None:
+        """Where each entry of ``params`` for region ``region`` sits among its ``n_params``
+        parameters, given an op of ``count`` operands: ``for``'s body ``{"index": slice(0, 1),
+        "consts": slice(1, 1 + n), "inits": ...}``; ``None`` when they do not fit."""
+        operands = self.groups(count, attrs)
+        if operands is None or not self.params:
             return None
-        if rest is not None:
-            sizes[rest] = left
-        found, start = {}, 0
-        for entry, n in zip(self.operands, sizes, strict=True):
-            found[entry if isinstance(entry, str) else entry.name] = slice(start, start + n)
-            start += n
-        return found
+        k = min(region, len(self.params) - 1)
+        key = (id(operands), k, n_params)  # ``_layouts`` keeps ``operands``, so its id is its own
+        if key not in self._param_layouts:
+            entries = self.params[k]
+            sizes = tuple(
+                None if isinstance(e, Variadic) else _size(operands[e]) if e in operands else 1
+                for e in entries
+            )
+            self._param_layouts[key] = _lay_out(entries, sizes, n_params)
+        return self._param_layouts[key]
 
     def operand_names(self, count: int, attrs: Attrs) -> tuple[str, ...] | None:
         """The name of each of an op's ``count`` operands, or ``None`` when that many do not
@@ -142,7 +163,7 @@ class OpDef:
         variadic = {e.name for e in self.operands if isinstance(e, Variadic)}
         names: list[str] = []
         for name, where in groups.items():
-            size = where.stop - where.start
+            size = _size(where)
             names += [f"{name}[{k}]" for k in range(size)] if name in variadic else [name] * size
         return tuple(names)
 
@@ -151,6 +172,45 @@ class OpDef:
         not fit the declaration."""
         names = self.operand_names(count, attrs)
         return f"'{names[position]}'" if names and 0 <= position < len(names) else str(position)
+
+
+def _declared_size(entry: Operand, attrs: Attrs) -> int | None:
+    """How many operands ``entry`` is, as far as the attributes say: ``None`` for the group
+    that takes those left, -1 for a count attribute that is not a count."""
+    if isinstance(entry, Flagged):
+        return 1 if attrs.get(entry.flag) else 0
+    if not isinstance(entry, Variadic):
+        return 1
+    if not _counted(entry):
+        return None
+    n = attrs.get(entry.count)
+    return n if isinstance(n, int) and n >= 0 else -1
+
+
+def _counted(entry: Operand) -> bool:
+    return isinstance(entry, Variadic) and entry.count is not None
+
+
+def _size(where: slice) -> int:
+    return where.stop - where.start
+
+
+def _lay_out(
+    entries: tuple[Operand, ...], sizes: tuple[int | None, ...], count: int
+) -> Slices | None:
+    """Consecutive slices of ``count`` items, one per entry, of the given sizes (``None``: the
+    items the others leave); ``None`` when they do not add up."""
+    if -1 in sizes:
+        return None
+    left = count - sum(n for n in sizes if n is not None)
+    if left < 0 or (left and None not in sizes):
+        return None
+    found, start = {}, 0
+    for entry, n in zip(entries, sizes, strict=True):
+        n = left if n is None else n
+        found[entry if isinstance(entry, str) else entry.name] = slice(start, start + n)
+        start += n
+    return MappingProxyType(found)
 
 
 OPS: dict[str, OpDef] = {}
@@ -165,17 +225,22 @@ def declare(
     effect: EffectKind | tuple[EffectKind | None, ...] | None = None,
     pure: bool = True,
     observable: bool = False,
+    params: tuple[tuple[Param, ...], ...] = (),
 ) -> Callable[[InferFn], InferFn]:
     """Register ``infer`` as the type rule of op ``name``, whose operands are ``operands``,
     printed and parsed by ``syntax``; ``infer``'s docstring documents the op."""
     if sum(isinstance(e, Variadic) and e.count is None for e in operands) > 1:
         raise ValueError(f"op {name!r}: only one Variadic may go without a count")
+    if any(sum(isinstance(e, Variadic) for e in region) > 1 for region in params):
+        raise ValueError(f"op {name!r}: only one Variadic per region's parameters")
 
     def register(infer: InferFn) -> InferFn:
         if name in OPS:
             raise ValueError(f"op {name!r} declared twice")
         doc = (infer.__doc__ or "").strip()
-        OPS[name] = OpDef(name, infer, doc, operands, syntax, regions, effect, pure, observable)
+        OPS[name] = OpDef(
+            name, infer, doc, operands, syntax, regions, effect, pure, observable, params
+        )
         return infer
 
     return register

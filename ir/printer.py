@@ -139,7 +139,8 @@ class Printer:
             )
         results = ", ".join(self.define(r) for r in op.results)
         line = [indent, f"{results} = " if results else "", op.name]
-        for part in opdef.syntax.print(self, op):
+        fits = opdef.groups(len(op.operands), op.attrs) is not None
+        for part in opdef.syntax.print(self, op) if fits else self.unfit(op):
             if isinstance(part, Block):
                 line.append("{")
                 self.lines.append("".join(line))
@@ -155,13 +156,20 @@ class Printer:
             line.append(location_text(op.loc))
         self.lines.append("".join(line))
 
+    def unfit(self, op: Op) -> list[str | Block]:
+        """An op whose operands do not fit its declaration, shown while that is reported: its
+        operands and attributes as they are, since syntax rules read operands by group."""
+        attrs = ", ".join(f"{name} = {value!r}" for name, value in op.attrs.items())
+        regions = [piece for region in op.regions for piece in (" ", region)]
+        return [f" ({self.values(op.operands)}) {{{attrs}}}", *regions]
+
     # -- attributes ---------------------------------------------------------------------------
 
     def indexed(self, op: Op) -> str:
         """``%r[3, 0:8, 0:16:2, ds(%k, 8), %idx, :]``: operand 0 and the op's indexer."""
         base = op.operands[0] if op.operands else None
         shape = getattr(getattr(base, "type", None), "shape", ())
-        dyn = op.operands[1:]
+        dyn = op.group("indices")
         entries = [
             self.index_entry(e, shape[d] if d < len(shape) else None, dyn)
             for d, e in enumerate(op.attrs.get("indexer", ()))

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from minipallas.ir import indexing
 from minipallas.ir.nodes import Block, Op, Value
 from minipallas.ir.types import Type
 
@@ -126,14 +125,12 @@ class Windowed:
         self.flags = flags
 
     def print(self, p: Printer, op: Op) -> Pieces:
-        n_dyn = indexing.num_dyn(op.attrs.get("indexer", ()))
-        rest = op.operands[1 + n_dyn :]
+        rest = op.operands[op.slices()["indices"].stop :]  # the values, then the flagged ones
         text = [" ", p.indexed(op), *(f", {p.value(v)}" for v in rest[: self.n_values])]
         extras = iter(rest[self.n_values :])
         for keyword, flag in self.flags:
             if op.attrs.get(flag):
-                value = next(extras, None)
-                text.append(f", {keyword} {p.value(value) if value else '%undef'}")
+                text.append(f", {keyword} {p.value(next(extras))}")
         return ["".join(text)]
 
     def parse(self, r: Parser) -> Parsed:

@@ -18,15 +18,14 @@ from minipallas.lowering.rules import EmitterContext
 
 def run_scoped(ctx: EmitterContext, op: Op, *args: Any) -> Sequence[Any]:
     """Inlines the body of an allocation-free ``run_scoped``; rejects one that allocates."""
-    (body,) = op.regions
-    n_alloc = len(body.params) - len(args)
-    if n_alloc:
+    allocs = op.param_group("allocs")
+    if allocs:
         raise PassError(
-            f"still allocates {n_alloc} ref(s); the {ctx.target} lowering has no mutable "
+            f"still allocates {len(allocs)} ref(s); the {ctx.target} lowering has no mutable "
             "references",
             op=op.name,
             loc=op.loc,
             fix="discharge scoped allocations first (minipallas.lower and "
             "minipallas.lowering.gpu.lower_kernel do)",
         )
-    return ctx.lower_block(body, args)
+    return ctx.lower_block(op.regions[0], args)

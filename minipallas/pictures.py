@@ -328,10 +328,10 @@ class _Drawer:
         self.source.update((r, (node, cluster)) for r in op.results)
 
     def region(self, outer: graphviz.Digraph, op: Op, r: int, region: Block, head: str) -> None:
-        scoped = len(region.params) - len(op.operands) if op.name == "run_scoped" else 0
+        scoped = op.param_group("allocs") if op.name == "run_scoped" else ()
         with outer.subgraph(name=f"cluster_{self.fresh()}") as box:
             if scoped:
-                allocs = self.printer.values(region.params[:scoped])
+                allocs = self.printer.values(scoped)
                 lifetime = sum(1 for _ in region.walk())
                 box.attr(
                     label=f"scope of {allocs}: lives during these {lifetime} ops",
@@ -340,7 +340,7 @@ class _Drawer:
                 )
             else:
                 box.attr(label=_region_title(op, r), style="rounded,filled", fillcolor="white")
-            self.block(box, region, self.analysis.block(region), "yield", scoped)
+            self.block(box, region, self.analysis.block(region), "yield", len(scoped))
         for param, operand in region_operand_map(op, r).items():
             target, _ = self.source[region.params[param]]
             name = self.printer.value(op.operands[operand])

@@ -203,22 +203,26 @@ class _Simplify:
             if len(body.params) != len(operands) or op.attrs.get("collective_axes"):
                 return False
             return self.splice(op, body, operands, scope)
+        where = op.slices()  # ``operands`` line up with the op's
         if op.name == "cond":
-            index = _constant_int(operands[0], scope)
+            (index,) = operands[where["index"]]
+            index = _constant_int(index, scope)
             if index is None and len(op.regions) > 1:
                 return False
             branch = op.regions[min(max(index or 0, 0), len(op.regions) - 1)]
-            return self.splice(op, branch, operands[1:], scope)
+            return self.splice(op, branch, operands[where["args"]], scope)
         if op.name == "for":
-            lower, upper = (_constant_int(v, scope) for v in operands[:2])
+            (lower,), (upper,) = operands[where["lower"]], operands[where["upper"]]
+            lower, upper = _constant_int(lower, scope), _constant_int(upper, scope)
             if lower is None or upper is None or upper - lower > 1:
                 return False
-            n_consts = op.attrs["num_consts"]
+            inits = operands[where["inits"]]
             if upper <= lower:
-                for old, init in zip(op.results, operands[2 + n_consts :], strict=True):
+                for old, init in zip(op.results, inits, strict=True):
                     self.env[old] = init
                 return True
-            return self.splice(op, op.regions[0], (operands[0], *operands[2:]), scope)
+            args = (*operands[where["lower"]], *operands[where["consts"]], *inits)  # one trip
+            return self.splice(op, op.regions[0], args, scope)
         return False
 
     def splice(self, op: Op, region: Block, args: Sequence[Value], scope: _CleanupScope) -> bool:
@@ -316,12 +320,11 @@ class _Prune:
 
     def shrink_cond(self, op: Op, live: list[bool]) -> Op:
         pruned = [self.block(branch, live) for branch in op.regions]
-        needed = [
-            any(b.params[k] in used for b, used in pruned) for k in range(len(op.operands) - 1)
-        ]
+        args = op.group("args")  # each branch's parameters, one each
+        needed = [any(b.params[k] in used for b, used in pruned) for k in range(len(args))]
         branches = tuple(_select_params(b, needed) for b, _ in pruned)
         return op.replace(
-            operands=(op.operands[0], *_select(op.operands[1:], needed)),
+            operands=(*op.group("index"), *_select(args, needed)),
             results=_select(op.results, live),
             regions=branches,
         )
@@ -329,61 +332,52 @@ class _Prune:
     def shrink_run_scoped(self, op: Op, live: list[bool]) -> Op:
         body, used = self.block(op.regions[0], live)
         needed = [p in used for p in body.params]
-        n_alloc = len(body.params) - len(op.operands)
-        if not all(needed[:n_alloc]):
+        where = op.param_slices()
+        if not all(needed[where["allocs"]]):
             self.unlocked = True
         return op.replace(
-            operands=_select(op.operands, needed[n_alloc:]),
+            operands=_select(op.group("args"), needed[where["args"]]),
             results=_select(op.results, live),
             regions=(_select_params(body, needed),),
         )
 
     def shrink_for(self, op: Op, live: list[bool]) -> Op:
         """Keep the carries the results need and, to a fixed point, those kept carries need."""
-        n_consts = op.attrs["num_consts"]
-        (region,) = op.regions
-        carries = region.params[1 + n_consts :]
-        body, used, live = self.live_carries(region, carries, live)
-        needed = [True] + [p in used for p in region.params[1 : 1 + n_consts]] + live
-        lower_upper, consts, inits = (
-            op.operands[:2],
-            op.operands[2 : 2 + n_consts],
-            op.operands[2 + n_consts :],
-        )
+        body, used, live = self.live_carries(op.regions[0], op.param_group("inits"), live)
+        consts = [p in used for p in op.param_group("consts")]
         return op.replace(
             operands=(
-                *lower_upper,
-                *_select(consts, needed[1 : 1 + n_consts]),
-                *_select(inits, live),
+                *op.group("lower"),
+                *op.group("upper"),
+                *_select(op.group("consts"), consts),
+                *_select(op.group("inits"), live),
             ),
             results=_select(op.results, live),
-            attrs={**op.attrs, "num_consts": sum(needed[1 : 1 + n_consts])},
-            regions=(_select_params(body, needed),),
+            attrs={**op.attrs, "num_consts": sum(consts)},
+            regions=(_select_params(body, [True, *consts, *live]),),  # the index, always
         )
 
     def shrink_while(self, op: Op, live: list[bool]) -> Op:
-        nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
         cond_region, body_region = op.regions
         cond, cond_used = self.block(cond_region, [True])
-        live = [k or p in cond_used for p, k in zip(cond_region.params[nc:], live, strict=True)]
-        carries = body_region.params[nb:]
-        body, used, live = self.live_carries(body_region, carries, live)
-        cond_needed = [p in cond_used for p in cond_region.params[:nc]] + live
-        body_needed = [p in used for p in body_region.params[:nb]] + live
+        cond_carries = op.param_group("inits", region=0)
+        live = [k or p in cond_used for p, k in zip(cond_carries, live, strict=True)]
+        body, used, live = self.live_carries(body_region, op.param_group("inits", region=1), live)
+        cond_consts = [p in cond_used for p in op.param_group("cond_consts", region=0)]
+        body_consts = [p in used for p in op.param_group("body_consts", region=1)]
         operands = (
-            *_select(op.operands[:nc], cond_needed[:nc]),
-            *_select(op.operands[nc : nc + nb], body_needed[:nb]),
-            *_select(op.operands[nc + nb :], live),
+            *_select(op.group("cond_consts"), cond_consts),
+            *_select(op.group("body_consts"), body_consts),
+            *_select(op.group("inits"), live),
         )
         return op.replace(
             operands=operands,
             results=_select(op.results, live),
-            attrs={
-                **op.attrs,
-                "cond_nconsts": sum(cond_needed[:nc]),
-                "body_nconsts": sum(body_needed[:nb]),
-            },
-            regions=(_select_params(cond, cond_needed), _select_params(body, body_needed)),
+            attrs={**op.attrs, "cond_nconsts": sum(cond_consts), "body_nconsts": sum(body_consts)},
+            regions=(
+                _select_params(cond, [*cond_consts, *live]),
+                _select_params(body, [*body_consts, *live]),
+            ),
         )
 
     def live_carries(

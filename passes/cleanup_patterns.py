@@ -51,13 +51,8 @@ def pattern(
 # --- windows -------------------------------------------------------------------------------
 
 
-def _dyn(op: Op) -> tuple[Value, ...]:
-    """The dynamic index operands of an indexed op."""
-    return op.operands[1 : 1 + facts(op.attrs["indexer"]).num_dyn]
-
-
 def _same_window(a: Op, b: Op) -> bool:
-    return a.attrs["indexer"] == b.attrs["indexer"] and _dyn(a) == _dyn(b)
+    return a.attrs["indexer"] == b.attrs["indexer"] and a.group("indices") == b.group("indices")
 
 
 def _is_whole(op: Op) -> bool:

@@ -64,8 +64,7 @@ def _allocations(fn: Function) -> list[RefType]:
     out = []
     for op in fn.walk():
         if op.name == "run_scoped":
-            (region,) = op.regions
-            out += [p.type for p in region.params[: len(region.params) - len(op.operands)]]
+            out += [p.type for p in op.param_group("allocs")]
     return out
 
 
@@ -77,7 +76,7 @@ def _chosen(fn: Function, budget: int) -> set[RefType]:
         if op.name != "run_scoped":
             continue
         (region,) = op.regions
-        for p in region.params[: len(region.params) - len(op.operands)]:
+        for p in op.param_group("allocs"):
             ok = fits(p.type, budget) and _static_uses(region, p)
             (good if ok else bad).add(p.type)
     return good - bad

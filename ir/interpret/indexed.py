@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.interpret import numerics
 from minipallas.ir.interpret.engine import Interpreter, rule
@@ -22,9 +21,7 @@ from minipallas.ir.interpret.windows import Access, accumulate, locate, read, wr
 
 def _window(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarray, Access]:
     x = np.asarray(args[0])
-    indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    return x, locate(interp, op, indexer, x.shape, args[1 : 1 + n])
+    return x, locate(interp, op, op.attrs["indexer"], x.shape, args[op.slices()["indices"]])
 
 
 @rule("slice", "dynamic_slice", "gather")

@@ -21,8 +21,7 @@ from minipallas.ir.interpret.engine import Interpreter, rule
 @rule("run_scoped")
 def run_scoped(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
     (body,) = op.regions
-    n_alloc = len(body.params) - len(args)
-    types = [p.type for p in body.params[:n_alloc]]
+    types = [p.type for p in op.param_group("allocs")]
     if op.attrs.get("collective_axes") and interp.together is not None:
         allocations = interp.together.shared_allocations(interp, op, types)  # the group's
     else:

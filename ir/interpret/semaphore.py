@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.errors import DeadlockError
 from minipallas.ir.interpret.engine import Interpreter, Ref, rule
@@ -32,9 +31,9 @@ def counter_at(ref: Ref, access: Access) -> np.ndarray:
 def _counter(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarray, Sequence]:
     """The op's semaphore as a 0-d view of the ref's storage, and its value operands."""
     ref = args[0]
-    indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    return counter_at(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n])), args[1 + n :]
+    indexer, indices = op.attrs["indexer"], op.slices()["indices"]
+    counter = counter_at(ref, locate(interp, op, indexer, ref.shape, args[indices]))
+    return counter, args[indices.stop :]
 
 
 def give(interp: Interpreter, counter: np.ndarray, inc: Any) -> None:

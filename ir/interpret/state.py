@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.interpret import numerics
@@ -42,10 +41,9 @@ def _window(
     mask, when the op is ``masked``, is the ``mask_at``-th of them). Among programs run
     together, the access is checked for races first (``programs``, ``races``)."""
     ref = args[0]
-    indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    access = through(ref, locate(interp, op, indexer, ref.shape, args[1 : 1 + n]))
-    rest = args[1 + n :]
+    indexer, indices = op.attrs["indexer"], op.slices()["indices"]
+    access = through(ref, locate(interp, op, indexer, ref.shape, args[indices]))
+    rest = args[indices.stop :]
     if interp.together is not None or interp.copies is not None:
         mask = rest[mask_at] if op.attrs.get("masked") else None
         if interp.together is not None:

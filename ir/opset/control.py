@@ -53,13 +53,7 @@ class For:
     the ``(...)`` and ``iter (...)`` lists are left out when empty."""
 
     def print(self, p: Printer, op: Op) -> Pieces:
-        n = op.attrs.get("num_consts", 0)
-        lo, hi, consts, inits = (
-            op.operands[:1],
-            op.operands[1:2],
-            op.operands[2 : 2 + n],
-            op.operands[2 + n :],
-        )
+        lo, hi, consts, inits = map(op.group, ("lower", "upper", "consts", "inits"))
         return [
             f" {p.values(lo)} to {p.values(hi)}",
             f" ({p.values(consts)})" if consts else "",
@@ -83,6 +77,7 @@ class For:
     syntax=For(),
     regions=1,
     pure=False,
+    params=(("index", "consts", "inits"),),
 )
 def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Counted loop ``for i in range(lower, upper)`` with carried values::
@@ -112,11 +107,9 @@ class While:
     """``%c = while (%cond_consts) (%body_consts) iter (%inits) cond {...} body {...}``."""
 
     def print(self, p: Printer, op: Op) -> Pieces:
-        nc, nb = op.attrs.get("cond_nconsts", 0), op.attrs.get("body_nconsts", 0)
-        ops = op.operands
-        inits = ops[nc + nb :]
+        cond_consts, body_consts, inits = map(op.group, ("cond_consts", "body_consts", "inits"))
         pieces: Pieces = [
-            f" ({p.values(ops[:nc])}) ({p.values(ops[nc : nc + nb])})",
+            f" ({p.values(cond_consts)}) ({p.values(body_consts)})",
             f" iter ({p.values(inits)})" if inits else "",
         ]
         for label, region in zip((" cond ", " body "), op.regions, strict=False):
@@ -145,6 +138,7 @@ class While:
     syntax=While(),
     regions=2,
     pure=False,
+    params=(("cond_consts", "inits"), ("body_consts", "inits")),
 )
 def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Loop while a condition region yields true::
@@ -174,7 +168,7 @@ class Cond:
     """``%r = cond %index (%args) [{ branch 0 }, { branch 1 }] : f32[]``."""
 
     def print(self, p: Printer, op: Op) -> Pieces:
-        pieces: Pieces = [f" {p.values(op.operands[:1])} ({p.values(op.operands[1:])}) ["]
+        pieces: Pieces = [f" {p.values(op.group('index'))} ({p.values(op.group('args'))}) ["]
         for k, branch in enumerate(op.regions):
             pieces += [", "] if k else []
             pieces.append(branch)
@@ -191,7 +185,14 @@ class Cond:
         return Parsed([index, *args], {}, branches)
 
 
-@declare("cond", operands=("index", Variadic("args")), syntax=Cond(), regions=None, pure=False)
+@declare(
+    "cond",
+    operands=("index", Variadic("args")),
+    syntax=Cond(),
+    regions=None,
+    pure=False,
+    params=(("args",),),
+)
 def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Run one of N branches chosen by an integer index (clamped into range, as in lax.switch)::
 

@@ -35,7 +35,14 @@ class RunScoped:
         return Parsed(operands, {"collective_axes": axes}, [r.region()])
 
 
-@declare("run_scoped", operands=(Variadic("args"),), syntax=RunScoped(), regions=1, pure=False)
+@declare(
+    "run_scoped",
+    operands=(Variadic("args"),),
+    syntax=RunScoped(),
+    regions=1,
+    pure=False,
+    params=((Variadic("allocs"), "args"),),
+)
 def run_scoped(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Allocate fresh refs for the duration of a body::
 

@@ -32,11 +32,10 @@ def _result_types(op: Op) -> list[ir.Type]:
 
 
 @rule("for")
-def for_loop(
-    ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Any
-) -> Sequence[Any]:
-    n_consts = op.attrs["num_consts"]
-    consts, inits = rest[:n_consts], list(rest[n_consts:])
+def for_loop(ctx: LoweringContext, op: Op, *operands: Any) -> Sequence[Any]:
+    where = op.slices()
+    (lower,), (upper,) = operands[where["lower"]], operands[where["upper"]]
+    consts, inits = operands[where["consts"]], list(operands[where["inits"]])
     step = emit.constant(1, op.operands[0].type.dtype)
     loop = scf.ForOp(lower, upper, step, inits)
     with ir.InsertionPoint(loop.body):
@@ -49,9 +48,9 @@ def for_loop(
 
 @rule("while")
 def while_loop(ctx: LoweringContext, op: Op, *operands: Any) -> Sequence[Any]:
-    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-    cond_consts, body_consts = operands[:nc], operands[nc : nc + nb]
-    inits = list(operands[nc + nb :])
+    where = op.slices()
+    cond_consts, body_consts = operands[where["cond_consts"]], operands[where["body_consts"]]
+    inits = list(operands[where["inits"]])
     types = [v.type for v in inits]
     loop = scf.WhileOp(types, inits)
     before = loop.before.blocks.append(*types, arg_locs=[ir.Location.current] * len(types))

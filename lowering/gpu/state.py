@@ -281,8 +281,9 @@ def _window(
 ) -> tuple[_Access, list[Any]]:
     ref = _ref(op, ref)
     indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    dyn_types = [v.type for v in op.operands[1 : 1 + n]]
+    indices = op.group("indices")  # ``args``: the indices, then the value operands
+    dyn_types = [v.type for v in indices]
+    n = len(indices)
     return _access(ctx, ref, indexer, args[:n], dyn_types, write), list(args[n:])
 
 
@@ -343,7 +344,7 @@ def addupdate(ctx: LoweringContext, op: Op, ref: Any, *args: Any) -> Sequence[An
 def ref_at(ctx: LoweringContext, op: Op, ref: Any, *dyn: Any) -> Sequence[Any]:
     """A window of the block: integer entries fix a dimension, slices narrow it."""
     ref = _ref(op, ref)
-    dyn_types = [v.type for v in op.operands[1:]]
+    dyn_types = [v.type for v in op.group("indices")]
     dims = list(ref.dims)
     order = []
     for entry, d in zip(op.attrs["indexer"], ref.order, strict=True):

@@ -34,42 +34,42 @@ def _region_block(region: ir.Region, types: Sequence[ir.Type]) -> ir.Block:
 
 
 @rule("for")
-def for_loop(
-    ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: ir.Value
-) -> Sequence[ir.Value]:
-    n_consts = op.attrs["num_consts"]
-    state = [lower, upper, *rest]
-    loop = stablehlo.WhileOp(_types(state), state)
+def for_loop(ctx: LoweringContext, op: Op, *state: ir.Value) -> Sequence[ir.Value]:
+    """A ``stablehlo.while`` whose state is the operands: the index in ``lower``'s place."""
+    where = op.slices()
+    loop = stablehlo.WhileOp(_types(state), list(state))
     cond = _region_block(loop.cond, _types(state))
     with ir.InsertionPoint(cond):
-        i, hi = cond.arguments[0], cond.arguments[1]
+        args = list(cond.arguments)
+        (i,), (hi,) = args[where["lower"]], args[where["upper"]]
         stablehlo.ReturnOp([emit.compare(i, hi, "LT")])
     body = _region_block(loop.body, _types(state))
     with ir.InsertionPoint(body):
-        i, hi, *values = body.arguments
-        consts, carries = values[:n_consts], values[n_consts:]
+        args = list(body.arguments)
+        (i,), (hi,) = args[where["lower"]], args[where["upper"]]
+        consts, carries = args[where["consts"]], args[where["inits"]]
         new = ctx.lower_block(op.regions[0], [i, *consts, *carries])
         step = stablehlo.AddOp(i, emit.like(1, i)).result
         stablehlo.ReturnOp([step, hi, *consts, *new])
-    return list(loop.results)[2 + n_consts :]
+    return list(loop.results)[where["inits"]]
 
 
 @rule("while")
 def while_loop(ctx: LoweringContext, op: Op, *state: ir.Value) -> Sequence[ir.Value]:
-    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+    where = op.slices()  # the state is the operands
     cond_region, body_region = op.regions
     loop = stablehlo.WhileOp(_types(state), list(state))
     cond = _region_block(loop.cond, _types(state))
     with ir.InsertionPoint(cond):
         args = list(cond.arguments)
-        (pred,) = ctx.lower_block(cond_region, [*args[:nc], *args[nc + nb :]])
+        (pred,) = ctx.lower_block(cond_region, [*args[where["cond_consts"]], *args[where["inits"]]])
         stablehlo.ReturnOp([pred])
     body = _region_block(loop.body, _types(state))
     with ir.InsertionPoint(body):
         args = list(body.arguments)
-        new = ctx.lower_block(body_region, [*args[nc : nc + nb], *args[nc + nb :]])
-        stablehlo.ReturnOp([*args[: nc + nb], *new])
-    return list(loop.results)[nc + nb :]
+        new = ctx.lower_block(body_region, [*args[where["body_consts"]], *args[where["inits"]]])
+        stablehlo.ReturnOp([*args[: where["inits"].start], *new])
+    return list(loop.results)[where["inits"]]
 
 
 # Ops that compute no value, only place one: a branch made of them may run unconditionally.

@@ -79,7 +79,7 @@ def read_window(ctx: LoweringContext, op: Op, x: ir.Value, *dyn: ir.Value) -> Se
         limits = [s + n for s, n in zip(starts, spans, strict=True)]
         window = stablehlo.SliceOp(x, starts, limits, strides).result
     else:
-        dyn_types = [v.type for v in op.operands[1:]]
+        dyn_types = [v.type for v in op.group("indices")]
         starts = [_start(e, d, dyn, dyn_types, False) for e, d in zip(indexer, shape, strict=True)]
         window = stablehlo.DynamicSliceOp(x, starts, spans).result
         if any(s > 1 for s in strides):
@@ -95,7 +95,7 @@ def write_window(
     *dyn, update = operands
     if any(isinstance(e, Slice) and e.stride > 1 and e.size > 1 for e in indexer):
         return [_scatter(op, x, dyn, update, accumulate=False)]
-    dyn_types = [v.type for v in op.operands[1:-1]]
+    dyn_types = [v.type for v in op.group("indices")]
     starts = [_start(e, d, dyn, dyn_types, False) for e, d in zip(indexer, shape, strict=True)]
     update = _reshape_if_needed(update, spans)
     return [stablehlo.DynamicUpdateSliceOp(x, update, starts).result]
@@ -128,7 +128,7 @@ class _Plan:
 def _plan(op: Op, dyn: Sequence[ir.Value], write: bool) -> _Plan:
     indexer = op.attrs["indexer"]
     shape = op.operands[0].type.shape
-    types = [v.type for v in op.operands[1 : 1 + len(dyn)]]
+    types = [v.type for v in op.group("indices")]
     layout = indexing.layout(indexer, [t.shape for t in types])
     b_shape = list(layout.block_shape)
     strided = [d for d, e in enumerate(indexer) if isinstance(e, Slice) and _is_strided(e)]

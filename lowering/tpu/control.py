@@ -25,10 +25,11 @@ def _types(values: Sequence[ir.Value]) -> list[ir.Type]:
 
 
 @rule("for")
-def for_(ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: Bound) -> list:
+def for_(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     (body,) = op.regions
-    n = op.attrs["num_consts"]
-    consts, inits = list(rest[:n]), list(rest[n:])
+    where = op.slices()
+    (lower,), (upper,) = args[where["lower"]], args[where["upper"]]
+    consts, inits = list(args[where["consts"]]), list(args[where["inits"]])
     step = arith.constant(lower.type, 1)
     loop = scf.ForOp(lower, upper, step, inits)
     with ir.InsertionPoint(loop.body):
@@ -40,8 +41,9 @@ def for_(ctx: LoweringContext, op: Op, lower: ir.Value, upper: ir.Value, *rest: 
 @rule("while")
 def while_(ctx: LoweringContext, op: Op, *args: Bound) -> list:
     cond, body = op.regions
-    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-    cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], list(args[nc + nb :])
+    where = op.slices()
+    cond_consts, body_consts = args[where["cond_consts"]], args[where["body_consts"]]
+    inits = list(args[where["inits"]])
     loop = scf.WhileOp(_types(inits), inits)
     before = loop.before.blocks.append(*_types(inits))
     with ir.InsertionPoint(before):

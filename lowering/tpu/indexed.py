@@ -49,7 +49,7 @@ class _Dim:
 
 
 def _dims(ctx: LoweringContext, op: Op, dyn: Sequence[ir.Value]) -> list[_Dim]:
-    dyn_values = op.operands[1 : 1 + len(dyn)]
+    dyn_values = op.group("indices")
     dims = []
     for entry, n in zip(op.attrs["indexer"], op.operands[0].type.shape, strict=True):
         if isinstance(entry, indexing.Int):

@@ -175,20 +175,17 @@ class _Ranges:
             self.loop(op)
         elif name == "while":
             cond, body = op.regions
-            nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-            self.bind(cond.params[:nc], op.operands[:nc])
-            self.bind(body.params[:nb], op.operands[nc : nc + nb])
+            self.bind(op.param_group("cond_consts", region=0), op.group("cond_consts"))
+            self.bind(op.param_group("body_consts", region=1), op.group("body_consts"))
             self.block(cond)
             self.block(body)
         elif name == "cond":
-            for branch in op.regions:
-                self.bind(branch.params, op.operands[1:])
+            for r, branch in enumerate(op.regions):
+                self.bind(op.param_group("args", region=r), op.group("args"))
                 self.block(branch)
         elif name == "run_scoped":
-            (body,) = op.regions
-            n_alloc = len(body.params) - len(op.operands)
-            self.bind(body.params[n_alloc:], op.operands)
-            self.block(body)
+            self.bind(op.param_group("args"), op.group("args"))
+            self.block(op.regions[0])
         elif name == "call":
             callee = op.attrs["callee"]
             self.bind(callee.params, op.operands)
@@ -202,10 +199,10 @@ class _Ranges:
             self.set(op.result, (min(on_true[0], on_false[0]), max(on_true[1], on_false[1])))
 
     def loop(self, op: Op) -> None:
-        (body,) = op.regions
-        lower, upper = self.get(op.operands[0]), self.get(op.operands[1])
+        ((lower,), (upper,)) = op.group("lower"), op.group("upper")
+        lower, upper = self.get(lower), self.get(upper)
         if lower is not None and upper is not None and upper[1] - 1 >= lower[0]:
-            self.set(body.params[0], (lower[0], upper[1] - 1))
-        n = op.attrs["num_consts"]
-        self.bind(body.params[1 : 1 + n], op.operands[2 : 2 + n])
-        self.block(body)
+            (index,) = op.param_group("index")
+            self.set(index, (lower[0], upper[1] - 1))
+        self.bind(op.param_group("consts"), op.group("consts"))
+        self.block(op.regions[0])

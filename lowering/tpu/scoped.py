@@ -39,10 +39,9 @@ def allocate(t: RefType) -> MemRef:
 @rule("run_scoped")
 def run_scoped(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
     (body,) = op.regions
-    n_alloc = len(body.params) - len(args)
     region = tpu.RegionOp([emit.value_type(r.type) for r in op.results])
     with ir.InsertionPoint(region.body):
-        buffers = [allocate(p.type) for p in body.params[:n_alloc]]
+        buffers = [allocate(p.type) for p in op.param_group("allocs")]
         tpu.YieldOp(ctx.lower_block(body, [*buffers, *args]))
     return list(region.results)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
@@ -26,9 +25,9 @@ from minipallas.lowering.tpu.views import sliced
 
 def _semaphore(ctx: LoweringContext, op: Op, args: Sequence[Bound]) -> tuple[MemRef, list]:
     """The one semaphore ``op`` names, as a 0-d memref, and the op's value operands."""
-    n = indexing.num_dyn(op.attrs["indexer"])
+    indices = op.slices()["indices"]  # ``args`` line up with the operands
     ref: MemRef = args[0]  # type: ignore[assignment]
-    dyn, rest = list(args[1 : 1 + n]), list(args[1 + n :])
+    dyn, rest = list(args[indices]), list(args[indices.stop :])
     if op.attrs["indexer"]:
         ref = sliced(ctx, op, ref, dyn)
     return ref, rest

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.ir import dtypes, indexing
+from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, memref, tpu, vector
@@ -29,8 +29,8 @@ from minipallas.lowering.tpu.windows import Window, window
 
 
 def _split(op: Op, args: Sequence[Bound]) -> tuple[MemRef, list[ir.Value], list[ir.Value]]:
-    n = indexing.num_dyn(op.attrs["indexer"])
-    return args[0], list(args[1 : 1 + n]), list(args[1 + n :])  # type: ignore[return-value]
+    indices = op.slices()["indices"]  # ``args`` line up with the operands
+    return args[0], list(args[indices]), list(args[indices.stop :])  # type: ignore[return-value]
 
 
 def _check_space(op: Op, ref: MemRef, t: ArrayType) -> None:

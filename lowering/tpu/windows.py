@@ -59,7 +59,7 @@ def window(
             "(upstream: 'Cannot do int indexing on TPU')",
             fix="load a window with slices and select from the loaded value instead",
         )
-    dyn_values = op.operands[1 : 1 + len(dyn)]
+    dyn_values = op.group("indices")
     entries = iter(indexer)
     starts, sizes, strides, kept = [], [], [], []
     for dim, squeezed in zip(ref.shape, ref.squeezed, strict=True):

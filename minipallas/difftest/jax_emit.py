@@ -202,9 +202,8 @@ def index(
 
 def _split(op: Op, args: list) -> tuple[Any, tuple, list]:
     """The ref, the numpy-style index and the value operands of a state op."""
-    indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    ref, dyn, rest = args[0], args[1 : 1 + n], args[1 + n :]
+    indexer, indices = op.attrs["indexer"], op.slices()["indices"]
+    ref, dyn, rest = args[0], args[indices], args[indices.stop :]
     write = op.name in ("swap", "addupdate", "store")
     window = op.name in ("load", "store")
     shape = op.operands[0].type.shape
@@ -291,7 +290,7 @@ def _scratch(t: RefType) -> Any:  # noqa: ANN401
 @rule("run_scoped")
 def _run_scoped(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     (body,) = op.regions
-    allocs = body.params[: len(body.params) - len(args)]
+    allocs = op.param_group("allocs")
 
     def scoped(*refs: Any) -> tuple:  # noqa: ANN401
         return tuple(e.block(body, [*refs, *args]))
@@ -309,24 +308,27 @@ def _uninitialized(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 @rule("for")
 def _for(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     (body,) = op.regions
-    n = op.attrs.get("num_consts", 0)
-    lower, upper, consts, inits = args[0], args[1], args[2 : 2 + n], args[2 + n :]
+    where = op.slices()
+    (lower,), (upper,) = args[where["lower"]], args[where["upper"]]
+    consts, inits = args[where["consts"]], args[where["inits"]]
 
     def step(i: Any, carry: tuple) -> tuple:  # noqa: ANN401
         return tuple(e.block(body, [i, *consts, *carry]))
 
     # Constant bounds become Python ints, so fori_loop makes a scan (as it does for user code
     # with literal bounds); other bounds make a while_loop.
-    if all(v in e.constants for v in op.operands[:2]):
-        lower, upper = (e.constants[v] for v in op.operands[:2])
+    bounds = (*op.group("lower"), *op.group("upper"))
+    if all(v in e.constants for v in bounds):
+        lower, upper = (e.constants[v] for v in bounds)
     return list(lax.fori_loop(lower, upper, step, tuple(inits)))
 
 
 @rule("while")
 def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     cond, body = op.regions
-    nc, nb = op.attrs.get("cond_nconsts", 0), op.attrs.get("body_nconsts", 0)
-    cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], args[nc + nb :]
+    where = op.slices()
+    cond_consts, body_consts = args[where["cond_consts"]], args[where["body_consts"]]
+    inits = args[where["inits"]]
 
     def keep_going(carry: tuple) -> Any:  # noqa: ANN401
         return e.block(cond, [*cond_consts, *carry])[0]
@@ -339,7 +341,8 @@ def _while(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 
 @rule("cond")
 def _cond(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    index_value, operands = args[0], args[1:]
+    where = op.slices()
+    (index_value,), operands = args[where["index"]], args[where["args"]]
 
     def branch(block: Block) -> Callable[[], tuple]:
         return lambda: tuple(e.block(block, operands))

@@ -326,8 +326,9 @@ def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 @rule("for")
 def for_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     (body,) = op.regions
-    n = op.attrs["num_consts"]
-    lower, upper, consts, inits = args[0], args[1], args[2 : 2 + n], args[2 + n :]
+    where = op.slices()
+    (lower,), (upper,) = args[where["lower"]], args[where["upper"]]
+    consts, inits = args[where["consts"]], args[where["inits"]]
 
     def step(i: Any, carries: tuple) -> tuple:
         return tuple(evaluate(body, [i, *consts, *carries]))
@@ -338,8 +339,9 @@ def for_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 @rule("while")
 def while_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     cond, body = op.regions
-    nc, nb = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-    cond_consts, body_consts, inits = args[:nc], args[nc : nc + nb], args[nc + nb :]
+    where = op.slices()
+    cond_consts, body_consts = args[where["cond_consts"]], args[where["body_consts"]]
+    inits = args[where["inits"]]
 
     def keep_going(carries: tuple) -> Any:
         (flag,) = evaluate(cond, [*cond_consts, *carries])

@@ -44,9 +44,8 @@ def _start(entry: Int | Slice, dim: int, dyn: Sequence[Any]) -> Any:
 
 
 def _split(op: Op, args: Sequence[Any]) -> tuple[Any, tuple, list[Any], list[Any]]:
-    indexer = op.attrs["indexer"]
-    n = indexing.num_dyn(indexer)
-    return args[0], indexer, list(args[1 : 1 + n]), list(args[1 + n :])
+    indices = op.slices()["indices"]  # ``args`` line up with the operands
+    return args[0], op.attrs["indexer"], list(args[indices]), list(args[indices.stop :])
 
 
 def _window(x: Any, indexer: tuple, dyn: Sequence[Any], out_shape: tuple[int, ...]) -> Any:

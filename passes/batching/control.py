@@ -119,18 +119,17 @@ def _sharing(
 def _settle(
     bt: Batcher,
     body: Block,
+    carry_params: Sequence[Value],
     fixed: Sequence[Layout],
     inits: Sequence[Batched],
     roots: Sequence[int | None],
 ) -> tuple[Block, list[bool]]:
     """The loop body batched at the fixed point of its carries' batching: a carry the body
     makes batched must enter batched too. Batched carries are leading; a shared carry stays
-    shared (``roots``)."""
+    shared (``roots``). ``fixed`` are the layouts of the parameters before ``carry_params``."""
     carries = [bool(axes(lay)) for _, lay in inits]
     while True:
-        layouts = [
-            bt.leading(rank(p), c) for p, c in zip(body.params[len(fixed) :], carries, strict=True)
-        ]
+        layouts = [bt.leading(rank(p), c) for p, c in zip(carry_params, carries, strict=True)]
         block, out = bt.block(
             body,
             [*fixed, *layouts],
@@ -159,15 +158,15 @@ def _carried(
 
 @rule("for")
 def _for(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    lower = unbatched(op, "lower bound", ins[0])
-    upper = unbatched(op, "upper bound", ins[1])
-    n_consts = op.attrs["num_consts"]
-    consts = _lead_or_not(bt, builder, ins[2 : 2 + n_consts])
-    inits = ins[2 + n_consts :]
-    fixed = [(), *(lay for _, lay in consts)]
+    where = op.slices()
+    (lower,), (upper,) = ins[where["lower"]], ins[where["upper"]]
+    lower, upper = unbatched(op, "lower bound", lower), unbatched(op, "upper bound", upper)
+    consts = _lead_or_not(bt, builder, ins[where["consts"]])
+    inits = ins[where["inits"]]
+    fixed = [(), *(lay for _, lay in consts)]  # the index, then the consts
     (body,) = op.regions
     roots = [bt.current(op, v) for v, _ in inits]
-    block, carries = _settle(bt, body, fixed, inits, roots)
+    block, carries = _settle(bt, body, op.param_group("inits"), fixed, inits, roots)
     operands = [lower, upper, *(v for v, _ in consts), *_entering(bt, builder, inits, carries)]
     new = builder.create("for", operands, op.attrs, (block,), op.loc)
     return _carried(bt, op, new, carries, roots)
@@ -177,16 +176,16 @@ def _for(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
 def _while(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """The body settled first (its carries' batching fixes the condition's parameters), then
     the condition, whose result must be the same at every point."""
-    n_cond, n_body = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
-    cond_consts = _lead_or_not(bt, builder, ins[:n_cond])
-    body_consts = _lead_or_not(bt, builder, ins[n_cond : n_cond + n_body])
-    inits = ins[n_cond + n_body :]
+    where = op.slices()
+    cond_consts = _lead_or_not(bt, builder, ins[where["cond_consts"]])
+    body_consts = _lead_or_not(bt, builder, ins[where["body_consts"]])
+    inits = ins[where["inits"]]
     cond_region, body_region = op.regions
     roots = [bt.current(op, v) for v, _ in inits]
-    body, carries = _settle(bt, body_region, [lay for _, lay in body_consts], inits, roots)
-    carry_layouts = [
-        bt.leading(rank(p), c) for p, c in zip(body_region.params[n_body:], carries, strict=True)
-    ]
+    carry_params = op.param_group("inits", region=1)
+    fixed = [lay for _, lay in body_consts]
+    body, carries = _settle(bt, body_region, carry_params, fixed, inits, roots)
+    carry_layouts = [bt.leading(rank(p), c) for p, c in zip(carry_params, carries, strict=True)]
     cond, (stop,) = bt.block(cond_region, [*(lay for _, lay in cond_consts), *carry_layouts])
     unbatched(op, "loop condition", (cond.results[0], stop))
     operands = [

@@ -117,12 +117,10 @@ def _inner_origins(op: Op) -> list[int | None]:
     if op.name == "cond":  # branch parameter k is operand k + 1 (after the branch index)
         per_branch = zip(*(origins(b) for b in op.regions), strict=True)
         return [next((k + 1 for k in ks if k is not None), None) for ks in per_branch]
-    if op.name == "for":  # body: index, constants, carries; operands: bounds, constants, inits
-        return _carried(origins(op.regions[0]), 1 + op.attrs["num_consts"],
-                        2 + op.attrs["num_consts"])  # fmt: skip
-    if op.name == "while":  # body: constants, carries; operands: both regions' constants, inits
-        n_body = op.attrs["body_nconsts"]
-        return _carried(origins(op.regions[1]), n_body, op.attrs["cond_nconsts"] + n_body)
+    if op.name in ("for", "while"):  # the body's carries receive the inits
+        body = len(op.regions) - 1
+        first_carry = op.param_slices(body)["inits"].start
+        return _carried(origins(op.regions[body]), first_carry, op.slices()["inits"].start)
     if op.name == "call":
         callee: Function = op.attrs["callee"]
         return origins(callee.body)

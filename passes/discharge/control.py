@@ -31,6 +31,7 @@ from minipallas.passes.discharge.regions import (
     finish,
     group_refs,
     params_by_operand,
+    positions,
     written_operands,
 )
 from minipallas.passes.discharge.views import Access
@@ -39,13 +40,13 @@ from minipallas.passes.discharge.views import Access
 @rule("for", always=True)
 def _for(scope: DischargeScope, op: Op) -> Sequence[Value]:
     (body,) = op.regions
-    n_consts = op.attrs["num_consts"]
-    const_pos = range(2, 2 + n_consts)
+    const_pos = positions(op, "consts")
     groups, dyn = group_refs(scope, op.operands, const_pos, written(scope.ctx.effects.op(op)))
     params = params_by_operand(op, 0)
     inner = scope.child()
-    index = Value(body.params[0].type)
-    inner.bind(body.params[0], index)
+    (old_index,) = op.param_group("index")
+    index = Value(old_index.type)
+    inner.bind(old_index, index)
 
     consts = Section(scope, inner)
     consts.forward_all(op, 0, const_pos)
@@ -54,7 +55,7 @@ def _for(scope: DischargeScope, op: Op) -> Sequence[Value]:
         if not group.written:
             consts.add_group(group, dyn_map, params)
     carries = Section(scope, inner)
-    for old, init in zip(body.params[1 + n_consts :], op.operands[2 + n_consts :], strict=True):
+    for old, init in zip(op.param_group("inits"), op.group("inits"), strict=True):
         carries.forward(old, init)
     carried = [g for g in groups if g.written]
     roots = [carries.add_group(g, dyn_map, params) for g in carried]
@@ -62,7 +63,7 @@ def _for(scope: DischargeScope, op: Op) -> Sequence[Value]:
     inner.run(body.ops)
     yields = [inner.value(r) for r in body.results] + [root.value for root in roots]
     block = Block((index, *consts.params, *carries.params), inner.ops, tuple(yields))
-    bounds = [scope.value(v) for v in op.operands[:2]]
+    bounds = [scope.value(v) for v in (*op.group("lower"), *op.group("upper"))]
     new = scope.emit_op(
         "for",
         [*bounds, *consts.operands, *carries.operands],
@@ -113,17 +114,17 @@ def _while(scope: DischargeScope, op: Op) -> Sequence[Value]:
 class _Loop:
     """A ``while`` being discharged, and what its regions do to the refs among its operands.
 
-    The operands are the condition's ``n_cond`` consts, the body's ``n_body`` consts, then the
-    initial carries. ``groups`` are the discharged refs among the consts, one per buffer
-    (``group_refs``), with ``dyn`` the dynamic indices of their views; ``carried`` are the
-    groups the condition or the body writes, ``cond_writes`` the const positions whose refs the
-    condition writes.
+    ``cond_consts`` and ``body_consts`` are the operand positions of the condition's and the
+    body's consts (the initial carries follow). ``groups`` are the discharged refs among the
+    consts, one per buffer (``group_refs``), with ``dyn`` the dynamic indices of their views;
+    ``carried`` are the groups the condition or the body writes, ``cond_writes`` the const
+    positions whose refs the condition writes.
     """
 
     scope: DischargeScope
     op: Op
-    n_cond: int
-    n_body: int
+    cond_consts: range
+    body_consts: range
     cond_writes: set[int]
     groups: list[RefGroup]
     dyn: list[Value]
@@ -131,17 +132,18 @@ class _Loop:
 
     @classmethod
     def of(cls, scope: DischargeScope, op: Op) -> _Loop:
-        n_cond, n_body = op.attrs["cond_nconsts"], op.attrs["body_nconsts"]
+        cond_consts, body_consts = positions(op, "cond_consts"), positions(op, "body_consts")
         cond_writes = written_operands(scope, op, 0)
         writes = cond_writes | written_operands(scope, op, 1)
-        groups, dyn = group_refs(scope, op.operands, range(n_cond + n_body), writes)
+        consts = positions(op, "cond_consts", "body_consts")
+        groups, dyn = group_refs(scope, op.operands, consts, writes)
         carried = [g for g in groups if g.written]
-        return cls(scope, op, n_cond, n_body, cond_writes, groups, dyn, carried)
+        return cls(scope, op, cond_consts, body_consts, cond_writes, groups, dyn, carried)
 
     @property
     def inits(self) -> Sequence[Value]:
         """The original carries' initial values."""
-        return self.op.operands[self.n_cond + self.n_body :]
+        return self.op.group("inits")
 
 
 class _NewRegion:
@@ -163,8 +165,8 @@ class _NewRegion:
     ) -> None:
         self.scope = loop.scope.child()
         self.consts = Section(loop.scope, self.scope)
-        for region_index, positions in forwarded:
-            self.consts.forward_all(loop.op, region_index, positions)
+        for region_index, where in forwarded:
+            self.consts.forward_all(loop.op, region_index, where)
         dyn_map = self.consts.add_dyn(loop.dyn)
         for group in loop.groups:
             if not group.written and any(pos in sees for pos in group.members):
@@ -198,9 +200,8 @@ def _replays_condition(loop: _Loop) -> bool:
 def _new_condition(loop: _Loop) -> tuple[Block, list[Value]]:
     """The new condition block, and the consts the new loop passes it."""
     cond = loop.op.regions[0]
-    new = _NewRegion(
-        loop, [(0, range(loop.n_cond))], params_by_operand(loop.op, 0), cond.params[loop.n_cond :]
-    )
+    carry_params = loop.op.param_group("inits", region=0)
+    new = _NewRegion(loop, [(0, loop.cond_consts)], params_by_operand(loop.op, 0), carry_params)
     new.scope.run(cond.ops)
     return new.block([new.scope.value(cond.results[0])]), new.consts.operands
 
@@ -211,15 +212,16 @@ def _new_body(loop: _Loop, replay: bool) -> tuple[Block, _NewRegion]:
     A replayed condition needs the condition's consts in the body too, and its carry
     parameters stand for the body's."""
     cond, body = loop.op.regions
-    forwarded = [(1, range(loop.n_cond, loop.n_cond + loop.n_body))]
+    forwarded = [(1, loop.body_consts)]
     sees = params_by_operand(loop.op, 1)
     if replay:
-        forwarded.insert(0, (0, range(loop.n_cond)))
+        forwarded.insert(0, (0, loop.cond_consts))
         sees = {**sees, **params_by_operand(loop.op, 0)}
-    carry_params = body.params[loop.n_body :]
+    carry_params = loop.op.param_group("inits", region=1)
     new = _NewRegion(loop, forwarded, sees, carry_params)
     if replay:
-        for cond_param, body_param in zip(cond.params[loop.n_cond :], carry_params, strict=True):
+        cond_carries = loop.op.param_group("inits", region=0)
+        for cond_param, body_param in zip(cond_carries, carry_params, strict=True):
             new.scope.alias(cond_param, body_param)
         new.scope.run(cond.ops)
     new.scope.run(body.ops)
@@ -230,23 +232,23 @@ def _new_body(loop: _Loop, replay: bool) -> tuple[Block, _NewRegion]:
 def _replay_final_condition(loop: _Loop, results: Sequence[Value]) -> None:
     """The condition's ops once more, after the loop, on the original carries' final values:
     the writes of the evaluation that ended the loop."""
-    scope, op, n_cond = loop.scope, loop.op, loop.n_cond
-    cond = op.regions[0]
-    for param, final in zip(cond.params[n_cond:], results, strict=True):
+    scope, op = loop.scope, loop.op
+    for param, final in zip(op.param_group("inits", region=0), results, strict=True):
         scope.bind(param, final)
-    scope.inline(Block(cond.params[:n_cond], cond.ops, ()), op.operands[:n_cond])
+    consts = Block(op.param_group("cond_consts", region=0), op.regions[0].ops, ())
+    scope.inline(consts, op.group("cond_consts"))
 
 
 @rule("cond", always=True)
 def _cond(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    positions = range(1, len(op.operands))
-    groups, dyn = group_refs(scope, op.operands, positions, written(scope.ctx.effects.op(op)))
+    args_at = positions(op, "args")
+    groups, dyn = group_refs(scope, op.operands, args_at, written(scope.ctx.effects.op(op)))
     carried = [g for g in groups if g.written]
     blocks, args = [], []
     for r, branch in enumerate(op.regions):
         inner = scope.child()
         section = Section(scope, inner)
-        section.forward_all(op, r, positions)
+        section.forward_all(op, r, args_at)
         dyn_map = section.add_dyn(dyn)
         params = params_by_operand(op, r)
         roots = {id(g): section.add_group(g, dyn_map, params) for g in groups}
@@ -255,7 +257,8 @@ def _cond(scope: DischargeScope, op: Op) -> Sequence[Value]:
         yields += [roots[id(g)].value for g in carried]
         blocks.append(Block(tuple(section.params), inner.ops, tuple(yields)))
         args = section.operands
-    new = scope.emit_op("cond", [scope.value(op.operands[0]), *args], op.loc, blocks)
+    (index,) = op.group("index")
+    new = scope.emit_op("cond", [scope.value(index), *args], op.loc, blocks)
     return finish(scope, new, len(op.results), carried)
 
 

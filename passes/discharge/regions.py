@@ -82,6 +82,13 @@ def finish(
     return list(new.results[:n_results])
 
 
+def positions(op: Op, *names: str) -> range:
+    """The operand positions of the named groups, which must be adjacent (``while``'s
+    ``"cond_consts", "body_consts"``)."""
+    where = op.slices()
+    return range(where[names[0]].start, where[names[-1]].stop)
+
+
 def params_by_operand(op: Op, region_index: int) -> dict[int, Value]:
     """For a region of ``op``: the region parameter that receives each operand position."""
     region = op.regions[region_index]

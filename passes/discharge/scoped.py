@@ -42,13 +42,12 @@ def _allocate(scope: DischargeScope, param: Value, op: Op) -> None:
 @rule("run_scoped", always=True)
 def _run_scoped(scope: DischargeScope, op: Op) -> Sequence[Value]:
     (body,) = op.regions
-    n_alloc = len(body.params) - len(op.operands)
-    allocs = body.params[:n_alloc]
+    allocs = op.param_group("allocs")
     keep = [not scope.ctx.discharge_scoped(p.type) for p in allocs]
     if not any(keep):
         for param in allocs:
             _allocate(scope, param, op)
-        return scope.inline(Block(body.params[n_alloc:], body.ops, body.results), op.operands)
+        return scope.inline(Block(op.param_group("args"), body.ops, body.results), op.operands)
 
     positions = range(len(op.operands))
     groups, dyn = group_refs(scope, op.operands, positions, written(scope.ctx.effects.op(op)))

@@ -40,18 +40,18 @@ def split(
     scope: DischargeScope, op: Op
 ) -> tuple[Access, IndexerFacts, Sequence[Value], Sequence[Value]]:
     """The access to the op's ref, its indexer's facts, new dynamic indices and new value
-    operands."""
+    operands (those after the indices)."""
     operands = op.operands
     known = facts(op.attrs["indexer"])
     access = Access(scope, scope.handles[operands[0]], op.loc)
     if len(operands) == 1:  # a read through a static window
         return access, known, (), ()
     try:
-        news = tuple(map(scope.env.__getitem__, operands[1:]))
+        news = (None, *map(scope.env.__getitem__, operands[1:]))  # lined up with the operands
     except KeyError:  # a discharged ref or an undefined value: ``value`` raises the error
-        news = tuple(scope.value(v) for v in operands[1:])
-    n = known.num_dyn
-    return access, known, news[:n], news[n:]
+        news = (None, *(scope.value(v) for v in operands[1:]))
+    indices = op.slices()["indices"]
+    return access, known, news[indices], news[indices.stop :]
 
 
 def _broadcast(scope: DischargeScope, x: Value, shape: tuple[int, ...], loc: Location) -> Value:

@@ -189,9 +189,8 @@ def _inline_collective_scope(body: Function) -> tuple[list[Op], list[Value], tup
                 "move the collective run_scoped out of loops and conditionals")  # fmt: skip
     (scope,) = scopes
     inner = scope.regions[0]
-    n_alloc = len(inner.params) - len(scope.operands)
-    allocations = list(inner.params[:n_alloc])
-    sub = dict(zip(inner.params[n_alloc:], scope.operands, strict=True))
+    allocations = list(scope.param_group("allocs"))
+    sub = dict(zip(scope.param_group("args"), scope.group("args"), strict=True))
     ops: list[Op] = []
     for op in body.body.ops:
         if op is scope:

@@ -17,7 +17,6 @@ from itertools import product
 
 import numpy as np
 
-from minipallas.ir import indexing
 from minipallas.ir.core import Function, Op, Value
 from minipallas.ir.errors import RaceError
 from minipallas.ir.interpret.engine import RULES, Interpreter
@@ -72,7 +71,7 @@ def _windows(
     """Per program, the elements of the ref the op touches (bools, ``[programs, *shape]``), or
     None when its window depends on more than the grid indices and constants."""
     indexer = op.attrs["indexer"]
-    dyn = list(op.operands[1 : 1 + indexing.num_dyn(indexer)])
+    dyn = list(op.group("indices"))
     slice_ops = _slice(dyn, defs, set(grid_params))
     if slice_ops is None:
         return None

@@ -154,22 +154,24 @@ class _Binder:
         inner = [params([I32] * n) for _ in op.regions]
         regions = [self.block(r, idx) for r, idx in zip(op.regions, inner, strict=True)]
         attrs = dict(op.attrs)
+        where = op.slices()  # the indices go after each region's consts
         if op.name == "for":
-            k = 2 + attrs["num_consts"]
-            operands = (*operands[:k], *indices, *operands[k:])
+            operands = _insert(operands, where["consts"].stop, indices)
             (body,) = regions
-            split = 1 + attrs["num_consts"]
-            regions = [_with_params(body, (*body.params[:split], *inner[0], *body.params[split:]))]
+            at = op.param_slices()["consts"].stop
+            regions = [_with_params(body, _insert(body.params, at, inner[0]))]
             attrs["num_consts"] += n
         elif op.name == "while":
-            nc, nb = attrs["cond_nconsts"], attrs["body_nconsts"]
-            operands = (*operands[:nc], *indices, *operands[nc : nc + nb], *indices,
-                        *operands[nc + nb :])  # fmt: skip
+            operands = _insert(operands, where["body_consts"].stop, indices)
+            operands = _insert(operands, where["cond_consts"].stop, indices)
             regions = [
-                _with_params(r, (*r.params[:count], *idx, *r.params[count:]))
-                for r, idx, count in zip(regions, inner, (nc, nb), strict=True)
+                _with_params(r, _insert(r.params, op.param_slices(k)[consts].stop, idx))
+                for k, (r, idx, consts) in enumerate(
+                    zip(regions, inner, ("cond_consts", "body_consts"), strict=True)
+                )
             ]
-            attrs["cond_nconsts"], attrs["body_nconsts"] = nc + n, nb + n
+            attrs["cond_nconsts"] += n
+            attrs["body_nconsts"] += n
         elif op.name in ("cond", "run_scoped"):
             operands = (*operands, *indices)  # branch arguments / captured values come last
             regions = [
@@ -182,6 +184,10 @@ class _Binder:
                 loc=op.loc,
             )
         return op.replace(operands=operands, attrs=attrs, regions=tuple(regions))
+
+
+def _insert(values: Sequence[Value], at: int, new: Sequence[Value]) -> tuple[Value, ...]:
+    return (*values[:at], *new, *values[at:])
 
 
 def _with_params(block: Block, new_params: Sequence[Value]) -> Block:
