@@ -3,7 +3,7 @@
 A prototyping user calls small kernels many times, so the fixed cost of a call matters as much
 as XLA's kernels. Each layer of ``pallas_call(...)(*arrays)`` is timed on its own, inside out,
 in the same process as ``jax.jit`` (best of ``--blocks`` blocks of ``--calls`` back-to-back
-calls, numpy in and out, wall time):
+calls, the layers taking turns block by block, numpy in and out, wall time):
 
 - ``run``: the executable on arguments already placed on the CPU, results waited for: the
   program's own kernels (the while loop over sequential grid steps, the batched blocks);
@@ -37,15 +37,17 @@ from realistic_kernels import REFERENCES, realistic_cases  # noqa: E402
 SMALL = ("reduce_8k", "matmul_small", "reduce_1d", "masked_tanh")
 
 
-def best_us(thunk: Callable[[], object], calls: int, blocks: int) -> float:
-    """Best mean µs per call over ``blocks`` blocks of ``calls`` calls."""
-    best = float("inf")
+def best_us(thunks: dict[str, Callable[[], object]], calls: int, blocks: int) -> dict[str, float]:
+    """Each thunk's best mean µs per call over ``blocks`` blocks of ``calls`` calls, the
+    thunks taking turns block by block, so a slow spell of the machine hits them all alike."""
+    best = dict.fromkeys(thunks, float("inf"))
     for _ in range(blocks):
-        start = time.perf_counter()
-        for _ in range(calls):
-            thunk()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+        for name, thunk in thunks.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                thunk()
+            best[name] = min(best[name], (time.perf_counter() - start) / calls)
+    return {name: t * 1e6 for name, t in best.items()}
 
 
 def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
@@ -82,13 +84,14 @@ def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
     def numpy_out(out):
         return [np.asarray(o) for o in (out if isinstance(out, tuple | list) else (out,))]
 
-    t = {
-        "call": best_us(lambda: call(*args), calls, blocks),
-        "compiled": best_us(lambda: compiled(*args), calls, blocks),
-        "run": best_us(run, calls, blocks),
-        "jit run": best_us(lambda: jax.block_until_ready(jit(*jit_args)), calls, blocks),
-        "jit": best_us(lambda: numpy_out(jit(*args)), calls, blocks),
+    thunks = {
+        "call": lambda: call(*args),
+        "compiled": lambda: compiled(*args),
+        "run": run,
+        "jit run": lambda: jax.block_until_ready(jit(*jit_args)),
+        "jit": lambda: numpy_out(jit(*args)),
     }
+    t = best_us(thunks, calls, blocks)
     t["python"] = max(t["call"] - t["compiled"], 0.0)
     t["dispatch"] = max(t["compiled"] - t["run"], 0.0)
     return t
