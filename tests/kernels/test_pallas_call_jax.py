@@ -142,6 +142,28 @@ def test_vmap_with_an_unbatched_input_and_vmap_of_vmap():
     assert_same_bits(twice[1], got)
 
 
+@pytest.mark.parametrize("inner, outer", [((0, 1), (0, 2)), ((1, 0), (2, 0)), ((0, 0), (1, 1))])
+def test_vmap_of_vmap_of_a_dot_kernel_with_operands_batched_on_different_axes(inner, outer):
+    """Each (outer, inner) slice of a doubly vmapped blocked matmul (scratch accumulator over
+    a k grid axis) gives the eager call's bits, whichever axes each operand is batched on."""
+    case = BY_NAME["matmul"]
+    call = case.minipallas()
+    rng = np.random.default_rng(7)
+    shapes = [list(a.shape) for a in case.inputs()]
+    for shape, i, o in zip(shapes, inner, outer, strict=True):
+        shape.insert(i, 3)
+        shape.insert(o, 2)
+    x, y = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
+    got = jax.vmap(jax.vmap(call, in_axes=inner), in_axes=outer)(x, y)
+    for a in range(2):
+        for b in range(3):
+            one = [
+                np.take(np.take(v, a, o), b, i)
+                for v, i, o in zip((x, y), inner, outer, strict=True)
+            ]
+            assert_same_bits(np.asarray(got)[a, b], call(*one))
+
+
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_vmap_without_match_upstream_batches_the_ops(name):
     """``match_upstream=False`` batches the reductions themselves (faster): close to the exact
