@@ -41,6 +41,9 @@ def best_us(thunks: dict[str, Callable[[], object]], calls: int, blocks: int) ->
     """Each thunk's best mean µs per call over ``blocks`` blocks of ``calls`` calls, the
     thunks taking turns block by block, so a slow spell of the machine hits them all alike."""
     best = dict.fromkeys(thunks, float("inf"))
+    for thunk in thunks.values():  # warm up: the first calls in a process pay jax's own setup
+        for _ in range(calls):
+            thunk()
     for _ in range(blocks):
         for name, thunk in thunks.items():
             start = time.perf_counter()
