@@ -8,8 +8,8 @@ calls, the layers taking turns block by block, numpy in and out, wall time):
 - ``run``: the executable on arguments already placed on the CPU, results waited for: the
   program's own kernels (the while loop over sequential grid steps, the batched blocks);
 - ``dispatch``: the rest of ``Compiled.__call__``: placing the numpy arguments, starting the
-  run, the results as writable numpy arrays (``jax.jit``'s C++ dispatch where the types allow,
-  ``lowering/jax_dispatch.py``; else jaxlib's Python bindings, ``jaxlib_shim.cpu_execute``);
+  run, the results as writable numpy arrays (``jax.jit``'s C++ dispatch,
+  ``lowering/jax_dispatch.py``);
 - ``python``: the rest of a call: finding the compiled program for the argument types;
 - ``jit run``: ``jax.jit``'s executable alone on device arrays, ``jit``: a whole ``jax.jit``
   call on the same numpy arrays.
@@ -63,17 +63,11 @@ def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
     args = case.inputs()
     call = case.minipallas()
     call(*args)  # trace, compile
-    compiled = call.compiled(*args)
-    if compiled.jitted is not None:  # jax.jit's dispatch (lowering/jax_dispatch.py)
-        placed = [jax.device_put(a, jaxlib_shim.cpu_device()) for a in args]
+    compiled = call.compiled(*args)  # behind jax.jit's dispatch (lowering/jax_dispatch.py)
+    placed = [jax.device_put(a, jaxlib_shim.cpu_device()) for a in args]
 
-        def run():
-            return jax.block_until_ready(compiled.jitted(*placed))
-    else:
-        placed = [jaxlib_shim.to_device(a) for a in args]
-
-        def run():
-            return [np.asarray(r) for r in compiled.executable.execute(placed)]
+    def run():
+        return jax.block_until_ready(compiled.jitted(*placed))
 
     ref = REFERENCES.get(case.name)
     if ref is None:

@@ -100,33 +100,23 @@ def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) ->
 def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Runs a compiled module on numpy arrays; returns its results as fresh, writable arrays."""
     buffers = [to_device(a) for a in arrays]
-    results = executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
-    return [writable(r) for (r,) in results]  # one device: one array each
-
-
-# XLA:CPU reads an argument in place only from a 64-byte boundary; any other address it copies
-# on a worker thread, and the run then waits for that thread (~30 µs on a 2-core machine, more
-# than a small kernel's whole run). Copying such an array here, during the call, costs only the
-# memcpy.
-_ALIGNMENT = 64
+    return [writable(r) for r in executable.execute(buffers)]  # one device: one array each
 
 
 def to_device(array: np.ndarray) -> Any:
     """A numpy array as a CPU buffer, by the call ``jax.jit`` makes for its numpy arguments
     (not through ``jax.device_put``, whose Python layers cost more than a small kernel's run).
 
-    Zero-copy when the array is aligned as XLA wants. That is safe here because the buffer
-    holds a reference to the array, ``cpu_execute`` waits for the results before it returns,
-    and XLA never makes a result alias an argument it was not donated (it copies a returned
-    parameter). Otherwise the copy is made now (``_ALIGNMENT``)."""
+    Zero-copy, as jax's: the buffer shares the array's memory when it is aligned as XLA wants
+    (else PJRT copies it). That is safe here because the buffer holds a reference to the array,
+    ``cpu_execute`` waits for the results before it returns, and XLA never makes a result alias
+    an argument it was not donated (it copies a returned parameter). The copy that
+    ``IMMUTABLE_ONLY_DURING_CALL`` makes instead costs about 0.1 ms per MiB, per call."""
     from jaxlib import xla_client
 
-    array = np.asarray(array)  # a numpy scalar (a canonicalized bool) has no address
     aval, sharding, devices = _placement(array.shape, array.dtype)
-    semantics = xla_client.HostBufferSemantics
-    in_place = array.ctypes.data % _ALIGNMENT == 0
-    how = semantics.ZERO_COPY if in_place else semantics.IMMUTABLE_ONLY_DURING_CALL
-    return xla_client.batched_device_put(aval, sharding, [array], devices, True, False, how)
+    semantics = xla_client.HostBufferSemantics.ZERO_COPY
+    return xla_client.batched_device_put(aval, sharding, [array], devices, True, False, semantics)
 
 
 @functools.lru_cache(maxsize=1024)

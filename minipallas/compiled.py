@@ -49,11 +49,13 @@ class Compiled:
         self.param_types: tuple[ArrayType, ...] = lowered.function.param_types
         self._expected = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in self.param_types)
         text, callbacks = lowered.as_text(debug_info=False), lowered.host_callbacks
-        results = tuple((t.shape, dtypes.to_numpy(t.dtype)) for t in lowered.function.result_types)
         if callbacks:  # a debug_print's: only jaxlib's bindings take them
             self.jitted = None
             self.executable = jaxlib_shim.cpu_compile(text, callbacks)
         else:
+            results = tuple(
+                (t.shape, dtypes.to_numpy(t.dtype)) for t in lowered.function.result_types
+            )
             self.jitted = jax_dispatch.jitted(text, self._expected, results)
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
