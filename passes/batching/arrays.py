@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 
 from minipallas.ir.builder import Builder
-from minipallas.ir.core import Op
+from minipallas.ir.core import Op, Value
+from minipallas.ir.indexing import Slice
+from minipallas.ir.literal import Literal
 from minipallas.ir.opset.arrays import (
     ARITHMETIC,
     BITWISE,
@@ -20,9 +22,11 @@ from minipallas.ir.opset.arrays import (
     SHIFTS,
     UNARY,
 )
+from minipallas.ir.types import ArrayType
 from minipallas.passes.batching.engine import (
     Batched,
     Batcher,
+    Layout,
     NotBatchable,
     axes,
     emit,
@@ -33,7 +37,7 @@ from minipallas.passes.batching.engine import (
     rule,
     slots_of,
 )
-from minipallas.passes.batching.exactness import approximate_crosses
+from minipallas.passes.batching.exactness import MAX_CHUNKS, approximate_crosses, chunk_points
 
 
 @rule(
@@ -53,16 +57,40 @@ def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> l
     richest = max((lay for _, lay in ins), key=lambda lay: len(axes(lay)))
     if not all(axes(lay) <= axes(richest) for _, lay in ins):
         richest = leading(bt.sizes, len(richest) - len(axes(richest)))
-    if bt.exact and bt.offloads and approximate_crosses(op, bt.type(op.result.type, richest)):
+    operands = [bt.conform(builder, b, richest) for b in ins]
+    batched = bt.type(op.result.type, richest)
+    if not (bt.exact and bt.offloads and approximate_crosses(op, batched)):
+        return [(builder.create(op.name, operands, op.attrs, (), op.loc).result, richest)]
+    points = chunk_points(op, [bt.sizes[d] for d in richest if d is not None])
+    if points is None:
         raise NotBatchable(
-            "batched, this op could move into a YNNPACK graph, which rounds it differently",
+            "batched, this op could move into a YNNPACK graph, which rounds it differently, "
+            f"even in {MAX_CHUNKS} chunks",
             op=op.name,
             loc=op.loc,
             fix="exact=False (pallas_call's match_upstream=False) batches it, exact to rounding",
         )
-    operands = [bt.conform(builder, b, richest) for b in ins]
-    new = builder.create(op.name, operands, op.attrs, (), op.loc)
-    return [(new.result, richest)]
+    return [(_in_chunks(builder, op, operands, richest, points, batched), richest)]
+
+
+def _in_chunks(
+    builder: Builder, op: Op, operands: list, layout: Layout, points: int, batched: ArrayType
+) -> Value:
+    """``op`` on ``operands`` (all in ``layout``) ``points`` points at a time along the first
+    batch axis, each chunk written into a result of type ``batched``: every chunk stays under
+    YNNPACK's threshold, as one point's op does, so XLA rounds it as it rounds a point's."""
+    axis = next(k for k, d in enumerate(layout) if d is not None)
+    zero = emit(builder, "constant", [], value=Literal.of(0, batched.dtype))
+    result = emit(builder, "broadcast_in_dim", [zero], shape=batched.shape, dims=())
+    for start in range(0, batched.shape[axis], points):
+        size = min(points, batched.shape[axis] - start)
+        window = tuple(
+            Slice(start, size) if k == axis else Slice(0, n) for k, n in enumerate(batched.shape)
+        )
+        chunk = [emit(builder, "slice", [v], indexer=window) for v in operands]
+        part = builder.create(op.name, chunk, op.attrs, (), op.loc).result
+        result = emit(builder, "dynamic_update_slice", [result, part], indexer=window)
+    return result
 
 
 @rule("transpose")

@@ -19,6 +19,7 @@ every point, a float reduction or dot that must keep its bits: ``exactness``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from minipallas.ir.builder import Builder, params
@@ -288,7 +289,11 @@ def keeps_bits(bt: Batcher, op: Op, ins: Sequence[Batched]) -> None:
     if not bt.exact:
         return
     per_point = [original(v.type, lay) for v, lay in ins]
-    why = exactness.keeps_bits(op, per_point, [v in bt.transposed for v in op.operands])
+    columns = 1
+    if op.name == "dot":  # the right side's batch axes the left side lacks
+        columns = math.prod(bt.sizes[d] for d in axes(ins[1][1]) - axes(ins[0][1]))
+    transposed = [v in bt.transposed for v in op.operands]
+    why = exactness.keeps_bits(op, per_point, transposed, columns)
     if why is not None:
         raise NotBatchable(
             why,

@@ -23,13 +23,17 @@ against the loop program, three seeds, normal values; f32 unless said):
   same rule as sums;
 - products (never YNNPACK's: XLA's own both ways): identical at every size and dtype measured;
 - dots into f32 (f32, or bf16 operands) of YNNPACK's forms (both sides at least 2 wide, the
-  left side not transposed): 128x128x128, 32x32x128, 8x512x8, 16x1024x16, 8x2048x128 with both
+  left side not transposed): 128x128x128, 32x32x128, 64x256x64, 8x2048x128 with both
   operands batched over different grid axes (one bigger matmul), identical; ``q @ k.T`` (the
-  right side transposed) identical in f32 for k from 64 to 1024 and then ``exp``, but 7% of
-  the bf16 products differ; ``x.T @ y``: 1.4% differ; a 1-row or 1-column block: 83%;
+  right side transposed) 128x64x128 identical in f32 and then ``exp``, but 7% of the bf16
+  products differ; ``x.T @ y``: 1.4% differ; a 1-row or 1-column block: 83%. On the Intel
+  Xeon (AVX-512, AMX) a right side narrower than 64 columns differs once batching widens it
+  (8x512x8, 16x1024x16, ``q @ k.T`` 32xkx32 for k from 128 to 1024: 80-95% of the elements,
+  over columns alone as over both axes; over rows alone, identical): ``NARROW_COLUMNS``;
 - softmax of 8x1024 rows (``exp(x - max)`` summed) and flash attention: identical; layer norm
   of 16x1024 rows, whose ``rsqrt`` of 16 values a point crosses the threshold when 256 points
-  are batched: a quarter of the elements differ (``approximate_crosses`` refuses it).
+  are batched: a quarter of the elements differ (``approximate_crosses``), and with the
+  ``rsqrt`` in two chunks of 128 points (``chunk_points``), none.
 
 ``keeps_bits`` admits exactly those classes; everything else stays per point (``NotBatchable``).
 """
@@ -37,12 +41,21 @@ against the loop program, three seeds, normal values; f32 unless said):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType, Type
 
 YNN_MIN_ELEMENTS = 4096
+
+# YNNPACK picks its dot kernel by the width of the right side: a narrower one widened by
+# batching (its points' columns side by side) changes kernel and summing order.
+NARROW_COLUMNS = 64
+
+# Chunks are independent XLA kernels, which XLA:CPU's runtime hands to other threads: each
+# hand-off costs microseconds, so only a few chunks pay (``chunk_points``).
+MAX_CHUNKS = 4
 
 # Elementwise ops YNNPACK runs with its own approximations (the exactly rounded ones, + - * /
 # sqrt max min and the like, give the same bits on either side).
@@ -54,14 +67,17 @@ APPROXIMATE = frozenset(
 OFFLOADED = frozenset({"reduce_sum", "reduce_max", "reduce_min", "dot"})
 
 
-def keeps_bits(op: Op, per_point: list[ArrayType], transposed: list[bool]) -> str | None:
+def keeps_bits(
+    op: Op, per_point: list[ArrayType], transposed: list[bool], columns: int = 1
+) -> str | None:
     """None when XLA:CPU gives ``op`` at the batched shape the bits it gives at the shape of
     one point (its operands' types ``per_point``; ``transposed``: which operands the program
-    computes with a ``transpose``), else why not."""
+    computes with a ``transpose``; ``columns``: for a dot, how many points' right sides
+    batching puts side by side), else why not."""
     if not dtypes.is_float(op.result.type.dtype) or op.name == "reduce_prod":
         return None
     if op.name == "dot":
-        return _dot(per_point, op.result.type.dtype, transposed)
+        return _dot(per_point, op.result.type.dtype, transposed, columns)
     (x,) = per_point
     if math.prod(x.shape) < YNN_MIN_ELEMENTS:
         return f"a float reduction of fewer than {YNN_MIN_ELEMENTS} elements a point stays in XLA"
@@ -70,15 +86,35 @@ def keeps_bits(op: Op, per_point: list[ArrayType], transposed: list[bool]) -> st
     return None
 
 
-def _dot(per_point: list[ArrayType], out: str, transposed: list[bool]) -> str | None:
+def _dot(per_point: list[ArrayType], out: str, transposed: list[bool], columns: int) -> str | None:
     (a, b), (m, k), n = per_point, per_point[0].shape, per_point[1].shape[1]
     if out != "float32" or {a.dtype, b.dtype} not in ({"float32"}, {"bfloat16"}):
         return "only dots of f32 or bf16 into f32 are measured alike batched"
     if min(m, n) < 2 or max(m, k, n) < 8:
         return "a matrix-vector or tiny dot a point is XLA's, batched it is YNNPACK's"
+    if columns > 1 and n < NARROW_COLUMNS:
+        return (
+            f"a dot of fewer than {NARROW_COLUMNS} columns a point is added up in another order "
+            "once batching puts several points' columns side by side"
+        )
     if transposed[0] or transposed[1] and a.dtype != "float32":
         return "a dot of a transposed operand is XLA's a point, batched it may be YNNPACK's"
     return None
+
+
+def chunk_points(op: Op, batch: Sequence[int]) -> int | None:
+    """How many points along the first batch axis (``batch``: the result layout's batch axis
+    sizes, in order) one approximate elementwise op may take so that it stays under
+    ``YNN_MIN_ELEMENTS``, as at one point: XLA then computes each chunk as it computes a point
+    (``layer_norm``'s ``rsqrt`` of 16 values a point, 256 points: two chunks of 128, its bits). None
+    when no chunking does: the other batch axes alone reach the threshold, or it would take more
+    than ``MAX_CHUNKS`` chunks."""
+    row = math.prod(op.result.type.shape) * math.prod(batch[1:])
+    most = (YNN_MIN_ELEMENTS - 1) // row
+    if most == 0 or -(-batch[0] // most) > MAX_CHUNKS:
+        return None
+    chunks = -(-batch[0] // most)
+    return -(-batch[0] // chunks)  # as even as they go: 256 points as 128 and 128
 
 
 def approximate_crosses(op: Op, batched: Type) -> bool:

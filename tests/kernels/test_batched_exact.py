@@ -40,6 +40,8 @@ ADMITTED = [
     D("x@y", "f32", 32, 32, 128, (2, 2)),
     D("x@y", "bf16", 32, 32, 128, (2, 2)),
     D("q@k.T", "f32", 128, 64, 128, (4, 2), after="exp"),
+    D("x@y", "f32", 8, 512, 8, (8, 1)),  # narrow, widened over rows only
+    R("sum", "f32", (16, 1024), (256,), 1, fused="norm"),  # its rsqrt in two chunks
 ]
 REFUSED = [
     R("sum", "f32", (16, 128), (8,), 1),
@@ -48,6 +50,9 @@ REFUSED = [
     D("q@k.T", "bf16", 128, 64, 128, (2, 2)),
     D("x.T@y", "f32", 128, 128, 128, (2, 2)),
     D("x@y", "f32", 1, 128, 128, (4, 4)),
+    D("x@y", "f32", 8, 512, 8, (1, 8)),  # narrow columns side by side
+    D("q@k.T", "f32", 32, 256, 32, (4, 4)),
+    R("sum", "f32", (16, 1024), (1024,), 1, fused="norm"),  # its rsqrt in over 4 chunks
 ]
 
 

@@ -2,11 +2,15 @@
 batches, what it refuses and why, and where ``broadcast_in_dim`` puts a batched scalar's axes.
 The bits themselves are checked on compiled kernels in tests/kernels/test_batched_exact.py."""
 
+import math
+
+import numpy as np
 import pytest
 
 import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.ir.builder import Builder, params
+from minipallas.ir.interpret import interpret
 from minipallas.passes.batching import NotBatchable, batch
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
@@ -65,6 +69,16 @@ def test_dots_of_ynnpacks_forms_batch_over_rows_and_columns(shapes, dtype):
     assert out == (0, None, 1, None)
 
 
+def test_a_narrow_dot_batches_over_rows_not_columns():
+    """YNNPACK sums a right side under 64 columns in another order once it is widened."""
+    fn = _pure(lambda x, y: mnp.dot(x, y), _t(8, 512), _t(512, 8))
+    batch(fn, [ROWS, (None, None)], (8,))
+    with pytest.raises(NotBatchable, match="fewer than 64 columns"):
+        batch(fn, [(None, None), (None, None, 0)], (8,))
+    wide = _pure(lambda x, y: mnp.dot(x, y), _t(8, 512), _t(512, 64))
+    batch(wide, [(None, None), (None, None, 0)], (8,))
+
+
 def test_f32_q_at_k_transposed_batches_bf16_does_not():
     def scores(q, k):
         return mnp.dot(q, k.T, preferred_element_type=mnp.float32)
@@ -102,12 +116,29 @@ def _layer_norm_tail(x):
     return x * mnp.rsqrt(var + 1e-5)
 
 
-def test_an_approximate_op_crossing_ynnpacks_threshold_is_refused_next_to_a_reduction():
+def _rsqrt_sizes(fn):
+    return [math.prod(op.result.type.shape) for op in fn.walk() if op.name == "rsqrt"]
+
+
+def test_an_approximate_op_crossing_ynnpacks_threshold_next_to_a_reduction_runs_in_chunks():
+    """Each chunk stays under YNNPACK's 4096 elements, so XLA rounds it as one point's."""
     fn = _pure(_layer_norm_tail, _t(16, 1024))
-    batch(fn, [ROWS], (255,))  # 255 * 16 values: XLA's rsqrt both ways
-    with pytest.raises(NotBatchable, match="YNNPACK graph") as e:
-        batch(fn, [ROWS], (256,))
+    assert _rsqrt_sizes(batch(fn, [ROWS], (255,))[0]) == [255 * 16]  # XLA's both ways
+    assert _rsqrt_sizes(batch(fn, [ROWS], (256,))[0]) == [128 * 16, 128 * 16]
+    assert _rsqrt_sizes(batch(fn, [ROWS], (1020,))[0]) == [255 * 16] * 4
+    with pytest.raises(NotBatchable, match="YNNPACK graph.*even in 4 chunks") as e:
+        batch(fn, [ROWS], (1021,))
     assert e.value.op == "rsqrt"
+
+
+def test_chunks_give_every_point_its_own_values():
+    fn = _pure(_layer_norm_tail, _t(16, 1024))
+    batched, _ = batch(fn, [ROWS], (256,))
+    x = np.random.default_rng(0).standard_normal((256, 16, 1024)).astype(np.float32)
+    (got,) = interpret(batched, x)
+    for point in (0, 127, 128, 255):
+        (expected,) = interpret(fn, x[point])
+        np.testing.assert_array_equal(got[point], expected)
 
 
 def test_without_reductions_or_dots_approximate_ops_batch_at_any_size():
