@@ -4,7 +4,8 @@ Ten kernels of the suite (tests/kernels/suite.py), resized to about a million el
 six kernels as people write them at the sizes they run them (``realistic_kernels.py``: matmul
 1024³, softmax and layer norm 4096×1024, flash attention, a 1-D sum of 2²⁰, masked tanh of
 10⁶), run three ways on the same numpy inputs, timed in the same process and interleaved (median of
-``--repeat`` runs, numpy arrays in and out for all three):
+``--repeat`` runs, each a block of back-to-back calls of about 5 ms, numpy arrays in and out for
+all three: ``run_times``):
 - ``minipallas``: ``minipallas.pallas_call(...)(*arrays)``: independent grid points batched
   (``kernels.programs.vectorized_grid``; the "batched" column names those grid axes), the rest as
   XLA loops; and ``fast``, the same with ``match_upstream=False`` (float reductions and dots
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import math
 import sys
 import time
 from pathlib import Path
@@ -182,14 +184,21 @@ def reference(case):
 
 
 def _ms(samples):
-    """Median of the runs, in ms: the three ways alternate, so a disturbance on this shared
+    """Median of the runs, in ms: the ways alternate, so a disturbance on this shared
     machine lands on all of them alike, and the median ignores the odd slow run."""
     return float(np.median(samples)) * 1e3
 
 
+BLOCK_SECONDS = 0.005  # a timed run: back-to-back calls for at least this long
+
+
 def run_times(case, repeat):
-    """Median ms of minipallas (bit for bit with upstream, and with ``match_upstream=False``),
-    upstream interpret and jax.jit, interleaved, numpy in and out."""
+    """Median ms per call of minipallas (bit for bit with upstream, and with
+    ``match_upstream=False``), upstream interpret and jax.jit, numpy in and out. Each run of a
+    way is a block of back-to-back calls lasting about ``BLOCK_SECONDS`` (one call for a
+    kernel slower than that), as a user calling a kernel many times sees it: a single call of
+    a 10 µs kernel after a slow one measures the machine waking up, not the kernel. The ways
+    take turns block by block."""
     import jax
     import jax.numpy as jnp
 
@@ -201,16 +210,24 @@ def run_times(case, repeat):
         "upstream": case.upstream(),
         "jit": jax.jit(lambda *xs: ref(jnp, *xs)),
     }
+
+    def call(run):
+        out = run(*args)
+        [np.asarray(o) for o in (out if isinstance(out, tuple | list) else (out,))]
+
+    calls = {}
+    for name, run in runners.items():  # compile, warm up, and size the blocks
+        call(run)
+        start = time.perf_counter()
+        call(run)
+        calls[name] = max(1, int(BLOCK_SECONDS / (time.perf_counter() - start)))
     times = {name: [] for name in runners}
-    for run in runners.values():  # compile and warm up
-        jax.block_until_ready(run(*args))
     for _ in range(repeat):
         for name, run in runners.items():
             start = time.perf_counter()
-            out = run(*args)
-            outs = out if isinstance(out, tuple | list) else (out,)
-            [np.asarray(o) for o in outs]
-            times[name].append(time.perf_counter() - start)
+            for _ in range(calls[name]):
+                call(run)
+            times[name].append((time.perf_counter() - start) / calls[name])
     return {name: _ms(t) for name, t in times.items()}
 
 
@@ -339,6 +356,12 @@ def _fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _time(ms):
+    """A time in ms to three significant digits (a 10 µs kernel is 0.0100, not 0.01)."""
+    digits = max(0, 2 - math.floor(math.log10(ms))) if ms > 0 else 0
+    return f"{ms:.{digits}f}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="the suite's own (tiny) sizes")
@@ -367,9 +390,9 @@ def main(argv=None):
         vs_jit.append(jit_ratio)
         fast_vs_jit.append(t["fast"] / t["jit"])
         rows.append([
-            case.name, _steps(case), batched_axes(case), _fmt(t["minipallas"], 2),
-            _fmt(t["upstream"], 2), _fmt(t["jit"], 2), _fmt(speedup), _fmt(jit_ratio, 2),
-            batched_axes(case, exact=False), _fmt(t["fast"], 2), _fmt(fast_vs_jit[-1], 2),
+            case.name, _steps(case), batched_axes(case), _time(t["minipallas"]),
+            _time(t["upstream"]), _time(t["jit"]), _fmt(speedup), _fmt(jit_ratio, 2),
+            batched_axes(case, exact=False), _time(t["fast"]), _fmt(fast_vs_jit[-1], 2),
         ])  # fmt: skip
         f = first_call_times(case)
         first_rows.append(
@@ -380,7 +403,8 @@ def main(argv=None):
             case.name, _fmt(e["mp_cpu"]), _fmt(e["up_cpu"]), _fmt(e["mp_tpu"]), _fmt(e["up_tpu"]),
         ])  # fmt: skip
 
-    print("CPU run time, ms (median of runs; numpy in and out); speedup = upstream / minipallas;")
+    print("CPU run time, ms per call (median of runs of back-to-back calls; numpy in and out);")
+    print("speedup = upstream / minipallas;")
     print("fast = pallas_call(..., match_upstream=False), exact only to rounding")
     print(table(
         ["kernel", "grid steps", "batched", "minipallas", "upstream interpret", "jax.jit",

@@ -66,7 +66,7 @@ class Compiled:
             )
         arrays = [self._check(i, a) for i, a in enumerate(args)]
         if self.jitted is not None:
-            return tuple(map(jaxlib_shim.writable, self.jitted(*arrays)))
+            return tuple(map(jaxlib_shim.writable, jax_dispatch.ready(self.jitted(*arrays))))
         return tuple(jaxlib_shim.cpu_execute(self.executable, arrays))
 
     def _check(self, i: int, arg: object) -> np.ndarray:

@@ -67,3 +67,28 @@ def test_results_are_writable_and_never_an_arguments_memory():
     same[:] = -1  # writing a result leaves the argument and the other result alone
     np.testing.assert_array_equal(x, np.arange(4096, dtype=np.float32))
     np.testing.assert_array_equal(doubled, 2 * np.arange(4096, dtype=np.float32))
+
+
+@pytest.mark.parametrize("poll", [0.0, 1.0])
+def test_a_call_polls_for_its_results_then_blocks(monkeypatch, poll):
+    """Within the poll every result is computed on return; with no poll at all the values
+    are still right (converting a result blocks until it is)."""
+    from minipallas.lowering import jax_dispatch
+
+    monkeypatch.setattr(jax_dispatch, "POLL_SECONDS", poll)
+    fn = minipallas.parse(
+        """func @twice(%x: f32[1024]) -> (f32[1024], f32[1024]) {
+  %y = add %x, %x : f32[1024]
+  %z = mul %y, %x : f32[1024]
+  return %y, %z
+}"""
+    )
+    compiled = minipallas.compile(fn)
+    x = np.arange(1024, dtype=np.float32)
+    results = compiled.jitted(x)
+    assert jax_dispatch.ready(results) is results
+    if poll:
+        assert all(r.is_ready() for r in results)
+    y, z = compiled(x)
+    np.testing.assert_array_equal(y, 2 * x)
+    np.testing.assert_array_equal(z, 2 * x * x)
