@@ -30,7 +30,6 @@ from suite import Case, inputs, normal, softmax  # noqa: E402
 R, D = batched_bits.reduction, batched_bits.dot
 ADMITTED = [
     R("sum", "f32", (8, 1024), (16,), 1),
-    R("sum", "f32", (128, 128), (2, 2), 0),
     R("max", "f32", (8, 1024), (8,), 0, zeros=True),
     R("min", "f32", (128, 128), (2, 2), 1, zeros=True),
     R("sum", "bf16", (8, 1024), (8,), 1),
@@ -45,6 +44,7 @@ ADMITTED = [
 ]
 REFUSED = [
     R("sum", "f32", (16, 128), (8,), 1),
+    R("sum", "f32", (128, 128), (2, 2), 0),  # down 128 rows: differs on the AMD EPYC
     R("max", "f32", (16, 128), (8,), 1, zeros=True),
     R("sum", "f32", (64, 64), (2, 2), None),
     D("q@k.T", "bf16", 128, 64, 128, (2, 2)),

@@ -43,6 +43,15 @@ def test_a_smaller_reduction_is_refused_naming_the_threshold(op):
     batch(fn, [ROWS], (16,), exact=False)  # the opt-out still batches it
 
 
+def test_a_sum_down_more_than_8_rows_is_refused_max_and_short_columns_batch():
+    """YNNPACK on the AMD EPYC sums 128-row columns in another order batched."""
+    down = _pure(lambda x: x.sum(axis=0), _t(128, 128))
+    with pytest.raises(NotBatchable, match="down the columns"):
+        batch(down, [ROWS], (4,))
+    batch(_pure(lambda x: x.max(axis=0), _t(128, 128)), [ROWS], (4,))
+    batch(_pure(lambda x: x.sum(axis=0), _t(8, 512)), [ROWS], (4,))
+
+
 def test_a_reduction_to_one_number_is_refused_even_when_large():
     fn = _pure(lambda x: x.sum(), _t(64, 64))
     with pytest.raises(NotBatchable, match="to one number"):
