@@ -2,9 +2,11 @@
 TPU (``tests/kernels/tpu_cases.py``) run on the chip through minipallas's own Mosaic module
 (``jax.jit`` of the ``pallas_call``: the platform table's ``tpu`` row) and through upstream's
 ``pallas_call(interpret=False)``, compared bit for bit, and against minipallas's CPU path
-(the discharged program on XLA:CPU) within ``TOLERANCE``. Writes a JSON report and prints a
-table; exits 1 when a kernel that both sides run gives other bits than upstream's, or is off
-the CPU beyond the tolerance.
+(the discharged program on XLA:CPU) within ``TOLERANCE``, on the elements a TPU defines (an
+output block's padding or lanes a kernel never writes hold whatever VMEM held:
+``minipallas.difftest.undefined``). Writes a JSON report and prints a table; exits 1 when a
+kernel that both sides run gives other bits than upstream's, or is off the CPU beyond the
+tolerance.
 
     make tpu-check                          # on a TPU machine
     python bench/tpu_check.py [--kernels add,softmax] [--out tpu-check.json]
@@ -43,6 +45,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from realistic_kernels import realistic_cases  # noqa: E402
 from suite import KERNELS  # noqa: E402
 from tpu_cases import TPU_CASES  # noqa: E402
+
+from minipallas.difftest.undefined import undefined  # noqa: E402
 
 # Kernels whose results on a device are not defined by their inputs alone.
 SKIP = {
@@ -137,6 +141,15 @@ def error_vs_cpu(got: tuple, cpu: tuple, tolerance: tuple[float, float]) -> floa
     return worst
 
 
+def _where_defined(got: tuple, other: tuple, defined: list[np.ndarray]) -> tuple:
+    """``got`` on the elements a TPU defines (``difftest.undefined``: found on the CPU by two
+    fills of undefined memory), ``other``'s elsewhere, so that only defined elements compare."""
+    return tuple(
+        np.where(d, g, o).astype(np.asarray(o).dtype)
+        for g, o, d in zip(got, other, defined, strict=True)
+    )
+
+
 def tolerance_of(case: Any) -> tuple[float, float]:
     kernel = case.minipallas().trace(*case.inputs())
     rounded = any(
@@ -163,11 +176,15 @@ def check(case: Any, device: Any, cpu: bool) -> dict[str, Any]:
         record["status"] = "both refuse" if len(refused) == 2 else f"{refused[0]} refused"
         record["detail"] = " | ".join(r for r in (ours, theirs) if isinstance(r, Refused))
         return record
+    defined = [~m for m in undefined(case.minipallas().trace(*args), args)]
+    record["undefined"] = int(sum(int((~d).sum()) for d in defined))
+    ours = _where_defined(ours, theirs, defined)  # elsewhere the chip holds whatever was there
     record["same_bits"] = all(same_bits(a, b) for a, b in zip(ours, theirs, strict=True))
     expected = case.minipallas()(*args)
     expected = tuple(expected) if isinstance(expected, tuple | list) else (expected,)
     tolerance = tolerance_of(case)
     record["tolerance"] = tolerance
+    ours = _where_defined(ours, expected, defined)
     record["error_vs_cpu"] = round(error_vs_cpu(ours, expected, tolerance), 4)
     within = record["error_vs_cpu"] <= 1.0
     record["status"] = "ok" if record["same_bits"] and within else "differs"

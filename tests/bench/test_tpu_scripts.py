@@ -44,6 +44,24 @@ def test_the_check_reports_a_refusal_and_what_differs():
     assert tpu_check.error_vs_cpu((a,), (b,), (0.0, 1e-9)) > 1
 
 
+def test_only_the_elements_a_tpu_defines_are_compared(tmp_path):
+    """``padding_visible``'s partial blocks leave padding a TPU does not define; ``add``
+    defines every element. Undefined elements take the other side's values, defined ones
+    keep theirs (a difference there still counts)."""
+    import numpy as np
+
+    out = tmp_path / "report.json"
+    tpu_check.main(["--cpu", "--kernels", "padding_visible,add", "--out", str(out)])
+    got = {r["name"]: r for r in json.loads(out.read_text())["kernels"]}
+    assert got["padding_visible"]["undefined"] > 0 and got["padding_visible"]["status"] == "ok"
+    assert got["add"]["undefined"] == 0
+    ours, theirs = np.float32([1, 2, 3]), np.float32([1, 9, 4])
+    defined = [np.array([True, False, True])]
+    (masked,) = tpu_check._where_defined((ours,), (theirs,), defined)
+    np.testing.assert_array_equal(masked, [1, 9, 3])
+    assert not tpu_check.same_bits(masked, theirs)  # the defined third element differs
+
+
 def _cpu():
     import jax
 
