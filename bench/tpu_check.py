@@ -150,8 +150,9 @@ def _where_defined(got: tuple, other: tuple, defined: list[np.ndarray]) -> tuple
     )
 
 
-def tolerance_of(case: Any) -> tuple[float, float]:
-    kernel = case.minipallas().trace(*case.inputs())
+def tolerance_of(kernel: Any) -> tuple[float, float]:
+    """The tolerance against the CPU path for a traced kernel: rounded where a dot or bf16 data
+    is in it (``TOLERANCE``)."""
     rounded = any(
         op.name == "dot" for f in (kernel.body, *kernel.body.callees()) for op in f.walk()
     )
@@ -176,16 +177,18 @@ def check(case: Any, device: Any, cpu: bool) -> dict[str, Any]:
         record["status"] = "both refuse" if len(refused) == 2 else f"{refused[0]} refused"
         record["detail"] = " | ".join(r for r in (ours, theirs) if isinstance(r, Refused))
         return record
-    defined = [~m for m in undefined(case.minipallas().trace(*args), args)]
+    call = case.minipallas()
+    kernel = call.trace(*args)
+    defined = [~m for m in undefined(kernel, args)]  # elsewhere the chip holds what was there
     record["undefined"] = int(sum(int((~d).sum()) for d in defined))
-    ours = _where_defined(ours, theirs, defined)  # elsewhere the chip holds whatever was there
-    record["same_bits"] = all(same_bits(a, b) for a, b in zip(ours, theirs, strict=True))
-    expected = case.minipallas()(*args)
+    mine = _where_defined(ours, theirs, defined)
+    record["same_bits"] = all(same_bits(a, b) for a, b in zip(mine, theirs, strict=True))
+    expected = call(*args)
     expected = tuple(expected) if isinstance(expected, tuple | list) else (expected,)
-    tolerance = tolerance_of(case)
+    tolerance = tolerance_of(kernel)
     record["tolerance"] = tolerance
-    ours = _where_defined(ours, expected, defined)
-    record["error_vs_cpu"] = round(error_vs_cpu(ours, expected, tolerance), 4)
+    mine = _where_defined(ours, expected, defined)
+    record["error_vs_cpu"] = round(error_vs_cpu(mine, expected, tolerance), 4)
     within = record["error_vs_cpu"] <= 1.0
     record["status"] = "ok" if record["same_bits"] and within else "differs"
     return record

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from minipallas.ir.errors import PassError
@@ -107,19 +106,12 @@ def region_operand_map(op: Op, region_index: int) -> Mapping[int, int]:
             op=op.name,
             loc=op.loc,
         )
-    params = op.param_slices(region_index)
-    key = id(params)  # one per operand layout, region and parameter count, kept by the ``OpDef``
-    if key not in _MAPS:
-        operands, found = op.slices(), {}
-        for name, where in params.items():
-            if name in operands and name != "inits":
-                first = operands[name].start
-                found.update((where.start + k, first + k) for k in range(where.stop - where.start))
-        _MAPS[key] = MappingProxyType(found)
-    return _MAPS[key]
-
-
-_MAPS: dict[int, Mapping[int, int]] = {}  # region_operand_map's, per layout
+    operands, found = op.slices(), {}
+    for name, where in op.param_slices(region_index).items():
+        if name in operands and name != "inits":
+            first = operands[name].start
+            found.update((where.start + k, first + k) for k in range(where.stop - where.start))
+    return found
 
 
 class EffectsAnalysis:

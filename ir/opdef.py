@@ -130,21 +130,30 @@ class OpDef:
         """Where each declared operand (or group) sits among an op's ``count`` operands, by
         name: ``for``'s ``{"lower": slice(0, 1), "upper": ..., "consts": slice(2, 2 + n),
         "inits": ...}``; ``None`` when that many do not fit the declaration."""
-        key = (count, *[_declared_size(entry, attrs) for entry in self._sized])
+        return self._groups(self._key(count, attrs), attrs)
+
+    def _key(self, count: int, attrs: Attrs) -> tuple:
+        """What decides the operand layout: the count and the sizes the attributes give."""
+        return (count, *[_declared_size(entry, attrs) for entry in self._sized])
+
+    def _groups(self, key: tuple, attrs: Attrs) -> Slices | None:
         if key not in self._layouts:
             sizes = tuple(_declared_size(entry, attrs) for entry in self.operands)
-            self._layouts[key] = _lay_out(self.operands, sizes, count)
+            self._layouts[key] = _lay_out(self.operands, sizes, key[0])
         return self._layouts[key]
 
     def param_groups(self, region: int, count: int, attrs: Attrs, n_params: int) -> Slices | None:
         """Where each entry of ``params`` for region ``region`` sits among its ``n_params``
         parameters, given an op of ``count`` operands: ``for``'s body ``{"index": slice(0, 1),
         "consts": slice(1, 1 + n), "inits": ...}``; ``None`` when they do not fit."""
-        operands = self.groups(count, attrs)
-        if operands is None or not self.params:
+        if not self.params:
+            return None
+        layout = self._key(count, attrs)
+        operands = self._groups(layout, attrs)
+        if operands is None:
             return None
         k = min(region, len(self.params) - 1)
-        key = (id(operands), k, n_params)  # ``_layouts`` keeps ``operands``, so its id is its own
+        key = (layout, k, n_params)
         if key not in self._param_layouts:
             entries = self.params[k]
             sizes = tuple(

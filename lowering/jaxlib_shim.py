@@ -11,7 +11,7 @@ everyone else's.
   plus stablehlo and chlo, as ``jax._src.interpreters.mlir.make_ir_context`` builds it.
 - ``cpu_compile(text)`` / ``cpu_execute(executable, arrays)``: XLA's CPU client, compiling a
   module's text whose entry is a public ``@main`` and running it on numpy arrays;
-  ``to_device(array)`` / ``writable(result)``: the two copies-or-not around a run.
+  ``writable(result)``: a result as a writable numpy array, copied or not.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ __all__ = [
     "ir",
     "make_context",
     "stablehlo",
-    "to_device",
     "writable",
 ]
 
@@ -99,11 +98,11 @@ def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) ->
 
 def cpu_execute(executable: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Runs a compiled module on numpy arrays; returns its results as fresh, writable arrays."""
-    buffers = [to_device(a) for a in arrays]
+    buffers = [_to_device(a) for a in arrays]
     return [writable(r) for r in executable.execute(buffers)]  # one device: one array each
 
 
-def to_device(array: np.ndarray) -> Any:
+def _to_device(array: np.ndarray) -> Any:
     """A numpy array as a CPU buffer, by the call ``jax.jit`` makes for its numpy arguments
     (not through ``jax.device_put``, whose Python layers cost more than a small kernel's run).
 

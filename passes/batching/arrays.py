@@ -13,7 +13,6 @@ import math
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Slice
-from minipallas.ir.literal import Literal
 from minipallas.ir.opset.arrays import (
     ARITHMETIC,
     BITWISE,
@@ -36,6 +35,7 @@ from minipallas.passes.batching.engine import (
     original,
     rule,
     slots_of,
+    splat,
 )
 from minipallas.passes.batching.exactness import MAX_CHUNKS, approximate_crosses, chunk_points
 
@@ -80,8 +80,7 @@ def _in_chunks(
     batch axis, each chunk written into a result of type ``batched``: every chunk stays under
     YNNPACK's threshold, as one point's op does, so XLA rounds it as it rounds a point's."""
     axis = next(k for k, d in enumerate(layout) if d is not None)
-    zero = emit(builder, "constant", [], value=Literal.of(0, batched.dtype))
-    result = emit(builder, "broadcast_in_dim", [zero], shape=batched.shape, dims=())
+    result = splat(builder, 0, batched)
     for start in range(0, batched.shape[axis], points):
         size = min(points, batched.shape[axis] - start)
         window = tuple(

@@ -26,9 +26,9 @@ from minipallas.passes.batching.engine import (
     rank,
     rank_of,
     rule,
+    splat,
     unbatched,
 )
-from minipallas.passes.batching.indexed import splat
 
 
 def _lead_or_not(bt: Batcher, builder: Builder, ins: Sequence[Batched]) -> list[Batched]:

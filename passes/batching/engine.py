@@ -264,6 +264,12 @@ def emit(builder: Builder, name: str, operands: Sequence[Value], **attrs: object
     return builder.create(name, operands, attrs).result
 
 
+def splat(builder: Builder, value: int, t: ArrayType) -> Value:
+    """An array of type ``t`` holding ``value`` everywhere."""
+    scalar = emit(builder, "constant", [], value=Literal.of(value, t.dtype))
+    return emit(builder, "broadcast_in_dim", [scalar], shape=t.shape, dims=())
+
+
 def leading_op(
     bt: Batcher, builder: Builder, op: Op, operands: Sequence[Value], **changes: object
 ) -> list[Batched]:

@@ -120,9 +120,9 @@ def chunk_points(op: Op, batch: Sequence[int]) -> int | None:
     than ``MAX_CHUNKS`` chunks."""
     row = math.prod(op.result.type.shape) * math.prod(batch[1:])
     most = (YNN_MIN_ELEMENTS - 1) // row
-    if most == 0 or -(-batch[0] // most) > MAX_CHUNKS:
+    chunks = -(-batch[0] // most) if most else MAX_CHUNKS + 1
+    if chunks > MAX_CHUNKS:
         return None
-    chunks = -(-batch[0] // most)
     return -(-batch[0] // chunks)  # as even as they go: 256 points as 128 and 128
 
 

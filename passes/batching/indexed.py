@@ -20,7 +20,6 @@ from minipallas.ir import indexing
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
-from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType
 from minipallas.passes.batching.engine import (
     Batched,
@@ -30,6 +29,7 @@ from minipallas.passes.batching.engine import (
     emit,
     leading_op,
     rule,
+    splat,
 )
 
 
@@ -167,8 +167,3 @@ def _clamped_start(
     low = emit(builder, "max", [index, splat(builder, 0, own)])
     clamped = emit(builder, "min", [low, splat(builder, last, own)])
     return clamped if own == points else emit(builder, "convert", [clamped], dtype="int32")
-
-
-def splat(builder: Builder, value: int, t: ArrayType) -> Value:
-    scalar = emit(builder, "constant", [], value=Literal.of(value, t.dtype))
-    return emit(builder, "broadcast_in_dim", [scalar], shape=t.shape, dims=())

@@ -32,8 +32,9 @@ from minipallas.passes.batching.engine import (
     NotBatchable,
     axes,
     emit,
+    splat,
 )
-from minipallas.passes.batching.indexed import splat, window_positions
+from minipallas.passes.batching.indexed import window_positions
 
 WRITES = ("dynamic_update_slice", "scatter", "scatter_add")
 
