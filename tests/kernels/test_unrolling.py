@@ -1,0 +1,64 @@
+"""Unrolling short sequential grid loops (minipallas/kernels/programs/unrolling.py): which
+loops unroll, and the unrolled programs give upstream interpret mode's bits."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from kernel_helpers import assert_same_bits
+
+import minipallas as mp
+from minipallas.frontend.tracing import trace
+from minipallas.kernels.programs import unrolling
+from minipallas.kernels.programs.vectorized_grid import vectorized_grid_program
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from realistic_kernels import realistic_cases  # noqa: E402
+
+
+def _dot_and_add(x, y):
+    return mp.numpy.dot(x, y) + 1.0
+
+
+DOT = trace(_dot_and_add, mp.ArrayType((64, 32), "float32"), mp.ArrayType((32, 16), "float32"))
+
+
+def test_a_dot_counts_its_multiply_adds_and_other_ops_their_elements():
+    dot_work = 64 * 16 * 32
+    others = unrolling.step_work(DOT) - dot_work
+    assert 64 * 16 <= others <= 3 * 64 * 16  # the add, its broadcast constant
+
+
+@pytest.mark.parametrize(
+    "steps, work, unrolls",
+    [(1, 1 << 24, False), (2, 1 << 24, True), (16, 1 << 24, True), (17, 1 << 24, False),
+     (8, 1 << 12, False)],
+)  # fmt: skip
+def test_a_loop_unrolls_when_its_steps_are_few_and_each_much(monkeypatch, steps, work, unrolls):
+    monkeypatch.setattr(unrolling, "step_work", lambda fn: work)
+    assert unrolling.unrolls(DOT, steps) is unrolls
+
+
+def _loops(fn):
+    return [op.name for f in (fn, *fn.callees()) for op in f.walk() if op.name in ("for", "while")]
+
+
+CASES = {c.name: c for c in realistic_cases()}
+
+
+@pytest.mark.parametrize(
+    "name, unrolled", [("matmul_1024", True), ("flash_attention", True), ("reduce_8k", False)]
+)
+def test_the_realistic_kernels_unroll_as_their_steps_warrant_with_upstreams_bits(name, unrolled):
+    """The 1024³ matmul's 8 k-steps and flash attention's 16 key steps unroll; the 8-step
+    sum's steps are too small to (its loop stays); all give upstream's bits."""
+    case = CASES[name]
+    args = case.inputs()
+    program = vectorized_grid_program(case.minipallas().trace(*args))
+    if unrolled:
+        assert program is not None and not _loops(program)
+    else:  # its loop program, or a vectorized one with its loop
+        assert program is None or _loops(program)
+    assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
