@@ -568,8 +568,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "vgrid-axes-reversed",
         "wrong reduction axis",
         "minipallas/kernels/programs/vectorized_grid.py",
-        "return _loop_nest(sizes, [*indices, i], carry, step)",
-        "return _loop_nest(sizes, [i, *indices], carry, step)",
+        "return _loop_nest(sizes, [*indices, i], carry, step, unroll)",
+        "return _loop_nest(sizes, [i, *indices], carry, step, unroll)",
         "the batched program's sequential loops take their indices in reverse order",
     ),
 )

@@ -12,6 +12,8 @@ run in order, while those along i and j, which share nothing, need not. The CPU 
 it: i and j are batched (whole vectors of indices at once), k is a loop that carries the
 accumulator, and the dot, which reads no scratch, is hoisted out of the loop (the pass
 ``hoist-invariant``; ``call.lower(x, y, after_each=hook)`` hands ``hook`` each stage by name).
+What is left of a k-step is adds, and there are only four steps: so the loop is unrolled, its
+steps traced one after another (``kernels/programs/unrolling.py``), and XLA fuses the adds.
 """
 
 import numpy as np
@@ -76,14 +78,15 @@ def main() -> None:
     assert error < 1e-5, error
     print(f"out {out.shape} {out.dtype} matches numpy's x @ y (max relative error {error:.1e})")
 
-    chapter("3. The CPU program: i and j batched, k a loop carrying the accumulator")
+    chapter("3. The CPU program: i and j batched, the dots hoisted, the k steps in order")
     program = call.program(x, y)
     print(program)
     text = str(program)
-    loops = text.count(" = for ")
-    assert loops == 1 and "iota" in text and " dot " in text.split(" = for ")[0]
-    print(f"{loops} loop (over k: {K // BK} steps), carrying the output and the accumulator;")
-    print("i and j arrive as iota vectors (batched); the dots are computed before the loop")
+    pre = text.split("func @matmul_kernel_pre_batched")[1].split("\n}")[0]
+    steps = text.count("call @matmul_kernel_post_batched")
+    assert " = for " not in text and "iota" in text and " dot " in pre and steps == K // BK
+    print("i and j arrive as iota vectors (batched); the dots of every k step are one batched")
+    print(f"call before them; the {steps} k steps, adds into the accumulator, are unrolled")
 
     chapter("4. The same kernel emitted for TPU (Mosaic), without locations")
     print(call.lower(x, y, target="tpu").as_text(debug_info=False))

@@ -221,7 +221,8 @@ def test_program_id_inside_loops_conditionals_scopes_and_calls():
 
 def test_lower_to_stablehlo_is_the_cpu_program():
     """Independent grid points run batched: the add is one add over the arrays, seen as
-    (blocks, block) pairs; an accumulator across a grid axis keeps that axis a loop."""
+    (blocks, block) pairs; an accumulator across a grid axis keeps that axis a loop, but for
+    a few steps (unrolling)."""
     lowered = add_call().lower(F32, F32)
     text = str(lowered)
     assert lowered.target == "stablehlo" and "func.func @main" in text
@@ -232,12 +233,13 @@ def test_lower_to_stablehlo_is_the_cpu_program():
     def accumulate(x_ref, o_ref):
         o_ref[...] += x_ref[...]
 
-    call = mp.pallas_call(
-        accumulate, mp.ArrayType((8, 256), "float32"), grid=(2, 2), in_specs=[SPEC],
-        out_specs=mp.BlockSpec((8, 128), lambda i, j: (0, j)),
-    )  # fmt: skip
-    text = str(call.lower(F32))
-    assert text.count("stablehlo.while") == 1 and "tensor<8x2x128xf32>" in text
+    for steps, loops in [(2, 0), (32, 1)]:
+        call = mp.pallas_call(
+            accumulate, mp.ArrayType((8, 256), "float32"), grid=(steps, 2), in_specs=[SPEC],
+            out_specs=mp.BlockSpec((8, 128), lambda i, j: (0, j)),
+        )  # fmt: skip
+        text = str(call.lower(mp.ArrayType((8 * steps, 256), "float32")))
+        assert text.count("stablehlo.while") == loops and "tensor<8x2x128xf32>" in text
 
 
 def test_lower_rejects_unknown_targets_and_options():

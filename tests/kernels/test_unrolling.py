@@ -41,6 +41,12 @@ def test_a_loop_unrolls_when_its_steps_are_few_and_each_much(monkeypatch, steps,
     assert unrolling.unrolls(DOT, steps) is unrolls
 
 
+def test_a_step_of_elementwise_ops_alone_unrolls_whatever_its_size():
+    adds = trace(lambda x: x + 1.0, mp.ArrayType((8, 128), "float32"))
+    assert unrolling.unrolls(adds, 16) and not unrolling.unrolls(adds, 17)
+    assert not unrolling.unrolls(DOT, 16)  # a small dot: its loop stays
+
+
 def _loops(fn):
     return [op.name for f in (fn, *fn.callees()) for op in f.walk() if op.name in ("for", "while")]
 
@@ -49,11 +55,18 @@ CASES = {c.name: c for c in realistic_cases()}
 
 
 @pytest.mark.parametrize(
-    "name, unrolled", [("matmul_1024", True), ("flash_attention", True), ("reduce_8k", False)]
+    "name, unrolled",
+    [
+        ("matmul_1024", True),
+        ("flash_attention", True),
+        ("matmul_small", True),
+        ("reduce_8k", False),
+    ],
 )
 def test_the_realistic_kernels_unroll_as_their_steps_warrant_with_upstreams_bits(name, unrolled):
-    """The 1024³ matmul's 8 k-steps and flash attention's 16 key steps unroll; the 8-step
-    sum's steps are too small to (its loop stays); all give upstream's bits."""
+    """The 1024³ matmul's 8 k-steps and flash attention's 16 key steps unroll, and so do the
+    small matmul's 3 k-steps once their dots are hoisted (adds alone); the 8-step sum's small
+    reductions do not (its loop stays); all give upstream's bits."""
     case = CASES[name]
     args = case.inputs()
     program = vectorized_grid_program(case.minipallas().trace(*args))

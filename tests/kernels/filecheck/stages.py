@@ -2,8 +2,8 @@
 # A kernel's way to its CPU program, stage by stage: --print-ir-after-all names each registered
 # pass the kernel path runs (bind-grid, discharge, cleanup, drop-inputs, cleanup,
 # hoist-invariant), then batch-grid and cpu-program, then the target's own pipeline. The row sum
-# reads its input block and no state, so hoist-invariant cuts it out of the loop over j; the
-# same passes from the command line print the same body. Without --emit (and no
+# reads its input block and no state, so hoist-invariant cuts it out of the loop over j, whose
+# four steps of adds are then traced one after another (unrolling); the same passes from the command line print the same body. Without --emit (and no
 # --pass-pipeline) the stages down to the CPU program are shown, then the program.
 # RUN: minipallas-opt %s --emit=stablehlo --print-ir-after-all | filecheck %s
 # RUN: minipallas-opt %s --print-ir-after-all | filecheck %s --check-prefix=BARE
@@ -29,7 +29,9 @@
 # CHECK:      func @row_sum_pre_batched(%0: i32[2], %1: i32[4], %2: f32[2,8,4,1024]) -> (f32[2,4,8,1]) {
 # CHECK:      func @row_sum_grid(%0: f32[16,4096]) -> (f32[16,1]) {
 # CHECK:        call @row_sum_pre_batched
-# CHECK:        for
+# CHECK-NOT:    for
+# CHECK-COUNT-4: call @row_sum_post_batched
+# CHECK-NOT:    for
 # CHECK:      // -----// IR Dump After collectives //----- //
 # CHECK:      // -----// IR Dump After discharge //----- //
 # CHECK:      // -----// IR Dump After cleanup //----- //
