@@ -31,20 +31,16 @@ def test_a_dot_counts_its_multiply_adds_and_other_ops_their_elements():
     assert 64 * 16 <= others <= 3 * 64 * 16  # the add, its broadcast constant
 
 
-@pytest.mark.parametrize(
-    "steps, work, unrolls",
-    [(1, 1 << 24, False), (2, 1 << 24, True), (16, 1 << 24, True), (17, 1 << 24, False),
-     (8, 1 << 12, False)],
-)  # fmt: skip
-def test_a_loop_unrolls_when_its_steps_are_few_and_each_much(monkeypatch, steps, work, unrolls):
+@pytest.mark.parametrize("work, unroll", [(1 << 24, unrolling.UNROLL), (1 << 12, 1)])
+def test_a_step_with_a_dot_unrolls_when_it_does_much_work(monkeypatch, work, unroll):
     monkeypatch.setattr(unrolling, "step_work", lambda fn: work)
-    assert unrolling.unrolls(DOT, steps) is unrolls
+    assert unrolling.unroll(DOT) == unroll
 
 
 def test_a_step_of_elementwise_ops_alone_unrolls_whatever_its_size():
     adds = trace(lambda x: x + 1.0, mp.ArrayType((8, 128), "float32"))
-    assert unrolling.unrolls(adds, 16) and not unrolling.unrolls(adds, 17)
-    assert not unrolling.unrolls(DOT, 16)  # a small dot: its loop stays
+    assert unrolling.unroll(adds) == unrolling.UNROLL
+    assert unrolling.unroll(DOT) == 1  # a small dot: its loop stays rolled
 
 
 def _loops(fn):
@@ -64,14 +60,15 @@ CASES = {c.name: c for c in realistic_cases()}
     ],
 )
 def test_the_realistic_kernels_unroll_as_their_steps_warrant_with_upstreams_bits(name, unrolled):
-    """The 1024³ matmul's 8 k-steps and flash attention's 16 key steps unroll, and so do the
-    small matmul's 3 k-steps once their dots are hoisted (adds alone); the 8-step sum's small
-    reductions do not (its loop stays); all give upstream's bits."""
+    """The 1024³ matmul's 8 k-steps unroll whole, flash attention's 16 key steps 8 a trip,
+    the small matmul's 3 k-steps whole once their dots are hoisted (adds alone); the 8-step
+    sum's small reductions stay rolled; all give upstream's bits."""
     case = CASES[name]
     args = case.inputs()
     program = vectorized_grid_program(case.minipallas().trace(*args))
     if unrolled:
-        assert program is not None and not _loops(program)
+        steps = case.grid[-1]  # the sequential axis
+        assert program is not None and len(_loops(program)) == (steps > unrolling.UNROLL)
     else:  # its loop program, or a vectorized one with its loop
         assert program is None or _loops(program)
     assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))

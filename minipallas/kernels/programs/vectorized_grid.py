@@ -36,9 +36,10 @@ runs those points together, with the same results bit for bit:
    its point's slice. This needs every input's index map to use each grid axis as a block
    index or not at all; then a grid with no batched axis (a 1-D accumulation) gets a program
    too.
-6. Unrolling (``kernels.programs.unrolling``). A few sequential steps of much work each (a
-   blocked matmul's k-steps) are traced one after another instead of as loops, so that XLA
-   runs the steps' independent dots side by side.
+6. Unrolling (``kernels.programs.unrolling``). The innermost sequential loop runs several
+   steps per trip, traced one after another (all of them when there are few: a blocked
+   matmul's k-steps), when its steps do much work or only elementwise work: XLA then runs the
+   steps' independent dots side by side, or fuses their elementwise ops.
 
 ``after_each(stage, fn)`` sees each stage once the program is sure to be built: the passes of
 2 by name, ``hoist-invariant`` when it hoisted, and ``batch-grid`` (the batched body).
@@ -72,7 +73,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType, initial_value
 from minipallas.kernels.programs.hoisting import parts
-from minipallas.kernels.programs.unrolling import unrolls
+from minipallas.kernels.programs.unrolling import unroll
 from minipallas.kernels.programs.windows import (
     Operand,
     Plan,
@@ -164,7 +165,7 @@ def vectorized_grid_program(
             return [*written, *results[len(outs) :]]
 
         steps = [grid[a] for a in sequential]
-        state = _loop_nest(steps, [], state, step, unrolls(batched_body, math.prod(steps)))
+        state = _loop_nest(steps, [], state, step, unroll(batched_body))
         return tuple(unpaired(buf, op) for buf, op in zip(state[: len(outs)], outs, strict=True))
 
     name = f"{kernel.name}_grid" if name is None else name
@@ -497,14 +498,15 @@ def _loop_nest(
     indices: list[TracedArray],
     state: list[TracedArray],
     step: Callable[[list[TracedArray], list[TracedArray]], list[TracedArray]],
-    unroll: bool,
+    unroll: int,
 ) -> list[TracedArray]:
-    """``state = step(indices, state)`` at every point of ``sizes``, the last axis innermost;
-    ``unroll``: every step traced inline (``unrolling``), no loops."""
+    """``state = step(indices, state)`` at every point of ``sizes``, the last axis innermost,
+    ``unroll`` of its steps traced per trip (``unrolling``: all of them when there are no more)."""
     if len(indices) == len(sizes):
         return step(indices, state)
 
     def body(i: TracedArray, carry: list[TracedArray]) -> list[TracedArray]:
         return _loop_nest(sizes, [*indices, i], carry, step, unroll)
 
-    return list(fori_loop(0, sizes[len(indices)], body, state, unroll=unroll))
+    inner = len(indices) == len(sizes) - 1
+    return list(fori_loop(0, sizes[len(indices)], body, state, unroll=unroll if inner else None))
