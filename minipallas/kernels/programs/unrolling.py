@@ -6,7 +6,8 @@ blocked matmul's eight k-steps are eight dots that no state feeds and a chain of
 loop, each dot waits for the last add; unrolled, the dots run together and the adds follow
 (flash attention's key steps likewise: each step's ``q @ k.T`` and most of its ``exp`` wait
 only for the running max). The ops are the same ops on the same blocks, so the bits are the
-loop's (measured on the Intel Xeon and on both AMD EPYCs; ``tests/kernels/test_unrolling.py``).
+loop's (measured on both AMD EPYCs, AVX2 and AVX-512; ``tests/kernels/test_unrolling.py``
+checks them against upstream on the machine the suite runs on).
 
 Measured on the 13-core AMD EPYC, ms per call, loop against unrolled, same bits: the 1024³
 matmul in 128-blocks 10.8 against 6.0 (``jax.jit``'s one dot 2.6-3.5), the 256x384x512 one
