@@ -40,9 +40,8 @@ def unroll(body: Function) -> int:
     """How many steps of a sequential grid loop whose step is ``body`` (batched over the
     batched axes) one trip of the loop traces: ``UNROLL``, or 1 (rolled) for steps too small
     to gain (module doc)."""
-    ops = {op.name for f in (body, *body.callees()) for op in f.walk()}
-    gains = step_work(body) >= MIN_STEP_WORK or not WORTH_HOISTING & ops
-    return UNROLL if gains else 1
+    kernels = any(op.name in WORTH_HOISTING for f in (body, *body.callees()) for op in f.walk())
+    return UNROLL if not kernels or step_work(body) >= MIN_STEP_WORK else 1
 
 
 def step_work(fn: Function) -> int:
