@@ -12,12 +12,14 @@ Every minipallas dtype is one jax carries unchanged (none is 64-bit, which jax w
 ``jax_enable_x64`` would narrow). A module whose ``debug_print`` calls back into Python keeps
 jaxlib's bindings, which take the callbacks.
 
-A call from numpy must wait for its results (``ready``). XLA:CPU runs a program on a worker
-thread unless its cost analysis calls it cheap, and waiting by blocking puts the calling thread
-to sleep: waking it cost 10-30 µs on this project's VMs, more than a small kernel's whole run.
-So the caller first polls for a few µs: the 8-step sum went from 40 to 17 µs a call, against
-``jax.jit``'s 14-23 µs on the same numpy arrays (``jax.jit``'s one reduction is cheap enough to
-run on the calling thread).
+A call from numpy must wait for its results (``Wait``). XLA:CPU runs a program on a worker
+thread unless its cost analysis calls it cheap (under 1000 flops), and waiting by blocking puts
+the calling thread to sleep: waking it cost 10-30 µs on the 2-core VMs and 30-100 µs on the
+13-core AMD EPYC, more than a small kernel's whole run. So the caller polls first, for about
+as long as this executable's results took last time (twice that, at most ``POLL_CAP``): the
+8-step sum went from 40 to 17 µs a call on a 2-core VM, and from 89 to 28-38 µs on the EPYC,
+against ``jax.jit``'s 25-33 µs there. A kernel slower than the cap blocks at once: its
+wake-up is small beside its run, and a poll would hold a core its workers could use.
 """
 
 from __future__ import annotations
@@ -69,18 +71,36 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
     return jax.jit(run, compiler_options=options).lower(*avals).compile()
 
 
-# How long a numpy call polls for its results before it blocks: longer than a small kernel
-# takes after its dispatch returns (the 8-step sum: a few µs; 10 µs sufficed), short against
-# a kernel long enough to keep the worker busy (the poll holds a core meanwhile).
-POLL_SECONDS = 20e-6
+# The longest a numpy call polls for its results before it blocks; and the poll of an
+# executable's first call, before any wait was measured.
+POLL_CAP = 500e-6
+FIRST_POLL = 20e-6
 
 
-def ready(results: Sequence[Any]) -> Sequence[Any]:
-    """``results`` (jax arrays), polled until computed for up to ``POLL_SECONDS``; whatever is
-    still running then is waited for by blocking, as ``np.asarray`` does."""
-    end = time.perf_counter() + POLL_SECONDS
-    for result in results:
-        while not result.is_ready():
-            if time.perf_counter() > end:
-                return results
-    return results
+class Wait:
+    """Waits for one executable's results, polling for about as long as they took last time.
+
+    Kept by the executable's ``Compiled`` (its own state, nothing shared); ``clock`` is
+    ``time.perf_counter``, replaceable in tests."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.poll = FIRST_POLL  # seconds the next call polls before it blocks
+
+    def __call__(self, results: Sequence[Any]) -> Sequence[Any]:
+        """``results`` (jax arrays), every one computed."""
+        start = self.clock()
+        if not self._polled(results, start + self.poll):
+            for result in results:
+                result.block_until_ready()
+        took = self.clock() - start
+        self.poll = 2 * took if 2 * took <= POLL_CAP else 0.0
+        return results
+
+    def _polled(self, results: Sequence[Any], end: float) -> bool:
+        """Whether every result was computed by ``end``, polling."""
+        for result in results:
+            while not result.is_ready():
+                if self.clock() > end:
+                    return False
+        return True

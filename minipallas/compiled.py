@@ -41,7 +41,8 @@ class Compiled:
     """An XLA:CPU executable for one lowered function; call it with numpy arrays.
 
     ``jitted`` is the executable behind ``jax.jit``'s dispatch (``lowering/jax_dispatch.py``),
-    or ``None`` where a ``debug_print`` calls back into Python; then ``executable`` is
+    and ``wait`` learns how long its results take, so a numpy call polls rather than sleeps;
+    ``jitted`` is ``None`` where a ``debug_print`` calls back into Python; then ``executable`` is
     jaxlib's, called through ``jaxlib_shim.cpu_execute``."""
 
     def __init__(self, lowered: Lowered) -> None:
@@ -57,6 +58,7 @@ class Compiled:
                 (t.shape, dtypes.to_numpy(t.dtype)) for t in lowered.function.result_types
             )
             self.jitted = jax_dispatch.jitted(text, self._expected, results)
+            self.wait = jax_dispatch.Wait()
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if len(args) != len(self.param_types):
@@ -66,7 +68,7 @@ class Compiled:
             )
         arrays = [self._check(i, a) for i, a in enumerate(args)]
         if self.jitted is not None:
-            return tuple(map(jaxlib_shim.writable, jax_dispatch.ready(self.jitted(*arrays))))
+            return tuple(map(jaxlib_shim.writable, self.wait(self.jitted(*arrays))))
         return tuple(jaxlib_shim.cpu_execute(self.executable, arrays))
 
     def _check(self, i: int, arg: object) -> np.ndarray:

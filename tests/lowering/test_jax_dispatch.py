@@ -69,13 +69,62 @@ def test_results_are_writable_and_never_an_arguments_memory():
     np.testing.assert_array_equal(doubled, 2 * np.arange(4096, dtype=np.float32))
 
 
-@pytest.mark.parametrize("poll", [0.0, 1.0])
-def test_a_call_polls_for_its_results_then_blocks(monkeypatch, poll):
-    """Within the poll every result is computed on return; with no poll at all the values
-    are still right (converting a result blocks until it is)."""
+class _Result:
+    """A result that is computed after ``polls`` polls, or by blocking; logs what it saw."""
+
+    def __init__(self, polls: int, log: list[str]) -> None:
+        self.polls, self.log = polls, log
+
+    def is_ready(self) -> bool:
+        self.log.append("poll")
+        self.polls -= 1
+        return self.polls < 0
+
+    def block_until_ready(self) -> None:
+        self.log.append("block")
+
+
+class _Clock:
+    """A clock that advances ``step`` seconds at each reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_wait_polls_for_about_as_long_as_the_last_one_took():
     from minipallas.lowering import jax_dispatch
 
-    monkeypatch.setattr(jax_dispatch, "POLL_SECONDS", poll)
+    log: list[str] = []
+    wait = jax_dispatch.Wait(clock=_Clock(5e-6))
+    assert wait.poll == jax_dispatch.FIRST_POLL
+    results = [_Result(2, log), _Result(0, log)]
+    assert wait(results) is results
+    assert log == ["poll"] * 4  # computed within the first poll: never blocked
+    # the clock read twice while polling, so the wait ended 3 steps after it began: twice that
+    assert wait.poll == pytest.approx(2 * 3 * 5e-6)
+
+    log.clear()  # a result slower than the poll: blocked, every result waited for
+    wait(results := [_Result(10**6, log), _Result(10**6, log)])
+    assert log[-2:] == ["block", "block"] and "block" not in log[:-2]
+
+
+def test_a_wait_longer_than_the_cap_blocks_at_once_next_time():
+    from minipallas.lowering import jax_dispatch
+
+    log: list[str] = []
+    wait = jax_dispatch.Wait(clock=_Clock(jax_dispatch.POLL_CAP))
+    wait([_Result(10**6, log)])
+    assert wait.poll == 0.0
+    log.clear()
+    wait([_Result(10**6, log)])
+    assert log == ["poll", "block"]  # one look, then asleep: no core held by a poll
+
+
+def test_a_numpy_call_learns_its_wait_and_gives_the_right_values():
     fn = minipallas.parse(
         """func @twice(%x: f32[1024]) -> (f32[1024], f32[1024]) {
   %y = add %x, %x : f32[1024]
@@ -85,10 +134,11 @@ def test_a_call_polls_for_its_results_then_blocks(monkeypatch, poll):
     )
     compiled = minipallas.compile(fn)
     x = np.arange(1024, dtype=np.float32)
-    results = compiled.jitted(x)
-    assert jax_dispatch.ready(results) is results
-    if poll:
-        assert all(r.is_ready() for r in results)
-    y, z = compiled(x)
-    np.testing.assert_array_equal(y, 2 * x)
-    np.testing.assert_array_equal(z, 2 * x * x)
+    for _ in range(3):
+        y, z = compiled(x)
+        np.testing.assert_array_equal(y, 2 * x)
+        np.testing.assert_array_equal(z, 2 * x * x)
+    from minipallas.lowering import jax_dispatch
+
+    assert isinstance(compiled.wait, jax_dispatch.Wait)
+    assert 0.0 <= compiled.wait.poll <= jax_dispatch.POLL_CAP
