@@ -37,7 +37,13 @@ from minipallas.passes.batching.engine import (
     slots_of,
     splat,
 )
-from minipallas.passes.batching.exactness import MAX_CHUNKS, approximate_crosses, chunk_points
+from minipallas.passes.batching.exactness import (
+    MAX_CHUNKS,
+    WINDOW,
+    approximate_crosses,
+    chunk_points,
+    spelled_tree,
+)
 
 
 @rule(
@@ -146,7 +152,11 @@ def _reshape(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[
 
 @rule("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    """Over the original dimensions where they lie; the batch axes stay put."""
+    """Over the original dimensions where they lie; the batch axes stay put. In exact mode a
+    small float sum that XLA would add up in another order batched is written out in its
+    per-point order instead (``_spelled_sum``)."""
+    if bt.exact and spelled_tree(op, [original(v.type, lay) for v, lay in ins]):
+        return [(_spelled_sum(bt, builder, ins[0]), bt.leading(op.result.type.ndim))]
     keeps_bits(bt, op, ins)
     (x, layout), reduced = ins[0], set(op.attrs["axes"])
     slots = slots_of(layout)
@@ -154,6 +164,37 @@ def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[B
     out = tuple(d for k, d in enumerate(layout) if k not in positions)
     new = builder.create(op.name, [x], {**op.attrs, "axes": positions}, (), op.loc)
     return [(new.result, out)]
+
+
+def _spelled_sum(bt: Batcher, builder: Builder, value: Batched) -> Value:
+    """The sum over the minor axis as XLA adds it up at one point: in windows of ``WINDOW``,
+    each added left to right from 0, then the windows' sums the same way. Slices and adds
+    leave XLA nothing to reorder, so every point keeps its bits whatever the batch size."""
+    x = bt.to_leading(builder, value)
+    *outer, n = x.type.shape
+    windows = emit(builder, "reshape", [x], shape=(*outer, n // WINDOW, WINDOW))
+    return _left_to_right(builder, _left_to_right(builder, windows))
+
+
+def _left_to_right(builder: Builder, x: Value) -> Value:
+    """The sum over ``x``'s minor axis, added left to right from 0."""
+    *outer, n = x.type.shape
+
+    def term(k: int) -> Value:
+        window = tuple(
+            Slice(k, 1) if a == len(outer) else Slice(0, d) for a, d in enumerate(x.type.shape)
+        )
+        return emit(
+            builder, "reshape", [emit(builder, "slice", [x], indexer=window)], shape=tuple(outer)
+        )
+
+    first = term(0)
+    zero = splat(builder, 0, first.type)
+    # 0 + first, which XLA would fold to ``first``: they differ at -0, which 0 + -0 makes +0
+    total = emit(builder, "select", [emit(builder, "eq", [first, zero]), zero, first])
+    for k in range(1, n):
+        total = emit(builder, "add", [total, term(k)])
+    return total
 
 
 @rule("dot")

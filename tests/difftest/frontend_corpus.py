@@ -244,8 +244,9 @@ def row_sum(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
 def float_sum_kernels(body: Callable[..., None]) -> list[Kernel]:
     """f32 row sums of (16, 128) and (1, 1024) blocks: XLA:CPU orders a float sum by the
     operand's shape, so batching the blocks into one (4, 16, 128) or (16, 1, 1024) sum
-    changes bits (measured: the last bit of most rows; (16, 1024) blocks happen to agree). The
-    kernel must stay on loops, summing per block as upstream does."""
+    changes bits (measured: the last bit of most rows; (16, 1024) blocks happen to agree).
+    Exact mode batches them with XLA's per-block order written out (passes/batching/
+    exactness.py's ``spelled_tree``): each row must still sum as upstream's block does."""
     out = []
     for rows, cols, grid in ((16, 128, 4), (1, 1024, 16)):
         x = np.random.default_rng(3).standard_normal((rows * grid, cols)).astype(F32)
@@ -274,7 +275,7 @@ def sequential_axes_kernel(body: Callable[..., None]) -> Kernel:
 
 def float_sum_check() -> str | None:
     for k in float_sum_kernels(row_sum):
-        problem = kernel_problem(k, batched=False)
+        problem = kernel_problem(k, batched=True)
         if problem:
             return f"{k.x_block[0]} blocks: {problem}"
     return None

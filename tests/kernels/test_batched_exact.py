@@ -41,9 +41,11 @@ ADMITTED = [
     D("q@k.T", "f32", 128, 64, 128, (4, 2), after="exp"),
     D("x@y", "f32", 8, 512, 8, (8, 1)),  # narrow, widened over rows only
     R("sum", "f32", (16, 1024), (256,), 1, fused="norm"),  # its rsqrt in two chunks
+    R("sum", "f32", (16, 128), (8,), 1),  # XLA's order written out (spelled_tree)
+    R("sum", "f32", (1, 1024), (64,), 1),  # likewise: one window level of 32 windows
 ]
 REFUSED = [
-    R("sum", "f32", (16, 128), (8,), 1),
+    R("sum", "f32", (16, 96), (8,), 0),  # down 16 rows, under 4096 elements: not written out
     R("sum", "f32", (128, 128), (2, 2), 0),  # down 128 rows: differs on the AMD EPYC
     R("max", "f32", (16, 128), (8,), 1, zeros=True),
     R("sum", "f32", (64, 64), (2, 2), None),

@@ -143,7 +143,7 @@ EXPECTED_SUITE_PLANS = {
     "staged_run_scoped": (0,),
     "chunked_loop": (0,),
     "masked_col_max": (1,),  # a float max of 4096 elements a point: YNNPACK's either way
-    "row_sum": None,  # a float sum of 2048 elements a point: XLA adds it in another order
+    "row_sum": (0,),  # a float sum of 2048 elements a point: XLA's order written out
     "matmul": (0, 1),  # a float dot: YNNPACK's either way (passes/batching/exactness.py)
     "reversed_blocks": None,  # the map computes 3 - i: blocks are not one static slice
     "input_written": None,  # a later grid point reads what an earlier one wrote
@@ -174,7 +174,24 @@ def test_an_elementwise_kernel_becomes_one_loop_free_program():
     assert "f32[8,8,2,128]" in text  # (blocks, block) pairs of the 64x256 arrays
 
 
-FAST = ["row_sum", "softmax", "layer_norm_partial", "sum_and_max"]  # sums under 4096 a point
+FAST = ["softmax", "sum_and_max"]  # float maxima under 4096 elements a point
+SPELLED = ["row_sum", "layer_norm_partial"]  # float row sums under 4096 elements a point
+
+
+@pytest.mark.parametrize("name", SPELLED)
+def test_small_float_row_sums_batch_with_upstreams_bits(name):
+    """A row sum XLA keeps per point is batched with its order written out
+    (passes/batching/exactness.py's ``spelled_tree``): bit for bit with the loop program and
+    upstream."""
+    case = BY_NAME[name]
+    args = case.inputs()
+    kernel = case.minipallas().trace(*args)
+    assert vectorized_grid_plan(kernel) is not None
+    got = as_tuple(case.minipallas()(*args))
+    loop = compile(grid_program(kernel))(*args)
+    for g, lo, up in zip(got, loop, as_tuple(case.upstream()(*args)), strict=True):
+        assert_same_bits(g, lo)
+        assert_same_bits(g, np.asarray(up))
 
 
 @pytest.mark.parametrize("name", FAST)
@@ -225,8 +242,8 @@ HOISTING = [
             in_specs=[((256,), lambda i: (i,))],
             out_specs=((1,), lambda i: (0,)),
         ),
-        False,  # a float sum to one number a point is refused exactly: the loop program
-        None,
+        True,  # a float sum of 256 elements a point: XLA's order written out, hoisted
+        (),
         (),
     ),
     (

@@ -143,13 +143,32 @@ def test_other_shape_ops_take_the_batch_axes_in_front():
 
 def test_float_reductions_and_dots_are_refused_integer_ones_batch():
     """XLA rounds a float sum of a small block differently at a batched shape (see
-    test_batching_exact.py for the ones it keeps); integer sums are exact."""
+    test_batched_exact.py for the ones it keeps); integer sums are exact."""
     with pytest.raises(NotBatchable, match="fewer than 4096 elements a point") as e:
-        batch(_pure(lambda x: x.sum(axis=1), F32), [(0, None, None)], (2,))
+        batch(_pure(lambda x: x.sum(axis=0), F32), [(0, None, None)], (2,))
     assert e.value.op == "reduce_sum" and "test_batching.py" in str(e.value.loc)
     i32 = mp.ArrayType((8, 128), "int32")
     batched, (out,) = batch(_pure(lambda x: x.sum(axis=1), i32), [(None, 0, None)], (2,))
     assert out == (None, 0) and batched.result_types[0].shape == (8, 2)  # axes stay put
+
+
+def test_a_small_float_row_sum_is_batched_in_xlas_order_written_out():
+    """A row sum XLA keeps per point (128 elements: windows of 32) becomes slices and adds in
+    that order, no reduce for XLA to reorder: every point's bits, compiled, as the point's own
+    program gives them, -0 sums included (0 + -0 is +0)."""
+    fn = _pure(lambda x: x.sum(axis=1), F32)
+    batched, (out,) = batch(fn, [(0, None, None)], (3,))
+    assert out == (0, None)
+    names = {op.name for op in batched.walk()}
+    assert "reduce_sum" not in names and {"slice", "add", "select"} <= names
+    x = np.random.default_rng(0).standard_normal((3, 8, 128)).astype(np.float32)
+    x[1, 2] = -0.0  # a row of -0: its sum is +0, as XLA's 0 + -0 + ...
+    x[2] *= np.float32(1e4)
+    (got,) = mp.compile(batched)(x)
+    one = mp.compile(fn)
+    for point in range(3):
+        (expected,) = one(x[point])
+        np.testing.assert_array_equal(got[point].view(np.uint32), expected.view(np.uint32))
 
 
 def _close_at_every_point(fn, layouts, sizes, batched, out_layouts):
