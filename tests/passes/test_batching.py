@@ -152,21 +152,34 @@ def test_float_reductions_and_dots_are_refused_integer_ones_batch():
     assert out == (None, 0) and batched.result_types[0].shape == (8, 2)  # axes stay put
 
 
-def test_a_small_float_row_sum_is_batched_in_xlas_order_written_out():
-    """A row sum XLA keeps per point (128 elements: windows of 32) becomes slices and adds in
-    that order, no reduce for XLA to reorder: every point's bits, compiled, as the point's own
-    program gives them, -0 sums included (0 + -0 is +0)."""
-    fn = _pure(lambda x: x.sum(axis=1), F32)
-    batched, (out,) = batch(fn, [(0, None, None)], (3,))
-    assert out == (0, None)
+@pytest.mark.parametrize(
+    ("shape", "sizes"),
+    [
+        ((8, 128), (3,)),
+        ((8, 64), (3,)),
+        ((4, 96), (5,)),
+        ((2, 8, 128), (4,)),
+        ((1024,), (8,)),
+        ((2, 1024), (4, 2)),
+    ],  # fmt: skip
+)
+def test_a_small_float_row_sum_is_batched_in_xlas_order_written_out(shape, sizes):
+    """A sum over the last axis that XLA keeps per point (windows of 32) becomes slices and
+    adds in that order, no reduce for XLA to reorder: every point's bits, compiled, as the
+    point's own program gives them, -0 sums included (0 + -0 is +0)."""
+    fn = _pure(lambda x: x.sum(axis=len(shape) - 1), mp.ArrayType(shape, "float32"))
+    layout = (*range(len(sizes)), *(None,) * len(shape))
+    batched, (out,) = batch(fn, [layout], sizes)
+    assert out == (*range(len(sizes)), *(None,) * (len(shape) - 1))
     names = {op.name for op in batched.walk()}
     assert "reduce_sum" not in names and {"slice", "add", "select"} <= names
-    x = np.random.default_rng(0).standard_normal((3, 8, 128)).astype(np.float32)
-    x[1, 2] = -0.0  # a row of -0: its sum is +0, as XLA's 0 + -0 + ...
-    x[2] *= np.float32(1e4)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((*sizes, *shape)).astype(np.float32)
+    x.reshape(-1, shape[-1])[0] = -0.0  # a row of -0: its sum is +0, as XLA's 0 + -0 + ...
+    x.reshape(-1, shape[-1])[-1] *= np.float32(1e4)
     (got,) = mp.compile(batched)(x)
     one = mp.compile(fn)
-    for point in range(3):
+    for point in np.ndindex(*sizes):
         (expected,) = one(x[point])
         np.testing.assert_array_equal(got[point].view(np.uint32), expected.view(np.uint32))
 
