@@ -297,6 +297,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "float sums of small blocks are batched, so XLA may add them in another order",
         unreachable=_BATCHED + " (wide_f32_row_sum, bit for bit against upstream's per-block sums)",
     ),
+    Mutant(
+        "batched-spelled-sum-reversed",
+        "swapped operands",
+        "passes/batching/arrays.py",
+        "    for k in range(1, n):\n",
+        "    for k in reversed(range(1, n)):\n",
+        "a small float sum written out in XLA's order adds its terms right to left instead",
+        unreachable=_BATCHED + " (wide_f32_row_sum, bit for bit against upstream's per-block sums)",
+    ),
     # -- lowering/stablehlo ------------------------------------------------------------------
     Mutant(
         "binary-swapped-operands",

@@ -63,7 +63,7 @@ def test_a_kernel_that_does_not_take_the_batched_grid_is_reported():
     def row_max(ns, x, o):  # a float max under 4096 elements a block stays on loops
         o[...] = ns.np.max(x[...], axis=1)
 
-    (kernel, _) = fc.float_sum_kernels(row_max)
+    (kernel, *_) = fc.float_sum_kernels(row_max)
     problem = fc.kernel_problem(kernel, batched=True)
     assert problem == "the grid was not batched, so the check does not reach the batching pass"
 
@@ -71,7 +71,7 @@ def test_a_kernel_that_does_not_take_the_batched_grid_is_reported():
 def test_a_float_row_sum_in_another_order_is_reported():
     """Upstream summing the rows of each block in reverse differs in the last bit (XLA:CPU's
     order follows the operand), which is the size of difference batched float sums show."""
-    (kernel, _) = fc.float_sum_kernels(fc.row_sum)
+    (kernel, *_) = fc.float_sum_kernels(fc.row_sum)
 
     def reversed_sum(ns, x, o):
         o[...] = ns.np.sum(x[...][:, ::-1], axis=1)
