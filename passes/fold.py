@@ -7,10 +7,11 @@ runs with ``checks=True``: an op that would raise at run time under ``interpret(
 checks=True)`` (a constant out-of-range index) is left for run time to report.
 
 Folded: pure, region-free ops with at least one operand, every operand a ``constant``. Not
-folded: ops with effects, ops without operands (``iota``, ``uninitialized``: a constant would
-only be longer), and ops whose constant would bloat the program: one with more than
-``MAX_ELEMENTS`` elements must be a splat (printed as one scalar), and no constant in or out
-may have more than ``MAX_SPLAT`` elements. An elementwise op or a data move on splats is
+folded: ops with effects, ``optimization_barrier`` (hiding a value from folding is its point),
+ops without operands (``iota``, ``uninitialized``: a constant would only be longer), and ops
+whose constant would bloat the program: one with more than ``MAX_ELEMENTS`` elements must be a
+splat (printed as one scalar), and no constant in or out may have more than ``MAX_SPLAT``
+elements. An elementwise op or a data move on splats is
 computed on one element, so folding costs O(1) work per op plus writing the result.
 """
 
@@ -44,6 +45,8 @@ ELEMENTWISE = frozenset(
     (*ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS, *UNARY)
     + ("logistic", "select", "convert", "bitcast")
 )
+# ops whose point is to hide a value from folding, XLA's included
+KEPT = frozenset(("optimization_barrier",))
 # ops that only move or copy operand 0's elements: a splat stays the same splat
 MOVES = frozenset(("broadcast_in_dim", "reshape", "transpose", "reverse", "slice"))
 
@@ -53,7 +56,7 @@ def fold(op: Op, defs: Mapping[Value, Op]) -> Op | None:
     if not op.operands or op.regions or len(op.results) != 1:
         return None
     opdef = OPS.get(op.name)
-    if opdef is None or not opdef.pure:
+    if opdef is None or not opdef.pure or op.name in KEPT:
         return None
     literals = []
     for v in op.operands:

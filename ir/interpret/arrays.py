@@ -169,6 +169,11 @@ def not_(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     return (np.invert(args[0]),)
 
 
+@rule("optimization_barrier")
+def optimization_barrier(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    return (args[0],)
+
+
 @rule("select")
 def select(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     return (np.where(args[0], args[1], args[2]),)

@@ -151,6 +151,16 @@ def iota(types: Types, attrs: Attrs, regions: Regions) -> Types:
     return (t,)
 
 
+@declare("optimization_barrier", operands=("x",), syntax=Operands())
+def optimization_barrier(types: Types, attrs: Attrs, regions: Regions) -> Types:
+    """The value unchanged, which XLA may not see through (StableHLO's
+    ``optimization_barrier``): ``%y = optimization_barrier %x : i32[]``. An unrolled grid step's
+    index passes through one, so XLA folds no arithmetic with it that upstream's loop, where the
+    index is a loop variable, would keep (``(x + 1.0) - 1.0`` folds to ``x`` with a constant)."""
+    (a,) = _operands(types, 1)
+    return (a,)
+
+
 @declare("select", operands=("pred", "on_true", "on_false"), syntax=Operands())
 def select(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Choose elementwise: ``%z = select %pred, %on_true, %on_false : f32[8]``."""

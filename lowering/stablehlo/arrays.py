@@ -213,6 +213,11 @@ def iota(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
     return [stablehlo.IotaOp(emit.tensor_type(t), op.attrs["dimension"]).result]
 
 
+@rule("optimization_barrier")
+def optimization_barrier(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    return list(stablehlo.OptimizationBarrierOp([x]).results)
+
+
 @rule("convert")
 def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(x, _dtype(op), op.result.type.dtype)]

@@ -74,9 +74,20 @@ def round_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("round_even" if even else "round", operands(scope, eqn))]
 
 
-@rule("copy", "optimization_barrier")
+@rule("copy")
 def identity(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.read(a) for a in eqn.invars]
+
+
+@rule("optimization_barrier")
+def optimization_barrier(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """One barrier an array operand (XLA folds through none, as through upstream's); a ref
+    passes as it is."""
+    values = [scope.read(a) for a in eqn.invars]
+    return [
+        scope.emit("optimization_barrier", [v]) if isinstance(v.type, ArrayType) else v
+        for v in values
+    ]
 
 
 @rule(*_COMPARE)

@@ -251,6 +251,11 @@ def iota(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.broadcasted_iota(dtypes.to_numpy(t.dtype), t.shape, op.attrs["dimension"])]
 
 
+@rule("optimization_barrier")
+def optimization_barrier(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [lax.optimization_barrier(args[0])]
+
+
 @rule("convert")
 def convert(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [convert_value(args[0], _dtype(op), op.result.type.dtype)]

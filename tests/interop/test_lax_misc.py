@@ -49,3 +49,17 @@ def test_max_contiguous_is_the_identity():
 
     assert "max_contiguous" in str(jax.make_jaxpr(f)(np.zeros(9, np.float32)))
     check(f, arr((9,)))
+
+
+def test_an_optimization_barrier_keeps_xla_from_folding_through_it():
+    """``(x + 1) - 1`` rounds twice; with 1 a constant XLA folds it to ``x``, unless the sum
+    passes an optimization barrier, as upstream's does: imported as the op (not dropped), every
+    path gives upstream's bits, which are not ``x``'s."""
+    x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
+
+    def f(v):
+        return jax.lax.optimization_barrier(v + 1.0) - 1.0
+
+    fn = check(f, arr(x.shape), args=[x])
+    assert "optimization_barrier" in str(fn)
+    assert not np.array_equal(np.asarray(jax.jit(f)(x)), x)

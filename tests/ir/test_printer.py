@@ -141,6 +141,8 @@ def test_array_ops():
         CHECK: and [[IOTA]], [[IOTA]] : i32[8,16]
         CHECK: logistic %0 : f32[8,16]
         CHECK: select %2, %0, %0 : f32[8,16]
+        CHECK-NEXT: optimization_barrier %0 : f32[8,16]
+        CHECK-NEXT: optimization_barrier %2 : bool[8,16]
         CHECK-NEXT: convert %0 : bf16[8,16]
         CHECK-NEXT: bitcast %0 : u32[8,16]
         CHECK-NEXT: [[SUM:%[0-9]+]] = reduce_sum %0, axes (1) : f32[8]

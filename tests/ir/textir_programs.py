@@ -175,6 +175,8 @@ def kernel_and_arrays() -> Function:
         b.create(name, [x])
     b.create("not", [m])
     b.create("select", [m, x, x])
+    b.create("optimization_barrier", [x])
+    b.create("optimization_barrier", [m])
     b.create("convert", [x], {"dtype": "bfloat16"})
     b.create("bitcast", [x], {"dtype": "uint32"})
     vec = b.create("reduce_sum", [x], {"axes": (1,)}).result

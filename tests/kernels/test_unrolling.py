@@ -16,6 +16,7 @@ from minipallas.kernels.programs.vectorized_grid import vectorized_grid_program
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from realistic_kernels import realistic_cases  # noqa: E402
+from suite import Case, inputs, normal  # noqa: E402
 
 
 def _dot_and_add(x, y):
@@ -72,4 +73,36 @@ def test_the_realistic_kernels_unroll_as_their_steps_warrant_with_upstreams_bits
         assert program is not None and len(_loops(program)) == (steps > unrolling.UNROLL)
     else:  # its loop program, or a vectorized one with its loop
         assert program is None or _loops(program)
+    assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
+
+
+def shifted_and_back(ns, x_ref, o_ref):
+    """Adds its step's index along axis 1 and takes 1 away: at step 1, ``(x + 1.0) - 1.0``,
+    which rounds twice."""
+    j = ns.program_id(1)
+
+    @ns.when(j == 0)
+    def _():
+        o_ref[...] = ns.np.zeros(o_ref.shape, ns.np.float32)
+
+    o_ref[...] += (x_ref[...] + j.astype(ns.np.float32)) - 1.0
+
+
+def test_an_unrolled_steps_index_is_not_folded_into_float_arithmetic():
+    """Axis 0 batched, axis 1's three steps unrolled: step 1's index is then the constant 1,
+    and XLA would fold ``(x + 1.0) - 1.0`` to ``x``, where upstream's loop index is a loop
+    variable and upstream rounds twice. The index reaches the body through an optimization
+    barrier: upstream's bits (found by ``make fuzz-kernels``, seed 7, kernel 1092)."""
+    case = Case(
+        "shifted_and_back",
+        shifted_and_back,
+        ((16, 128), "float32"),
+        inputs(normal(16, 384)),
+        grid=(2, 3),
+        in_specs=[((8, 128), lambda i, j: (i, j))],
+        out_specs=((8, 128), lambda i, j: (i, 0)),
+    )
+    args = case.inputs()
+    program = vectorized_grid_program(case.minipallas().trace(*args))
+    assert program is not None and not _loops(program)  # axis 1's 3 steps unrolled
     assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
