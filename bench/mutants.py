@@ -493,8 +493,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "excess-precision-allowed",
         "wrong rounding dtype",
         "lowering/jaxlib_shim.py",
-        '("xla_allow_excess_precision", False)',
-        '("xla_allow_excess_precision", True)',
+        'CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", False),)',
+        'CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", True),)',
         "XLA may keep bf16 chains in f32 instead of rounding every op",
     ),
     # -- the front ends: the importer (corpus, upstream fuzz) and tracing (kernels) --------------

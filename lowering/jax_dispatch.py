@@ -67,7 +67,7 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
 
     cpu = jax.sharding.SingleDeviceSharding(jaxlib_shim.cpu_device())  # even where a TPU is
     avals = [jax.ShapeDtypeStruct(shape, dtype, sharding=cpu) for shape, dtype in params]
-    options = {"xla_allow_excess_precision": False}  # as jaxlib_shim.cpu_compile
+    options = dict(jaxlib_shim.CPU_COMPILE_OPTIONS)
     return jax.jit(run, compiler_options=options).lower(*avals).compile()
 
 

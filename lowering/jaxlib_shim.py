@@ -77,6 +77,12 @@ def cpu_device() -> Any:
     return _cpu()[1]
 
 
+# Every executable minipallas compiles for the CPU takes these (here and behind jax.jit's
+# dispatch, ``jax_dispatch``): round every bf16/f16 op to its dtype, as the reference
+# interpreter (and the IR) define it; by default XLA may keep a chain of them in f32.
+CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", False),)
+
+
 def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) -> Any:
     """Compiles a StableHLO module (text, entry ``@main``) for the CPU; returns the executable.
 
@@ -86,9 +92,7 @@ def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) ->
 
     backend, device = _cpu()
     options = xla_client.CompileOptions()
-    # Round every bf16/f16 op to its dtype, as the reference interpreter (and the IR) define it;
-    # by default XLA may keep a chain of them in f32.
-    options.env_option_overrides = [("xla_allow_excess_precision", False)]
+    options.env_option_overrides = list(CPU_COMPILE_OPTIONS)
     devices = xla_client.DeviceList((device,))
     if host_callbacks:  # only a parsed module takes callbacks
         module = ir.Module.parse(text, context=make_context())
