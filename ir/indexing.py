@@ -71,6 +71,11 @@ def full(shape: Sequence[int]) -> Indexer:
     return tuple(Slice(0, d, 1) for d in shape)
 
 
+def along(shape: Sequence[int], axis: int, entry: Entry) -> Indexer:
+    """The indexer that selects a whole array but ``entry`` on ``axis`` (an ``Int`` drops it)."""
+    return tuple(entry if d == axis else Slice(0, n, 1) for d, n in enumerate(shape))
+
+
 def dyn_positions(indexer: Indexer) -> list[int]:
     """The ``Dyn`` positions an indexer uses, in order of appearance."""
     found = []

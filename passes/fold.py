@@ -11,8 +11,8 @@ folded: ops with effects, ``optimization_barrier`` (hiding a value from folding 
 ops without operands (``iota``, ``uninitialized``: a constant would only be longer), and ops
 whose constant would bloat the program: one with more than ``MAX_ELEMENTS`` elements must be a
 splat (printed as one scalar), and no constant in or out may have more than ``MAX_SPLAT``
-elements. An elementwise op or a data move on splats is
-computed on one element, so folding costs O(1) work per op plus writing the result.
+elements. An elementwise op or a data move on splats is computed on one element, so folding
+costs O(1) work per op plus writing the result.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.ir.core import Value
-from minipallas.ir.indexing import Int, Slice
+from minipallas.ir.indexing import Int, Slice, along
 from minipallas.lowering.jax_private import core as jax_core
 
 
@@ -115,10 +115,7 @@ def split(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis, start, parts = int(eqn.params["axis"]), 0, []
     for size in (int(s) for s in eqn.params["sizes"]):
-        indexer = tuple(
-            Slice(start, size, 1) if d == axis else Slice(0, n, 1)
-            for d, n in enumerate(x.type.shape)
-        )
+        indexer = along(x.type.shape, axis, Slice(start, size, 1))
         parts.append(x if size == x.type.shape[axis] else scope.emit("slice", [x], indexer=indexer))
         start += size
     return parts
@@ -129,12 +126,6 @@ def unstack(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis = int(eqn.params["axis"])
     return [
-        scope.emit(
-            "slice",
-            [x],
-            indexer=tuple(
-                Int(k) if d == axis else Slice(0, n, 1) for d, n in enumerate(x.type.shape)
-            ),
-        )
+        scope.emit("slice", [x], indexer=along(x.type.shape, axis, Int(k)))
         for k in range(x.type.shape[axis])
     ]

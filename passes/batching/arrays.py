@@ -12,7 +12,7 @@ import math
 
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op, Value
-from minipallas.ir.indexing import Slice
+from minipallas.ir.indexing import Int, Slice, along
 from minipallas.ir.opset.arrays import (
     ARITHMETIC,
     BITWISE,
@@ -89,9 +89,7 @@ def _in_chunks(
     result = splat(builder, 0, batched)
     for start in range(0, batched.shape[axis], points):
         size = min(points, batched.shape[axis] - start)
-        window = tuple(
-            Slice(start, size) if k == axis else Slice(0, n) for k, n in enumerate(batched.shape)
-        )
+        window = along(batched.shape, axis, Slice(start, size))
         chunk = [emit(builder, "slice", [v], indexer=window) for v in operands]
         part = builder.create(op.name, chunk, op.attrs, (), op.loc).result
         result = emit(builder, "dynamic_update_slice", [result, part], indexer=window)
@@ -178,15 +176,10 @@ def _spelled_sum(bt: Batcher, builder: Builder, value: Batched) -> Value:
 
 def _left_to_right(builder: Builder, x: Value) -> Value:
     """The sum over ``x``'s minor axis, added left to right from 0."""
-    *outer, n = x.type.shape
+    minor, n = x.type.ndim - 1, x.type.shape[-1]
 
     def term(k: int) -> Value:
-        window = tuple(
-            Slice(k, 1) if a == len(outer) else Slice(0, d) for a, d in enumerate(x.type.shape)
-        )
-        return emit(
-            builder, "reshape", [emit(builder, "slice", [x], indexer=window)], shape=tuple(outer)
-        )
+        return emit(builder, "slice", [x], indexer=along(x.type.shape, minor, Int(k)))
 
     first = term(0)
     zero = splat(builder, 0, first.type)

@@ -140,6 +140,11 @@ def vectorized_grid_program(
             if not op.moves
         }
         before = _run_pre(hoisted, grid, buffers, first) if hoisted else []
+        # An unrolled step's index is a constant, and with it XLA would fold float arithmetic
+        # in the body that upstream's loop, where the index is a loop variable, keeps
+        # (``(x + 1.0) - 1.0`` to ``x``): the body gets it through an optimization barrier. The
+        # windows' index maps, integer arithmetic, fold as they may.
+        trip = unroll(batched_body)
 
         def step(indices: list[TracedArray], state: list[TracedArray]) -> list[TracedArray]:
             point = grid_point(grid, sequential, indices)
@@ -155,7 +160,10 @@ def vectorized_grid_program(
             out_blocks = [
                 read_window(buf, op, grid, point) for buf, op in zip(out_buffers, outs, strict=True)
             ]
-            ids = _grid_indices(grid, plan, sequential, [opaque(i) for i in indices])
+            seen = indices
+            if trip > 1:
+                seen = [emit_array("optimization_barrier", [i]) for i in indices]
+            ids = _grid_indices(grid, plan, sequential, seen)
             results = call(batched_body, *ids, *blocks, *out_blocks, *held, *extra)
             results = list(results) if isinstance(results, tuple) else [results]
             written = [
@@ -165,12 +173,6 @@ def vectorized_grid_program(
             return [*written, *results[len(outs) :]]
 
         steps = [grid[a] for a in sequential]
-        trip = unroll(batched_body)
-        # An unrolled step's index is a constant, and with it XLA would fold float arithmetic
-        # in the body that upstream's loop, where the index is a loop variable, keeps
-        # (``(x + 1.0) - 1.0`` to ``x``): the body gets it through an optimization barrier. The
-        # windows' index maps, integer arithmetic, fold as they may.
-        opaque = _opaque if trip > 1 else _same
         state = _loop_nest(steps, [], state, step, trip)
         return tuple(unpaired(buf, op) for buf, op in zip(state[: len(outs)], outs, strict=True))
 
@@ -497,14 +499,6 @@ def _grid_indices(
         else at[a]
         for a in range(len(grid))
     ]
-
-
-def _opaque(index: TracedArray) -> TracedArray:
-    return emit_array("optimization_barrier", [index])
-
-
-def _same(index: TracedArray) -> TracedArray:
-    return index
 
 
 def _loop_nest(
