@@ -156,7 +156,9 @@ def optimization_barrier(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """The value unchanged, which XLA may not see through (StableHLO's
     ``optimization_barrier``): ``%y = optimization_barrier %x : i32[]``. An unrolled grid step's
     index passes through one, so XLA folds no arithmetic with it that upstream's loop, where the
-    index is a loop variable, would keep (``(x + 1.0) - 1.0`` folds to ``x`` with a constant)."""
+    index is a loop variable, would keep (``(x + 1.0) - 1.0`` folds to ``x`` with a constant).
+    CPU programs only: Mosaic and Triton have no rule for it, as upstream's Pallas lowerings
+    have none."""
     (a,) = _operands(types, 1)
     return (a,)
 
