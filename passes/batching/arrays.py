@@ -42,6 +42,7 @@ from minipallas.passes.batching.exactness import (
     WINDOW,
     approximate_crosses,
     chunk_points,
+    own_dot,
     spelled_tree,
 )
 
@@ -76,6 +77,7 @@ def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> l
             loc=op.loc,
             fix="exact=False (pallas_call's match_upstream=False) batches it, exact to rounding",
         )
+    bt.breaks += 1
     return [(_in_chunks(builder, op, operands, richest, points, batched), richest)]
 
 
@@ -209,6 +211,13 @@ def _dot(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
     n_rows, n_cols = math.prod(bt.sizes[d] for d in rows), math.prod(bt.sizes[d] for d in cols)
     a = emit(builder, "reshape", [a], shape=(*outer, n_rows * m, k))
     b = emit(builder, "reshape", [b], shape=(*outer, k, n_cols * n))
+    if own_dot(a.type, b.type):
+        # the left side transposed behind a barrier: XLA folds the transpose back into the dot,
+        # whose left side is then column-major, a form YNNPACK does not take
+        swap = (*range(len(outer)), len(outer) + 1, len(outer))
+        a = emit(builder, "transpose", [a], permutation=swap)
+        a = emit(builder, "optimization_barrier", [a])
+        a = emit(builder, "transpose", [a], permutation=swap)
     (product,) = builder.create("dot", [a, b], op.attrs, (), op.loc).results
     shape = (*outer, *(bt.sizes[d] for d in rows), m, *(bt.sizes[d] for d in cols), n)
     layout = (*both, *rows, None, *cols, None)

@@ -29,6 +29,7 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
 from minipallas.passes.batching import exactness
+from minipallas.passes.batching.recompute import Past
 
 Layout = tuple[int | None, ...]  # per dimension: the batch axis it runs along, or None
 Batched = tuple[Value, Layout]  # a value of the new program and its layout
@@ -84,6 +85,7 @@ class Batcher:
         self.roots: dict[Value, int] = {}
         self.latest: dict[int, Value] = {}
         self.mask: Value | None = None
+        self.breaks = 0  # chunked approximate ops emitted so far: breaks in YNNPACK's graph
 
     def type(self, t: Type, layout: Layout) -> Type:
         """The type of a value of original type ``t`` held in ``layout``."""
@@ -147,20 +149,33 @@ class Batcher:
         return [env[v] for v in block.results]
 
     def walk(self, builder: Builder, ops: Sequence[Op], env: dict[Value, Batched]) -> None:
+        """Each op batched in turn; past a break in YNNPACK's graph (``breaks`` grew), ops
+        read the values made before it as ``recompute`` gives them."""
+        made: dict[Value, Op] = {}
+        past: Past | None = None
         for op in ops:
-            ins = [env[v] for v in op.operands]
-            shares = any(v in self.roots for v, _ in ins)
-            if shares and op.name in SHARED_WRITES and ins[0][0] in self.roots:
-                outs = SHARED_WRITES[op.name](self, builder, op, ins)
-            elif any(axes(lay) for _, lay in ins) or (shares and op.name in CARRIERS):
-                rule = RULES.get(op.name)
-                if rule is None:
-                    raise NotBatchable("no batching rule for this op", op=op.name, loc=op.loc)
-                outs = rule(self, builder, op, ins)
+            if past is None:
+                ins = [env[v] for v in op.operands]
             else:
-                copy = builder.add(op.renamed(tuple(v for v, _ in ins)))
-                outs = [(r, (None,) * rank(r)) for r in copy.results]
-            env.update(zip(op.results, outs, strict=True))
+                ins = [past.read(self, builder, v) for v in op.operands]
+            breaks = self.breaks
+            env.update(zip(op.results, self.op(builder, op, ins), strict=True))
+            if self.breaks != breaks:
+                past = Past(made, env, frozenset(env) - set(op.results))
+            made.update((r, op) for r in op.results)
+
+    def op(self, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
+        """``op`` on batched operands ``ins``: its rule, or a copy when none has batch axes."""
+        shares = any(v in self.roots for v, _ in ins)
+        if shares and op.name in SHARED_WRITES and ins[0][0] in self.roots:
+            return SHARED_WRITES[op.name](self, builder, op, ins)
+        if any(axes(lay) for _, lay in ins) or (shares and op.name in CARRIERS):
+            rule = RULES.get(op.name)
+            if rule is None:
+                raise NotBatchable("no batching rule for this op", op=op.name, loc=op.loc)
+            return rule(self, builder, op, ins)
+        copy = builder.add(op.renamed(tuple(v for v, _ in ins)))
+        return [(r, (None,) * rank(r)) for r in copy.results]
 
     # ----- shared arrays -----
 

@@ -69,6 +69,12 @@ YNN_MIN_ELEMENTS = 4096
 # batching (its points' columns side by side) changes kernel and summing order.
 NARROW_COLUMNS = 64
 
+# XLA's own dot kernel (Eigen's, which XLA uses for a dot YNNPACK does not take) adds up an f32
+# dot at most this deep and at least ``NARROW_COLUMNS`` wide as YNNPACK does: every bit equal,
+# -0 rows included, on the Intel Xeon and the AMD EPYC, from 16x32x512 to 1024x128x1024 and
+# batched 3x256x128x512; 128x512x128 differs on both (``own_dot``).
+OWN_DOT_DEPTH = 256
+
 # XLA:CPU's TreeReductionRewriter splits a reduction it keeps into windows of this many elements.
 WINDOW = 32
 
@@ -141,6 +147,22 @@ def _dot(per_point: list[ArrayType], out: str, transposed: list[bool], columns: 
     if transposed[0] or transposed[1] and a.dtype != "float32":
         return "a dot of a transposed operand is XLA's a point, batched it may be YNNPACK's"
     return None
+
+
+def own_dot(a: ArrayType, b: ArrayType) -> bool:
+    """Whether the dot ``a @ b`` (``[..., m, k] x [..., k, n]``) runs in XLA's own dot kernel
+    (``arrays``): it has batch dimensions, which YNNPACK runs slowly on the 13-core AMD EPYC
+    (the 256x384x512 matmul's three 128-deep dots: 1.38 ms, XLA's own kernel 0.92, ``jax.jit``'s
+    one 384-deep dot 0.60; the same on the Intel Xeon), and XLA's kernel gives it YNNPACK's
+    bits. A 2-D dot stays YNNPACK's, faster there: flash attention's ran 2x slower in XLA's."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    return (
+        a.ndim > 2
+        and a.dtype == b.dtype == "float32"
+        and k <= OWN_DOT_DEPTH
+        and n >= NARROW_COLUMNS
+        and m >= 2
+    )
 
 
 def chunk_points(op: Op, batch: Sequence[int]) -> int | None:

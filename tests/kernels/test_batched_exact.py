@@ -6,6 +6,7 @@ mode; the classes it refuses stay on loops; and a masked elementwise body batche
 transpose (the batch axes of the broadcast grid index lie where the block's do).
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from minipallas.kernels.programs.vectorized_grid import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import batched_bits  # noqa: E402
-from realistic_kernels import flash_attention, masked_tanh  # noqa: E402
+from realistic_kernels import flash_attention, masked_tanh, realistic_cases  # noqa: E402
 from suite import Case, inputs, normal, softmax  # noqa: E402
 
 R, D = batched_bits.reduction, batched_bits.dot
@@ -120,3 +121,30 @@ def test_a_masked_elementwise_body_batches_without_a_transpose():
         CHECK:       return
         """,
     )
+
+
+def test_a_layer_norm_past_its_rsqrt_chunks_computes_its_centered_rows_again():
+    """Its rsqrt chunks break YNNPACK's graph; the output computes ``x - mean`` again
+    (passes/batching/recompute.py), so XLA writes no 4096x1024 array but the result, and
+    the bits are still upstream's."""
+    (case,) = [c for c in realistic_cases() if c.name == "layer_norm_4096"]
+    args = case.inputs()
+    hlo = case.minipallas().compiled(*args).jitted.as_text()
+    entry = hlo[hlo.index("\nENTRY") :].splitlines()[1:]
+    full = re.compile(r"^\s*(ROOT )?%\S+ = f32\[(256,16,1024|4096,1024)\]\S* (\w[\w-]*)\(")
+    made = [m for m in map(full.match, entry) if m and m[3] not in ("parameter", "bitcast")]
+    assert [(m[1], m[3]) for m in made] == [("ROOT ", "fusion")], "\n".join(entry)
+    assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
+
+
+def test_a_matmuls_hoisted_dots_run_in_xlas_own_kernel_with_upstreams_bits():
+    """The 256x384x512 matmul's three 128-deep dots, hoisted out of its k loop, are one dot
+    with a batch dimension: XLA's own kernel runs it (exactness.own_dot), not YNNPACK."""
+    (case,) = [c for c in realistic_cases() if c.name == "matmul_small"]
+    args = case.inputs()
+    hlo = case.minipallas().compiled(*args).jitted.as_text()
+    entry = hlo[hlo.index("\nENTRY") :]
+    assert re.search(r"= f32\[3,256,512\]\S* dot\(", entry) and "__ynn_fusion" not in entry, entry
+    for seed in (0, 1):
+        args = case.inputs(seed)
+        assert_same_bits(case.minipallas()(*args), np.asarray(case.upstream()(*args)))
