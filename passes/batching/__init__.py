@@ -30,7 +30,8 @@ The pass is an interpreter (``engine``) that follows the program once, op by op:
 A ``cond`` whose index differs between points runs every branch and selects each point's
 results. Some programs have no batched form here: a float reduction or dot that XLA:CPU would
 round differently at the batched shape (small sums, matrix-vector dots...: ``exactness`` says
-which, as measured by bench/batched_bits.py); a dynamic index, loop
+which, as measured by bench/batched_bits.py; past an approximate op it runs in chunks, cheap
+values are computed again rather than kept in memory: ``recompute``); a dynamic index, loop
 bound or loop condition that differs between batch points (that needs a gather, or masking);
 refs (batch only discharged programs). A dynamic index that differs becomes a gather when
 asked (``gathers=True``). A parameter can be *shared* instead of batched: one array that

@@ -52,6 +52,11 @@ EPYC (AVX2), where batching the sum as one reduce (a YNNPACK graph) differed on 
 and row sums of 16x128, 8x256 and 1x1024 blocks (``bench/batched_bits.py``, three seeds), of
 which three quarters differed batched as one reduce: none differs written out on the Xeon, and
 the 16x128 and 1x1024 ones none on the 13-core EPYC (``tests/kernels/test_batched_exact.py``).
+
+Who runs a dot matters for speed too: YNNPACK ran a dot with batch dimensions slowly on the
+13-core EPYC, and XLA's own dot kernel gives the bits YNNPACK gives to an f32 dot at most
+``OWN_DOT_DEPTH`` deep and ``NARROW_COLUMNS`` wide, so such a batched dot goes there
+(``own_dot``).
 """
 
 from __future__ import annotations
