@@ -306,6 +306,26 @@ MUTANTS: tuple[Mutant, ...] = (
         "a small float sum written out in XLA's order adds its terms right to left instead",
         unreachable=_BATCHED + " (wide_f32_row_sum, bit for bit against upstream's per-block sums)",
     ),
+    Mutant(
+        "own-dot-deeper",
+        "wrong constant",
+        "passes/batching/exactness.py",
+        "OWN_DOT_DEPTH = 256",
+        "OWN_DOT_DEPTH = 512",
+        "batched f32 dots 512 deep run in XLA's own dot kernel too, which adds them up in "
+        "another order than YNNPACK",
+        unreachable=_BATCHED + " (deep_hoisted_dots, bit for bit against upstream)",
+    ),
+    Mutant(
+        "recompute-exp",
+        "wrong rounding dtype",
+        "passes/batching/recompute.py",
+        '"select", "convert", "broadcast_in_dim"}',
+        '"select", "convert", "broadcast_in_dim", "exp"}',
+        "past a chunked op, exp is computed again by XLA, which rounds it otherwise than "
+        "YNNPACK's graph did",
+        unreachable=_BATCHED + " (exp_past_a_break, bit for bit against upstream)",
+    ),
     # -- lowering/stablehlo ------------------------------------------------------------------
     Mutant(
         "binary-swapped-operands",

@@ -149,20 +149,28 @@ class Kernel:
     ``jax.numpy``; ``ns.when``, ``ns.program_id``: minipallas's or Pallas's), with one input and
     one output, each with a block spec on the grid."""
 
-    body: Callable[..., None]  # body(ns, x_ref, o_ref)
+    body: Callable[..., None]  # body(ns, x_ref, *more_refs, o_ref)
     x: np.ndarray
     out: tuple[tuple[int, ...], str]
     grid: tuple[int, ...]
     x_block: tuple[tuple[int, ...], Callable[..., tuple]]
     o_block: tuple[tuple[int, ...], Callable[..., tuple]]
+    more: tuple[tuple[np.ndarray, tuple[tuple[int, ...], Callable[..., tuple]]], ...] = ()
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return (self.x, *(a for a, _ in self.more))
+
+    def _blocks(self, spec: Callable[..., Any]) -> list[Any]:  # noqa: ANN401
+        return [spec(*self.x_block), *(spec(*block) for _, block in self.more)]
 
     def minipallas(self) -> Any:  # noqa: ANN401 - a PallasCall
-        ns = types.SimpleNamespace(np=mnp, when=mp.when, program_id=mp.program_id)
+        ns = types.SimpleNamespace(np=mnp, when=mp.when, program_id=mp.program_id, rsqrt=mnp.rsqrt)
         return mp.pallas_call(
-            lambda x, o: self.body(ns, x, o),
+            lambda *refs: self.body(ns, *refs),
             mp.ArrayType(*self.out),
             grid=self.grid,
-            in_specs=[mp.BlockSpec(*self.x_block)],
+            in_specs=self._blocks(mp.BlockSpec),
             out_specs=mp.BlockSpec(*self.o_block),
         )
 
@@ -171,13 +179,15 @@ class Kernel:
         import jax.numpy as jnp
         from jax.experimental import pallas as pl
 
-        ns = types.SimpleNamespace(np=jnp, when=pl.when, program_id=pl.program_id)
+        ns = types.SimpleNamespace(
+            np=jnp, when=pl.when, program_id=pl.program_id, rsqrt=jax.lax.rsqrt
+        )
         return jax.jit(
             pl.pallas_call(
-                lambda x, o: self.body(ns, x, o),
+                lambda *refs: self.body(ns, *refs),
                 out_shape=jax.ShapeDtypeStruct(self.out[0], jnp.dtype(self.out[1])),
                 grid=self.grid,
-                in_specs=[pl.BlockSpec(*self.x_block)],
+                in_specs=self._blocks(pl.BlockSpec),
                 out_specs=pl.BlockSpec(*self.o_block),
                 interpret=True,
             )
@@ -191,11 +201,11 @@ def kernel_problem(kernel: Kernel, batched: bool, upstream: Kernel | None = None
     from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 
     call = kernel.minipallas()
-    planned = vectorized_grid_plan(call.trace(kernel.x)) is not None
+    planned = vectorized_grid_plan(call.trace(*kernel.arrays)) is not None
     if batched and not planned:
         return "the grid was not batched, so the check does not reach the batching pass"
-    got = np.asarray(call(kernel.x))
-    want = np.asarray((upstream or kernel).upstream()(kernel.x))
+    got = np.asarray(call(*kernel.arrays))
+    want = np.asarray((upstream or kernel).upstream()(*kernel.arrays))
     if same_bits(got, want):
         return None
     differ = np.argwhere(got != want)[0]
@@ -282,6 +292,49 @@ def float_sum_check() -> str | None:
     return None
 
 
+def k_steps_of_dots(ns: Any, x: Any, y: Any, o: Any) -> None:  # noqa: ANN401
+    @ns.when(ns.program_id(2) == 0)
+    def _() -> None:
+        o[...] = ns.np.zeros(o.shape, ns.np.float32)
+
+    o[...] += ns.np.dot(x[...], y[...], preferred_element_type=ns.np.float32)
+
+
+def deep_dots_check() -> str | None:
+    """A blocked matmul's k steps, each dot's output added into the output block. Its dots are
+    hoisted out of the k loop as one dot with a batch dimension: 128 deep it runs in XLA's own
+    dot kernel (passes/batching/exactness.py's ``own_dot``), 512 deep in YNNPACK's, which adds
+    it up in another order than XLA's kernel does (measured: 90% of the elements)."""
+    rng = np.random.default_rng(5)
+    for depth in (128, 512):
+        x = rng.standard_normal((256, 3 * depth)).astype(F32)
+        y = rng.standard_normal((3 * depth, 256)).astype(F32)
+        kernel = Kernel(k_steps_of_dots, x, ((256, 256), "float32"), (2, 2, 3),
+                        ((128, depth), lambda i, j, k: (i, k)),
+                        ((128, 128), lambda i, j, k: (i, j)),
+                        more=((y, ((depth, 128), lambda i, j, k: (k, j))),))  # fmt: skip
+        problem = kernel_problem(kernel, batched=True)
+        if problem:
+            return f"{depth} deep: {problem}"
+    return None
+
+
+def rows_past_an_exp(ns: Any, x: Any, o: Any) -> None:  # noqa: ANN401
+    e = ns.np.exp(x[...] - ns.np.max(x[...], axis=1, keepdims=True))
+    o[...] = e * ns.rsqrt(ns.np.sum(e, axis=1, keepdims=True))
+
+
+def recompute_check() -> str | None:
+    """Rows scaled by the rsqrt of their sum of ``exp``: batched, the rsqrt runs in chunks, a
+    break in YNNPACK's graph, and past it the values of ``exp`` are read as the first half's
+    YNNPACK graph computed them, not computed again by XLA, whose ``exp`` rounds otherwise
+    (passes/batching/recompute.py)."""
+    x = np.random.default_rng(6).standard_normal((64 * 64, 64)).astype(F32)
+    kernel = Kernel(rows_past_an_exp, x, ((64 * 64, 64), "float32"), (64,),
+                    ((64, 64), lambda i: (i, 0)), ((64, 64), lambda i: (i, 0)))  # fmt: skip
+    return kernel_problem(kernel, batched=True)
+
+
 CHECKS: tuple[Check, ...] = (
     Check("int_pow", pow_check, "integer pow (lowering/stablehlo/arrays.py)"),
     Check("switch_out_of_range", switch_check, "a cond of 3+ branches with a traced index"),
@@ -303,6 +356,8 @@ CHECKS: tuple[Check, ...] = (
         "batched transpose",
     ),
     Check("wide_f32_row_sum", float_sum_check, "a float reduction kept off the batched grid"),
+    Check("deep_hoisted_dots", deep_dots_check, "who runs a batched dot (XLA's kernel or YNNPACK)"),
+    Check("exp_past_a_break", recompute_check, "values read past a chunked approximate op"),
     Check(
         "sequential_axes_in_order",
         lambda: kernel_problem(sequential_axes_kernel(horner_over_two_axes), batched=True),
