@@ -22,17 +22,19 @@ from typing import TYPE_CHECKING
 
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Op, Value
-from minipallas.ir.opset.arrays import ARITHMETIC, COMPARISONS
+from minipallas.ir.opset.arrays import COMPARISONS
 from minipallas.ir.types import ArrayType
 
 if TYPE_CHECKING:
     from minipallas.passes.batching.engine import Batched, Batcher
 
-# Ops computed again past a break: exactly rounded, so XLA gives them the same bits in either
-# half whoever runs them (``pow`` and the transcendental ops are YNNPACK's own inside its graph).
+# Ops computed again past a break: IEEE's exactly rounded ones, so they have the same bits in
+# either half whoever runs them. Not ``pow`` and the transcendental ops, which YNNPACK computes
+# its own way inside its graph, nor ``max`` and ``min``, whose NaN and -0 rules are each
+# library's own.
 RECOMPUTED = frozenset(
-    {*ARITHMETIC, *COMPARISONS, "neg", "abs", "select", "convert", "broadcast_in_dim"}
-) - {"pow"}
+    {"add", "sub", "mul", "div", "neg", "abs", "select", "convert", "broadcast_in_dim"}
+) | frozenset(COMPARISONS)
 
 
 class Past:
@@ -49,9 +51,12 @@ class Past:
 
     def read(self, bt: Batcher, builder: Builder, value: Value) -> Batched:
         """``value`` as an op past the break reads it: computed again if the first half made
-        it with a ``RECOMPUTED`` op and it differs between points, else behind a barrier."""
+        it with a ``RECOMPUTED`` op and it differs between points, else behind a barrier (a
+        shared array as it is: its writes go to its newest value)."""
         batched = self.env[value]
         if value not in self.before or not any(d is not None for d in batched[1]):
+            return batched
+        if batched[0] in bt.roots:
             return batched
         if value not in self.again:
             op = self.made.get(value)
