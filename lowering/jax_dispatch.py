@@ -24,8 +24,9 @@ wake-up is small beside its run, and a poll would hold a core its workers could 
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -35,7 +36,7 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 from jax.interpreters import mlir as jax_mlir
 
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import jax_private, jaxlib_shim
 
 Types = tuple[tuple[tuple[int, ...], np.dtype], ...]  # (shape, numpy dtype) per array
 
@@ -68,7 +69,26 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
     cpu = jax.sharding.SingleDeviceSharding(jaxlib_shim.cpu_device())  # even where a TPU is
     avals = [jax.ShapeDtypeStruct(shape, dtype, sharding=cpu) for shape, dtype in params]
     options = dict(jaxlib_shim.CPU_COMPILE_OPTIONS)
-    return jax.jit(run, compiler_options=options).lower(*avals).compile()
+    lowered = jax.jit(run, compiler_options=options).lower(*avals)
+    with _backend_options():
+        return lowered.compile()
+
+
+@contextlib.contextmanager
+def _backend_options() -> Iterator[None]:
+    """While it lasts, jax's compile options carry ``jaxlib_shim.CPU_BACKEND_OPTIONS``, which
+    ``compiler_options`` cannot pass (``jaxlib_shim.with_backend_options``)."""
+    compiler = jax_private.compiler
+    original = compiler.get_compile_options
+
+    def get_compile_options(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        return jaxlib_shim.with_backend_options(original(*args, **kwargs))
+
+    compiler.get_compile_options = get_compile_options
+    try:
+        yield
+    finally:
+        compiler.get_compile_options = original
 
 
 # The longest a numpy call polls for its results before it blocks; and the poll of an

@@ -45,6 +45,7 @@ MODULES = {
     "triton_lowering": "jax._src.pallas.triton.lowering",
     # interpreters: lowering rules to MLIR, batching rules (vmap)
     "mlir": "jax._src.interpreters.mlir",
+    "compiler": "jax._src.compiler",  # compile options: jax_dispatch adds XLA backend options
     "batching": "jax._src.interpreters.batching",
     # lax internals with no public name
     "lax_control_flow": "jax._src.lax.control_flow",

@@ -82,6 +82,40 @@ def cpu_device() -> Any:
 # interpreter (and the IR) define it; by default XLA may keep a chain of them in f32.
 CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", False),)
 
+# And these backend options. XLA:CPU compiles a while loop whose body and condition access
+# under 1 KiB (``SmallWhileLoopHoistingPass``) as one LLVM function of its legacy emitter, where
+# f32->bf16->f32 converts are ``fptrunc``/``fpext``: LLVM narrows them to bfloat ops and
+# contracts ``v * 3 - v`` into one FMA, so the bf16 rounding of ``v * 3`` is lost (fuzz-kernels
+# 978 and 2307: only minipallas's leaner loop was under 1 KiB). With the threshold at 0 every
+# loop runs as per-op kernels, which round as the interpreter does. They live in
+# ``DebugOptions.xla_backend_extra_options``, a map that ``env_option_overrides`` (and so
+# ``jax.jit``'s ``compiler_options``) refuses; ``with_backend_options`` merges them into the
+# serialized ``CompileOptionsProto`` instead (``XLA_FLAGS`` would set them process-wide).
+CPU_BACKEND_OPTIONS = (("xla_cpu_small_while_loop_byte_threshold", "0"),)
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    out, n = bytearray(), number << 3 | 2
+    for value in (n, len(payload)):
+        while value > 0x7F:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out) + payload
+
+
+def with_backend_options(options: Any) -> Any:  # noqa: ANN401 - xla_client.CompileOptions
+    """``options`` with ``CPU_BACKEND_OPTIONS`` added to its debug options' backend map:
+    CompileOptionsProto.executable_build_options (3) .debug_options (3)
+    .xla_backend_extra_options (500), merged as protobuf merges concatenated messages."""
+    entries = b"".join(
+        _proto_field(500, _proto_field(1, k.encode()) + _proto_field(2, v.encode()))
+        for k, v in CPU_BACKEND_OPTIONS
+    )
+    extra = _proto_field(3, _proto_field(3, entries))
+    return type(options).ParseFromString(options.SerializeAsString() + extra)
+
 
 def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) -> Any:
     """Compiles a StableHLO module (text, entry ``@main``) for the CPU; returns the executable.
@@ -93,6 +127,7 @@ def cpu_compile(text: str, host_callbacks: Sequence[Callable[..., Any]] = ()) ->
     backend, device = _cpu()
     options = xla_client.CompileOptions()
     options.env_option_overrides = list(CPU_COMPILE_OPTIONS)
+    options = with_backend_options(options)
     devices = xla_client.DeviceList((device,))
     if host_callbacks:  # only a parsed module takes callbacks
         module = ir.Module.parse(text, context=make_context())
