@@ -517,6 +517,15 @@ MUTANTS: tuple[Mutant, ...] = (
         'CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", True),)',
         "XLA may keep bf16 chains in f32 instead of rounding every op",
     ),
+    Mutant(
+        "small-loop-route-on",
+        "wrong constant",
+        "lowering/jaxlib_shim.py",
+        'CPU_BACKEND_OPTIONS = (("xla_cpu_small_while_loop_byte_threshold", "0"),)',
+        'CPU_BACKEND_OPTIONS = (("xla_cpu_small_while_loop_byte_threshold", "1024"),)',
+        "XLA's small-loop route is back at its default, where LLVM may fuse bf16 ops and skip "
+        "a rounding",
+    ),
     # -- the front ends: the importer (corpus, upstream fuzz) and tracing (kernels) --------------
     Mutant(
         "import-wrap-le",

@@ -140,6 +140,40 @@ def bf16_rounding_check(compiled: Callable[..., Any] | None = None) -> str | Non
     return program_problem(mp.trace(bf16_product_in_f32, t, t), args, other)
 
 
+SMALL_BF16_LOOP = """
+func @body(%x: bf16[2]) -> (bf16[2]) {
+  %c = constant 3.0 : bf16[2]
+  %t = mul %x, %c : bf16[2]
+  %s = sub %t, %x : bf16[2]
+  return %s
+}
+
+func @small_loop(%x: bf16[6]) -> (bf16[6]) {
+  %lo = constant 0 : i32[]
+  %hi = constant 3 : i32[]
+  %r = for %lo to %hi (%x) iter (%x) {
+  ^(%i: i32[], %in: bf16[6], %out: bf16[6]):
+    %two = constant 2 : i32[]
+    %at = mul %i, %two : i32[]
+    %w = dynamic_slice %in[ds(%at, 2)] : bf16[2]
+    %s = call @body(%w) : bf16[2]
+    %o = dynamic_update_slice %out[ds(%at, 2)], %s : bf16[6]
+    yield %o
+  } : bf16[6]
+  return %r
+}
+"""
+
+
+def small_loop_check() -> str | None:
+    """``x * 3 - x`` in bf16 inside a loop of a few bytes a step: XLA:CPU's small-loop route
+    would compile it as one LLVM function that fuses the two ops and skips the rounding of
+    ``x * 3`` (fuzz-kernels 978 and 2307); minipallas turns that route off
+    (``jaxlib_shim.CPU_BACKEND_OPTIONS``)."""
+    x = np.array([0.69140625, 0.25390625, -0.26171875, 1.203125, 0.92578125, 2.703125])
+    return program_problem(mp.parse(SMALL_BF16_LOOP), [x.astype(ml_dtypes.bfloat16)])
+
+
 # -- kernels on the batched grid ---------------------------------------------------------------
 
 
@@ -340,6 +374,7 @@ CHECKS: tuple[Check, ...] = (
     Check("switch_out_of_range", switch_check, "a cond of 3+ branches with a traced index"),
     Check("dynamic_window_next_to_array", window_check, "gather/scatter with a dynamic start"),
     Check("bf16_product_in_f32", bf16_rounding_check, "per-op bf16 rounding in XLA"),
+    Check("bf16_small_loop", small_loop_check, "per-op bf16 rounding in a small loop"),
     Check(
         "batched_int_sum_middle_axis",
         lambda: kernel_problem(reduce_kernel(sum_middle, 1), batched=True),
