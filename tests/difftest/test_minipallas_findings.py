@@ -2,6 +2,7 @@
 (each then fails as XPASS: remove its mark). Found by ``minipallas.difftest.fuzz_upstream``
 and the corpus; each is reduced to a minimal program here."""
 
+import frontend_corpus
 import ml_dtypes
 import numpy as np
 import pytest
@@ -80,31 +81,7 @@ def test_bf16_rounding_inside_a_loop_compiles_like_the_interpreter():
     and LLVM fused the multiply and the subtraction. minipallas compiles with that threshold at
     0 (``jaxlib_shim.CPU_BACKEND_OPTIONS``): every loop runs as per-op kernels, which round as
     the interpreter does, on every machine."""
-    fn = mp.parse(
-        """
-        func @body(%x: bf16[2]) -> (bf16[2]) {
-          %c = constant 3.0 : bf16[2]
-          %t = mul %x, %c : bf16[2]
-          %s = sub %t, %x : bf16[2]
-          return %s
-        }
-
-        func @f(%x: bf16[6]) -> (bf16[6]) {
-          %lo = constant 0 : i32[]
-          %hi = constant 3 : i32[]
-          %r = for %lo to %hi (%x) iter (%x) {
-          ^(%i: i32[], %in: bf16[6], %out: bf16[6]):
-            %two = constant 2 : i32[]
-            %at = mul %i, %two : i32[]
-            %w = dynamic_slice %in[ds(%at, 2)] : bf16[2]
-            %s = call @body(%w) : bf16[2]
-            %o = dynamic_update_slice %out[ds(%at, 2)], %s : bf16[6]
-            yield %o
-          } : bf16[6]
-          return %r
-        }
-        """
-    )
+    fn = mp.parse(frontend_corpus.SMALL_BF16_LOOP)  # also a front-end check of make mutate
     x = np.array([0.69140625, 0.25390625, -0.26171875, 1.203125, 0.92578125, 2.703125], BF16)
     compiled = mp.compile(fn)
     text = compiled.lowered.as_text(debug_info=False)
