@@ -77,7 +77,9 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
 @contextlib.contextmanager
 def _backend_options() -> Iterator[None]:
     """While it lasts, jax's compile options carry ``jaxlib_shim.CPU_BACKEND_OPTIONS``, which
-    ``compiler_options`` cannot pass (``jaxlib_shim.with_backend_options``)."""
+    ``compiler_options`` cannot pass (``jaxlib_shim.with_backend_options``). jax has no hook
+    for them, so its private ``get_compile_options`` is swapped for the compile: another
+    thread compiling at that moment would get them too."""
     compiler = jax_private.compiler
     original = compiler.get_compile_options
 
