@@ -147,7 +147,7 @@ def snippet_line(mutant: Mutant, path: Path | None = None) -> int:
     if count != 1:
         raise CatalogueError(
             f"mutant {mutant.name}: its snippet occurs {count} times in {mutant.file} "
-            f"(expected once); update it in bench/mutants.py to the code as it is now"
+            f"(expected once); update it in bench/mutants_*.py to the code as it is now"
         )
     return text[: text.index(mutant.find)].count("\n") + 1
 
