@@ -123,14 +123,20 @@ def test_a_masked_elementwise_body_batches_without_a_transpose():
     )
 
 
+def _realistic_entry(name):
+    """The realistic kernel ``name`` and the entry computation of XLA's optimized program of
+    its default mode (the lines after ``ENTRY``)."""
+    (case,) = [c for c in realistic_cases() if c.name == name]
+    hlo = case.minipallas().compiled(*case.inputs()).jitted.as_text()
+    return case, hlo[hlo.index("\nENTRY") :].splitlines()[1:]
+
+
 def test_a_layer_norm_past_its_rsqrt_chunks_computes_its_centered_rows_again():
     """Its rsqrt chunks break YNNPACK's graph; the output computes ``x - mean`` again
     (passes/batching/recompute.py), so XLA writes no 4096x1024 array but the result, and
     the bits are still upstream's."""
-    (case,) = [c for c in realistic_cases() if c.name == "layer_norm_4096"]
+    case, entry = _realistic_entry("layer_norm_4096")
     args = case.inputs()
-    hlo = case.minipallas().compiled(*args).jitted.as_text()
-    entry = hlo[hlo.index("\nENTRY") :].splitlines()[1:]
     full = re.compile(r"^\s*(ROOT )?%\S+ = f32\[(256,16,1024|4096,1024)\]\S* (\w[\w-]*)\(")
     made = [m for m in map(full.match, entry) if m and m[3] not in ("parameter", "bitcast")]
     assert [(m[1], m[3]) for m in made] == [("ROOT ", "fusion")], "\n".join(entry)
@@ -140,10 +146,8 @@ def test_a_layer_norm_past_its_rsqrt_chunks_computes_its_centered_rows_again():
 def test_a_matmuls_hoisted_dots_run_in_xlas_own_kernel_with_upstreams_bits():
     """The 256x384x512 matmul's three 128-deep dots, hoisted out of its k loop, are one dot
     with a batch dimension: XLA's own kernel runs it (exactness.own_dot), not YNNPACK."""
-    (case,) = [c for c in realistic_cases() if c.name == "matmul_small"]
-    args = case.inputs()
-    hlo = case.minipallas().compiled(*args).jitted.as_text()
-    entry = hlo[hlo.index("\nENTRY") :]
+    case, lines = _realistic_entry("matmul_small")
+    entry = "\n".join(lines)
     assert re.search(r"= f32\[3,256,512\]\S* dot\(", entry) and "__ynn_fusion" not in entry, entry
     for seed in (0, 1):
         args = case.inputs(seed)
