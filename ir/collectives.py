@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.core import CALLS, Block, Function, Op
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.types import RefType
 
@@ -150,12 +150,18 @@ WAYS_OUT = (
 )
 
 
-def upstream_rule(context: str, op: Op, in_callee: bool) -> str:
+# ``in_callee`` for an op reached through a ``mesh_call``'s body: a kernel of upstream's
+# ``pl.kernel``, whose interpret rule sees it whatever path runs the program around it
+KERNEL = "kernel"
+
+
+def upstream_rule(context: str, op: Op, in_callee: bool | str) -> str:
     """Which upstream rule (a ``RULES`` key) rejects ``op`` on ``context``'s path; ``in_callee``:
-    the op is reached through a ``call`` (upstream: a ``jax.jit`` callee)."""
+    the op is reached through a ``call`` (upstream: a ``jax.jit`` callee), or ``KERNEL``: the
+    body of a ``mesh_call``."""
     if context in ("mosaic", "triton"):
         return context
-    if context == "cpu_kernel" and not in_callee:
+    if in_callee == KERNEL or (context == "cpu_kernel" and not in_callee):
         return "interpret"
     return "discharge" if any(isinstance(v.type, RefType) for v in op.operands) else "lowering"
 
@@ -201,22 +207,25 @@ def _note(op: Op, axes: tuple[str, ...], where: str, path: str, origin: str) -> 
     )
 
 
-def _walk(fn: Function, everything: bool) -> Iterator[tuple[Op, str, bool]]:
+def _walk(fn: Function, everything: bool) -> Iterator[tuple[Op, str, bool | str]]:
     """Every ``run_scoped`` (``everything``: every op) reachable from ``fn`` in program order,
     with where it lives and whether a ``call`` leads to it."""
     seen = {id(fn)}
 
-    def visit(block: Block, where: str, in_callee: bool) -> Iterator[tuple[Op, str, bool]]:
+    def visit(block: Block, where: str, in_callee: bool | str) -> Iterator[tuple[Op, str, bool | str]]:
         for op in block.ops:
             if everything or op.name == "run_scoped":
                 yield op, where, in_callee
-            if not op.regions and op.name != "call":  # most ops: nothing to look into
+            if not op.regions and op.name not in CALLS:  # most ops: nothing to look into
                 continue
             for region in op.regions:
                 yield from visit(region, where, in_callee)
-            callee = op.attrs.get("callee") if op.name == "call" else None
+            callee = op.attrs.get("callee") if op.name in CALLS else None
             if isinstance(callee, Function) and id(callee) not in seen:
                 seen.add(id(callee))
-                yield from visit(callee.body, f"@{callee.name} (called from {where})", True)
+                if op.name == "mesh_call":  # a kernel body: upstream's kernel rules see it
+                    yield from visit(callee.body, f"@{callee.name} (the kernel of {where})", KERNEL)
+                else:
+                    yield from visit(callee.body, f"@{callee.name} (called from {where})", True)
 
     yield from visit(fn.body, f"@{fn.name}", False)

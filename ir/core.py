@@ -19,6 +19,10 @@ from minipallas.ir.types import Type
 __all__ = ["Block", "Function", "Module", "Op", "Value"]
 
 
+# Ops whose "callee" attribute is a function they run: a plain call, and a kernel over a mesh
+CALLS = frozenset({"call", "mesh_call"})
+
+
 class Function:
     """A named, closed block: the unit minipallas traces, prints, passes and runs."""
 
@@ -50,7 +54,7 @@ class Function:
 
         def visit(fn: Function) -> None:
             for op in fn.walk():
-                callee = op.attrs.get("callee") if op.name == "call" else None
+                callee = op.attrs.get("callee") if op.name in CALLS else None
                 if isinstance(callee, Function) and id(callee) not in seen:
                     seen.add(id(callee))
                     visit(callee)

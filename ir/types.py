@@ -83,6 +83,9 @@ class Semaphores(MemorySpace):
 ANY = MemorySpace("any")
 TPU_VMEM = MemorySpace("tpu.vmem")
 TPU_SMEM = MemorySpace("tpu.smem")
+# memory every TensorCore of a chip sees (``pltpu.VMEM_SHARED``): what a mesh kernel's cores
+# share through a collective ``run_scoped`` (``ir/opset/mesh.py``)
+TPU_VMEM_SHARED = MemorySpace("tpu.vmem_shared")
 GPU_GMEM = MemorySpace("gpu.gmem")
 GPU_SMEM = MemorySpace("gpu.smem")
 SEMAPHORE = Semaphores("semaphore")
@@ -90,7 +93,8 @@ SEMAPHORE = Semaphores("semaphore")
 # has landed and its wait takes back (``ir.opset.dma``); ``semaphore_read`` may read one.
 DMA_SEMAPHORE = Semaphores("dma_semaphore")
 MEMORY_SPACES = {
-    m.name: m for m in (ANY, TPU_VMEM, TPU_SMEM, GPU_GMEM, GPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
+    m.name: m
+    for m in (ANY, TPU_VMEM, TPU_SMEM, TPU_VMEM_SHARED, GPU_GMEM, GPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
 }
 
 

@@ -31,7 +31,7 @@ import difflib
 from collections.abc import Iterator
 
 from minipallas.ir.builder import infer_result_types
-from minipallas.ir.core import Block, Function, Module, Op, Value
+from minipallas.ir.core import CALLS, Block, Function, Module, Op, Value
 from minipallas.ir.errors import VerificationError
 from minipallas.ir.excerpt import at_op, show_ir
 from minipallas.ir.location import UNKNOWN
@@ -345,7 +345,7 @@ class _FunctionVerifier:
         for k, block in enumerate(op.regions):
             self._block_shape(block, op, f"region {k}")
             self._no_ref_yields(block, op, k)
-        if op.name == "call":
+        if op.name in CALLS:
             self._check_callee(op)
         try:
             expected = infer_result_types(

@@ -23,6 +23,7 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     kernel,
     lanes,
     layout,
+    mesh,
     platform,
     scans,
     scoped,

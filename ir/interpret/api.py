@@ -71,6 +71,9 @@ def interpret(
     error of upstream's interpret mode, any other with that of ``run_state``'s discharge or
     lowering (``ir.collectives``).
 
+    A ``mesh_call`` (an upstream ``pl.kernel``, ``mesh``) runs its cores one after another;
+    ``collectives="simulate"`` without ``grid`` runs them together, as below.
+
     ``collectives="simulate"`` (with ``grid`` and ``grid_names``, one name per axis) runs every
     program of the grid together over the same arguments instead (``programs``): collective
     ``run_scoped`` allocations are shared by each group, ``barrier`` waits for the group, and
@@ -106,7 +109,8 @@ def interpret(
         _bind(interp, f"argument {i} of @{fn.name}", p.type, a)
         for i, (p, a) in enumerate(zip(fn.params, args, strict=True))
     ]
-    if collectives == "simulate":
+    interp.collectives, interp.schedule = collectives, schedule  # for mesh_call (``mesh``)
+    if collectives == "simulate" and (kernel or grid_names is not None):
         return _simulate(fn, bound, interp, grid_names, schedule, (uninitialized, checks, perturb))
     with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
         results = interp.run(fn.body, bound)

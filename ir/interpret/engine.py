@@ -127,6 +127,11 @@ class Interpreter:
             )
         self.checks = bool(checks)
         self.tracking = self.checks or uninitialized == "error"
+        self.options = (uninitialized, checks, perturb)  # what a program of a mesh_call gets
+        # how a mesh_call runs its cores: "reject" (one after another) or "simulate" (together,
+        # under ``schedule``); ``interpret(..., collectives=, schedule=)`` sets them
+        self.collectives = "reject"
+        self.schedule: str | int = "lockstep"
         self.program_ids = program_ids
         self.grid = grid
         # under collectives="simulate": the programs run together (``programs.Programs``),

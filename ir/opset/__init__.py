@@ -25,3 +25,7 @@ __all__ += ["semaphore"]
 from minipallas.ir.opset import atomic, dma, lanes, platform  # noqa: E402
 
 __all__ += ["atomic", "dma", "lanes", "platform"]  # Triton atomics; async copies; roll...
+
+from minipallas.ir.opset import mesh  # noqa: E402  (mesh_call: pl.kernel over a mesh, issue 38)
+
+__all__ += ["mesh"]

@@ -21,6 +21,7 @@ from minipallas.interop import (  # noqa: F401
     lax_indexing,
     lax_misc,
     lax_structural,
+    mesh,  # pl.kernel / core_map (mpmd_map) over a mesh, axis_index, core_barrier
     mutable,
     pallas,
     pallas_call,  # registers the pallas_call rule

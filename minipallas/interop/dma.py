@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, rule
+from minipallas.interop.mesh import own_row
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -23,8 +24,8 @@ from minipallas.lowering.jax_private import state_types
 def _ref(scope: ImportScope, leaf: object) -> Value:
     """The ref a DMA operand names: a ref atom, or its view through the transforms."""
     if not isinstance(leaf, state_types.TransformedRef):
-        return scope.read(leaf)  # type: ignore[arg-type]
-    ref = scope.read(leaf.ref)
+        return own_row(scope, leaf)  # type: ignore[arg-type]
+    ref = own_row(scope, leaf.ref)
     for transform in leaf.transforms:
         ref = apply_view(scope, ref, transform)
     return ref

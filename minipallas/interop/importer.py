@@ -54,6 +54,7 @@ from minipallas.ir.types import (
     SEMAPHORE,
     TPU_SMEM,
     TPU_VMEM,
+    TPU_VMEM_SHARED,
     ArrayType,
     RefType,
     Type,
@@ -103,6 +104,19 @@ SCOPED_RULES: RuleTable[ScopedRule] = RuleTable("scoped import rule")
 scoped_rule = SCOPED_RULES.register
 
 
+class NamedScopeRule(Protocol):
+    """How a run of consecutive equations traced under one ``jax.named_scope`` imports as a
+    whole: upstream helpers that mark what they emit (``pltpu.core_barrier``'s
+    ``"sync_cores"``). It imports the run and returns True, or returns False to have its
+    equations imported one by one; no later equation may read what the run defines."""
+
+    def __call__(self, scope: ImportScope, eqns: Sequence[jax_core.JaxprEqn]) -> bool: ...
+
+
+# scope name -> rule; ``ImportScope.run_eqns`` hands such a run to its rule
+NAMED_SCOPES: dict[str, NamedScopeRule] = {}
+
+
 # --- types ---------------------------------------------------------------------------------
 
 
@@ -126,7 +140,8 @@ def memory_space(space: object) -> Any:
     if "mosaic_gpu" in module or "triton" in module:
         table = {"gmem": GPU_GMEM, "smem": GPU_SMEM, "any": ANY}
     elif "mosaic" in module:
-        table = {"vmem": TPU_VMEM, "smem": TPU_SMEM, "any": ANY, "hbm": ANY}
+        table = {"vmem": TPU_VMEM, "smem": TPU_SMEM, "vmem_shared": TPU_VMEM_SHARED, "any": ANY,
+                 "hbm": ANY}  # fmt: skip
     else:
         table = {"any": ANY, "default": ANY}
     if name not in table:
@@ -206,6 +221,8 @@ class Importer:
         self.pallas_oob = pallas_oob
         self.callees: dict[tuple, tuple[object, Function]] = {}
         self.names: set[str] = set()
+        # inside a mesh kernel's body (``mesh``): its axis names and sizes
+        self.mesh: tuple[tuple[str, ...], tuple[int, ...]] | None = None
 
     def unique_name(self, name: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", name or "fn").strip("_") or "fn"
@@ -256,7 +273,10 @@ class Importer:
 
 
 def _placed(param: Type, arg: Type) -> Type:
-    """``param`` in ``arg``'s memory space, where ``param`` is a ref in none (``ANY``)."""
+    """``param`` in ``arg``'s memory space, where ``param`` is a ref in none (``ANY``); a ref
+    of which each core of a mesh kernel has a row (``mesh``) is passed with its rows."""
+    if isinstance(param, RefType) and isinstance(arg, RefType) and arg.shape != param.shape:
+        return arg
     if isinstance(param, RefType) and isinstance(arg, RefType) and param.memory_space == ANY:
         return RefType(param.shape, param.dtype, arg.memory_space)
     return param
@@ -438,13 +458,24 @@ class ImportScope:
     ) -> list[Value]:
         """Import ``eqns`` in order, return the values of ``outvars``. An equation with a
         scoped rule imports the equations after it itself (inside the scope it opens)."""
-        for k, eqn in enumerate(eqns):
+        k = 0
+        while k < len(eqns):
+            eqn = eqns[k]
             scoped = SCOPED_RULES.get(eqn.primitive.name)
             if scoped is not None:
                 with self.located(eqn):
                     return scoped(self, eqn, eqns[k + 1 :], outvars)
+            named = _named_scope(eqn)
+            if named is not None:
+                n = next((j for j in range(k, len(eqns)) if _named_scope(eqns[j]) != named),
+                         len(eqns))  # fmt: skip
+                with self.located(eqns[n - 1]):
+                    if NAMED_SCOPES[named](self, eqns[k:n]):
+                        k = n
+                        continue
             with self.located(eqn):
                 self._import(eqn)
+            k += 1
         self.loc, self.primitive = self.outer, None
         return [self.read(v) for v in outvars]
 
@@ -510,6 +541,15 @@ class ImportScope:
         if epilogue is not None:
             outs = epilogue(inner, outs)
         return inner.builder.block(params, outs)
+
+
+def _named_scope(eqn: jax_core.JaxprEqn) -> str | None:
+    """The innermost ``jax.named_scope`` of ``eqn`` when a rule imports that scope as a whole."""
+    if not NAMED_SCOPES:
+        return None
+    stack = eqn.source_info.name_stack.stack
+    name = str(getattr(stack[-1], "name", "")) if stack else ""
+    return name if name in NAMED_SCOPES else None
 
 
 def closed_parts(jaxpr: object) -> tuple[jax_core.Jaxpr, Sequence[object]]:

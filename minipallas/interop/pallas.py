@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import Window, static_int, window
+from minipallas.interop.mesh import allocation_type, own_row
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.ir.dtypes import fill_value
@@ -44,7 +45,11 @@ from minipallas.lowering.jax_private import tree_util
 def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     jaxpr = eqn.params["jaxpr"]
     args = [scope.read(a) for a in eqn.invars]
-    allocs = [Value(type_of(v.aval, f"scoped allocation {v}")) for v in jaxpr.invars]
+    axes = tuple(str(a) for a in eqn.params.get("collective_axes", ()))
+    allocs = [
+        Value(allocation_type(scope, type_of(v.aval, f"scoped allocation {v}"), bool(axes)))
+        for v in jaxpr.invars
+    ]
     params = [Value(a.type) for a in args]
 
     def prologue(inner: ImportScope, _: list[Value]) -> list[Value]:
@@ -53,7 +58,6 @@ def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         return list(allocs)
 
     body = scope.region(jaxpr, None, [*allocs, *params], prologue)
-    axes = tuple(str(a) for a in eqn.params.get("collective_axes", ()))
     return list(scope.emit_op("run_scoped", args, [body], collective_axes=axes).results)
 
 
@@ -80,7 +84,7 @@ class Lanes:
 def _target(
     scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence
 ) -> tuple[Value, Lanes]:
-    ref = scope.read(ref_atom)
+    ref = own_row(scope, ref_atom)
     views = list(transforms)
     last = views.pop() if views and isinstance(views[-1], jax_indexing.NDIndexer) else None
     for transform in views:

@@ -3,9 +3,10 @@
 
 Each equation's operands are the leaves of the pytree its ``args_tree`` parameter describes:
 the semaphore ref, its transforms (``sem.at[i]``), then the op's own arguments. The ref and
-window come out as for a state op (``state.target``). A remote signal (``device_id``,
-``core_index``) has no minipallas counterpart: programs here share semaphores through a
-collective ``run_scoped`` instead. A wait's ``decrement`` must be a constant.
+window come out as for a state op (``state.target``). A signal to another device
+(``device_id``) has no minipallas counterpart: programs here share semaphores through a
+collective ``run_scoped`` instead; a signal to another core of a mesh kernel (``core_index``)
+signals that core's row of the allocation (``mesh``). A wait's ``decrement`` must be a constant.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, rule
+from minipallas.interop.mesh import core_row
 from minipallas.interop.state import target
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -26,13 +28,14 @@ def _arguments(eqn: jax_core.JaxprEqn) -> list:
 @rule("semaphore_signal")
 def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, inc, device_id, core_index = _arguments(eqn)
-    if device_id is not None or core_index is not None:
+    if device_id is not None:
         raise scope.error(
-            "a remote semaphore_signal (device_id or core_index) cannot be imported",
+            "a semaphore_signal to another device (device_id) cannot be imported",
             fix="signal a semaphore of a collective run_scoped: every program of the group "
-            "shares it",
+            "shares it; in a mesh kernel, signal another core with core_index",
         )
-    ref, w = target(scope, sem, transforms)
+    other = None if core_index is None else core_row(scope, sem, core_index)
+    ref, w = target(scope, sem, transforms, other)
     scope.emit_op("semaphore_signal", [ref, *w.dyn, scope.read(inc)], indexer=w.indexer)
     return []
 

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
 from minipallas.interop.indexers import Window, window
+from minipallas.interop.mesh import own_row
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
@@ -52,10 +53,11 @@ def apply_view(scope: ImportScope, ref: Value, transform: object) -> Value:
 
 
 def target(
-    scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence
+    scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence, ref: Value | None = None
 ) -> tuple[Value, Window]:
-    """The ref a state equation acts on (views applied) and the window it reads or writes."""
-    ref = scope.read(ref_atom)
+    """The ref a state equation acts on (views applied) and the window it reads or writes;
+    ``ref``: the value to start from, when not ``ref_atom``'s own (a core's row, ``mesh``)."""
+    ref = own_row(scope, ref_atom) if ref is None else ref
     views = list(transforms)
     last = views.pop() if views and isinstance(views[-1], jax_indexing.NDIndexer) else None
     for transform in views:

@@ -1,0 +1,261 @@
+"""Import rules for upstream's mesh kernels: ``mpmd_map`` (``pl.kernel``, ``pl.core_map``) as a
+``mesh_call`` (``ir/opset/mesh.py``), and what their bodies use (issue 38).
+
+A mesh kernel runs its body once per core of a mesh (``pltpu.create_tensorcore_mesh("core",
+num_cores=2)``); the body sees the whole operands and its core's position
+(``lax.axis_index("core")``). That is a kernel whose grid is the mesh and whose axes are named,
+so it imports onto minipallas's one model of programs that run together
+(docs/guides/collectives.md):
+
+- ``mpmd_map`` over one mesh becomes ``mesh_call @body(inputs), mesh (names) (sizes)``;
+  ``scratch_types`` become ``run_scoped`` allocations around the body: ``VMEM_SHARED`` ones
+  collective over every mesh axis (one buffer the cores share), the others each core's own;
+  ``input_output_aliases`` carry over; ``compiler_params`` are a Mosaic matter and are kept
+  by ``kernel_from_mesh_eqn`` for the TPU;
+- ``axis_index`` / ``axis_size`` of mesh axes become ``axis_index`` / constants;
+- memory of which each core has its own (VMEM, SMEM, semaphores) allocated by a collective
+  ``run_scoped`` gets a *row per core*: the allocation's type gains the mesh's dims in front,
+  and each op on it acts on its core's row, found from ``axis_index``. That is how a
+  semaphore signal to another core (``semaphore_signal(sem, 1, core_index=k)``) is written in
+  the shared model: it signals row ``k``. ``VMEM_SHARED`` (and HBM) allocations are shared;
+- ``pltpu.core_barrier(sem, core_axis_name=...)`` (the equations it traces in its
+  ``"sync_cores"`` scope: a signal to every other core, then a wait for ``cores - 1``) becomes a
+  ``barrier`` over the axis, which is what it does: its signals and its wait cancel on every
+  core. So the simulator names the core that skips it, and the pure program cuts there.
+
+Refused, each naming the primitive: several meshes (MPMD bodies), meshes of other JAX
+functions (``external_meshes``), ref operands (``jax.new_ref`` closed over), remote copies
+and signals to other devices, and whatever primitive a GPU mesh's body uses that minipallas
+has no rule for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.interop.importer import (
+    NAMED_SCOPES,
+    Importer,
+    ImportScope,
+    JaxprImportError,
+    closed_parts,
+    rule,
+    type_of,
+)
+from minipallas.ir.core import Function, Value
+from minipallas.ir.indexing import Dyn, Int, Slice
+from minipallas.ir.types import (
+    DMA_SEMAPHORE,
+    SEMAPHORE,
+    TPU_SMEM,
+    TPU_VMEM,
+    TPU_VMEM_SHARED,
+    RefType,
+    Type,
+)
+from minipallas.lowering.jax_private import core as jax_core
+
+# memory spaces of which each core has its own: a collective allocation gets a row per core
+PER_CORE = (TPU_VMEM, TPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
+
+
+@rule("mpmd_map")
+def mpmd_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    params = eqn.params
+    if len(params["meshes"]) != 1:
+        raise scope.error(
+            f"a kernel over {len(params['meshes'])} meshes (pl.kernel(body=[...], mesh=[...])) "
+            "cannot be imported",
+            fix="write one body over one mesh",
+        )
+    if params.get("external_meshes"):
+        raise scope.error("a kernel over the meshes of other JAX functions cannot be imported")
+    args = [scope.read(a) for a in eqn.invars]
+    if any(isinstance(a.type, RefType) for a in args):
+        raise scope.error(
+            "a kernel over refs (jax.new_ref passed in or closed over) cannot be imported",
+            fix="pass arrays and take the outputs (input_output_aliases keeps them in place)",
+        )
+    mesh = mesh_axes(scope, params["meshes"][0])
+    name = scope.importer.unique_name(str(params.get("name") or "kernel") + "_core")
+    body = _body(scope.importer, name, params["jaxprs"][0], len(args), len(eqn.outvars), mesh)
+    aliases = tuple(sorted((int(i), int(o)) for i, o in params["input_output_aliases"].items()))
+    op = scope.emit_op("mesh_call", args, callee=body, axes=mesh[0], shape=mesh[1],
+                       aliases=aliases)  # fmt: skip
+    return list(op.results)
+
+
+def mesh_axes(scope: ImportScope, mesh: object) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """A mesh's axis names and sizes (``mesh.shape``: name -> size, in order)."""
+    shape = getattr(mesh, "shape", None)
+    if not hasattr(shape, "items"):
+        raise scope.error(f"the mesh {mesh!r} gives no axis sizes; minipallas cannot import it")
+    names = tuple(str(a) for a in shape)
+    return names, tuple(int(n) for n in shape.values())
+
+
+def _body(
+    importer: Importer,
+    name: str,
+    closed: object,
+    n_in: int,
+    n_out: int,
+    mesh: tuple[tuple[str, ...], tuple[int, ...]],
+) -> Function:
+    """``@name(*in_refs, *out_refs)``: the body, its scratch allocated around it."""
+    jaxpr, consts = closed_parts(closed)
+    io_vars, scratch_vars = jaxpr.invars[: n_in + n_out], jaxpr.invars[n_in + n_out :]
+    scope = ImportScope(importer)
+    with scope.located():
+        io = [Value(type_of(v.aval, f"operand {k}")) for k, v in enumerate(io_vars)]
+        scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
+    shared = [k for k, t in enumerate(scratch) if t.memory_space == TPU_VMEM_SHARED]
+    own = [k for k, t in enumerate(scratch) if k not in shared]
+    levels = [(ks, axes) for ks, axes in ((shared, mesh[0]), (own, ())) if ks]
+    enclosing, importer.mesh = importer.mesh, mesh
+    try:
+        _allocate(scope, jaxpr, consts, io, scratch, levels, [])
+    finally:
+        importer.mesh = enclosing
+    return Function(name, scope.builder.block(io, []))
+
+
+def _allocate(
+    scope: ImportScope,
+    jaxpr: jax_core.Jaxpr,
+    consts: Sequence[object],
+    values: list[Value],
+    scratch: list[Type],
+    levels: list[tuple[list[int], tuple[str, ...]]],
+    made: list[int],
+) -> None:
+    """Imports ``jaxpr`` over ``values`` (the operands' refs, then the scratch in ``made``
+    order), inside one ``run_scoped`` per level of scratch still to allocate."""
+    if not levels:
+        order = {k: v for k, v in zip(made, values[len(values) - len(made) :], strict=True)}
+        io = values[: len(values) - len(made)]
+        scope.bind_consts(jaxpr.constvars, consts)
+        scope.run(jaxpr, [*io, *(order[k] for k in range(len(scratch)))])
+        return
+    (ks, axes), rest = levels[0], levels[1:]
+    allocs = [Value(scratch[k]) for k in ks]
+    params = [Value(v.type) for v in values]
+    inner = scope.child()
+    _allocate(inner, jaxpr, consts, [*params, *allocs], scratch, rest, [*made, *ks])
+    block = inner.builder.block([*allocs, *params], [])
+    scope.emit_op("run_scoped", values, [block], collective_axes=axes)
+
+
+# --- what a core's body uses -----------------------------------------------------------------
+
+
+def allocation_type(scope: ImportScope, t: Type, collective: bool) -> Type:
+    """The type of a ``run_scoped`` allocation: in a mesh kernel, a collective one in memory
+    each core has its own of gets a row per core (the mesh's dims in front)."""
+    mesh = scope.importer.mesh
+    if mesh is None or not collective or not isinstance(t, RefType):
+        return t
+    if t.memory_space not in PER_CORE:
+        return t
+    return RefType((*mesh[1], *t.shape), t.dtype, t.memory_space)
+
+
+def has_rows(scope: ImportScope, atom: object, value: Value) -> bool:
+    """Whether ``value`` (what ``atom`` is bound to) holds a row per core of what ``atom`` is."""
+    mesh = scope.importer.mesh
+    shape = getattr(getattr(atom, "aval", None), "shape", None)
+    if mesh is None or shape is None or not isinstance(value.type, RefType):
+        return False
+    return value.type.shape == (*mesh[1], *shape)
+
+
+def own_row(scope: ImportScope, atom: jax_core.Atom) -> Value:
+    """The ref ``atom`` names as an op acting on it sees it: on a mesh's core, its own row of
+    an allocation every core has a row of; else the ref itself."""
+    value = scope.read(atom)
+    if not has_rows(scope, atom, value):
+        return value
+    return _row(scope, value, [_axis_index(scope, a) for a in scope.importer.mesh[0]])
+
+
+def core_row(scope: ImportScope, atom: jax_core.Atom, core: jax_core.Atom) -> Value:
+    """Core ``core``'s row of the per-core allocation ``atom`` (a signal to another core)."""
+    value = scope.read(atom)
+    names = scope.importer.mesh[0] if scope.importer.mesh else ()
+    if not has_rows(scope, atom, value) or len(names) != 1:
+        raise scope.error(
+            "a signal to another core (core_index) needs a semaphore allocated by "
+            "run_scoped(..., collective_axes=...) in a kernel over a one-axis core mesh",
+            fix="allocate the semaphore with pl.run_scoped(..., collective_axes='core')",
+        )
+    return _row(scope, value, [scope.read(core)])
+
+
+def _row(scope: ImportScope, value: Value, indices: list[Value]) -> Value:
+    dims = value.type.shape[len(indices) :]
+    indexer = (*(Int(Dyn(k)) for k in range(len(indices))), *(Slice(0, d, 1) for d in dims))
+    return scope.emit("ref.at", [value, *indices], indexer=indexer)
+
+
+def _axis_index(scope: ImportScope, name: str) -> Value:
+    key = ("axis_index", name)
+    if key not in scope.memo:
+        out = scope.builder.create("axis_index", [], {"name": name}, [], scope.loc).results[0]
+        scope.nonnegative.add(out)
+        scope.memo[key] = out
+    return scope.memo[key]
+
+
+def _names(scope: ImportScope, axis_name: object) -> tuple[str, ...]:
+    names = tuple(str(a) for a in (axis_name if isinstance(axis_name, tuple) else (axis_name,)))
+    mesh = scope.importer.mesh
+    if mesh is None:
+        raise scope.error(
+            f"axis {names} is not an axis of a kernel's mesh",
+            fix="use lax.axis_index inside pl.kernel / pl.core_map over a mesh with that axis",
+        )
+    unknown = [a for a in names if a not in mesh[0]]
+    if unknown:
+        raise scope.error(f"axes {unknown} are not axes of the mesh {mesh[0]}")
+    return names
+
+
+@rule("axis_index")
+def axis_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """A core's position along mesh axes (several: row-major, as upstream linearizes them)."""
+    names = _names(scope, eqn.params["axis_name"])
+    sizes = dict(zip(*scope.importer.mesh, strict=True))
+    out = _axis_index(scope, names[0])
+    for a in names[1:]:
+        scaled = scope.emit("mul", [out, scope.constant(sizes[a], "int32")])
+        out = scope.emit("add", [scaled, _axis_index(scope, a)])
+    return [out]
+
+
+@rule("axis_size")
+def axis_size(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    names = _names(scope, eqn.params["axis_name"])
+    sizes = dict(zip(*scope.importer.mesh, strict=True))
+    n = 1
+    for a in names:
+        n *= sizes[a]
+    return [scope.constant(n, "int32")]
+
+
+def core_barrier(scope: ImportScope, eqns: Sequence[jax_core.JaxprEqn]) -> bool:
+    """``pltpu.core_barrier``'s ``"sync_cores"`` equations as one ``barrier`` (module doc):
+    when they end in a wait for ``cores - 1`` in a kernel over a one-axis mesh."""
+    mesh = scope.importer.mesh
+    last = eqns[-1]
+    if mesh is None or len(mesh[0]) != 1 or last.primitive.name != "semaphore_wait":
+        return False
+    value = scope.static(last.invars[-2])
+    if value is None or int(value) != mesh[1][0] - 1:
+        return False
+    scope.emit_op("barrier", [], axes=mesh[0])
+    return True
+
+
+NAMED_SCOPES["sync_cores"] = core_barrier
+
+__all__ = ["JaxprImportError", "allocation_type", "core_row", "mesh_axes", "own_row"]
