@@ -110,13 +110,19 @@ def interpret(
         for i, (p, a) in enumerate(zip(fn.params, args, strict=True))
     ]
     interp.collectives, interp.schedule = collectives, schedule  # for mesh_call (``mesh``)
-    if collectives == "simulate" and (kernel or grid_names is not None):
+    if collectives == "simulate" and (kernel or grid_names is not None or not _meshes(fn)):
         return _simulate(fn, bound, interp, grid_names, schedule, (uninitialized, checks, perturb))
     with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
         results = interp.run(fn.body, bound)
     if interp.copies is not None and interp.program_ids is None:  # not one step of a grid
         interp.copies.finish(interp)
     return tuple(_result(fn, i, r) for i, r in enumerate(results))
+
+
+def _meshes(fn: Function) -> bool:
+    """Whether ``fn`` runs a ``mesh_call``, whose cores ``collectives="simulate"`` runs
+    together without a ``grid``."""
+    return any(op.name == "mesh_call" for f in (fn, *fn.callees()) for op in f.walk())
 
 
 def _simulate(

@@ -12,10 +12,11 @@ so it imports onto minipallas's one model of programs that run together
   collective over every mesh axis (one buffer the cores share), the others each core's own;
   ``input_output_aliases`` carry over; ``compiler_params`` are a Mosaic matter and are kept
   by ``kernel_from_mesh_eqn`` for the TPU;
-- ``axis_index`` / ``axis_size`` of mesh axes become ``axis_index`` / constants;
+- ``axis_index`` / ``axis_size`` of mesh axes become ``program_id`` of that grid axis /
+  constants (the front end's ``axis_index`` is the same op once its kernel is bound);
 - memory of which each core has its own (VMEM, SMEM, semaphores) allocated by a collective
   ``run_scoped`` gets a *row per core*: the allocation's type gains the mesh's dims in front,
-  and each op on it acts on its core's row, found from ``axis_index``. That is how a
+  and each op on it acts on its core's row, found from ``program_id``. That is how a
   semaphore signal to another core (``semaphore_signal(sem, 1, core_index=k)``) is written in
   the shared model: it signals row ``k``. ``VMEM_SHARED`` (and HBM) allocations are shared;
 - ``pltpu.core_barrier(sem, core_axis_name=...)`` (the equations it traces in its
@@ -44,6 +45,7 @@ from minipallas.interop.importer import (
 )
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
+from minipallas.kernels.collective import mesh as _discharge_rule  # noqa: F401  (mesh_call's)
 from minipallas.ir.types import (
     DMA_SEMAPHORE,
     SEMAPHORE,
@@ -200,7 +202,7 @@ def _row(scope: ImportScope, value: Value, indices: list[Value]) -> Value:
 def _axis_index(scope: ImportScope, name: str) -> Value:
     key = ("axis_index", name)
     if key not in scope.memo:
-        out = scope.builder.create("axis_index", [], {"name": name}, [], scope.loc).results[0]
+        out = scope.emit("program_id", [], axis=scope.importer.mesh[0].index(name))
         scope.nonnegative.add(out)
         scope.memo[key] = out
     return scope.memo[key]

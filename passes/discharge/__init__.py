@@ -109,4 +109,6 @@ def discharge(
     else:
         predicate = discharge_scoped
     with collector_paused():
-        return Context(predicate).function(fn, mask)
+        context = Context(predicate)
+        context.collectives = collectives
+        return context.function(fn, mask)

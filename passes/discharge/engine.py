@@ -139,6 +139,7 @@ class Context:
     def __init__(self, discharge_scoped: ScopedPredicate) -> None:
         self.effects = EffectsAnalysis()
         self.discharge_scoped = discharge_scoped
+        self.collectives = "reject"  # discharge(..., collectives=): how a mesh_call's cores run
         self._callees: dict[tuple[int, tuple[bool, ...]], tuple[Function, Function]] = {}
         # id(indexer) -> (it, a number shared by equal indexers, attrs naming it): ``window``
         self.windows: dict[int, tuple[tuple, int, Mapping[str, Any]]] = {}

@@ -44,7 +44,7 @@ NO_BOOL = {
 # ops that cannot run alone: a wait for a copy never started deadlocks (dma_start's variants
 # copy bools, and a wait only counts)
 NOT_ALONE = {"dma_wait"}
-REGION_OPS = {"for", "while", "cond", "call", "run_scoped"}
+REGION_OPS = {"for", "while", "cond", "call", "mesh_call", "run_scoped"}
 
 
 def _boolify(t):

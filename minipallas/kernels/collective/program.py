@@ -82,6 +82,9 @@ def collective_program(
     body = bind_grid(kernel.body, kernel.grid)
     n_grid = len(kernel.grid)
     ops, shared, axes = _inline_collective_scope(body)
+    used = {v for op in ops for o in (op, *(x for r in op.regions for x in r.walk()))
+            for v in o.operands}  # fmt: skip
+    shared = [v for v in shared if v in used or not is_semaphore(v.type)]  # a core_barrier's
     if any(is_semaphore(v.type) for v in shared):
         _refuse("private semaphores only (a wait on a shared one may need a later "
                 "program's signal)", "give each program its own semaphores")  # fmt: skip
