@@ -212,7 +212,9 @@ def _walk(fn: Function, everything: bool) -> Iterator[tuple[Op, str, bool | str]
     with where it lives and whether a ``call`` leads to it."""
     seen = {id(fn)}
 
-    def visit(block: Block, where: str, in_callee: bool | str) -> Iterator[tuple[Op, str, bool | str]]:
+    def visit(
+        block: Block, where: str, in_callee: bool | str
+    ) -> Iterator[tuple[Op, str, bool | str]]:
         for op in block.ops:
             if everything or op.name == "run_scoped":
                 yield op, where, in_callee

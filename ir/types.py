@@ -94,7 +94,16 @@ SEMAPHORE = Semaphores("semaphore")
 DMA_SEMAPHORE = Semaphores("dma_semaphore")
 MEMORY_SPACES = {
     m.name: m
-    for m in (ANY, TPU_VMEM, TPU_SMEM, TPU_VMEM_SHARED, GPU_GMEM, GPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
+    for m in (
+        ANY,
+        TPU_VMEM,
+        TPU_SMEM,
+        TPU_VMEM_SHARED,
+        GPU_GMEM,
+        GPU_SMEM,
+        SEMAPHORE,
+        DMA_SEMAPHORE,
+    )
 }
 
 

@@ -42,7 +42,9 @@ class MeshCall:
         callee = op.attrs.get("callee")
         name = symbol(callee.name) if callee is not None else "@<missing>"
         axes = ", ".join(json.dumps(a) for a in op.attrs.get("axes", ()))
-        text = f" {name}({p.values(op.operands)}), mesh ({axes}) {p.ints(op.attrs.get('shape', ()))}"
+        text = (
+            f" {name}({p.values(op.operands)}), mesh ({axes}) {p.ints(op.attrs.get('shape', ()))}"
+        )
         pairs = [k for pair in op.attrs.get("aliases", ()) for k in pair]
         return [text + (f", aliases {p.ints(pairs)}" if pairs else "")]
 

@@ -52,6 +52,7 @@ KINDS = (
     "upstream-divergence",
     "semantic-difference",
     "minipallas-bug",
+    "beyond-upstream",
 )
 
 
@@ -401,6 +402,9 @@ def classify(report: Report) -> Finding:
     if up is not None and up.error is not None and _same_rejection(report, up.error):
         detail = f"every way raised {type(up.error).__name__}: {up.error}"
         return Finding("agree", "same-rejection", detail)
+    if up is not None and up.error is not None and _beyond_upstream(report):
+        detail = f"upstream: {type(up.error).__name__}: {up.error}; minipallas's ways agree"
+        return Finding("beyond-upstream", "collectives simulated", detail)
     if up is not None and up.error is not None:
         name = recognize_crash(up.stage, up.error)
         detail = f"{up.stage}: {type(up.error).__name__}: {up.error}"
@@ -438,6 +442,15 @@ def classify(report: Report) -> Finding:
         if out_of_range is not None:
             return Finding("semantic-difference", out_of_range, detail)
     return _unexplained(report, detail)
+
+
+def _beyond_upstream(report: Report) -> bool:
+    """A collective program (``Case.collectives="simulate"``) that upstream refuses and that
+    minipallas's ways all run, agreeing with the simulation bit for bit."""
+    if report.case.collectives != "simulate" or report.difference is not None:
+        return False
+    outcomes = [report.outcomes.get(w) for w in (*_MINIPALLAS_WAYS, "reference")]
+    return all(o is None or o.ok for o in outcomes) and report.outcomes["interpret"].ok
 
 
 def _agreement(report: Report) -> Finding:

@@ -51,6 +51,9 @@ class Case:
     reference: Function | None = None
     emitted: bool = False  # fn was emitted from reference by jax_emit (see classify)
     plant: Callable[[Function], Function] | None = None
+    # "simulate": minipallas's ways run collective programs (a mesh kernel's cores) together
+    # (``interpret(..., collectives="simulate")``, ``discharge{collectives=simulate}``)
+    collectives: str = "reject"
 
 
 @dataclass

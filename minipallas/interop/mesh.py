@@ -45,7 +45,6 @@ from minipallas.interop.importer import (
 )
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
-from minipallas.kernels.collective import mesh as _discharge_rule  # noqa: F401  (mesh_call's)
 from minipallas.ir.types import (
     DMA_SEMAPHORE,
     SEMAPHORE,
@@ -55,6 +54,7 @@ from minipallas.ir.types import (
     RefType,
     Type,
 )
+from minipallas.kernels.collective import mesh as _discharge_rule  # noqa: F401  (mesh_call's)
 from minipallas.lowering.jax_private import core as jax_core
 
 # memory spaces of which each core has its own: a collective allocation gets a row per core

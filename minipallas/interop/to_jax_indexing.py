@@ -75,7 +75,7 @@ def read_window(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 def gather(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     x, indexer, dyn, _ = _split(op, args)
     index, _ = positions(indexer, x.shape, dyn, read=True)
-    return [x[index]]
+    return [jnp.asarray(x)[index]]  # a constant operand is a numpy array: index it as JAX's
 
 
 @rule("dynamic_update_slice")
