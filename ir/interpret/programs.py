@@ -125,6 +125,9 @@ class Programs:
         self.clocks = np.zeros((len(points), len(points)), np.int64)
         self.races = RaceDetector([program_name(p.ids) for p in self.programs])
         self.detect_races = detect_races  # False only to measure what detection costs
+        # when a list: every signal and wait on a shared semaphore, as (program ids, barriers
+        # passed, "signal" or "wait", the semaphore's address), in the order they happen
+        self.events: list[tuple] | None = None
         self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
         self._semaphores: dict[int, np.ndarray] = {}  # address -> the clocks its signals held
         self._cv = threading.Condition()
@@ -168,6 +171,7 @@ class Programs:
             return
         p = interp.program
         self._yield(self.programs[p], "ready")
+        self._note(self.programs[p], "signal", key)
         self.clocks[p, p] += 1
         held = self._semaphores.setdefault(key, np.zeros(len(self.programs), np.int64))
         np.maximum(held, self.clocks[p], out=held)
@@ -182,9 +186,14 @@ class Programs:
         program.waiting = _Wait(op, counter=counter, value=value)
         self._yield(program, "semaphore")
         program.waiting = None
+        self._note(program, "wait", key)
         held = self._semaphores.get(key)
         if held is not None:
             np.maximum(self.clocks[program.number], held, out=self.clocks[program.number])
+
+    def _note(self, program: _Program, kind: str, key: int) -> None:
+        if self.events is not None:
+            self.events.append((program.ids, sum(program.arrivals.values()), kind, key))
 
     def peek(self, interp: Interpreter, counter: np.ndarray) -> None:
         """A read of a shared semaphore is a switch point; it orders nothing."""

@@ -172,8 +172,8 @@ def test_a_signal_to_another_core_reaches_that_cores_semaphore():
             e.value
         ) or "never written" in str(e.value)
     assert found == {"race", "unwritten"}
-    with pytest.raises(mp.MiniPallasError, match="private semaphores only"):
-        mp.discharge(fn, collectives="simulate")  # the pure program: barriers, not handoffs
+    (compiled,) = mp.compile(mp.discharge(fn, collectives="simulate"))(x)  # core 0, then 1
+    np.testing.assert_array_equal(np.asarray(compiled), x * 2 + 1)
 
 
 def test_cores_that_share_nothing_run_in_turn_by_default():
@@ -251,3 +251,51 @@ def test_what_minipallas_cannot_import_is_refused_naming_the_primitive():
 
     with pytest.raises(JaxprImportError, match="collective_axes='core'"):
         _import(lambda x: pl.kernel(private, out_type=out, mesh=mesh)(x), _x(1))
+
+
+def _gather(cores: int, by_data: bool = False):
+    """Every core but 0 writes its doubled rows into shared memory and signals core 0, which
+    waits for all of them and sums; ``by_data``: the signal's target is read from memory."""
+    mesh = pltpu.create_tensorcore_mesh("core", num_cores=cores)
+
+    def body(x_ref, t_ref, o_ref):
+        def scoped(shared, sem):
+            c = jax.lax.axis_index("core")
+
+            @pl.when(c != 0)
+            def _():
+                shared[pl.ds(c * ROWS, ROWS), :] = x_ref[pl.ds(c * ROWS, ROWS), :] * 2
+                target = t_ref[0] if by_data else 0
+                pl.semaphore_signal(sem, 1, core_index=target)
+
+            @pl.when(c == 0)
+            def _():
+                pl.semaphore_wait(sem, cores - 1)
+                total = shared[pl.ds(ROWS, ROWS), :]
+                for k in range(2, cores):
+                    total = total + shared[pl.ds(k * ROWS, ROWS), :]
+                o_ref[...] = total
+
+        pl.run_scoped(scoped, pltpu.VMEM_SHARED((cores * ROWS, 128), jnp.float32),
+                      pltpu.SemaphoreType.REGULAR, collective_axes="core")  # fmt: skip
+
+    out = jax.ShapeDtypeStruct((ROWS, 128), jnp.float32)
+    return lambda x, t: pl.kernel(body, out_type=out, mesh=mesh)(x, t)
+
+
+def test_handoffs_run_in_the_order_their_signals_ask_for_on_the_compiled_path():
+    cores = 4
+    x, t = _x(cores), np.zeros((1,), np.int32)
+    fn = _import(_gather(cores), x, t)
+    doubled = x * 2
+    expected = doubled[ROWS : 2 * ROWS]
+    for k in range(2, cores):
+        expected = expected + doubled[k * ROWS : (k + 1) * ROWS]
+    np.testing.assert_array_equal(mp.interpret(fn, x, t, collectives="simulate")[0], expected)
+    (out,) = mp.compile(mp.discharge(fn, collectives="simulate"))(x, t)  # 1, 2, 3, then 0
+    np.testing.assert_array_equal(np.asarray(out), expected)
+    by_data = _import(_gather(cores, by_data=True), x, t)
+    np.testing.assert_array_equal(mp.interpret(by_data, x, t, collectives="simulate")[0], expected)
+    with pytest.raises(mp.MiniPallasError, match="semaphore chosen by data") as e:
+        mp.discharge(by_data, collectives="simulate")
+    assert "collectives='simulate'" in e.value.fix

@@ -84,11 +84,13 @@ def test_shared_semaphores_pass_rows_around_a_ring_under_simulate(schedule):
     assert out.tobytes() == np.roll(x, 1, axis=0).tobytes()
 
 
-def test_the_one_program_form_refuses_shared_semaphores_with_a_fix():
+def test_the_one_program_form_refuses_a_ring_of_handoffs_with_a_fix():
+    """Every program signals, then waits for its neighbour: no order runs them one by one
+    (``collective/handoffs.py``)."""
     x = np.zeros((4, 128), np.float32)
-    with pytest.raises(TraceError, match="private semaphores only") as e:
+    with pytest.raises(TraceError, match=r"programs \[0, 1, 2, 3\] wait for each other") as e:
         _ring(4).lower(x)
-    assert "own semaphores" in e.value.fix and "multi-program interpreter" in e.value.fix
+    assert "core_barrier" in e.value.fix and "multi-program interpreter" in e.value.fix
 
 
 def test_triton_rejects_semaphores_with_upstreams_message():

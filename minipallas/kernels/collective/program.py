@@ -35,13 +35,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from minipallas.frontend.control import call, run_scoped
 from minipallas.frontend.refs import TracedRef
 from minipallas.frontend.tracing import trace
-from minipallas.frontend.values import TracedArray
+from minipallas.frontend.values import TracedArray, constant
 from minipallas.ir.builder import params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.dtypes import fill_value
@@ -50,6 +51,7 @@ from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType, is_semaphore
 from minipallas.kernels.collective.batched import batched_epochs, group_indices, run_epoch
+from minipallas.kernels.collective.handoffs import handoff_orders
 from minipallas.kernels.collective.races import check_static_races
 from minipallas.kernels.programs.bind_grid import bind_grid
 from minipallas.kernels.programs.grid import (
@@ -85,13 +87,14 @@ def collective_program(
     used = {v for op in ops for o in (op, *(x for r in op.regions for x in r.walk()))
             for v in o.operands}  # fmt: skip
     shared = [v for v in shared if v in used or not is_semaphore(v.type)]  # a core_barrier's
-    if any(is_semaphore(v.type) for v in shared):
-        _refuse("private semaphores only (a wait on a shared one may need a later "
-                "program's signal)", "give each program its own semaphores")  # fmt: skip
     along = [grid_names.index(a) for a in axes]
     others = [a for a in range(n_grid) if a not in along]
     fixed = list(body.params)  # grid indices, then the block refs
     segments = _segments(ops, fixed, shared)
+    orders = None  # semaphore handoffs: each epoch's programs in the order they ask for
+    if any(is_semaphore(v.type) for v in shared):
+        orders = handoff_orders(kernel, grid_names, along, len(segments))
+        batched = False
     group = list(np.ndindex(*(kernel.grid[a] for a in along)))
     for seg in segments:  # a race the index arithmetic proves is refused here
         ps = seg.fn.params
@@ -149,7 +152,7 @@ def collective_program(
                     own, refs = refs[: len(scratch)], refs[len(scratch) :]
                     shared_refs, spills = refs[: len(shared)], refs[len(shared) :]
                     fill_scratch(own)
-                    for seg in segments:
+                    for number, seg in enumerate(segments):
 
                         def step(inner: list[TracedArray], seg: _Segment = seg) -> None:
                             indices = _merge(outer, others, inner, along)
@@ -166,7 +169,21 @@ def collective_program(
                             for v, o in zip(seg.live_out, outs, strict=True):
                                 spills[row_of[v]][row] = o
 
-                        loop_nest(tuple(kernel.grid[a] for a in along), [], step)
+                        sizes = [kernel.grid[a] for a in along]
+                        if orders is None:
+                            loop_nest(tuple(sizes), [], step)
+                            continue
+                        order = constant(np.array(orders[number], np.int32), "int32")
+
+                        def ordered(
+                            k: list,
+                            order: TracedArray = order,
+                            step: Any = step,
+                            sizes: list = sizes,
+                        ) -> None:
+                            step(_unravel(order[k[0]], sizes))  # the handoffs' order
+
+                        loop_nest((group_size,), [], ordered)
 
                 run_scoped(with_shared, *scratch, *(v.type for v in shared), *spill_types)
 
@@ -305,6 +322,15 @@ def _merge(outer: list, others: list[int], inner: list, along: list[int]) -> lis
     for a, i in zip(along, inner, strict=True):
         indices[a] = i
     return indices
+
+
+def _unravel(row: TracedArray, sizes: list[int]) -> list[TracedArray]:
+    """The grid indices along the collective axes of the program numbered ``row``."""
+    inner = []
+    for k in range(len(sizes)):
+        stride = int(np.prod(sizes[k + 1 :]))
+        inner.append((row // stride) % sizes[k])
+    return inner
 
 
 def _row(inner: list[TracedArray], sizes: list[int]) -> TracedArray | int:

@@ -53,9 +53,17 @@ def simulate(
             loc=user_location(),
             fix="pass the prefetched scalars as ordinary inputs, and a static grid",
         )
+    arrays = buffers(kernel, inputs)
+    interpret(programs_function(kernel), *arrays, grid=kernel.grid, grid_names=grid_names,
+              collectives="simulate", schedule=schedule)  # fmt: skip
+    outs = arrays[kernel.num_inputs :]
+    return [np.array(b[valid_region(s)]) for b, s in zip(outs, kernel.out_specs, strict=True)]
+
+
+def buffers(kernel: Kernel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Each operand's padded buffer (step 1): inputs copied in, outputs holding the fill value
+    or their aliased input."""
     specs = (*kernel.in_specs, *kernel.out_specs)
-    buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
-    fn = trace(_program(kernel), *buffers, name=f"{kernel.name}_programs")
     sources = output_sources(kernel)
     arrays = []
     for k, spec in enumerate(specs):
@@ -66,10 +74,14 @@ def simulate(
         if source is not None:
             buf[valid_region(spec)] = source
         arrays.append(buf)
-    interpret(fn, *arrays, grid=kernel.grid, grid_names=grid_names, collectives="simulate",
-              schedule=schedule)  # fmt: skip
-    outs = arrays[kernel.num_inputs :]
-    return [np.array(b[valid_region(s)]) for b, s in zip(outs, kernel.out_specs, strict=True)]
+    return arrays
+
+
+def programs_function(kernel: Kernel) -> Any:
+    """The function every program runs over the buffers (step 2)."""
+    specs = (*kernel.in_specs, *kernel.out_specs)
+    types = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
+    return trace(_program(kernel), *types, name=f"{kernel.name}_programs")
 
 
 def _program(kernel: Kernel) -> Any:

@@ -1,0 +1,146 @@
+"""The order of a collective kernel's programs that its semaphore handoffs ask for.
+
+Between two barriers, programs may still hand data to each other through semaphores: core 0
+writes a tile into shared memory and signals core 1's semaphore; core 1 waits on it, then
+reads (upstream's ``pl.semaphore_signal(sem, 1, core_index=1)``). The pure program
+(``collective.program``) runs a group's programs one after another in each epoch, so such a
+kernel has a sequential equivalent when the programs can be ordered so that every program runs
+after those whose signals it waits for: run in that order, a race-free program reads what the
+simulator lets it read, and a wait (counter arithmetic once discharged) finds its signals
+there. This module finds that order, per epoch:
+
+1. The semaphore traffic must not depend on data: every semaphore op's operands (which
+   semaphore, how much), and the conditions and bounds of the conditionals and loops around it,
+   are computed from the grid indices and constants alone (``_data_free``); else the order
+   could change with the inputs, and the kernel is refused.
+2. So one run of the multi-program interpreter, on inputs of the right shapes (zeros), shows
+   every program's signals and waits (``Programs.events``): which program signals which
+   semaphore in which epoch (the barriers it has passed), and which program waits on it.
+3. A wait of program ``p`` on a semaphore that program ``q`` signals in the same epoch orders
+   ``q`` before ``p``. The order is a topological sort of those edges (ties in grid order);
+   a cycle (a ring in which every program signals, then waits for its neighbour) has none,
+   and the kernel is refused: it needs its programs to run together (the simulator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.dtypes import to_numpy
+from minipallas.ir.effects import region_operand_map
+from minipallas.ir.errors import TraceError
+from minipallas.ir.interpret.engine import Interpreter, Ref
+from minipallas.ir.interpret.programs import Programs
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.location import user_location
+from minipallas.ir.opdef import OPS, READ
+from minipallas.ir.types import ArrayType
+from minipallas.kernels.collective.simulate import buffers, programs_function
+
+SEMAPHORE_OPS = ("semaphore_signal", "semaphore_wait")
+
+
+def handoff_orders(
+    kernel: Kernel, grid_names: tuple[str, ...], along: Sequence[int], epochs: int
+) -> list[list[int]]:
+    """Per epoch, the group's programs (row-major numbers along ``along``) in an order that
+    puts every signal before the waits it serves (module doc); a ``TraceError`` when the
+    semaphore traffic depends on data or its edges form a cycle."""
+    _data_free(kernel.body)
+    events = _events(kernel, grid_names)
+    sizes = [kernel.grid[a] for a in along]
+    group = int(np.prod(sizes))
+    orders = []
+    for epoch in range(epochs):
+        after: dict[int, set[int]] = {r: set() for r in range(group)}  # row -> rows before it
+        signals: dict[tuple, set[int]] = {}
+        for ids, e, kind, key in events:
+            if e != epoch:
+                continue
+            row = int(np.ravel_multi_index([ids[a] for a in along], sizes))
+            if kind == "signal":
+                signals.setdefault(key, set()).add(row)
+            else:
+                after[row] |= signals.get(key, set()) - {row}
+        orders.append(_topological(after))
+    return orders
+
+
+def _topological(after: dict[int, set[int]]) -> list[int]:
+    order: list[int] = []
+    done: set[int] = set()
+    while len(order) < len(after):
+        ready = [r for r in sorted(after) if r not in done and after[r] <= done]
+        if not ready:
+            cycle = sorted(r for r in after if r not in done)
+            raise TraceError(
+                f"a collective kernel whose programs {cycle} wait for each other's semaphore "
+                "signals in a cycle has no one-program form",
+                loc=user_location(),
+                fix="run it in the multi-program interpreter (collectives='simulate'), or "
+                "meet at a barrier (pltpu.core_barrier) instead of a ring of signals",
+            )
+        order.append(ready[0])
+        done.add(ready[0])
+    return order
+
+
+def _events(kernel: Kernel, grid_names: tuple[str, ...]) -> list[tuple]:
+    """Every signal and wait of one simulated run on zeros: ``(program ids, epoch, kind,
+    semaphore)``, the epoch being the number of barriers the program has passed."""
+    zeros = [np.zeros(s.array.shape, to_numpy(s.array.dtype)) for s in kernel.in_specs]
+    arrays = buffers(kernel, zeros)
+
+    def make(ids: tuple[int, ...]) -> Interpreter:
+        return Interpreter(program_ids=tuple(map(int, ids)), grid=tuple(kernel.grid))
+
+    run = Programs(tuple(kernel.grid), grid_names, "lockstep", make, detect_races=False)
+    run.events = []
+    run.run(programs_function(kernel), [Ref(a, None) for a in arrays])
+    return run.events
+
+
+def _data_free(body: Function) -> None:
+    """Refuses a semaphore op whose operands, or whose enclosing conditionals' and loops'
+    conditions and bounds, depend on what memory holds (module doc, step 1)."""
+
+    def visit(block: Block, data: set[Value], controlled: bool) -> None:
+        for op in block.ops:
+            chosen = any(v in data for v in op.operands)  # an array, or a view data picked
+            if op.name in SEMAPHORE_OPS and (controlled or chosen):
+                raise TraceError(
+                    f"'{op.name}' at {op.loc} signals or waits on a semaphore chosen by data "
+                    "(or under a condition or loop that data decides), so the order of the "
+                    "kernel's programs could change with its inputs",
+                    loc=user_location(),
+                    fix="compute semaphore indices and the conditions around them from "
+                    "axis_index / program_id and constants; or run it in the multi-program "
+                    "interpreter (collectives='simulate')",
+                )
+            tainted = _reads(op) or chosen
+            for r, region in enumerate(op.regions):
+                inner = set(data)
+                held = region_operand_map(op, r) if op.name != "call" else {}
+                index = op.param_group("index") if op.name == "for" else ()
+                for k, p in enumerate(region.params):
+                    source = held.get(k)
+                    if source is not None and op.operands[source] in data:
+                        inner.add(p)
+                    elif source is None and p not in index and isinstance(p.type, ArrayType):
+                        inner.add(p)  # a loop carry: what the body made of it
+                control = controlled or (op.name in ("cond", "for", "while") and tainted)
+                visit(region, inner, control or op.name == "while")
+            if tainted or op.regions:
+                data.update(op.results)
+
+    visit(body.body, set(), False)
+
+
+def _reads(op: Op) -> bool:
+    """Whether ``op`` reads memory (its results are data, not the program's position)."""
+    effect = OPS[op.name].effect
+    kinds = effect if isinstance(effect, tuple) else (effect,)
+    return READ in kinds or op.name in ("semaphore_read", "call", "mesh_call")
