@@ -8,6 +8,10 @@ discharge rules (and so its ``interpret=True``) do it, and the semaphore counts 
   copy that could raise it is in flight, and on the chip the wait would hang: a
   ``DeadlockError``.
 
+Among programs run together (``programs``), the race check sees a copy's reads and writes at
+its start and again at its wait, since it may land any time in between: a signal sent before
+the wait orders nothing about the destination.
+
 On the chip a copy is only done once waited for: reading or writing its destination, or
 writing its source, in between is undefined. By default the interpreter defines it, as
 upstream's interpret mode does (the copy is already done). With ``checks=True`` it reports it
@@ -159,4 +163,8 @@ def dma_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     take(interp, op, counter, count, True, fix)
     if interp.copies is not None:
         interp.copies.wait(counter, count)
+    if interp.together is not None:  # the copy lands any time up to here: checked here too
+        for ref, kind in ((args[0], READ), (args[1], WRITE)):
+            whole = through(ref, Access(tuple(slice(None) for _ in ref.shape), True))
+            interp.together.touch(interp, op, ref.data, whole, kind)
     return ()

@@ -115,6 +115,22 @@ def test_collectives_chapter_runs_and_reports_the_races_and_the_deadlocks():
     assert "waiting for 2 signals: deadlock: program (0,) waits for 2" in ring
 
 
+def test_mesh_kernels_chapter_runs_upstreams_kernel_and_reports_its_bugs():
+    out = _run("ch18_mesh_kernels.py")
+    upstream, rest = out.split("--- imported: a mesh_call over the cores ---")
+    assert "NotImplementedError: run_scoped interpret rule does not support collective" in upstream
+    imported, rest = rest.split("--- by default: upstream's error ---")
+    assert 'mesh_call @kernel_core(%0), mesh ("core") (2)' in imported
+    assert 'barrier ("core")' in imported and "tpu.vmem_shared" in imported
+    assert "CollectiveAxesUnsupported: run_scoped interpret rule does not support" in rest
+    assert "both cores' rows, bit for bit: True" in rest and "the same bits: True" in rest
+    race = rest.split("--- without core_barrier: a race ---")[1]
+    assert "program (1,) reads element [0, 0] of a shared float32[16,128] buffer that " \
+        "program (0,) writes at" in race  # fmt: skip
+    assert "program (1,) skips the barrier over ('core',) at" in race
+    assert "simulated and compiled (core 0 first): True" in out
+
+
 def test_patterns_chapter_rewrites_inside_the_loop_too():
     """A pattern registered after cleanup was imported is tried, in regions as well."""
     out = _run("ch15_patterns.py")

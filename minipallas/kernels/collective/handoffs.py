@@ -37,7 +37,6 @@ from minipallas.ir.interpret.programs import Programs
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.location import user_location
 from minipallas.ir.opdef import OPS, READ
-from minipallas.ir.types import ArrayType
 from minipallas.kernels.collective.simulate import buffers, programs_function
 
 SEMAPHORE_OPS = ("semaphore_signal", "semaphore_wait")
@@ -105,38 +104,73 @@ def _events(kernel: Kernel, grid_names: tuple[str, ...]) -> list[tuple]:
 
 def _data_free(body: Function) -> None:
     """Refuses a semaphore op whose operands, or whose enclosing conditionals' and loops'
-    conditions and bounds, depend on what memory holds (module doc, step 1)."""
+    conditions and bounds, depend on what memory holds (module doc, step 1). A value is *data*
+    when an op that reads memory makes it, or it is computed from data; a loop's carry is data
+    when its start or what the body makes of it is (found by iterating to a fixed point)."""
+    _visit(body.body, set(), False, check=True)
 
-    def visit(block: Block, data: set[Value], controlled: bool) -> None:
-        for op in block.ops:
-            chosen = any(v in data for v in op.operands)  # an array, or a view data picked
-            if op.name in SEMAPHORE_OPS and (controlled or chosen):
-                raise TraceError(
-                    f"'{op.name}' at {op.loc} signals or waits on a semaphore chosen by data "
-                    "(or under a condition or loop that data decides), so the order of the "
-                    "kernel's programs could change with its inputs",
-                    loc=user_location(),
-                    fix="compute semaphore indices and the conditions around them from "
-                    "axis_index / program_id and constants; or run it in the multi-program "
-                    "interpreter (collectives='simulate')",
-                )
-            tainted = _reads(op) or chosen
-            for r, region in enumerate(op.regions):
-                inner = set(data)
-                held = region_operand_map(op, r) if op.name != "call" else {}
-                index = op.param_group("index") if op.name == "for" else ()
-                for k, p in enumerate(region.params):
-                    source = held.get(k)
-                    if source is not None and op.operands[source] in data:
-                        inner.add(p)
-                    elif source is None and p not in index and isinstance(p.type, ArrayType):
-                        inner.add(p)  # a loop carry: what the body made of it
-                control = controlled or (op.name in ("cond", "for", "while") and tainted)
-                visit(region, inner, control or op.name == "while")
-            if tainted or op.regions:
+
+def _visit(block: Block, data: set[Value], controlled: bool, check: bool) -> set[Value]:
+    """``data`` grown by the values of ``block`` that depend on memory; with ``check``, a
+    semaphore op chosen or controlled by data raises."""
+    for op in block.ops:
+        chosen = any(v in data for v in op.operands)  # an array, or a view data picked
+        if check and op.name in SEMAPHORE_OPS and (controlled or chosen):
+            raise TraceError(
+                f"'{op.name}' at {op.loc} signals or waits on a semaphore chosen by data "
+                "(or under a condition or loop that data decides), so the order of the "
+                "kernel's programs could change with its inputs",
+                loc=user_location(),
+                fix="compute semaphore indices and the conditions around them from "
+                "axis_index / program_id and constants; or run it in the multi-program "
+                "interpreter (collectives='simulate')",
+            )
+        if not op.regions:
+            if _reads(op) or chosen:
                 data.update(op.results)
+            continue
+        control = controlled or op.name == "while" or (op.name in ("cond", "for") and chosen)
+        yields_data = [False] * len(op.results)
+        for r, region in enumerate(op.regions):
+            inner, carries = _region_data(op, r, data)
+            while True:  # a loop's carries: data until what the body yields says otherwise
+                found = _visit(region, data | inner | carries, control, check=False)
+                carried = zip(_carries(op, region), region.results, strict=False)  # none: []
+                grown = {p for p, y in carried if y in found}
+                if grown <= carries:
+                    break
+                carries |= grown
+            found = _visit(region, data | inner | carries, control, check)
+            for k, y in enumerate(region.results):
+                yields_data[k] = yields_data[k] or y in found
+        if _reads(op) or (op.name == "cond" and chosen):
+            data.update(op.results)
+        else:
+            data.update(r for r, d in zip(op.results, yields_data, strict=True) if d)
+    return data
 
-    visit(body.body, set(), False)
+
+def _region_data(op: Op, r: int, data: set[Value]) -> tuple[set[Value], set[Value]]:
+    """A region's parameters that hold data on entry: those holding an operand that is data,
+    and (second) the loop carries whose start is data."""
+    region = op.regions[r]
+    held = region_operand_map(op, r) if op.name not in ("call", "mesh_call") else {}
+    carries = set(_carries(op, region))
+    starts = dict(zip(_carries(op, region), op.group("inits"), strict=True)) if carries else {}
+    inner: set[Value] = set()
+    for k, p in enumerate(region.params):
+        source = held.get(k)
+        if source is not None and op.operands[source] in data:
+            inner.add(p)
+    return inner, {p for p in carries if starts[p] in data}
+
+
+def _carries(op: Op, region: Block) -> list[Value]:
+    """A ``for``'s carry parameters (the last, one per result); none for other ops (a
+    ``while`` is controlled as a whole)."""
+    if op.name != "for" or not op.results:
+        return []
+    return list(region.params[-len(op.results) :])
 
 
 def _reads(op: Op) -> bool:

@@ -52,8 +52,12 @@ def _whole(ref_type: object, n_axes: int, what: str) -> TracedBlockSpec:
 
 @rule("mesh_call", always=True)
 def _mesh_call(scope: DischargeScope, op: Op) -> Sequence[Value]:
-    simulate = scope.ctx.collectives == "simulate"
-    program = cpu_program(mesh_kernel(op), collective_axes=op.attrs["axes"] if simulate else None)
+    kernel = mesh_kernel(op)
+    shares = any(
+        o.name == "run_scoped" and o.attrs.get("collective_axes") for o in kernel.body.walk()
+    )
+    simulate = scope.ctx.collectives == "simulate" and shares  # else: cores that share nothing
+    program = cpu_program(kernel, collective_axes=op.attrs["axes"] if simulate else None)
     pure = discharge(program, collectives=scope.ctx.collectives)
     args = [scope.value(v) for v in op.operands]
     return list(scope.emit_op("call", args, op.loc, callee=pure).results)

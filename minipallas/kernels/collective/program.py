@@ -83,13 +83,13 @@ def collective_program(
                 "pass the prefetched scalars as ordinary inputs, and a static grid")  # fmt: skip
     body = bind_grid(kernel.body, kernel.grid)
     n_grid = len(kernel.grid)
-    ops, shared, axes = _inline_collective_scope(body)
+    ops, shared, axes, private = _inline_collective_scope(body)
     used = {v for op in ops for o in (op, *(x for r in op.regions for x in r.walk()))
             for v in o.operands}  # fmt: skip
     shared = [v for v in shared if v in used or not is_semaphore(v.type)]  # a core_barrier's
     along = [grid_names.index(a) for a in axes]
     others = [a for a in range(n_grid) if a not in along]
-    fixed = list(body.params)  # grid indices, then the block refs
+    fixed = [*body.params, *private]  # grid indices, the block refs, each program's scratch
     segments = _segments(ops, fixed, shared)
     orders = None  # semaphore handoffs: each epoch's programs in the order they ask for
     if any(is_semaphore(v.type) for v in shared):
@@ -108,7 +108,7 @@ def collective_program(
     group_size = int(np.prod([kernel.grid[a] for a in along]))
     # each program's own scratch_shapes: a row of one array per group (fresh for each group)
     scratch = [RefType((group_size, *t.shape), t.dtype, t.memory_space)
-               for t in kernel.scratch_types]  # fmt: skip
+               for t in (*kernel.scratch_types, *(v.type for v in private))]  # fmt: skip
     spilled = [v for s in segments for v in s.live_out]
     spill_types = [RefType((group_size, *v.type.shape), v.type.dtype) for v in spilled]
     row_of = {v: k for k, v in enumerate(spilled)}
@@ -198,36 +198,53 @@ def collective_program(
     return trace(program, *(s.array for s in kernel.in_specs), name=f"{kernel.name}_collective")
 
 
-def _inline_collective_scope(body: Function) -> tuple[list[Op], list[Value], tuple[str, ...]]:
-    """The body's top-level ops with its collective ``run_scoped`` inlined; its allocation
-    parameters (now free in the ops) and its collective axes."""
-    scopes = [
-        op for op in body.body.ops if op.name == "run_scoped" and op.attrs.get("collective_axes")
-    ]
-    if len(scopes) != 1:
-        _refuse("exactly one collective run_scoped at the kernel body's top level",
+def _inline_collective_scope(
+    body: Function,
+) -> tuple[list[Op], list[Value], tuple[str, ...], list[Value]]:
+    """The body's top-level ops with its collective ``run_scoped``s inlined, and the
+    non-collective ones around them (a kernel's scratch, an imported mesh kernel's
+    ``scratch_types``): the shared allocations (now free in the ops), the collective axes, and
+    the private allocations, which become each program's own scratch."""
+    shared: list[Value] = []
+    private: list[Value] = []
+    axes: set[tuple[str, ...]] = set()
+
+    def flatten(block_ops: Sequence[Op], sub: dict[Value, Value]) -> list[Op]:
+        ops: list[Op] = []
+        for op in block_ops:
+            op = _substituted(op, sub)
+            if not (op.name == "run_scoped" and (_collective(op) or _holds_collective(op))):
+                ops.append(op)
+                continue
+            if _collective(op):
+                axes.add(tuple(op.attrs["collective_axes"]))
+            (shared if _collective(op) else private).extend(op.param_group("allocs"))
+            inner = op.regions[0]
+            sub.update(zip(op.param_group("args"), op.group("args"), strict=True))
+            ops += flatten(inner.ops, sub)
+            sub.update(zip(op.results, (sub.get(v, v) for v in inner.results), strict=True))
+        return ops
+
+    ops = flatten(body.body.ops, {})
+    if len(axes) != 1:
+        _refuse("collective run_scopeds over one set of axes, at the kernel body's top level "
+                "(inside non-collective run_scopeds at most)",
                 "move the collective run_scoped out of loops and conditionals")  # fmt: skip
-    (scope,) = scopes
-    inner = scope.regions[0]
-    allocations = list(scope.param_group("allocs"))
-    sub = dict(zip(scope.param_group("args"), scope.group("args"), strict=True))
-    ops: list[Op] = []
-    for op in body.body.ops:
-        if op is scope:
-            ops += [_substituted(o, sub) for o in inner.ops]
-            sub.update(zip(scope.results, (sub.get(v, v) for v in inner.results), strict=True))
-        else:
-            ops.append(_substituted(op, sub))
+    (collective_axes,) = axes
     for op in ops:
         nested = [o for r in op.regions for o in r.walk() if o.name == "barrier" or _collective(o)]
         if nested:
             _refuse("barriers and collective run_scopeds at the top level only",
                     "take the barrier out of loops and conditionals: every program must "
                     "reach it", loc=nested[0].loc)  # fmt: skip
-        if op.name == "barrier" and set(op.attrs["axes"]) != set(scope.attrs["collective_axes"]):
+        if op.name == "barrier" and set(op.attrs["axes"]) != set(collective_axes):
             _refuse("barriers over the collective run_scoped's axes only",
-                    f"use barrier({scope.attrs['collective_axes']})", loc=op.loc)  # fmt: skip
-    return ops, allocations, tuple(scope.attrs["collective_axes"])
+                    f"use barrier({collective_axes})", loc=op.loc)  # fmt: skip
+    return ops, shared, collective_axes, private
+
+
+def _holds_collective(op: Op) -> bool:
+    return any(o.name == "barrier" or _collective(o) for r in op.regions for o in r.walk())
 
 
 def _segments(ops: list[Op], fixed: list[Value], shared: list[Value]) -> list[_Segment]:
