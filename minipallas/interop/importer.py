@@ -104,17 +104,10 @@ SCOPED_RULES: RuleTable[ScopedRule] = RuleTable("scoped import rule")
 scoped_rule = SCOPED_RULES.register
 
 
-class NamedScopeRule(Protocol):
-    """How a run of consecutive equations traced under one ``jax.named_scope`` imports as a
-    whole: upstream helpers that mark what they emit (``pltpu.core_barrier``'s
-    ``"sync_cores"``). It imports the run and returns True, or returns False to have its
-    equations imported one by one; no later equation may read what the run defines."""
-
-    def __call__(self, scope: ImportScope, eqns: Sequence[jax_core.JaxprEqn]) -> bool: ...
-
-
-# scope name -> rule; ``ImportScope.run_eqns`` hands such a run to its rule
-NAMED_SCOPES: dict[str, NamedScopeRule] = {}
+# ``jax.named_scope`` name -> how a run of consecutive equations traced in it imports as a
+# whole (``pltpu.core_barrier``'s "sync_cores"): ``rule(scope, eqns)`` imports them and returns
+# True, or False to import them one by one; no later equation may read what the run defines
+NAMED_SCOPES: dict[str, Callable[[ImportScope, Sequence[jax_core.JaxprEqn]], bool]] = {}
 
 
 # --- types ---------------------------------------------------------------------------------
