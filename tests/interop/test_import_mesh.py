@@ -300,3 +300,31 @@ def test_handoffs_run_in_the_order_their_signals_ask_for_on_the_compiled_path():
     with pytest.raises(mp.MiniPallasError, match="semaphore chosen by data") as e:
         mp.discharge(by_data, collectives="simulate")
     assert "collectives='simulate'" in e.value.fix
+
+
+def test_a_gpu_mesh_imports_its_thread_and_block_axes():
+    """Mosaic GPU's mesh (blocks along "g", two threads "t") over what minipallas expresses:
+    thread-collective SMEM and the race the missing thread barrier leaves."""
+    plgpu = pytest.importorskip("jax.experimental.pallas.mosaic_gpu")
+    mesh = plgpu.Mesh(grid=(2,), grid_names=("g",), num_threads=2, thread_name="t")
+
+    def body(x_ref, o_ref):
+        def scoped(smem):
+            g, t = jax.lax.axis_index("g"), jax.lax.axis_index("t")
+
+            @pl.when(t == 0)
+            def _():
+                smem[...] = x_ref[pl.ds(g * ROWS, ROWS), :] + 1
+
+            o_ref[pl.ds(g * ROWS, ROWS), :] = smem[...]  # thread 1 too: no barrier
+
+        pl.run_scoped(scoped, plgpu.SMEM((ROWS, 128), jnp.float32), collective_axes="t")
+
+    out = jax.ShapeDtypeStruct((2 * ROWS, 128), jnp.float32)
+    x = _x(2)
+    fn = _import(lambda x: pl.kernel(body, out_type=out, mesh=mesh)(x), x)
+    assert 'mesh ("g", "t") (2, 2)' in str(fn) and "gpu.smem" in str(fn)
+    with pytest.raises(CollectiveAxesError):
+        mp.interpret(fn, x)
+    with pytest.raises(mp.InterpretError, match="never written|no barrier"):
+        mp.interpret(fn, x, collectives="simulate")
