@@ -641,9 +641,7 @@ def _softmax(cores, separate_sum_buffer=True):
 
         if separate_sum_buffer:
             buffers = [pltpu.VMEM_SHARED((cores, R, L), F32)] * 2
-            pl.run_scoped(
-                scoped, *buffers, pltpu.SemaphoreType.REGULAR, collective_axes="core"
-            )
+            pl.run_scoped(scoped, *buffers, pltpu.SemaphoreType.REGULAR, collective_axes="core")
         else:
             pl.run_scoped(
                 lambda stats, sem: scoped(stats, stats, sem),
