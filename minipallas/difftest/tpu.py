@@ -48,6 +48,7 @@ from minipallas.interop.pallas_call import kernel_from_eqn
 from minipallas.interop.to_jax import to_jax
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.chips import TPU_V5E, Chip
+from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels, run_mesh_eqn
 from minipallas.kernels.platforms.mosaic import BOOL_WORD, as_tpu_kernel_fields
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_discharge, tpu_custom_call
@@ -57,6 +58,7 @@ from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.tpu import VMEM
 
 TPU_WAYS = ("upstream-tpu", "tpu", "xla-tpu")
+KERNELS = ("pallas_call", "mpmd_map")  # the equations ``evaluate`` hands its kernel rule
 KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
 
 
@@ -102,30 +104,10 @@ def tpu_device() -> Any:
 def evaluate(
     jaxpr: jax_core.Jaxpr, consts: Sequence[Any], args: Sequence[Any], kernel: KernelRule
 ) -> list[Any]:
-    """``jaxpr`` on ``args`` (under a trace), every ``pallas_call`` equation run by ``kernel``,
-    ``jit`` calls inlined so the kernels inside them are found too."""
-    env: dict[jax_core.Var, Any] = {}
-
-    def read(v: Any) -> Any:
-        return v.val if isinstance(v, jax_core.Literal) else env[v]
-
-    for v, x in zip(jaxpr.constvars, consts, strict=True):
-        env[v] = x
-    for v, x in zip(jaxpr.invars, args, strict=True):
-        env[v] = x
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        if eqn.primitive.name == "pallas_call":
-            outs = kernel(eqn, ins)
-        elif eqn.primitive.name in ("pjit", "jit", "closed_call"):
-            inner = eqn.params.get("jaxpr") or eqn.params["call_jaxpr"]
-            outs = evaluate(inner.jaxpr, inner.consts, ins, kernel)
-        else:
-            outs = eqn.primitive.bind(*ins, **eqn.params)
-            outs = outs if eqn.primitive.multiple_results else [outs]
-        for v, x in zip(eqn.outvars, outs, strict=True):
-            env[v] = x
-    return [read(v) for v in jaxpr.outvars]
+    """``jaxpr`` on ``args`` (under a trace), every ``pallas_call`` and mesh kernel
+    (``mpmd_map``: upstream's ``pl.kernel``) equation run by ``kernel``, ``jit`` calls inlined
+    so the kernels inside them are found too."""
+    return evaluate_kernels(jaxpr, consts, args, dict.fromkeys(KERNELS, kernel))
 
 
 def upstream_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
@@ -134,7 +116,10 @@ def upstream_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]
 
 
 def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
-    """minipallas's Mosaic module for the equation's kernel, in upstream's custom call."""
+    """minipallas's Mosaic module for the equation's kernel, in upstream's custom call; a mesh
+    kernel's (``mpmd_map``) as ``kernels.platforms.mesh_tpu`` makes it (one core)."""
+    if eqn.primitive.name == "mpmd_map":
+        return run_mesh_eqn(eqn, ins)
     kernel = kernel_from_eqn(eqn, memory_space=VMEM)
     _, results = custom_call_types(kernel)
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
