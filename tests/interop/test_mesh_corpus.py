@@ -87,7 +87,7 @@ def test_every_corpus_kernel_runs_as_it_should(case):
     row = verdict(case)
     assert row["imported"] == "yes", row
     if case.expect == "ok":
-        assert row["simulated"] != "DIFFERS", row
+        assert row["simulated"].startswith("numpy"), row
         assert row["compiled"] != "DIFFERS", row
     else:
         assert case.expect in row["simulated"], row
