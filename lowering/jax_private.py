@@ -52,6 +52,12 @@ MODULES = {
     "lax_slicing": "jax._src.lax.slicing",
     # the machine: TPU chips and NVIDIA GPUs seen without opening a runtime
     "hardware_utils": "jax._src.hardware_utils",
+    # what upstream's own mesh-kernel tests use (tests/interop/mesh_corpus_upstream.py)
+    "config": "jax._src.config",
+    "hijax": "jax._src.hijax",
+    "state": "jax._src.state",
+    "state_utils": "jax._src.state.utils",
+    "fusible_dtype": "jax._src.pallas.fuser.fusible_dtype",
 }
 
 __all__ = ["JAX_VERSION", "MODULES", *MODULES]

@@ -47,5 +47,5 @@ def test_a_second_rule_for_one_name_is_refused(module):
 def test_discharge_runs_region_and_scope_rules_for_every_op():
     from minipallas.passes.discharge import engine
 
-    assert engine.RULES.always == {"for", "while", "cond", "call", "run_scoped"}
+    assert engine.RULES.always == {"for", "while", "cond", "call", "mesh_call", "run_scoped"}
     assert {"get", "swap", "ref.at"} <= engine.RULES.keys() - engine.RULES.always

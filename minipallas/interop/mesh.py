@@ -44,7 +44,7 @@ from minipallas.interop.importer import (
     type_of,
 )
 from minipallas.ir.core import Function, Value
-from minipallas.ir.indexing import Dyn, Int, Slice
+from minipallas.ir.indexing import Dyn, Int, Slice, full
 from minipallas.ir.types import (
     DMA_SEMAPHORE,
     SEMAPHORE,
@@ -56,6 +56,7 @@ from minipallas.ir.types import (
 )
 from minipallas.kernels.collective import mesh as _discharge_rule  # noqa: F401  (mesh_call's)
 from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import tree_util
 
 # memory spaces of which each core has its own: a collective allocation gets a row per core
 PER_CORE = (TPU_VMEM, TPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
@@ -87,6 +88,28 @@ def mpmd_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(op.results)
 
 
+@rule("core_map")
+def core_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """``pl.core_map(mesh)(f)``: ``f`` on every core over the refs it closes over (the
+    equation's operands). Imported as a ``mesh_call`` over their contents, each an output that
+    starts as its input (an alias), whose results are written back into the refs."""
+    refs = [scope.read(a) for a in eqn.invars]
+    if not all(isinstance(r.type, RefType) for r in refs):
+        raise scope.error("a core_map over arrays cannot be imported; it closes over refs")
+    mesh = mesh_axes(scope, eqn.params["mesh"])
+    name = scope.importer.unique_name(str(eqn.params.get("name") or "core_map") + "_core")
+    jaxpr = eqn.params["jaxpr"]
+    body = _body(scope.importer, name, jaxpr, 0, len(refs), mesh, list(jaxpr.constvars),
+                 [r.type.value_type for r in refs])  # fmt: skip
+    values = [scope.emit("get", [r], indexer=full(r.type.shape)) for r in refs]
+    aliases = tuple((k, k) for k in range(len(refs)))
+    op = scope.emit_op("mesh_call", values, callee=body, axes=mesh[0], shape=mesh[1],
+                       aliases=aliases)  # fmt: skip
+    for r, v in zip(refs, op.results, strict=True):
+        scope.emit("swap", [r, v], indexer=full(r.type.shape))
+    return []
+
+
 def mesh_axes(scope: ImportScope, mesh: object) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """A mesh's axis names and sizes (``mesh.shape``: name -> size, in order)."""
     shape = getattr(mesh, "shape", None)
@@ -103,23 +126,33 @@ def _body(
     n_in: int,
     n_out: int,
     mesh: tuple[tuple[str, ...], tuple[int, ...]],
+    io_vars: list | None = None,
+    inputs: Sequence[Type] = (),
 ) -> Function:
-    """``@name(*in_refs, *out_refs)``: the body, its scratch allocated around it."""
+    """``@name(*in_refs, *out_refs)``: the body, its scratch allocated around it. The body's
+    operands are the jaxpr's first ``n_in + n_out`` invars, or ``io_vars`` (a ``core_map``'s
+    constvars: its refs, bound to the outputs after refs for ``inputs`` it does not read)."""
     jaxpr, consts = closed_parts(closed)
-    io_vars, scratch_vars = jaxpr.invars[: n_in + n_out], jaxpr.invars[n_in + n_out :]
+    if io_vars is None:
+        io_vars, scratch_vars = jaxpr.invars[: n_in + n_out], jaxpr.invars[n_in + n_out :]
+    else:
+        scratch_vars, consts = jaxpr.invars, ()
+        jaxpr = jaxpr.replace(constvars=[], invars=[*io_vars, *jaxpr.invars])
     scope = ImportScope(importer)
     with scope.located():
         io = [Value(type_of(v.aval, f"operand {k}")) for k, v in enumerate(io_vars)]
         scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
+    unread = [Value(RefType(t.shape, t.dtype)) for t in inputs]
     shared = [k for k, t in enumerate(scratch) if t.memory_space == TPU_VMEM_SHARED]
     own = [k for k, t in enumerate(scratch) if k not in shared]
     levels = [(ks, axes) for ks, axes in ((shared, mesh[0]), (own, ())) if ks]
-    enclosing, importer.mesh = importer.mesh, mesh
+    enclosing = importer.mesh, importer.signals_cores
+    importer.mesh, importer.signals_cores = mesh, _signals_cores(jaxpr)
     try:
         _allocate(scope, jaxpr, consts, io, scratch, levels, [])
     finally:
-        importer.mesh = enclosing
-    return Function(name, scope.builder.block(io, []))
+        importer.mesh, importer.signals_cores = enclosing
+    return Function(name, scope.builder.block([*unread, *io], []))
 
 
 def _allocate(
@@ -149,6 +182,34 @@ def _allocate(
 
 
 # --- what a core's body uses -----------------------------------------------------------------
+
+
+def _signals_cores(jaxpr: jax_core.Jaxpr) -> bool:
+    """Whether a body signals another core's semaphore (``core_index``, or a ``device_id``
+    dict of mesh axes) anywhere, its sub-jaxprs included."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "semaphore_signal":
+            *_, device_id, core_index = tree_util.tree_unflatten(
+                eqn.params["args_tree"], eqn.invars
+            )
+            if core_index is not None or isinstance(device_id, dict):
+                return True
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            if _signals_cores(sub):
+                return True
+    return False
+
+
+def collective_axes(scope: ImportScope, axes: tuple[str, ...], types: Sequence[Type]) -> tuple:
+    """A ``run_scoped``'s collective axes: its own, or, in a mesh kernel that signals other
+    cores, every mesh axis for one that allocates regular semaphores. Upstream allocates every
+    semaphore at the same place on every core, so another core can signal it; here that is a
+    row per core of an allocation the cores share."""
+    mesh = scope.importer.mesh
+    if axes or mesh is None or not scope.importer.signals_cores:
+        return axes
+    regular = any(isinstance(t, RefType) and t.memory_space == SEMAPHORE for t in types)
+    return mesh[0] if regular else axes
 
 
 def allocation_type(scope: ImportScope, t: Type, collective: bool) -> Type:
@@ -191,6 +252,15 @@ def core_row(scope: ImportScope, atom: jax_core.Atom, core: jax_core.Atom) -> Va
             fix="allocate the semaphore with pl.run_scoped(..., collective_axes='core')",
         )
     return _row(scope, value, [scope.read(core)])
+
+
+def core_axis(scope: ImportScope, device_id: dict) -> str | None:
+    """The mesh axis a ``device_id={axis: i}`` names, when it names only the one axis of the
+    kernel's core mesh: a signal to core ``i`` (as ``core_index=i``)."""
+    mesh = scope.importer.mesh
+    if mesh is None or len(mesh[0]) != 1 or set(map(str, device_id)) != {mesh[0][0]}:
+        return None
+    return next(iter(device_id))
 
 
 def _row(scope: ImportScope, value: Value, indices: list[Value]) -> Value:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.indexers import Window, static_int, window
-from minipallas.interop.mesh import allocation_type, own_row
+from minipallas.interop.mesh import allocation_type, collective_axes, own_row
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.ir.dtypes import fill_value
@@ -45,11 +45,10 @@ from minipallas.lowering.jax_private import tree_util
 def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     jaxpr = eqn.params["jaxpr"]
     args = [scope.read(a) for a in eqn.invars]
-    axes = tuple(str(a) for a in eqn.params.get("collective_axes", ()))
-    allocs = [
-        Value(allocation_type(scope, type_of(v.aval, f"scoped allocation {v}"), bool(axes)))
-        for v in jaxpr.invars
-    ]
+    types = [type_of(v.aval, f"scoped allocation {v}") for v in jaxpr.invars]
+    axes = collective_axes(scope, tuple(str(a) for a in eqn.params.get("collective_axes", ())),
+                           types)  # fmt: skip
+    allocs = [Value(allocation_type(scope, t, bool(axes))) for t in types]
     params = [Value(a.type) for a in args]
 
     def prologue(inner: ImportScope, _: list[Value]) -> list[Value]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, rule
-from minipallas.interop.mesh import core_row
+from minipallas.interop.mesh import core_axis, core_row
 from minipallas.interop.state import target
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -28,6 +28,8 @@ def _arguments(eqn: jax_core.JaxprEqn) -> list:
 @rule("semaphore_signal")
 def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, inc, device_id, core_index = _arguments(eqn)
+    if core_index is None and isinstance(device_id, dict) and core_axis(scope, device_id):
+        device_id, core_index = None, device_id[core_axis(scope, device_id)]
     if device_id is not None:
         raise scope.error(
             "a semaphore_signal to another device (device_id) cannot be imported",

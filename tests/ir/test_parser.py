@@ -229,7 +229,7 @@ ERRORS = {
     "unknown_space": (
         "func @f(%0: Ref{f32[8], tpu.hbm}) -> () {\n  return\n}",
         "1:25: unknown memory space 'tpu.hbm'; expected one of any, tpu.vmem, "
-        "tpu.smem, gpu.gmem, gpu.smem, semaphore, dma_semaphore",
+        "tpu.smem, tpu.vmem_shared, gpu.gmem, gpu.smem, semaphore, dma_semaphore",
     ),
     "return_types": (H + "  return %2\n}", "2:3: returns (i32[]), but the header says (f32[8])"),
     "effects_header": (

@@ -380,6 +380,24 @@ def atomics() -> Function:
     )
 
 
+def mesh() -> Function:
+    """mesh_call: a kernel body on every core of a mesh (issue 38), with an alias."""
+    from minipallas.ir.parser import parse_module
+
+    return parse_module(
+        """func @body(%x: Ref{f32[8]}, %o: Ref{f32[8]}) -> () {
+  %v = get %x[:] : f32[8]
+  %w = swap %o[:], %v : f32[8]
+  return
+}
+
+func @mesh(%x: f32[8]) -> (f32[8]) {
+  %o = mesh_call @body(%x), mesh ("core") (2), aliases (0, 0) : f32[8]
+  return %o
+}"""
+    ).entry
+
+
 ALL = [
     state_ops,
     views,
@@ -392,6 +410,7 @@ ALL = [
     structural,
     debug,
     collective,
+    mesh,
     semaphores,
     lanes,
     dma,

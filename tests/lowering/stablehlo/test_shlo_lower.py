@@ -172,6 +172,7 @@ def test_every_pure_op_has_a_rule():
     from minipallas.ir import OPS
 
     stateful = {name for name, op in OPS.items() if op.effect or name.startswith("ref.")}
+    stateful.add("mesh_call")  # discharge makes it a call of its kernel's program
     missing = sorted(set(OPS) - stateful - set(RULES))
     assert missing == []
     assert not stateful & set(RULES)
