@@ -4,14 +4,15 @@
   shift by the maximum), ``multiple_of`` (``pl.multiple_of``: a divisibility hint for the
   compiler) and ``max_contiguous`` (Pallas Triton's hint that the first values are contiguous)
   are the identity on values;
-- ``add_any`` (the sum of cotangents ``jax.grad`` makes) is ``add``.
+- ``add_any`` (the sum of cotangents ``jax.grad`` makes) is ``add``;
+- ``empty`` (``lax.empty``: a buffer whose contents are unspecified) is ``uninitialized``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, rule
+from minipallas.interop.importer import ImportScope, rule, type_of
 from minipallas.interop.lax import identity, operands
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -22,3 +23,8 @@ rule("stop_gradient", "multiple_of", "max_contiguous")(identity)
 @rule("add_any")
 def add_any(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("add", operands(scope, eqn))]
+
+
+@rule("empty")
+def empty(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    return [scope.emit("uninitialized", [], type=type_of(eqn.outvars[0].aval))]

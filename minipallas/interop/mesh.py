@@ -56,7 +56,7 @@ from minipallas.ir.types import (
 )
 from minipallas.kernels.collective import mesh as _discharge_rule  # noqa: F401  (mesh_call's)
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import tree_util
+from minipallas.lowering.jax_private import state_types, tree_util
 
 # memory spaces of which each core has its own: a collective allocation gets a row per core
 PER_CORE = (TPU_VMEM, TPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
@@ -92,19 +92,20 @@ def mpmd_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 def core_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """``pl.core_map(mesh)(f)``: ``f`` on every core over the refs it closes over (the
     equation's operands). Imported as a ``mesh_call`` over their contents, each an output that
-    starts as its input (an alias), whose results are written back into the refs."""
-    refs = [scope.read(a) for a in eqn.invars]
-    if not all(isinstance(r.type, RefType) for r in refs):
-        raise scope.error("a core_map over arrays cannot be imported; it closes over refs")
+    starts as its input (an alias), whose results are written back into the refs; the arrays
+    it closes over are inputs too, each read whole where the body starts."""
+    jaxpr, operands = eqn.params["jaxpr"], [scope.read(a) for a in eqn.invars]
+    ref_vars = [v for v, x in zip(jaxpr.constvars, operands, strict=True) if _is_ref(x)]
+    array_vars = [v for v, x in zip(jaxpr.constvars, operands, strict=True) if not _is_ref(x)]
+    refs, arrays = [x for x in operands if _is_ref(x)], [x for x in operands if not _is_ref(x)]
     mesh = mesh_axes(scope, eqn.params["mesh"])
     name = scope.importer.unique_name(str(eqn.params.get("name") or "core_map") + "_core")
-    jaxpr = eqn.params["jaxpr"]
-    body = _body(scope.importer, name, jaxpr, 0, len(refs), mesh, list(jaxpr.constvars),
+    body = _body(scope.importer, name, jaxpr, 0, len(refs), mesh, [*array_vars, *ref_vars],
                  [r.type.value_type for r in refs])  # fmt: skip
     values = [scope.emit("get", [r], indexer=full(r.type.shape)) for r in refs]
     aliases = tuple((k, k) for k in range(len(refs)))
-    op = scope.emit_op("mesh_call", values, callee=body, axes=mesh[0], shape=mesh[1],
-                       aliases=aliases)  # fmt: skip
+    op = scope.emit_op("mesh_call", [*values, *arrays], callee=body, axes=mesh[0],
+                       shape=mesh[1], aliases=aliases)  # fmt: skip
     for r, v in zip(refs, op.results, strict=True):
         scope.emit("swap", [r, v], indexer=full(r.type.shape))
     return []
@@ -140,19 +141,32 @@ def _body(
         jaxpr = jaxpr.replace(constvars=[], invars=[*io_vars, *jaxpr.invars])
     scope = ImportScope(importer)
     with scope.located():
-        io = [Value(type_of(v.aval, f"operand {k}")) for k, v in enumerate(io_vars)]
+        io = [Value(_as_ref(type_of(v.aval, f"operand {k}"))) for k, v in enumerate(io_vars)]
         scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
     unread = [Value(RefType(t.shape, t.dtype)) for t in inputs]
+    values = [  # an array operand (a core_map's captured array) comes in a ref, read whole
+        p if isinstance(v.aval, state_types.AbstractRef) else scope.emit("get", [p],
+                                                                          indexer=full(p.type.shape))
+        for v, p in zip(io_vars, io, strict=True)
+    ]  # fmt: skip
     shared = [k for k, t in enumerate(scratch) if t.memory_space == TPU_VMEM_SHARED]
     own = [k for k, t in enumerate(scratch) if k not in shared]
     levels = [(ks, axes) for ks, axes in ((shared, mesh[0]), (own, ())) if ks]
     enclosing = importer.mesh, importer.signals_cores
     importer.mesh, importer.signals_cores = mesh, _signals_cores(jaxpr)
     try:
-        _allocate(scope, jaxpr, consts, io, scratch, levels, [])
+        _allocate(scope, jaxpr, consts, values, scratch, levels, [])
     finally:
         importer.mesh, importer.signals_cores = enclosing
     return Function(name, scope.builder.block([*unread, *io], []))
+
+
+def _is_ref(value: Value) -> bool:
+    return isinstance(value.type, RefType)
+
+
+def _as_ref(t: Type) -> RefType:
+    return t if isinstance(t, RefType) else RefType(t.shape, t.dtype)
 
 
 def _allocate(

@@ -134,17 +134,17 @@ def test_the_corpus_is_big_enough():
     assert len(_sample(mesh_corpus_upstream.CASES)) >= 30
 
 
-def table(cases: list) -> str:
+def table(cases: list) -> None:
+    """Prints the table, a row per case as it is done."""
     columns = ("case", "cores", "imported", "default", "simulated", "compiled")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns), flush=True)
     for case in cases:
         row = verdict(case)
-        lines.append("| " + " | ".join(row.get(c, "") for c in columns) + " |")
-    return "\n".join(lines)
+        print("| " + " | ".join(row.get(c, "") for c in columns) + " |", flush=True)
 
 
 if __name__ == "__main__":
     import sys
 
     which = {"ours": mesh_corpus.CASES, "upstream": mesh_corpus_upstream.CASES}
-    print(table(which[sys.argv[1]] if len(sys.argv) > 1 else CASES), flush=True)
+    table(which[sys.argv[1]] if len(sys.argv) > 1 else CASES)
