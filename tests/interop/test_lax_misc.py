@@ -63,3 +63,12 @@ def test_an_optimization_barrier_keeps_xla_from_folding_through_it():
     fn = check(f, arr(x.shape), args=[x])
     assert "optimization_barrier" in str(fn)
     assert not np.array_equal(np.asarray(jax.jit(f)(x)), x)
+
+
+def test_empty_is_an_uninitialized_value():
+    import minipallas as mp
+
+    fn = mp.from_jaxpr(jax.make_jaxpr(lambda: jax.lax.empty((2, 3), jnp.float32))())
+    assert "uninitialized : f32[2,3]" in str(fn)
+    (out,) = mp.interpret(fn)
+    assert np.isnan(out).all()  # discharge's fill value for floats
