@@ -128,6 +128,9 @@ class DischargeRules(RuleTable[DischargeRule]):
 
 RULES = DischargeRules()
 rule = RULES.register
+# a kernel over a mesh: its rule lives with the kernel programs it becomes
+# (``minipallas.kernels.collective.mesh``); until that registers it, meeting one is an error
+RULES.always.add("mesh_call")
 
 
 ScopedPredicate = Callable[[RefType], bool]
@@ -352,12 +355,12 @@ class DischargeScope:
 
     def _no_rule(self, op: Op) -> NoReturn:
         """The error for an op that uses a discharged ref or has regions but has no rule."""
-        raise PassError(
-            f"no discharge rule for op '{op.name}'",
-            op=op.name,
-            loc=op.loc,
-            fix="register one with minipallas.passes.discharge.rule",
+        fix = (
+            "import minipallas.kernels, whose collective.mesh registers it"
+            if op.name == "mesh_call"
+            else "register one with minipallas.passes.discharge.rule"
         )
+        raise PassError(f"no discharge rule for op '{op.name}'", op=op.name, loc=op.loc, fix=fix)
 
     def inline(self, block: Block, args: Sequence[Value]) -> list[Value]:
         """Runs ``block``'s ops right here, its params bound to old values ``args`` bound in

@@ -329,3 +329,30 @@ def test_a_gpu_mesh_imports_its_thread_and_block_axes():
         mp.interpret(fn, x)
     with pytest.raises(mp.InterpretError, match="never written|no barrier"):
         mp.interpret(fn, x, collectives="simulate")
+
+
+def test_a_mesh_call_written_as_text_discharges_through_the_cli(tmp_path):
+    """The text form runs the same way: minipallas-opt registers mesh_call's discharge rule."""
+    import subprocess
+    import sys
+
+    text = """func @body(%x: Ref{f32[8]}, %o: Ref{f32[8]}) -> () {
+  %c = program_id axis 0 : i32[]
+  %v = get %x[ds(%c, 4)] : f32[4]
+  %w = swap %o[ds(%c, 4)], %v : f32[4]
+  return
+}
+
+func @mesh(%x: f32[8]) -> (f32[8]) {
+  %o = mesh_call @body(%x), mesh ("core") (1) : f32[8]
+  return %o
+}
+"""
+    path = tmp_path / "mesh.mir"
+    path.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "minipallas.cli", str(path), "--pass-pipeline=discharge"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "mesh_call" not in done.stdout and "call @body_grid(%0)" in done.stdout
