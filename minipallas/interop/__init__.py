@@ -25,6 +25,7 @@ from minipallas.interop import (  # noqa: F401
     mutable,
     pallas,
     pallas_call,  # registers the pallas_call rule
+    pipeline,  # pltpu.emit_pipeline's primitive: its grid as a loop over block views
     semaphores,
     state,
     to_jax_indexing,  # noqa: F401  (registers its to_jax rules)

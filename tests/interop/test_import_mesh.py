@@ -356,3 +356,21 @@ func @mesh(%x: f32[8]) -> (f32[8]) {
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "mesh_call" not in done.stdout and "call @body_grid(%0)" in done.stdout
+
+
+def test_a_pipeline_split_among_the_cores_imports_as_loops_over_block_views():
+    """Upstream's megacore pipeline (``emit_pipeline`` primitive, its parallel axis split
+    between 2 cores): each core loops over its part of the grid on views of the blocks."""
+    import mesh_corpus_upstream
+
+    name = "upstream/PallasCallMegacorePrimitiveTest.test_megacore_mul"
+    case = next(c for c in mesh_corpus_upstream.CASES if c.name.startswith(name))
+    f, args = case.build()
+    fn = mp.from_jaxpr(jax.make_jaxpr(f)(*args))
+    text = str(fn)
+    assert "emit_pipeline" not in text and "for " in text and "@pipeline_body" in text
+    (want,) = case.reference(*args)
+    (got,) = mp.interpret(fn, *args, collectives="simulate")
+    np.testing.assert_array_equal(got, want)
+    (compiled,) = mp.compile(mp.discharge(fn, collectives="simulate"))(*args)
+    np.testing.assert_array_equal(np.asarray(compiled), want)
