@@ -88,23 +88,12 @@ def cpu_bits(f: Any, args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     import jax
 
     import minipallas as mp
-    from minipallas.kernels.platforms.mesh_tpu import mosaic_kernel
+    from minipallas.kernels.platforms.mesh_tpu import mesh_eqn, mosaic_kernel
     from minipallas.kernels.programs.choose import cpu_program
 
-    eqn = _mesh_eqn(jax.make_jaxpr(f)(*args).jaxpr)
+    eqn = mesh_eqn(jax.make_jaxpr(f)(*args).jaxpr)
     outs = mp.interpret(mp.discharge(cpu_program(mosaic_kernel(eqn))), *args)
     return tuple(np.asarray(o) for o in outs)
-
-
-def _mesh_eqn(jaxpr: Any) -> Any:
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "mpmd_map":
-            return eqn
-        inner = eqn.params.get("jaxpr")
-        found = None if inner is None else _mesh_eqn(getattr(inner, "jaxpr", inner))
-        if found is not None:
-            return found
-    return None
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

@@ -57,7 +57,7 @@ def upstream_mosaic(f: Callable[..., Any], *specs: Any, chip: str = "TPU_V5E") -
     Upstream checks rank-1 block shapes against the TPU's lane count, asking the local device;
     on a machine without a TPU, the device answers as ``chip`` (a ``tpu_info.ChipVersion``
     name) for the duration of the lowering."""
-    with _capture() as modules, _assume_chip(chip):
+    with _capture() as modules, assume_chip(chip):
         try:
             jax.jit(f).trace(*specs).lower(lowering_platforms=("tpu",))
         except Exception as e:  # upstream's own error, whatever its class
@@ -95,7 +95,7 @@ def _capture() -> Iterator[list[ir.Module]]:
 
 
 @contextlib.contextmanager
-def _assume_chip(chip: str) -> Iterator[None]:
+def assume_chip(chip: str) -> Iterator[None]:
     """Registers ``chip``'s TPU info for the local (non-TPU) device kind, through the registry
     ``jax._src.pallas.mosaic.tpu_info`` has for unknown device kinds."""
     kind = tpu_info.get_device_kind()

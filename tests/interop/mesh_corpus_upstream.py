@@ -28,7 +28,7 @@ what changed:
   that every product and sum is exact in float32 and every matmul operand exact in bfloat16,
   so the references are exact whatever the matmul precision.
 - a test that loops over scalar arguments keeps one of them (the ``what`` says which).
-- every ``f`` runs its body under ``_assume_tpu_chip()``: upstream asks ``get_tpu_info()`` while
+- every ``f`` runs its body under ``assume_chip("TPU_V5E")``: upstream asks ``get_tpu_info()`` while
   tracing (``emit_pipeline``'s tiling inference), which raises on a CPU; the context manager
   registers a v5e's info for the local device kind, the way minipallas.difftest.mosaic does,
   and does nothing on a TPU.
@@ -71,7 +71,7 @@ import enum
 import functools
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -83,9 +83,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import fuser
 from jax.experimental.pallas import tpu as pltpu
 
+from minipallas.difftest.mosaic import assume_chip
 from minipallas.lowering.jax_private import config as jax_config
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import fusible_dtype, hijax, state, state_utils, tpu_info
+from minipallas.lowering.jax_private import fusible_dtype, hijax, state, state_utils
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,24 +107,8 @@ NOT_PORTED: list[tuple[str, str]] = []
 _UP = "tests/pallas/"
 
 
-@contextlib.contextmanager
-def _assume_tpu_chip(chip: str = "TPU_V5E") -> Iterator[None]:
-    """Registers ``chip``'s TPU info for the local device kind when it is not a TPU's."""
-    kind = tpu_info.get_device_kind()
-    if tpu_info.chip_version_from_device_kind(kind) is not None or kind in tpu_info.registry:
-        yield
-        return
-    version = getattr(tpu_info.ChipVersion, chip)
-    tpu_info.registry[kind] = lambda: tpu_info.get_tpu_info_for_chip(version, 1)
-    try:
-        yield
-    finally:
-        del tpu_info.registry[kind]
-        tpu_info.get_tpu_info.cache_clear()
-
-
 def _on_any_device(build):
-    """``build`` with its ``f`` run under ``_assume_tpu_chip()``."""
+    """``build`` with its ``f`` run under ``assume_chip("TPU_V5E")``."""
 
     @functools.wraps(build)
     def wrapped():
@@ -131,7 +116,7 @@ def _on_any_device(build):
 
         @functools.wraps(f)
         def g(*a):
-            with _assume_tpu_chip():
+            with assume_chip("TPU_V5E"):
                 return f(*a)
 
         return g, args

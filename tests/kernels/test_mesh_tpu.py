@@ -24,6 +24,7 @@ from minipallas.ir.collectives import MOSAIC_MESSAGE, CollectiveAxesUnsupported
 from minipallas.kernels.collective.mesh import mesh_kernel
 from minipallas.kernels.platforms.mesh_tpu import (
     mesh_call_of,
+    mesh_eqn,
     mosaic_kernel,
     on_tpu,
     one_core_body,
@@ -42,18 +43,6 @@ UNUSED_AT_ONE_CORE = ("ring_allreduce_x1",)
 needs_libtpu = pytest.mark.skipif(
     not aot.libtpu_available(), reason="libtpu is not installed (make test installs it)"
 )
-
-
-def mesh_eqn(jaxpr):
-    """The ``mpmd_map`` equation of a jaxpr, looking into ``jit`` calls."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "mpmd_map":
-            return eqn
-        inner = eqn.params.get("jaxpr")
-        found = None if inner is None else mesh_eqn(getattr(inner, "jaxpr", inner))
-        if found is not None:
-            return found
-    return None
 
 
 def built(case):

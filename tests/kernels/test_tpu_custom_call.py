@@ -21,7 +21,7 @@ from kernel_helpers import assert_same_bits, custom_call_ops
 from suite import BY_NAME
 
 import minipallas as mp
-from minipallas.difftest.mosaic import _assume_chip, summarize, upstream_mosaic
+from minipallas.difftest.mosaic import assume_chip, summarize, upstream_mosaic
 from minipallas.lowering.jaxlib_shim import ir, make_tpu_context, passmanager
 
 TPU = "tpu_custom_call"
@@ -52,7 +52,7 @@ def describe(op):
 
 
 def upstream_calls(case, args, **options):
-    with _assume_chip("TPU_V5E"):
+    with assume_chip("TPU_V5E"):
         return custom_calls(case.upstream(interpret=False, **options), args)
 
 
@@ -200,7 +200,7 @@ def test_vmap_adds_a_grid_axis_as_upstreams_batching_and_grad_runs_the_kernel():
     ours = only_call(custom_calls(jax.vmap(call, in_axes=(0, None)), (xs, b)))
     up = lambda: jax.vmap(case.upstream(interpret=False), in_axes=(0, None))  # noqa: E731
     their_module = upstream_mosaic(up(), xs, b)  # a fresh function: lowering is cached
-    with _assume_chip("TPU_V5E"):
+    with assume_chip("TPU_V5E"):
         theirs = only_call(custom_calls(up(), (xs, b)))
     assert ours["operands"] == ["tensor<2x32x256xf32>", "tensor<1x256xf32>"]
     assert without_module(ours) == without_module(theirs)

@@ -17,7 +17,7 @@ from jax.experimental.pallas import triton as pltriton
 import minipallas as mp
 from minipallas.difftest import Case, ref
 from minipallas.difftest.harness import run as difftest_run
-from minipallas.difftest.mosaic import _assume_chip
+from minipallas.difftest.mosaic import assume_chip
 from minipallas.interop import from_jaxpr, to_jax
 from minipallas.ir.collectives import CollectiveAxesError
 from minipallas.lowering.jax_private import state_discharge
@@ -99,7 +99,7 @@ def upstream_interpret(make):
 
 
 def upstream_mosaic(make):
-    with _assume_chip("TPU_V5E"):
+    with assume_chip("TPU_V5E"):
         jax.jit(upstream_kernel(make)).trace(X).lower(lowering_platforms=("tpu",))
 
 

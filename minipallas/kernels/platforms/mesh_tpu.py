@@ -210,6 +210,18 @@ def _axis_names(source: Kernel | Op | jax_core.JaxprEqn, kernel: Kernel) -> tupl
     )
 
 
+def mesh_eqn(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:
+    """The first ``mpmd_map`` equation of a jaxpr, looking into ``jit`` calls."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "mpmd_map":
+            return eqn
+        inner = eqn.params.get("jaxpr")
+        found = None if inner is None else mesh_eqn(getattr(inner, "jaxpr", inner))
+        if found is not None:
+            return found
+    return None
+
+
 def mesh_call_of(eqn: jax_core.JaxprEqn) -> Op:
     """The ``mesh_call`` op upstream's ``mpmd_map`` equation imports to (``interop/mesh.py``)."""
     scope = ImportScope(Importer())
