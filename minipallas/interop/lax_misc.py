@@ -2,7 +2,8 @@
 
 - ``stop_gradient`` (``jax.nn.softmax``, ``log_softmax``, ``logsumexp`` put one around their
   shift by the maximum), ``multiple_of`` (``pl.multiple_of``: a divisibility hint for the
-  compiler) and ``max_contiguous`` (Pallas Triton's hint that the first values are contiguous)
+  compiler), ``max_contiguous`` (Pallas Triton's hint that the first values are contiguous)
+  and ``name`` (``ad_checkpoint.checkpoint_name``, a label for ``jax.checkpoint``'s policies)
   are the identity on values;
 - ``add_any`` (the sum of cotangents ``jax.grad`` makes) is ``add``;
 - ``empty`` (``lax.empty``: a buffer whose contents are unspecified) is ``uninitialized``.
@@ -17,7 +18,7 @@ from minipallas.interop.lax import identity, operands
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
 
-rule("stop_gradient", "multiple_of", "max_contiguous")(identity)
+rule("stop_gradient", "multiple_of", "max_contiguous", "name")(identity)
 
 
 @rule("add_any")

@@ -74,18 +74,21 @@ def mpmd_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if params.get("external_meshes"):
         raise scope.error("a kernel over the meshes of other JAX functions cannot be imported")
     args = [scope.read(a) for a in eqn.invars]
-    if any(isinstance(a.type, RefType) for a in args):
-        raise scope.error(
-            "a kernel over refs (jax.new_ref passed in or closed over) cannot be imported",
-            fix="pass arrays and take the outputs (input_output_aliases keeps them in place)",
-        )
+    refs = [k for k, a in enumerate(args) if _is_ref(a)]  # read and written: outputs too
+    n_out = len(eqn.outvars)
     mesh = mesh_axes(scope, params["meshes"][0])
     name = scope.importer.unique_name(str(params.get("name") or "kernel") + "_core")
-    body = _body(scope.importer, name, params["jaxprs"][0], len(args), len(eqn.outvars), mesh)
-    aliases = tuple(sorted((int(i), int(o)) for i, o in params["input_output_aliases"].items()))
-    op = scope.emit_op("mesh_call", args, callee=body, axes=mesh[0], shape=mesh[1],
-                       aliases=aliases)  # fmt: skip
-    return list(op.results)
+    body = _body(scope.importer, name, params["jaxprs"][0], len(args), n_out, mesh,
+                 ref_outputs=refs)  # fmt: skip
+    aliases = [(int(i), int(o)) for i, o in params["input_output_aliases"].items()]
+    aliases += [(k, n_out + j) for j, k in enumerate(refs)]
+    values = [scope.emit("get", [a], indexer=full(a.type.shape)) if _is_ref(a) else a
+              for a in args]  # fmt: skip
+    op = scope.emit_op("mesh_call", values, callee=body, axes=mesh[0], shape=mesh[1],
+                       aliases=tuple(sorted(aliases)))  # fmt: skip
+    for k, result in zip(refs, op.results[n_out:], strict=True):
+        scope.emit("swap", [args[k], result], indexer=full(args[k].type.shape))
+    return list(op.results[:n_out])
 
 
 @rule("core_map")
@@ -129,10 +132,13 @@ def _body(
     mesh: tuple[tuple[str, ...], tuple[int, ...]],
     io_vars: list | None = None,
     inputs: Sequence[Type] = (),
+    ref_outputs: Sequence[int] = (),
 ) -> Function:
     """``@name(*in_refs, *out_refs)``: the body, its scratch allocated around it. The body's
     operands are the jaxpr's first ``n_in + n_out`` invars, or ``io_vars`` (a ``core_map``'s
-    constvars: its refs, bound to the outputs after refs for ``inputs`` it does not read)."""
+    constvars: its refs, bound to the outputs after refs for ``inputs`` it does not read).
+    ``ref_outputs``: inputs that are refs (``jax.new_ref``), which the body reads and writes:
+    each is bound to an extra output (the mesh_call aliases it), its input left unread."""
     jaxpr, consts = closed_parts(closed)
     if io_vars is None:
         io_vars, scratch_vars = jaxpr.invars[: n_in + n_out], jaxpr.invars[n_in + n_out :]
@@ -158,7 +164,11 @@ def _body(
         _allocate(scope, jaxpr, consts, values, scratch, levels, [])
     finally:
         importer.mesh, importer.signals_cores = enclosing
-    return Function(name, scope.builder.block([*unread, *io], []))
+    ins, outs = list(io[:n_in]), io[n_in:]
+    moved = [ins[k] for k in ref_outputs]
+    for k in ref_outputs:
+        ins[k] = Value(RefType(ins[k].type.shape, ins[k].type.dtype))
+    return Function(name, scope.builder.block([*unread, *ins, *outs, *moved], []))
 
 
 def _is_ref(value: Value) -> bool:

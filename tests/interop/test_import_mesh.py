@@ -374,3 +374,28 @@ def test_a_pipeline_split_among_the_cores_imports_as_loops_over_block_views():
     np.testing.assert_array_equal(got, want)
     (compiled,) = mp.compile(mp.discharge(fn, collectives="simulate"))(*args)
     np.testing.assert_array_equal(np.asarray(compiled), want)
+
+
+def test_a_kernel_over_refs_reads_and_writes_them_in_place():
+    """``pl.kernel`` given ``jax.new_ref`` refs: each is read and written by the cores (an
+    output the mesh_call aliases to its contents), then written back."""
+    mesh = pltpu.create_tensorcore_mesh("core", num_cores=2)
+
+    def body(x_ref, acc_ref, o_ref):
+        c = jax.lax.axis_index("core")
+        rows = pl.ds(c * ROWS, ROWS)
+        acc_ref[rows, :] = acc_ref[rows, :] + x_ref[rows, :]
+        o_ref[rows, :] = acc_ref[rows, :] * 2
+
+    def f(x, acc):
+        ref = jax.new_ref(acc)
+        out = pl.kernel(body, out_type=jax.ShapeDtypeStruct(x.shape, x.dtype), mesh=mesh)(x, ref)
+        return out, jax.freeze(ref)
+
+    x, acc = _x(2), _x(2) + 1
+    fn = _import(f, x, acc)
+    assert "aliases (1, 1)" in str(fn)
+    for run in (mp.interpret, lambda *a: mp.interpret(*a, collectives="simulate")):
+        out, final = run(fn, x, acc)
+        np.testing.assert_array_equal(final, acc + x)
+        np.testing.assert_array_equal(out, (acc + x) * 2)
