@@ -24,10 +24,10 @@ so it imports onto minipallas's one model of programs that run together
   ``barrier`` over the axis, which is what it does: its signals and its wait cancel on every
   core. So the simulator names the core that skips it, and the pure program cuts there.
 
-Refused, each naming the primitive: several meshes (MPMD bodies), meshes of other JAX
-functions (``external_meshes``), ref operands (``jax.new_ref`` closed over), remote copies
-and signals to other devices, and whatever primitive a GPU mesh's body uses that minipallas
-has no rule for.
+Refs a kernel is given (``jax.new_ref``) are outputs too, aliased to their contents and written
+back. Refused, each naming the primitive: several meshes (MPMD bodies), meshes of other JAX
+functions (``external_meshes``), remote copies and signals to other devices, and whatever
+primitive a GPU mesh's body uses that minipallas has no rule for.
 """
 
 from __future__ import annotations
