@@ -217,6 +217,7 @@ class Importer:
         # inside a mesh kernel's body (``mesh``): its axis names and sizes
         self.mesh: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self.signals_cores = False  # and whether it signals other cores' semaphores
+        self.grid_names: tuple[str, ...] | None = None  # a pallas_call body's named grid axes
 
     def unique_name(self, name: str) -> str:
         base = re.sub(r"[^A-Za-z0-9_]", "_", name or "fn").strip("_") or "fn"

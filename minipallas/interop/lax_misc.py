@@ -6,7 +6,10 @@
   and ``name`` (``ad_checkpoint.checkpoint_name``, a label for ``jax.checkpoint``'s policies)
   are the identity on values;
 - ``add_any`` (the sum of cotangents ``jax.grad`` makes) is ``add``;
-- ``empty`` (``lax.empty``: a buffer whose contents are unspecified) is ``uninitialized``.
+- ``empty`` (``lax.empty``: a buffer whose contents are unspecified) is ``uninitialized``;
+- ``reciprocal`` (``pl.reciprocal``) is ``1 / x``, as upstream's rule off the chip computes it;
+  ``approx=True`` there rounds ``x`` to bfloat16 and XLA:CPU keeps the quotient in float32
+  (the round trip of the result through bfloat16 is folded away: measured bit for bit).
 """
 
 from __future__ import annotations
@@ -29,3 +32,12 @@ def add_any(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 @rule("empty")
 def empty(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("uninitialized", [], type=type_of(eqn.outvars[0].aval))]
+
+
+@rule("reciprocal")
+def reciprocal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    x = scope.read(eqn.invars[0])
+    if eqn.params.get("approx"):
+        x = scope.convert(scope.convert(x, "bfloat16"), x.type.dtype)
+    one = scope.broadcast(scope.constant(1, x.type.dtype), x.type.shape)
+    return [scope.emit("div", [one, x])]

@@ -296,7 +296,8 @@ def _row(scope: ImportScope, value: Value, indices: list[Value]) -> Value:
 def _axis_index(scope: ImportScope, name: str) -> Value:
     key = ("axis_index", name)
     if key not in scope.memo:
-        out = scope.emit("program_id", [], axis=scope.importer.mesh[0].index(name))
+        names = scope.importer.mesh[0] if scope.importer.mesh else scope.importer.grid_names
+        out = scope.emit("program_id", [], axis=names.index(name))
         scope.nonnegative.add(out)
         scope.memo[key] = out
     return scope.memo[key]
@@ -305,6 +306,8 @@ def _axis_index(scope: ImportScope, name: str) -> Value:
 def _names(scope: ImportScope, axis_name: object) -> tuple[str, ...]:
     names = tuple(str(a) for a in (axis_name if isinstance(axis_name, tuple) else (axis_name,)))
     mesh = scope.importer.mesh
+    if mesh is None and scope.importer.grid_names is not None:  # a pallas_call's named grid
+        mesh = (scope.importer.grid_names, ())
     if mesh is None:
         raise scope.error(
             f"axis {names} is not an axis of a kernel's mesh",
@@ -320,10 +323,9 @@ def _names(scope: ImportScope, axis_name: object) -> tuple[str, ...]:
 def axis_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """A core's position along mesh axes (several: row-major, as upstream linearizes them)."""
     names = _names(scope, eqn.params["axis_name"])
-    sizes = dict(zip(*scope.importer.mesh, strict=True))
     out = _axis_index(scope, names[0])
     for a in names[1:]:
-        scaled = scope.emit("mul", [out, scope.constant(sizes[a], "int32")])
+        scaled = scope.emit("mul", [out, _axis_size(scope, a)])
         out = scope.emit("add", [scaled, _axis_index(scope, a)])
     return [out]
 
@@ -331,11 +333,18 @@ def axis_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 @rule("axis_size")
 def axis_size(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     names = _names(scope, eqn.params["axis_name"])
-    sizes = dict(zip(*scope.importer.mesh, strict=True))
-    n = 1
-    for a in names:
-        n *= sizes[a]
-    return [scope.constant(n, "int32")]
+    out = _axis_size(scope, names[0])
+    for a in names[1:]:
+        out = scope.emit("mul", [out, _axis_size(scope, a)])
+    return [out]
+
+
+def _axis_size(scope: ImportScope, name: str) -> Value:
+    """A mesh axis's size, or a named grid axis's (``num_programs``: it may be dynamic)."""
+    mesh = scope.importer.mesh
+    if mesh is not None:
+        return scope.constant(dict(zip(*mesh, strict=True))[name], "int32")
+    return scope.emit("num_programs", [], axis=scope.importer.grid_names.index(name))
 
 
 def core_barrier(scope: ImportScope, eqns: Sequence[jax_core.JaxprEqn]) -> bool:

@@ -108,7 +108,14 @@ def kernel_from_eqn(
     ]
     scratch_vars = body_jaxpr.invars[n_pre + n_specs :]
     scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
-    body = _body(importer, name, body_jaxpr, [*prefetch, *(s.ref_type for s in specs), *scratch])
+    names = tuple(str(a) for a in gm.grid_names) if gm.grid_names else None
+    enclosing, importer.grid_names = importer.grid_names, names  # lax.axis_index of grid axes
+    try:
+        body = _body(
+            importer, name, body_jaxpr, [*prefetch, *(s.ref_type for s in specs), *scratch]
+        )
+    finally:
+        importer.grid_names = enclosing
     vmapped = frozenset(int(d) for d in gm.vmapped_dims)
     if vmapped:
         body = _unbatched_axes(body, len(grid), vmapped)

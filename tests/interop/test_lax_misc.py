@@ -72,3 +72,42 @@ def test_empty_is_an_uninitialized_value():
     assert "uninitialized : f32[2,3]" in str(fn)
     (out,) = mp.interpret(fn)
     assert np.isnan(out).all()  # discharge's fill value for floats
+
+
+@pytest.mark.parametrize("approx", [False, True])
+def test_pallas_reciprocal_matches_upstreams_interpret_mode(approx):
+    """``pl.reciprocal``: ``1 / x``; ``approx`` rounds ``x`` to bfloat16 first, the quotient
+    staying float32, as XLA:CPU computes upstream's rule (issue 39's flash kernels use it)."""
+    import minipallas as mp
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = pl.reciprocal(x_ref[...], approx=approx)
+
+    x = (np.random.default_rng(1).standard_normal((8, 128)) * 3).astype(np.float32)
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=out, interpret=True)(x)
+
+    want = np.asarray(f(x))
+    fn = mp.from_jaxpr(jax.make_jaxpr(f)(x))
+    assert mp.interpret(fn, x)[0].tobytes() == want.tobytes()
+    assert np.asarray(mp.compile(fn)(x)[0]).tobytes() == want.tobytes()
+
+
+def test_axis_index_of_a_named_grid_axis_is_its_program_id():
+    """``lax.axis_index`` of a pallas_call grid axis named in its ``GridSpec`` (upstream's
+    interpret mode raises "Found an unbound axis name")."""
+    import minipallas as mp
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + jax.lax.axis_index("i").astype(jnp.float32) * 10
+
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    grid = pl.GridSpec(grid=(("i", 2),), in_specs=[spec], out_specs=spec)
+    out = jax.ShapeDtypeStruct((16, 128), jnp.float32)
+    x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+    fn = mp.from_jaxpr(jax.make_jaxpr(lambda x: pl.pallas_call(kernel, out, grid_spec=grid)(x))(x))
+    expected = x + np.repeat(np.arange(2, dtype=np.float32) * 10, 8)[:, None]
+    np.testing.assert_array_equal(mp.interpret(fn, x)[0], expected)
+    np.testing.assert_array_equal(np.asarray(mp.compile(fn)(x)[0]), expected)
