@@ -148,11 +148,9 @@ def _simulate(
                 fix="pass np.ascontiguousarray(x) (and read the result from that array)",
             )
     grid = interp.grid
-
-    def make(ids: tuple[int, ...]) -> Interpreter:
-        return Interpreter(options[0], options[1], tuple(map(int, ids)), grid, options[2])
-
-    per_program = Programs(grid, tuple(grid_names), schedule, make).run(fn, bound)
+    per_program = Programs(grid, tuple(grid_names), schedule, lambda ids: interp.at(ids, grid)).run(
+        fn, bound
+    )
     return tuple(
         np.array([_result(fn, i, r[i]) for r in per_program]).reshape((*grid, *t.shape))
         for i, t in enumerate(fn.result_types)

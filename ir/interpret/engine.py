@@ -143,6 +143,18 @@ class Interpreter:
         self.copies: Any = None
         self.rules: dict[str, Rule] = RULES if perturb is None else perturb.rules()
 
+    def at(
+        self,
+        program_ids: tuple[int, ...],
+        grid: tuple[int, ...],
+        grid_names: tuple[str, ...] | None = None,
+    ) -> Interpreter:
+        """A fresh interpreter under this one's options for one program of ``grid``."""
+        uninitialized, checks, perturb = self.options
+        program = Interpreter(uninitialized, checks, tuple(map(int, program_ids)), grid, perturb)
+        program.grid_names = grid_names
+        return program
+
     def error(self, op: Op, message: str, fix: str | None = None) -> InterpretError:
         """An ``InterpretError`` located at ``op``; rules ``raise`` it."""
         return InterpretError(message, op=op.name, loc=op.loc, fix=fix)

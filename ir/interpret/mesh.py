@@ -36,16 +36,12 @@ def mesh_call(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
             fill = np.full(t.shape, dtypes.fill_value(t.dtype), dtypes.to_numpy(t.dtype))
             buffers.append(_buffer(interp, fill, False))
 
-    def make(ids: tuple[int, ...]) -> Interpreter:
-        core = Interpreter(*interp.options[:2], tuple(map(int, ids)), shape, interp.options[2])
-        core.grid_names = axes
-        return core
-
     if interp.collectives == "simulate":
-        Programs(shape, axes, interp.schedule, make).run(callee, buffers)
+        cores = Programs(shape, axes, interp.schedule, lambda ids: interp.at(ids, shape))
+        cores.run(callee, buffers)
     else:
         for ids in np.ndindex(*shape):
-            make(ids).run(callee.body, buffers)
+            interp.at(ids, shape, axes).run(callee.body, buffers)
     return [np.array(b.data) for b in buffers[len(args) :]]
 
 

@@ -49,11 +49,10 @@ from minipallas.interop.to_jax import to_jax
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.chips import TPU_V5E, Chip
 from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels, run_mesh_eqn
-from minipallas.kernels.platforms.mosaic import BOOL_WORD, as_tpu_kernel_fields
+from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge, tpu_custom_call
+from minipallas.lowering.jax_private import state_discharge
 from minipallas.lowering.tpu import lower_kernel
-from minipallas.lowering.tpu.aot import custom_call_types
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.tpu import VMEM
 
@@ -121,21 +120,8 @@ def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[An
     if eqn.primitive.name == "mpmd_map":
         return run_mesh_eqn(eqn, ins)
     kernel = kernel_from_eqn(eqn, memory_space=VMEM)
-    _, results = custom_call_types(kernel)
-    first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     params = (eqn.params.get("compiler_params") or {}).get("mosaic_tpu")
-    fields = as_tpu_kernel_fields(params)
-    call = tpu_custom_call.as_tpu_kernel(
-        lower_kernel(kernel).module,
-        tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
-        kernel_name=kernel.name,
-        input_output_aliases=tuple((first + i, o) for i, o in kernel.input_output_aliases),
-        **fields,
-    )
-    words = [x.astype(BOOL_WORD) if x.dtype == np.bool_ else x for x in ins]
-    outs = call(*words)
-    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
-    return [o.astype(v.aval.dtype) for o, v in zip(outs, eqn.outvars, strict=True)]
+    return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
 
 
 def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:

@@ -28,8 +28,9 @@ def _arguments(eqn: jax_core.JaxprEqn) -> list:
 @rule("semaphore_signal")
 def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, inc, device_id, core_index = _arguments(eqn)
-    if core_index is None and isinstance(device_id, dict) and core_axis(scope, device_id):
-        device_id, core_index = None, device_id[core_axis(scope, device_id)]
+    axis = core_axis(scope, device_id) if isinstance(device_id, dict) else None
+    if core_index is None and axis is not None:
+        device_id, core_index = None, device_id[axis]
     if device_id is not None:
         raise scope.error(
             "a semaphore_signal to another device (device_id) cannot be imported",

@@ -32,7 +32,7 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.dtypes import to_numpy
 from minipallas.ir.effects import region_operand_map
 from minipallas.ir.errors import TraceError
-from minipallas.ir.interpret.engine import Interpreter, Ref
+from minipallas.ir.interpret.engine import Ref
 from minipallas.ir.interpret.programs import Programs
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.location import user_location
@@ -93,10 +93,7 @@ def _events(kernel: Kernel, grid_names: tuple[str, ...]) -> list[tuple]:
     zeros = [np.zeros(s.array.shape, to_numpy(s.array.dtype)) for s in kernel.in_specs]
     arrays = buffers(kernel, zeros)
 
-    def make(ids: tuple[int, ...]) -> Interpreter:
-        return Interpreter(program_ids=tuple(map(int, ids)), grid=tuple(kernel.grid))
-
-    run = Programs(tuple(kernel.grid), grid_names, "lockstep", make, detect_races=False)
+    run = Programs(tuple(kernel.grid), grid_names, "lockstep", detect_races=False)
     run.events = []
     run.run(programs_function(kernel), [Ref(a, None) for a in arrays])
     return run.events

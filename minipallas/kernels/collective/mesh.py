@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.kernels.programs.choose import cpu_program
-from minipallas.kernels.spec.tracing import trace_index_map
+from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.passes.discharge import discharge
 from minipallas.passes.discharge.engine import DischargeScope, rule
 
@@ -45,7 +45,7 @@ def _whole(ref_type: object, n_axes: int, what: str) -> TracedBlockSpec:
     return TracedBlockSpec(
         array=ref_type.value_type,
         block_shape=tuple(ref_type.shape),
-        index_map=trace_index_map(lambda *_: (0,) * ndim, n_axes, ndim, what),
+        index_map=trace_index_map(whole_array_map(ndim), n_axes, ndim, what),
         ref_type=ref_type,
     )
 

@@ -54,11 +54,8 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.rewrite import Callees
 from minipallas.ir.types import TPU_VMEM, TPU_VMEM_SHARED, RefType, Type
 from minipallas.kernels.collective.mesh import mesh_kernel
-from minipallas.kernels.platforms.mosaic import BOOL_WORD, as_tpu_kernel_fields
+from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import tpu_custom_call
-from minipallas.lowering.tpu import lower_kernel
-from minipallas.lowering.tpu.aot import custom_call_types
 
 KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
 
@@ -247,18 +244,7 @@ def run_mesh_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
     """An ``mpmd_map`` equation run as minipallas's Mosaic module, in the ``tpu_custom_call``
     upstream's lowering emits for it (its compiler params; aliases; bools as int32)."""
     kernel, params = kernel_from_mesh_eqn(eqn)
-    _, results = custom_call_types(kernel)
-    call = tpu_custom_call.as_tpu_kernel(
-        lower_kernel(kernel).module,
-        tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
-        kernel_name=kernel.name,
-        input_output_aliases=tuple(kernel.input_output_aliases),
-        **as_tpu_kernel_fields(params),
-    )
-    words = [x.astype(BOOL_WORD) if x.dtype == np.bool_ else x for x in ins]
-    outs = call(*words)
-    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
-    return [o.astype(v.aval.dtype) for o, v in zip(outs, eqn.outvars, strict=True)]
+    return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
 
 
 def on_tpu(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import jax
 import jax.numpy as jnp
 from jax.experimental import mosaic
 
@@ -29,8 +30,11 @@ from minipallas.ir.location import user_location
 from minipallas.kernels.spec.params import TpuCompilerParams
 from minipallas.lowering.jax_private import mlir as jax_mlir
 from minipallas.lowering.jax_private import tpu_custom_call
+from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu.aot import custom_call_types
 
 if TYPE_CHECKING:
+    from minipallas.ir.kernel_spec import Kernel
     from minipallas.kernels.platforms import Platform
     from minipallas.kernels.platforms.primitive import KernelCall
 
@@ -127,3 +131,21 @@ def _word_aval(aval: Any) -> Any:
 
 def _to_words(*xs: Any) -> list[Any]:
     return [x.astype(BOOL_WORD) if x.dtype == jnp.bool_ else x for x in xs]
+
+
+def run_module(kernel: Kernel, params: Any, ins: Sequence[Any], dtypes: Sequence[Any]) -> list:
+    """``kernel``'s Mosaic module run outside a lowering rule, in the ``tpu_custom_call``
+    upstream's lowering emits for it (``params``: its compiler params; aliases counted after the
+    dynamic grid sizes and scalar prefetch; bools as int32 words), its outputs as ``dtypes``."""
+    _, results = custom_call_types(kernel)
+    first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
+    call = tpu_custom_call.as_tpu_kernel(
+        lower_kernel(kernel).module,
+        tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
+        kernel_name=kernel.name,
+        input_output_aliases=tuple((first + i, o) for i, o in kernel.input_output_aliases),
+        **as_tpu_kernel_fields(params),
+    )
+    outs = call(*_to_words(*ins))
+    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
+    return [o.astype(d) for o, d in zip(outs, dtypes, strict=True)]

@@ -111,7 +111,7 @@ def trace_spec(
     block, element_dims, padding = _block_shape(spec.block_shape, array, what)
     index_map = spec.index_map
     if index_map is None:
-        index_map = _whole_array_map(array.ndim)
+        index_map = whole_array_map(array.ndim)
     space = memory_space if spec.memory_space is None else spec.memory_space
     ref_shape = tuple(b for b in block if b is not None)
     return TracedBlockSpec(
@@ -164,7 +164,9 @@ def _padding(dim: Element, what: str) -> tuple[int, int]:
     return int(pad[0]), int(pad[1])
 
 
-def _whole_array_map(ndim: int) -> Callable[..., tuple[int, ...]]:
+def whole_array_map(ndim: int) -> Callable[..., tuple[int, ...]]:
+    """The index map of a block that is its whole array: block (0, ..., 0) at every point."""
+
     def whole_array(*grid_indices_and_prefetch: Any) -> tuple[int, ...]:
         return (0,) * ndim
 
