@@ -1,5 +1,5 @@
 """One-core mesh kernels on the chip: every one-core kernel of the mesh corpus
-(``tests/interop/mesh_corpus.py``, ``ONE_CORE``: upstream's ``pl.kernel`` over
+(``tests/interop/mesh_corpus/``, ``ONE_CORE``: upstream's ``pl.kernel`` over
 ``create_tensorcore_mesh("core", num_cores=1)``) run under ``jax.jit`` on a TPU two ways:
 
 - upstream: ``jax.jit(f)`` as it is, through upstream's Mosaic lowering, which refuses every

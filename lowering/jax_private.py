@@ -52,7 +52,7 @@ MODULES = {
     "lax_slicing": "jax._src.lax.slicing",
     # the machine: TPU chips and NVIDIA GPUs seen without opening a runtime
     "hardware_utils": "jax._src.hardware_utils",
-    # what upstream's own mesh-kernel tests use (tests/interop/mesh_corpus_upstream.py)
+    # what upstream's own mesh-kernel tests use (tests/interop/mesh_corpus_upstream/)
     "config": "jax._src.config",
     "hijax": "jax._src.hijax",
     "state": "jax._src.state",

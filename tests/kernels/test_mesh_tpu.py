@@ -1,7 +1,7 @@
 """One-core mesh kernels (upstream's ``pl.kernel`` over ``create_tensorcore_mesh("core",
 num_cores=1)``) through minipallas's Mosaic lowering, checked without a chip
 (``kernels/platforms/mesh_tpu.py``): for every one-core kernel of the mesh corpus
-(``tests/interop/mesh_corpus.py``, ``ONE_CORE``) the Mosaic kernel has no collective allocation
+(``tests/interop/mesh_corpus/``, ``ONE_CORE``) the Mosaic kernel has no collective allocation
 and no barrier left, its module shows the shared allocation as plain VMEM, libtpu compiles it
 ahead of time for a v5e, and its CPU program gives the reference's bits. A mesh of several cores
 whose cores share memory is refused with upstream's Mosaic message. ``bench/tpu_mesh.py`` runs
