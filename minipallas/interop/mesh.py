@@ -103,11 +103,12 @@ def core_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     refs, arrays = [x for x in operands if _is_ref(x)], [x for x in operands if not _is_ref(x)]
     mesh = mesh_axes(scope, eqn.params["mesh"])
     name = scope.importer.unique_name(str(eqn.params.get("name") or "core_map") + "_core")
-    body = _body(scope.importer, name, jaxpr, 0, len(refs), mesh, [*array_vars, *ref_vars],
-                 [r.type.value_type for r in refs])  # fmt: skip
+    n_in = len(arrays) + len(refs)
+    body = _body(scope.importer, name, jaxpr, n_in, 0, mesh, [*array_vars, *ref_vars],
+                 ref_outputs=range(len(arrays), n_in))  # fmt: skip
     values = [scope.emit("get", [r], indexer=full(r.type.shape)) for r in refs]
-    aliases = tuple((k, k) for k in range(len(refs)))
-    op = scope.emit_op("mesh_call", [*values, *arrays], callee=body, axes=mesh[0],
+    aliases = tuple((len(arrays) + k, k) for k in range(len(refs)))
+    op = scope.emit_op("mesh_call", [*arrays, *values], callee=body, axes=mesh[0],
                        shape=mesh[1], aliases=aliases)  # fmt: skip
     for r, v in zip(refs, op.results, strict=True):
         scope.emit("swap", [r, v], indexer=full(r.type.shape))
@@ -131,14 +132,13 @@ def _body(
     n_out: int,
     mesh: tuple[tuple[str, ...], tuple[int, ...]],
     io_vars: list | None = None,
-    inputs: Sequence[Type] = (),
     ref_outputs: Sequence[int] = (),
 ) -> Function:
     """``@name(*in_refs, *out_refs)``: the body, its scratch allocated around it. The body's
     operands are the jaxpr's first ``n_in + n_out`` invars, or ``io_vars`` (a ``core_map``'s
-    constvars: its refs, bound to the outputs after refs for ``inputs`` it does not read).
-    ``ref_outputs``: inputs that are refs (``jax.new_ref``), which the body reads and writes:
-    each is bound to an extra output (the mesh_call aliases it), its input left unread."""
+    constvars). ``ref_outputs``: inputs that are refs (``jax.new_ref``, or what a ``core_map``
+    closes over), which the body reads and writes: each is bound to an extra output (the
+    mesh_call aliases it), its input left unread."""
     jaxpr, consts = closed_parts(closed)
     if io_vars is None:
         io_vars, scratch_vars = jaxpr.invars[: n_in + n_out], jaxpr.invars[n_in + n_out :]
@@ -149,7 +149,6 @@ def _body(
     with scope.located():
         io = [Value(_as_ref(type_of(v.aval, f"operand {k}"))) for k, v in enumerate(io_vars)]
         scratch = [type_of(v.aval, f"scratch {k}") for k, v in enumerate(scratch_vars)]
-    unread = [Value(RefType(t.shape, t.dtype)) for t in inputs]
     values = [  # an array operand (a core_map's captured array) comes in a ref, read whole
         p if isinstance(v.aval, state_types.AbstractRef) else scope.emit("get", [p],
                                                                           indexer=full(p.type.shape))
@@ -168,7 +167,7 @@ def _body(
     moved = [ins[k] for k in ref_outputs]
     for k in ref_outputs:
         ins[k] = Value(RefType(ins[k].type.shape, ins[k].type.dtype))
-    return Function(name, scope.builder.block([*unread, *ins, *outs, *moved], []))
+    return Function(name, scope.builder.block([*ins, *outs, *moved], []))
 
 
 def _is_ref(value: Value) -> bool:
