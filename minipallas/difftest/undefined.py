@@ -28,10 +28,10 @@ from minipallas.ir import dtypes
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.kernels.programs.grid import grid_program
 
-__all__ = ["undefined"]
+__all__ = ["high_fill", "low_fill", "undefined"]
 
 
-def _high(name: str) -> np.generic:
+def high_fill(name: str) -> np.generic:
     """A fill far above any data: 2**100 (floats; infinity in float16), the integer maximum's
     pattern, True."""
     np_dtype = dtypes.to_numpy(name)
@@ -43,7 +43,7 @@ def _high(name: str) -> np.generic:
     return np.True_
 
 
-def _low(name: str) -> np.generic:
+def low_fill(name: str) -> np.generic:
     """The other fill: -2**100, the integer minimum plus one, False."""
     np_dtype = dtypes.to_numpy(name)
     if dtypes.is_float(name):
@@ -57,7 +57,7 @@ def _low(name: str) -> np.generic:
 def undefined(kernel: Kernel, args: Sequence[Any]) -> list[np.ndarray]:
     """Per output of ``kernel`` on ``args`` (the loop program's operands: dynamic grid sizes,
     scalar-prefetch arrays, inputs), a bool mask of the elements a TPU leaves undefined."""
-    runs = [compile_fn(grid_program(kernel, fill=fill))(*args) for fill in (_high, _low)]
+    runs = [compile_fn(grid_program(kernel, fill=fill))(*args) for fill in (high_fill, low_fill)]
     return [_bits(a) != _bits(b) for a, b in zip(*(map(np.asarray, r) for r in runs), strict=True)]
 
 

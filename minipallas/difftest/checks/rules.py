@@ -1,0 +1,73 @@
+"""The interpreter's rule table for the kernel checks: signed integer arithmetic that wraps is
+an error, and every error names the buffer it touched.
+
+XLA defines int32 overflow as wrapping, so the reference interpreter wraps silently. In index
+arithmetic (a flat offset ``i * big``, an index map) a wrap is never meant: on the chip the
+address lands elsewhere, and the read halts the core or returns other data. Unsigned integers
+wrap by design (hashes, the PRNG) and are left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from minipallas.ir import dtypes
+from minipallas.ir.core import Op
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.interpret.engine import RULES, Interpreter, Ref, Rule
+
+_WIDE = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+class Overflow(MiniPallasError):
+    """Signed integer arithmetic wrapped around."""
+
+
+def _checked_arith(name: str, base: Rule) -> Rule:
+    wide = _WIDE[name]
+
+    def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+        outs = base(interp, op, args)
+        dtype = op.results[0].type.dtype
+        if dtypes.is_int(dtype) and dtype.startswith("i"):
+            exact = wide(*(np.asarray(a, np.int64) for a in args))
+            wrapped = np.asarray(outs[0], np.int64)
+            if not np.array_equal(exact, wrapped):
+                k = int(np.argmax((exact != wrapped).ravel()))
+                raise Overflow(
+                    f"{dtype} {name} wraps around: {np.ravel(exact)[k]} becomes "
+                    f"{np.ravel(wrapped)[k]}",
+                    op=op.name,
+                    loc=op.loc,
+                    fix="compute the offset in fewer steps that each fit, or index a "
+                    "smaller view (ref.at[...]) instead of a flat offset",
+                )
+        return outs
+
+    return apply
+
+
+def checked_rules(name_of: Callable[[np.ndarray], str]) -> dict[str, Rule]:
+    """``RULES`` with overflow checks on signed ``add``/``sub``/``mul``, and every error of a
+    rule that took a ref re-raised with ``buffer`` set to ``name_of`` its storage."""
+    table: dict[str, Rule] = {}
+    for name, base in RULES.items():
+        rule = _checked_arith(name, base) if name in _WIDE else base
+        table[name] = _naming(rule, name_of)
+    return table
+
+
+def _naming(rule: Rule, name_of: Callable[[np.ndarray], str]) -> Rule:
+    def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+        try:
+            return rule(interp, op, args)
+        except MiniPallasError as e:
+            if getattr(e, "buffer", None) is None:
+                refs = [a for a in args if type(a) is Ref]
+                e.buffer = name_of(refs[0].data) if refs else ""
+            raise
+
+    return apply
