@@ -23,6 +23,8 @@ Upstream is not always right, so every disagreement is classified (never hidden)
   programs ``jax_emit`` emitted, which state minipallas's index meaning explicitly); or
   integers that differ only as NaN bit patterns (a bitcast exposing a computed NaN's sign,
   which IEEE leaves unspecified and XLA's constant folding chooses differently).
+- ``kernel-bug``: the kernel checks (``checks``) found a bug in a TPU kernel of the program:
+  the finding's name is its kind (``checks.BUG_KINDS``); what the ways found is in its detail;
 - ``minipallas-bug``: anything else: a minipallas way crashed, two minipallas ways disagree
   (for ``compile``, beyond the envelope: the finding's ``op`` is the first op whose compiled
   value leaves its envelope, found by ``bisect``), or upstream disagrees with no explanation.
@@ -53,6 +55,7 @@ KINDS = (
     "semantic-difference",
     "minipallas-bug",
     "beyond-upstream",
+    "kernel-bug",
 )
 
 
@@ -397,7 +400,17 @@ _MINIPALLAS_WAYS = ("interpret", "discharge", "compile")
 
 
 def classify(report: Report) -> Finding:
-    """The ``Finding`` for a finished ``Report`` (see the module docstring)."""
+    """The ``Finding`` for a finished ``Report`` (see the module docstring): ``kernel-bug``
+    when the kernel checks found one, whatever the ways did (they follow interpret mode, which
+    defines what the chip leaves undefined), with the ways' own finding in its detail."""
+    ways = _ways(report)
+    if not report.kernel_bugs:
+        return ways
+    bugs = "; ".join(str(b) for b in report.kernel_bugs)
+    return Finding("kernel-bug", report.kernel_bugs[0].kind, f"{bugs} (the ways: {ways})")
+
+
+def _ways(report: Report) -> Finding:
     up = report.outcomes.get("upstream")
     if up is not None and up.error is not None and _same_rejection(report, up.error):
         detail = f"every way raised {type(up.error).__name__}: {up.error}"

@@ -15,7 +15,13 @@ input, in order) every way there is:
    (the fuzzer's generated program), that function interpreted;
 6. with ``device="tpu"``: ``upstream-tpu``, ``tpu`` and ``xla-tpu`` on the chip, judged apart
    (``tpu``: bit for bit between the two Pallas lowerings, within the chip's envelope of the
-   interpreter).
+   interpreter). On a machine without a TPU, libtpu compiles both sides ahead of time for a
+   v5e instead (``checks.aot``), and the verdict says the chip ways did not run.
+
+Every TPU ``pallas_call`` of the program is also checked for what the chip would do with it
+(``checks``: blocks outside their arrays, undefined memory read, async copies misused, hangs,
+races among cores, int32 wrap; with ``device="tpu"``, the compiler's refusal): a bug found
+makes the finding ``kernel-bug``, and keeps the kernel off the chip.
 
 The report names the machine (``machine``: the CPU that ran the XLA ways, and what the
 envelope assumed of it). It then compares every way with ``interpret``
@@ -27,6 +33,7 @@ envelope and ``outputs``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,11 +42,13 @@ import numpy as np
 
 import minipallas
 from minipallas.compiled import compile as compile_fn
+from minipallas.difftest.checks.aot import compile_ahead, compile_bug
+from minipallas.difftest.checks.program import program_bugs
 from minipallas.difftest.classify import classify
 from minipallas.difftest.machine import here
 from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
 from minipallas.difftest.report import Case, Outcome, Report, first_difference, timed
-from minipallas.difftest.tpu import run_tpu_ways, tpu_device
+from minipallas.difftest.tpu import TpuVerdict, chip_present, run_tpu_ways
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
@@ -48,6 +57,7 @@ from minipallas.lowering.jax_private import state_discharge, state_types
 from minipallas.passes.pipeline import run as run_pipeline
 
 DEVICES = ("cpu", "tpu")
+HALTS = ("out-of-bounds", "semaphore", "overflow")  # bugs that may halt or hang the chip
 
 
 class Disagreement(AssertionError):
@@ -141,15 +151,14 @@ def run(case: Case, *, compile: bool = True, device: str = "cpu") -> Report:  # 
     """Runs ``case`` every way, compares, and classifies (see the module docstring).
 
     ``compile=False`` skips the ``compile`` way (the fuzzer's fast mode). ``device="tpu"`` adds
-    the TPU ways and their verdict, ``report.tpu`` (``minipallas.difftest.tpu``).
+    the TPU ways and their verdict, ``report.tpu`` (``minipallas.difftest.tpu``); on a machine
+    without a TPU, everything that needs no chip (module docstring).
     """
     if device not in DEVICES:
         raise MiniPallasError(
             f"device={device!r} is not a device the difftest runs on",
             fix=f"use one of {', '.join(map(repr, DEVICES))}",
         )
-    if device == "tpu":
-        tpu_device()  # no TPU: say so before any way runs
     report = Report(case, machine=here())
     up = report.outcomes["upstream"] = Outcome("upstream")
     report.jaxpr = timed("trace", lambda: jax.make_jaxpr(case.fn)(*abstract(case.args)), up)
@@ -164,10 +173,44 @@ def run(case: Case, *, compile: bool = True, device: str = "cpu") -> Report:  # 
     counts = [len(o.outputs) for o in report.outcomes.values() if o.ok]
     report.labels = _labels(case, counts[0]) if counts else []
     report.difference = first_difference(report, case.ulps)
+    chip = device == "tpu" and chip_present()
+    refusals = None
+    if report.jaxpr is not None:
+        run_checks(report)
+        if device == "tpu" and not chip:
+            refusals = compile_ahead(report)
+            bug = compile_bug(refusals)
+            report.kernel_bugs += [bug] if bug is not None else []
     report.finding = classify(report)
     if device == "tpu":
-        run_tpu_ways(report)
+        report.tpu = _tpu_verdict(report, chip, refusals)
     return report
+
+
+def run_checks(report: Report) -> None:
+    """The kernel checks of the case's program into ``report`` (``checks.program``)."""
+    start = time.perf_counter()
+    checked = program_bugs(report.jaxpr, report.case.args)
+    report.kernel_bugs, report.check_notes = checked.bugs, checked.notes
+    report.check_seconds = time.perf_counter() - start
+
+
+def _tpu_verdict(report: Report, chip: bool, refusals: dict[str, str | None] | None) -> Any:  # noqa: ANN401
+    """The chip ways' verdict, or why they did not run: a bug that may halt or hang the chip
+    keeps the case off it (others garble values, which the verdict skips as undefined)."""
+    blocking = [b for b in report.kernel_bugs if b.kind in HALTS and not b.latent]
+    if blocking:
+        return TpuVerdict("kernel-bug", f"not run on the chip: {blocking[0]}")
+    if chip:
+        run_tpu_ways(report)
+        return report.tpu
+    if refusals is None:
+        return TpuVerdict("no-chip", "no TPU here, and libtpu is not installed: nothing ran")
+    if refusals["minipallas"] is not None and refusals["upstream"] is None:
+        message = f"libtpu refuses minipallas's program for a v5e: {refusals['minipallas']}"
+        return TpuVerdict("minipallas-refuses", message)
+    return TpuVerdict("no-chip", "no TPU here: libtpu compiled both sides for a v5e; the chip "
+                      "ways did not run")  # fmt: skip
 
 
 def check(case: Case) -> Report:

@@ -111,6 +111,11 @@ class Report:
     distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
     machine: Machine | None = None  # the CPU that ran the XLA ways
     tpu: Any = None  # tpu.TpuVerdict, when the case ran with device="tpu"
+    # the kernel checks (``checks``): the bugs of the program's TPU kernels, why a kernel went
+    # unchecked, and their time
+    kernel_bugs: list[Any] = field(default_factory=list)
+    check_notes: list[str] = field(default_factory=list)
+    check_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -145,6 +150,9 @@ class Report:
             lines.append(f"first difference: {d.way} vs {d.base}, {d.label}: {d.message}")
         if self.finding is not None and self.finding.op is not None:
             lines.append(f"first op out of its envelope: {self.finding.op}")
+        for bug in self.kernel_bugs:
+            lines.append(f"kernel bug: {bug}")
+        lines.extend(f"  checks: {note}" for note in self.check_notes)
         if self.tpu is not None:
             lines.append(f"on the TPU: {self.tpu}")
             lines.extend(f"  module: {d}" for d in self.tpu.module_differences)

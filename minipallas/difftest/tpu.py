@@ -21,11 +21,11 @@ The verdict (``TpuVerdict``, ``judge``):
   (``ir/interpret/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
   orders), on defined elements; outside, the verdict names the way;
 - upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``;
-- a one-kernel case whose index map names a block past its array's end may halt the chip, or
-  read and write whatever memory lies there (upstream's kernel too; interpret mode clamps the
-  index instead): ``out-of-bounds``, with that block, and nothing runs on the chip.
-On a machine without a TPU, ``device="tpu"`` is an error with a fix; the functions each way
-runs (``tpu_functions``) can still be compiled ahead of time for a v5e (the tests do).
+- a case whose kernels the checks (``checks``) find a bug in (a block past its array halts
+  the chip; a semaphore waited twice hangs it; undefined memory garbles it) is not run on the
+  chip: ``kernel-bug``, with the bug.
+On a machine without a TPU the harness runs what needs no chip instead (``checks.aot``:
+libtpu compiles both sides' programs for a v5e): ``no-chip``, or ``minipallas-refuses``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from minipallas.difftest.checks.program import only_kernel
 from minipallas.difftest.envelope import Envelope, envelope, is_float
-from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.mosaic import compare as compare_modules
 from minipallas.difftest.mosaic import upstream_mosaic
 from minipallas.difftest.outputs import initial
@@ -52,6 +52,7 @@ from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels, run_mesh_eqn
 from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_discharge
+from minipallas.lowering.jaxlib_shim import tpu_chips
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.tpu import VMEM
@@ -68,10 +69,12 @@ class NoTpuError(MiniPallasError):
 @dataclass
 class TpuVerdict:
     """How the TPU ways compare: ``kind`` (``agree``, ``lowering-difference``,
-    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``, or
-    ``out-of-bounds``: a block past its array, which may halt the chip, so nothing ran there),
-    a line saying
-    why, the undefined elements skipped, and module differences for a lowering difference."""
+    ``outside-chip-envelope``, ``beyond-upstream``, ``both-refuse``, ``error``; ``kernel-bug``:
+    the checks found a bug that may halt, hang or garble the chip, so nothing ran there;
+    ``no-chip``: no TPU here, so only libtpu's ahead-of-time compile of both sides ran, and
+    ``minipallas-refuses`` when it refused minipallas's program where upstream's compiled), a
+    line saying why, the undefined elements skipped, and module differences for a lowering
+    difference."""
 
     kind: str
     message: str = ""
@@ -80,11 +83,16 @@ class TpuVerdict:
 
     @property
     def ok(self) -> bool:
-        return self.kind in ("agree", "beyond-upstream", "both-refuse", "out-of-bounds")
+        return self.kind in ("agree", "beyond-upstream", "both-refuse", "kernel-bug", "no-chip")
 
     def __str__(self) -> str:
         skipped = f" ({self.undefined} undefined elements skipped)" if self.undefined else ""
         return f"{self.kind}{skipped}" + (f": {self.message}" if self.message else "")
+
+
+def chip_present() -> bool:
+    """Whether this machine has a TPU chip (read from its PCI devices: no runtime opened)."""
+    return tpu_chips() > 0
 
 
 def tpu_device() -> Any:
@@ -145,17 +153,12 @@ def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:
 
 
 def run_tpu_ways(report: Report, chip: Chip = TPU_V5E) -> None:
-    """Runs the TPU ways into ``report.outcomes`` and sets ``report.tpu`` (``judge``)."""
+    """Runs the TPU ways into ``report.outcomes`` and sets ``report.tpu`` (``judge``); the
+    harness calls it only for a case whose kernels the checks found no bug in that could halt
+    the chip."""
     device = tpu_device()
     if report.jaxpr is None:
         return
-    eqn = _only_kernel(report.jaxpr.jaxpr)
-    if eqn is not None:  # a block past its array may halt the chip: say so, run nothing there
-        kernel = kernel_from_eqn(eqn, memory_space=VMEM)
-        outside = out_of_bounds_block(kernel, initial(report.case.args))
-        if outside is not None:
-            report.tpu = TpuVerdict("out-of-bounds", outside)
-            return
     functions = timed("trace", lambda: tpu_functions(report), Outcome("tpu"))
     for way in TPU_WAYS:
         outcome = report.outcomes[way] = Outcome(way)
@@ -176,25 +179,11 @@ def defined_masks(report: Report) -> list[np.ndarray] | None:
     """Per output, the elements a TPU defines, when the case is one ``pallas_call`` whose
     results are the program's (``jit`` wrappers allowed); None (compare everything)
     otherwise."""
-    eqn = _only_kernel(report.jaxpr.jaxpr)
+    eqn = only_kernel(report.jaxpr.jaxpr)
     if eqn is None:
         return None
     kernel = kernel_from_eqn(eqn, memory_space=VMEM)
     return [~m for m in undefined(kernel, initial(report.case.args))]
-
-
-def _only_kernel(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:
-    """The ``pallas_call`` equation ``jaxpr`` is made of alone, looking through ``jit``."""
-    if len(jaxpr.eqns) != 1 or list(jaxpr.outvars) != list(jaxpr.eqns[0].outvars):
-        return None
-    (eqn,) = jaxpr.eqns
-    if list(eqn.invars) != list(jaxpr.invars):
-        return None
-    if eqn.primitive.name == "pallas_call":
-        return eqn
-    if eqn.primitive.name in ("pjit", "jit"):
-        return _only_kernel(eqn.params["jaxpr"].jaxpr)
-    return None
 
 
 def judge(report: Report, chip: Chip = TPU_V5E) -> TpuVerdict:
@@ -283,7 +272,7 @@ def _outside(
 def _module_differences(report: Report) -> list[str]:
     """For a one-kernel case: how minipallas's module differs from upstream's (``mosaic``);
     nothing for other programs."""
-    eqn = _only_kernel(report.jaxpr.jaxpr)
+    eqn = only_kernel(report.jaxpr.jaxpr)
     if eqn is None:
         return []
     try:

@@ -62,11 +62,13 @@ CHIP = [
         "half_rows_written",
         _call(_half_rows, S((16, 128), F32), grid=(2,), in_specs=[ROWS], out_specs=ROWS),
         (X,),
+        expect="unwritten-output",  # the kernel checks' finding: half of each block is garbage
     ),
     Case(
         "partial_block_sums",
         _call(_column_sums, S((20, 128), F32), grid=(3,), in_specs=[ROWS], out_specs=ROWS),
         (RNG.standard_normal((20, 128)).astype(np.float32),),
+        expect="undefined-read",  # the padding of the last block enters its sums
     ),
 ]
 
@@ -107,9 +109,19 @@ def _float_iota(x_ref, o_ref):
 
 BF16_SPECIALS = np.where(RNG.random((8, 128)) < 0.2, np.inf, X[:8]).astype(jnp.bfloat16)
 BEYOND = [
-    Beyond(Case("scalar_sum", _call(_scalar_sum, S((8, 128), F32)), (X,)), "Cannot store scalars"),
     Beyond(
-        Case("scalar_exp_compare", _call(_scalar_exp_compare, S((8, 128), F32)), (X,)),
+        Case(
+            "scalar_sum", _call(_scalar_sum, S((8, 128), F32)), (X,), expect="unwritten-output"
+        ),
+        "Cannot store scalars",
+    ),
+    Beyond(
+        Case(
+            "scalar_exp_compare",
+            _call(_scalar_exp_compare, S((8, 128), F32)),
+            (X,),
+            expect="unwritten-output",
+        ),
         "Cannot store scalars",
     ),
     Beyond(

@@ -190,14 +190,10 @@ class _Run:
                 "reduction axis last), or accumulate in scratch"
             )
         elif kind == "output":
-            what, fix = "an output block starts as whatever VMEM held (the TPU never loads it, "
-            (
-                "even an aliased one)",
-                (
-                    "write the block before reading it, e.g. under "
-                    "pl.when(k == 0); read an aliased output's old values from its input"
-                ),
-            )
+            what = ("an output block starts as whatever VMEM held (the TPU never loads it, even "
+                    "an aliased one)")  # fmt: skip
+            fix = ("write the block before reading it, e.g. under pl.when(k == 0); read an "
+                   "aliased output's old values from its input")  # fmt: skip
         else:
             return bug
         return dataclasses.replace(bug, message=f"{bug.message}: {what}", fix=fix)
