@@ -155,7 +155,7 @@ def measure(entry: Any, device: Any, cpu: bool) -> dict[str, Any]:
     return record
 
 
-def worker(names: list[str], journal: Path, cpu: bool) -> int:
+def worker(names: list[str], journal: Path, cpu: bool, simulate_halt: str | None = None) -> int:
     """Measures ``names`` in order, appending ``{"start": name}`` then ``{"result": ...}`` to
     ``journal``; exits ``HALT_EXIT`` after a device failure."""
     import jax
@@ -169,6 +169,8 @@ def worker(names: list[str], journal: Path, cpu: bool) -> int:
 
         for name in names:
             note({"start": name})
+            if name == simulate_halt:  # the test of the isolation: die as a halted chip does
+                os._exit(134)
             try:
                 note({"result": measure(BY_NAME[name], device, cpu)})
             except DeviceFailure as e:
@@ -211,6 +213,8 @@ def run_batch(names: list[str], options: argparse.Namespace) -> dict[str, dict[s
             journal.touch()
             command = [sys.executable, __file__, "--worker", "--only", ",".join(pending)]
             command += ["--journal", str(journal)] + (["--cpu"] if options.cpu else [])
+            if options.simulate_halt:
+                command += ["--simulate-halt", options.simulate_halt]
             code, log, timed_out = supervise(command, journal, options.timeout)
             started = None
             for line in journal.read_text().splitlines():
@@ -258,9 +262,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=45.0, help="seconds one entry may run")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--journal", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--simulate-halt", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.worker:
-        return worker(options.only, options.journal, options.cpu)
+        return worker(options.only, options.journal, options.cpu, options.simulate_halt)
     chosen = [e for e in ENTRIES if options.only is None or e.name in options.only]
     safe = [e.name for e in chosen if e.chip not in RISKY]
     risky = [e.name for e in chosen if e.chip in RISKY]
