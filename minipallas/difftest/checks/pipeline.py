@@ -157,6 +157,7 @@ class _Run:
                 self._step(point)
                 previous = point
             self._write_back()
+            point = None  # a copy never waited for is the whole kernel's
             probe = Interpreter(checks=True)
             probe.copies = self.copies
             self.copies.finish(probe)

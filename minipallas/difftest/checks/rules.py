@@ -66,8 +66,19 @@ def _naming(rule: Rule, name_of: Callable[[np.ndarray], str]) -> Rule:
             return rule(interp, op, args)
         except MiniPallasError as e:
             if getattr(e, "buffer", None) is None:
-                refs = [a for a in args if type(a) is Ref]
-                e.buffer = name_of(refs[0].data) if refs else ""
+                e.buffer = _named(e.message, [a for a in args if type(a) is Ref], name_of)
             raise
 
     return apply
+
+
+def _named(message: str, refs: list[Ref], name_of: Callable[[np.ndarray], str]) -> str:
+    """The buffer an error is about: a copy's semaphore or destination when it says so, else
+    the op's first ref."""
+    if not refs:
+        return ""
+    if "semaphore" in message:
+        return name_of(refs[-1].data)
+    if "destination" in message and len(refs) > 1:
+        return name_of(refs[1].data)
+    return name_of(refs[0].data)
