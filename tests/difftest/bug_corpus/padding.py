@@ -1,6 +1,8 @@
 """A partial last block's padding entering a reduction: a sum over rows, a running max over
 lane blocks, a dot over a partial k block. The chip copies only the array's part of a partial
-block; the rest of the VMEM buffer holds what was there before."""
+block; the rest of the VMEM buffer holds what was there before: with two buffers per input,
+an earlier block's data when the grid has three or more steps (the same each run: "wrong"; for
+a max over the same rows, nothing new: "latent"), stale VMEM when it has two ("varies")."""
 
 from __future__ import annotations
 
@@ -156,7 +158,7 @@ ENTRIES = [
         (TALL,),
         column_sums_want,
         "undefined-read",
-        "varies",
+        "wrong",
         "20 rows in blocks of 8: the last block's 4 padding rows enter the column sums",
     ),
     Entry(
@@ -165,7 +167,7 @@ ENTRIES = [
         (WIDE,),
         _row_max_want,
         "undefined-read",
-        "varies",
+        "latent",
         "320 lanes in blocks of 128: the last block's 64 padding lanes enter the running max",
     ),
     Entry(
