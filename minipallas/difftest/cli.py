@@ -7,9 +7,12 @@ summary table: one row per case with its finding, whether that is the finding th
 expects, and each way's time, then the count of each kind (exact agreement and agreement
 within the numerics envelope apart). ``--show`` prints the full report (both programs) of
 every case whose finding is not the expected one. The exit code is 1 if any case's finding is
-not the one it expects. ``--device tpu`` (on a TPU machine) adds the TPU ways
+not the one it expects. Every case's TPU kernels also go through the kernel checks
+(``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and the
+table gives the checks' time. ``--device tpu`` adds the TPU ways
 (``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case
-whose verdict is not good counts as not as expected.
+whose verdict is not good counts as not as expected; on a machine without a TPU it adds what
+needs no chip (libtpu's compile of both sides, the verdict ``no-chip``).
 
 ``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.difftest.fuzz_upstream ARGS``.
 """
@@ -65,14 +68,15 @@ def table(reports: Sequence[Report]) -> str:
     run on a TPU, the TPU ways' times and verdict)."""
     on_tpu = any(r.tpu is not None for r in reports)
     ways = ("upstream", "interpret", "discharge", "compile", *(TPU_WAYS if on_tpu else ()))
-    head = ("case", "finding", "expected", *(f"{w} ms" for w in ways))
+    head = ("case", "finding", "expected", *(f"{w} ms" for w in ways), "checks ms")
     rows = [(*head, "on the TPU") if on_tpu else head]
     for r in reports:
         times = []
         for w in ways:
             o = r.outcomes.get(w)
             times.append("-" if o is None or not o.ok else f"{o.seconds * 1e3:.0f}")
-        row = (r.case.name, str(r.finding), "yes" if _as_expected(r) else "NO", *times)
+        checks = f"{r.check_seconds * 1e3:.0f}"
+        row = (r.case.name, str(r.finding), "yes" if _as_expected(r) else "NO", *times, checks)
         rows.append((*row, str(r.tpu).splitlines()[0][:80]) if on_tpu else row)
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
@@ -130,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", dest="keyword", help="only cases whose name contains this")
     parser.add_argument("--show", action="store_true", help="print unexpected cases in full")
     parser.add_argument(
-        "--device", choices=DEVICES, default="cpu", help="tpu: add the TPU ways (needs a TPU)"
+        "--device",
+        choices=DEVICES,
+        default="cpu",
+        help="tpu: add the TPU ways (without a TPU: libtpu's compile of both sides)",
     )
     args = parser.parse_args(argv)
     return run_files(args.files, args.keyword, args.show, args.device)
