@@ -174,10 +174,10 @@ def _chunk_sum(x, *, interpret=False):
 
 
 def _shift_kernel(x_ref, o_ref):
-    o_ref[pl.ds(0, 8), :] = jnp.zeros((8, 128), jnp.float32)
+    o_ref[pl.ds(0, 8), :] = jnp.zeros((8, 128), jnp.float32)  # a one-tile header
 
     def body(c, carry):
-        start = c * 8 + 1  # one row down; the last chunk's last row lands past the end
+        start = pl.multiple_of(c * 8 + 8, 8)  # one tile down: the last chunk lands past the end
         o_ref[pl.ds(start, 8), :] = x_ref[pl.ds(pl.multiple_of(c * 8, 8), 8), :]
         return carry
 
@@ -189,24 +189,24 @@ def _shift_down(x, *, interpret=False):
 
 
 def _shift_want(x):
-    return np.concatenate([np.zeros((1, 128), F32), x[:-1]])
+    return np.concatenate([np.zeros((8, 128), F32), x[:-8]])
 
 
-# ----- a stencil that reads one row past its block and discards it -----
+# ----- a stencil that reads one tile past its block and discards it -----
 
 
-def _next_row_kernel(x_ref, o_ref):
-    start = pl.program_id(0) + 1  # dynamic: row 1 onwards, 64 rows of a 64-row block
+def _next_tile_kernel(x_ref, o_ref):
+    start = pl.multiple_of((pl.program_id(0) + 1) * 8, 8)  # rows 8 onwards: 64 of 64 rows
     nxt = x_ref[pl.ds(start, x_ref.shape[0]), :]
     row = jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0)
     x = x_ref[...]
-    o_ref[...] = jnp.where(row == x_ref.shape[0] - 1, x, 0.5 * (x + nxt))
+    o_ref[...] = jnp.where(row >= x_ref.shape[0] - 8, x, 0.5 * (x + nxt))
 
 
-def _next_row(x, *, interpret=False):
+def _next_tile(x, *, interpret=False):
     spec = pl.BlockSpec(x.shape, lambda i: (0, 0))
     return call(
-        _next_row_kernel,
+        _next_tile_kernel,
         S(x.shape, x.dtype),
         interpret,
         grid=(1,),
@@ -215,9 +215,9 @@ def _next_row(x, *, interpret=False):
     )(x)
 
 
-def _next_row_want(x):
+def _next_tile_want(x):
     out = x.copy()
-    out[:-1] = 0.5 * (x[:-1] + x[1:])
+    out[:-8] = 0.5 * (x[:-8] + x[8:])
     return out
 
 
@@ -291,16 +291,16 @@ ENTRIES = [
         _shift_want,
         "out-of-bounds",
         "latent",
-        "the one-row shifted store writes the last chunk's last row past the output block",
+        "the store shifted one tile down for a header writes the last chunk past the output block",
     ),
     Entry(
-        "stencil_reads_past_row",
-        _next_row,
+        "stencil_reads_past_tile",
+        _next_tile,
         (X64,),
-        _next_row_want,
+        _next_tile_want,
         "out-of-bounds",
         "latent",
-        "pl.ds(1, 64) of a 64-row block reads one row past it; the row is "
-        "discarded by the where, so the values are right",
+        "pl.ds(8, 64) of a 64-row block reads one tile past it; the where discards those "
+        "rows, so the values are right",
     ),
 ]
