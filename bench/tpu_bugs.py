@@ -16,7 +16,9 @@ Opening the chip costs ~15 s, so entries run in one worker process, which notes 
 starting it. A kernel that halts the chip ("RuntimeUnexpectedCoreHalt") fails or kills its
 process; one that hangs is killed after ``--timeout`` s: the parent records the entry as
 ``halt`` or ``hang`` and starts a fresh worker after it (as ``bench/tpu_check.py`` does). The
-entries expected to halt or hang run last, each in a worker of its own.
+entries expected to halt or hang run last: together, a fresh worker after each that ends one
+(~15 s each), or with ``--isolate`` each in a worker of its own, so that one that does not
+halt but leaves HBM corrupted cannot change the next one's behaviour.
 """
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", type=lambda s: s.split(","), default=None)
     parser.add_argument("--out", type=Path, default=Path("tpu-bugs.json"))
     parser.add_argument("--cpu", action="store_true", help="interpret=True on the CPU")
-    parser.add_argument("--timeout", type=float, default=45.0, help="seconds one entry may run")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds one entry may run")
+    parser.add_argument("--isolate", action="store_true", help="a worker per risky entry")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--journal", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--simulate-halt", help=argparse.SUPPRESS)
@@ -287,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     risky = [e.name for c in RISKY for e in chosen if e.chip == c]  # halts, then hangs
     start = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
-    for batch in [safe, *([n] for n in risky)]:
+    for batch in [safe, *([[n] for n in risky] if options.isolate else [risky])]:
         results.update(run_batch(batch, options) if batch else {})
     ordered = [results[e.name] for e in chosen]
     counts: dict[str, int] = {}
