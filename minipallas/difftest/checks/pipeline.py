@@ -88,6 +88,9 @@ class _Run:
     def __init__(
         self, kernel: Kernel, ops: Operands, padding: list[Fill], split: bool, strict: int | None
     ) -> None:
+        # a run of its own of the scalar-prefetch tables: they live in SMEM for the whole grid,
+        # so what the body writes there the later points and index maps see
+        ops = dataclasses.replace(ops, prefetch=tuple(t.copy() for t in ops.prefetch))
         self.kernel, self.ops, self.padding, self.split = kernel, ops, padding, split
         self.strict = strict
         self.maps = IndexMaps(kernel, ops)
