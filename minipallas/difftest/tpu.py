@@ -30,7 +30,7 @@ libtpu compiles both sides' programs for a v5e): ``no-chip``, or ``minipallas-re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,7 +128,8 @@ def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[An
     if eqn.primitive.name == "mpmd_map":
         return run_mesh_eqn(eqn, ins)
     kernel = kernel_from_eqn(eqn, memory_space=VMEM)
-    params = (eqn.params.get("compiler_params") or {}).get("mosaic_tpu")
+    params = eqn.params.get("compiler_params")  # pltpu.CompilerParams, or {backend: params}
+    params = params.get("mosaic_tpu") if isinstance(params, Mapping) else params
     return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
 
 

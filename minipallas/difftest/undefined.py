@@ -32,25 +32,26 @@ __all__ = ["high_fill", "low_fill", "undefined"]
 
 
 def high_fill(name: str) -> np.generic:
-    """A fill far above any data: 2**100 (floats; infinity in float16), the integer maximum's
+    """A fill far above any data: 2**60 (floats; infinity in float16), the integer maximum's
     pattern, True."""
     np_dtype = dtypes.to_numpy(name)
     if dtypes.is_float(name):
         with np.errstate(over="ignore"):
-            return np_dtype.type(2.0**100)
+            return np_dtype.type(2.0**60)
     if dtypes.is_int(name):
         return np_dtype.type(np.iinfo(np_dtype).max)
     return np.True_
 
 
 def low_fill(name: str) -> np.generic:
-    """The other fill: -2**100, the integer minimum plus one, False."""
+    """The other fill: -2**40, the integer minimum plus three, False. Not the high fill's
+    negation: a product of two fills (padding times padding in a dot) must differ too."""
     np_dtype = dtypes.to_numpy(name)
     if dtypes.is_float(name):
         with np.errstate(over="ignore"):
-            return np_dtype.type(-(2.0**100))
+            return np_dtype.type(-(2.0**40))
     if dtypes.is_int(name):
-        return np_dtype.type(np.iinfo(np_dtype).min + 1)
+        return np_dtype.type(np.iinfo(np_dtype).min + 3)
     return np.False_
 
 

@@ -403,3 +403,12 @@ def test_upstreams_shipped_kernels_have_no_bug(make):
     fn, args = make()
     checked = program_bugs(jax.make_jaxpr(fn)(*args), args)
     assert checked.kernels == 1 and checked.bugs == [] and not checked.notes
+
+
+@NEEDS_LIBTPU
+def test_without_a_chip_a_correct_kernel_compiles_on_both_sides():
+    """pltpu.CompilerParams reach minipallas's custom call as upstream's (jax 0.10.2 keeps the
+    object itself in the equation, not a mapping by backend)."""
+    report = run(Case("tiled matmul", matmul(), (A, A)), device="tpu")
+    assert report.finding.kind in ("agree", "within-envelope") and not report.kernel_bugs
+    assert report.tpu.kind == "no-chip" and report.tpu.ok, report.tpu

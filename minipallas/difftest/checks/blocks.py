@@ -76,7 +76,9 @@ class IndexMaps:
         self.tables = [Ref(t, np.ones(t.shape, np.bool_)) for t in operands.prefetch]
         names = {t.__array_interface__["data"][0]: f"scalar prefetch {k}"
                  for k, t in enumerate(operands.prefetch)}  # fmt: skip
-        self.rules = checked_rules(lambda a: names.get(a.__array_interface__["data"][0], ""))
+        self.rules = checked_rules(
+            lambda a: names.get(a.__array_interface__["data"][0], ""), lambda a: True
+        )
 
     def index(self, spec: TracedBlockSpec, point: tuple[int, ...]) -> tuple[int, ...]:
         interp = Interpreter(checks=True, program_ids=point, grid=self.grid)

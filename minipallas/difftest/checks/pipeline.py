@@ -41,7 +41,7 @@ from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.dma import InFlight
 from minipallas.ir.interpret.engine import Interpreter, Ref
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
-from minipallas.ir.types import ANY, initial_value, is_semaphore
+from minipallas.ir.types import ANY, TPU_SMEM, initial_value, is_semaphore
 
 Fill = Callable[[str], np.generic]  # a dtype's fill value (``undefined.high_fill``)
 
@@ -113,7 +113,12 @@ class _Run:
         self.outs = [self._operand(f"output {k}", s, None) for k, s in enumerate(kernel.out_specs)]
         self.scratch = [self._named(self._allocate(t), f"scratch {k}")
                         for k, t in enumerate(kernel.scratch_types)]  # fmt: skip
-        self.rules = checked_rules(self._name_of)
+        smem = [ref.data for ref in self.prefetch]
+        smem += [r.data for r, t in zip(self.scratch, kernel.scratch_types, strict=True)
+                 if t.memory_space == TPU_SMEM]  # fmt: skip
+        self.rules = checked_rules(
+            self._name_of, lambda a: any(np.may_share_memory(a, b) for b in smem)
+        )
         self.copies = InFlight()
         self.visited: dict[str, set[tuple[int, ...]]] = {}
 
@@ -168,7 +173,23 @@ class _Run:
             return Result(
                 self.outputs, self.defined, self._explained(from_error(e, self.kernel, point))
             )
-        return Result(self.outputs, self.defined)
+        return Result(self.outputs, self.defined, self._semaphores_left())
+
+    def _semaphores_left(self) -> KernelBug | None:
+        """A semaphore not back at 0 when the kernel ends: the chip checks them there."""
+        for k, (ref, t) in enumerate(zip(self.scratch, self.kernel.scratch_types, strict=True)):
+            if is_semaphore(t) and np.any(ref.data != 0):
+                at = [int(i) for i in np.argwhere(ref.data != 0)[0]]
+                return KernelBug(
+                    "semaphore",
+                    f"the kernel ends with semaphore {at} at {int(ref.data[tuple(at)])}, not 0: "
+                    "a signal or copy nothing waited for (the TPU checks its semaphores when a "
+                    "kernel ends)",
+                    kernel=self.kernel.name,
+                    buffer=f"scratch {k}",
+                    fix="wait once for every signal and every copy (with the amount signalled)",
+                )
+        return None
 
     def _explained(self, bug: KernelBug) -> KernelBug:
         """An undefined read says what the memory was, and how a kernel defines it first."""

@@ -61,8 +61,9 @@ def program_bugs(jaxpr: jax_core.ClosedJaxpr, args: Sequence[Any]) -> Checked:
 
 
 def _check(eqn: jax_core.JaxprEqn, operands: list[np.ndarray], checked: Checked) -> None:
-    params = eqn.params.get("compiler_params") or {}
-    if isinstance(params, Mapping) and set(params) & set(GPU_PARAMS):
+    params = eqn.params.get("compiler_params") or {}  # {backend: params}, or the params
+    names = set(params) if isinstance(params, Mapping) else {type(params).__module__}
+    if any(gpu in name for name in names for gpu in GPU_PARAMS):
         checked.notes.append(f"{eqn.params.get('name')}: a GPU kernel, not checked")
         return
     try:

@@ -2,9 +2,12 @@
 an error, and every error names the buffer it touched.
 
 XLA defines int32 overflow as wrapping, so the reference interpreter wraps silently. In index
-arithmetic (a flat offset ``i * big``, an index map) a wrap is never meant: on the chip the
-address lands elsewhere, and the read halts the core or returns other data. Unsigned integers
-wrap by design (hashes, the PRNG) and are left alone.
+arithmetic (a flat offset ``i * big``, an index map, a position ``offset + iota``) a wrap is
+never meant: on the chip the address lands elsewhere, and the read halts the core or returns
+other data. Index arithmetic is arithmetic on grid indices, iotas, constants and scalars in
+SMEM; a value computed from data loaded from VMEM (or HBM) is data, which may wrap by design
+(and padding garbage does), so it is not checked. Unsigned integers wrap by design (hashes,
+the PRNG) and are left alone.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.core import Op
+from minipallas.ir.core import Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.engine import RULES, Interpreter, Ref, Rule
 
@@ -26,13 +29,14 @@ class Overflow(MiniPallasError):
     """Signed integer arithmetic wrapped around."""
 
 
-def _checked_arith(name: str, base: Rule) -> Rule:
+def _checked_arith(name: str, base: Rule, data: set[Value]) -> Rule:
     wide = _WIDE[name]
 
     def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
         outs = base(interp, op, args)
         dtype = op.results[0].type.dtype
-        if dtypes.is_int(dtype) and dtype.startswith("i"):
+        indices = not any(v in data for v in op.operands)
+        if indices and dtypes.is_int(dtype) and dtype.startswith("i"):
             exact = wide(*(np.asarray(a, np.int64) for a in args))
             wrapped = np.asarray(outs[0], np.int64)
             if not np.array_equal(exact, wrapped):
@@ -50,24 +54,38 @@ def _checked_arith(name: str, base: Rule) -> Rule:
     return apply
 
 
-def checked_rules(name_of: Callable[[np.ndarray], str]) -> dict[str, Rule]:
-    """``RULES`` with overflow checks on signed ``add``/``sub``/``mul``, and every error of a
-    rule that took a ref re-raised with ``buffer`` set to ``name_of`` its storage."""
+def checked_rules(
+    name_of: Callable[[np.ndarray], str], scalar: Callable[[np.ndarray], bool]
+) -> dict[str, Rule]:
+    """``RULES`` with overflow checks on signed index arithmetic (``add``/``sub``/``mul`` of
+    values no load from a non-``scalar`` buffer fed), and every error of a rule that took a ref
+    re-raised with ``buffer`` set to ``name_of`` its storage. One table per run: it keeps
+    which values are data."""
+    data: set[Value] = set()
     table: dict[str, Rule] = {}
     for name, base in RULES.items():
-        rule = _checked_arith(name, base) if name in _WIDE else base
-        table[name] = _naming(rule, name_of)
+        rule = _checked_arith(name, base, data) if name in _WIDE else base
+        table[name] = _tracking(rule, name_of, scalar, data)
     return table
 
 
-def _naming(rule: Rule, name_of: Callable[[np.ndarray], str]) -> Rule:
+def _tracking(
+    rule: Rule,
+    name_of: Callable[[np.ndarray], str],
+    scalar: Callable[[np.ndarray], bool],
+    data: set[Value],
+) -> Rule:
     def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+        refs = [a for a in args if type(a) is Ref]
         try:
-            return rule(interp, op, args)
+            outs = rule(interp, op, args)
         except MiniPallasError as e:
             if getattr(e, "buffer", None) is None:
-                e.buffer = _named(e.message, [a for a in args if type(a) is Ref], name_of)
+                e.buffer = _named(e.message, refs, name_of)
             raise
+        if any(not scalar(r.data) for r in refs) or any(v in data for v in op.operands):
+            data.update(op.results)
+        return outs
 
     return apply
 
