@@ -186,6 +186,12 @@ def summary(tool: str, entries: list[Any], results: dict[str, dict]) -> str:
         f"{len(reported)} of {len(buggy)} bugs; false alarms on {len(alarms)} of "
         f"{len(correct)} correct kernels; median {statistics.median(seconds):.2f} s/case"
     )
+    if tool == "minipallas":
+        right = [e for e in reported if e.bug in results[e.name].get("kinds", ())]
+        checks = [results[e.name].get("check_seconds") for e in entries]
+        checks = [c for c in checks if c is not None]
+        line += f" ({len(right)} with the expected kind"
+        line += f"; the checks alone {statistics.median(checks):.3f} s)" if checks else ")"
     if tool == "upstream":
         shown = [
             e for e in buggy if results[e.name]["outcome"] in ("error", "race", "hang", "differs")
