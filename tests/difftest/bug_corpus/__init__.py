@@ -13,7 +13,8 @@ calling ``pl.pallas_call`` with that ``interpret``: ``False`` (the default) on t
 interpret mode; e.g. ``jax.jit(functools.partial(e.fn, interpret=True))(*e.args)``.
 ``entry.want(*entry.args)`` is what the kernel's author meant (numpy); ``entry.bug`` the kind a
 check should report (``common.BUGS``, None for a correct kernel); ``entry.chip`` what a TPU v5e
-does with it (``common.CHIPS``: "latent" is a bug whose values come out right there).
+did with it, measured (``common.CHIPS``: "latent" is a bug whose values came out right there;
+``bench/results/tpu_bugs.txt``).
 
 ``bench/bug_interpret.py`` times upstream's TPU interpret mode (and minipallas's checks) on
 them; ``bench/tpu_bugs.py`` measures ``chip`` on a TPU.
