@@ -222,10 +222,10 @@ ENTRIES = [
         functools.partial(_halves, waits="one"),
         (X,),
         lambda x: x + 1.0,
-        "semaphore",
+        "dma",
         "halt",
         "two copies signal one semaphore and one wait follows: the bottom half may be read "
-        "before it lands",
+        "before it lands (and the kernel ends with the semaphore not at 0)",
     ),
     Entry(
         "semaphore_waited_twice",
