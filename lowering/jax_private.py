@@ -50,6 +50,7 @@ MODULES = {
     # lax internals with no public name
     "lax_control_flow": "jax._src.lax.control_flow",
     "lax_slicing": "jax._src.lax.slicing",
+    "random_prng": "jax._src.random.prng",  # the PRNG key primitives' definitions on key data
     # the machine: TPU chips and NVIDIA GPUs seen without opening a runtime
     "hardware_utils": "jax._src.hardware_utils",
     # what upstream's own mesh-kernel tests use (tests/interop/mesh_corpus_upstream/)

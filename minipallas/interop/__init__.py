@@ -20,7 +20,9 @@ from minipallas.interop import (  # noqa: F401
     lax,
     lax_indexing,
     lax_misc,
+    lax_random,  # jax.random with threefry keys: threefry2x32 and the key primitives
     lax_structural,
+    lax_total_order,  # lt_to / le_to / eq_to (jnp.searchsorted, jnp.histogram)
     mesh,  # pl.kernel / core_map (mpmd_map) over a mesh, axis_index, core_barrier
     mutable,
     pallas,

@@ -157,15 +157,15 @@ def type_of(aval: object, what: str = "a value") -> Type:
             return _semaphores(inner, what)
         space = memory_space(aval.memory_space)
         return RefType(inner.shape, dtype_of(inner.dtype, what), space)
-    if isinstance(aval, jax_core.ShapedArray):
+    if isinstance(aval, jax_core.ShapedArray):  # a PRNG key array is its uint32 key data
+        aval = jax_core.physical_aval(aval)
         return ArrayType(aval.shape, dtype_of(aval.dtype, what))
     raise JaxprImportError(f"{what} has type {aval}, which is neither an array nor a ref")
 
 
 def _semaphores(inner: jax_core.ShapedArray, what: str) -> RefType:
-    """A ref of upstream's regular or DMA semaphores (``pltpu.SemaphoreType.REGULAR`` /
-    ``DMA``): minipallas's int32 semaphore ref of that kind. Barrier semaphores have no
-    counterpart."""
+    """A ref of upstream's regular or DMA semaphores (``pltpu.SemaphoreType.REGULAR`` / ``DMA``):
+    minipallas's int32 semaphore ref of that kind. Barrier semaphores have no counterpart."""
     for dtype, space in (
         (pallas_core.semaphore, SEMAPHORE),
         (tpu_core.dma_semaphore, DMA_SEMAPHORE),

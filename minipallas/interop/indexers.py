@@ -19,6 +19,12 @@ Upstream discharges ``x_ref[idx]`` (``jax/_src/state/discharge.py``) in one of t
 A view (``ref.at[...]`` followed by more transforms) must be a minipallas ``ref.at``, which
 holds no arrays; its entries import in the slice form (a strided slice with a dynamic start
 then clamps its window where upstream would clamp each position: a documented difference).
+
+A stride-0 slice, ``pl.ds(i, n, stride=0)``, is Mosaic's broadcast read (``tpu.strided_load``
+with stride 0): position ``i``, ``n`` times. A read imports as a read of ``pl.ds(i, 1)`` then a
+broadcast (``broadcast_read``), so every target keeps strides >= 1; a write or a view through
+one is refused. Upstream's interpret mode cannot run one (a static start divides by zero in
+``lax.slice``; a dynamic one reads ``n`` positions from ``i``): the chip defines it.
 """
 
 from __future__ import annotations
@@ -89,6 +95,13 @@ def _check_entry(scope: ImportScope, entry: object) -> None:
     if isinstance(entry, jax_indexing.Slice):
         if not isinstance(entry.size, int) or not isinstance(entry.stride, int):
             raise scope.error("a slice of dynamic size cannot be imported")
+        if entry.stride == 0:
+            raise scope.error(
+                "a stride-0 slice (pl.ds(i, n, stride=0)) is a broadcast read; only a read "
+                "(x_ref[...], pltpu.load without a mask) takes one",
+                fix="read the one position with pl.ds(i, 1) and broadcast it, or write "
+                "through a slice of stride >= 1",
+            )
     elif not isinstance(entry, jax_core.Var | jax_core.Literal):
         raise scope.error(f"index {entry!r} is not an integer, array or slice")
     elif not dtypes.is_int(_dtype(scope, entry)):
@@ -108,6 +121,24 @@ def _static_in_bounds(entry: jax_indexing.Slice, dim: int) -> int | None:
     if start is None or start < 0 or start + indexing.span(entry) > dim:
         return None
     return start
+
+
+def broadcast_read(transforms: tuple) -> tuple[tuple, tuple[int, ...] | None]:
+    """``transforms`` with the stride-0 slices of a final indexer read once (size 1, stride 1),
+    and the shape that read broadcasts to (upstream's window shape); None when there are none."""
+    last = transforms[-1] if transforms else None
+    if not isinstance(last, jax_indexing.NDIndexer) or not any(
+        isinstance(e, jax_indexing.Slice) and e.stride == 0 for e in last.indices
+    ):
+        return transforms, None
+    once = tuple(
+        jax_indexing.Slice(e.start, 1, 1)
+        if isinstance(e, jax_indexing.Slice) and e.stride == 0
+        else e
+        for e in last.indices
+    )
+    nd = jax_indexing.NDIndexer(once, last.shape, last.int_indexer_shape)
+    return (*transforms[:-1], nd), tuple(last.get_indexer_shape())
 
 
 def window(

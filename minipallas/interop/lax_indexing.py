@@ -2,9 +2,11 @@
 ``dynamic_update_slice``, ``concatenate``, and ``gather`` / ``scatter`` / ``scatter-add`` in
 the forms jnp indexing produces.
 
-- ``slice`` is a static ``slice``; ``dynamic_slice`` / ``dynamic_update_slice`` keep XLA's
-  clamping, which minipallas's ops share (the negative-index wrap jnp adds is already ops in
-  the jaxpr). Literal starts are clamped at import and become static.
+- ``slice`` is a static ``slice`` (of a PRNG key array, the trailing dims of its key data,
+  which the params do not name, stay whole: ``jax.random.split``'s keys unpacked);
+  ``dynamic_slice`` / ``dynamic_update_slice`` keep XLA's clamping, which minipallas's ops
+  share (the negative-index wrap jnp adds is already ops in the jaxpr). Literal starts are
+  clamped at import and become static.
 - ``concatenate`` writes each operand into a zero array with static ``dynamic_update_slice``s.
 - ``gather`` and ``scatter`` (without batching dimensions) become a minipallas ``gather`` /
   ``scatter`` / ``scatter_add`` whose every dimension is an index array over the result (the
@@ -34,11 +36,12 @@ from minipallas.lowering.jax_private import lax_slicing
 def slice_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     p = eqn.params
-    strides = p.get("strides") or (1,) * x.type.ndim
+    strides = p.get("strides") or (1,) * len(p["start_indices"])
     entries = tuple(
         Slice(s, max(0, -(-(limit - s) // st)), st)
         for s, limit, st in zip(p["start_indices"], p["limit_indices"], strides, strict=True)
     )
+    entries += tuple(Slice(0, d, 1) for d in x.type.shape[len(entries) :])  # key data
     if all(e == Slice(0, d, 1) for e, d in zip(entries, x.type.shape, strict=True)):
         return [x]
     return [scope.emit("slice", [x], indexer=entries)]

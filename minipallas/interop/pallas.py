@@ -19,6 +19,8 @@ Pallas ``load``/``swap`` follow upstream's discharge rules (``jax/_src/pallas/pr
   window; any other reads and writes through position arrays (past-the-end positions are
   clamped by reads and then replaced by the fill value, dropped by writes). ``pallas_oob=
   "clamp"`` imports such windows as plain windows instead, clamped like ``ref[...]``'s.
+- A stride-0 slice is a broadcast read, as for ``ref[...]`` (``indexers.broadcast_read``),
+  its window clamped as ``ref[...]``'s (upstream's discharge cannot run one to pad it).
 - Windows of integer arrays (and scalars) are jnp indexing, as for ``ref[...]``. Upstream
   rejects strided slices and slices mixed with arrays here; minipallas imports them with the
   meaning ``ref[...]`` gives them.
@@ -29,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, rule, type_of
-from minipallas.interop.indexers import Window, static_int, window
+from minipallas.interop.indexers import Window, broadcast_read, static_int, window
 from minipallas.interop.mesh import allocation_type, collective_axes, own_row
 from minipallas.interop.state import apply_view
 from minipallas.ir.core import Value
@@ -81,8 +83,9 @@ class Lanes:
 
 
 def _target(
-    scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence
+    scope: ImportScope, ref_atom: jax_core.Atom, transforms: Sequence, pad: bool = True
 ) -> tuple[Value, Lanes]:
+    """``pad=False``: the window imports as ``ref[...]``'s, clamped (no upstream padding)."""
     ref = own_row(scope, ref_atom)
     views = list(transforms)
     last = views.pop() if views and isinstance(views[-1], jax_indexing.NDIndexer) else None
@@ -96,7 +99,7 @@ def _target(
         (isinstance(e, jax_indexing.Slice) and e.stride == 1) or not _array_shape(e)
         for e in entries
     )
-    if not padded or scope.importer.pallas_oob == "clamp":
+    if not padded or not pad or scope.importer.pallas_oob == "clamp":
         return ref, Lanes(window(scope, last, shape))
     return ref, _padded(scope, entries, shape)
 
@@ -193,9 +196,16 @@ def masked_load(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref_atom, transforms, mask, other = tree_util.tree_unflatten(
         eqn.params["args_tree"], eqn.invars
     )
-    ref, lanes = _target(scope, ref_atom, transforms or ())
+    transforms, spread = broadcast_read(tuple(transforms or ()))
+    ref, lanes = _target(scope, ref_atom, transforms, pad=spread is None)
     if mask is None or other is None:
-        return [_read(scope, ref, lanes)]
+        value = _read(scope, ref, lanes)
+        return [value if spread is None else scope.broadcast(value, spread)]
+    if spread is not None:
+        raise scope.error(
+            "a masked load through a stride-0 slice cannot be imported (Mosaic lowers none)",
+            fix="load without the mask and select with jnp.where",
+        )
     result = type_of(eqn.outvars[0].aval)
     like = Value(result)
     m, o = _lanes_of(scope, mask, like), _lanes_of(scope, other, like)

@@ -6,7 +6,8 @@ leaves of its *transforms*, a pytree described by the ``tree`` parameter. Unflat
 the equation's atoms as leaves gives the transforms as upstream built them:
 
 - an ``NDIndexer`` is ``ref.at[...]`` (a ``ref.at`` view) or, when it comes last, the indexer
-  of the read or write itself (``indexers.window`` keeps upstream's index wrapping);
+  of the read or write itself (``indexers.window`` keeps upstream's index wrapping; a read's
+  stride-0 slice is a broadcast, ``indexers.broadcast_read``);
 - ``ReshapeTransform`` / ``BitcastTransform`` / ``TransposeTransform`` are ``ref.reshape`` /
   ``ref.bitcast`` / ``ref.transpose`` views (``ref.reshape(...)``, ``ref.bitcast(...)``,
   ``ref.T``). A bitcast of another width packs along the second-minor dim (upstream's TPU rule).
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
-from minipallas.interop.indexers import Window, window
+from minipallas.interop.indexers import Window, broadcast_read, window
 from minipallas.interop.mesh import own_row
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
@@ -69,8 +70,10 @@ def target(
 
 @rule("get")
 def get(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 1))
-    return [scope.emit("get", [ref, *w.dyn], indexer=w.indexer)]
+    transforms, spread = broadcast_read(transforms_of(eqn, 1))
+    ref, w = target(scope, eqn.invars[0], transforms)
+    value = scope.emit("get", [ref, *w.dyn], indexer=w.indexer)
+    return [value if spread is None else scope.broadcast(value, spread)]
 
 
 @rule("swap")
