@@ -67,8 +67,9 @@ def error_line(e: BaseException) -> str:
 def run_upstream(entry: Any, cores: int) -> dict[str, Any]:
     import jax
     from bug_corpus.common import matches
-    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as state
     from jax.experimental.pallas import tpu as pltpu
+
+    from minipallas.lowering.jax_private import pallas_tpu_interpret as state
 
     params = pltpu.InterpretParams(
         detect_races=True,
