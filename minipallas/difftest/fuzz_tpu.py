@@ -14,8 +14,13 @@ both sides (``fuzz_kernels.upstream_call``). Two modes:
    (``minipallas.difftest.tpu``). The verdict's kind is the finding's class.
 
 Either way, a kernel whose index map names a block past its array's end may halt the chip or
-read garbage (upstream's too): it is counted as ``out-of-bounds``, with the block, and never
-sent to the chip (``halts.out_of_bounds_block``).
+read garbage (upstream's too), so the generator sizes every array to hold the blocks its map
+reaches. ``--oob-rate`` (``OOB_RATE`` by default) makes that share of kernels out of bounds on
+purpose instead (``random_kernel(out_of_bounds=...)``): each is checked, and never sent to the
+chip, against ``halts.out_of_bounds_block``, which must flag it (``out-of-bounds-flagged``,
+counted apart in the summary). A kernel out of bounds that the check does not flag
+(``out-of-bounds-missed``), or that the generator meant in bounds (``out-of-bounds-unmeant``, or
+the verdict's own ``out-of-bounds``), is a finding.
 
 On the chip the campaign runs in worker processes (``supervised``), each for at most
 ``WORKER_SECONDS``: a kernel that kills its worker (a halted chip poisons the process holding
@@ -50,6 +55,7 @@ from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.harness import run
 from minipallas.difftest.report import Case
 from minipallas.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
+from minipallas.difftest.tpu import tpu_device as the_chip
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import (
     KernelSpec,
@@ -60,9 +66,12 @@ from minipallas.generate.kernels import (
 )
 from minipallas.lowering.jaxlib_shim import tpu_device, tpu_sharding
 from minipallas.progress import Progress, campaign_parser, print_summary
+from minipallas.tpu import VMEM
 
-# not findings: out-of-bounds is the kernel's own fault (``halts``)
-GOOD = ("agree", "both-refuse", "out-of-bounds")
+# not findings: a kernel made out of bounds on purpose, and flagged (``halts``)
+GOOD = ("agree", "both-refuse", "out-of-bounds-flagged")
+OOB_RATE = 0.05  # the share of kernels made out of bounds on purpose, by default
+Verdict = Callable[[KernelSpec, int], tuple[str, str]]
 WORKER_SECONDS = 40  # a process holding the chip was killed ~55 s in on the v5e (README)
 
 
@@ -79,18 +88,32 @@ class Summary:
             self.findings.append(finding)
 
 
-def kernel(rng: random.Random) -> tuple[KernelSpec, int]:
-    """The next kernel of a campaign, and its inputs' seed."""
-    return tpu_sized(random_kernel(RandomChoices(rng))), rng.randrange(2**16)
+def kernel(rng: random.Random, oob_rate: float = OOB_RATE) -> tuple[KernelSpec, int]:
+    """The next kernel of a campaign (out of bounds on purpose with chance ``oob_rate``), and
+    its inputs' seed."""
+    spec = random_kernel(RandomChoices(rng), out_of_bounds=oob_rate)
+    return tpu_sized(spec), rng.randrange(2**16)
+
+
+def bounds_verdict(spec: KernelSpec, seed: int) -> tuple[str, str] | None:
+    """None for a kernel in bounds by the generator's arithmetic (``KernelSpec.outside``) and by
+    ``halts``' run of its maps on its TPU blocks; else the class (module doc) and why."""
+    args = kernel_inputs(spec, seed)
+    found = out_of_bounds_block(minipallas_call(spec).trace(*args, memory_space=VMEM), args)
+    meant = spec.outside()
+    if meant is None and found is None:
+        return None
+    if found is None:
+        return "out-of-bounds-missed", f"made out of bounds ({meant}), not flagged by halts"
+    if meant is None:
+        return "out-of-bounds-unmeant", f"made in bounds, flagged by halts: {found}"
+    return "out-of-bounds-flagged", found
 
 
 def aot_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
     """Both sides compiled by libtpu for a v5e (mode 1), each as the difftest's TPU way runs
     it: the class and why."""
     args = kernel_inputs(spec, seed)
-    outside = out_of_bounds_block(minipallas_call(spec).trace(*args), args)
-    if outside is not None:
-        return "out-of-bounds", outside
     jaxpr = jax.make_jaxpr(upstream_call(spec))(*args)
     sharding = tpu_sharding()
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in args]
@@ -110,8 +133,9 @@ def aot_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
 
 
 def chip_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
-    """The difftest's TPU ways (mode 2): the verdict's kind and message; a kernel with a block
-    past its array's end is ``halts`` without reaching the chip (``halts``)."""
+    """The difftest's TPU ways (mode 2): the verdict's kind and message. Without a TPU,
+    ``NoTpuError`` (the harness would only compile ahead of time, which is ``--aot``)."""
+    the_chip()
     case = Case(f"fuzz-tpu {seed}", upstream_call(spec), tuple(kernel_inputs(spec, seed)))
     verdict = run(case, compile=False, device="tpu").tpu
     jax.clear_caches()  # each kernel's executables, not kept alive on the chip
@@ -134,9 +158,7 @@ def simpler(spec: KernelSpec) -> Iterator[KernelSpec]:
         yield dataclasses.replace(spec, inputs=spec.inputs[:1])
 
 
-def shrink(
-    spec: KernelSpec, seed: int, kind: str, verdict: Callable[[KernelSpec, int], tuple[str, str]]
-) -> KernelSpec:
+def shrink(spec: KernelSpec, seed: int, kind: str, verdict: Verdict) -> KernelSpec:
     """The plainest spec reached by steps that keep the finding's class."""
     progressed = True
     while progressed:
@@ -156,32 +178,38 @@ def campaign(
     count: int,
     seconds: float,
     seed: int,
-    verdict: Callable[[KernelSpec, int], tuple[str, str]],
+    verdict: Verdict,
     out: TextIO = sys.stdout,
     progress: Progress | None = None,
     journal: TextIO | None = None,
     skip: int = 0,
     simulate_halt: int | None = None,
+    oob_rate: float = OOB_RATE,
 ) -> Summary:
     """Kernels ``skip``, ``skip + 1``, ... of the campaign ``seed`` (at most ``count`` in all,
-    for ``seconds``), each judged by ``verdict``; with a ``journal``, a line before and after
-    each kernel (``{"start": k}``, ``{"done": k, "kind": ..., "finding": ...}``)."""
+    for ``seconds``), each judged by ``bounds_verdict``, then, in bounds, by ``verdict``; with a
+    ``journal``, a line before and after each kernel (``{"start": k}``, ``{"done": k, "kind":
+    ..., "finding": ...}``)."""
+
+    def judged(spec: KernelSpec, seed: int) -> tuple[str, str]:
+        return bounds_verdict(spec, seed) or verdict(spec, seed)
+
     rng = random.Random(seed)
     for _ in range(skip):
-        kernel(rng)
+        kernel(rng, oob_rate)
     summary = Summary()
     deadline = time.monotonic() + seconds
     for index in range(skip, count):
         if time.monotonic() >= deadline:
             break
-        spec, inputs_seed = kernel(rng)
+        spec, inputs_seed = kernel(rng, oob_rate)
         _note(journal, {"start": index})
         if index == simulate_halt:  # die as a process holding a halted chip does
             os._exit(134)
-        kind, why = verdict(spec, inputs_seed)
+        kind, why = judged(spec, inputs_seed)
         finding = None
         if kind not in GOOD:
-            small = shrink(spec, inputs_seed, kind, verdict)
+            small = shrink(spec, inputs_seed, kind, judged)
             finding = f"{kind} (kernel {index}, inputs seed {inputs_seed}): {why}; shrunk: "
             finding += small.describe()
             print(f"FINDING {finding}", file=out, flush=True)
@@ -199,7 +227,12 @@ def _note(journal: TextIO | None, entry: dict) -> None:
 
 
 def supervised(
-    count: int, seconds: float, seed: int, aot: bool = False, simulate_halt: int | None = None
+    count: int,
+    seconds: float,
+    seed: int,
+    aot: bool = False,
+    simulate_halt: int | None = None,
+    oob_rate: float = OOB_RATE,
 ) -> Summary:
     """The chip campaign in worker processes: a worker that dies (a halted chip poisons the
     process that holds it) costs only the kernel it was running, reported as ``halted``, and a
@@ -213,6 +246,7 @@ def supervised(
             left = str(min(max(deadline - time.monotonic(), 1.0), WORKER_SECONDS))
             command = [sys.executable, "-m", "minipallas.difftest.fuzz_tpu", "--worker"]
             command += ["--seed", str(seed), "--skip", str(start), "--count", str(count)]
+            command += ["--oob-rate", str(oob_rate)]
             command += ["--seconds", left, "--journal", journal.name] + (["--aot"] if aot else [])
             if simulate_halt is not None:
                 command += ["--simulate-halt", str(simulate_halt)]
@@ -240,6 +274,9 @@ def supervised(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = campaign_parser(__doc__.splitlines()[0])
     parser.add_argument("--aot", action="store_true", help="compile both sides only (no chip)")
+    parser.add_argument(
+        "--oob-rate", type=float, default=OOB_RATE, help="share of kernels out of bounds on purpose"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--skip", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
@@ -249,18 +286,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         with open(args.journal, "a") as journal:
             s = campaign(args.count, args.seconds, args.seed, verdict, journal=journal,
-                         skip=args.skip, simulate_halt=args.simulate_halt)  # fmt: skip
+                         skip=args.skip, simulate_halt=args.simulate_halt,
+                         oob_rate=args.oob_rate)  # fmt: skip
         return 1 if s.findings else 0
     start = time.monotonic()
     if args.aot:
         with Progress("fuzz-tpu", args.count, args.seconds, unit="kernel") as bar:
-            s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar)
+            s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar,
+                         oob_rate=args.oob_rate)  # fmt: skip
     else:
-        s = supervised(args.count, args.seconds, args.seed)
+        s = supervised(args.count, args.seconds, args.seed, oob_rate=args.oob_rate)
     elapsed = time.monotonic() - start
     mode = "ahead of time (libtpu, v5e)" if args.aot else "on the chip"
     print(f"{s.kernels} kernels {mode}, {len(s.findings)} findings, {s.kernels / elapsed:.2f}/s")
-    rows = {"kernels": s.kernels, **{f"class {k}": n for k, n in sorted(s.classes.items())}}
+    meant = s.classes["out-of-bounds-flagged"] + s.classes["out-of-bounds-missed"]
+    rows = {"kernels": s.kernels, "in bounds": s.kernels - meant, "out of bounds on purpose": meant}
+    rows |= {f"class {k}": n for k, n in sorted(s.classes.items())}
     print_summary(f"fuzz-tpu, seed {args.seed}, {mode}, {elapsed:.1f} s", rows)
     return 1 if s.findings else 0
 

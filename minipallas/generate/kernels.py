@@ -1,19 +1,26 @@
 """Random Pallas kernels, one description for minipallas and for upstream Pallas.
 
 A ``KernelSpec`` is plain data: a grid of 1-3 axes; one block shape every operand shares (a
-``None`` entry is a squeezed dimension); per operand an array shape (whole blocks or a partial
-last block) and an index map giving, per dimension, a grid index, the constant 0, or the
-computed ``(i + 1) // 2``; and a body that combines the input blocks elementwise with one grid
-index (and, optionally, a row sum or max over the block's last dimension), then writes or
-accumulates the output block, optionally through persistent scratch that is reset at the start
-of each sweep of one grid axis (or only at the very first grid point); some bodies also carry
-the value through a two-step ``fori_loop`` or a ``run_scoped`` buffer, or decrement the output
-where one grid index is 1.
+``None`` entry is a squeezed dimension); per operand an index map giving, per dimension, a grid
+index, the constant 0, or the computed ``(i + 1) // 2``, and an array shape (whole blocks or a
+partial last block) that holds every block its map reaches over the grid; and a body that
+combines the input blocks elementwise with one grid index (and, optionally, a row sum or max
+over the block's last dimension), then writes or accumulates the output block, optionally
+through persistent scratch that is reset at the start of each sweep of one grid axis (or only
+at the very first grid point); some bodies also carry the value through a two-step
+``fori_loop`` or a ``run_scoped`` buffer, or decrement the output where one grid index is 1.
 
 The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
 ``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, dtypes), so the very same kernel runs in
 minipallas (``minipallas_call``) and in upstream Pallas (``minipallas.difftest.fuzz_kernels``).
 Decisions come from a ``Choices``: hypothesis draws in tests, ``random.Random`` in campaigns.
+
+Arrays are sized after the maps are drawn, by whole blocks, so every grid point's blocks start
+inside their arrays: on a TPU a block past the end may halt the chip (``difftest.halts``).
+``random_kernel(c, out_of_bounds=p)`` instead makes a kernel out of bounds on purpose with
+chance ``p``: one operand dimension one block short of what its map reaches
+(``KernelSpec.outside`` says which). With ``p = 0`` nothing more is drawn, so a seed's
+kernels that were in bounds before sizing are the same kernels.
 """
 
 from __future__ import annotations
@@ -51,11 +58,33 @@ class IndexMap:
             )
         return tuple(out)
 
+    def reach(self, grid: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+        """Per dimension, the largest block index the map gives over ``grid``."""
+        return tuple(
+            0 if kind == "const" else grid[axis] - 1 if kind == "axis" else grid[axis] // 2
+            for kind, axis in zip(self.kinds, self.axes, strict=True)
+        )
+
 
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
     index_map: IndexMap
+
+
+def _blocks(dim: int, block: int | None) -> int:
+    """How many blocks (elements, for a squeezed ``None``) a dimension holds."""
+    return -(-dim // (block or 1))
+
+
+def _fitted(o: Operand, grid: list[int], block: tuple[int | None, ...], short: int = -1) -> Operand:
+    """``o`` with each dimension grown by whole blocks (a partial last block stays partial) to
+    hold every block its map reaches over ``grid``; dimension ``short`` one block short of that."""
+    dims = []
+    for d, (n, b, r) in enumerate(zip(o.shape, block, o.index_map.reach(grid), strict=True)):
+        count = r if d == short else max(r + 1, _blocks(n, b))
+        dims.append(n + (count - _blocks(n, b)) * (b or 1))
+    return Operand(tuple(dims), o.index_map)
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,18 @@ class KernelSpec:
         kernel.__name__ = "random_kernel"
         return kernel
 
+    def outside(self) -> str | None:
+        """The first operand dimension whose map reaches a block past its array's end over the
+        grid (the spec's own arithmetic; ``difftest.halts`` finds it by running the maps), or
+        None when every block starts inside its array."""
+        named = [(f"input {k}", o) for k, o in enumerate(self.inputs)] + [("output", self.output)]
+        for name, o in named:
+            reach = o.index_map.reach(self.grid)
+            for d, (n, b, r) in enumerate(zip(o.shape, self.block, reach, strict=True)):
+                if r >= _blocks(n, b):
+                    return f"{name} dimension {d}: block {r} of a {_blocks(n, b)}-block array"
+        return None
+
     def describe(self) -> str:
         def operand(o: Operand) -> str:
             maps = ",".join(
@@ -147,10 +188,11 @@ class KernelSpec:
         )
 
 
-def random_kernel(c: Choices) -> KernelSpec:
-    """One random kernel (module doc); outputs mostly take distinct grid indices, which is
-    what lets a grid axis run batched on the CPU."""
-    grid = tuple(c.integer(1, 3) for _ in range(c.integer(1, 3)))
+def random_kernel(c: Choices, out_of_bounds: float = 0.0) -> KernelSpec:
+    """One random kernel (module doc), in bounds but with chance ``out_of_bounds``; outputs
+    mostly take distinct grid indices, which is what lets a grid axis run batched on the
+    CPU."""
+    grid = [c.integer(1, 3) for _ in range(c.integer(1, 3))]
     rank = c.integer(1, 2)
     block: tuple[int | None, ...] = tuple(c.pick((2, 1, 4, None)) for _ in range(rank))
     if all(b is None for b in block):
@@ -168,15 +210,26 @@ def random_kernel(c: Choices) -> KernelSpec:
     def shape() -> tuple[int, ...]:
         dims = []
         for b in block:
-            count = c.weighted([(1, 1), (1, 2), (2, 3), (2, 4)])  # mostly >= the grid sizes
+            count = c.weighted([(1, 1), (1, 2), (2, 3), (2, 4)])  # grown to the map's reach
             partial = b not in (None, 1) and c.chance(0.3)
             dims.append(count if b is None else count * b - partial)
         return tuple(dims)
 
-    inputs = tuple(Operand(shape(), index_map(False)) for _ in range(c.integer(1, 2)))
-    output = Operand(shape(), index_map(True))
+    operands = [Operand(shape(), index_map(False)) for _ in range(c.integer(1, 2))]
+    operands.append(Operand(shape(), index_map(True)))
+    short_op, short_dim = -1, -1  # the operand dimension made one block short, if any
+    if out_of_bounds and c.chance(out_of_bounds):
+        short_op, short_dim = c.integer(0, len(operands) - 1), c.integer(0, rank - 1)
+        m = operands[short_op].index_map
+        if m.reach(grid)[short_dim] == 0:  # a map that stays at block 0 walks an axis of 2+
+            kinds = tuple("axis" if d == short_dim else k for d, k in enumerate(m.kinds))
+            operands[short_op] = Operand(operands[short_op].shape, IndexMap(kinds, m.axes))
+            grid[m.axes[short_dim]] = max(grid[m.axes[short_dim]], 2)
+    operands = [
+        _fitted(o, grid, block, short_dim if k == short_op else -1) for k, o in enumerate(operands)
+    ]
     return KernelSpec(
-        grid, block, inputs, output,
+        tuple(grid), block, tuple(operands[:-1]), operands[-1],
         accumulate=c.chance(0.5),
         scratch=c.weighted([(2, None), (2, "reset"), (1, "running")]),
         reset_axis=c.integer(0, len(grid) - 1),
