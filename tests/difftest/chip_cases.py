@@ -110,9 +110,7 @@ def _float_iota(x_ref, o_ref):
 BF16_SPECIALS = np.where(RNG.random((8, 128)) < 0.2, np.inf, X[:8]).astype(jnp.bfloat16)
 BEYOND = [
     Beyond(
-        Case(
-            "scalar_sum", _call(_scalar_sum, S((8, 128), F32)), (X,), expect="unwritten-output"
-        ),
+        Case("scalar_sum", _call(_scalar_sum, S((8, 128), F32)), (X,), expect="unwritten-output"),
         "Cannot store scalars",
     ),
     Beyond(
