@@ -66,12 +66,16 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
     def run(*arrays: Any) -> Any:
         return module_p.bind(*arrays, text=text, results=results)
 
-    cpu = jax.sharding.SingleDeviceSharding(jaxlib_shim.cpu_device())  # even where a TPU is
+    device = jaxlib_shim.cpu_device()  # even where a TPU is
+    cpu = jax.sharding.SingleDeviceSharding(device)
     avals = [jax.ShapeDtypeStruct(shape, dtype, sharding=cpu) for shape, dtype in params]
     options = dict(jaxlib_shim.CPU_COMPILE_OPTIONS)
-    lowered = jax.jit(run, compiler_options=options).lower(*avals)
-    with _backend_options():
-        return lowered.compile()
+    # the default device too: with no parameters (a kernel without inputs) jax.jit would
+    # otherwise lower for the default backend, a TPU's, which has no rule for module_p
+    with jax.default_device(device):
+        lowered = jax.jit(run, compiler_options=options).lower(*avals)
+        with _backend_options():
+            return lowered.compile()
 
 
 @contextlib.contextmanager

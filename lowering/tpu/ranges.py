@@ -17,8 +17,10 @@ Algorithm (one forward walk, regions included):
    ``select`` on a decided predicate has its chosen side's range (the floor corrections
    ``//`` and ``%`` trace to drop out this way).
 3. A ``for`` counter is ``[lower.lo, upper.hi - 1]``; region parameters get the ranges of the
-   operands they stand for (loop carries and ``while`` values are unknown). A callee's
-   parameters join the ranges of every call site.
+   operands they stand for. A ``for`` carry the body steps by a constant (``fori_loop``'s
+   counter, which ``scan`` carries beside the index) spans its init plus up to trip count - 1
+   steps; other carries and ``while`` values are unknown. A callee's parameters join the
+   ranges of every call site.
 Unknown values are simply absent from the result.
 """
 
@@ -204,5 +206,38 @@ class _Ranges:
         if lower is not None and upper is not None and upper[1] - 1 >= lower[0]:
             (index,) = op.param_group("index")
             self.set(index, (lower[0], upper[1] - 1))
+            last = upper[1] - 1 - lower[0]  # the most steps a carry takes before its last use
+            carries = zip(op.param_group("inits"), op.group("inits"), _steps(op), strict=True)
+            for carry, init, step in carries:
+                start = self.get(init)
+                if start is not None and step is not None:
+                    span = step * last
+                    self.set(carry, (start[0] + min(0, span), start[1] + max(0, span)))
         self.bind(op.param_group("consts"), op.group("consts"))
         self.block(op.regions[0])
+
+
+def _steps(op: Op) -> list[int | None]:
+    """Per carry of a ``for``, the constant its body adds to it each iteration (``fori_loop``'s
+    counter, which ``scan`` carries beside the loop index), else None."""
+    body = op.regions[0]
+    made = {r: o for o in body.ops for r in o.results}
+    constants = {
+        r: int(o.attrs["value"].array())
+        for r, o in made.items()
+        if o.name == "constant" and _int_scalar(r)
+    }
+    steps: list[int | None] = []
+    for carry, yielded in zip(op.param_group("inits"), body.results, strict=True):
+        step, source = None, made.get(yielded)
+        if source is not None and source.name in ("add", "sub") and carry in source.operands:
+            a, b = source.operands
+            if source.name == "add" and a is carry:
+                step = constants.get(b)
+            elif source.name == "add":
+                step = constants.get(a)
+            elif a is carry:
+                c = constants.get(b)
+                step = None if c is None else -c
+        steps.append(step)
+    return steps

@@ -194,10 +194,10 @@ class PallasCall:
         """Runs the kernel over its grid on the CPU (XLA); returns numpy arrays. Given a JAX
         array or tracer (under ``jax.jit``, ``vmap``, ``grad``), or with a traced grid size,
         it runs as JAX ops instead, fused with the code around it, and returns JAX values
-        (``platforms/jax_values.py``)."""
+        (``platforms/jax_values.py``); so it does under a JAX trace with no inputs at all."""
         if self.collectives == "simulate":
             return self.simulate(*arrays)
-        if self.grid_bounds or checks.has_jax_value(arrays):
+        if self.grid_bounds or checks.has_jax_value(arrays) or checks.jax_tracing():
             from minipallas.kernels.platforms.jax_values import call_jax
 
             return call_jax(self, arrays)

@@ -84,14 +84,17 @@ def test_the_cuda_module_holds_upstreams_triton_call_with_the_kernels_module(nam
     assert ours["config"]["grid_x"] == f"{grid[0]} : i32"
 
 
-def test_a_call_without_inputs_runs_when_traced_and_is_a_constant_of_the_module():
-    """``grid_ids`` takes no arrays, so nothing tells the call it is under ``jax.jit``: it runs
-    on the CPU when traced (``PallasCall.__call__`` sees no JAX value), where upstream stages
-    a custom call out. Its results are right; on a GPU it runs on the CPU once."""
+def test_a_call_without_inputs_stages_out_when_traced_as_upstreams_does():
+    """``grid_ids`` takes no arrays; under ``jax.jit`` it stages out all the same (a JAX
+    trace is active: ``checks.jax_tracing``), a custom call without operands, as upstream's.
+    It once ran on the CPU when traced, a constant of the module."""
     case = BY_NAME["grid_ids"]
     call = case.minipallas()
-    assert custom_calls(call, ()) == []
-    assert only_call(custom_calls(upstream_triton(case), ()))["target"] == TRITON
+    ours = only_call(custom_calls(call, ()))
+    theirs = only_call(custom_calls(upstream_triton(case), ()))
+    assert without_module(ours) == without_module(theirs)
+    assert ours["operands"] == []
+    assert_is_the_kernels_module(ours["module"], call, ())
     assert_same_bits(jax.jit(call)(), call())
 
 

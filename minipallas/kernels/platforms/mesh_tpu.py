@@ -30,14 +30,15 @@ upstream lowers it: its grid is the mesh, ``parallel`` (one core takes the point
 
 ``on_tpu(f)`` runs ``f``'s jaxpr with every ``mpmd_map`` equation as minipallas's Mosaic module
 in the ``tpu_custom_call`` upstream's lowering emits for it (``run_mesh_eqn``: its compiler
-params, its aliases), so ``jax.jit(on_tpu(f))(x)`` runs on the chip; the difftest's TPU ways
+params, its aliases), and every ``pallas_call`` equation likewise (``run_pallas_call_eqn``), so
+``jax.jit(on_tpu(f))(x)`` runs on the chip; the difftest's TPU ways
 (``difftest.tpu.evaluate``) run mesh kernels the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -45,6 +46,7 @@ import numpy as np
 
 from minipallas.interop.importer import Importer, ImportScope, type_of
 from minipallas.interop.mesh import mpmd_map
+from minipallas.interop.pallas_call import kernel_from_eqn
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Block, Function, Op, Value
@@ -58,6 +60,7 @@ from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.lowering.jax_private import core as jax_core
 
 KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
+_INLINED = ("pjit", "jit", "closed_call", "custom_vjp_call", "custom_jvp_call")
 
 __all__ = [
     "MULTI_CORE_NOTE",
@@ -247,15 +250,29 @@ def run_mesh_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
     return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
 
 
+def run_pallas_call_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
+    """A ``pallas_call`` equation run as minipallas's Mosaic module (its kernel imported with
+    blocks in VMEM) in the same custom call. Its compiler params are the
+    ``pltpu.CompilerParams`` itself in jax 0.10.2's equations (flash attention's), or a
+    ``{"mosaic_tpu": ...}`` mapping."""
+    params = eqn.params.get("compiler_params")
+    if isinstance(params, Mapping):
+        params = params.get("mosaic_tpu")
+    kernel = kernel_from_eqn(eqn, memory_space=TPU_VMEM)
+    return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
+
+
 def on_tpu(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` with each mesh kernel it makes (``pl.kernel``: an ``mpmd_map`` equation, inside
-    ``jit`` calls too) run as minipallas's Mosaic module (``run_mesh_eqn``), the rest of its
-    jaxpr as it is: ``jax.jit(on_tpu(f))(x)`` runs on the chip, and gives what ``f`` gives."""
+    """``f`` with each kernel it makes (``pl.kernel``: an ``mpmd_map`` equation, and each
+    ``pallas_call``, inside ``jit`` and custom-derivative calls too) run as minipallas's Mosaic
+    module (``run_mesh_eqn``, ``run_pallas_call_eqn``), the rest of its jaxpr as it is:
+    ``jax.jit(on_tpu(f))(x)`` runs on the chip, and gives what ``f`` gives (forward only)."""
 
     def run(*args: Any) -> Any:
         closed, shapes = jax.make_jaxpr(f, return_shape=True)(*args)
         leaves = jax.tree.leaves(args)
-        outs = evaluate_kernels(closed.jaxpr, closed.consts, leaves, {"mpmd_map": run_mesh_eqn})
+        rules = {"mpmd_map": run_mesh_eqn, "pallas_call": run_pallas_call_eqn}
+        outs = evaluate_kernels(closed.jaxpr, closed.consts, leaves, rules)
         return jax.tree.unflatten(jax.tree.structure(shapes), outs)
 
     return run
@@ -268,8 +285,11 @@ def evaluate_kernels(
     rules: dict[str, KernelRule],
 ) -> list[Any]:
     """``jaxpr`` on ``args`` (under a trace), each equation whose primitive ``rules`` names
-    run by its rule, ``jit`` calls inlined so the kernels inside them are found too, every
-    other equation bound as it is (``difftest.tpu.evaluate`` is this over its kernel rule)."""
+    run by its rule, ``jit`` calls and custom-derivative calls inlined so the kernels inside
+    them are found too (flash attention's ``pallas_call`` is inside a ``custom_vjp``, whose
+    equation cannot be bound again from its params: ``KeyError: 'subfuns'``; inlined, its
+    primal runs, forward only), every other equation bound as it is
+    (``difftest.tpu.evaluate`` is this over its kernel rule)."""
     env: dict[jax_core.Var, Any] = {}
 
     def read(v: Any) -> Any:
@@ -282,7 +302,7 @@ def evaluate_kernels(
         rule = rules.get(eqn.primitive.name)
         if rule is not None:
             outs = rule(eqn, ins)
-        elif eqn.primitive.name in ("pjit", "jit", "closed_call"):
+        elif eqn.primitive.name in _INLINED:
             inner = eqn.params.get("jaxpr") or eqn.params["call_jaxpr"]
             outs = evaluate_kernels(inner.jaxpr, inner.consts, ins, rules)
         else:

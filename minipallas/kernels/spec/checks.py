@@ -19,6 +19,7 @@ from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import BlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType, as_ref_type
+from minipallas.lowering import jax_private
 
 DIMENSION_SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
 
@@ -27,6 +28,15 @@ def has_jax_value(args: Sequence[Any]) -> bool:
     """Whether any argument is a JAX array or tracer; without jax imported, none can be."""
     jax = sys.modules.get("jax")
     return jax is not None and any(isinstance(a, jax.Array) for a in args)
+
+
+def jax_tracing() -> bool:
+    """Whether a JAX transformation (``jax.jit``, ``vmap``) is tracing: a call there stages out
+    even with no JAX argument (a kernel without inputs), as upstream's does, rather than run on
+    the CPU at trace time."""
+    if "jax" not in sys.modules:  # nothing can be tracing; jax_private's core would load it
+        return False
+    return not jax_private.core.trace_ctx.is_top_level()
 
 
 def error(message: str, fix: str | None = None) -> TraceError:
