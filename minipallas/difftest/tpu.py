@@ -30,7 +30,7 @@ libtpu compiles both sides' programs for a v5e): ``no-chip``, or ``minipallas-re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +48,11 @@ from minipallas.interop.pallas_call import kernel_from_eqn
 from minipallas.interop.to_jax import to_jax
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.chips import TPU_V5E, Chip
-from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels, run_mesh_eqn
-from minipallas.kernels.platforms.mosaic import run_module
+from minipallas.kernels.platforms.mesh_tpu import (
+    evaluate_kernels,
+    run_mesh_eqn,
+    run_pallas_call_eqn,
+)
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_discharge
 from minipallas.lowering.jaxlib_shim import tpu_chips
@@ -123,14 +126,11 @@ def upstream_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]
 
 
 def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
-    """minipallas's Mosaic module for the equation's kernel, in upstream's custom call; a mesh
-    kernel's (``mpmd_map``) as ``kernels.platforms.mesh_tpu`` makes it (one core)."""
+    """minipallas's Mosaic module for the equation's kernel, in upstream's custom call
+    (``kernels.platforms.mesh_tpu``: a mesh kernel's on one core)."""
     if eqn.primitive.name == "mpmd_map":
         return run_mesh_eqn(eqn, ins)
-    kernel = kernel_from_eqn(eqn, memory_space=VMEM)
-    params = eqn.params.get("compiler_params")  # pltpu.CompilerParams, or {backend: params}
-    params = params.get("mosaic_tpu") if isinstance(params, Mapping) else params
-    return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
+    return run_pallas_call_eqn(eqn, ins)
 
 
 def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:
