@@ -53,8 +53,8 @@ LOWERING: tuple[Mutant, ...] = (
         "dot-contracts-wrong-axis",
         "wrong reduction axis",
         "lowering/stablehlo/arrays.py",
-        "DotDimensionNumbers.get(batch, batch, [k + 1], [k])",
-        "DotDimensionNumbers.get(batch, batch, [k], [k])",
+        "DotDimensionNumbers.get(lhs[:k], rhs[:k], [lhs[k + 1]], [rhs[k]])",
+        "DotDimensionNumbers.get(lhs[:k], rhs[:k], [lhs[k]], [rhs[k]])",
         "dot contracts the left operand's rows instead of its columns (a^T b)",
     ),
     Mutant(

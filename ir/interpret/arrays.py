@@ -12,7 +12,8 @@ for bit with XLA on CPU.
   identity. A float max of zeros is +0.0 if any +0.0 was reduced (min: -0.0).
 - ``dot`` converts both operands to its result dtype (as ``convert``), then multiplies and
   accumulates in that dtype (float32 for bfloat16/float16, rounded once); float ``dot``
-  matches XLA only to rounding.
+  matches XLA only to rounding, except bfloat16 into float32, summed in XLA:CPU's own order
+  (``dot_order``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float, to_dtype
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import bits, decompositions, numerics, special, transcendental
+from minipallas.ir.interpret import (
+    bits,
+    decompositions,
+    dot_order,
+    numerics,
+    special,
+    transcendental,
+)
 from minipallas.ir.interpret.engine import Interpreter, rule
 from minipallas.ir.interpret.numerics import F32, float_math, flush, widen
 
@@ -258,6 +266,9 @@ def reduce_extreme(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
 @rule("dot")
 def dot(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
+    (*_, m, k), n = op.operands[0].type.shape, op.results[0].type.shape[-1]
+    if (src, dst) == ("bfloat16", "float32") and dot_order.native(m, k, n):
+        return (dot_order.pairwise_dot(*(widen(x, src) for x in args)),)
     a, b = (numerics.convert(x, src, dst) for x in args)
     if dtypes.is_float(dst):
         return (float_math(np.matmul, dst, a, b),)

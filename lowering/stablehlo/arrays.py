@@ -319,11 +319,44 @@ def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.V
     to rounding.
     bfloat16/float16 operands with a float32 result go in as they are (jax's
     ``preferred_element_type``): the products are the same, and XLA:CPU then sums them in
-    the order it uses for jax's dots."""
+    the order it uses for jax's dots. Transposes feeding a bfloat16 dot are folded into its
+    dimension numbers (``_folded``), so it is upstream's own ``dot_general`` again (the
+    importer's transposes undone), which XLA:CPU runs as it runs upstream's, where a transpose
+    feeding it would make XLA convert the operands to float32 and sum in another order
+    (``ir/interpret/dot_order``)."""
     source, target = _dtype(op), op.result.type.dtype
     if source != target and not (source in ("bfloat16", "float16") and target == "float32"):
         a, b = (_convert(x, source, target) for x in (a, b))
-    batch = list(range(op.result.type.ndim - 2))
-    k = len(batch)
-    numbers = stablehlo.DotDimensionNumbers.get(batch, batch, [k + 1], [k])
+    k = op.result.type.ndim - 2
+    (a, lhs), (b, rhs) = _folded(a, b, k) if source == "bfloat16" else (_plain(a), _plain(b))
+    numbers = stablehlo.DotDimensionNumbers.get(lhs[:k], rhs[:k], [lhs[k + 1]], [rhs[k]])
     return [stablehlo.DotGeneralOp(emit.tensor_type(op.result.type), a, b, numbers).result]
+
+
+Operand = tuple[ir.Value, list[int]]  # a dot operand's source and the permutation it needs
+
+
+def _folded(a: ir.Value, b: ir.Value, batch: int) -> tuple[Operand, Operand]:
+    """Each operand that is a ``stablehlo.transpose`` as its source and permutation, except a
+    left side's transpose that keeps the batch dims leading: folded, it would contract its
+    first matrix dim, which XLA:CPU converts to float32 (as it does unfolded), and next to a
+    right side whose batch dims do not lead XLA (jaxlib 0.10.2) fails to run the dot, so
+    then the right side stays unfolded too."""
+    (lhs_source, lhs), (rhs_source, rhs) = _source(a), _source(b)
+    leading = list(range(batch))
+    if lhs[:batch] != leading:
+        return (lhs_source, lhs), (rhs_source, rhs)
+    if lhs != sorted(lhs) and rhs[:batch] != leading:
+        return _plain(a), _plain(b)
+    return _plain(a), (rhs_source, rhs)
+
+
+def _source(x: ir.Value) -> Operand:
+    owner = x.owner
+    if isinstance(owner, ir.OpView) and owner.operation.name == "stablehlo.transpose":
+        return owner.operands[0], list(owner.attributes["permutation"])
+    return _plain(x)
+
+
+def _plain(x: ir.Value) -> Operand:
+    return x, list(range(ir.RankedTensorType(x.type).rank))

@@ -16,7 +16,8 @@ built from several minipallas ops, the rule spells out what XLA computes:
 - ``select_n`` with an integer predicate is a chain of ``select``s (upstream leaves an
   out-of-range predicate undefined);
 - ``dot_general`` with any contracting and batch dimensions imports as a ``dot`` (batched when
-  it has batch dimensions) between transposes and reshapes.
+  it has batch dimensions) between transposes and reshapes; bfloat16 operands are converted
+  to float32 first where XLA:CPU converts them.
 """
 
 from __future__ import annotations
@@ -266,11 +267,19 @@ def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     which is upstream's result order (batch, lhs free, rhs free). Operands of two dtypes are
     converted to the result dtype (``preferred_element_type``) first. Without contracting
     dimensions it is an outer product, a ``mul`` of broadcasts (as XLA computes it: a sum of
-    one product would turn a ``-0.0`` product into ``+0.0``)."""
+    one product would turn a ``-0.0`` product into ``+0.0``).
+    A bfloat16 dot into float32 is converted to float32 first where XLA:CPU converts it
+    (``upcast``: a ``ki,kj`` form, or an operand that is a ``transpose`` 's result, which XLA
+    lays out column-major); the others it sums in its bfloat16 kernel's order
+    (``ir/interpret/dot_order.py``), which the interpreter follows, and the lowering folds
+    this rule's transposes back into upstream's ``dot_general``."""
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
     result = type_of(eqn.outvars[0].aval)
-    if a.type.dtype != b.type.dtype or not contract_a:
+    upcast = (a.type.dtype, result.dtype) == ("bfloat16", "float32") and (
+        _lhs_column_major(eqn) or _transposed(scope, a) or _transposed(scope, b)
+    )
+    if a.type.dtype != b.type.dtype or not contract_a or upcast:
         a, b = scope.convert(a, result.dtype), scope.convert(b, result.dtype)
     if not contract_a:
         return [_outer(scope, a, b, tuple(batch_a), tuple(batch_b), result.shape)]
@@ -300,6 +309,24 @@ def _dot_operand(
     k = math.prod(shape[perm.index(d)] for d in contracted)
     rows = (math.prod(free_shape), k) if contracted_last else (k, math.prod(free_shape))
     return _reshape(scope, x, (*shape[: len(batch)], *rows)), free_shape
+
+
+def _lhs_column_major(eqn: jax_core.JaxprEqn) -> bool:
+    """Whether the left side is ``(batch..., k, m)``: batch dims leading, then the one
+    contracted dim, then one free dim (``ki,kj``, ``bki,bkj``). XLA:CPU converts such a dot
+    to float32 (with a right side whose batch dims do not lead, jaxlib 0.10.2 fails to run
+    it); any other layout it runs in bfloat16, rewritten where it must be (measured on all
+    36 layouts of a batched dot, ``bench/bf16_dot_bits.py``, and einsum forms)."""
+    (contract_a, _), (batch_a, _) = eqn.params["dimension_numbers"]
+    nb = len(batch_a)
+    shaped = eqn.invars[0].aval.ndim == nb + 2 and tuple(batch_a) == tuple(range(nb))
+    return shaped and tuple(contract_a) == (nb,)
+
+
+def _transposed(scope: ImportScope, x: Value) -> bool:
+    """Whether ``x`` is the result of a ``transpose`` emitted in this block."""
+    producer = next((op for op in reversed(scope.builder.ops) if x in op.results), None)
+    return producer is not None and producer.name == "transpose"
 
 
 def _outer(
