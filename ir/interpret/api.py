@@ -51,7 +51,11 @@ def interpret(
     clamped into range (``lax.dynamic_slice``), integer-array reads clamp and writes drop the
     out-of-range positions; masked loads and stores honour their masks. ``checks=True`` instead
     raises ``InterpretError`` at the op's location for any out-of-range dynamic index, and for
-    any uninitialized read.
+    any uninitialized read. In a kernel's loop program (an imported ``pallas_call``) scratch and
+    output blocks start unwritten, so reading one before a write is such a read, as is an
+    output element no grid point writes; an index map's block outside its array is an error
+    too. Each names the grid point (``grid_steps``). A partial block's padding reads as the fill
+    without error: only a result that depends on it is wrong, which no single run can see.
 
     Arithmetic is XLA's on CPU (``numerics``, ``arrays``): integers wrap, integer division by
     zero is -1, float-to-int conversion saturates, bfloat16/float16 math is done in float32

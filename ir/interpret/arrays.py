@@ -9,7 +9,8 @@ for bit with XLA on CPU.
 - Reductions: integer sums wrap (exact in any order); float32 sums use numpy's pairwise order
   and bfloat16/float16 sums accumulate in float32 and round once, so float sums match XLA only
   to rounding (XLA reduces in its own tree order). Over an empty axis a reduction gives its
-  identity. A float max of zeros is +0.0 if any +0.0 was reduced (min: -0.0).
+  identity. A float max of zeros is +0.0 if any +0.0 was reduced (min: -0.0), and a NaN
+  propagates, except in a max or min XLA hands YNNPACK, which follows its orders (``extremes``).
 - ``dot`` converts both operands to its result dtype (as ``convert``), then multiplies and
   accumulates in that dtype (float32 for bfloat16/float16, rounded once); float ``dot``
   matches XLA only to rounding, except bfloat16 into float32, summed in XLA:CPU's own order
@@ -35,6 +36,7 @@ from minipallas.ir.interpret import (
     transcendental,
 )
 from minipallas.ir.interpret.engine import Interpreter, rule
+from minipallas.ir.interpret.extremes import extreme, offloaded
 from minipallas.ir.interpret.numerics import F32, float_math, flush, widen
 
 
@@ -256,6 +258,8 @@ def reduce_extreme(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     if dtypes.is_int(dtype):
         info = np.iinfo(np_dtype)
         return (ufunc.reduce(x, axis=axes, initial=info.min if is_max else info.max),)
+    if offloaded(x.shape, axes):  # YNNPACK's: NaN does not propagate (``extremes``)
+        return (extreme(flush(x) if dtype == "float32" else x, axes, dtype, is_max),)
     x = flush(widen(x, dtype))
     out = ufunc.reduce(x, axis=axes, initial=-np.inf if is_max else np.inf)
     zero_wins = np.logical_or.reduce((x == 0) & (np.signbit(x) != is_max), axis=axes)

@@ -12,6 +12,7 @@ from typing import Any
 
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.engine import Interpreter, rule
+from minipallas.ir.interpret.grid_steps import role_of
 
 
 @rule("for")
@@ -47,4 +48,9 @@ def cond(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
 
 @rule("call")
 def call(interp: Interpreter, op: Op, args: Sequence[Any]) -> list:
-    return interp.run(op.attrs["callee"].body, args)
+    """A function a kernel's loop program marked runs by its role (``grid_steps``)."""
+    callee = op.attrs["callee"]
+    role = role_of(callee)
+    if role is None:
+        return interp.run(callee.body, args)
+    return role.run(interp, op, callee, args)

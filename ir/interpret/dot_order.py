@@ -43,7 +43,7 @@ def native(m: int, k: int, n: int) -> bool:
 
 
 @functools.cache
-def _lanes() -> int:
+def lanes() -> int:
     """float32 lanes of this CPU's vectors: 16 with AVX-512, else 8 (AVX2)."""
     cpuinfo = Path("/proc/cpuinfo")
     text = cpuinfo.read_text() if cpuinfo.exists() else ""
@@ -53,8 +53,8 @@ def _lanes() -> int:
 
 def k_block(n: int) -> int:
     """How many elements of the contracted axis YNNPACK sums before adding to the result."""
-    lanes = _lanes()
-    return _BLOCK_ELEMENTS // (lanes if n <= lanes else 2 * lanes)
+    width = lanes()
+    return _BLOCK_ELEMENTS // (width if n <= width else 2 * width)
 
 
 def pairwise_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -61,11 +61,13 @@ def check_initialized(
         return
     position = unwritten(ref, access, mask)
     if position is not None:
+        instead = "without checks=True" if interp.checks else "with uninitialized='nan'"
         raise interp.error(
             op,
             f"reads element {list(position)} of its window, which was never written",
-            fix="scoped buffers start uninitialized: write before reading (or pass "
-            "uninitialized='nan' to read the fill value upstream JAX gives it)",
+            fix="scoped buffers, a kernel's scratch and its output blocks start undefined: "
+            "write before reading (in a kernel, under pl.when at the first grid step); "
+            f"{instead} the read gives the fill value upstream JAX gives it",
         )
 
 

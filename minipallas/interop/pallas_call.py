@@ -61,7 +61,8 @@ from minipallas.lowering.jax_private import pallas_core
 @rule("pallas_call")
 def pallas_call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     kernel = kernel_from_eqn(eqn, importer=scope.importer)
-    program = grid_program(kernel, name=scope.importer.unique_name(f"{kernel.name}_grid"))
+    name = scope.importer.unique_name(f"{kernel.name}_grid")
+    program = grid_program(kernel, name=name, loc=scope.loc)
     args = [scope.read(a) for a in eqn.invars]
     return list(scope.emit_op("call", args, callee=program).results)
 

@@ -5,11 +5,12 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
 
 1. every operand gets a buffer padded up to a whole number of blocks, after the padding of its
    ``Element(n, padding=(low, high))`` dimensions (the array starts at ``low``: index maps
-   count in the padded array); inputs are copied in, outputs and the padding hold the fill
-   value of their dtype (NaN, the integer minimum, False: upstream's ``uninitialized_value``)
-   unless an output is aliased to an input (``input_output_aliases``: it starts as a copy of
-   the input), and so does scratch, allocated once for the whole grid (it persists from one
-   grid point to the next);
+   count in the padded array); inputs are copied in, and the padding is written with the fill
+   value of its dtype (NaN, the integer minimum, False: upstream's ``uninitialized_value``).
+   Outputs (but an output aliased to an input, ``input_output_aliases``, which starts as a
+   copy of it) and scratch, allocated once for the whole grid (it persists from one grid point
+   to the next), are left unwritten: their allocation holds that fill, in the interpreter as
+   after discharge, and ``interpret(..., checks=True)`` reports reading them before a write;
 2. the grid is a nest of ``for`` loops, the last axis innermost (row-major order); a dynamic
    axis (a ``None`` size) loops up to the size the program takes as its first operands;
 3. at each grid point, each operand's index map gives block indices; the block starts at
@@ -20,6 +21,10 @@ follows upstream Pallas's interpret mode step for step, so results agree bit for
    window the body writes is written back, and a later grid point that reads it sees it: the
    accumulator pattern, for outputs and (as upstream) for inputs the body writes;
 4. the outputs are the buffers' valid regions, without the padding.
+
+The interpreter knows the body, the index maps and the read-out of step 4 for what they are
+(``ir/interpret/grid_steps.py``): its errors there name the grid point, and under checks an
+index map's block outside its array and an output element no grid point writes are errors.
 
 Scalar-prefetch operands (the program's next operands) are copied into refs once; index maps
 and the body read them. As upstream's interpret mode hands every step the operands as they
@@ -46,8 +51,9 @@ from minipallas.ir.core import Function, Value
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.effects import Accum, Write, effects
 from minipallas.ir.errors import TraceError
+from minipallas.ir.interpret.grid_steps import Blocks, Outputs, Step, mark
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
-from minipallas.ir.location import user_location
+from minipallas.ir.location import Location, user_location
 from minipallas.ir.types import ArrayType, RefType, is_semaphore
 from minipallas.kernels.programs.bind_grid import I32, bind_grid
 from minipallas.kernels.spec.aliases import output_sources
@@ -56,14 +62,17 @@ from minipallas.kernels.spec.aliases import output_sources
 def grid_program(
     kernel: Kernel,
     name: str | None = None,
-    fill: Callable[[str], Any] = fill_value,
+    fill: Callable[[str], Any] | None = None,
     after_each: Callable[[str, Function], None] | None = None,
+    loc: Location | None = None,
 ) -> Function:
     """``@<name>_grid(inputs...) -> outputs``: the kernel over its whole grid (module doc).
 
     ``fill`` gives what unaliased outputs, the padding of partial blocks and scratch start
-    holding, per dtype: upstream interpret mode's values by default; the difftest swaps in
-    other values to find what a kernel's outputs owe to that memory (``difftest.undefined``).
+    holding, per dtype, written before the grid runs: the difftest swaps in other values to
+    find what a kernel's outputs owe to that memory (``difftest.undefined``). By default
+    (None) they hold upstream interpret mode's values, outputs and scratch unwritten (module
+    doc). ``loc`` (default: the caller's line) locates errors about the whole call.
 
     A ``run_scoped`` with collective axes in the body raises upstream interpret mode's error
     (``ir.collectives``, context ``"cpu_kernel"``). ``after_each`` sees the bound body as the
@@ -84,9 +93,11 @@ def grid_program(
         after_each("bind-grid", body)
     specs = (*kernel.in_specs, *kernel.out_specs)
     buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
+    read_out = _marked(kernel, body, buffers[kernel.num_inputs :], loc or user_location())
     n_in, sources = kernel.num_inputs, output_sources(kernel)
     n_dyn, n_pre = len(kernel.dynamic_axes), len(kernel.scalar_prefetch)
     rewritten = _writes_prefetch(kernel)
+    pad = fill_value if fill is None else fill
 
     def program(*operands: TracedArray) -> tuple[TracedArray, ...]:
         sizes, scalars, inputs = (
@@ -102,13 +113,16 @@ def grid_program(
                 ref[...] = x
             bufs, scratch = refs[: len(specs)], refs[len(specs) :]
             for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
-                copy_in(buf, spec, x, fill)
+                copy_in(buf, spec, x, pad)
             for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
                 if k in sources:  # an aliased output starts as its input (kernels/spec/aliases.py)
-                    copy_in(buf, spec, inputs[sources[k]], fill)
+                    copy_in(buf, spec, inputs[sources[k]], pad)
+                elif fill is None:  # unwritten: the allocation holds upstream's fill
+                    fill_padding(buf, spec, pad)
                 else:
                     buf[...] = fill(buf.type.dtype)
-            fill_scratch(scratch, fill)
+            if fill is not None:
+                fill_scratch(scratch, fill)
 
             def step(indices: list[TracedArray]) -> None:
                 if rewritten:  # upstream hands each step the operands as they came in
@@ -121,10 +135,8 @@ def grid_program(
                 call(body, *indices, *sizes, *prefetch, *views, *scratch)
 
             loop_nest(grid, [], step)
-            return tuple(
-                buf[valid_region(spec)]
-                for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
-            )
+            outs = call(read_out, *bufs[n_in:])
+            return () if outs is None else outs if isinstance(outs, tuple) else (outs,)
 
         return run_scoped(with_buffers, *kernel.scalar_prefetch, *buffers, *kernel.scratch_types)
 
@@ -135,6 +147,33 @@ def grid_program(
         *(s.array for s in kernel.in_specs),
     )
     return trace(program, *operand_types, name=name)
+
+
+def _marked(kernel: Kernel, body: Function, outputs: Sequence[RefType], loc: Location) -> Function:
+    """Marks the bound body and the index maps for the interpreter (``grid_steps``: errors
+    name the grid point; under checks a block outside its array is one); returns the function
+    that reads the outputs out of their buffers, marked so that an output element no grid
+    point wrote is one too."""
+    axes = len(kernel.grid)
+    mark(body, Step(kernel.name, axes))
+    named = [(f"input {k}", s) for k, s in enumerate(kernel.in_specs)]
+    named += [(f"output {k}", s) for k, s in enumerate(kernel.out_specs)]
+    for what, spec in named:
+        scales = tuple(
+            1 if b is None or d in spec.element_dims else b for d, b in enumerate(spec.block_shape)
+        )
+        extents = tuple(
+            n + lo + hi for n, (lo, hi) in zip(spec.array.shape, spec.pads, strict=True)
+        )
+        mark(spec.index_map, Blocks(kernel.name, axes, what, scales, extents, loc))
+
+    def read(*bufs: TracedRef) -> tuple[TracedArray, ...]:
+        return tuple(b[valid_region(s)] for b, s in zip(bufs, kernel.out_specs, strict=True))
+
+    read_out = trace(read, *outputs, name=f"{kernel.name}_outputs")
+    regions = tuple((f"output {k}", valid_region(s)) for k, s in enumerate(kernel.out_specs))
+    mark(read_out, Outputs(kernel.name, regions, loc))
+    return read_out
 
 
 def _sizes(grid: tuple[int | None, ...], dynamic: Sequence[TracedArray]) -> tuple[Any, ...]:
@@ -180,9 +219,21 @@ def fill_scratch(refs: Sequence[TracedRef], fill: Callable[[str], Any] = fill_va
 def copy_in(
     buf: TracedRef, spec: TracedBlockSpec, x: TracedArray, fill: Callable[[str], Any] = fill_value
 ) -> None:
-    if padded_shape(spec) != spec.array.shape:
-        buf[...] = fill(spec.array.dtype)
+    fill_padding(buf, spec, fill)
     buf[valid_region(spec)] = x
+
+
+def fill_padding(
+    buf: TracedRef, spec: TracedBlockSpec, fill: Callable[[str], Any] = fill_value
+) -> None:
+    """Writes the fill around the array's own elements, and nothing else: one slab per padded
+    side of each dimension (slabs meet at the corners)."""
+    padded = padded_shape(spec)
+    everything = tuple(slice(0, n) for n in padded)
+    for d, (n, (lo, _)) in enumerate(zip(spec.array.shape, spec.pads, strict=True)):
+        for side in (slice(0, lo), slice(lo + n, padded[d])):
+            if side.stop > side.start:
+                buf[(*everything[:d], side, *everything[d + 1 :])] = fill(spec.array.dtype)
 
 
 def block_view(buf: TracedRef, spec: TracedBlockSpec, indices: Sequence[TracedArray]) -> Any:
