@@ -27,9 +27,7 @@ import argparse
 import functools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,9 +36,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "difftest"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from bug_corpus import BY_NAME, ENTRIES  # noqa: E402
 from bug_corpus.common import matches, outputs  # noqa: E402
+from workers import run_worker  # noqa: E402
 
 RISKY = ("halt", "hang")  # expected chip behaviours that end a worker
 HALT_EXIT = 3  # a worker's exit status after a device failure: its process is poisoned
@@ -202,46 +202,18 @@ def worker(names: list[str], journal: Path, cpu: bool, simulate_halt: str | None
 # ----- the parent: workers, restarts, the report -----
 
 
-def supervise(command: list[str], journal: Path, timeout: float) -> tuple[int, str, bool]:
-    """Runs a worker until it exits, or kills it once one entry has run ``timeout`` s."""
-    with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        lines, since = 0, time.monotonic()
-        timed_out = False
-        while process.poll() is None:
-            time.sleep(0.2)
-            now = len(journal.read_text().splitlines())
-            if now != lines:
-                lines, since = now, time.monotonic()
-            elif time.monotonic() - since > timeout:
-                process.kill()
-                process.wait()
-                timed_out = True
-        log.seek(0)
-        return process.returncode, log.read()[-3000:], timed_out
-
-
 def run_batch(names: list[str], options: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Results for ``names``, a fresh worker after the entry that killed or hung the last."""
     results: dict[str, dict[str, Any]] = {}
     pending, retries = list(names), 0
     while pending:
-        with tempfile.TemporaryDirectory() as tmp:
-            journal = Path(tmp) / "journal.jsonl"
-            journal.touch()
-            command = [sys.executable, __file__, "--worker", "--only", ",".join(pending)]
-            command += ["--journal", str(journal)] + (["--cpu"] if options.cpu else [])
-            if options.simulate_halt:
-                command += ["--simulate-halt", options.simulate_halt]
-            code, log, timed_out = supervise(command, journal, options.timeout)
-            started = None
-            for line in journal.read_text().splitlines():
-                entry = json.loads(line)
-                if "start" in entry:
-                    started = entry["start"]
-                else:
-                    results[entry["result"]["name"]] = entry["result"]
-                    started = None
+        command = [sys.executable, __file__, "--worker", "--only", ",".join(pending)]
+        command += ["--cpu"] if options.cpu else []
+        if options.simulate_halt:
+            command += ["--simulate-halt", options.simulate_halt]
+        ran = run_worker(command, options.timeout)
+        results.update(ran.results)
+        started, code, log, timed_out = ran.started, ran.code, ran.log, ran.timed_out
         if started is not None:
             chip, why = ("hang", "timed out") if timed_out else ("halt", f"worker died ({code})")
             results[started] = {"name": started, "chip": chip, "detail": why, "log": log}

@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -49,6 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from realistic_kernels import realistic_cases  # noqa: E402
 from suite import KERNELS  # noqa: E402
 from tpu_cases import TPU_CASES  # noqa: E402
+from workers import run_worker  # noqa: E402
 
 from minipallas.difftest.envelope import Distance, envelope, is_float  # noqa: E402
 from minipallas.difftest.outputs import interpret_outputs  # noqa: E402
@@ -233,22 +232,13 @@ def run_batch(names: list[str], options: argparse.Namespace) -> dict[str, dict[s
     results: dict[str, dict[str, Any]] = {}
     pending = list(names)
     while pending:
-        with tempfile.TemporaryDirectory() as tmp:
-            journal = Path(tmp) / "journal.jsonl"
-            journal.touch()
-            command = [sys.executable, __file__, "--worker", "--kernels", ",".join(pending)]
-            command += ["--journal", str(journal)] + (["--cpu"] if options.cpu else [])
-            if options.simulate_halt:
-                command += ["--simulate-halt", options.simulate_halt]
-            code, stderr, timed_out = _supervise(command, journal, options.timeout)
-            started = None
-            for line in journal.read_text().splitlines():
-                entry = json.loads(line)
-                if "start" in entry:
-                    started = entry["start"]
-                else:
-                    results[entry["result"]["name"]] = entry["result"]
-                    started = None
+        command = [sys.executable, __file__, "--worker", "--kernels", ",".join(pending)]
+        command += ["--cpu"] if options.cpu else []
+        if options.simulate_halt:
+            command += ["--simulate-halt", options.simulate_halt]
+        ran = run_worker(command, options.timeout, tail=2000)
+        results.update(ran.results)
+        started, code, stderr, timed_out = (ran.started, ran.code, ran.log, ran.timed_out)
         if started is not None:
             why = "hung" if timed_out else f"worker died (exit {code})"
             results[started] = {"name": started, "status": "halted", "detail": why, "log": stderr}
@@ -257,25 +247,6 @@ def run_batch(names: list[str], options: argparse.Namespace) -> dict[str, dict[s
                 results.setdefault(name, {"name": name, "status": "error", "log": stderr})
         pending = [n for n in pending if n not in results]
     return results
-
-
-def _supervise(command: list[str], journal: Path, timeout: float) -> tuple[int, str, bool]:
-    """Runs a worker until it exits, or kills it once one kernel has run ``timeout`` s."""
-    with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        lines, since = 0, time.monotonic()
-        while process.poll() is None:
-            time.sleep(0.2)
-            now = len(journal.read_text().splitlines())
-            if now != lines:
-                lines, since = now, time.monotonic()
-            elif time.monotonic() - since > timeout:
-                process.kill()
-                process.wait()
-                log.seek(0)
-                return process.returncode, log.read()[-2000:], True
-        log.seek(0)
-        return process.returncode, log.read()[-2000:], False
 
 
 def table(results: list[dict[str, Any]]) -> str:

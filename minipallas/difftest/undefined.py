@@ -28,7 +28,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.kernels.programs.grid import grid_program
 
-__all__ = ["high_fill", "low_fill", "undefined"]
+__all__ = ["bits", "high_fill", "low_fill", "undefined"]
 
 
 def high_fill(name: str) -> np.generic:
@@ -59,9 +59,9 @@ def undefined(kernel: Kernel, args: Sequence[Any]) -> list[np.ndarray]:
     """Per output of ``kernel`` on ``args`` (the loop program's operands: dynamic grid sizes,
     scalar-prefetch arrays, inputs), a bool mask of the elements a TPU leaves undefined."""
     runs = [compile_fn(grid_program(kernel, fill=fill))(*args) for fill in (high_fill, low_fill)]
-    return [_bits(a) != _bits(b) for a, b in zip(*(map(np.asarray, r) for r in runs), strict=True)]
+    return [bits(a) != bits(b) for a, b in zip(*(map(np.asarray, r) for r in runs), strict=True)]
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
+def bits(a: np.ndarray) -> np.ndarray:
     """The elements' bit patterns (a bool is its byte)."""
     return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype != np.bool_ else a

@@ -32,7 +32,7 @@ import numpy as np
 from minipallas.difftest.checks.blocks import Operands, block_bugs, windowed
 from minipallas.difftest.checks.bug import BUG_KINDS, KernelBug
 from minipallas.difftest.checks.pipeline import Result, run_pipeline
-from minipallas.difftest.undefined import high_fill, low_fill
+from minipallas.difftest.undefined import bits, high_fill, low_fill
 from minipallas.ir.kernel_spec import Kernel
 
 __all__ = ["BUG_KINDS", "KernelBug", "kernel_bugs"]
@@ -123,12 +123,6 @@ def _padding(kernel: Kernel, ops: Operands, high: Result, low: Result) -> list[K
 
 
 def _differs(a: Result, b: Result) -> bool:
-    for x, y, keep in zip(a.outputs, b.outputs, a.defined, strict=True):
-        if x.dtype == np.bool_:
-            bits_x, bits_y = x, y
-        else:
-            kind = np.dtype(f"u{x.dtype.itemsize}")
-            bits_x, bits_y = x.view(kind), y.view(kind)
-        if ((bits_x != bits_y) & keep).any():
-            return True
-    return False
+    """Whether an output element ``a`` defines has other bits in ``b``."""
+    pairs = zip(a.outputs, b.outputs, a.defined, strict=True)
+    return any(((bits(x) != bits(y)) & keep).any() for x, y, keep in pairs)

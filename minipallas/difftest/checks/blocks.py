@@ -91,23 +91,35 @@ class IndexMaps:
 def block_bugs(kernel: Kernel, operands: Operands) -> list[KernelBug]:
     """The blocks' bugs (module docstring), the first of each operand."""
     maps, bugs = IndexMaps(kernel, operands), []
+    outputs: dict[str, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
     for name, spec in windowed(kernel):
-        bug = _bounds(kernel, name, spec, maps, operands)
+        indices = []  # (point, block index), each map evaluated once per point
+        bug = _bounds(kernel, name, spec, maps, operands, indices)
         if bug is not None:
             bugs.append(bug)
+        elif name.startswith("output"):
+            outputs[name] = indices
     if not bugs:
-        bugs += _parallel_writes(kernel, maps, operands)
+        bugs += _parallel_writes(kernel, outputs)
     return bugs
 
 
 def _bounds(
-    kernel: Kernel, name: str, spec: TracedBlockSpec, maps: IndexMaps, operands: Operands
+    kernel: Kernel,
+    name: str,
+    spec: TracedBlockSpec,
+    maps: IndexMaps,
+    operands: Operands,
+    indices: list[tuple[tuple[int, ...], tuple[int, ...]]],
 ) -> KernelBug | None:
+    """The first block of ``spec`` outside its array; each point's block index is added to
+    ``indices`` on the way."""
     for point in operands.points():
         try:
             index = maps.index(spec, point)
         except MiniPallasError as e:
             return from_error(e, kernel, point, f"index map of {name}")
+        indices.append((point, index))
         for d, start in enumerate(starts(spec, index)):
             extent = spec.array.shape[d] + sum(spec.pads[d])
             if 0 <= start < extent:
@@ -125,21 +137,19 @@ def _bounds(
     return None
 
 
-def _parallel_writes(kernel: Kernel, maps: IndexMaps, operands: Operands) -> list[KernelBug]:
+def _parallel_writes(
+    kernel: Kernel, outputs: dict[str, list[tuple[tuple[int, ...], tuple[int, ...]]]]
+) -> list[KernelBug]:
+    """Per output (its points' block indices), two points apart on a parallel axis that
+    write one block."""
     semantics = kernel.dimension_semantics or ()
     axes = [a for a, s in enumerate(semantics) if s in PARALLEL]
-    if not axes:
-        return []
     bugs = []
-    for name, spec in windowed(kernel):
-        if not name.startswith("output"):
-            continue
+    for name, indices in outputs.items() if axes else ():
         owner: dict[tuple[int, ...], tuple[int, ...]] = {}
-        for point in operands.points():
-            index = maps.index(spec, point)
-            mine = tuple(point[a] for a in axes)
+        for point, index in indices:
             first = owner.setdefault(index, point)
-            if tuple(first[a] for a in axes) != mine:
+            if any(first[a] != point[a] for a in axes):
                 bugs.append(
                     KernelBug(
                         "race",
