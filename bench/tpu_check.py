@@ -49,10 +49,10 @@ from suite import KERNELS  # noqa: E402
 from tpu_cases import TPU_CASES  # noqa: E402
 from workers import run_worker  # noqa: E402
 
+from minipallas.difftest.chips import TPU_V5E, Chip  # noqa: E402
 from minipallas.difftest.envelope import Distance, envelope, is_float  # noqa: E402
 from minipallas.difftest.outputs import interpret_outputs  # noqa: E402
 from minipallas.difftest.undefined import undefined  # noqa: E402
-from minipallas.ir.interpret.chips import TPU_V5E, Chip  # noqa: E402
 from minipallas.kernels.programs.grid import grid_program  # noqa: E402
 
 # Kernels whose results on a device are not defined by their inputs alone.
@@ -64,7 +64,7 @@ SKIP = {
 CPU_SKIP = {
     "bf16_gelu": "XLA:CPU keeps a fusion's bf16 intermediates in f32 under jax.jit (numerics.md)",
     "staged_run_scoped": "XLA:CPU contracts x * 3 - 1 into an FMA across the scratch's store and "
-    "load, which the envelope's contraction rule does not follow (ir/interpret/perturb.py)",
+    "load, which the envelope's contraction rule does not follow (minipallas/difftest/perturb.py)",
 }
 # Kernels that may halt the chip: each runs last, in a worker of its own.
 RISKY = {

@@ -12,10 +12,8 @@ from minipallas.ir.collectives import COLLECTIVE_MODES, check_collective_axes
 from minipallas.ir.conversions import canonical_bools, to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.errors import InterpretError
-from minipallas.ir.interpret.engine import Interpreter, Ref, describe
-from minipallas.ir.interpret.perturb import Perturbation
+from minipallas.ir.interpret.engine import Interpreter, Ref, RuleSet, describe
 from minipallas.ir.interpret.programs import Programs
-from minipallas.ir.interpret.reorder import OrderBound
 from minipallas.ir.types import RefType, Type
 
 
@@ -26,7 +24,7 @@ def interpret(
     checks: bool = False,
     program_ids: Sequence[int] | None = None,
     grid: Sequence[int] | None = None,
-    perturb: Perturbation | OrderBound | None = None,
+    perturb: RuleSet | None = None,
     grid_names: Sequence[str] | None = None,
     collectives: str = "reject",
     schedule: str | int = "lockstep",
@@ -64,11 +62,13 @@ def interpret(
     ``program_ids`` and ``grid`` (one int per grid axis) are what ``program_id`` and
     ``num_programs`` return; using those ops without them is an error.
 
-    ``perturb`` (a ``Perturbation``) runs float sums, dots, contractible adds, transcendentals
+    ``perturb`` (a ``RuleSet``: any object whose ``rules()`` is a rule table) runs the program
+    with that table in place of ``RULES``. The difftest's ``Perturbation``
+    (``minipallas.difftest.perturb``) runs float sums, dots, contractible adds, transcendentals
     and bfloat16/float16 arithmetic with the freedoms a correct compiler has, drawn at random
-    from its seed (``perturb``'s docstring); the difftest's numerics envelope is their spread.
-    An ``OrderBound`` (``reorder``) instead moves one float sum or dot op's results by how far
-    another order may take them.
+    from its seed; its numerics envelope is their spread. Its ``OrderBound``
+    (``minipallas.difftest.reorder``) instead moves one float sum or dot op's results by how
+    far another order may take them.
 
     A ``run_scoped`` with collective axes is rejected before anything runs, as upstream
     evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
@@ -90,10 +90,11 @@ def interpret(
             f"expected a Function, got {type(fn).__name__}",
             fix="trace or parse a function first (minipallas.trace, minipallas.parse)",
         )
-    if perturb is not None and not isinstance(perturb, Perturbation | OrderBound):
+    if perturb is not None and not isinstance(perturb, RuleSet):
         raise InterpretError(
-            f"perturb must be a Perturbation, an OrderBound or None, got {type(perturb).__name__}",
-            fix="pass perturb=minipallas.ir.interpret.perturb.Perturbation(seed)",
+            f"perturb must be a RuleSet (an object with a rules() method) or None, got "
+            f"{type(perturb).__name__}",
+            fix="pass perturb=minipallas.difftest.perturb.Perturbation(seed)",
         )
     interp = Interpreter(
         uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid"), perturb

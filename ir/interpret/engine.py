@@ -17,8 +17,8 @@ after they are bound. Ref values are ``Ref`` objects that alias numpy storage.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -81,6 +81,16 @@ RULES: RuleTable[Rule] = RuleTable("interpreter rule")
 rule = RULES.register
 
 
+@runtime_checkable
+class RuleSet(Protocol):
+    """A rule table to run in place of ``RULES`` (``interpret(..., perturb=)``): ``rules()``
+    returns it, usually ``RULES`` with some rules replaced. The difftest's ``Perturbation`` and
+    ``OrderBound`` are rule sets (``minipallas.difftest.perturb``, ``reorder``): the interpreter
+    runs them without knowing them."""
+
+    def rules(self) -> Mapping[str, Rule]: ...
+
+
 def conforms(value: Any, t: Type) -> bool:
     """Whether a run-time value has exactly the IR type ``t`` (kind, shape and numpy dtype)."""
     if type(value) is Ref:
@@ -108,8 +118,9 @@ class Interpreter:
     ``uninitialized``: "nan" (fresh scratch holds ``dtypes.fill_value``) or "error" (reading an
     element never written raises). ``checks``: raise on any out-of-range dynamic index (instead of
     clamping or dropping) and on any uninitialized read. ``program_ids`` / ``grid``: what
-    ``program_id`` / ``num_programs`` return. ``perturb``: a ``perturb.Perturbation``, whose
-    rule table (the float freedoms a correct compiler has) replaces ``RULES``; None: ``RULES``.
+    ``program_id`` / ``num_programs`` return. ``perturb``: a ``RuleSet`` whose rule table
+    (the difftest's: the float freedoms a correct compiler has) replaces ``RULES``; None:
+    ``RULES``.
     """
 
     def __init__(
@@ -118,7 +129,7 @@ class Interpreter:
         checks: bool = False,
         program_ids: tuple[int, ...] | None = None,
         grid: tuple[int, ...] | None = None,
-        perturb: Any = None,  # perturb.Perturbation (which imports this module)
+        perturb: RuleSet | None = None,
     ) -> None:
         if uninitialized not in UNINITIALIZED_MODES:
             raise InterpretError(
@@ -141,7 +152,7 @@ class Interpreter:
         self.grid_names: tuple[str, ...] | None = None
         # under checks: the async copies started and not yet waited for (``dma.InFlight``)
         self.copies: Any = None
-        self.rules: dict[str, Rule] = RULES if perturb is None else perturb.rules()
+        self.rules: Mapping[str, Rule] = RULES if perturb is None else perturb.rules()
 
     def at(
         self,

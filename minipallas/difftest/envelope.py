@@ -1,7 +1,7 @@
 """The numerics envelope: how far each float output may legally move under a correct compiler.
 
 XLA may compute a float sum, dot, contractible add, transcendental or bfloat16 chain with
-other bits than the reference interpreter (``ir/interpret/perturb.py`` lists the freedoms).
+other bits than the reference interpreter (``minipallas/difftest/perturb.py`` lists the freedoms).
 ``envelope(fn, args)`` interprets ``fn`` ``SAMPLES`` times under random
 ``Perturbation`` s and records, per element of each float output, the spread: the largest ulp
 distance of a perturbed value from the plain interpreter's. A value another way computed is
@@ -16,7 +16,7 @@ with nothing to perturb, stay bit for bit.
 ``pooled`` is for the elements whose own few samples undershoot: the envelope measured on an
 Intel Xeon called two correct kernels bugs on an AMD EPYC, at one element of 98304 whose
 samples had happened to stay close. Each float ``reduce_sum``/``dot`` op's order bound
-(``ir/interpret/reorder.py``: how far any order may move a sum, from its terms' magnitudes,
+(``minipallas/difftest/reorder.py``: how far any order may move a sum, from its terms' magnitudes,
 whatever CPU picks it) is run through the program once, and the ulps each run moves each
 output element add up to that element's ``orders``: how sensitive it is to sum orders, with
 no sampling luck. ``pooled = ratio * orders``, where ``ratio`` is the output's largest
@@ -40,12 +40,12 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.difftest.chips import Chip
 from minipallas.difftest.outputs import interpret_outputs
+from minipallas.difftest.perturb import Perturbation, ordered, perturbable
+from minipallas.difftest.reorder import OrderBound, sites
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
-from minipallas.ir.interpret.chips import Chip
-from minipallas.ir.interpret.perturb import Perturbation, ordered, perturbable
-from minipallas.ir.interpret.reorder import OrderBound, sites
 
 SAMPLES = 8  # perturbed runs per envelope, at first
 MOST_SAMPLES = 24  # at most, in rounds of SAMPLES, while some value lies outside
@@ -90,7 +90,7 @@ class Envelope:
     seed: int = 0
     samples: int = 0
     orders: list[np.ndarray | None] | None = None
-    chip: Chip | None = None  # a TPU's numerics (``ir/interpret/chips.py``), else XLA:CPU's
+    chip: Chip | None = None  # a TPU's numerics (``minipallas/difftest/chips.py``), else XLA:CPU's
 
     def allowed(self, k: int, ulps: int = 0) -> np.ndarray | None:
         """How many ulps each element of output ``k`` may differ (None: bit for bit): its

@@ -4,7 +4,7 @@ assumed about it.
 XLA:CPU picks its dot and reduction kernels per CPU (AVX-512 or AVX2, FMA, YNNPACK's size
 thresholds), so a value ``compile`` computed belongs to the machine that computed it. The
 envelope assumes none of that: sum and dot orders are bounded from the terms' magnitudes for
-every order (``ir/interpret/reorder.py``), FMAs are taken or not at random. A report names
+every order (``minipallas/difftest/reorder.py``), FMAs are taken or not at random. A report names
 the CPU anyway, so a verdict read on another machine says where it came from.
 """
 

@@ -18,7 +18,7 @@ The verdict (``TpuVerdict``, ``judge``):
   counted; a difference is ``lowering-difference``, with the two modules' structural
   differences (``mosaic.compare``) as the first place to look;
 - every TPU way against the reference interpreter: within the chip's numerics envelope
-  (``ir/interpret/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
+  (``minipallas/difftest/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
   orders), on defined elements; outside, the verdict names the way;
 - upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``;
 - a case whose kernels the checks (``checks``) find a bug in (a block past its array halts
@@ -38,6 +38,7 @@ import jax
 import numpy as np
 
 from minipallas.difftest.checks.program import only_kernel
+from minipallas.difftest.chips import TPU_V5E, Chip
 from minipallas.difftest.envelope import Envelope, envelope, is_float
 from minipallas.difftest.mosaic import compare as compare_modules
 from minipallas.difftest.mosaic import upstream_mosaic
@@ -47,7 +48,6 @@ from minipallas.difftest.undefined import undefined
 from minipallas.interop.pallas_call import kernel_from_eqn
 from minipallas.interop.to_jax import to_jax
 from minipallas.ir.errors import MiniPallasError
-from minipallas.ir.interpret.chips import TPU_V5E, Chip
 from minipallas.kernels.platforms.mesh_tpu import (
     evaluate_kernels,
     run_mesh_eqn,

@@ -17,7 +17,7 @@ import tpu_bench  # noqa: E402
 import tpu_check  # noqa: E402
 from suite import KERNELS  # noqa: E402
 
-from minipallas.ir.interpret.chips import TPU_V5E  # noqa: E402
+from minipallas.difftest.chips import TPU_V5E  # noqa: E402
 
 
 def test_the_check_isolates_a_halting_kernel_and_loses_nothing_else(tmp_path, capsys):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from minipallas import parse
+from minipallas.difftest.perturb import Perturbation, ordered, perturbable
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import interpret
-from minipallas.ir.interpret.perturb import Perturbation, ordered, perturbable
 from minipallas.ir.interpret.transcendental import ULP_BOUND
 
 F32, BF16 = np.float32, ml_dtypes.bfloat16
@@ -63,7 +63,7 @@ def test_perturb_none_is_the_plain_interpreter():
 
 def test_bad_perturb_and_seed_are_errors():
     fn = parse(SUM)
-    with pytest.raises(InterpretError, match="perturb must be a Perturbation"):
+    with pytest.raises(InterpretError, match="perturb must be a RuleSet"):
         interpret(fn, np.zeros((4, 300), F32), perturb=3)
     with pytest.raises(InterpretError, match="non-negative int"):
         Perturbation(-1)

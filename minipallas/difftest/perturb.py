@@ -48,12 +48,12 @@ from typing import Any
 
 import numpy as np
 
+from minipallas.difftest.chips import Chip
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import numerics, transcendental
-from minipallas.ir.interpret.chips import Chip
 from minipallas.ir.interpret.engine import RULES, Interpreter, Rule
 from minipallas.ir.interpret.numerics import F32, LOW_PRECISION, flush, widen
 from minipallas.ir.types import ArrayType
