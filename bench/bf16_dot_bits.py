@@ -3,7 +3,7 @@
 Three measurements against ``jax.jit`` of ``lax.dot_general`` on this CPU:
 
 1. every layout of a batched dot (batch, free and contracted dims in any order on each side,
-   36 pairs): what XLA does (``pair``: YNNPACK's bfloat16 kernel, ``ir/interpret/dot_order``;
+   36 pairs): what XLA does (``pair``: YNNPACK's bfloat16 kernel, ``ir/interpret/xla/dot_order``;
    ``f32``: numpy's order after converting; ``crash``: XLA fails to run it) and how many
    elements minipallas's import differs in, compiled and interpreted (``c/i``; against the
    other way where upstream crashes);
@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 import minipallas as mp
-from minipallas.ir.interpret import dot_order
+from minipallas.ir.interpret.xla import dot_order
 
 BF16, F32 = ml_dtypes.bfloat16, np.float32
 SIZES = {"b": 4, "i": 16, "k": 32, "j": 24}

@@ -6,7 +6,7 @@ and ``x | ~0`` are the constant; ``x & x``, ``x | x``, ``max(x, x)``, ``min(x, x
 ``not not x`` and ``-(-x)`` are ``x``.
 
 None of these fire on floats: ``-0.0 + 0.0`` is ``+0.0``, XLA on CPU flushes subnormals in
-``x * 1`` and ``x + -0.0`` (the interpreter does too, see ``ir/interpret/numerics.py``), and
+``x * 1`` and ``x + -0.0`` (the interpreter does too, see ``ir/interpret/xla/numerics.py``), and
 float16/bfloat16 arithmetic goes through float32, quieting signalling NaNs.
 
 A ``convert`` back to the dtype a ``convert`` came from is its first operand when the middle

@@ -7,8 +7,9 @@ semantics are written down, one file per op family:
 
 - ``engine``: the environment, the rule table, blocks, ``Ref`` buffers and fill values;
 - ``windows``: where an indexer lands, with upstream's clamp/drop rules or ``checks``;
-- ``numerics``: how XLA on CPU computes numbers (integer division, conversions, low-precision
-  floats, subnormal flushing), which the array rules follow;
+- ``xla``: how XLA on CPU computes numbers (integer division, conversions, low-precision
+  floats, subnormal flushing, its own transcendentals and summing orders), emulated with numpy,
+  which the array rules follow;
 - ``state``, ``views``, ``scoped``, ``control``, ``kernel``, ``arrays``, ``indexed``: the rules.
 """
 

@@ -55,7 +55,7 @@ def interpret(
     too. Each names the grid point (``grid_steps``). A partial block's padding reads as the fill
     without error: only a result that depends on it is wrong, which no single run can see.
 
-    Arithmetic is XLA's on CPU (``numerics``, ``arrays``): integers wrap, integer division by
+    Arithmetic is XLA's on CPU (``xla.numerics``, ``arrays``): integers wrap, integer division by
     zero is -1, float-to-int conversion saturates, bfloat16/float16 math is done in float32
     and rounded once, float32/bfloat16 subnormals are flushed to zero by arithmetic.
 

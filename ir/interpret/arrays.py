@@ -27,17 +27,11 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float, to_dtype
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import (
-    bits,
-    decompositions,
-    dot_order,
-    numerics,
-    special,
-    transcendental,
-)
+from minipallas.ir.interpret import bits
 from minipallas.ir.interpret.engine import Interpreter, rule
-from minipallas.ir.interpret.extremes import extreme, offloaded
-from minipallas.ir.interpret.numerics import F32, float_math, flush, widen
+from minipallas.ir.interpret.xla import decompositions, dot_order, numerics, special, transcendental
+from minipallas.ir.interpret.xla.extremes import extreme, offloaded
+from minipallas.ir.interpret.xla.numerics import F32, float_math, flush, widen
 
 
 def _arith(int_fn: Callable[..., Any], float_fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.interpret.numerics import flush, widen
+from minipallas.ir.interpret.xla.numerics import flush, widen
 
 
 def round_away(x: Any) -> np.ndarray:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir.core import Op
-from minipallas.ir.interpret import numerics
 from minipallas.ir.interpret.engine import Interpreter, rule
 from minipallas.ir.interpret.windows import Access, accumulate, locate, read, write
+from minipallas.ir.interpret.xla import numerics
 
 
 def _window(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarray, Access]:

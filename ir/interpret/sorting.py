@@ -19,7 +19,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.engine import Interpreter, rule
-from minipallas.ir.interpret.numerics import flush, widen
+from minipallas.ir.interpret.xla.numerics import flush, widen
 
 
 def _sort_keys(x: np.ndarray, dtype: str) -> list[np.ndarray]:

@@ -20,7 +20,6 @@ import numpy as np
 
 from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
-from minipallas.ir.interpret import numerics
 from minipallas.ir.interpret.engine import Interpreter, Ref, rule
 from minipallas.ir.interpret.races import ACCUM, READ, WRITE
 from minipallas.ir.interpret.windows import (
@@ -32,6 +31,7 @@ from minipallas.ir.interpret.windows import (
     unwritten,
     write,
 )
+from minipallas.ir.interpret.xla import numerics
 
 
 def _window(

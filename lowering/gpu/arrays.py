@@ -37,7 +37,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
-from minipallas.ir.interpret.decompositions import ERF_INV_COEFFICIENTS
+from minipallas.ir.interpret.xla.decompositions import ERF_INV_COEFFICIENTS
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, math, tt

@@ -323,7 +323,7 @@ def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.V
     dimension numbers (``_folded``), so it is upstream's own ``dot_general`` again (the
     importer's transposes undone), which XLA:CPU runs as it runs upstream's, where a transpose
     feeding it would make XLA convert the operands to float32 and sum in another order
-    (``ir/interpret/dot_order``)."""
+    (``ir/interpret/xla/dot_order``)."""
     source, target = _dtype(op), op.result.type.dtype
     if source != target and not (source in ("bfloat16", "float16") and target == "float32"):
         a, b = (_convert(x, source, target) for x in (a, b))

@@ -53,9 +53,9 @@ from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import InterpretError
-from minipallas.ir.interpret import numerics, transcendental
 from minipallas.ir.interpret.engine import RULES, Interpreter, Rule
-from minipallas.ir.interpret.numerics import F32, LOW_PRECISION, flush, widen
+from minipallas.ir.interpret.xla import numerics, transcendental
+from minipallas.ir.interpret.xla.numerics import F32, LOW_PRECISION, flush, widen
 from minipallas.ir.types import ArrayType
 
 # float ops whose bfloat16/float16 result XLA may keep in float32 (rule 4)

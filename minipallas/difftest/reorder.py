@@ -39,9 +39,9 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float
 from minipallas.ir.core import Function, Op
-from minipallas.ir.interpret import numerics
 from minipallas.ir.interpret.engine import RULES, Interpreter, Rule
-from minipallas.ir.interpret.numerics import widen
+from minipallas.ir.interpret.xla import numerics
+from minipallas.ir.interpret.xla.numerics import widen
 
 SUMS = ("reduce_sum", "dot")
 UNIT_ROUNDOFF = 2.0**-24  # float32's: every float sum and dot accumulates in float32

@@ -271,7 +271,7 @@ def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     A bfloat16 dot into float32 is converted to float32 first where XLA:CPU converts it
     (``upcast``: a ``ki,kj`` form, or an operand that is a ``transpose`` 's result, which XLA
     lays out column-major); the others it sums in its bfloat16 kernel's order
-    (``ir/interpret/dot_order.py``), which the interpreter follows, and the lowering folds
+    (``ir/interpret/xla/dot_order.py``), which the interpreter follows, and the lowering folds
     this rule's transposes back into upstream's ``dot_general``."""
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]

@@ -1,7 +1,7 @@
 """Issue 39's two CPU numerics gaps: a bfloat16 ``dot_general`` into float32 and upstream's flash
 attention, bit for bit between upstream's interpret mode and every minipallas way.
 
-XLA:CPU runs such a dot in YNNPACK's bfloat16 kernel (``ir/interpret/dot_order.py``) unless
+XLA:CPU runs such a dot in YNNPACK's bfloat16 kernel (``ir/interpret/xla/dot_order.py``) unless
 its form makes XLA convert the operands to float32 first; minipallas's interpreter summed it
 as float32 (numpy's order) and its lowering handed XLA a transposed operand, which XLA
 converts. Before the fix, with these inputs: the ``ik,jk`` dot differed in 3270 of 16384
@@ -23,7 +23,7 @@ from jax.experimental.pallas.ops.tpu import flash_attention as fa
 import minipallas as mp
 from minipallas.difftest import Case, run
 from minipallas.difftest.machine import here
-from minipallas.ir.interpret import dot_order
+from minipallas.ir.interpret.xla import dot_order
 from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
 
 pytestmark = pytest.mark.skipif(

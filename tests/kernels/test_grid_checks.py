@@ -5,7 +5,7 @@ The program leaves outputs and scratch unwritten (their allocation holds upstrea
 a read before any write is an uninitialized read; an index map's block outside its array is an
 error; each names the user's line and the grid point. Reading a partial block's padding is not
 an error (the kernel may drop it), and a max over that padding gives upstream's bits on every
-path (``ir/interpret/extremes.py``).
+path (``ir/interpret/xla/extremes.py``).
 """
 
 import jax

@@ -12,7 +12,7 @@ from float_samples import edge_rich_float32
 
 import minipallas as mp
 from minipallas.ir import dtypes
-from minipallas.ir.interpret import transcendental
+from minipallas.ir.interpret.xla import transcendental
 
 U16 = np.arange(2**16, dtype=np.uint16)
 LOW = {"bfloat16": U16.view(ml_dtypes.bfloat16), "float16": U16.view(np.float16)}

@@ -1,5 +1,5 @@
 """Float max/min reductions that XLA:CPU hands to YNNPACK keep its bits in the interpreter:
-NaNs do not propagate there (``ir/interpret/extremes.py``). Each case compares with ``jax.jit``
+NaNs do not propagate there (``ir/interpret/xla/extremes.py``). Each case compares with ``jax.jit``
 of ``lax.reduce_max``/``reduce_min`` bit for bit, on inputs whose outcome does not depend on
 the CPU's vector width or on how many threads XLA splits the work among."""
 
@@ -9,7 +9,7 @@ import pytest
 
 import minipallas as mp
 from minipallas.ir import ArrayType, Builder, dtypes, params
-from minipallas.ir.interpret.extremes import offloaded
+from minipallas.ir.interpret.xla.extremes import offloaded
 
 
 def reduction(name, x, axes):

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir.conversions import round_float
-from minipallas.ir.interpret import special, transcendental
-from minipallas.ir.interpret.numerics import F32, LOW_PRECISION, float_math, widen
+from minipallas.ir.interpret.xla import special, transcendental
+from minipallas.ir.interpret.xla.numerics import F32, LOW_PRECISION, float_math, widen
 
 _LN2 = F32.type(np.log(2))
 

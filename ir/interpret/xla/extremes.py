@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from minipallas.ir.interpret.dot_order import lanes
+from minipallas.ir.interpret.xla.dot_order import lanes
 
 YNN_MIN_ELEMENTS = 4096  # as passes/batching/exactness.py: the size XLA hands YNNPACK
 GROUP_LIMIT = 32768  # elements in four rows of the kept minor dimension (module doc)

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir.interpret.numerics import F32, flush
+from minipallas.ir.interpret.xla.numerics import F32, flush
 
 # The most float32 ulps each op's interpreter value may differ from XLA:CPU's (measured; see the
 # docstring and bench/transcendental_exactness.py). Ops not listed are bit for bit. The numerics

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from minipallas.ir.interpret.numerics import F32, flush
-from minipallas.ir.interpret.transcendental import fma
+from minipallas.ir.interpret.xla.numerics import F32, flush
+from minipallas.ir.interpret.xla.transcendental import fma
 
 _BLOCK_ELEMENTS = 65536  # a K block times the right side's tile width
 _LARGEST = 2.0**127  # a product of magnitudes under this is finite in float32

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.ir.interpret.numerics import F32, flush
-from minipallas.ir.interpret.transcendental import (
+from minipallas.ir.interpret.xla.numerics import F32, flush
+from minipallas.ir.interpret.xla.transcendental import (
     _add,
     _const,
     _f32,
