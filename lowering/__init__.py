@@ -37,8 +37,10 @@ AfterEach = Callable[[str, Function], None]
 @dataclass(frozen=True)
 class Target:
     """One backend. ``pipeline`` may name ``$operands``, a kernel's inputs and outputs (the
-    parameters that stay refs when the scratch is discharged); ``option_passes`` pairs an
-    emitter option with the passes it appends to the pipeline when true
+    parameters that stay refs when the scratch is discharged); ``optimizations`` are passes
+    that keep the results bit for bit and only make the kernel faster (``fuse-grid-steps`` on
+    the TPU), run after the pipeline unless ``lower(..., optimize=False)``; ``option_passes``
+    pairs an emitter option with the passes it appends to the pipeline when true
     (``promote_scratch=True``: ``promote-scratch``). ``emitter`` is
     ``"module:function"``, called as ``emitter(subject, body, **options)`` with the pipeline's
     result as ``body``; it is imported on first use, since jaxlib's MLIR bindings are slow to
@@ -51,6 +53,7 @@ class Target:
     emitter: str
     memory_space: MemorySpace = DEFAULT_MEMORY_SPACE  # of a kernel's blocks that name none
     option_passes: tuple[tuple[str, str], ...] = ()
+    optimizations: str = ""
 
     def lower(
         self,
@@ -58,28 +61,35 @@ class Target:
         *,
         after_each: AfterEach | None = None,
         verify: bool | None = None,
+        optimize: bool = True,
         **options: Any,
     ) -> Any:
-        """Runs the pipeline on ``subject`` (its body, for a kernel), then the emitter. With
-        ``verify`` the IR is verified before and after each pass (None: ``MINIPALLAS_VERIFY``)."""
+        """Runs the pipeline on ``subject`` (a kernel's passes on the kernel, so a kernel pass
+        may change its grid), then the emitter on the result and its body. With ``verify`` the
+        IR is verified before and after each pass (None: ``MINIPALLAS_VERIFY``)."""
         self._check_subject(subject)
         emit = self._emitter()
         self._check_options(emit, options)
-        body = subject.body if self.kernel else subject
-        pipeline = self.pipeline_for(subject, options)
-        body = run(body, pipeline, verify=verify, after_each=after_each)
-        return emit(subject, body, **options)
+        pipeline = self.pipeline_for(subject, options, optimize=optimize)
+        subject = run(subject, pipeline, verify=verify, after_each=after_each)
+        return emit(subject, subject.body if self.kernel else subject, **options)
 
     def pipeline_for(
-        self, subject: Function | Kernel, options: Mapping[str, Any] | None = None
+        self,
+        subject: Function | Kernel,
+        options: Mapping[str, Any] | None = None,
+        *,
+        optimize: bool = True,
     ) -> str:
-        """The pipeline run on ``subject`` with the emitter ``options`` (their passes last)."""
+        """The pipeline run on ``subject``: the target's own, its ``optimizations`` when
+        ``optimize``, then the passes the emitter ``options`` ask for."""
         pipeline = self.pipeline
         if self.kernel:
             operands = len(subject.scalar_prefetch) + subject.num_inputs + subject.num_outputs
             pipeline = Template(pipeline).substitute(operands=operands)
+        optimizations = self.optimizations if optimize else ""
         extra = [passes for option, passes in self.option_passes if (options or {}).get(option)]
-        return ",".join(p for p in (pipeline, *extra) if p)
+        return ",".join(p for p in (pipeline, optimizations, *extra) if p)
 
     def _check_subject(self, subject: Any) -> None:
         got = type(subject).__name__
@@ -140,6 +150,7 @@ TARGETS: dict[str, Target] = {
             emitter="minipallas.lowering.tpu:emit",
             memory_space=TPU_VMEM,
             option_passes=(("promote_scratch", "promote-scratch"),),
+            optimizations="fuse-grid-steps",
         ),
         Target(
             "gpu",

@@ -23,6 +23,7 @@ from minipallas.passes import (  # noqa: F401  (each registers its pass)
     cleanup,
     collectives,
     discharge,
+    grid_fusion,
     promote_scratch,
 )
 from minipallas.passes.cleanup import count_ops

@@ -2,9 +2,14 @@
 ``"collectives,discharge,cleanup"``.
 
 A pass takes a ``Function`` and returns a ``Function`` (a new one, or the same one when it only
-checks). Each pass is registered next to its definition with its typed options (``registry``);
-they live in ``PASSES`` by name. A pipeline names passes separated by commas; a pass may take
-options in braces, parsed with their declared types and given to it as keyword arguments:
+checks). A pipeline may also run on a traced ``Kernel`` (a ``pallas_call``'s grid, block specs
+and body): a function pass then transforms the kernel's body, and a *kernel pass* (registered
+with ``subject="kernel"``, such as ``fuse-grid-steps``) the whole kernel; a kernel pass named in
+a function's pipeline is an error.
+
+Each pass is registered next to its definition with its typed options (``registry``); they live
+in ``PASSES`` by name. A pipeline names passes separated by commas; a pass may take options in
+braces, parsed with their declared types and given to it as keyword arguments:
 ``discharge{discharge_scoped=false}``, ``batch{sizes=4x2,exact=false}``.
 
 Algorithm of ``run``:
@@ -14,45 +19,68 @@ Algorithm of ``run``:
    ``verify`` left as None means on when the environment has ``MINIPALLAS_VERIFY=1`` (the
    tests set it, so every path's passes are verified there; off by default, for speed).
 3. Run each pass on the previous one's result; with ``verify``, verify what it returned (a
-   failure gets a note naming the pass); then call ``after_each(name, fn)``.
+   failure gets a note naming the pass); then call ``after_each(name, fn)`` (for a kernel,
+   ``fn`` is its body).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from minipallas.ir import verifier
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
+from minipallas.ir.kernel_spec import Kernel
 from minipallas.passes.registry import PASSES, register
 
 __all__ = ["PASSES", "VERIFY_ENV", "parse_pipeline", "pass_names", "register", "run"]
 
 VERIFY_ENV = "MINIPALLAS_VERIFY"  # =1: verify before and after every pass of every pipeline
+Subject = TypeVar("Subject", Function, Kernel)
 
 
 def run(
-    fn: Function,
+    subject: Subject,
     pipeline: str,
     *,
     verify: bool | None = None,
     after_each: Callable[[str, Function], None] | None = None,
-) -> Function:
-    """Runs the passes named in ``pipeline`` on ``fn`` in order and returns the last result."""
+) -> Subject:
+    """Runs the passes named in ``pipeline`` on ``subject`` (a ``Function``, or a ``Kernel``)
+    in order and returns the last result."""
     steps = parse_pipeline(pipeline)
+    is_kernel = isinstance(subject, Kernel)
+    if not is_kernel:
+        _no_kernel_passes(steps, pipeline)
     if verify is None:
         verify = os.environ.get(VERIFY_ENV) == "1"
     if verify:
-        _verify(fn, "before the first pass", pipeline)
+        _verify(subject, "before the first pass", pipeline)
     for name, options in steps:
-        fn = PASSES[name].run(fn, **options)
+        info = PASSES[name]
+        if is_kernel and info.subject == "function":
+            subject = dataclasses.replace(subject, body=info.run(subject.body, **options))
+        else:
+            subject = info.run(subject, **options)
         if verify:
-            _verify(fn, f"after pass '{name}'", pipeline)
+            _verify(subject, f"after pass '{name}'", pipeline)
         if after_each is not None:
-            after_each(name, fn)
-    return fn
+            after_each(name, subject.body if is_kernel else subject)
+    return subject
+
+
+def _no_kernel_passes(steps: list[tuple[str, dict[str, Any]]], pipeline: str) -> None:
+    for name, _ in steps:
+        if PASSES[name].subject == "kernel":
+            raise PassError(
+                f"pass '{name}' transforms a kernel (its grid and block specs), but pipeline "
+                f"'{pipeline}' runs on a function",
+                fix="run it in a kernel's pipeline: pallas_call(..., passes='"
+                f"{name}'), or minipallas-opt --pass-pipeline on a kernel file",
+            )
 
 
 def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
@@ -112,9 +140,15 @@ def _parse_options(rest: str, item: str, pipeline: str) -> dict[str, str]:
     return options
 
 
-def _verify(fn: Function, when: str, pipeline: str) -> None:
+def _verify(subject: Function | Kernel, when: str, pipeline: str) -> None:
+    functions = (
+        [subject.body, *(s.index_map for s in (*subject.in_specs, *subject.out_specs))]
+        if isinstance(subject, Kernel)
+        else [subject]
+    )
     try:
-        verifier.verify(fn)
+        for fn in functions:
+            verifier.verify(fn)
     except MiniPallasError as e:
         e.add_note(f"the IR failed to verify {when} of pipeline '{pipeline}'")
         raise

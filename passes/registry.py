@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 
-PassFn = Callable[..., Function]  # pass(fn, **options) -> Function
+PassFn = Callable[..., Any]  # pass(fn, **options) -> Function; a kernel pass: Kernel -> Kernel
+SUBJECTS = ("function", "kernel")  # what a pass transforms: a Function, or a traced Kernel
 REQUIRED = inspect.Parameter.empty
 
 
@@ -89,6 +89,9 @@ class PassInfo:
     doc: str
     options: tuple[Option, ...]
     defaults: Mapping[str, Any]  # option name -> default (REQUIRED when it has none)
+    # "function": takes a Function (on a kernel, its body); "kernel": takes the whole Kernel
+    # (grid, block specs and body), so it may change how the grid is cut
+    subject: str = "function"
 
     def parse_options(self, given: Mapping[str, str], item: str) -> dict[str, Any]:
         """The values of the options written in ``item`` (``given``: name -> text), checked."""
@@ -132,13 +135,19 @@ class PassInfo:
 PASSES: dict[str, PassInfo] = {}
 
 
-def register(name: str, *options: Option, doc: str = "") -> Callable[[PassFn], PassFn]:
+def register(
+    name: str, *options: Option, doc: str = "", subject: str = "function"
+) -> Callable[[PassFn], PassFn]:
     """Adds the decorated function to ``PASSES`` as pass ``name`` taking ``options`` (each a
-    keyword-only parameter of it); a name is registered once. The function is returned as is."""
+    keyword-only parameter of it); a name is registered once. The function is returned as is.
+    ``subject="kernel"``: the pass takes and returns a traced ``Kernel`` (``ir.kernel_spec``)
+    and runs only in a kernel's pipeline."""
 
     def add(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise PassError(f"a pass named '{name}' is already registered")
+        if subject not in SUBJECTS:
+            raise PassError(f"pass '{name}': subject must be one of {SUBJECTS}, got {subject!r}")
         parameters = inspect.signature(fn).parameters
         for option in options:
             parameter = parameters.get(option.name)
@@ -149,7 +158,7 @@ def register(name: str, *options: Option, doc: str = "") -> Callable[[PassFn], P
                 )
         defaults = {o.name: parameters[o.name].default for o in options}
         summary = doc or (inspect.getdoc(fn) or "").partition("\n")[0]
-        PASSES[name] = PassInfo(name, fn, summary, tuple(options), defaults)
+        PASSES[name] = PassInfo(name, fn, summary, tuple(options), defaults, subject)
         return fn
 
     return add
@@ -159,7 +168,8 @@ def describe() -> str:
     """The passes and their options, as ``minipallas-opt --help`` lists them."""
     lines = ["passes (--pass-pipeline=NAME or NAME{option=value,...}, comma-separated):"]
     for info in sorted(PASSES.values(), key=lambda i: i.name):
-        lines.append(f"  {info.name}: {info.doc}")
+        kind = " (a kernel pass: grid, block specs and body)" if info.subject == "kernel" else ""
+        lines.append(f"  {info.name}: {info.doc}{kind}")
         for o in info.options:
             default = info.defaults[o.name]
             shown = "required" if default is REQUIRED else f"default {_text(default)}"

@@ -6,18 +6,21 @@ calling convention (``module``). Unlike the StableHLO path, the body is *not* di
 stay in memory as ``memref``s and the rules (one file per op family, registered in
 ``context.RULES``) turn state ops into ``vector.load`` / ``tpu.vector_store``.
 
-Pipeline (steps 1-2 are the target table's pipeline, the rest ``emit``):
+Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit``):
 1. ``collectives{context=mosaic}``: the collective-axes check in its Mosaic form (a
    ``run_scoped`` with collective axes raises upstream Mosaic's ``NotImplementedError``, with
    the location note);
-2. with ``promote_scratch=True``, ``promote-scratch`` (``passes.promote_scratch``): scoped
+2. unless ``optimize=False``, ``fuse-grid-steps`` (``passes.grid_fusion``): a grid of many small
+   steps runs as fewer steps over windows of blocks, each old step's ops unchanged, so the
+   results are upstream's bit for bit and the per-step cost is paid less often;
+3. with ``promote_scratch=True``, ``promote-scratch`` (``passes.promote_scratch``): scoped
    scratch that fits in registers is discharged into SSA values; ``emit`` reports the op counts
    with and without (``promote.PromotionReport``);
-3. an output block read before anything writes it is refused (``output_reads``: on a TPU it
+4. an output block read before anything writes it is refused (``output_reads``: on a TPU it
    holds whatever VMEM held);
-4. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
+5. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
    (``semantics``), the reasons kept in the module and in ``Lowered.info``;
-5. emission (the integer ranges of the body first, so index clamps that cannot fire are left
+6. emission (the integer ranges of the body first, so index clamps that cannot fire are left
    out), the MLIR verifier with the dialects registered, then MLIR's canonicalizer.
 """
 
@@ -73,11 +76,17 @@ REASONS_ATTR = "minipallas.dimension_semantics_reasons"
 
 
 def lower_kernel(
-    kernel: Kernel, *, promote_scratch: bool = False, after_each: AfterEach | None = None
+    kernel: Kernel,
+    *,
+    promote_scratch: bool = False,
+    after_each: AfterEach | None = None,
+    optimize: bool = True,
 ) -> Lowered:
     """The Mosaic TPU module of ``kernel``, verified and canonicalized: the table's ``tpu`` row,
-    whose pipeline is step 1, then ``emit``."""
-    return TARGETS["tpu"].lower(kernel, promote_scratch=promote_scratch, after_each=after_each)
+    whose pipeline is steps 1-3, then ``emit``."""
+    return TARGETS["tpu"].lower(
+        kernel, promote_scratch=promote_scratch, after_each=after_each, optimize=optimize
+    )
 
 
 def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lowered:
@@ -93,7 +102,7 @@ def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lo
     module = _emit(kernel, body, semantics)
     report = None
     if promote_scratch:
-        unpromoted = run(kernel.body, TARGETS["tpu"].pipeline_for(kernel))
+        unpromoted = run(kernel.body, TARGETS["tpu"].pipeline_for(kernel, optimize=False))
         baseline = _emit(kernel, unpromoted, semantics)
         report = PromotionReport(promoted_count(unpromoted), count_ops(baseline), count_ops(module))
     return Lowered(

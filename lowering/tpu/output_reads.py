@@ -14,7 +14,8 @@ The check is the case that is undefined on every run, whatever the inputs:
    ``load``, ``addupdate``, a ``swap`` whose old contents are used) before any op that may
    write that ref reads undefined memory at step 0.
 Reads under a ``when`` or in a loop, and reads after a write that may not run (the accumulator
-pattern: ``@when(k == 0): o[...] = 0`` then ``o[...] += ...``), are left alone.
+pattern: ``@when(k == 0): o[...] = 0`` then ``o[...] += ...``), are left alone; a ``call``'s
+callee counts as its ops at the call's place.
 """
 
 from __future__ import annotations
@@ -30,13 +31,24 @@ def check_output_reads(kernel: Kernel, body: Function) -> None:
     """Raises at the first top-level read of an output ref that no earlier op may have written."""
     first = len(kernel.scalar_prefetch) + len(kernel.in_specs)
     outputs = body.params[first : first + len(kernel.out_specs)]
-    output_of: dict[Value, int] = {p: k for k, p in enumerate(outputs)}
-    unwritten = set(output_of.values())
+    _scan(kernel, body, {p: k for k, p in enumerate(outputs)}, set(range(len(outputs))))
+
+
+def _scan(kernel: Kernel, body: Function, output_of: dict[Value, int], unwritten: set) -> None:
+    """Steps 1-2 over ``body``'s top level, a ``call``'s callee read as if inlined (a fused
+    grid step calls the old body once per sub-step); ``unwritten`` shrinks as outputs are
+    written."""
     used = {v for op in body.body.ops for v in op.operands} | set(body.body.results)
     analysis = EffectsAnalysis()
     for op in body.body.ops:
         if op.name.startswith("ref.") and op.operands and op.operands[0] in output_of:
             output_of[op.results[0]] = output_of[op.operands[0]]  # a view of an output
+            continue
+        if op.name == "call":
+            callee = op.attrs["callee"]
+            pairs = zip(callee.params, op.operands, strict=True)
+            inner = {p: output_of[v] for p, v in pairs if v in output_of}
+            _scan(kernel, callee, inner, unwritten)
             continue
         own = analysis.op(op)
         if op.name == "swap" and op.results[0] in used:

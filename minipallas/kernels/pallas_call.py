@@ -52,6 +52,8 @@ def pallas_call(
     grid_names: Sequence[str] | None = None,
     collectives: str = "reject",
     backend: str | None = None,
+    passes: str = "",
+    optimize: bool = True,
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -89,6 +91,12 @@ def pallas_call(
     (``kernels/platforms``): the discharged program as XLA ops on the CPU, the kernel's Triton
     module on a GPU, its Mosaic module on a TPU. ``backend="xla"`` runs the discharged program
     on every platform: the same call, a differential run away from the kernel.
+
+    ``passes="my-pass{opt=1},cleanup"``: a pipeline (``minipallas.passes.pipeline``) run on the
+    traced kernel before any platform sees it: kernel passes on the whole kernel, function
+    passes on its body (registered with ``minipallas.register``, or loaded as
+    ``minipallas-opt --load`` loads them). ``optimize=False`` turns off the target's exact
+    optimizations (``fuse-grid-steps`` on the TPU), for the module upstream would emit.
     """
     if not callable(kernel):
         raise checks.error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
@@ -104,7 +112,8 @@ def pallas_call(
         input_output_aliases=input_output_aliases, num_scalar_prefetch=prefetch,
         grid_bounds=bounds, grid_names=checks.grid_names(grid_names, len(static_grid)),
         collectives=checks.collectives_mode(collectives, grid_names),
-        backend=checks.backend(backend),
+        backend=checks.backend(backend), passes=checks.pipeline(passes),
+        optimize=bool(optimize),
     )  # fmt: skip
 
 
@@ -130,6 +139,8 @@ class PallasCall:
         grid_names: tuple[str, ...] | None = None,
         collectives: str = "reject",
         backend: str | None = None,
+        passes: str = "",
+        optimize: bool = True,
     ) -> None:
         self.collectives = collectives
         self.backend = backend
@@ -156,6 +167,8 @@ class PallasCall:
             grid_names=grid_names,
             input_output_aliases=normalize_aliases(input_output_aliases),
             debug=self.debug,
+            passes=passes,
+            optimize=optimize,
         )
         self._programs: dict[tuple, Function] = {}
         self._compiled: dict[tuple, Compiled] = {}  # ((shape, numpy dtype) per input) -> Compiled
@@ -248,10 +261,12 @@ class PallasCall:
     ) -> Lowered:
         """The kernel emitted for ``target`` (a row of ``minipallas.lowering.TARGETS``:
         "stablehlo" is the CPU program, "tpu", "gpu", "ptx" the kernel); ``options`` go to the
-        emitter (e.g. ``promote_scratch=True`` for "tpu"), ``after_each`` and ``verify`` to the
+        emitter (e.g. ``promote_scratch=True`` for "tpu"; ``optimize``, the call's unless
+        given, to the target), ``after_each`` and ``verify`` to the
         pipeline (``minipallas.lower``). Blocks whose spec names no memory space are in the
         target's (VMEM for "tpu", as Pallas TPU)."""
         kernel = self.trace(*args, memory_space=lowering.target(target).memory_space)
+        options.setdefault("optimize", self.spec.optimize)
         return lower_kernel(
             kernel,
             target,

@@ -107,6 +107,7 @@ class KernelCall:
                 target,
                 compiler_params=self.compiler_params,
                 debug=self.debug,
+                optimize=self.spec.optimize,
             )
         return self._lowered[target]
 

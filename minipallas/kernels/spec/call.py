@@ -19,6 +19,7 @@ from minipallas.kernels.spec import checks
 from minipallas.kernels.spec import params as kernel_params
 from minipallas.kernels.spec.aliases import with_aliases
 from minipallas.kernels.spec.tracing import trace_kernel
+from minipallas.passes.pipeline import run
 
 
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity, as jaxpr params are
@@ -38,13 +39,17 @@ class CallSpec:
     grid_names: tuple[str, ...] | None
     input_output_aliases: tuple[tuple[int, int], ...]  # operand indices, as upstream counts
     debug: bool
+    # the user's passes, run on every traced kernel (so on every platform), and whether the
+    # lowering target's exact optimizations run (``Target.optimizations``)
+    passes: str = ""
+    optimize: bool = True
     _kernels: dict[tuple, Kernel] = field(default_factory=dict, repr=False)
 
     def trace(
         self, types: tuple[ArrayType, ...], memory_space: MemorySpace = DEFAULT_MEMORY_SPACE
     ) -> Kernel:
-        """The ``Kernel`` for operands of ``types`` (``input_types``); blocks whose spec names no
-        memory space live in ``memory_space``."""
+        """The ``Kernel`` for operands of ``types`` (``input_types``), after the call's
+        ``passes``; blocks whose spec names no memory space live in ``memory_space``."""
         key = (types, memory_space)
         if key not in self._kernels:
             n = self.num_scalar_prefetch
@@ -63,7 +68,7 @@ class CallSpec:
                 scalar_prefetch=tuple(RefType(t.shape, t.dtype, TPU_SMEM) for t in prefetch),
                 grid_names=self.grid_names,
             )
-            self._kernels[key] = with_aliases(kernel, self.kernel_aliases())
+            self._kernels[key] = run(with_aliases(kernel, self.kernel_aliases()), self.passes)
             if self.debug:
                 kernel_params.debug_kernel(self._kernels[key])
         return self._kernels[key]

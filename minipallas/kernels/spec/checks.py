@@ -20,6 +20,7 @@ from minipallas.ir.kernel_spec import BlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType, as_ref_type
 from minipallas.lowering import jax_private
+from minipallas.passes.pipeline import parse_pipeline
 
 DIMENSION_SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")
 
@@ -175,6 +176,19 @@ def backend(value: Any) -> str | None:
                     fix="leave backend unset (the platform's kernel) or give backend='xla' "
                     "(the discharged program as XLA ops everywhere)")  # fmt: skip
     return value
+
+
+def pipeline(passes: Any) -> str:
+    """The call's ``passes``, parsed now, so a misspelt pass or option is an error at the
+    call (located in the user's file), not at the first run."""
+    if not isinstance(passes, str):
+        raise error(f"passes={passes!r} is not a pipeline",
+                    fix="give a string such as passes='fuse-grid-steps{max_unroll=8}'")  # fmt: skip
+    try:
+        parse_pipeline(passes)
+    except MiniPallasError as e:
+        raise error(e.message, fix=e.fix) from None
+    return passes
 
 
 def collectives_mode(mode: Any, names: Any) -> str:

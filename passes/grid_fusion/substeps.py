@@ -1,0 +1,129 @@
+"""The body of a fused grid step: the old body run once per sub-step, in order.
+
+Sub-step ``s`` of fused step ``k`` is old step ``k * factor + s``. It gets a view of each
+operand's window (the ``s``-th block of a window that moves, the whole block of one that stays
+put; scratch and scalar-prefetch refs as they are) and calls a copy of the old body in which
+``program_id`` of the axis reads ``program_id * factor + s`` and ``num_programs`` the old size.
+Each sub-step therefore runs exactly the ops the old step ran, on the same elements, in the
+same order: the results are the old ones bit for bit. When ``factor`` does not divide the axis,
+the sub-steps past its old end are skipped (a ``cond`` on the old step index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir import indexing
+from minipallas.ir.builder import Builder, params
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.literal import Literal
+from minipallas.ir.rewrite import Callees
+from minipallas.ir.types import Type
+from minipallas.passes.grid_fusion.index_maps import Motion
+
+
+def fused_body(
+    body: Function,
+    param_types: Sequence[Type],
+    moves: Sequence[Motion],
+    axis: int,
+    factor: int,
+    size: int,
+) -> Function:
+    """The body of a step that runs ``factor`` old steps of grid ``axis`` (``size`` steps
+    long). ``param_types``: the new body's refs; ``moves``: how each one's block moves."""
+    b = Builder()
+    refs = params(param_types)
+    for s in range(factor):
+        args = [_view(b, ref, move, factor, s) for ref, move in zip(refs, moves, strict=True)]
+        step = GridPosition(axis, factor, s, size).substitute(body)
+        if size % factor and s >= size % factor:
+            _call_while_in_grid(b, step, args, axis, factor, s, size)
+        else:
+            b.create("call", args, {"callee": step})
+    return b.function(body.name, refs, [])
+
+
+def _view(b: Builder, ref: Value, move: Motion, factor: int, s: int) -> Value:
+    """Sub-step ``s``'s block of the window ``ref``: its ``s``-th of ``factor`` along the
+    moving dimension; ``ref`` itself when the block stays put."""
+    if move.dim is None:
+        return ref
+    shape = ref.type.shape
+    block = shape[move.ref_dim] // factor
+    indexer = indexing.along(shape, move.ref_dim, indexing.Slice(s * block, block, 1))
+    return b.create("ref.at", [ref], {"indexer": indexer}).result
+
+
+def _call_while_in_grid(
+    b: Builder, step: Function, args: list[Value], axis: int, factor: int, s: int, size: int
+) -> None:
+    """``call step(args)`` when old step ``program_id * factor + s`` is before ``size``."""
+    index = _old_index(b, axis, factor, s)
+    end = _i32(b, size)
+    inside = b.create("convert", [b.create("lt", [index, end]).result], {"dtype": "int32"})
+    skip, run = Builder(), Builder()
+    skip_params, run_params = params([a.type for a in args]), params([a.type for a in args])
+    run.create("call", run_params, {"callee": step})
+    regions = [skip.block(skip_params, []), run.block(run_params, [])]
+    b.create("cond", [inside.result, *args], {}, regions)
+
+
+class GridPosition:
+    """Rewrites a body so it sees old step ``program_id(axis) * factor + offset`` of an axis
+    ``size`` steps long. Functions that never ask are returned as they are."""
+
+    def __init__(self, axis: int, factor: int, offset: int, size: int) -> None:
+        self.axis, self.factor, self.offset, self.size = axis, factor, offset, size
+        self.callees = Callees(self._function)
+
+    def substitute(self, fn: Function) -> Function:
+        return self.callees(fn)
+
+    def _function(self, fn: Function) -> Function:
+        if not self._asks(fn):
+            return fn
+        return Function(fn.name, self._block(fn.body))
+
+    def _asks(self, fn: Function) -> bool:
+        return any(self._reads_axis(op) for f in (fn, *fn.callees()) for op in f.walk())
+
+    def _reads_axis(self, op: Op) -> bool:
+        return op.name in ("program_id", "num_programs") and op.attrs["axis"] == self.axis
+
+    def _block(self, block: Block) -> Block:
+        fresh = params(block.param_types)
+        env: dict[Value, Value] = dict(zip(block.params, fresh, strict=True))
+        b = Builder()
+        for op in block.ops:
+            if self._reads_axis(op):
+                env[op.result] = self._position(b, op)
+                continue
+            operands = tuple(env.get(v, v) for v in op.operands)
+            regions = tuple(self._block(r) for r in op.regions)
+            attrs = op.attrs
+            if op.name == "call":
+                attrs = {**attrs, "callee": self.callees(attrs["callee"])}
+            new = Op(op.name, operands, tuple(Value(r.type) for r in op.results), attrs,
+                     regions, op.loc)  # fmt: skip
+            env.update(zip(op.results, new.results, strict=True))
+            b.add(new)
+        return b.block(fresh, [env.get(v, v) for v in block.results])
+
+    def _position(self, b: Builder, op: Op) -> Value:
+        if op.name == "num_programs":
+            return _i32(b, self.size, op)
+        return _old_index(b, self.axis, self.factor, self.offset, op)
+
+
+def _old_index(b: Builder, axis: int, factor: int, offset: int, like: Op | None = None) -> Value:
+    """``program_id(axis) * factor + offset``: the old step index of a sub-step."""
+    loc = {"loc": like.loc} if like is not None else {}
+    fused = b.create("program_id", attrs={"axis": axis}, **loc).result
+    scaled = b.create("mul", [fused, _i32(b, factor, like)], **loc).result
+    return b.create("add", [scaled, _i32(b, offset, like)], **loc).result
+
+
+def _i32(b: Builder, value: int, like: Op | None = None) -> Value:
+    loc = {"loc": like.loc} if like is not None else {}
+    return b.create("constant", attrs={"value": Literal.of(value, "int32")}, **loc).result
