@@ -59,46 +59,60 @@ def reduce_1d(ns, x_ref, o_ref):
     o_ref[...] += x_ref[...].sum(keepdims=True)
 
 
-def masked_tanh(ns, x_ref, o_ref):
-    """The last block runs past the array's end: its padding is masked to 0 (and dropped)."""
-    n = x_ref.shape[0]
-    index = ns.broadcasted_iota(ns.np.int32, x_ref.shape, 0) + ns.program_id(0) * n
-    o_ref[...] = ns.np.where(index < N_TANH, ns.np.tanh(x_ref[...]), 0.0)
+def masked_tanh_of(length: int):
+    """tanh of ``length`` floats: the last block runs past the array's end, its padding masked
+    to 0 (and dropped)."""
+
+    def masked_tanh(ns, x_ref, o_ref):
+        n = x_ref.shape[0]
+        index = ns.broadcasted_iota(ns.np.int32, x_ref.shape, 0) + ns.program_id(0) * n
+        o_ref[...] = ns.np.where(index < length, ns.np.tanh(x_ref[...]), 0.0)
+
+    return masked_tanh
 
 
-def realistic_cases() -> list[Case]:
-    n, s, d = 1024, 2048, 64
-    return [
+masked_tanh = masked_tanh_of(N_TANH)
+# (matmul n, softmax/layer norm rows, attention S, reduce length, tanh length): the sizes above,
+# and the chip bench's ``--large`` ones: the same kernels and blocks over 8-16x the grid steps,
+# so the chip's per-call cost (~0.11 ms) does not hide them
+SIZES = {False: (1024, 4096, 2048, 2**20, N_TANH), True: (2048, 32768, 8192, 2**24, 16 * N_TANH)}
+
+
+def realistic_cases(large: bool = False) -> list[Case]:
+    """The eight kernels (module doc); ``large``: the first six at ``SIZES[True]``."""
+    n, rows, s, reduced, tanh = SIZES[large]
+    d = 64
+    made = [
         Case(
-            "matmul_1024",
+            f"matmul_{n}",
             matmul,
             ((n, n), "float32"),
             inputs(normal(n, n), normal(n, n)),
-            grid=(8, 8, 8),
+            grid=(n // 128,) * 3,
             in_specs=[((128, 128), lambda i, j, k: (i, k)), ((128, 128), lambda i, j, k: (k, j))],
             out_specs=((128, 128), lambda i, j, k: (i, j)),
             scratch=(((128, 128), "float32"),),
         ),
         Case(
-            "softmax_4096",
+            f"softmax_{rows}",
             softmax,
-            ((4096, n), "float32"),
-            inputs(normal(4096, n)),
-            grid=(512,),
-            in_specs=[((8, n), lambda i: (i, 0))],
-            out_specs=((8, n), lambda i: (i, 0)),
+            ((rows, 1024), "float32"),
+            inputs(normal(rows, 1024)),
+            grid=(rows // 8,),
+            in_specs=[((8, 1024), lambda i: (i, 0))],
+            out_specs=((8, 1024), lambda i: (i, 0)),
         ),
         Case(
-            "layer_norm_4096",
+            f"layer_norm_{rows}",
             layer_norm,
-            ((4096, n), "float32"),
-            inputs(normal(4096, n), normal(1, n)),
-            grid=(256,),
-            in_specs=[((16, n), lambda i: (i, 0)), ((1, n), lambda i: (0, 0))],
-            out_specs=((16, n), lambda i: (i, 0)),
+            ((rows, 1024), "float32"),
+            inputs(normal(rows, 1024), normal(1, 1024)),
+            grid=(rows // 16,),
+            in_specs=[((16, 1024), lambda i: (i, 0)), ((1, 1024), lambda i: (0, 0))],
+            out_specs=((16, 1024), lambda i: (i, 0)),
         ),
         Case(
-            "flash_attention",
+            "flash_attention" if not large else f"flash_attention_d64_{s}",
             flash_attention,
             ((s, d), "float32"),
             inputs(normal(s, d), normal(s, d), normal(s, d)),
@@ -112,23 +126,28 @@ def realistic_cases() -> list[Case]:
             scratch=(((128, 1), "float32"), ((128, 1), "float32"), ((128, d), "float32")),
         ),
         Case(
-            "reduce_1d",
+            "reduce_1d" if not large else f"reduce_1d_{reduced}",
             reduce_1d,
             ((1,), "float32"),
-            inputs(normal(2**20)),
-            grid=(1024,),
+            inputs(normal(reduced)),
+            grid=(reduced // 1024,),
             in_specs=[((1024,), lambda i: (i,))],
             out_specs=((1,), lambda i: (0,)),
         ),
         Case(
-            "masked_tanh",
-            masked_tanh,
-            ((N_TANH,), "float32"),
-            inputs(normal(N_TANH)),
-            grid=(-(-N_TANH // 1024),),
+            "masked_tanh" if not large else f"masked_tanh_{tanh}",
+            masked_tanh if not large else masked_tanh_of(tanh),
+            ((tanh,), "float32"),
+            inputs(normal(tanh)),
+            grid=(-(-tanh // 1024),),
             in_specs=[((1024,), lambda i: (i,))],
             out_specs=((1024,), lambda i: (i,)),
         ),
+    ]
+    if large:
+        return made
+    return [
+        *made,
         Case(
             "matmul_small",
             matmul,

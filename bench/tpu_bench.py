@@ -1,22 +1,30 @@
 """Speed on the chip: minipallas's Mosaic module vs upstream's vs ``jax.jit`` of plain jnp.
 
-Each kernel is one source for both Pallas sides (``tests/kernels/suite.py``'s ``ns`` form):
-minipallas's ``jax.jit(pallas_call)`` runs its own Mosaic module (the platform table's ``tpu``
-row), upstream's ``pallas_call(interpret=False)`` its module, and the third column is the
-kernel's plain ``jnp`` equivalent under ``jax.jit``. A single synchronous call costs ~0.6 ms on
-a TPU VM however small, so each way is timed as ``--calls`` (50) calls issued back to back and
-one ``block_until_ready`` at the end, best of ``--repeat`` such runs, the three ways
-interleaved. The table gives ms per call, upstream/minipallas (goal >= 1.0), whether both
-Pallas sides give the same bits, and minipallas's rate as a share of the chip's peak (v5e:
-197 TFLOP/s bf16, 819 GB/s HBM): TFLOP/s for matmuls and attention, GB/s (bytes read and
-written once) for the rest.
+Each kernel is one source for both Pallas sides (``tests/kernels/suite.py``'s ``ns`` form).
+The ways, timed in the same run:
+- ``minipallas``: ``jax.jit(pallas_call)``, its own Mosaic module (the platform table's ``tpu``
+  row) with the target's exact optimizations (``fuse-grid-steps``) and ``--passes`` if given;
+- ``plain``: the same without them (``optimize=False``, no ``--passes``): upstream's module;
+- ``upstream``: upstream's ``pallas_call(interpret=False)``;
+- ``jit``: the kernel's plain ``jnp`` equivalent under ``jax.jit``.
+A single synchronous call costs ~0.6 ms on a TPU VM however small, so each way is timed as
+``--calls`` (50) calls issued back to back and one ``block_until_ready`` at the end, best of
+``--repeat`` such runs, the ways interleaved; back to back, a call still costs ~0.11 ms however
+small, so ``--large`` runs the realistic kernels over 8-16x the grid steps. The table gives ms
+per call, upstream/minipallas, plain/minipallas (what the optimizations bring), the grid before
+and after them, whether minipallas's and plain's bits equal upstream's, and minipallas's rate
+as a share of the chip's peak (v5e: 197 TFLOP/s bf16, 819 GB/s HBM): TFLOP/s for matmuls and
+attention, GB/s (bytes read and written once) for the rest. Last, the goal line: the geometric
+mean of upstream/minipallas over the kernels of 256 or more grid steps, and the least ratio.
 
-    make tpu-bench                   # on a TPU machine
-    python bench/tpu_bench.py [--kernels softmax_8192] [--calls 50] [--repeat 5]
+    make tpu-bench [TPU_ARGS=--large] [PASSES='my-pass']   # on a TPU machine
+    python bench/tpu_bench.py [--kernels softmax_8192] [--calls 50] [--repeat 5] [--large]
+    python bench/tpu_bench.py --passes 'fuse-grid-steps{max_unroll=8}'  # a pass of one's own
     python bench/tpu_bench.py --cpu  # tiny sizes on the CPU: the machinery only
 
 Kernels: blocked matmul bf16 4096³ in 512-blocks, f32 2048³, softmax and layer norm of
-8192×2048, flash attention S=4096 D=128, and ``bench/realistic_kernels.py``'s six.
+8192×2048, flash attention S=4096 D=128, and ``bench/realistic_kernels.py``'s six (``--large``:
+at its large sizes).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +48,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from realistic_kernels import REFERENCES as REALISTIC  # noqa: E402
 from realistic_kernels import flash_attention, realistic_cases  # noqa: E402
 from suite import BF16, Case, inputs, layer_norm, matmul, normal, softmax  # noqa: E402
+
+from minipallas.passes.registry import load as load_passes  # noqa: E402
 
 PEAK_FLOPS = 197e12  # v5e, bf16
 PEAK_BYTES = 819e9  # v5e HBM
@@ -140,8 +151,9 @@ SIZES = {False: (4096, 2048, 512, 8192, 2048, 128, 4096, 128, 256),
          True: (256, 256, 128, 64, 256, 8, 256, 128, 128)}  # fmt: skip
 
 
-def benches(small: bool) -> list[Bench]:
-    """The chip's kernels (``small``: tiny, for ``--cpu``), then the six realistic ones."""
+def benches(small: bool, large: bool = False) -> list[Bench]:
+    """The chip's kernels (``small``: tiny, for ``--cpu``), then the six realistic ones
+    (``large``: at ``realistic_kernels.SIZES[True]``)."""
     n16, n32, mblock, rows, cols, rblock, s, d, ablock = SIZES[small]
 
     def tag(name: str, size: int) -> str:
@@ -156,8 +168,15 @@ def benches(small: bool) -> list[Bench]:
     ]
     if small:
         return made
-    realistic_flops = {"matmul_1024": 2.0 * 1024**3, "flash_attention": 4.0 * 2048 * 2048 * 64}
-    return [*made, *(Bench(c, realistic_flops.get(c.name, 0.0)) for c in realistic_cases())]
+
+    def flops(case: Case) -> float:
+        if case.kernel is matmul:
+            return 2.0 * case.out_shape[0][0] ** 3
+        if case.kernel is flash_attention:
+            return 4.0 * case.out_shape[0][0] ** 2 * case.out_shape[0][1]
+        return 0.0
+
+    return [*made, *(Bench(c, flops(c)) for c in realistic_cases(large))]
 
 
 def per_call_ms(fn: Callable[..., Any], args: list[Any], calls: int) -> float:
@@ -172,23 +191,41 @@ def per_call_ms(fn: Callable[..., Any], args: list[Any], calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e3
 
 
-def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str, Any]:
+def ways(bench: Bench, options: argparse.Namespace) -> dict[str, Callable[..., Any]]:
     import jax
     import jax.numpy as jnp
 
     case = bench.case
-    args = [jax.device_put(a, device) for a in case.inputs()]
-    ways = {
-        "minipallas": jax.jit(case.minipallas()),
+    return {
+        "minipallas": jax.jit(case.minipallas(passes=options.passes)),
+        "plain": jax.jit(case.minipallas(optimize=False)),
         "upstream": case.upstream(interpret=options.cpu),
         "jit": jax.jit(bench.reference(jnp)),
     }
-    outs = {k: jax.block_until_ready(f(*args)) for k, f in ways.items()}  # compile and warm
-    best = dict.fromkeys(ways, float("inf"))
+
+
+def grids(bench: Bench, options: argparse.Namespace) -> tuple[tuple, tuple]:
+    """The kernel's grid as written and as minipallas runs it on the chip."""
+    from minipallas.lowering import TARGETS
+    from minipallas.passes import run
+
+    call = bench.case.minipallas(passes=options.passes)
+    kernel = call.trace(*bench.case.inputs(), memory_space=TARGETS["tpu"].memory_space)
+    ran = run(kernel, TARGETS["tpu"].pipeline_for(kernel))
+    return bench.case.grid, ran.grid
+
+
+def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str, Any]:
+    import jax
+
+    case = bench.case
+    args = [jax.device_put(a, device) for a in case.inputs()]
+    made = ways(bench, options)
+    outs = {k: np.asarray(jax.block_until_ready(f(*args))) for k, f in made.items()}  # warm
+    best = dict.fromkeys(made, float("inf"))
     for _ in range(options.repeat):
-        for k, f in ways.items():
+        for k, f in made.items():
             best[k] = min(best[k], per_call_ms(f, args, options.calls))
-    mine, theirs = (np.asarray(outs[k]) for k in ("minipallas", "upstream"))
     seconds = best["minipallas"] / 1e3
     if bench.flops:
         rate, share = (
@@ -198,18 +235,42 @@ def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str,
     else:
         moved = bench.bytes_moved()
         rate, share = f"{moved / seconds / 1e9:.0f} GB/s", moved / seconds / PEAK_BYTES
+    written, ran = grids(bench, options)
     return {
         "kernel": case.name,
+        "grid": list(written),
+        "grid_run": list(ran),
         **{f"{k}_ms": round(v, 4) for k, v in best.items()},
         "upstream_over_minipallas": round(best["upstream"] / best["minipallas"], 3),
-        "same_bits": bool(
-            mine.dtype == theirs.dtype
-            and mine.shape == theirs.shape
-            and mine.tobytes() == theirs.tobytes()
-        ),
+        "plain_over_minipallas": round(best["plain"] / best["minipallas"], 3),
+        "same_bits": _same(outs["minipallas"], outs["upstream"]),
+        "plain_same_bits": _same(outs["plain"], outs["upstream"]),
         "rate": rate,
         "share_of_peak": round(share, 3),
     }
+
+
+def _same(mine: np.ndarray, theirs: np.ndarray) -> bool:
+    return bool(
+        mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        and mine.tobytes() == theirs.tobytes()
+    )  # fmt: skip
+
+
+def goal(rows: list[dict[str, Any]]) -> str:
+    """The issue's goal line: over kernels of 256 or more grid steps as written."""
+    chosen = [r for r in rows if math.prod(r["grid"]) >= 256]
+    if not chosen:
+        return "no kernel of 256 or more grid steps"
+    ratios = [r["upstream_over_minipallas"] for r in chosen]
+    mean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    least = min(rows, key=lambda r: r["upstream_over_minipallas"])
+    same = sum(r["same_bits"] for r in rows)
+    return (
+        f"{len(chosen)} kernels of >= 256 steps: upstream/minipallas geometric mean {mean:.2f}; "
+        f"least over all {least['upstream_over_minipallas']:.2f} ({least['kernel']}); "
+        f"same bits as upstream {same}/{len(rows)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,31 +279,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cpu", "--dry-run", action="store_true", dest="cpu")
+    parser.add_argument("--large", action="store_true", help="the realistic kernels, larger")
+    parser.add_argument("--passes", default="", help="a pipeline run on each kernel first")
+    parser.add_argument("--load", action="append", default=[], help="a file of passes")
     parser.add_argument("--out", type=Path, default=Path("tpu-bench.json"))
     options = parser.parse_args(argv)
     if options.cpu:
         options.calls, options.repeat = min(options.calls, 2), 1
     import jax
 
+    for path in options.load:
+        load_passes(path)
     device = jax.devices("cpu" if options.cpu else "tpu")[0]
     chosen = [
-        b for b in benches(options.cpu) if not options.kernels or b.case.name in options.kernels
+        b
+        for b in benches(options.cpu, options.large)
+        if not options.kernels or b.case.name in options.kernels
     ]
     rows = [measure(b, device, options) for b in chosen]
     print(f"ms per call ({options.calls} back to back, best of {options.repeat})", end=" ")
-    print(f"on {device.device_kind}")
+    print(f"on {device.device_kind}" + (f"; --passes '{options.passes}'" if options.passes else ""))
     print(
-        f"{'kernel':22} {'minipallas':>10} {'upstream':>9} {'jit':>8} {'up/mp':>6} {'bits':>5}",
-        end="",
+        f"{'kernel':24} {'grid':>12} {'run as':>12} {'minipallas':>10} {'plain':>7} "
+        f"{'upstream':>8} {'jit':>7} {'up/mp':>6} {'pl/mp':>6} {'bits':>5}  rate (share of peak)"
     )
-    print("  rate (share of peak)")
     for r in rows:
-        bits = "same" if r["same_bits"] else "DIFF"
+        bits = "same" if r["same_bits"] and r["plain_same_bits"] else "DIFF"
         print(
-            f"{r['kernel']:22} {r['minipallas_ms']:10.3f} {r['upstream_ms']:9.3f} "
-            f"{r['jit_ms']:8.3f} {r['upstream_over_minipallas']:6.2f} {bits:>5}  "
+            f"{r['kernel']:24} {'x'.join(map(str, r['grid'])):>12} "
+            f"{'x'.join(map(str, r['grid_run'])):>12} {r['minipallas_ms']:10.3f} "
+            f"{r['plain_ms']:7.3f} {r['upstream_ms']:8.3f} {r['jit_ms']:7.3f} "
+            f"{r['upstream_over_minipallas']:6.2f} {r['plain_over_minipallas']:6.2f} {bits:>5}  "
             f"{r['rate']} ({r['share_of_peak']:.0%})"
         )
+    print(goal(rows))
     options.out.write_text(json.dumps({"device": device.device_kind, "rows": rows}, indent=1))
     return 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import runpy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -162,6 +163,18 @@ def register(
         return fn
 
     return add
+
+
+def load(path: str) -> list[str]:
+    """Runs a file of passes (``minipallas-opt --load``'s, run as ``__minipallas_load__`` so
+    its demo under ``if __name__ == "__main__"`` stays quiet) and returns the names of the
+    passes it registered. A file that cannot be read is a ``PassError``."""
+    before = set(PASSES)
+    try:
+        runpy.run_path(path, run_name="__minipallas_load__")
+    except OSError as e:
+        raise PassError(f"cannot load passes from {path}: {e.strerror}") from None
+    return sorted(set(PASSES) - before)
 
 
 def describe() -> str:
