@@ -208,8 +208,10 @@ class _Taint:
         return self.taint.get(v)
 
     def put(self, vs: Sequence[Value], guard: frozenset[int] | None) -> None:
-        if guard is not None:
-            for v in vs:
+        for v in vs:  # a callee's values are visited once per call: None clears the last
+            if guard is None:
+                self.taint.pop(v, None)
+            else:
                 self.taint[v] = guard
 
     def block(self, block: Block) -> None:
@@ -219,6 +221,13 @@ class _Taint:
                 self.cond(op)
             elif op.name == "select":
                 self.select(op)
+            elif op.name == "call":  # as if inlined: a fused grid step calls the old body
+                callee = op.attrs["callee"].body
+                for p, v in zip(callee.params, op.operands, strict=True):
+                    self.put([p], self.get(v))
+                self.block(callee)
+                for r, y in zip(op.results, callee.results, strict=True):
+                    self.put([r], self.get(y))
             else:  # any other op, regions included, depends on all its operands
                 self.put(op.results, _meet(self.get(v) for v in op.operands))
 
@@ -270,9 +279,9 @@ def zero_test(v: Value, defs: dict[Value, Op]) -> tuple[int, bool] | None:
         return None
     a, b = (defs.get(x) for x in op.operands)
     for pid, zero, flip in ((a, b, False), (b, a, True)):
+        axis = _scaled_program_id(pid, defs)
         if (
-            pid is not None
-            and pid.name == "program_id"
+            axis is not None
             and zero is not None
             and zero.name == "constant"
             and int(zero.attrs["value"].array()) == 0
@@ -282,7 +291,26 @@ def zero_test(v: Value, defs: dict[Value, Op]) -> tuple[int, bool] | None:
                 name = {"gt": "lt", "lt": "gt", "le": "ge", "ge": "le"}.get(name, name)
             if name in ("lt", "ge"):  # pid < 0 never holds, pid >= 0 always does
                 return None
-            return pid.attrs["axis"], _ZERO_TESTS[name]
+            return axis, _ZERO_TESTS[name]
+    return None
+
+
+def _scaled_program_id(op: Op | None, defs: dict[Value, Op]) -> int | None:
+    """``a`` when ``op`` is ``program_id(a)`` times a positive constant, plus 0 (sub-step 0 of
+    a fused grid step asks ``program_id(a) * c + 0 == 0``: the same test), else None."""
+    if op is None:
+        return None
+    if op.name == "program_id":
+        return op.attrs["axis"]
+    if op.name not in ("mul", "add"):
+        return None
+    for x, k in (op.operands, op.operands[::-1]):
+        const = defs.get(k)
+        if const is None or const.name != "constant" or const.attrs["value"].array().ndim:
+            continue
+        value = int(const.attrs["value"].array())
+        if (op.name == "mul" and value > 0) or (op.name == "add" and value == 0):
+            return _scaled_program_id(defs.get(x), defs)
     return None
 
 
@@ -292,6 +320,7 @@ _EVAL = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
+    "div": lambda a, b: np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b)),  # truncating, as i32
     "max": np.maximum,
     "min": np.minimum,
     "and": np.bitwise_and,

@@ -174,3 +174,18 @@ def test_program_ids_inside_loops_and_calls_read_the_old_step():
     want = np.repeat(2.0 * np.arange(64, dtype=np.float32), 8)[:, None] * np.ones(128)
     assert call.trace(x).grid != (64,)
     np.testing.assert_array_equal(call(x), want)
+
+
+@pytest.mark.parametrize("case", [*KERNELS, *realistic_cases()], ids=lambda c: c.name)
+def test_fusion_keeps_each_axis_semantics(case):
+    """Each axis keeps its semantics (one fused to size 1 is ``parallel``, as any of size 1):
+    the inference sees through the sub-steps' calls and their ``program_id * c + s``
+    (``lowering/tpu/semantics.py``)."""
+    from minipallas.lowering.tpu.semantics import dimension_semantics
+
+    _, kernel = _traced(case)
+    fused = fuse_grid_steps(kernel, min_steps=1, target_bytes=1 << 30, max_unroll=4)
+    before, after = dimension_semantics(kernel).values, dimension_semantics(fused).values
+    if kernel.dimension_semantics is None:  # inferred: an axis of size 1 is parallel
+        before = tuple("parallel" if n == 1 else s for s, n in zip(before, fused.grid, strict=True))
+    assert after == before
