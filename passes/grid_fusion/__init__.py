@@ -9,7 +9,12 @@ elements in the same order, so the results are the old ones bit for bit, while t
 ``c`` times shorter.
 
 Algorithm:
-1. Leave the kernel alone when its grid has a dynamic axis or fewer than ``min_steps`` steps.
+1. Leave the kernel alone when its grid has a dynamic axis or fewer than ``min_steps`` steps,
+   or when its body hands more than ``max_carried`` scratch buffers from one step to the next
+   (reads and writes them). Measured on a v5e: flash attention (running max, sum and output
+   in three scratch buffers) with 128-row blocks runs 0.77x fused at any factor, its sub-steps
+   chained through VMEM stores and loads of that state; a blocked matmul (one accumulator)
+   runs 1.8-3.9x fused.
 2. Take the innermost axis longer than one (every later axis has one step, so its consecutive
    steps are consecutive in the whole grid's order). Every block spec must follow it
    (``index_maps.motion``): its block stays put, or advances one block a step in one
@@ -31,6 +36,7 @@ import math
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.ir.effects import Accum, Read, Write, effects_with_swap_reads
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
 from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, motion, window_spec
@@ -39,10 +45,12 @@ from minipallas.passes.registry import INT, Option, register
 
 __all__ = ["fuse_grid_steps"]
 
-MAX_UNROLL = 16
-TARGET_BYTES = 1 << 20
+# chosen from bench/fusion_sweep.py on a v5e (docs/guides/optimizations.md has the table)
+MAX_UNROLL = 32
+TARGET_BYTES = 4 << 20
 VMEM_BUDGET = 8 << 20  # half of a v5e's default 16 MiB scoped VMEM
 MIN_STEPS = 64
+MAX_CARRIED = 1
 
 
 @register(
@@ -51,6 +59,7 @@ MIN_STEPS = 64
     Option("target_bytes", INT, "fuse until one step moves about this many bytes of blocks"),
     Option("vmem_budget", INT, "the most bytes the double-buffered windows and scratch take"),
     Option("min_steps", INT, "grids with fewer steps are left as they are"),
+    Option("max_carried", INT, "kernels handing more scratch buffers step to step are left"),
     doc="consecutive steps of the innermost grid axis run as one step over a window, bit exact",
     subject="kernel",
 )
@@ -61,10 +70,13 @@ def fuse_grid_steps(
     target_bytes: int = TARGET_BYTES,
     vmem_budget: int = VMEM_BUDGET,
     min_steps: int = MIN_STEPS,
+    max_carried: int = MAX_CARRIED,
 ) -> Kernel:
     """``kernel`` with runs of its innermost grid steps fused (module doc); ``kernel`` itself
     when nothing is fused."""
     if kernel.dynamic_axes or math.prod(kernel.grid) < min_steps:
+        return kernel
+    if _carried(kernel) > max_carried:
         return kernel
     unrolled = 1
     while (axis := _innermost(kernel.grid)) is not None:
@@ -77,6 +89,16 @@ def fuse_grid_steps(
         kernel = _fuse(kernel, axis, moves, factor)
         unrolled *= factor
     return kernel
+
+
+def _carried(kernel: Kernel) -> int:
+    """How many scratch buffers the body both reads and writes."""
+    first = len(kernel.body.params) - len(kernel.scratch_types)
+    found = effects_with_swap_reads(kernel.body)
+    return sum(
+        Read(k) in found and (Write(k) in found or Accum(k) in found)
+        for k in range(first, len(kernel.body.params))
+    )
 
 
 def _innermost(grid: tuple[int | None, ...]) -> int | None:

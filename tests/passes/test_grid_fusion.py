@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "kernels")]
 from realistic_kernels import realistic_cases  # noqa: E402
 from suite import KERNELS, Case  # noqa: E402
 
-EAGER = "fuse-grid-steps{min_steps=1,target_bytes=1000000000,max_unroll=4}"
+EAGER = "fuse-grid-steps{min_steps=1,target_bytes=1000000000,max_unroll=4,max_carried=9}"
 
 
 def _traced(case: Case, **options):
@@ -56,9 +56,9 @@ def test_the_suite_has_kernels_it_fuses():
 def test_realistic_kernels_fuse_by_default_on_the_tpu_and_keep_their_bits(case):
     _, kernel = _traced(case)
     ran = run(kernel, TARGETS["tpu"].pipeline_for(kernel))
-    if np.prod(case.grid) >= 64:
+    if np.prod(case.grid) >= 64 and case.kernel.__name__ != "flash_attention":
         assert np.prod(ran.grid) < np.prod(case.grid)
-    else:  # a short grid is left alone: the step cost is not worth a new module
+    else:  # a short grid, or flash attention's chained scratch: left alone
         assert ran.grid == case.grid
     args = case.inputs()
     assert _same(case.minipallas()(*args), case.minipallas(passes="fuse-grid-steps")(*args))
@@ -68,10 +68,10 @@ def test_matmul_fuses_k_then_j():
     (case,) = [c for c in realistic_cases() if c.name == "matmul_1024"]
     _, kernel = _traced(case)
     fused = fuse_grid_steps(kernel)
-    assert fused.grid == (8, 4, 1)
+    assert fused.grid == (8, 2, 1)  # all 8 k steps, then 4 j steps: 32 at most
     x, y = fused.in_specs
-    assert (x.block_shape, y.block_shape) == ((128, 1024), (1024, 256))
-    assert fused.out_specs[0].block_shape == (128, 256)
+    assert (x.block_shape, y.block_shape) == ((128, 1024), (1024, 512))
+    assert fused.out_specs[0].block_shape == (128, 512)
     assert fused.scratch_types == kernel.scratch_types
 
 
@@ -79,7 +79,7 @@ def test_a_length_the_factor_does_not_divide_skips_the_steps_past_its_end():
     (case,) = [c for c in realistic_cases() if c.name == "masked_tanh"]  # 977 steps, a prime
     _, kernel = _traced(case)
     fused = fuse_grid_steps(kernel)
-    assert fused.grid == (62,) and fused.in_specs[0].block_shape == (16384,)
+    assert fused.grid == (31,) and fused.in_specs[0].block_shape == (32768,)
     assert " cond " in str(fused.body)
 
 
@@ -125,6 +125,15 @@ def test_the_vmem_budget_bounds_the_window():
     assert fused.grid == (16,)  # 4 blocks of 4 KiB in and out, double-buffered: 64 KiB
 
 
+def test_a_body_carrying_several_scratch_buffers_is_left_unless_asked():
+    """Flash attention hands its running max, sum and output to the next step in scratch:
+    fused, it ran 0.77x on a v5e, so by default it is left as written."""
+    (case,) = [c for c in realistic_cases() if c.name == "flash_attention"]
+    _, kernel = _traced(case)
+    assert fuse_grid_steps(kernel) is kernel
+    assert fuse_grid_steps(kernel, max_carried=3).grid == (8, 1)
+
+
 def test_short_grids_and_dynamic_ones_are_left_alone():
     kernel = _kernel(lambda i: (i, 0))
     assert fuse_grid_steps(kernel) is not kernel
@@ -150,7 +159,7 @@ def test_optimize_false_emits_the_module_as_written():
     plain = str(call.lower(*args, target="tpu"))
     fused = str(case.minipallas().lower(*args, target="tpu"))
     assert "iteration_bounds = array<i64: 1024>" in plain
-    assert "iteration_bounds = array<i64: 64>" in fused
+    assert "iteration_bounds = array<i64: 32>" in fused
 
 
 def test_program_ids_inside_loops_and_calls_read_the_old_step():
@@ -184,7 +193,7 @@ def test_fusion_keeps_each_axis_semantics(case):
     from minipallas.lowering.tpu.semantics import dimension_semantics
 
     _, kernel = _traced(case)
-    fused = fuse_grid_steps(kernel, min_steps=1, target_bytes=1 << 30, max_unroll=4)
+    fused = fuse_grid_steps(kernel, min_steps=1, target_bytes=1 << 30, max_unroll=4, max_carried=9)
     before, after = dimension_semantics(kernel).values, dimension_semantics(fused).values
     if kernel.dimension_semantics is None:  # inferred: an axis of size 1 is parallel
         before = tuple("parallel" if n == 1 else s for s, n in zip(before, fused.grid, strict=True))
