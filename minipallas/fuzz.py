@@ -13,6 +13,12 @@ goes on with the next batch. At the end it prints programs/second and a summary 
 stage; the exit code is 1 if anything failed.
 
 ``--replay FILE`` re-checks a saved failure (its header holds the mode and the input seed).
+
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) check a user's
+pipeline too: each program, fully discharged and cleaned up, then the pipeline, must keep
+every output's bits (``generate.check.check_pipeline``). A failure there is at stage
+``pass NAME``, names the pass and prints its IR before and after; its saved header holds the
+pipeline, which ``--replay`` runs again (give the same ``--load``).
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from minipallas.generate import Config, inputs, programs
-from minipallas.generate.check import PropertyFailure, check_all_modes
+from minipallas.generate.check import PropertyFailure, check_all_modes, check_pipeline
 from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.progress import Progress, print_summary
+from minipallas.user_passes import add_arguments, main_with_passes
 
 
 @dataclass
@@ -43,6 +50,7 @@ class Failure:
     detail: str  # the failing pass's output, when it produced one
     partial: list[bool]
     input_seed: int
+    pipeline: str = ""  # the user's pipeline checked, if any
 
 
 @dataclass
@@ -51,6 +59,7 @@ class Campaign:
 
     count: int
     deadline: float
+    pipeline: str = ""  # a user's pipeline, checked after discharge and cleanup
     programs: int = 0
     ops: int = 0
     shrink_runs: int = 0
@@ -62,8 +71,11 @@ class Campaign:
 
 
 def _failing_output(fn: object, error: PropertyFailure) -> str:
-    """The failing pass's output for the failing mode, as text (empty if the pass crashed)."""
+    """The failing pass's output for the failing mode, as text (empty if the pass crashed); for
+    a user's pass, its IR before and after."""
 
+    if error.blame is not None:
+        return error.blame.text()
     if error.mode is None or error.stage in ("original", "discharge"):
         return ""
     mode, clean = error.mode
@@ -121,11 +133,14 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             campaign.ops += sum(1 for f in (fn, *fn.callees()) for _ in f.walk())
         try:
             check_all_modes(fn, inputs(fn, input_seed), partial)
+            if campaign.pipeline:
+                check_pipeline(fn, inputs(fn, input_seed), campaign.pipeline)
         except PropertyFailure as e:
             failed = True
             campaign.last_failure = Failure(
-                e.stage, str(e), str(fn), _failing_output(fn, e), partial, input_seed
-            )
+                e.stage, str(e), str(fn), _failing_output(fn, e), partial, input_seed,
+                campaign.pipeline,
+            )  # fmt: skip
             for note in getattr(e, "__notes__", ()):
                 campaign.last_failure.message += f"\n{note}"
             raise
@@ -144,6 +159,7 @@ def report(failure: Failure, number: int, save: Path | None) -> None:
         f"# stage: {failure.stage}\n"
         f"# should_discharge (partial mode): {failure.partial}\n"
         f"# input seed: {failure.input_seed}\n"
+        + (f"# pipeline: {failure.pipeline}\n" if failure.pipeline else "")
         + "".join(f"# {line}\n" for line in failure.message.splitlines())
         + failure.program
         + "\n"
@@ -178,6 +194,8 @@ def replay(path: Path) -> int:
     args = inputs(fn, int(header["input seed"]))
     try:
         check_all_modes(fn, args, partial)
+        if header.get("pipeline"):
+            check_pipeline(fn, args, header["pipeline"])
     except PropertyFailure as e:
         print(e)
         return 1
@@ -199,16 +217,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-failures", type=int, default=10, help="stop after N failures")
     parser.add_argument("--replay", type=Path, metavar="FILE", help="re-check a saved failure")
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    return main_with_passes(parser.prog, args, lambda pipeline: _main(args, pipeline))
+
+
+def _main(args: argparse.Namespace, pipeline: str) -> int:
     if args.replay:
         return replay(args.replay)
 
     config = Config(max_stmts=args.max_stmts)
     start = time.monotonic()
-    campaign = Campaign(args.count, start + args.seconds)
+    campaign = Campaign(args.count, start + args.seconds, pipeline)
     seeds = random.Random(args.seed)
     next_progress = start + 5
-    print(f"fuzzing discharge: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
+    checked = f"discharge, then '{pipeline}'" if pipeline else "discharge"
+    print(f"fuzzing {checked}: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
     bar = Progress("fuzz", args.count, args.seconds, unit="program")
     while not campaign.done() and len(campaign.failures) < args.max_failures:
         before, programs = len(campaign.failures), campaign.programs

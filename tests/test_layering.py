@@ -28,7 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS = {"ir": 0, "passes": 1, "lowering": 2, "minipallas": 3, "tools": 4}
 PACKAGE = {"ir": "minipallas.ir", "passes": "minipallas.passes", "lowering": "minipallas.lowering"}
 # the tools' floor: these modules and everything under them
-TOOLS = ("minipallas.difftest", "minipallas.generate", "minipallas.fuzz", "minipallas.progress")
+TOOLS = (
+    "minipallas.difftest",
+    "minipallas.generate",
+    "minipallas.fuzz",
+    "minipallas.progress",
+    "minipallas.user_passes",
+)
 MAX_LINES = 600
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module

@@ -21,10 +21,17 @@ reference interpreter's: such kernels are checked to 2 ulps rather than to the b
 The campaign runs until ``--count`` kernels or ``--seconds`` have passed and ends with a
 summary: kernels checked, how many ran batched, disagreements, kernels/second. The exit code
 is 1 if any kernel disagreed.
+
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a user's
+pipeline on every kernel minipallas traces (``pallas_call(..., passes=PIPE)``: kernel passes
+on the kernel, function passes on its body), so both of minipallas's ways run it. A
+disagreement then names the pass after which those two ways' outputs first change
+(``first_bad_pass``) and prints the kernel before and after it.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import time
@@ -48,7 +55,9 @@ from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering import jaxlib_shim
+from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.progress import Progress, campaign_parser, print_summary
+from minipallas.user_passes import add_arguments, first_bad_pass, kernel_text, main_with_passes
 
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
@@ -96,10 +105,10 @@ def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
     return jax.jit(call)
 
 
-def check(spec: KernelSpec, seed: int) -> Outcome:
-    """One kernel three ways (module doc)."""
+def check(spec: KernelSpec, seed: int, passes: str = "") -> Outcome:
+    """One kernel three ways (module doc), ``passes`` run on minipallas's kernel."""
     args = kernel_inputs(spec, seed)
-    call = minipallas_call(spec)
+    call = minipallas_call(spec, passes=passes)
     kernel = call.trace(*args)
     batched = vectorized_grid_plan(kernel) is not None
     jitted = upstream_call(spec)
@@ -120,7 +129,27 @@ def check(spec: KernelSpec, seed: int) -> Outcome:
         f"{wrong[0]} differs from upstream at flat index {first}: "
         f"{flat_got[first]} vs {flat_expected[first]}\n  {spec.describe()}"
     )
-    return Outcome(batched, known, problem)
+    blame = _blame(spec, args, passes) if passes else None
+    return Outcome(batched, known, problem if blame is None else f"{problem}\n{blame.text()}")
+
+
+def _blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) -> Any:  # noqa: ANN401
+    """The pass of ``passes`` after which minipallas's two ways first change
+    (``user_passes.first_bad_pass``)."""
+    plain = minipallas_call(spec).trace(*args)
+
+    def outputs(prefix: str) -> list[np.ndarray]:
+        call = minipallas_call(spec, passes=prefix)
+        return [np.asarray(call(*args)), compile_fn(grid_program(call.trace(*args)))(*args)[0]]
+
+    def differs(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
+        ways = ("cpu program", "loop program")
+        bad = [w for w, a, b in zip(ways, want, got, strict=True) if not same_bits(a, b)]
+        return f"the {bad[0]} differs from the one before the pipeline" if bad else None
+
+    return first_bad_pass(
+        passes, outputs, lambda p: kernel_text(run_pipeline(plain, p, verify=True)), differs
+    )
 
 
 def _rounding_apart(
@@ -153,13 +182,14 @@ def campaign(
     seed: int,
     out: Any = sys.stdout,  # noqa: ANN401
     progress: Progress | None = None,
+    passes: str = "",
 ) -> Summary:
     rng = random.Random(seed)
     summary = Summary()
     deadline = time.monotonic() + seconds
     while summary.kernels < count and time.monotonic() < deadline:
         spec = random_kernel(RandomChoices(rng))
-        outcome = check(spec, rng.randrange(2**16))
+        outcome = check(spec, rng.randrange(2**16), passes)
         summary.kernels += 1
         summary.batched += outcome.batched
         summary.known.update(outcome.known)
@@ -173,10 +203,15 @@ def campaign(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = campaign_parser(__doc__.splitlines()[0])
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    return main_with_passes("fuzz-kernels", args, lambda passes: _main(args, passes))
+
+
+def _main(args: argparse.Namespace, passes: str) -> int:
     start = time.monotonic()
     with Progress("fuzz-kernels", args.count, args.seconds, unit="kernel") as bar:
-        s = campaign(args.count, args.seconds, args.seed, progress=bar)
+        s = campaign(args.count, args.seconds, args.seed, progress=bar, passes=passes)
     elapsed = time.monotonic() - start
     print(
         f"{s.kernels} kernels ({s.batched} ran batched), {len(s.disagreements)} disagreements, "

@@ -4,6 +4,9 @@
 (original results, then the final value of each discharged ref, in parameter order) bit for
 bit, for full and partial discharge, with and without cleanup; every program a pass produces
 must pass the verifier. Bitwise means the bytes agree, except that any NaN equals any NaN.
+
+``check_pipeline`` checks a user's pipeline the same way: run after full discharge and
+cleanup, it must keep every output's bits; a failure names the pass (``user_passes.Blame``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from minipallas.ir.types import ArrayType, RefType
 from minipallas.ir.verifier import verify
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
+from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.user_passes import Blame, first_bad_pass
 
 STATE_OPS = frozenset(
     {"get", "swap", "addupdate", "load", "store", "ref.at", "ref.reshape", "ref.bitcast"}
@@ -34,6 +39,7 @@ class PropertyFailure(Exception):
         super().__init__(f"[{stage}] {message}")
         self.stage = stage
         self.mode: tuple[bool | list[bool], bool] | None = None  # (should_discharge, cleanup)
+        self.blame: Blame | None = None  # check_pipeline's: the pass, its IR before and after
 
 
 def same_bits(a: object, b: object) -> bool:
@@ -147,3 +153,34 @@ def check_all_modes(
                 e.add_note(f"mode: should_discharge={mode}, cleanup={clean}")
                 raise
     return outs
+
+
+def check_pipeline(fn: Function, args: Sequence[np.ndarray], pipeline: str) -> Function:
+    """Checks that ``pipeline``, run on ``fn`` fully discharged and cleaned up, keeps the bits
+    of every output (results, then each ref's final value) and verifies after each pass;
+    returns its result. A failure is a ``PropertyFailure`` at stage ``pass NAME`` whose
+    ``blame`` names the pass and holds its IR before and after."""
+    _stage("original", lambda: verify(fn))
+    results, finals = _stage("original", lambda: run(fn, args))
+    want = [*results, *(finals[i] for i, t in enumerate(fn.param_types) if isinstance(t, RefType))]
+    base = _stage("discharge", lambda: cleanup(discharge(fn)))
+
+    def program(prefix: str) -> Function:
+        return run_pipeline(base, prefix, verify=True)
+
+    def differs(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
+        if len(got) != len(want):
+            return f"{len(got)} outputs, expected {len(want)}"
+        bad = next(
+            (k for k, (w, g) in enumerate(zip(want, got, strict=True)) if not same_bits(w, g)), None
+        )
+        return None if bad is None else f"output {bad}: expected\n{want[bad]!r}\ngot\n{got[bad]!r}"
+
+    blame = first_bad_pass(
+        pipeline, lambda p: run(program(p), args)[0], lambda p: str(program(p)), differs, want
+    )
+    if blame is not None:
+        error = PropertyFailure(f"pass {blame.name}", str(blame))
+        error.blame = blame
+        raise error
+    return program(pipeline)

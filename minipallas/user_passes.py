@@ -1,0 +1,191 @@
+"""A researcher's passes on the tools' command lines: ``--load FILE.py`` and ``--pass-pipeline``.
+
+``minipallas-difftest`` and every fuzzer take the two flags ``minipallas-opt`` has: ``--load``
+runs a file of passes (``passes.registry.load``; it may be given several times) and
+``--pass-pipeline`` names the pipeline the tool runs, at the point its docstring states
+(the table is in docs/guides/extending.md, "Testing and timing your pass").
+
+``add_arguments(parser)`` adds both flags; ``loaded(args)`` loads the files for the length of a
+command and checks the pipeline before anything runs (an unknown pass or option is a
+``PassError`` naming it), then unregisters what the files registered, so one process (a test,
+a worker) may run several commands with the same file.
+
+A finding after the pipeline names the pass it comes from (``first_bad_pass``):
+
+1. ``steps(pipeline)``: each pass written as a pipeline of its own, options included;
+2. for k = 1, 2, ...: run the pipeline's first k passes (``text``: the IR after them; a raise
+   is the k-th pass's) and compute the outputs the tool compares (``outputs``: the reference
+   interpreter on the program, a kernel's programs compiled, ...; a raise is a failure of
+   the k-th pass's result);
+3. the first k whose outputs differ from those before the pipeline (``differs``) is the pass.
+
+The ``Blame`` holds that pass's IR before and after it; a ``Kernel``'s is ``kernel_text``: its
+grid, each block spec with its index map, and its body.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.passes.pipeline import parse_pipeline, pass_names
+from minipallas.passes.registry import PASSES, load
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--load FILE.py`` (repeatable) and ``--pass-pipeline PIPE``, as ``minipallas-opt``'s."""
+    parser.add_argument(
+        "--load",
+        metavar="FILE.py",
+        action="append",
+        default=[],
+        help="run this Python file first, so the passes it registers (@register) can be named "
+        "in --pass-pipeline; may be given several times",
+    )
+    parser.add_argument(
+        "--pass-pipeline",
+        metavar="PIPE",
+        default="",
+        help="passes to run where this tool runs a pipeline (see its description), e.g. "
+        "my-pass{opt=1},cleanup; a finding names the pass it comes from",
+    )
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The two flags as ``args`` holds them, for a worker process's command line."""
+    flags = [arg for path in args.load for arg in ("--load", path)]
+    return flags + (["--pass-pipeline", args.pass_pipeline] if args.pass_pipeline else [])
+
+
+@contextlib.contextmanager
+def loaded(args: argparse.Namespace) -> Iterator[str]:
+    """Registers the passes of ``args.load`` and yields ``args.pass_pipeline``, checked; the
+    passes the files registered are removed on the way out."""
+    before = set(PASSES)
+    try:
+        for path in args.load:
+            load(path)
+        if args.pass_pipeline:
+            parse_pipeline(args.pass_pipeline)
+        yield args.pass_pipeline
+    finally:
+        for name in set(PASSES) - before:
+            del PASSES[name]
+
+
+def main_with_passes(prog: str, args: argparse.Namespace, body: Callable[[str], int]) -> int:
+    """``body(pipeline)`` with ``args``' passes loaded (``loaded``); a pass file or pipeline
+    that fails is printed as ``PROG: error`` and exits 2, as a bad argument does."""
+    with contextlib.ExitStack() as stack:
+        try:
+            pipeline = stack.enter_context(loaded(args))
+        except MiniPallasError as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 2
+        return body(pipeline)
+
+
+def steps(pipeline: str) -> list[str]:
+    """Each pass of ``pipeline`` as a pipeline of its own, its options with it:
+    ``"a,b{k=1,j=2}"`` -> ``["a", "b{k=1,j=2}"]`` (commas inside braces stay)."""
+    items, depth, current = [], 0, ""
+    for char in pipeline:
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += char
+    items = [item for item in (*items, current.strip()) if item]
+    assert [item.partition("{")[0].strip() for item in items] == pass_names(pipeline)
+    return items
+
+
+@dataclass(frozen=True)
+class Blame:
+    """The pass of ``pipeline`` a finding comes from: ``step`` as written, its position
+    (``number``, from 1), what went wrong, and the IR before and after it (None when it
+    raised)."""
+
+    pipeline: str
+    step: str
+    number: int
+    why: str
+    before: str
+    after: str | None
+
+    @property
+    def name(self) -> str:
+        return self.step.partition("{")[0].strip()
+
+    def __str__(self) -> str:
+        return f"pass '{self.step}' (pass {self.number} of '{self.pipeline}'): {self.why}"
+
+    def text(self) -> str:
+        """The pass, then its IR before and after."""
+        after = self.after if self.after is not None else "(the pass raised: no IR after it)"
+        return "\n".join(
+            [f"the pass: {self}", f"--- IR before pass '{self.step}' ---", self.before]
+            + [f"--- IR after pass '{self.step}' ---", after]
+        )
+
+
+Outputs = Sequence[Any]  # what a tool compares: arrays, or anything its ``differs`` reads
+
+
+def first_bad_pass(
+    pipeline: str,
+    outputs: Callable[[str], Outputs],
+    text: Callable[[str], str],
+    differs: Callable[[Outputs, Outputs], str | None],
+    want: Outputs | None = None,
+) -> Blame | None:
+    """The pass of ``pipeline`` after which ``outputs`` first differ from ``want`` (by
+    default ``outputs("")``, before any pass), or that raises (module doc); None when none
+    does, or when the outputs before the pipeline cannot be computed."""
+    passes = steps(pipeline)
+    if want is None:
+        try:
+            want = outputs("")
+        except Exception:  # the program fails without the pipeline: no pass to blame
+            return None
+    before = text("")
+    for k, step in enumerate(passes):
+        prefix = ",".join(passes[: k + 1])
+        try:
+            after = text(prefix)
+        except Exception as e:  # the pass raised, whatever its class
+            return Blame(pipeline, step, k + 1, f"it raised {_error(e)}", before, None)
+        try:
+            got = outputs(prefix)
+        except Exception as e:  # its result does not run
+            return Blame(pipeline, step, k + 1, f"its result fails: {_error(e)}", before, after)
+        message = differs(want, got)
+        if message is not None:
+            return Blame(pipeline, step, k + 1, f"the outputs change: {message}", before, after)
+        before = after
+    return None
+
+
+def _error(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
+
+
+def kernel_text(kernel: Kernel) -> str:
+    """A kernel as text: name, grid (and dimension semantics), each block spec's array, block
+    and index map, then the body."""
+    semantics = f" {list(kernel.dimension_semantics)}" if kernel.dimension_semantics else ""
+    lines = [f"kernel {kernel.name}: grid {kernel.grid}{semantics}"]
+    for role, specs in (("input", kernel.in_specs), ("output", kernel.out_specs)):
+        for k, spec in enumerate(specs):
+            block = "x".join("*" if n is None else str(n) for n in spec.block_shape)
+            lines.append(f"  {role} {k}: {spec.array} in blocks [{block}], index map:")
+            lines += [f"    {line}" for line in str(spec.index_map).splitlines()]
+    return "\n".join([*lines, str(kernel.body)])
