@@ -36,13 +36,13 @@ class Mutant:
 
 BATCHED = (
     "the batched grid runs only minipallas's own pallas_call (the CPU path); an imported "
-    "upstream pallas_call always becomes the loop program (interop/pallas_call.py); the "
+    "upstream pallas_call always becomes the loop program (interop/importer/kernel_call.py); the "
     "front-end checks' kernels reach it"
 )
 GATHER_DYN = (
     "an imported gather/scatter has no dynamic slice start: the importer turns a slice "
-    "with a dynamic start next to an array into position arrays (interop/indexers.py); the "
-    "front-end check dynamic_window_next_to_array reaches it"
+    "with a dynamic start next to an array into position arrays "
+    "(interop/importer/indexers.py); the front-end check dynamic_window_next_to_array reaches it"
 )
 
 # A float literal scaled by (1 + 1e-6): f32 moves by ~8 ulps, bf16/f16 round back to itself.

@@ -10,7 +10,7 @@ FRONT_ENDS: tuple[Mutant, ...] = (
     Mutant(
         "import-wrap-le",
         "wrong comparison",
-        "minipallas/interop/indexers.py",
+        "minipallas/interop/importer/indexers.py",
         'negative = scope.emit("lt", [i, scope.constant(0, dtype, shape)])',
         'negative = scope.emit("le", [i, scope.constant(0, dtype, shape)])',
         "an imported traced index 0 wraps to dim (then clamps to the last row)",
@@ -18,7 +18,7 @@ FRONT_ENDS: tuple[Mutant, ...] = (
     Mutant(
         "import-constant-nudged",
         "constant ~1e-6 relative",
-        "minipallas/interop/importer.py",
+        "minipallas/interop/importer/engine.py",
         "        array = to_dtype(value, dtype)\n        splat",
         "        array = to_dtype(np.asarray(value, np.float64) * (1 + 1e-6) "
         "if dtypes.is_float(dtype) else value, dtype)\n        splat",

@@ -17,8 +17,8 @@ TABLES = [
     "minipallas.lowering.stablehlo.context",
     "minipallas.lowering.tpu.context",
     "minipallas.lowering.gpu.context",
-    "minipallas.interop.importer",
-    "minipallas.interop.to_jax",
+    "minipallas.interop.importer.engine",
+    "minipallas.interop.exporter.engine",
     "minipallas.difftest.jax_emit",
 ]
 

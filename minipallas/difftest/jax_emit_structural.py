@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from minipallas.difftest.jax_emit import Emitter, rule
-from minipallas.interop import debug, to_jax_structural  # noqa: F401  (their to_jax rules)
-from minipallas.interop.to_jax import RULES as TO_JAX
+from minipallas.interop.exporter import debug, structural  # noqa: F401  (their to_jax rules)
+from minipallas.interop.exporter.engine import RULES as TO_JAX
 from minipallas.ir.core import Op
 from minipallas.ir.opset.scans import CUMULATIVE
 

@@ -11,6 +11,9 @@
    differs is a difference in what the two lowerings mean;
 3. ``xla-tpu``: minipallas's import, discharged, as jax ops (``to_jax``) on XLA:TPU.
 
+A case's pipeline (``Case.passes``, ``user_pipeline``) runs on each kernel of the ``tpu`` way
+before its Mosaic module is made, and ``xla-tpu`` runs the program it made.
+
 The verdict (``TpuVerdict``, ``judge``):
 - ``tpu`` against ``upstream-tpu``: bit for bit (NaN equals NaN) on the elements the kernel
   defines. When the case's program is one ``pallas_call``, its outputs' undefined elements
@@ -30,6 +33,7 @@ libtpu compiles both sides' programs for a v5e): ``no-chip``, or ``minipallas-re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,8 +49,8 @@ from minipallas.difftest.mosaic import upstream_mosaic
 from minipallas.difftest.outputs import initial
 from minipallas.difftest.report import Outcome, Report, compare, timed
 from minipallas.difftest.undefined import undefined
-from minipallas.interop.pallas_call import kernel_from_eqn
-from minipallas.interop.to_jax import to_jax
+from minipallas.interop.exporter.engine import to_jax
+from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.platforms.mesh_tpu import (
     evaluate_kernels,
@@ -125,12 +129,14 @@ def upstream_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]
     return eqn.primitive.bind(*ins, **{**eqn.params, "interpret": False})
 
 
-def minipallas_kernel(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
-    """minipallas's Mosaic module for the equation's kernel, in upstream's custom call
-    (``kernels.platforms.mesh_tpu``: a mesh kernel's on one core)."""
+def minipallas_kernel(
+    eqn: jax_core.JaxprEqn, ins: Sequence[Any], passes: str = ""
+) -> Sequence[Any]:
+    """minipallas's Mosaic module for the equation's kernel after the pipeline ``passes``, in
+    upstream's custom call (``kernels.platforms.mesh_tpu``: a mesh kernel's on one core)."""
     if eqn.primitive.name == "mpmd_map":
         return run_mesh_eqn(eqn, ins)
-    return run_pallas_call_eqn(eqn, ins)
+    return run_pallas_call_eqn(eqn, ins, passes)
 
 
 def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:
@@ -143,9 +149,11 @@ def tpu_functions(report: Report) -> dict[str, Callable[..., list[Any]]]:
     def from_upstream(kernel: KernelRule) -> Callable[..., list[Any]]:
         return lambda *xs: evaluate(closed.jaxpr, closed.consts, xs, kernel)
 
-    ways = {"upstream-tpu": from_upstream(upstream_kernel), "tpu": from_upstream(minipallas_kernel)}
-    if report.program is not None:
-        pure = to_jax(run_pipeline(report.program, "discharge"))  # the same order
+    ours = functools.partial(minipallas_kernel, passes=report.case.passes)
+    ways = {"upstream-tpu": from_upstream(upstream_kernel), "tpu": from_upstream(ours)}
+    program = report.pipeline_program if report.pipeline_ways else report.program
+    if program is not None:
+        pure = to_jax(run_pipeline(program, "discharge"))  # the same order
         ways["xla-tpu"] = lambda *xs: list(pure(*xs))
     return ways
 
@@ -277,7 +285,8 @@ def _module_differences(report: Report) -> list[str]:
     if eqn is None:
         return []
     try:
-        ours = lower_kernel(kernel_from_eqn(eqn, memory_space=VMEM)).module
+        kernel = kernel_from_eqn(eqn, memory_space=VMEM, passes=report.case.passes)
+        ours = lower_kernel(kernel).module
         theirs = upstream_mosaic(tpu_functions(report)["upstream-tpu"], *initial(report.case.args))
         diff = compare_modules(ours, theirs)
         text = "the texts are the same" if diff.same_text else "the texts differ"

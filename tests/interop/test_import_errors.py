@@ -12,7 +12,8 @@ import pytest
 from jax import lax
 
 import minipallas
-from minipallas.interop import JaxprImportError, from_jaxpr, importer
+from minipallas.interop import JaxprImportError, from_jaxpr
+from minipallas.interop.importer import engine as importer
 
 HERE = __file__
 X = np.ones(4, np.float32)

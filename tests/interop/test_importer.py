@@ -11,7 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas
 from minipallas.interop import JaxprImportError, from_jaxpr, rule
-from minipallas.interop.importer import RULES
+from minipallas.interop.importer.engine import RULES
 from minipallas.lowering.jax_private import core as jax_core
 
 

@@ -17,7 +17,7 @@ from suite import MP
 
 import minipallas as mp
 from minipallas.compiled import compile
-from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.programs.choose import cpu_program
 

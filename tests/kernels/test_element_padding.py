@@ -8,7 +8,7 @@ import pytest
 from element_cases import BY_NAME, CPU_CASES, Calls, E
 
 import minipallas
-from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, TraceError
 
 jax = pytest.importorskip("jax")
@@ -105,7 +105,7 @@ def test_unpadded_specs_carry_no_padding():
 
 
 def test_an_upstream_call_with_a_negative_padding_is_not_imported():
-    from minipallas.interop.importer import JaxprImportError
+    from minipallas.interop.importer.avals import JaxprImportError
 
     case = Calls("negative", BY_NAME["halo"].kernel, ((64,), np.float32), (8,),
                  [((E(10, -1, 3),), lambda i: (i * 8,))], ((8,), lambda i: (i,)),

@@ -18,7 +18,7 @@ from kernel_helpers import assert_same_bits
 
 import minipallas as mp
 from minipallas.compiled import compile
-from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.grid_steps import role_of
 from minipallas.kernels.programs.grid import grid_program

@@ -14,7 +14,7 @@ from suite import Case
 
 import minipallas as mp
 from minipallas.compiled import compile
-from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.grid import grid_program

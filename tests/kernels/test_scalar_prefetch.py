@@ -16,7 +16,7 @@ from prefetch_cases import BY_NAME, CASES
 
 import minipallas as mp
 from minipallas.compiled import compile
-from minipallas.interop.pallas_call import kernel_from_jaxpr
+from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import TPU_SMEM
 from minipallas.kernels.programs.choose import cpu_program

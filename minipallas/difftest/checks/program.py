@@ -19,7 +19,7 @@ import numpy as np
 from minipallas.difftest.checks import kernel_bugs
 from minipallas.difftest.checks.bug import KernelBug
 from minipallas.difftest.outputs import initial
-from minipallas.interop.pallas_call import kernel_from_eqn
+from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
 from minipallas.lowering.jax_private import core as jax_core
@@ -45,7 +45,7 @@ def program_bugs(jaxpr: jax_core.ClosedJaxpr, args: Sequence[Any]) -> Checked:
     if only is not None:
         _check(only, initial(args), checked)
         return checked
-    if not any(_kernels(jaxpr.jaxpr)):
+    if not any(kernel_eqns(jaxpr.jaxpr)):
         return checked
 
     def rule(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> Sequence[Any]:
@@ -75,12 +75,13 @@ def _check(eqn: jax_core.JaxprEqn, operands: list[np.ndarray], checked: Checked)
         checked.notes.append(f"{eqn.params.get('name')}: not checked: {first}")
 
 
-def _kernels(jaxpr: jax_core.Jaxpr) -> Any:
+def kernel_eqns(jaxpr: jax_core.Jaxpr) -> Any:
+    """Every ``pallas_call`` equation of ``jaxpr``, inside the jaxprs of its equations too."""
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "pallas_call":
             yield eqn
         for sub in jax_core.jaxprs_in_params(eqn.params):
-            yield from _kernels(sub)
+            yield from kernel_eqns(sub)
 
 
 def only_kernel(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:

@@ -21,7 +21,7 @@ it holds on every backend:
   operands of a float32 dot, which go in as they are (``preferred_element_type``), as the
   StableHLO lowering emits them: XLA:CPU sums the products in another order when they are
   converted first;
-- indexed ops (``to_jax_indexing``) clamp dynamic windows, clamp gathered positions and drop
+- indexed ops (``indexing``) clamp dynamic windows, clamp gathered positions and drop
   scattered ones that are out of range; ``cond`` clamps its index into range.
 
 The returned function takes one array per parameter of the discharged function (a ``Ref``

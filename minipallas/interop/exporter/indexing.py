@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from minipallas.interop.to_jax import rule
+from minipallas.interop.exporter.engine import rule
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.indexing import Dyn, Int, Slice

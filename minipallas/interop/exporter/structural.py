@@ -10,7 +10,7 @@ from typing import Any
 
 from jax import lax
 
-from minipallas.interop.to_jax import rule
+from minipallas.interop.exporter.engine import rule
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, closed_parts, rule, type_of
+from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.engine import ImportScope, closed_parts, rule
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice

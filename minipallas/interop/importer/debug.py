@@ -1,5 +1,5 @@
-"""``jax.debug.print`` across the interop boundary: the ``debug_print`` primitive imports as the
-``debug_print`` op, and ``to_jax`` evaluates that op as a ``jax.debug.print`` call.
+"""``jax.debug.print`` imported: the ``debug_print`` primitive becomes the ``debug_print`` op
+(``to_jax`` evaluates that op as a ``jax.debug.print`` call: ``exporter/debug.py``).
 
 A ref operand (``pl.debug_print("{}", o_ref)``) prints its current contents, as upstream's
 interpret mode does: the import reads the whole ref first. What the op keeps of the primitive:
@@ -18,15 +18,11 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-import jax
-import numpy as np
 from jax import tree_util
 
-from minipallas.interop.importer import ImportScope
-from minipallas.interop.importer import rule as import_rule
-from minipallas.interop.indexers import Window
-from minipallas.interop.to_jax import rule as to_jax_rule
-from minipallas.ir.core import Op, Value
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.indexers import Window
+from minipallas.ir.core import Value
 from minipallas.ir.opset.debug import DEFAULT_OPTIONS
 from minipallas.ir.types import RefType
 from minipallas.lowering.jax_private import core as jax_core
@@ -76,7 +72,7 @@ def _contents(scope: ImportScope, x: Value) -> Value:
     return scope.emit("get", [x], indexer=Window.whole(x.type.shape).indexer)
 
 
-@import_rule("debug_print")
+@rule("debug_print")
 def debug_print(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     if p["static_args"]:
@@ -96,13 +92,4 @@ def debug_print(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         names=_names(scope, eqn),
         options=_options(scope, p["np_printoptions"]),
     )
-    return []
-
-
-@to_jax_rule("debug_print")
-def to_jax_debug_print(op: Op, args: Sequence[Any]) -> Sequence[Any]:
-    positional = [a for a, n in zip(args, op.attrs["names"], strict=True) if not n]
-    keywords = {n: a for a, n in zip(args, op.attrs["names"], strict=True) if n}
-    with np.printoptions(**{**DEFAULT_OPTIONS, **dict(op.attrs["options"])}):
-        jax.debug.print(op.attrs["fmt"], *positional, skip_format_check=True, **keywords)
     return []

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, rule
-from minipallas.interop.mesh import own_row
-from minipallas.interop.state import apply_view
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.mesh import own_row
+from minipallas.interop.importer.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_types

@@ -21,23 +21,23 @@ conversion is binding their invars (and a ``run_scoped`` body's constvars, which
 equation's operands) to the region's parameters, and a ``ClosedJaxpr``'s consts to ``constant``
 ops inside the region.
 
-Rules live in one file per family (``state``, ``mutable``, ``pallas``, ``control``, ``lax``,
-``lax_indexing``) and register with ``@rule("primitive", ...)``; another package adds rules
-the same way (e.g. ``pallas_call`` for kernels). Literal operands are static: ``scope.static``
-gives their value, so rules can fold what upstream computes from constants (index wrapping).
+Rules live in one file per family beside this one (``state``, ``mutable``, ``pallas``,
+``control``, ``lax``, ``lax_indexing``, ``kernel_call`` for whole kernels...) and register with
+``@rule("primitive", ...)``; another package adds rules the same way. Upstream's avals become
+IR types in ``avals``. Literal operands are static: ``scope.static`` gives their value, so rules
+can fold what upstream computes from constants (index wrapping).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
-from jax import numpy as jnp
 
+from minipallas.interop.importer.avals import JaxprImportError, dtype_of, type_of
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
 from minipallas.ir.conversions import to_dtype
@@ -48,27 +48,15 @@ from minipallas.ir.location import UNKNOWN, Location, user_location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import (
     ANY,
-    DMA_SEMAPHORE,
-    GPU_GMEM,
-    GPU_SMEM,
-    SEMAPHORE,
-    TPU_SMEM,
-    TPU_VMEM,
-    TPU_VMEM_SHARED,
     ArrayType,
     RefType,
     Type,
 )
 from minipallas.ir.verifier import verify as verify_fn
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import pallas_core, source_info_util, state_types
-from minipallas.lowering.jax_private import pallas_tpu_core as tpu_core
+from minipallas.lowering.jax_private import source_info_util
 
 PALLAS_OOB_MODES = ("pad", "clamp")
-
-
-class JaxprImportError(MiniPallasError):
-    """An upstream jaxpr uses something minipallas cannot import (a primitive, a dtype, a form)."""
 
 
 class Rule(Protocol):
@@ -110,79 +98,6 @@ scoped_rule = SCOPED_RULES.register
 NAMED_SCOPES: dict[str, Callable[[ImportScope, Sequence[jax_core.JaxprEqn]], bool]] = {}
 
 
-# --- types ---------------------------------------------------------------------------------
-
-
-def dtype_of(dtype: object, what: str) -> str:
-    """The minipallas name of an upstream dtype, or a ``JaxprImportError`` saying which."""
-    try:
-        return dtypes.canonicalize(np.dtype(dtype))
-    except (MiniPallasError, TypeError):
-        raise JaxprImportError(
-            f"{what} has dtype {dtype}, which minipallas does not support",
-            fix=f"use one of {', '.join(dtypes.NAMES)} (and keep jax_enable_x64 off)",
-        ) from None
-
-
-def memory_space(space: object) -> Any:
-    """The minipallas memory space of a Pallas one (``pltpu.VMEM``, ``pl.ANY``, ...)."""
-    if space is None:
-        return ANY
-    name = str(getattr(space, "value", space)).lower()
-    module = type(space).__module__
-    if "mosaic_gpu" in module or "triton" in module:
-        table = {"gmem": GPU_GMEM, "smem": GPU_SMEM, "any": ANY}
-    elif "mosaic" in module:
-        table = {"vmem": TPU_VMEM, "smem": TPU_SMEM, "vmem_shared": TPU_VMEM_SHARED, "any": ANY,
-                 "hbm": ANY}  # fmt: skip
-    else:
-        table = {"any": ANY, "default": ANY}
-    if name not in table:
-        raise JaxprImportError(f"memory space {space!r} has no minipallas counterpart")
-    return table[name]
-
-
-def type_of(aval: object, what: str = "a value") -> Type:
-    """The minipallas type of an upstream aval: ``Ref{...}`` for a ref, an array type otherwise."""
-    if type(aval) is jax_core.ShapedArray:  # the common case, made once per shape and dtype
-        try:
-            return _array_type(aval.shape, aval.dtype)
-        except JaxprImportError:
-            pass  # the uncached path below says which value has the bad dtype
-    if isinstance(aval, state_types.AbstractRef):
-        inner = aval.inner_aval
-        if not isinstance(inner, jax_core.ShapedArray):
-            raise JaxprImportError(f"{what} is a ref of {inner}, not of an array")
-        if jnp.issubdtype(inner.dtype, pallas_core.semaphore_dtype):
-            return _semaphores(inner, what)
-        space = memory_space(aval.memory_space)
-        return RefType(inner.shape, dtype_of(inner.dtype, what), space)
-    if isinstance(aval, jax_core.ShapedArray):  # a PRNG key array is its uint32 key data
-        aval = jax_core.physical_aval(aval)
-        return ArrayType(aval.shape, dtype_of(aval.dtype, what))
-    raise JaxprImportError(f"{what} has type {aval}, which is neither an array nor a ref")
-
-
-def _semaphores(inner: jax_core.ShapedArray, what: str) -> RefType:
-    """A ref of upstream's regular or DMA semaphores (``pltpu.SemaphoreType.REGULAR`` / ``DMA``):
-    minipallas's int32 semaphore ref of that kind. Barrier semaphores have no counterpart."""
-    for dtype, space in (
-        (pallas_core.semaphore, SEMAPHORE),
-        (tpu_core.dma_semaphore, DMA_SEMAPHORE),
-    ):
-        if jnp.issubdtype(inner.dtype, dtype):
-            return RefType(inner.shape, "int32", space)
-    raise JaxprImportError(
-        f"{what} is a ref of {inner.dtype} semaphores; only regular and DMA semaphores "
-        "(SemaphoreType.REGULAR, SemaphoreType.DMA) import"
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _array_type(shape: tuple[int, ...], dtype: object) -> ArrayType:
-    return ArrayType(shape, dtype_of(dtype, "a value"))
-
-
 def location(eqn: jax_core.JaxprEqn) -> Location:
     """The user's ``file:line`` that made ``eqn`` (upstream's own frames skipped)."""
     frame = source_info_util.user_frame(eqn.source_info.traceback)
@@ -201,9 +116,11 @@ class Importer:
     ``caller`` is the user's line that asked for the import: the location of errors about the
     jaxpr as a whole (its inputs); ``current`` the location of the equation being imported,
     which an equation of a sub-jaxpr or callee that records no user line gets.
+    ``kernel_passes`` is a pipeline run on every ``pallas_call``'s traced kernel before its
+    CPU program is made (``kernel_call``), as ``pallas_call(..., passes=...)`` runs it.
     """
 
-    def __init__(self, pallas_oob: str = "pad") -> None:
+    def __init__(self, pallas_oob: str = "pad", kernel_passes: str = "") -> None:
         self.caller = self.current = user_location()
         if pallas_oob not in PALLAS_OOB_MODES:
             raise JaxprImportError(
@@ -212,6 +129,7 @@ class Importer:
                 fix=f"use one of {', '.join(map(repr, PALLAS_OOB_MODES))}",
             )
         self.pallas_oob = pallas_oob
+        self.kernel_passes = kernel_passes
         self.callees: dict[tuple, tuple[object, Function]] = {}
         self.names: set[str] = set()
         # inside a mesh kernel's body (``mesh``): its axis names and sizes
@@ -561,6 +479,7 @@ def from_jaxpr(
     name: str | None = None,
     pallas_oob: str = "pad",
     verify: bool = True,
+    kernel_passes: str = "",
 ) -> Function:
     """Import an upstream JAX jaxpr (``jax.make_jaxpr(f)(...)``) as a minipallas function.
 
@@ -568,12 +487,14 @@ def from_jaxpr(
     Ref inputs become ``Ref`` parameters, array inputs array parameters, consts ``constant``
     ops. The function computes what upstream's ``discharge_state`` + evaluation computes,
     index wrapping and clamping, uninitialized scratch and Pallas window padding included
-    (see ``pallas_oob`` on ``Importer``). With ``verify`` the result is checked by
-    ``minipallas.verify``. Raises ``JaxprImportError`` (a ``MiniPallasError``) naming the
+    (see ``pallas_oob`` on ``Importer``). ``kernel_passes`` runs on each ``pallas_call``'s
+    kernel (kernel passes on the kernel, function passes on its body), as
+    ``pallas_call(..., passes=...)`` runs it on minipallas's own. With ``verify`` the result is
+    checked by ``minipallas.verify``. Raises ``JaxprImportError`` (a ``MiniPallasError``) naming the
     primitive and the user's line for anything it cannot import.
     """
 
-    importer = Importer(pallas_oob)
+    importer = Importer(pallas_oob, kernel_passes)
     if isinstance(jaxpr, jax_core.ClosedJaxpr):
         if consts:
             raise JaxprImportError(

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.interop.importer import ImportScope
+from minipallas.interop.importer.engine import ImportScope
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Value
 from minipallas.ir.errors import MiniPallasError

@@ -16,10 +16,12 @@ An upstream ``pallas_call`` equation carries everything minipallas's kernel mode
   ``input_output_aliases`` (an aliased output starts as its input: ``kernels/spec/aliases.py``;
   upstream counts the scalar-prefetch operands among the inputs, the ``Kernel`` does not).
 
-``kernel_from_eqn`` builds that ``Kernel``; the rule then emits a ``call`` of the kernel's CPU
-program (``minipallas.kernels.programs.grid``), so ``from_jaxpr`` of a program using Pallas computes
-what upstream's interpret mode computes. ``kernel_from_jaxpr`` finds the one ``pallas_call`` of
-a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be lowered by minipallas:
+``kernel_from_eqn`` builds that ``Kernel`` (then runs ``passes`` on it: the importer's
+``kernel_passes``, as ``pallas_call(..., passes=...)``); the rule then emits a ``call`` of the
+kernel's CPU program (``minipallas.kernels.programs.grid``), so ``from_jaxpr`` of a program
+using Pallas computes what upstream's interpret mode computes. ``kernel_from_jaxpr`` finds the
+one ``pallas_call`` of a jaxpr, so a kernel written with ``jax.experimental.pallas`` can be
+lowered by minipallas:
 
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=minipallas.tpu.VMEM)
     minipallas.kernels.pallas_call.lower_kernel(kernel, "tpu")
@@ -38,15 +40,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 
-from minipallas.interop.importer import (
-    Importer,
-    ImportScope,
-    JaxprImportError,
-    closed_parts,
-    dtype_of,
-    rule,
-    type_of,
-)
+from minipallas.interop.importer.avals import JaxprImportError, dtype_of, type_of
+from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts, rule
 from minipallas.ir.core import Function, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
@@ -56,11 +51,12 @@ from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS
 from minipallas.kernels.spec.tracing import check_grid_axes
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import pallas_core
+from minipallas.passes.pipeline import run
 
 
 @rule("pallas_call")
 def pallas_call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    kernel = kernel_from_eqn(eqn, importer=scope.importer)
+    kernel = kernel_from_eqn(eqn, importer=scope.importer, passes=scope.importer.kernel_passes)
     name = scope.importer.unique_name(f"{kernel.name}_grid")
     program = grid_program(kernel, name=name, loc=scope.loc)
     args = [scope.read(a) for a in eqn.invars]
@@ -91,9 +87,14 @@ def _pallas_calls(jaxpr: jax_core.Jaxpr) -> list[jax_core.JaxprEqn]:
 
 
 def kernel_from_eqn(
-    eqn: jax_core.JaxprEqn, *, memory_space: MemorySpace = ANY, importer: Importer | None = None
+    eqn: jax_core.JaxprEqn,
+    *,
+    memory_space: MemorySpace = ANY,
+    importer: Importer | None = None,
+    passes: str = "",
 ) -> Kernel:
-    """The ``Kernel`` of one upstream ``pallas_call`` equation (see the module doc)."""
+    """The ``Kernel`` of one upstream ``pallas_call`` equation (see the module doc), after the
+    pipeline ``passes``."""
     params = eqn.params
     gm = params["grid_mapping"]
     name = str(params.get("name") or "kernel")
@@ -120,7 +121,7 @@ def kernel_from_eqn(
     vmapped = frozenset(int(d) for d in gm.vmapped_dims)
     if vmapped:
         body = _unbatched_axes(body, len(grid), vmapped)
-    return Kernel(
+    kernel = Kernel(
         name=body.name,
         body=body,
         grid=grid,
@@ -131,6 +132,7 @@ def kernel_from_eqn(
         input_output_aliases=_aliases(params.get("input_output_aliases", ()), n_pre),
         scalar_prefetch=tuple(prefetch),
     )
+    return run(kernel, passes) if passes else kernel
 
 
 def _prefetch_type(aval: object, k: int) -> RefType:

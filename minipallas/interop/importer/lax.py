@@ -28,7 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 from jax import lax
 
-from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
+from minipallas.interop.importer.avals import dtype_of, type_of
+from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.interop.importer import ImportScope, rule, type_of
-from minipallas.interop.indexers import static_int
+from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.indexers import static_int
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice

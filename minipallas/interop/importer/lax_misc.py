@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, rule, type_of
-from minipallas.interop.lax import identity, operands
+from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.lax import identity, operands
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
 

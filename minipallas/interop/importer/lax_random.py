@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 
 import jax
 
-from minipallas.interop.importer import ImportScope, rule
-from minipallas.interop.lax import identity, operands
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.lax import identity, operands
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jax_private import core as jax_core

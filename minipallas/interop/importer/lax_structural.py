@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
+from minipallas.interop.importer.avals import dtype_of, type_of
+from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Int, Slice, along
 from minipallas.lowering.jax_private import core as jax_core

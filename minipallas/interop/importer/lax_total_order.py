@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, rule
-from minipallas.interop.lax import operands
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.lax import operands
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import (
+from minipallas.interop.importer.avals import JaxprImportError, type_of
+from minipallas.interop.importer.engine import (
     NAMED_SCOPES,
     Importer,
     ImportScope,
-    JaxprImportError,
     closed_parts,
     rule,
-    type_of,
 )
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice, full

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, rule, scoped_rule, type_of
+from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.engine import ImportScope, rule, scoped_rule
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, dtype_of, rule, type_of
-from minipallas.interop.indexers import Window, broadcast_read, window
-from minipallas.interop.mesh import own_row
+from minipallas.interop.importer.avals import dtype_of, type_of
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.indexers import Window, broadcast_read, window
+from minipallas.interop.importer.mesh import own_row
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType

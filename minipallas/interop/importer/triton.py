@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import ImportScope, rule
-from minipallas.interop.state import target
+from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
 from minipallas.ir.opset.atomic import COMBINE
 from minipallas.lowering.jax_private import core as jax_core

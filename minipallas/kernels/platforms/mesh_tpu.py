@@ -10,7 +10,7 @@ machinery is nothing at all (``mosaic_kernel``):
 - a ``barrier`` among one core waits for no one, and goes;
 - ``program_id`` of a mesh axis of size 1 (the core's position: ``lax.axis_index``) is the
   constant 0, so a per-core row of a collective VMEM/SMEM/semaphore allocation
-  (``interop/mesh.py``) is row 0 (the rows stay, of one row each, and the ops act on
+  (``interop/importer/mesh.py``) is row 0 (the rows stay, of one row each, and the ops act on
   ``ref.at[0]``), and a window at ``pl.ds(c * 8, 8)`` is a static one. Mosaic needs that: it
   refuses a dynamic offset into a 1-D ``int32`` array it cannot prove word-aligned, which
   ``c * 8`` is not (upstream's module for such a kernel is refused so);
@@ -44,9 +44,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from minipallas.interop.importer import Importer, ImportScope, type_of
-from minipallas.interop.mesh import mpmd_map
-from minipallas.interop.pallas_call import kernel_from_eqn
+from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.engine import Importer, ImportScope
+from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.mesh import mpmd_map
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Block, Function, Op, Value
@@ -223,7 +224,8 @@ def mesh_eqn(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:
 
 
 def mesh_call_of(eqn: jax_core.JaxprEqn) -> Op:
-    """The ``mesh_call`` op upstream's ``mpmd_map`` equation imports to (``interop/mesh.py``)."""
+    """The ``mesh_call`` op upstream's ``mpmd_map`` equation imports to
+    (``interop/importer/mesh.py``)."""
     scope = ImportScope(Importer())
     for k, v in enumerate(eqn.invars):
         if isinstance(v, jax_core.Var):
@@ -250,15 +252,15 @@ def run_mesh_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
     return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
 
 
-def run_pallas_call_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
+def run_pallas_call_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any], passes: str = "") -> list[Any]:
     """A ``pallas_call`` equation run as minipallas's Mosaic module (its kernel imported with
-    blocks in VMEM) in the same custom call. Its compiler params are the
-    ``pltpu.CompilerParams`` itself in jax 0.10.2's equations (flash attention's), or a
+    blocks in VMEM, then ``passes`` run on it) in the same custom call. Its compiler params are
+    the ``pltpu.CompilerParams`` itself in jax 0.10.2's equations (flash attention's), or a
     ``{"mosaic_tpu": ...}`` mapping."""
     params = eqn.params.get("compiler_params")
     if isinstance(params, Mapping):
         params = params.get("mosaic_tpu")
-    kernel = kernel_from_eqn(eqn, memory_space=TPU_VMEM)
+    kernel = kernel_from_eqn(eqn, memory_space=TPU_VMEM, passes=passes)
     return run_module(kernel, params, ins, [v.aval.dtype for v in eqn.outvars])
 
 

@@ -24,7 +24,7 @@ from ir_types import I32
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.interop.pallas_call import kernel_from_eqn
+from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.kernels.platforms import mesh_tpu
 from minipallas.lowering import jaxlib_shim
 from minipallas.lowering.jax_private import core as jax_core

@@ -1,0 +1,17 @@
+"""Running minipallas under JAX: ``to_jax(fn)``, a minipallas function as a function of JAX arrays.
+
+``engine`` discharges and cleans the function and evaluates it with one rule per op that calls
+``jax.lax``, registered with ``@rule("op", ...)``; the other files hold the rules of one family
+of ops each: ``indexing`` (windows, gathers, scatters), ``structural`` (``reverse``, ``pad``,
+scans, ``sort``...), ``lanes`` (the TPU's vector ops), ``debug`` (``debug_print``).
+"""
+
+from minipallas.interop.exporter import (  # noqa: F401  (each registers its rules)
+    debug,
+    indexing,
+    lanes,
+    structural,
+)
+from minipallas.interop.exporter.engine import rule, to_jax
+
+__all__ = ["rule", "to_jax"]
