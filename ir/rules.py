@@ -6,9 +6,12 @@ emitter) keeps a table from an op's (or a primitive's) name to the function hand
 ``RULES``, filled by ``@rule("name", ...)`` (``rule = RULES.register``) in one file per op
 family. ``@register`` is the pass registry's decorator: it registers passes, not rules.
 ``RuleTable`` is that table: a plain dict, so tests can swap a rule, whose ``register`` refuses
-a second rule for the same name. What a *missing* rule means stays with each pass: each raises
-its own error naming the op. Cleanup's rewrite patterns are no rule table: an op may have
-several, tried in order (``cleanup_patterns.pattern``).
+a second rule for the same name, and a name that is no op (``known``: the declared ops, or for
+the jaxpr importer jax's primitives): a misspelt name would be a rule that silently never runs,
+so it is an error with the nearest names; a new primitive of another package is registered by
+the primitive itself (``@rule(my_p)``). What a *missing* rule means stays with each pass: each
+raises its own error naming the op. Cleanup's rewrite patterns are no rule table: an op may have
+several, tried in order (``cleanup_patterns.pattern``, which refuses unknown names the same way).
 
 ``run_block`` is the walk they share (autodidax's ``eval_jaxpr``): bind the block's parameters,
 hand each op its operands' entries and bind its results, return the yielded entries. An error
@@ -17,25 +20,66 @@ from an op's rule learns that op (``excerpt.at_op``), so the entry point can sho
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+import difflib
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 from minipallas.ir.core import Block, Op
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.excerpt import at_op
+from minipallas.ir.opdef import OPS
 
 R = TypeVar("R", bound=Callable[..., Any])
 
 
-class RuleTable(dict[str, R], Generic[R]):
-    """The rules of one pass by op name; ``what`` names them in the "registered twice" error."""
+class Named(Protocol):
+    """What a rule may be registered for besides a name: a thing with one (a jax ``Primitive``)."""
 
-    def __init__(self, what: str) -> None:
+    name: str
+
+
+def declared_ops() -> Collection[str]:
+    """The names a rule table of ops accepts: every op declared (``ir.opset``, and any op a
+    program declares later, as ``examples/ch14_new_op.py`` does)."""
+    return OPS
+
+
+def check_name(name: str, known: Collection[str], what: str, kind: str = "op") -> None:
+    """Refuses a rule (``what``) for ``name`` when no ``kind`` has that name: a
+    ``ValueError`` naming it and the nearest known names."""
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, list(known), n=3)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ValueError(f"{what} for {name!r}: there is no {kind} named {name!r}{hint}")
+
+
+class RuleTable(dict[str, R], Generic[R]):
+    """The rules of one pass by name; ``what`` names them in errors. ``known`` gives the names
+    a rule may be registered for (asked at each registration; by default the declared ops),
+    ``kind`` what those names are ("op", "jax primitive")."""
+
+    def __init__(
+        self,
+        what: str,
+        known: Callable[[], Collection[str]] = declared_ops,
+        kind: str = "op",
+    ) -> None:
         super().__init__()
         self.what = what
+        self.known = known
+        self.kind = kind
 
-    def register(self, *names: str) -> Callable[[R], R]:
-        """Registers the decorated function as the rule of each op in ``names``."""
+    def register(self, *keys: str | Named) -> Callable[[R], R]:
+        """Registers the decorated function as the rule of each op in ``keys``; a name that is
+        not ``known``, or already has a rule, is a ``ValueError``. A key may also be the thing
+        itself (an object with a ``name``: a jax ``Primitive`` another package defines), which
+        needs no check: it exists."""
+        names = [k if isinstance(k, str) else k.name for k in keys]
+        strings = [k for k in keys if isinstance(k, str)]
+        known = self.known() if strings else ()
+        for name in strings:
+            check_name(name, known, self.what, self.kind)
 
         def add(rule: R) -> R:
             for name in names:

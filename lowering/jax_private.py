@@ -14,8 +14,10 @@ it, not an ``ImportError`` deep in some interop file.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
+import sys
 from types import ModuleType
 
 from minipallas.ir.errors import MiniPallasError
@@ -38,6 +40,12 @@ MODULES = {
     "pallas_core": "jax._src.pallas.core",
     "pallas_primitives": "jax._src.pallas.primitives",
     "pallas_tpu_core": "jax._src.pallas.mosaic.core",
+    # where the other Pallas primitives a jaxpr may hold are defined (``primitive_names``)
+    "pallas_call": "jax._src.pallas.pallas_call",
+    "pallas_mpmd": "jax._src.pallas.mpmd",
+    "pallas_tpu_primitives": "jax._src.pallas.mosaic.primitives",
+    "pallas_tpu_pipeline": "jax._src.pallas.mosaic.pipeline",
+    "pallas_triton_primitives": "jax._src.pallas.triton.primitives",
     # Pallas backends: the lowerings the difftest compares against, and how a kernel is launched
     "mosaic_lowering": "jax._src.pallas.mosaic.lowering",
     "tpu_info": "jax._src.pallas.mosaic.tpu_info",
@@ -63,7 +71,37 @@ MODULES = {
     "fusible_dtype": "jax._src.pallas.fuser.fusible_dtype",
 }
 
-__all__ = ["JAX_VERSION", "MODULES", *MODULES]
+# The rows whose modules define primitives that jax itself does not load (``primitive_names``).
+PRIMITIVE_MODULES = (
+    "pallas_primitives",
+    "pallas_call",
+    "pallas_mpmd",
+    "pallas_tpu_primitives",
+    "pallas_tpu_pipeline",
+    "pallas_triton_primitives",
+    "random_prng",
+    "lax_control_flow",
+    "state_primitives",
+)
+
+__all__ = ["JAX_VERSION", "MODULES", "PRIMITIVE_MODULES", "primitive_names", *MODULES]
+
+
+@functools.cache
+def primitive_names() -> frozenset[str]:
+    """The name of every jax primitive: each ``Primitive`` a loaded ``jax`` module holds, once
+    ``PRIMITIVE_MODULES`` are loaded (``jax.lax``'s come with jax). The jaxpr importer's rule
+    table refuses a rule for any other name (``ir.rules.RuleTable``)."""
+    for name in PRIMITIVE_MODULES:
+        __getattr__(name)
+    primitive = __getattr__("core").Primitive
+    return frozenset(
+        value.name
+        for module in list(sys.modules.values())
+        if module is not None and module.__name__.split(".")[0] == "jax"
+        for value in list(vars(module).values())
+        if isinstance(value, primitive)
+    )
 
 
 def __getattr__(name: str) -> ModuleType:

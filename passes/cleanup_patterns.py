@@ -18,6 +18,7 @@ from typing import Protocol
 
 from minipallas.ir.core import Op, Value
 from minipallas.ir.indexing import Int, Slice
+from minipallas.ir.rules import check_name, declared_ops
 from minipallas.passes.indexer_facts import facts, pair
 
 
@@ -38,7 +39,10 @@ def pattern(
     *names: str, table: dict[str, list[Pattern]] = PATTERNS
 ) -> Callable[[Pattern], Pattern]:
     """Registers a pattern for the ops ``names`` in ``table``; patterns of one op are tried in
-    order."""
+    order. A name that is no declared op is a ``ValueError`` (a pattern that could never
+    match)."""
+    for name in names:
+        check_name(name, declared_ops(), "cleanup pattern")
 
     def register(fn: Pattern) -> Pattern:
         for name in names:

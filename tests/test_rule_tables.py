@@ -35,13 +35,53 @@ def test_rules_live_in_a_rule_table_filled_by_rule(module):
 @pytest.mark.parametrize("module", TABLES)
 def test_a_second_rule_for_one_name_is_refused(module):
     rules = importlib.import_module(module).RULES
-    first = rules.register("twice_for_test")(lambda *args: ())
+    name = sorted(rules)[0]
+    saved = rules.pop(name)
     try:
-        with pytest.raises(ValueError, match=f"{rules.what} for 'twice_for_test' registered twice"):
-            rules.register("twice_for_test")(lambda *args: ())
-        assert rules["twice_for_test"] is first
+        first = rules.register(name)(lambda *args: ())
+        with pytest.raises(ValueError, match=f"{rules.what} for '{name}' registered twice"):
+            rules.register(name)(lambda *args: ())
+        assert rules[name] is first
     finally:
-        del rules["twice_for_test"]
+        rules[name] = saved
+
+
+@pytest.mark.parametrize("module", TABLES)
+def test_a_rule_for_a_name_that_is_no_op_is_refused_with_the_nearest(module):
+    """A misspelt name would be a rule that never runs: registering it is an error naming the
+    nearest names (ops, or jax primitives for the importer's table), and nothing is added."""
+    rules = importlib.import_module(module).RULES
+    with pytest.raises(
+        ValueError,
+        match=f"{rules.what} for 'dynamic_slise': there is no {rules.kind} named "
+        "'dynamic_slise'; did you mean 'dynamic_slice'",
+    ):
+        rules.register("dynamic_slise")
+    assert "dynamic_slise" not in rules
+    with pytest.raises(ValueError, match="there is no"):
+        rules.register("zzzz")  # nothing near: no suggestion, still refused
+
+
+def test_the_jaxpr_importer_takes_jax_primitive_names_and_the_others_op_names():
+    from minipallas.interop.importer import engine as importer
+
+    assert importer.RULES.kind == importer.SCOPED_RULES.kind == "jax primitive"
+    assert {"jit", "dot_general", "pallas_call", "dma_start"} <= importer.RULES.known()
+    ops = importlib.import_module("minipallas.interop.exporter.engine").RULES.known()
+    assert "get" in ops and "dot_general" not in ops
+
+
+def test_a_cleanup_pattern_for_a_name_that_is_no_op_is_refused():
+    from minipallas.passes.cleanup_patterns import pattern
+
+    table = {}
+    with pytest.raises(
+        ValueError, match="cleanup pattern for 'ad': there is no op named 'ad'; did you mean"
+    ):
+        pattern("add", "ad", table=table)
+    assert table == {}
+    pattern("add", table=table)(lambda op, defs: None)
+    assert list(table) == ["add"]
 
 
 def test_discharge_runs_region_and_scope_rules_for_every_op():

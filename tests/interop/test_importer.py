@@ -96,7 +96,10 @@ def test_other_packages_register_rules_for_new_primitives():
     with pytest.raises(JaxprImportError, match="twice_for_test"):
         from_jaxpr(closed)
 
-    @rule("twice_for_test")
+    with pytest.raises(ValueError, match="no jax primitive named 'twice_for_test'"):
+        rule("twice_for_test")  # a name alone could be a misspelling: the primitive says it
+
+    @rule(twice_p)
     def twice(scope, eqn):
         x = scope.read(eqn.invars[0])
         return [scope.emit("add", [x, x])]
@@ -106,7 +109,7 @@ def test_other_packages_register_rules_for_new_primitives():
         (out,) = minipallas.interpret(fn, np.array([1.0, 2.0, 3.0], np.float32))
         np.testing.assert_array_equal(out, [3.0, 5.0, 7.0])
         with pytest.raises(ValueError, match="registered twice"):
-            rule("twice_for_test")(twice)
+            rule(twice_p)(twice)
     finally:
         del RULES["twice_for_test"]
 
@@ -115,7 +118,7 @@ def test_a_rule_that_builds_a_bad_op_reports_the_primitive_and_line():
     bad_p = jax_core.Primitive("bad_for_test")
     bad_p.def_abstract_eval(lambda x: x)
 
-    @rule("bad_for_test")
+    @rule(bad_p)
     def bad(scope, eqn):
         x = scope.read(eqn.invars[0])
         return [scope.emit("add", [x, scope.constant(1, "int32")])]

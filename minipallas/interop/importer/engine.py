@@ -54,7 +54,7 @@ from minipallas.ir.types import (
 )
 from minipallas.ir.verifier import verify as verify_fn
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import source_info_util
+from minipallas.lowering.jax_private import primitive_names, source_info_util
 
 PALLAS_OOB_MODES = ("pad", "clamp")
 
@@ -70,7 +70,7 @@ class Rule(Protocol):
     def __call__(self, scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]: ...
 
 
-RULES: RuleTable[Rule] = RuleTable("import rule")
+RULES: RuleTable[Rule] = RuleTable("import rule", primitive_names, "jax primitive")
 rule = RULES.register
 
 
@@ -88,7 +88,9 @@ class ScopedRule(Protocol):
     ) -> list[Value]: ...
 
 
-SCOPED_RULES: RuleTable[ScopedRule] = RuleTable("scoped import rule")
+SCOPED_RULES: RuleTable[ScopedRule] = RuleTable(
+    "scoped import rule", primitive_names, "jax primitive"
+)
 scoped_rule = SCOPED_RULES.register
 
 

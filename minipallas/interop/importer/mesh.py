@@ -328,15 +328,6 @@ def axis_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [out]
 
 
-@rule("axis_size")
-def axis_size(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    names = _names(scope, eqn.params["axis_name"])
-    out = _axis_size(scope, names[0])
-    for a in names[1:]:
-        out = scope.emit("mul", [out, _axis_size(scope, a)])
-    return [out]
-
-
 def _axis_size(scope: ImportScope, name: str) -> Value:
     """A mesh axis's size, or a named grid axis's (``num_programs``: it may be dynamic)."""
     mesh = scope.importer.mesh
