@@ -13,6 +13,7 @@ bits than upstream's, or lies outside the envelope.
 
     make tpu-check                          # on a TPU machine
     python bench/tpu_check.py [--kernels add,softmax] [--out tpu-check.json]
+    python bench/tpu_check.py --passes 'fuse-grid-steps{min_steps=1,max_unroll=4,max_carried=9}'
     python bench/tpu_check.py --cpu         # the same machinery on the CPU, in seconds
 
 Opening the chip costs ~15 s, so kernels run in one worker process, one after another. A
@@ -167,15 +168,16 @@ def vs_cpu(
     return worst, at
 
 
-def check(case: Any, device: Any, cpu: bool) -> dict[str, Any]:
-    """One kernel on both sides, and ours against the CPU (module doc); a dict for the report."""
+def check(case: Any, device: Any, cpu: bool, passes: str = "") -> dict[str, Any]:
+    """One kernel on both sides, and ours against the CPU (module doc); a dict for the report.
+    ``passes``: a pipeline run on our kernel first (``pallas_call(passes=...)``)."""
     skip = {**SKIP, **(CPU_SKIP if cpu else {})}
     if case.name in skip:
         return {"name": case.name, "status": "skipped", "detail": skip[case.name]}
     args = case.inputs()
     record: dict[str, Any] = {"name": case.name}
     start = time.perf_counter()
-    ours = run_on_device(case.minipallas(), args, device)
+    ours = run_on_device(case.minipallas(passes=passes), args, device)
     theirs = run_on_device(case.upstream(interpret=cpu), args, device)
     sides = (("ours", ours), ("upstream", theirs))
     refused = [side for side, r in sides if isinstance(r, Refused)]
@@ -197,7 +199,9 @@ def check(case: Any, device: Any, cpu: bool) -> dict[str, Any]:
     return record
 
 
-def worker(names: list[str], journal: Path, cpu: bool, simulate_halt: str | None) -> int:
+def worker(
+    names: list[str], journal: Path, cpu: bool, simulate_halt: str | None, passes: str = ""
+) -> int:
     """Checks ``names`` in order, appending ``{"start": name}`` then ``{"result": ...}`` lines
     to ``journal``; exits ``HALT_EXIT`` after a device failure."""
     device = _device(cpu)
@@ -213,7 +217,7 @@ def worker(names: list[str], journal: Path, cpu: bool, simulate_halt: str | None
             if name == simulate_halt:  # the test of the isolation: die as a halted chip does
                 os._exit(134)
             try:
-                note({"result": check(by_name[name], device, cpu)})
+                note({"result": check(by_name[name], device, cpu, passes)})
             except DeviceFailure as e:
                 note({"result": {"name": name, "status": "device error", "detail": str(e)}})
                 return HALT_EXIT
@@ -234,6 +238,7 @@ def run_batch(names: list[str], options: argparse.Namespace) -> dict[str, dict[s
     while pending:
         command = [sys.executable, __file__, "--worker", "--kernels", ",".join(pending)]
         command += ["--cpu"] if options.cpu else []
+        command += ["--passes", options.passes] if options.passes else []
         if options.simulate_halt:
             command += ["--simulate-halt", options.simulate_halt]
         ran = run_worker(command, options.timeout, tail=2000)
@@ -267,12 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("tpu-check.json"))
     parser.add_argument("--cpu", "--dry-run", action="store_true", dest="cpu")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one kernel may run")
+    parser.add_argument("--passes", default="", help="a pipeline run on each of our kernels")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--journal", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--simulate-halt", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.worker:
-        return worker(options.kernels, options.journal, options.cpu, options.simulate_halt)
+        return worker(
+            options.kernels, options.journal, options.cpu, options.simulate_halt, options.passes
+        )
     chosen = [c.name for c in cases(options.kernels, options.cpu)]
     safe = [n for n in chosen if n not in RISKY]
     results: dict[str, dict[str, Any]] = {}

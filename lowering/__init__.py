@@ -16,6 +16,7 @@ rule table, one rule file per op family. Every private jaxlib entry point they u
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -27,7 +28,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, Kernel
 from minipallas.ir.types import TPU_VMEM, MemorySpace
-from minipallas.passes.pipeline import run
+from minipallas.passes.pipeline import PASSES, run
 
 __all__ = ["TARGETS", "Target", "target"]
 
@@ -64,15 +65,28 @@ class Target:
         optimize: bool = True,
         **options: Any,
     ) -> Any:
-        """Runs the pipeline on ``subject`` (a kernel's passes on the kernel, so a kernel pass
-        may change its grid), then the emitter on the result and its body. With ``verify`` the
-        IR is verified before and after each pass (None: ``MINIPALLAS_VERIFY``)."""
+        """Runs the pipeline on ``subject``, then the emitter: ``emit(subject, body)``, the
+        pipeline's result as ``body``. A kernel's passes run on the kernel, so a kernel pass
+        may change its grid and specs: the emitter's kernel has those, with the body as the
+        last kernel pass left it (the input's when none ran), before the function passes
+        after it. With ``verify`` the IR is verified before and after each pass (None:
+        ``MINIPALLAS_VERIFY``)."""
         self._check_subject(subject)
         emit = self._emitter()
         self._check_options(emit, options)
         pipeline = self.pipeline_for(subject, options, optimize=optimize)
-        subject = run(subject, pipeline, verify=verify, after_each=after_each)
-        return emit(subject, subject.body if self.kernel else subject, **options)
+        if not self.kernel:
+            return emit(subject, run(subject, pipeline, verify=verify, after_each=after_each))
+        shaped = [subject.body]
+
+        def note(name: str, body: Function) -> None:
+            if PASSES[name].subject == "kernel":
+                shaped[0] = body
+            if after_each is not None:
+                after_each(name, body)
+
+        after = run(subject, pipeline, verify=verify, after_each=note)
+        return emit(dataclasses.replace(after, body=shaped[0]), after.body, **options)
 
     def pipeline_for(
         self,

@@ -127,6 +127,13 @@ def test_every_builtin_option_is_declared_with_the_function_default():
         "collectives": {"context": "discharge", "mode": "reject"},
         "discharge": {"discharge_scoped": True, "keep_params": 0, "collectives": "reject"},
         "drop-inputs": {"count": REQUIRED},
+        "fuse-grid-steps": {
+            "max_unroll": 32,
+            "target_bytes": 4 << 20,
+            "vmem_budget": 8 << 20,
+            "min_steps": 64,
+            "max_carried": 1,
+        },
         "hoist-invariant": {"grid": REQUIRED, "inputs": REQUIRED},
         "promote-scratch": {"budget": 131072},
     }

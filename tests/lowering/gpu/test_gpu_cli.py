@@ -46,7 +46,7 @@ def test_emit_gpu_needs_a_kernel_file(tmp_path, capsys):
     ("target", "passes", "emitted"),
     [
         ("gpu", ["collectives", "discharge", "cleanup"], "tt.func public @add("),
-        ("tpu", ["collectives"], "func.func @add("),
+        ("tpu", ["collectives", "fuse-grid-steps"], "func.func @add("),
         # the CPU program is built from the kernel body by stages of their own (the body's
         # passes, its batched form, the program), before the target's pipeline
         (

@@ -105,7 +105,7 @@ def test_promote_scratch_rerun_from_the_printed_body_gives_the_emitted_kernel(k)
     (compiled ahead of time by tests/mosaic_compile.py) and the same values as the body."""
     stages = []
     lowered = lower_kernel(k, promote_scratch=True, after_each=lambda n, f: stages.append((n, f)))
-    assert [n for n, _ in stages] == ["collectives", "promote-scratch"]
+    assert [n for n, _ in stages] == ["collectives", "fuse-grid-steps", "promote-scratch"]
     checked = run(parse_module(print_function(k.body)).entry, "collectives{context=mosaic}")
     promoted = run(parse_module(print_function(checked)).entry, "promote-scratch", verify=True)
     assert print_function(promoted) == print_function(stages[-1][1])
