@@ -88,8 +88,10 @@ bench: $(STAMP)
 tpu-check:
 	$(PYTHON) bench/tpu_check.py $(TPU_ARGS)
 
+# PASSES='my-pass{...}' (with TPU_ARGS='--load my_pass.py' for a pass of one's own): a pipeline run
+# on each kernel first, timed against upstream and against the pipeline without it
 tpu-bench:
-	$(PYTHON) bench/tpu_bench.py $(TPU_ARGS)
+	$(PYTHON) bench/tpu_bench.py $(if $(PASSES),--passes '$(PASSES)') $(TPU_ARGS)
 
 # The kernel fuzzer on the chip (run from outside the checkout: its minipallas/ folder would
 # shadow the installed package); FUZZ_ARGS=--aot compiles both sides only, on any machine.
