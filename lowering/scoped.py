@@ -26,6 +26,6 @@ def run_scoped(ctx: EmitterContext, op: Op, *args: Any) -> Sequence[Any]:
             op=op.name,
             loc=op.loc,
             fix="discharge scoped allocations first (minipallas.lower and "
-            "minipallas.lowering.gpu.lower_kernel do)",
+            "minipallas.lowering.gpu.lower_to_triton do)",
         )
     return ctx.lower_block(op.regions[0], args)

@@ -1,7 +1,7 @@
 """Triton GPU emission of kernels, with scoped allocations discharged into registers.
 
-``lower_kernel(kernel)`` takes a traced ``pallas_call`` (``minipallas.ir.kernel_spec.Kernel``) and
-returns a ``Lowered`` whose module is a Triton (``tt``) module built with jaxlib's Triton
+``lower_to_triton(kernel)`` takes a traced ``pallas_call`` (``minipallas.ir.kernel_spec.Kernel``)
+and returns a ``Lowered`` whose module is a Triton (``tt``) module built with jaxlib's Triton
 dialect bindings, checked by the MLIR verifier. Steps 1-3 are the target table's pipeline
 (``collectives{context=triton},discharge{keep_params=N},cleanup``, N the kernel's operands),
 step 4 is ``emit``:
@@ -47,7 +47,7 @@ from minipallas.lowering.gpu.kernel import emit_kernel
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.lowered import Lowered
 
-__all__ = ["RULES", "GpuLowered", "LoweringContext", "emit", "lower_kernel", "rule"]
+__all__ = ["RULES", "GpuLowered", "LoweringContext", "emit", "lower_to_triton", "rule"]
 
 
 class GpuLowered(Lowered):
@@ -64,7 +64,7 @@ class GpuLowered(Lowered):
         self.launch_grid = plan.launch_grid(kernel.grid)
 
 
-def lower_kernel(kernel: Kernel, *, after_each: AfterEach | None = None) -> GpuLowered:
+def lower_to_triton(kernel: Kernel, *, after_each: AfterEach | None = None) -> GpuLowered:
     """Steps 1-4 of the module doc (the table's ``gpu`` row); raises ``PassError`` for what
     Triton cannot express."""
     return TARGETS["gpu"].lower(kernel, after_each=after_each)

@@ -20,7 +20,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
 from minipallas.ir.types import MemorySpace, RefType
 from minipallas.kernels.collective.simulate import simulate
-from minipallas.kernels.programs.choose import cpu_program, lower_kernel
+from minipallas.kernels.programs.choose import cpu_program, lower_for_target
 from minipallas.kernels.spec import checks
 from minipallas.kernels.spec import params as kernel_params
 from minipallas.kernels.spec.aliases import normalize_aliases
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to i
     from minipallas.compiled import Compiled
     from minipallas.lowering.lowered import Lowered
 
-__all__ = ["PallasCall", "cpu_program", "lower_kernel", "pallas_call"]
+__all__ = ["PallasCall", "cpu_program", "lower_for_target", "pallas_call"]
 
 
 def pallas_call(
@@ -267,7 +267,7 @@ class PallasCall:
         target's (VMEM for "tpu", as Pallas TPU)."""
         kernel = self.trace(*args, memory_space=lowering.target(target).memory_space)
         options.setdefault("optimize", self.spec.optimize)
-        return lower_kernel(
+        return lower_for_target(
             kernel,
             target,
             match_upstream=self.match_upstream,

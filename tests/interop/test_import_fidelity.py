@@ -20,7 +20,7 @@ from jax.experimental.pallas import tpu as pltpu
 import minipallas as mp
 from minipallas.interop import JaxprImportError
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
-from minipallas.kernels.programs.choose import lower_kernel
+from minipallas.kernels.programs.choose import lower_for_target
 
 X = (np.arange(16 * 128) % 1000).astype(np.float32).reshape(16, 128)
 
@@ -79,7 +79,7 @@ def test_a_stride_zero_read_is_a_broadcast_on_every_target(kernel, grid, expecte
     assert _bits(mp.interpret(mp.discharge(fn), X)[0]) == _bits(expected)
     assert _bits(mp.compile(fn)(X)[0]) == _bits(expected)
     # Mosaic: one row (column) loaded, then broadcast; libtpu compiles it after the test
-    module = lower_kernel(kernel_from_jaxpr(closed, memory_space=mp.tpu.VMEM), "tpu").as_text()
+    module = lower_for_target(kernel_from_jaxpr(closed, memory_space=mp.tpu.VMEM), "tpu").as_text()
     assert "vector.broadcast" in module and "strided_load" not in module
 
 

@@ -15,7 +15,7 @@ import minipallas as mp
 from minipallas.interop import from_jaxpr
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.platforms.batching import batched_kernel
-from minipallas.kernels.programs.choose import lower_kernel
+from minipallas.kernels.programs.choose import lower_for_target
 
 F32 = jnp.float32
 RNG = np.random.default_rng(27)
@@ -247,7 +247,7 @@ def test_an_imported_vmapped_kernel_emits_the_module_of_minipallas_own_batching(
     ours = batched_kernel(one, 2, [True, False])
     assert imported.grid == ours.grid == (2, 2, 2, 3)
     assert imported.dimension_semantics == ("parallel", "parallel", "parallel", "arbitrary")
-    texts = [lower_kernel(k, "tpu").as_text(debug_info=False) for k in (imported, ours)]
+    texts = [lower_for_target(k, "tpu").as_text(debug_info=False) for k in (imported, ours)]
     assert texts[0] == texts[1]
 
 

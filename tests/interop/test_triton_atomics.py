@@ -16,7 +16,7 @@ from jax.experimental.pallas import triton as plgpu
 import minipallas as mp
 from minipallas.interop import JaxprImportError, from_jaxpr
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
-from minipallas.kernels.programs.choose import lower_kernel
+from minipallas.kernels.programs.choose import lower_for_target
 from minipallas.passes.discharge import discharge
 
 F32, I32 = jnp.float32, jnp.int32
@@ -130,7 +130,7 @@ def test_the_triton_emitter_writes_atomics_that_compile_to_ptx():
     pytest.importorskip("triton")
     from minipallas.lowering.gpu.ptx import compile_ptx
 
-    lowered = lower_kernel(kernel_from_jaxpr(_jaxpr()), "gpu")
+    lowered = lower_for_target(kernel_from_jaxpr(_jaxpr()), "gpu")
     text = lowered.as_text()
     for kind in ("fadd", "add", "max", "umin", "min", "umax"):  # float max/min through bits
         assert f"tt.atomic_rmw {kind}, acq_rel, gpu" in text, kind

@@ -14,7 +14,7 @@ from suite import BY_NAME, KERNELS
 import minipallas as mp
 from minipallas.interop import JaxprImportError, from_jaxpr
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
-from minipallas.kernels.programs.choose import lower_kernel
+from minipallas.kernels.programs.choose import lower_for_target
 
 
 def _jaxpr(case, args):
@@ -54,7 +54,7 @@ def test_imported_kernel_emits_the_tpu_module_of_the_traced_one(name):
     case = BY_NAME[name]
     args = case.inputs()
     kernel = kernel_from_jaxpr(_jaxpr(case, args), memory_space=mp.tpu.VMEM)
-    imported = lower_kernel(kernel, "tpu").as_text(debug_info=False)
+    imported = lower_for_target(kernel, "tpu").as_text(debug_info=False)
     traced = case.minipallas().lower(*args, target="tpu").as_text(debug_info=False)
     assert imported == traced
 

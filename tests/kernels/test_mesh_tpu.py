@@ -29,7 +29,7 @@ from minipallas.kernels.platforms.mesh_tpu import (
     on_tpu,
     one_core_body,
 )
-from minipallas.kernels.programs.choose import cpu_program, lower_kernel
+from minipallas.kernels.programs.choose import cpu_program, lower_for_target
 from minipallas.lowering import jaxlib_shim
 from minipallas.lowering.tpu import aot, compile_check
 
@@ -63,7 +63,7 @@ def used(value, block):
 
 
 def text(kernel):
-    return str(lower_kernel(kernel, "tpu"))
+    return str(lower_for_target(kernel, "tpu"))
 
 
 # -- every one-core kernel of the corpus -------------------------------------------------------
@@ -126,7 +126,7 @@ def test_the_kernel_op_and_equation_give_one_module():
     _, _, eqn = built(ONE_CORE[0])
     op = mesh_call_of(eqn)
     texts = {
-        normalized_text(lower_kernel(mosaic_kernel(s), "tpu").module)
+        normalized_text(lower_for_target(mosaic_kernel(s), "tpu").module)
         for s in (eqn, op, mesh_kernel(op))
     }
     assert len(texts) == 1

@@ -24,7 +24,7 @@ one ``pallas_call`` of a jaxpr, so a kernel written with ``jax.experimental.pall
 lowered by minipallas:
 
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=minipallas.tpu.VMEM)
-    minipallas.kernels.pallas_call.lower_kernel(kernel, "tpu")
+    minipallas.kernels.pallas_call.lower_for_target(kernel, "tpu")
 
 The rule's ``call`` passes the equation's operands as they are: the dynamic grid sizes, the
 scalar-prefetch arrays, then the inputs, as the CPU program takes them. ``Element`` block

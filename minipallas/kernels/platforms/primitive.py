@@ -38,7 +38,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType, MemorySpace
 from minipallas.kernels.platforms import PLATFORMS, Platform
 from minipallas.kernels.platforms.batching import batched_kernel
-from minipallas.kernels.programs.choose import cpu_program, lower_kernel
+from minipallas.kernels.programs.choose import cpu_program, lower_for_target
 from minipallas.kernels.spec.call import CallSpec
 from minipallas.lowering.jax_private import batching
 from minipallas.lowering.jax_private import core as jax_core
@@ -102,7 +102,7 @@ class KernelCall:
         need it). Another backend's compiler params are the error ``PallasCall.lower``
         raises."""
         if target not in self._lowered:
-            self._lowered[target] = lower_kernel(
+            self._lowered[target] = lower_for_target(
                 self.traced(lowering.target(target).memory_space),
                 target,
                 compiler_params=self.compiler_params,

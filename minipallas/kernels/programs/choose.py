@@ -3,7 +3,7 @@
 A lowering target that takes a ``Kernel`` (Mosaic, Triton) emits the kernel itself; one that
 takes a ``Function`` ("stablehlo", the CPU) gets the grid as a program over whole arrays.
 ``PallasCall.program``, ``PallasCall.lower`` and the JAX primitive's platforms all ask
-``cpu_program`` and ``lower_kernel``, so ``match_upstream`` and ``collectives="simulate"`` mean
+``cpu_program`` and ``lower_for_target``, so ``match_upstream`` and ``collectives="simulate"`` mean
 the same on every path.
 """
 
@@ -72,7 +72,7 @@ def _program(
     )
 
 
-def lower_kernel(
+def lower_for_target(
     kernel: Kernel,
     target: str = "stablehlo",
     *,

@@ -11,7 +11,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.collectives import TRITON_MESSAGE, CollectiveAxesUnsupported
 from minipallas.ir.errors import PassError
-from minipallas.lowering.gpu import lower_kernel
+from minipallas.lowering.gpu import lower_to_triton
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 
 ALL = [*KERNELS, *EXTRA]
@@ -169,6 +169,6 @@ def test_integer_pow_is_rejected_at_the_users_line():
     assert "test_gpu_emit.py" in str(info.value.loc)
 
 
-def test_lower_kernel_rejects_what_is_not_a_kernel():
+def test_lower_to_triton_rejects_what_is_not_a_kernel():
     with pytest.raises(PassError, match="takes a traced Kernel"):
-        lower_kernel("add")
+        lower_to_triton("add")

@@ -11,7 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.kernels.pallas_call import lower_for_target
 
 TRITON_REFUSED = {
     "roll": lambda x: pltpu.roll(x, 1, 1),
@@ -29,5 +29,5 @@ def test_the_triton_path_refuses_them_as_upstream_has_no_rule(name):
     x = np.zeros((16, 16), np.int32)
     kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x))
     with pytest.raises(MiniPallasError, match=f"'{name}'.*has no Triton lowering") as info:
-        lower_kernel(kernel_ir, "gpu")
+        lower_for_target(kernel_ir, "gpu")
     assert "fix:" in str(info.value)

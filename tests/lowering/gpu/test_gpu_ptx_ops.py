@@ -19,7 +19,7 @@ from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir import dtypes
-from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.gpu.ptx import compile_ptx
 
 pytest.importorskip("triton")
@@ -162,5 +162,5 @@ def test_upstream_scan_with_extensive_values_compiles_to_ptx():
 
     out = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
     jaxpr = jax.make_jaxpr(pl.pallas_call(upstream_running_rows, out))(out)
-    low = lower_kernel(kernel_from_jaxpr(jaxpr), "gpu")
+    low = lower_for_target(kernel_from_jaxpr(jaxpr), "gpu")
     assert "tt.gather" in low.as_text() and ".visible .entry kernel(" in compile_ptx(low).ptx

@@ -14,7 +14,7 @@ from jax.experimental.pallas import triton as plgpu
 
 from minipallas.difftest.triton import compare, summarize, upstream_triton
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
-from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.gpu.ptx import compile_ptx
 
 REJECTED = {  # upstream's Triton backend refuses scratch; minipallas keeps it in registers
@@ -103,7 +103,7 @@ def _abs_by_bits(x_ref, o_ref):
 
 def test_imported_bitcast_is_tt_bitcast_as_upstream_and_compiles_to_ptx():
     call, spec = _upstream_kernel(_abs_by_bits, jjnp.float32)
-    low = lower_kernel(kernel_from_jaxpr(jax.make_jaxpr(call)(spec)), "gpu")
+    low = lower_for_target(kernel_from_jaxpr(jax.make_jaxpr(call)(spec)), "gpu")
     text = low.as_text(debug_info=False)
     assert text.count("tt.bitcast %") == 2 and "arith.bitcast" not in text
     c = compare(low.module, upstream_triton(call, spec))

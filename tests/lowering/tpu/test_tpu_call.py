@@ -14,7 +14,7 @@ import minipallas as mp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.types import TPU_SMEM, TPU_VMEM, RefType
-from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.kernels.pallas_call import lower_for_target
 
 F32 = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
 
@@ -81,7 +81,7 @@ def test_jitted_helper_refs_are_in_the_callers_memory_spaces():
 
 
 def test_jitted_helper_on_scratch_emits_vmem_memrefs():
-    lowered = lower_kernel(_kernel(STAGED, STAGED_ARGS), "tpu")
+    lowered = lower_for_target(_kernel(STAGED, STAGED_ARGS), "tpu")
     assert lowered.module.operation.verify()
     filecheck(
         lowered.as_text(debug_info=False),
@@ -97,7 +97,7 @@ def test_jitted_helper_on_scratch_emits_vmem_memrefs():
 
 
 def test_jitted_helper_on_smem_and_vmem_refs_reads_each_its_own_way():
-    lowered = lower_kernel(_kernel(CORNERS, (F32, F32)), "tpu")
+    lowered = lower_for_target(_kernel(CORNERS, (F32, F32)), "tpu")
     assert lowered.module.operation.verify()
     filecheck(
         lowered.as_text(debug_info=False),
@@ -112,7 +112,7 @@ def test_jitted_helper_on_smem_and_vmem_refs_reads_each_its_own_way():
 def test_modules_match_upstreams_lowering():
     for call, args, semantics in [(STAGED, STAGED_ARGS, True), (CORNERS, (F32, F32), False)]:
         diff = compare(
-            lower_kernel(_kernel(call, args), "tpu").module, upstream_mosaic(call, *args)
+            lower_for_target(_kernel(call, args), "tpu").module, upstream_mosaic(call, *args)
         )
         assert (diff.signature, diff.memrefs, diff.ops) == (None, {}, {})
         # the grid axis: minipallas infers parallel, upstream defaults to arbitrary

@@ -25,7 +25,7 @@ from minipallas import tpu
 from minipallas.difftest.mosaic import UpstreamError, normalized_text, upstream_mosaic
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import PassError
-from minipallas.kernels.pallas_call import lower_kernel as lower_call
+from minipallas.kernels.pallas_call import lower_for_target as lower_call
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 

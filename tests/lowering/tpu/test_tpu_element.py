@@ -23,7 +23,7 @@ from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic  
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr  # noqa: E402
 from minipallas.ir.errors import PassError  # noqa: E402
 from minipallas.ir.types import TPU_VMEM  # noqa: E402
-from minipallas.kernels.pallas_call import lower_kernel  # noqa: E402
+from minipallas.kernels.pallas_call import lower_for_target  # noqa: E402
 
 jax = pytest.importorskip("jax")
 LOW_PADDING = mosaic_refuses(
@@ -94,7 +94,7 @@ def test_the_window_kind_carries_each_dimensions_padding():
 def test_an_upstream_kernel_imported_lowers_to_upstreams_module():
     case = BY_NAME["rows_window"]
     kernel = kernel_from_jaxpr(jax.make_jaxpr(case.upstream())(*case.args), memory_space=TPU_VMEM)
-    ours = lower_kernel(kernel, "tpu")
+    ours = lower_for_target(kernel, "tpu")
     theirs = upstream_mosaic(case.upstream(interpret=False), *case.specs())
     diff = compare(ours.module, theirs)
     diff.attributes.pop("dimension_semantics", None)

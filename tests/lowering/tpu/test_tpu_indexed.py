@@ -22,7 +22,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.parser import parse
 from minipallas.ir.types import TPU_SMEM
-from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.kernels.pallas_call import lower_for_target
 
 X = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
 
@@ -47,7 +47,7 @@ def _upstream(body):
 
 def _mosaic(body) -> str:
     kernel = kernel_from_jaxpr(jax.make_jaxpr(_upstream(body))(X), memory_space=mp.tpu.VMEM)
-    lowered = lower_kernel(kernel, "tpu")
+    lowered = lower_for_target(kernel, "tpu")
     assert lowered.module.operation.verify()
     return lowered.as_text(debug_info=False)
 
@@ -118,7 +118,7 @@ def _text_kernel(text: str) -> Kernel:
 
 
 def test_dynamic_windows_rotate_pad_and_mask():
-    lowered = lower_kernel(_text_kernel(WINDOWS), "tpu")
+    lowered = lower_for_target(_text_kernel(WINDOWS), "tpu")
     assert lowered.module.operation.verify()
     filecheck(
         lowered.as_text(debug_info=False),
@@ -155,7 +155,7 @@ def test_dynamic_windows_rotate_pad_and_mask():
 def test_strided_window_of_a_value_is_refused_with_the_ref_fix():
     text = WINDOWS.replace("ds(%i, 4), 0:128] : f32[4,128]", "ds(%i, 4, 2), 0:128] : f32[4,128]")
     with pytest.raises(PassError) as caught:
-        lower_kernel(_text_kernel(text), "tpu")
+        lower_for_target(_text_kernel(text), "tpu")
     assert str(caught.value) == (
         "5:3: 'dynamic_slice': a strided window of a register value has no Mosaic TPU "
         "lowering (vector.extract_strided_slice and insert_strided_slice take unit strides)\n"

@@ -24,7 +24,7 @@ from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop import from_jaxpr
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.pallas_call import lower_kernel
+from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.tpu.aot import libtpu_available
 
 SMEM = pl.BlockSpec(memory_space=pltpu.SMEM)
@@ -34,7 +34,7 @@ CASES = {case.name: case for case in TPU_CASES}
 def _imported(call, *args):
     """Upstream's ``call`` imported and emitted by minipallas, and upstream's own module."""
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*args), memory_space=mp.tpu.VMEM)
-    return lower_kernel(kernel, "tpu").module, upstream_mosaic(call, *args)
+    return lower_for_target(kernel, "tpu").module, upstream_mosaic(call, *args)
 
 
 def _mosaic_refusal(kernel, x, out_dtype, match):
@@ -42,7 +42,7 @@ def _mosaic_refusal(kernel, x, out_dtype, match):
     call = pl.pallas_call(kernel, jax.ShapeDtypeStruct((8, 128), out_dtype))
     kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call)(x), memory_space=mp.tpu.VMEM)
     with pytest.raises(MiniPallasError, match=match) as info:
-        lower_kernel(kernel_ir, "tpu")
+        lower_for_target(kernel_ir, "tpu")
     return str(info.value)
 
 
@@ -379,7 +379,7 @@ def test_a_bitcast_view_of_a_block_with_a_squeezed_leading_dim_compiles_where_up
     with pytest.raises(UpstreamError, match="Verification failed"):
         upstream_mosaic(call(), x)
     kernel_ir = kernel_from_jaxpr(jax.make_jaxpr(call())(x), memory_space=mp.tpu.VMEM)
-    text = lower_kernel(kernel_ir, "tpu").as_text(debug_info=False)
+    text = lower_for_target(kernel_ir, "tpu").as_text(debug_info=False)
     assert "memref<1x8x128xi32, #tpu.memory_space<vmem>> -> memref<1x16x128xi16" in text
     want = np.asarray(jax.jit(call(interpret=True))(x))
     fn = from_jaxpr(jax.make_jaxpr(call())(x))

@@ -91,10 +91,10 @@ def test_an_imported_upstream_prefetch_kernel_lowers_to_upstreams_module(name):
     import jax
 
     from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
-    from minipallas.kernels.pallas_call import lower_kernel
+    from minipallas.kernels.pallas_call import lower_for_target
 
     case = BY_NAME[name]
     args = case.inputs()
     upstream = case.upstream(interpret=False)
     kernel = kernel_from_jaxpr(jax.make_jaxpr(upstream)(*args), memory_space=mp.tpu.VMEM)
-    _agree(lower_kernel(kernel, "tpu").module, upstream_mosaic(upstream, *args))
+    _agree(lower_for_target(kernel, "tpu").module, upstream_mosaic(upstream, *args))

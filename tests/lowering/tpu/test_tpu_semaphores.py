@@ -28,7 +28,7 @@ from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import SEMAPHORE, TPU_SMEM, RefType
-from minipallas.kernels.pallas_call import lower_kernel as lower_call
+from minipallas.kernels.pallas_call import lower_for_target as lower_call
 from minipallas.lowering.tpu import lower_kernel
 
 OURS = types.SimpleNamespace(
