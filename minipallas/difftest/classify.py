@@ -25,6 +25,9 @@ Upstream is not always right, so every disagreement is classified (never hidden)
   which IEEE leaves unspecified and XLA's constant folding chooses differently).
 - ``kernel-bug``: the kernel checks (``checks``) found a bug in a TPU kernel of the program:
   the finding's name is its kind (``checks.BUG_KINDS``); what the ways found is in its detail;
+- ``pass-bug``: a crash or difference in a way the case's own pipeline ran in
+  (``Case.passes``, ``user_pipeline``) that a pass of it causes: the finding's name is the pass,
+  the report's ``blame`` holds its IR before and after;
 - ``minipallas-bug``: anything else: a minipallas way crashed, two minipallas ways disagree
   (for ``compile``, beyond the envelope: the finding's ``op`` is the first op whose compiled
   value leaves its envelope, found by ``bisect``), or upstream disagrees with no explanation.
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minipallas.difftest import user_pipeline
 from minipallas.difftest.bisect import first_op_out
 from minipallas.difftest.divergences import DIVERGENCES
 from minipallas.difftest.jax_emit import gathers
@@ -56,6 +60,7 @@ KINDS = (
     "minipallas-bug",
     "beyond-upstream",
     "kernel-bug",
+    "pass-bug",
 )
 
 
@@ -425,6 +430,9 @@ def _ways(report: Report) -> Finding:
             name = next((n for n, found in DIVERGENCES.items() if found(report.jaxpr)), None)
             detail = f"(the jaxpr has the {name} pattern) {detail}" if name else detail
         return Finding("upstream-crash", name or f"unrecognized {up.stage} crash", detail)
+    blamed = _pass_bug(report)
+    if blamed is not None:
+        return blamed
     for way in (*_MINIPALLAS_WAYS, "reference"):
         o = report.outcomes.get(way)
         if o is not None and o.error is not None:
@@ -455,6 +463,23 @@ def _ways(report: Report) -> Finding:
         if out_of_range is not None:
             return Finding("semantic-difference", out_of_range, detail)
     return _unexplained(report, detail)
+
+
+def _pass_bug(report: Report) -> Finding | None:
+    """``pass-bug`` when a way the case's pipeline ran in crashed or differs and a pass of it
+    is to blame (``user_pipeline.blame``, kept in ``report.blame``); else None."""
+    ways = report.pipeline_ways
+    crashed = any(report.outcomes[w].error is not None for w in ways if w in report.outcomes)
+    d = report.difference
+    if not crashed and (d is None or d.way not in ways):
+        return None
+    try:
+        report.blame = user_pipeline.blame(report)
+    except Exception:  # the blame is evidence, not the verdict
+        return None
+    if report.blame is None:
+        return None
+    return Finding("pass-bug", f"pass {report.blame.name}", str(report.blame))
 
 
 def _beyond_upstream(report: Report) -> bool:

@@ -14,12 +14,20 @@ table gives the checks' time. ``--device tpu`` adds the TPU ways
 whose verdict is not good counts as not as expected; on a machine without a TPU it adds what
 needs no chip (libtpu's compile of both sides, the verdict ``no-chip``).
 
+``--load FILE.py`` (repeatable) and ``--pass-pipeline PIPE`` put a researcher's passes under the
+difftest: every case runs with ``Case.passes=PIPE`` (``user_pipeline``: on each kernel, as
+``pallas_call(..., passes=PIPE)``; a case without kernels, on its program after discharge and
+cleanup, before ``compile`` lowers it). A finding the pipeline causes is ``pass-bug``, named
+after the pass, and ``--show`` prints its IR before and after; with a pipeline, ``--show``
+prints every case, with the IR after the pipeline.
+
 ``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.difftest.fuzz_upstream ARGS``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import runpy
 import sys
 from collections import Counter
@@ -31,6 +39,7 @@ from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
+from minipallas.user_passes import add_arguments, main_with_passes
 
 
 def cases_in(path: Path) -> list[Case]:
@@ -103,8 +112,14 @@ def _gloss(kind: str, reports: Sequence[Report]) -> str:
     return ""
 
 
-def run_files(paths: Sequence[Path], keyword: str | None, show: bool, device: str = "cpu") -> int:
+def run_files(
+    paths: Sequence[Path], keyword: str | None, show: bool, device: str = "cpu", passes: str = ""
+) -> int:
+    """Runs the cases of ``paths`` (whose name has ``keyword``), each with the pipeline
+    ``passes`` when given; prints the table, and with ``show`` the reports (module doc)."""
     cases = [c for p in paths for c in cases_in(p) if keyword is None or keyword in c.name]
+    if passes:
+        cases = [dataclasses.replace(c, passes=passes) for c in cases]
     if not cases:
         print("no cases found", file=sys.stderr)
         return 1
@@ -116,7 +131,7 @@ def run_files(paths: Sequence[Path], keyword: str | None, show: bool, device: st
     print(table(reports))
     if show:
         for r in reports:
-            if not _as_expected(r):
+            if passes or not _as_expected(r):
                 print("\n" + r.text())
     return int(any(not _as_expected(r) for r in reports))
 
@@ -132,15 +147,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("files", nargs="+", type=Path, help="Python files defining Case objects")
     parser.add_argument("-k", dest="keyword", help="only cases whose name contains this")
-    parser.add_argument("--show", action="store_true", help="print unexpected cases in full")
+    parser.add_argument(
+        "--show",
+        action="store_true",
+        help="print unexpected cases in full (with --pass-pipeline: every case, with the IR "
+        "after the pipeline)",
+    )
     parser.add_argument(
         "--device",
         choices=DEVICES,
         default="cpu",
         help="tpu: add the TPU ways (without a TPU: libtpu's compile of both sides)",
     )
+    add_arguments(parser)
     args = parser.parse_args(argv)
-    return run_files(args.files, args.keyword, args.show, args.device)
+    return main_with_passes(
+        parser.prog,
+        args,
+        lambda passes: run_files(args.files, args.keyword, args.show, args.device, passes),
+    )
 
 
 if __name__ == "__main__":

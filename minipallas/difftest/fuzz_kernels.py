@@ -39,7 +39,7 @@ import types
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import jax
 import jax.numpy as jnp
@@ -57,7 +57,13 @@ from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering import jaxlib_shim
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.progress import Progress, campaign_parser, print_summary
-from minipallas.user_passes import add_arguments, first_bad_pass, kernel_text, main_with_passes
+from minipallas.user_passes import (
+    Blame,
+    add_arguments,
+    first_bad_pass,
+    kernel_text,
+    main_with_passes,
+)
 
 KNOWN = {
     "excess precision": "jax.jit's default keeps bf16 chains in f32",
@@ -129,13 +135,13 @@ def check(spec: KernelSpec, seed: int, passes: str = "") -> Outcome:
         f"{wrong[0]} differs from upstream at flat index {first}: "
         f"{flat_got[first]} vs {flat_expected[first]}\n  {spec.describe()}"
     )
-    blame = _blame(spec, args, passes) if passes else None
+    blame = pipeline_blame(spec, args, passes) if passes else None
     return Outcome(batched, known, problem if blame is None else f"{problem}\n{blame.text()}")
 
 
-def _blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) -> Any:  # noqa: ANN401
-    """The pass of ``passes`` after which minipallas's two ways first change
-    (``user_passes.first_bad_pass``)."""
+def pipeline_blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) -> Blame | None:
+    """The pass of ``passes`` after which minipallas's two ways on the CPU first change
+    (``user_passes.first_bad_pass``); None when none changes them."""
     plain = minipallas_call(spec).trace(*args)
 
     def outputs(prefix: str) -> list[np.ndarray]:
@@ -180,7 +186,7 @@ def campaign(
     count: int,
     seconds: float,
     seed: int,
-    out: Any = sys.stdout,  # noqa: ANN401
+    out: TextIO | None = None,
     progress: Progress | None = None,
     passes: str = "",
 ) -> Summary:
@@ -195,7 +201,7 @@ def campaign(
         summary.known.update(outcome.known)
         if outcome.problem:
             summary.disagreements.append(outcome.problem)
-            print(f"DISAGREEMENT: {outcome.problem}", file=out)
+            print(f"DISAGREEMENT: {outcome.problem}", file=out or sys.stdout)
         if progress is not None:
             progress.update(disagreements=len(summary.disagreements))
     return summary

@@ -26,6 +26,14 @@ On the chip the campaign runs in worker processes (``supervised``), each for at 
 ``WORKER_SECONDS``: a kernel that kills its worker (a halted chip poisons the process holding
 it) is reported ``halted`` and a fresh worker goes on with the next one.
 
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a researcher's
+pipeline on minipallas's side: on each kernel before its Mosaic module is made (``Case.passes``
+on the chip; ``--aot``: the module libtpu compiles). With ``--aot`` each kernel in bounds is
+also run on the CPU with and without the pipeline (``fuzz_kernels.pipeline_blame``), so a pass
+that changes values is found without a chip. A finding the pipeline causes is ``pass-bug``
+(and a refusal ``minipallas-refuses``), naming the pass after which it appears, with the
+kernel before and after it.
+
 A finding is shrunk: each simplification of its spec (one option back to its plainest value,
 a grid axis of size 1, one input fewer) that keeps the same class is kept, until none does;
 the smallest spec is printed. The summary gives kernels per second and findings by class.
@@ -50,11 +58,12 @@ from typing import TextIO
 
 import jax
 
-from minipallas.difftest.fuzz_kernels import upstream_call
+from minipallas.difftest.checks.program import kernel_eqns
+from minipallas.difftest.fuzz_kernels import pipeline_blame, upstream_call
 from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.harness import run
 from minipallas.difftest.report import Case
-from minipallas.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
+from minipallas.difftest.tpu import KernelRule, evaluate, minipallas_kernel, upstream_kernel
 from minipallas.difftest.tpu import tpu_device as the_chip
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import (
@@ -64,9 +73,19 @@ from minipallas.generate.kernels import (
     random_kernel,
     tpu_sized,
 )
+from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.ir.errors import MiniPallasError
+from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jaxlib_shim import tpu_device, tpu_sharding
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.tpu import VMEM
+from minipallas.user_passes import (
+    add_arguments,
+    argv_of,
+    first_bad_pass,
+    kernel_text,
+    main_with_passes,
+)
 
 # not findings: a kernel made out of bounds on purpose, and flagged (``halts``)
 GOOD = ("agree", "both-refuse", "out-of-bounds-flagged")
@@ -110,36 +129,74 @@ def bounds_verdict(spec: KernelSpec, seed: int) -> tuple[str, str] | None:
     return "out-of-bounds-flagged", found
 
 
-def aot_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
+def aot_verdict(spec: KernelSpec, seed: int, passes: str = "") -> tuple[str, str]:
     """Both sides compiled by libtpu for a v5e (mode 1), each as the difftest's TPU way runs
-    it: the class and why."""
+    it (minipallas's after the pipeline ``passes``; then first its values on the CPU): the
+    class and why."""
     args = kernel_inputs(spec, seed)
+    if passes:
+        blame = pipeline_blame(spec, args, passes)
+        if blame is not None:
+            return "pass-bug", blame.text()
     jaxpr = jax.make_jaxpr(upstream_call(spec))(*args)
     sharding = tpu_sharding()
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in args]
-    why = {}
-    for side, kernel_rule in (("minipallas", minipallas_kernel), ("upstream", upstream_kernel)):
+
+    def refusal(kernel_rule: KernelRule) -> str | None:
         fn = functools.partial(evaluate, jaxpr.jaxpr, jaxpr.consts, kernel=kernel_rule)
         try:
             with jax.default_device(tpu_device()):  # upstream's lowering asks the device kind
-                jax.jit(lambda *xs, fn=fn: fn(xs), out_shardings=sharding).lower(*specs).compile()
+                jax.jit(lambda *xs: fn(xs), out_shardings=sharding).lower(*specs).compile()
         except Exception as e:  # a refusal, whatever its class
-            why[side] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+            return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+        return None
+
+    ours = functools.partial(minipallas_kernel, passes=passes)
+    sides = (("minipallas", ours), ("upstream", upstream_kernel))
+    why = {side: found for side, rule in sides if (found := refusal(rule)) is not None}
     if len(why) == 2:
         return "both-refuse", f"minipallas: {why['minipallas']}; upstream: {why['upstream']}"
     if "minipallas" in why:
-        return "minipallas-refuses", why["minipallas"]
+        blame = _refusing_pass(jaxpr, passes, refusal)
+        return "minipallas-refuses", why["minipallas"] + (f"\n{blame}" if blame else "")
     return ("beyond-upstream", why["upstream"]) if why else ("agree", "")
 
 
-def chip_verdict(spec: KernelSpec, seed: int) -> tuple[str, str]:
-    """The difftest's TPU ways (mode 2): the verdict's kind and message. Without a TPU,
-    ``NoTpuError`` (the harness would only compile ahead of time, which is ``--aot``)."""
+def _refusing_pass(
+    jaxpr: jax_core.ClosedJaxpr, passes: str, refusal: Callable[[KernelRule], str | None]
+) -> str | None:
+    """The pass of ``passes`` after which libtpu first refuses minipallas's module, with the
+    kernel before and after it (``user_passes.first_bad_pass``); None without one."""
+    eqns = list(kernel_eqns(jaxpr.jaxpr))
+    if not passes or len(eqns) != 1:
+        return None
+    (eqn,) = eqns
+
+    def compiles(prefix: str) -> list[None]:
+        found = refusal(functools.partial(minipallas_kernel, passes=prefix))
+        if found is not None:
+            raise MiniPallasError(found)
+        return []
+
+    def text(prefix: str) -> str:
+        return kernel_text(kernel_from_eqn(eqn, memory_space=VMEM, passes=prefix))
+
+    blame = first_bad_pass(passes, compiles, text, lambda want, got: None)
+    return None if blame is None else blame.text()
+
+
+def chip_verdict(spec: KernelSpec, seed: int, passes: str = "") -> tuple[str, str]:
+    """The difftest's TPU ways (mode 2), minipallas's kernel after ``passes``: the verdict's
+    kind and message (``pass-bug`` when the pipeline changed the CPU ways' values). Without a
+    TPU, ``NoTpuError`` (the harness would only compile ahead of time, which is ``--aot``)."""
     the_chip()
-    case = Case(f"fuzz-tpu {seed}", upstream_call(spec), tuple(kernel_inputs(spec, seed)))
-    verdict = run(case, compile=False, device="tpu").tpu
+    args = tuple(kernel_inputs(spec, seed))
+    case = Case(f"fuzz-tpu {seed}", upstream_call(spec), args, passes=passes)
+    report = run(case, compile=False, device="tpu")
     jax.clear_caches()  # each kernel's executables, not kept alive on the chip
-    return verdict.kind, verdict.message
+    if report.blame is not None:
+        return "pass-bug", report.blame.text()
+    return report.tpu.kind, report.tpu.message
 
 
 def simpler(spec: KernelSpec) -> Iterator[KernelSpec]:
@@ -179,7 +236,7 @@ def campaign(
     seconds: float,
     seed: int,
     verdict: Verdict,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     progress: Progress | None = None,
     journal: TextIO | None = None,
     skip: int = 0,
@@ -212,7 +269,7 @@ def campaign(
             small = shrink(spec, inputs_seed, kind, judged)
             finding = f"{kind} (kernel {index}, inputs seed {inputs_seed}): {why}; shrunk: "
             finding += small.describe()
-            print(f"FINDING {finding}", file=out, flush=True)
+            print(f"FINDING {finding}", file=out or sys.stdout, flush=True)
         summary.add(kind, finding)
         _note(journal, {"done": index, "kind": kind, "finding": finding})
         if progress is not None:
@@ -233,11 +290,13 @@ def supervised(
     aot: bool = False,
     simulate_halt: int | None = None,
     oob_rate: float = OOB_RATE,
+    pass_flags: Sequence[str] = (),
 ) -> Summary:
     """The chip campaign in worker processes: a worker that dies (a halted chip poisons the
     process that holds it) costs only the kernel it was running, reported as ``halted``, and a
     fresh worker goes on after it. ``aot`` gives the workers the ahead-of-time verdict and
-    ``simulate_halt`` kills the worker at that kernel: how the tests check the isolation."""
+    ``simulate_halt`` kills the worker at that kernel: how the tests check the isolation.
+    ``pass_flags`` (``--load``, ``--pass-pipeline``) go to every worker."""
     summary = Summary()
     start, deadline = 0, time.monotonic() + seconds
     while start < count and time.monotonic() < deadline:
@@ -246,7 +305,7 @@ def supervised(
             left = str(min(max(deadline - time.monotonic(), 1.0), WORKER_SECONDS))
             command = [sys.executable, "-m", "minipallas.difftest.fuzz_tpu", "--worker"]
             command += ["--seed", str(seed), "--skip", str(start), "--count", str(count)]
-            command += ["--oob-rate", str(oob_rate)]
+            command += ["--oob-rate", str(oob_rate), *pass_flags]
             command += ["--seconds", left, "--journal", journal.name] + (["--aot"] if aot else [])
             if simulate_halt is not None:
                 command += ["--simulate-halt", str(simulate_halt)]
@@ -281,8 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
     parser.add_argument("--simulate-halt", type=int, help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args(argv)
-    verdict = aot_verdict if args.aot else chip_verdict
+    return main_with_passes("fuzz-tpu", args, lambda passes: _main(args, passes))
+
+
+def _main(args: argparse.Namespace, passes: str) -> int:
+    verdict = functools.partial(aot_verdict if args.aot else chip_verdict, passes=passes)
     if args.worker:
         with open(args.journal, "a") as journal:
             s = campaign(args.count, args.seconds, args.seed, verdict, journal=journal,
@@ -295,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar,
                          oob_rate=args.oob_rate)  # fmt: skip
     else:
-        s = supervised(args.count, args.seconds, args.seed, oob_rate=args.oob_rate)
+        s = supervised(args.count, args.seconds, args.seed, oob_rate=args.oob_rate,
+                       pass_flags=argv_of(args))  # fmt: skip
     elapsed = time.monotonic() - start
     mode = "ahead of time (libtpu, v5e)" if args.aot else "on the chip"
     print(f"{s.kernels} kernels {mode}, {len(s.findings)} findings, {s.kernels / elapsed:.2f}/s")

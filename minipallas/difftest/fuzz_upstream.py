@@ -17,6 +17,13 @@ campaign ends with a summary table (one row per finding name) and programs/secon
 code is 1 if any finding was a ``minipallas-bug``.
 
 ``--replay FILE`` runs a saved finding's program again and prints what it finds now.
+
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a researcher's
+pipeline in every case (``Case.passes``): on the program after discharge and cleanup, before
+the ``compile`` way lowers it (``--no-compile`` skips it with that way). A finding it causes
+is ``pass-bug``, named after the pass, saved with its IR before and after; it counts for the
+exit code as a ``minipallas-bug`` does. ``--replay`` runs the saved pipeline again (give the
+same ``--load``).
 """
 
 from __future__ import annotations
@@ -41,17 +48,20 @@ from minipallas.ir.core import Function
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
 from minipallas.progress import Progress
+from minipallas.user_passes import add_arguments, main_with_passes
 
 REFERENCE_HEADER = "--- minipallas IR (reference) ---"
+FAILING = ("minipallas-bug", "pass-bug")  # the kinds that make the exit code 1
 
 
-def case_for(fn: Function, seed: int, name: str = "generated") -> Case:
-    """The harness case for a generated program: its emission, inputs from ``seed``."""
+def case_for(fn: Function, seed: int, name: str = "generated", passes: str = "") -> Case:
+    """The harness case for a generated program: its emission, inputs from ``seed``, the
+    user's pipeline ``passes``."""
     args = inputs(fn, seed)
     wrapped = tuple(
         ref(a) if isinstance(t, RefType) else a for t, a in zip(fn.param_types, args, strict=True)
     )
-    return Case(name, emit(fn), wrapped, reference=fn, emitted=True)
+    return Case(name, emit(fn), wrapped, reference=fn, emitted=True, passes=passes)
 
 
 @dataclass
@@ -59,6 +69,7 @@ class Saved:
     finding: Finding
     text: str
     input_seed: int
+    passes: str = ""  # the user's pipeline it ran with
 
 
 @dataclass
@@ -70,6 +81,7 @@ class Campaign:
     compile: bool = True
     shrink_seconds: float = 60.0
     shrink_known: bool = False  # KNOWN findings come with a minimal repro already
+    passes: str = ""  # the user's pipeline, run in every case
     programs: int = 0
     shrink_runs: int = 0
     counts: Counter = field(default_factory=Counter)
@@ -111,7 +123,7 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             return
         if target is not None and time.monotonic() > shrink_deadline:
             return  # shrinking has had its time: the smallest so far is kept
-        report = run(case_for(fn, input_seed), compile=campaign.compile)
+        report = run(case_for(fn, input_seed, passes=campaign.passes), compile=campaign.compile)
         finding = report.finding
         if target is not None:
             campaign.shrink_runs += 1
@@ -120,9 +132,9 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             if campaign.record(finding) and (campaign.shrink_known or finding.name not in KNOWN):
                 target, shrink_deadline = finding.name, time.monotonic() + campaign.shrink_seconds
             elif campaign.counts[finding.name] == 1 and finding.kind != "agree":
-                campaign.saved.append(Saved(finding, report.text(), input_seed))
+                campaign.saved.append(Saved(finding, report.text(), input_seed, campaign.passes))
         if finding.name == target:  # one raise site: hypothesis tells failures apart by it
-            smallest = Saved(finding, report.text(), input_seed)
+            smallest = Saved(finding, report.text(), input_seed, campaign.passes)
             raise _Found(target)
 
     try:
@@ -144,6 +156,7 @@ def report(saved: Saved, number: int, directory: Path | None) -> None:
     header = [
         f"finding: {saved.finding}",
         f"input seed: {saved.input_seed}",
+        *([f"pipeline: {saved.passes}"] if saved.passes else []),
         f"reason: {known.reason if known else saved.finding.detail}",
     ]
     if known is not None:
@@ -180,10 +193,13 @@ def replay(path: Path) -> Report:
 
     text = path.read_text()
     seed = re.search(r"^# input seed: (\d+)$", text, re.M)
+    pipeline = re.search(r"^# pipeline: (.+)$", text, re.M)
     if REFERENCE_HEADER not in text or seed is None:
         raise ValueError(f"{path} is not a saved finding of this fuzzer")
-    fn = parse_module(text.split(REFERENCE_HEADER, 1)[1]).entry
-    return run(case_for(fn, int(seed.group(1)), path.stem))
+    program = text.split(REFERENCE_HEADER, 1)[1].split("\n--- ", 1)[0]  # the IR after it is not
+    fn = parse_module(program).entry
+    passes = pipeline.group(1) if pipeline else ""
+    return run(case_for(fn, int(seed.group(1)), path.stem, passes))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-compile", action="store_true", help="skip minipallas.compile")
     parser.add_argument("--replay", type=Path, metavar="FILE", help="re-run a saved finding")
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    return main_with_passes(parser.prog, args, lambda passes: _main(args, passes))
+
+
+def _main(args: argparse.Namespace, passes: str) -> int:
     if args.replay:
         found = replay(args.replay)
         print(found.text())
@@ -216,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         not args.no_compile,
         args.shrink_seconds,
         args.shrink_known,
+        passes,
     )
     seeds = random.Random(args.seed)
     print(
@@ -239,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save is not None:
         args.save.mkdir(parents=True, exist_ok=True)
         (args.save / "summary.txt").write_text(table + "\n")
-    return int(any(kind == "minipallas-bug" for kind in campaign.kinds.values()))
+    return int(any(kind in FAILING for kind in campaign.kinds.values()))
 
 
 if __name__ == "__main__":

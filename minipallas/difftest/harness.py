@@ -18,6 +18,10 @@ input, in order) every way there is:
    interpreter). On a machine without a TPU, libtpu compiles both sides ahead of time for a
    v5e instead (``checks.aot``), and the verdict says the chip ways did not run.
 
+A case's pipeline (``Case.passes``) runs in some of these ways, on the case's kernels or on its
+program after discharge and cleanup, and a finding it causes names the pass
+(``user_pipeline``).
+
 Every TPU ``pallas_call`` of the program is also checked for what the chip would do with it
 (``checks``: blocks outside their arrays, undefined memory read, async copies misused, hangs,
 races among cores, int32 wrap; with ``device="tpu"``, the compiler's refusal): a bug found
@@ -42,6 +46,7 @@ import numpy as np
 
 import minipallas
 from minipallas.compiled import compile as compile_fn
+from minipallas.difftest import user_pipeline
 from minipallas.difftest.checks.aot import compile_ahead, compile_bug
 from minipallas.difftest.checks.program import program_bugs
 from minipallas.difftest.classify import classify
@@ -115,23 +120,49 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
         "interpret", lambda: interpret_outputs(fn, args, collectives=mode), interp
     )
 
+    report.pipeline_ways = user_pipeline.ways(report)
+    on_kernels = report.pipeline_ways == user_pipeline.KERNEL_WAYS
     dis = report.outcomes["discharge"] = Outcome("discharge")
-    pure = timed("discharge", lambda: run_pipeline(fn, f"discharge{{collectives={mode}}}"), dis)
+    source = fn
+    if on_kernels:  # the import with the case's pipeline on each kernel
+        source = timed("passes", lambda: user_pipeline.import_with_pipeline(report), dis)
+        report.pipeline_program = source
+    pure = None
+    if source is not None:
+        discharge = f"discharge{{collectives={mode}}}"
+        pure = timed("discharge", lambda: run_pipeline(source, discharge), dis)
     if pure is not None:
         arrays = [a.value if isinstance(a, RefArg) else a for a in args]
         dis.outputs = timed("interpret", lambda: _pure(pure, arrays), dis)
+    comp = Outcome("compile")
+    if source is None:  # the pipeline failed on a kernel
+        comp.error, comp.stage = dis.error, dis.stage
+    program = source if mode == "reject" else pure  # compile discharges with upstream's rules
+    if report.pipeline_ways and not on_kernels:  # the program after discharge and cleanup
+        program = None
+        if pure is not None:
+            program = timed("passes", lambda: user_pipeline.after_cleanup(report, pure), comp)
+        report.pipeline_program = program
+    if report.case.passes:
+        report.pipeline_ir = _pipeline_ir(report)
     if not compile:
         return
 
-    comp = report.outcomes["compile"] = Outcome("compile")
+    report.outcomes["compile"] = comp
     plant = report.case.plant
-    program = fn if mode == "reject" else pure  # compile discharges with upstream's rules
     report.compiled = program if plant is None else timed("plant", lambda: plant(program), comp)
     compiled = None
     if report.compiled is not None:
         compiled = timed("compile", lambda: compile_fn(report.compiled), comp)
     if compiled is not None:
         comp.outputs = timed("run", lambda: list(compiled(*initial(args))), comp)
+
+
+def _pipeline_ir(report: Report) -> str:
+    try:
+        return user_pipeline.pipeline_ir(report)
+    except Exception as e:  # the pipeline's failure is the ways' to report
+        return f"(the pipeline failed: {type(e).__name__}: {e})"
 
 
 def _pure(fn: Function, arrays: Sequence[Any]) -> list[np.ndarray]:

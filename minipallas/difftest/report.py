@@ -41,6 +41,10 @@ class Case:
     to compute the same thing, checked as a fifth way; ``emitted`` says ``fn`` is
     ``jax_emit.emit(reference)``. ``plant`` is a deliberate bug, for testing the harness's
     power: the ``compile`` way compiles ``plant(program)`` instead of the imported program.
+    ``passes`` is a researcher's pipeline (passes registered with ``minipallas.register`` or
+    loaded with ``passes.registry.load``), run on the case's kernels, or on its program after
+    discharge and cleanup (``user_pipeline``); a finding it causes is ``pass-bug``, naming the
+    pass.
     """
 
     name: str
@@ -54,6 +58,7 @@ class Case:
     # "simulate": minipallas's ways run collective programs (a mesh kernel's cores) together
     # (``interpret(..., collectives="simulate")``, ``discharge{collectives=simulate}``)
     collectives: str = "reject"
+    passes: str = ""
 
 
 @dataclass
@@ -116,6 +121,13 @@ class Report:
     kernel_bugs: list[Any] = field(default_factory=list)
     check_notes: list[str] = field(default_factory=list)
     check_seconds: float = 0.0
+    # with ``case.passes`` (``user_pipeline``): the ways it ran in, the program it made (the
+    # import with it on each kernel, or the cleaned-up discharged import after it), the IR
+    # after it as text, and the pass a finding comes from (a ``user_passes.Blame``)
+    pipeline_ways: tuple[str, ...] = ()
+    pipeline_program: Function | None = None
+    pipeline_ir: str | None = None
+    blame: Any = None
 
     @property
     def ok(self) -> bool:
@@ -163,6 +175,13 @@ class Report:
         if self.case.reference is not None:
             lines.append("--- minipallas IR (reference) ---")
             lines.append(str(self.case.reference))
+        if self.pipeline_ir is not None:
+            ways = self.pipeline_ways
+            where = "each kernel" if "discharge" in ways else "the program" if ways else "not run"
+            lines.append(f"--- minipallas IR after the pipeline '{self.case.passes}' ({where}) ---")
+            lines.append(self.pipeline_ir)
+        if self.blame is not None:
+            lines.append(self.blame.text())
         return "\n".join(lines)
 
 

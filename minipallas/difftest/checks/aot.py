@@ -1,5 +1,5 @@
 """What the TPU's compiler says of a case, on a machine without a TPU: libtpu compiles each
-side's program for a v5e ahead of time.
+side's program for a v5e ahead of time (minipallas's kernels after the case's pipeline).
 
 Upstream's program (every ``pallas_call`` through upstream's Mosaic lowering) refused is the
 kernel's bug, of kind ``compile``: a block shape the TPU cannot tile, scratch past VMEM's
@@ -38,6 +38,8 @@ def compile_ahead(report: Report) -> dict[str, str | None] | None:
     ]
     refusals: dict[str, str | None] = {}
     for side, kernel_rule in SIDES.items():
+        if side == "minipallas":  # its kernels after the case's pipeline
+            kernel_rule = functools.partial(kernel_rule, passes=report.case.passes)
         fn = functools.partial(evaluate, closed.jaxpr, closed.consts, kernel=kernel_rule)
         try:
             with jax.default_device(tpu_device()):  # upstream's lowering asks the device kind

@@ -1,0 +1,199 @@
+"""A researcher's pass under the difftest and every fuzzer (``--load``, ``--pass-pipeline``,
+``Case.passes``): a correct pass gives no finding, a wrong one a finding that names it and
+shows its IR before and after. Each run is short and seeded."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+import minipallas.fuzz as fuzz
+from minipallas.difftest import Case, cli, fuzz_kernels, fuzz_tpu, fuzz_upstream, ref, run
+from minipallas.lowering.tpu import aot
+from minipallas.user_passes import loaded
+
+WRONG = '''
+"""add-to-sub: every float add becomes a sub, wrong on purpose; noop: returns its input."""
+from minipallas.ir import dtypes
+from minipallas.ir.core import Block, Function
+from minipallas.passes.registry import register
+
+
+def _block(block):
+    ops = []
+    for op in block.ops:
+        wrong = op.name == "add" and dtypes.is_float(op.results[0].type.dtype)
+        regions = tuple(_block(r) for r in op.regions)
+        ops.append(op.replace(name="sub" if wrong else op.name, regions=regions))
+    return Block(block.params, tuple(ops), block.results)
+
+
+@register("add-to-sub", doc="every float add becomes a sub (wrong on purpose)")
+def add_to_sub(fn: Function) -> Function:
+    return Function(fn.name, _block(fn.body))
+
+
+@register("noop", doc="returns its input")
+def noop(fn: Function) -> Function:
+    return fn
+'''
+
+CASES = textwrap.dedent(
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import pallas as pl
+
+    from minipallas.difftest import Case, ref
+
+    def scale_add(r):
+        r[...] = r[...] + r[...] * 2.0
+
+    def plus_one(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+
+    def kernel(x):
+        spec = pl.BlockSpec((8, 128), lambda i: (0, i))
+        out = jax.ShapeDtypeStruct((8, 512), jnp.float32)
+        return pl.pallas_call(
+            plus_one, out, grid=(4,), in_specs=[spec], out_specs=spec, interpret=True,
+            name="plus_one",
+        )(x)
+
+    CASES = [
+        Case("program", scale_add, (ref(np.arange(4, dtype=np.float32)),)),
+        Case("kernel", kernel, (np.arange(8 * 512, dtype=np.float32).reshape(8, 512),)),
+    ]
+    """
+)
+FUSE = "fuse-grid-steps{min_steps=2}"  # the test kernel's 4 steps become 1
+
+
+@pytest.fixture
+def passes(tmp_path):
+    path = tmp_path / "my_passes.py"
+    path.write_text(WRONG)
+    return str(path)
+
+
+@pytest.fixture
+def cases(tmp_path):
+    path = tmp_path / "cases.py"
+    path.write_text(CASES)
+    return str(path)
+
+
+def test_a_correct_pass_gives_no_finding_and_show_prints_the_ir_after_it(passes, cases, capsys):
+    """fuse-grid-steps (a kernel pass) on the kernel; the program case, without kernels, runs
+    without it and says so."""
+    assert cli.main([cases, "--load", passes, "--pass-pipeline", f"noop,{FUSE}", "--show"]) == 0
+    out = capsys.readouterr().out
+    assert "2 agree (bit for bit)" in out and "2 cases, 0 not as expected" in out
+    after = out.split(f"--- minipallas IR after the pipeline 'noop,{FUSE}' (each kernel) ---")[1]
+    assert after.splitlines()[1] == "kernel plus_one: grid (1,)"
+    assert "(not run: the case has no kernel, and the pipeline has a kernel pass)" in out
+
+
+def _scale_add(r):
+    r[...] = r[...] + r[...] * 2.0
+
+
+def test_a_correct_pass_on_a_program_runs_after_discharge_and_cleanup(passes):
+    """From Python: ``Case(passes=...)``, the passes registered (here loaded as --load does)."""
+    with loaded(argparse.Namespace(load=[passes], pass_pipeline="")):
+        args = (ref(np.arange(4, dtype=np.float32)),)
+        report = run(Case("program", _scale_add, args, passes="noop"))
+    assert report.finding.kind == "agree" and report.pipeline_ways == ("compile", "xla-tpu")
+    assert report.outcomes["compile"].ok and report.blame is None
+    assert "get" not in report.pipeline_ir and "add" in report.pipeline_ir  # discharged, cleaned
+
+
+def test_a_wrong_pass_is_named_with_its_ir_before_and_after(passes, cases, capsys):
+    """On the program after discharge and cleanup (the compile way), and on the kernel (the
+    discharge and compile ways): each case's finding names the pass, the second of the
+    pipeline, and shows the add before it and the sub after it."""
+    argv = [cases, "--load", passes, "--pass-pipeline", "noop,add-to-sub", "--show"]
+    assert cli.main(argv) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[2:4]}
+    for name in ("program", "kernel"):
+        assert "pass-bug (pass add-to-sub)" in rows[name]
+        report = out.split(f"case {name}: pass-bug (pass add-to-sub)")[1]
+        assert (
+            "the pass: pass 'add-to-sub' (pass 2 of 'noop,add-to-sub'): the outputs change"
+            in report
+        )
+        before = report.split("--- IR before pass 'add-to-sub' ---")[1].split("--- IR after")[0]
+        after = report.split("--- IR after pass 'add-to-sub' ---")[1].split("\ncase ")[0]
+        assert " = add " in before and " = sub " not in before and " = sub " in after
+    assert "kernel plus_one: grid (4,)" in out.split("case kernel:")[1]  # the kernel, as text
+
+
+def test_every_tool_takes_the_flags_and_checks_the_pipeline_first(passes, capsys):
+    """An unknown pass stops each command before it runs anything (exit 2, as a bad argument)."""
+    flags = ["--load", passes, "--pass-pipeline", "noop,no-such-pass"]
+    mains = [
+        lambda: cli.main(["no_cases.py", *flags]),
+        lambda: fuzz.main(["--count", "1", *flags]),
+        lambda: fuzz_upstream.main(["--count", "1", *flags]),
+        lambda: fuzz_kernels.main(["--count", "1", *flags]),
+        lambda: fuzz_tpu.main(["--aot", "--count", "1", *flags]),
+    ]
+    for main in mains:
+        assert main() == 2
+        assert "unknown pass 'no-such-pass'" in capsys.readouterr().err
+
+
+def test_the_discharge_fuzzer_checks_the_pipeline_after_discharge_and_cleanup(passes, capsys):
+    flags = ["--seed", "4", "--batch", "10", "--max-stmts", "4", "--seconds", "60"]
+    assert fuzz.main([*flags, "--count", "10", "--load", passes, "--pass-pipeline", "noop"]) == 0
+    assert "fuzzing discharge, then 'noop'" in capsys.readouterr().out
+    argv = [*flags, "--count", "30", "--max-failures", "1", "--load", passes]
+    assert fuzz.main([*argv, "--pass-pipeline", "cleanup,add-to-sub"]) == 1
+    out = capsys.readouterr().out
+    assert "=== failure 1: pass add-to-sub ===" in out and "# pipeline: cleanup,add-to-sub" in out
+    assert (
+        "--- IR before pass 'add-to-sub' ---" in out and "--- IR after pass 'add-to-sub' ---" in out
+    )
+
+
+def test_the_upstream_fuzzer_names_the_pass(passes, capsys, tmp_path):
+    argv = ["--count", "5", "--batch", "5", "--seed", "3", "--max-stmts", "5"]
+    argv += ["--shrink-seconds", "1", "--save", str(tmp_path / "found"), "--load", passes]
+    assert fuzz_upstream.main([*argv, "--pass-pipeline", "add-to-sub"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^pass add-to-sub +pass-bug +1 ", out, re.M)
+    assert "--- IR after pass 'add-to-sub' ---" in out
+    (saved,) = (tmp_path / "found").glob("*pass-add-to-sub.txt")
+    assert "# pipeline: add-to-sub" in saved.read_text()
+    assert fuzz_upstream.main(["--replay", str(saved), "--load", passes]) == 1
+    assert f"case {saved.stem}: pass-bug (pass add-to-sub)" in capsys.readouterr().out
+
+
+def test_the_kernel_fuzzer_runs_the_pipeline_on_every_kernel(passes, capsys):
+    """Seed 3's first kernel adds floats."""
+    argv = ["--count", "1", "--seconds", "300", "--seed", "3", "--load", passes]
+    assert fuzz_kernels.main([*argv, "--pass-pipeline", FUSE]) == 0
+    assert fuzz_kernels.main([*argv, "--pass-pipeline", "add-to-sub"]) == 1
+    out = capsys.readouterr().out
+    assert "the pass: pass 'add-to-sub' (pass 1 of 'add-to-sub'): the outputs change" in out
+    assert "--- IR before pass 'add-to-sub' ---\nkernel random_kernel: grid" in out
+
+
+@pytest.mark.skipif(
+    not aot.libtpu_available() and not os.environ.get("CI"), reason="libtpu is not installed"
+)
+def test_the_tpu_fuzzer_runs_the_pipeline_on_minipallas_side(passes, capsys):
+    """--aot: libtpu compiles the module of the kernel after the pipeline, and the CPU runs the
+    kernel with and without it."""
+    argv = ["--aot", "--count", "1", "--seconds", "300", "--seed", "1", "--load", passes]
+    assert fuzz_tpu.main([*argv, "--pass-pipeline", FUSE]) == 0
+    assert fuzz_tpu.main([*argv, "--pass-pipeline", "add-to-sub"]) == 1
+    out = capsys.readouterr().out
+    assert "FINDING pass-bug (kernel 0" in out and "--- IR after pass 'add-to-sub' ---" in out
