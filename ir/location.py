@@ -44,9 +44,13 @@ def _package_roots() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def is_internal(filename: str) -> bool:
-    """Whether ``filename`` is minipallas's own code (or importlib's), not the user's."""
+    """Whether ``filename`` is minipallas's own code, not the user's: its packages, the
+    launchers pip writes for its commands (``minipallas-opt``, ``minipallas-difftest``), and
+    the frozen modules (``runpy``) and importlib that run files and modules."""
     path = os.path.abspath(filename)
-    return path.startswith(_package_roots()) or "importlib" in path
+    launcher = os.path.basename(path).startswith("minipallas-")
+    frozen = filename.startswith("<frozen ")
+    return path.startswith(_package_roots()) or launcher or frozen or "importlib" in path
 
 
 def user_location() -> Location:

@@ -13,6 +13,7 @@ region's parameters receive, so a pass reads those by name too (``op.param_group
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -119,6 +120,14 @@ class OpDef:
     def __post_init__(self) -> None:
         sized = tuple(e for e in self.operands if isinstance(e, Flagged) or _counted(e))
         object.__setattr__(self, "_sized", sized)
+
+    @property
+    def form(self) -> str:
+        """How the op is written, as its docstring shows it: the first ````...```` span that
+        writes this op (``%z = add %x, %y : f32[8]``), else the ``::`` block (a region op's
+        lines), else a span of a sibling sharing the docstring, with this op's name put in,
+        else the docstring's first sentence. Messages that say how to write the op quote it."""
+        return _printed_form(self.name, self.doc)
 
     @property
     def effects(self) -> tuple[tuple[EffectKind, int], ...]:
@@ -253,6 +262,31 @@ def declare(
         return infer
 
     return register
+
+
+def _printed_form(name: str, doc: str) -> str:
+    """``OpDef.form``, read from the docstring ``doc`` of op ``name``. A docstring shared by a
+    family of ops (``atomic_add``, ``atomic_max``...) writes one of them."""
+    spans = [" ".join(span.split()) for span in re.findall(r"``(.+?)``", doc, re.S)]
+    for span in spans:
+        if re.search(rf"(?:^|= ){re.escape(name)} ", span) and re.search(r"[%\"]", span):
+            return span
+    if "::" in doc:
+        lines = doc.split("::", 1)[1].splitlines()[1:]
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+        block = []
+        for line in lines:
+            if line.strip() and len(line) - len(line.lstrip()) < indent:
+                break
+            block.append(line[indent:])
+        return "\n".join(block).rstrip()
+    for span in spans:
+        sibling = re.match(r"(%\w+ = )[\w.]+( .*)", span)
+        if sibling:
+            return f"{sibling.group(1)}{name}{sibling.group(2)}"
+    return " ".join(re.split(r"\.\s", doc.replace("``", ""))[0].split())
 
 
 def require(condition: bool, message: str) -> None:

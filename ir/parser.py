@@ -22,6 +22,7 @@ parsing is linear.
 
 from __future__ import annotations
 
+import difflib
 import gc
 import json
 import math
@@ -204,9 +205,8 @@ class Parser:
         return Block(tuple(params), ops, tuple(results))
 
     def op(self) -> Op:
-        start = self.peek()
         names = []
-        if start.kind == VALUE:
+        if self.peek().kind == VALUE:
             names.append(self.next())
             while self.accept(","):
                 names.append(self.expect_kind(VALUE, "a result name", "after ','"))
@@ -214,15 +214,32 @@ class Parser:
         name_tok = self.expect_kind(IDENT, "an op name", "")
         name = name_tok.text
         opdef = OPS.get(name)
+        text_loc = self.where(name_tok)  # as mlir-opt: an op is where its name is
         if opdef is None:
-            raise self.error(f"unknown op '{name}'", name_tok)
+            close = difflib.get_close_matches(name, OPS, n=1, cutoff=0.7)
+            raise ParseError(
+                f"unknown op '{name}'",
+                loc=text_loc,
+                fix=f"did you mean '{close[0]}'?"
+                if close
+                else "the op reference (docs/reference/ops.md) lists every op",
+            )
         parsed = opdef.syntax.parse(self)
         types: list[Type] = []
         if names or self.at(":"):
             after = "the regions" if parsed.regions else "operand list"
-            self.expect(":", f"after {after}")
+            colon = self.expect(":", f"after {after}")
+            if not self.at_type():
+                raise ParseError(
+                    f"expected the result types after ':', got {self.peek().describe()}",
+                    op=name,
+                    loc=self.where(colon),
+                    fix="an op with no results has no ':' (a loop carrying nothing ends "
+                    "with '}' alone)"
+                    if not names
+                    else f"write {_count(len(names), 'result type')} after the ':'",
+                )
             types = self.types()
-        text_loc = self.where(start)
         if len(types) != len(names):
             raise ParseError(
                 f"{_count(len(names), 'result name')} but {_count(len(types), 'result type')}",
@@ -318,6 +335,12 @@ class Parser:
 
     # -- types and attributes -----------------------------------------------------------------
 
+    def at_type(self) -> bool:
+        """Whether a type starts here: ``Ref``, an element type, or a word followed by ``[``."""
+        tok, after = self.peek(), self.tokens[min(self.pos + 1, len(self.tokens) - 1)]
+        known = tok.text == "Ref" or tok.text in dtypes.FROM_SHORT
+        return tok.kind == IDENT and (known or after.text == "[")
+
     def types(self) -> list[Type]:
         types = [self.type()]
         while self.accept(","):
@@ -350,6 +373,14 @@ class Parser:
 
     def array_type(self, tok: Token) -> ArrayType:
         dtype = dtypes.FROM_SHORT.get(tok.text)
+        if dtype is None and self.at("["):
+            close = difflib.get_close_matches(tok.text, dtypes.FROM_SHORT, n=1)
+            raise ParseError(
+                f"unknown element type '{tok.text}'",
+                loc=self.where(tok),
+                fix=(f"did you mean '{close[0]}'? " if close else "")
+                + f"The element types are {', '.join(dtypes.FROM_SHORT)}",
+            )
         if dtype is None:
             raise self.error(f"expected a type like f32[8] or Ref{{f32[8]}}, got '{tok.text}'", tok)
         self.expect("[", f"after '{tok.text}'")
@@ -537,6 +568,8 @@ def _check_effects(fn: Function, claimed: set[tuple[EffectKind, int]], loc: Loca
         raise ParseError(
             f"the header says effects {written}, but the body has {effects_text(actual)}",
             loc=loc,
+            fix=f"write 'effects {effects_text(actual)}', or leave the header's effects out "
+            "(they are checked only when written)",
         )
 
 
@@ -556,5 +589,5 @@ def _inferred(name: str, opdef: OpDef, parsed: Any, loc: Location) -> tuple[Type
     except VerificationError as e:
         if e.fix:
             raise
-        form = " ".join(opdef.doc.split())
-        raise VerificationError(e.message, op=name, loc=loc, fix=f"'{name}' is: {form}") from None
+        form = opdef.form.replace("\n", "\n      ")
+        raise VerificationError(e.message, op=name, loc=loc, fix=f"write it as {form}") from None

@@ -40,6 +40,7 @@ import re
 import runpy
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from minipallas.ir.core import Function
@@ -432,14 +433,18 @@ def _effects_report(fn: Function) -> str:
 
 
 def _describe(error: MiniPallasError, name: str, text: str | None = None) -> str:
-    """The error as ``FILE:LINE:COL: message`` (position in the text) or ``FILE: message``,
-    followed by any notes attached to it. At a position in ``text``, the lines of ``text``
-    there are shown, carets under the op, instead of the printed IR around it (the note of
-    ``ir.excerpt``): the user's own names read better than the printer's numbers."""
+    """The error as ``FILE:LINE:COL: message`` (position in the text), ``FILE:LINE: message``
+    (a line of the kernel file) or ``FILE: message``, followed by any notes attached to it.
+    At a position in ``text``, the lines of ``text`` there are shown, carets under the op,
+    instead of the printed IR around it (the note of ``ir.excerpt``): the user's own names
+    read better than the printer's numbers."""
     loc = error.loc
     verbatim = getattr(error, "verbatim", False)  # upstream's exact words; the note says where
     in_text = isinstance(loc, Location) and not loc.file and loc.line and not verbatim
-    lines = [f"{name}:{error}" if in_text else f"{name}: {error}"]
+    in_file = (
+        isinstance(loc, Location) and loc.file and Path(loc.file).resolve() == Path(name).resolve()
+    )
+    lines = [f"{name}:{error}" if in_text else str(error) if in_file else f"{name}: {error}"]
     notes = getattr(error, "__notes__", [])
     source = source_excerpt(text, loc, error.op) if in_text and text is not None else None
     if source is not None:

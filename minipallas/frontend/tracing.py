@@ -20,7 +20,7 @@ from minipallas.frontend.scopes import TraceScope, innermost, trace_error
 from minipallas.frontend.values import TracedArray, as_result
 from minipallas.ir.builder import params
 from minipallas.ir.core import Function
-from minipallas.ir.location import user_location
+from minipallas.ir.location import Location, is_internal, user_location
 from minipallas.ir.types import ArrayType, RefType
 
 
@@ -36,7 +36,13 @@ def trace(f: Callable[..., Any], *types: ArrayType | RefType, name: str | None =
                 "or a memory space such as minipallas.tpu.VMEM(shape, dtype)",
             )
     name = function_name(f) if name is None else name
-    check_arity(f, len(types), f"@{name}", f"trace was given {_count(len(types), 'type')}")
+    check_arity(
+        f,
+        len(types),
+        f"@{name}",
+        f"trace was given {_count(len(types), 'type')}",
+        fix=f"give trace one type per parameter of @{name}",
+    )
     scope = TraceScope(f"function @{name}", None, user_location())
     caller = innermost()
     if caller is not None:  # a callee: share the caller's traced callees and used names
@@ -65,9 +71,16 @@ def function_name(f: Callable[..., Any]) -> str:
     return name or "fn"
 
 
-def check_arity(f: Callable[..., Any], n: int, what: str, given: str) -> None:
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def check_arity(
+    f: Callable[..., Any], n: int, what: str, given: str, fix: str | None = None
+) -> None:
     """Rejects ``f`` (called ``what``) unless it takes ``n`` positional arguments; ``given``
-    says where they come from. A callable without a signature is left to the call."""
+    says where they come from. The fix is to change ``f``'s parameters, or, where the caller
+    chose the arguments (``trace``), ``fix``, followed by ``f``'s parameters. A callable
+    without a signature is left to the call."""
     try:
         signature = inspect.signature(f)
     except (TypeError, ValueError):
@@ -78,14 +91,15 @@ def check_arity(f: Callable[..., Any], n: int, what: str, given: str) -> None:
         defined = _definition(f)
         raise trace_error(
             f"{what}{defined} takes {_expected(signature)}, but {given} ({e})",
-            fix=f"give {what} one parameter per argument ({n})",
+            fix=f"{fix}: {_names(signature)}"
+            if fix
+            else f"give {what} one parameter per argument ({n})",
         ) from None
 
 
 def _expected(signature: inspect.Signature) -> str:
     """How many positional parameters a signature takes, in words."""
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    positional = [p for p in signature.parameters.values() if p.kind in kinds]
+    positional = [p for p in signature.parameters.values() if p.kind in _POSITIONAL]
     required = sum(p.default is inspect.Parameter.empty for p in positional)
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in signature.parameters.values()):
         return f"at least {_count(required, 'parameter')}"
@@ -94,8 +108,24 @@ def _expected(signature: inspect.Signature) -> str:
     return f"{required} to {_count(len(positional), 'parameter')}"
 
 
+def _names(signature: inspect.Signature) -> str:
+    """The positional parameters of a signature, by name: ``x_ref, o_ref, *rest``."""
+    kept = (*_POSITIONAL, inspect.Parameter.VAR_POSITIONAL)
+    params = signature.parameters.values()
+    return ", ".join(str(p).split(":")[0].split("=")[0] for p in params if p.kind in kept)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def defined_at(f: Callable[..., Any]) -> Location:
+    """Where the user defined ``f`` (its ``def`` or ``lambda`` line); for a function of
+    minipallas's own, or a callable without code, the user's line being traced."""
+    code = getattr(inspect.unwrap(f), "__code__", None)
+    if code is None or is_internal(code.co_filename):
+        return user_location()
+    return Location(code.co_filename, code.co_firstlineno)
 
 
 def _definition(f: Callable[..., Any]) -> str:

@@ -99,7 +99,7 @@ def test_a_discharge_error_notes_the_op_inside_its_region():
     with pytest.raises(PassError) as info:
         mp.discharge(mp.parse(WHILE), discharge_scoped=False)
     error = info.value
-    assert str(error) == f"5:5: {WHILE_MESSAGE}"
+    assert str(error) == f"5:10: {WHILE_MESSAGE}"
     assert error.__notes__ == [error.excerpt]
     assert error.excerpt == (
         "in @f:\n"
@@ -154,7 +154,7 @@ def test_minipallas_opt_shows_the_text_irs_own_lines_instead(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (
-        f"{path}:5:5: {WHILE_MESSAGE}\n"
+        f"{path}:5:10: {WHILE_MESSAGE}\n"
         "    ^(%s: Ref{f32[]}, %ra: Ref{f32[]}):\n"
         "      %z = constant 0 : i32[]\n"
         "      %n = while (%ra, %s) () iter (%z) cond {\n"

@@ -66,3 +66,14 @@ def test_two_groups_without_a_count_are_refused():
     with pytest.raises(ValueError, match="only one Variadic may go without a count"):
         declare("two_groups", operands=(Variadic("a"), Variadic("b")), syntax=Operands())
     assert "two_groups" not in OPS
+
+
+def test_each_op_says_how_it_is_written_without_markup():
+    """``OpDef.form``, which a type error's fix quotes: the op's printed form from its
+    docstring, reST markup gone; a region op's is its whole ``::`` block."""
+    for name, opdef in OPS.items():
+        assert name in opdef.form and "``" not in opdef.form, name
+    assert OPS["add"].form == "%z = add %x, %y : f32[8]"
+    assert OPS["atomic_max"].form == "%old = atomic_max %r[0:8], %v, mask %m : f32[8]"
+    assert OPS["for"].form.splitlines()[0] == "%c = for %lo to %hi (%ref) iter (%init) {"
+    assert OPS["for"].form.splitlines()[-1] == "} : f32[]"

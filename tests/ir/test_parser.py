@@ -21,17 +21,33 @@ def test_public_names():
 
 
 def test_ops_get_their_line_and_column():
+    """An op is located at its name, as mlir-opt locates one (and as an error's carets show)."""
     fn = parse(
         text("""
         // a comment line
-        func @f(%x: f32[8]) -> (f32[8]) {
-          %y = neg %x : f32[8]
+        func @f(%x: Ref{f32[8]}) -> (f32[8]) effects {read 0, write 0} {
+          %y = get %x[:] : f32[8]
             %z = abs %y : f32[8]   // trailing comment
+          store %x[:], %z
           return %z
         }
     """)
     )
-    assert [op.loc for op in fn.walk()] == [Location("", 3, 3), Location("", 4, 5)]
+    locs = [op.loc for op in fn.walk()]
+    assert locs == [Location("", 3, 8), Location("", 4, 10), Location("", 5, 3)]
+
+
+@pytest.mark.parametrize("inits", ["", " iter ()"])
+def test_a_loop_carrying_nothing_ends_with_its_brace(inits):
+    """docs/guides/text-syntax.md: no results, so no ':'; ``iter ()`` may be written."""
+    fn = parse(
+        "func @f(%r: Ref{f32[8]}, %n: i32[]) -> () effects {write 0} {\n"
+        f"  for %n to %n (%r){inits} {{\n"
+        "  ^(%i: i32[], %ref: Ref{f32[8]}):\n"
+        "    %v = constant 1.0 : f32[8]\n    store %ref[:], %v\n    yield\n  }\n"
+        "  return\n}"
+    )
+    assert "  for %1 to %1 (%0) {\n" in str(fn) and "  }\n  return" in str(fn)
 
 
 def test_explicit_locations_win():
@@ -205,7 +221,12 @@ ERRORS = {
     ),
     "unknown_op": (
         H + "  %3 = frobnicate %0 : f32[8]\n  return %3\n}",
-        "2:8: unknown op 'frobnicate'",
+        "2:8: unknown op 'frobnicate'\n"
+        "  fix: the op reference (docs/reference/ops.md) lists every op",
+    ),
+    "misspelt_op": (
+        H + "  %3 = mull %0, %0 : f32[8]\n  return %3\n}",
+        "2:8: unknown op 'mull'\n  fix: did you mean 'mul'?",
     ),
     "outer_value": (
         H + "  %3 = run_scoped() {\n  ^(%4: Ref{f32[8]}):\n    %5 = neg %0 : f32[8]\n"
@@ -216,7 +237,7 @@ ERRORS = {
     "bad_char": (H + "  %3 = neg %0 : f32[8] $\n  return %3\n}", "2:24: unexpected character '$'"),
     "names_vs_types": (
         H + "  %3, %4 = neg %0 : f32[8]\n  return %3\n}",
-        "2:3: 'neg': 2 result names but 1 result type",
+        "2:12: 'neg': 2 result names but 1 result type",
     ),
     "no_result_name": (
         H + "  neg %0\n  return %0\n}",
@@ -224,7 +245,17 @@ ERRORS = {
     ),
     "unknown_dtype": (
         "func @f(%0: f64[8]) -> () {\n  return\n}",
-        "1:13: expected a type like f32[8] or Ref{f32[8]}, got 'f64'",
+        "1:13: unknown element type 'f64'\n  fix: did you mean 'f16'? The element types are "
+        "f32, bf16, f16, i32, i16, i8, u32, u16, u8, bool",
+    ),
+    "misspelt_dtype": (
+        "func @f(%0: f23[8]) -> () {\n  return\n}",
+        "1:13: unknown element type 'f23'\n  fix: did you mean 'f32'? The element types are "
+        "f32, bf16, f16, i32, i16, i8, u32, u16, u8, bool",
+    ),
+    "not_a_type": (
+        "func @f(%0: return) -> () {\n  return\n}",
+        "1:13: expected a type like f32[8] or Ref{f32[8]}, got 'return'",
     ),
     "unknown_space": (
         "func @f(%0: Ref{f32[8], tpu.hbm}) -> () {\n  return\n}",
@@ -235,7 +266,9 @@ ERRORS = {
     "effects_header": (
         "func @f(%0: Ref{f32[8]}) -> (f32[8]) effects {read 0, write 0} {\n"
         "  %1 = get %0[:] : f32[8]\n  return %1\n}",
-        "1:38: the header says effects {read 0, write 0}, but the body has {read 0}",
+        "1:38: the header says effects {read 0, write 0}, but the body has {read 0}\n"
+        "  fix: write 'effects {read 0}', or leave the header's effects out (they are checked "
+        "only when written)",
     ),
     "effect_kind": (
         "func @f(%0: Ref{f32[8]}) -> () effects {touch 0} {\n  return\n}",
@@ -315,6 +348,11 @@ ERRORS = {
     "for_missing_to": (
         H + "  for %2 %2 {\n  ^(%3: i32[]):\n    yield\n  }\n  return %0\n}",
         "2:10: expected 'to' after the lower bound, got '%2'",
+    ),
+    "colon_without_types": (  # a loop carrying nothing ends with '}' alone
+        H + "  for %2 to %2 () {\n  ^(%3: i32[]):\n    yield\n  } :\n  return %0\n}",
+        "5:5: 'for': expected the result types after ':', got 'return'\n"
+        "  fix: an op with no results has no ':' (a loop carrying nothing ends with '}' alone)",
     ),
     "yield_in_function": (H + "  yield %0\n}", "2:3: expected an op or 'return', got 'yield'"),
     "missing_arrow": (

@@ -12,40 +12,40 @@ H = "func @f(%0: f32[8], %1: Ref{f32[8,128]}, %2: i32[]) -> (f32[8]) {\n"
 ERRORS = {
     "type_error": (
         "func @f(%0: f32[8], %1: f32[4]) -> () {\n  %2 = add %0, %1 : f32[8]\n  return\n}",
-        "2:3: 'add': operands must have one type, got f32[8] and f32[4]",
+        "2:8: 'add': operands must have one type, got f32[8] and f32[4]",
     ),
     "result_type": (
         H + "  %3 = neg %0 : f32[4]\n  return %3\n}",
-        "2:3: 'neg': result types are (f32[8]), but the text says (f32[4])",
+        "2:8: 'neg': result types are (f32[8]), but the text says (f32[4])",
     ),
     "out_of_bounds": (
         H + "  %3 = get %1[0, 0:200] : f32[200]\n  return %0\n}",
-        "2:3: 'get': dimension 1: slice 0+200*1 is out of bounds for size 128",
+        "2:8: 'get': dimension 1: slice 0+200*1 is out of bounds for size 128",
     ),
     "ref_as_index": (
         H + "  %3 = get %1[%1, 0:8] : f32[8]\n  return %3\n}",
-        "2:3: 'get': dimension 0: a dynamic integer index must be an integer "
+        "2:8: 'get': dimension 0: a dynamic integer index must be an integer "
         "scalar, got Ref{f32[8,128]}",
     ),
     "load_mask_type": (
         H + "  %3 = load %1[0, 0:8], mask %0 : f32[8]\n  return %3\n}",
-        "2:3: 'load': mask has type f32[8], expected bool[8]",
+        "2:8: 'load': mask has type f32[8], expected bool[8]",
     ),
     "call_types": (
         "func @g(%0: f32[8]) -> (f32[8]) {\n  return %0\n}\n"
         "func @f(%0: i32[8]) -> () {\n  %1 = call @g(%0) : f32[8]\n  return\n}",
-        "5:3: 'call': argument 0 of @g has type i32[8], expected f32[8]",
+        "5:8: 'call': argument 0 of @g has type i32[8], expected f32[8]",
     ),
     "bad_permutation": (
         "func @f(%0: f32[2,3]) -> () {\n  %1 = transpose %0, permutation (0, 0) : f32[2,2]\n"
         "  return\n}",
-        "2:3: 'transpose': (0, 0) is not a permutation of 2 dims",
+        "2:8: 'transpose': (0, 0) is not a permutation of 2 dims",
     ),
 }
 FIXES = {
     "result_type": "write the type the op's rule gives after the colon: ': f32[8]'",
     "out_of_bounds": "make the slice end by 128: start + (size - 1) * stride must be below 128",
-    "type_error": "'add' is: Elementwise ``add``: ``%z = add %x, %y : f32[8]``.",
+    "type_error": "write it as %z = add %x, %y : f32[8]",
 }
 
 

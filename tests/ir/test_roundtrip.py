@@ -80,7 +80,7 @@ def test_located_ops_keep_file_line_and_col():
         Location('we"ird.py', 4, 2),
         UNKNOWN,
     ]
-    assert parse(str(programs.located())).body.ops[3].loc == Location("", 5, 3)
+    assert parse(str(programs.located())).body.ops[3].loc == Location("", 5, 8)
 
 
 def test_programs_use_every_op_and_every_op_has_syntax():

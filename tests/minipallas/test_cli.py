@@ -71,7 +71,9 @@ def test_stdin_errors_name_stdin(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("func @f() -> () {\n  %x = what\n"))
     assert main(["-"]) == 1
     assert capsys.readouterr().err == (
-        "<stdin>:2:8: unknown op 'what'\n  func @f() -> () {\n    %x = what\n         ^\n"
+        "<stdin>:2:8: unknown op 'what'\n"
+        "  fix: the op reference (docs/reference/ops.md) lists every op\n"
+        "  func @f() -> () {\n    %x = what\n         ^\n"
     )
 
 
@@ -94,7 +96,7 @@ def test_missing_file(tmp_path, capsys):
 
 def test_locations_flag(kernel_file, capsys):
     assert main([str(kernel_file), "--locations"]) == 0
-    assert "%2 = get %0[%1] : f32[] loc(2:3)" in capsys.readouterr().out
+    assert "%2 = get %0[%1] : f32[] loc(2:8)" in capsys.readouterr().out
 
 
 def test_print_effects(kernel_file, capsys):
@@ -182,7 +184,9 @@ def test_split_input_file(tmp_path, capsys):
         == "func @a() -> () {\n  return\n}\n// -----\n// -----\nfunc @c() -> () {\n  return\n}\n"
     )
     assert err == (  # line numbers and lines of the whole file; other pieces are blank
-        f"{path}:6:8: unknown op 'nope'\n\n  func @b() -> () {{\n    %x = nope\n         ^\n  }}\n"
+        f"{path}:6:8: unknown op 'nope'\n"
+        "  fix: the op reference (docs/reference/ops.md) lists every op\n"
+        "\n  func @b() -> () {\n    %x = nope\n         ^\n  }\n"
     )
 
 
@@ -212,3 +216,48 @@ def test_console_script_and_module(kernel_file):
         run.stderr == "<stdin>:1:9: expected a parameter name like %0 in the parameter "
         "list, got end of input\n  func @f(\n          ^\n"
     )
+
+
+BAD_KERNELS = {  # a kernel file's mistake, and where the error says it is: (line, message)
+    "index_map": (
+        "spec = mp.BlockSpec((8, 128), lambda i, j: (i, j * 0.5))",
+        9,
+        "the index map of input 0 must return integer scalars, got f32[]",
+    ),
+    "index_map_rank": (
+        "spec = mp.BlockSpec((8, 128), lambda i, j: (i, j, 0))",
+        9,
+        "the index map of input 0 returns 3 block indices, but the array has 2 dimensions",
+    ),
+    "block_rank": (
+        "spec = mp.BlockSpec((8,), lambda i, j: (i,))",
+        None,  # about the call's arguments: no line of the file, and none of minipallas-opt's
+        "the block shape (8,) of input 0 has 1 dimensions, but the array f32[64,256] has 2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_KERNELS)
+def test_a_kernel_files_errors_are_located_in_the_file_not_in_minipallas_opt(tmp_path, case):
+    """Traced after the file has run, a kernel's index maps are not on the stack: an index
+    map's error is at its own line, and no error is located in the installed minipallas-opt
+    script or in runpy (both launch the user's file)."""
+    spec, line, message = BAD_KERNELS[case]
+    path = tmp_path / "kernel.py"
+    path.write_text(
+        "import minipallas as mp\n\n\ndef add(x_ref, o_ref):\n    o_ref[...] = x_ref[...] + 1\n"
+        f'\n\nf32 = mp.ArrayType((64, 256), "float32")\n{spec}\n'
+        "KERNEL = mp.pallas_call(add, f32, grid=(8, 2), in_specs=[spec], out_specs=spec)\n"
+        "ARGS = (f32,)\n"
+    )
+    bindir = os.path.dirname(sys.executable)
+    for command in (
+        [os.path.join(bindir, "minipallas-opt")],
+        [sys.executable, "-m", "minipallas.cli"],
+    ):
+        run = subprocess.run(
+            [*command, str(path), "--emit=stablehlo"], capture_output=True, text=True
+        )
+        assert run.returncode == 1
+        where = f"{path}:{line}" if line else str(path)
+        assert run.stderr.startswith(f"{where}: {message}\n  fix: "), run.stderr

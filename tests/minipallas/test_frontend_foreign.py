@@ -166,7 +166,7 @@ def test_a_function_with_too_few_or_too_many_parameters():
     assert str(info.value) == (
         f"{HERE}:{line}: @one (defined at {HERE}:{one.__code__.co_firstlineno}) takes "
         "1 parameter, but trace was given 2 types (too many positional arguments)\n"
-        "  fix: give @one one parameter per argument (2)"
+        "  fix: give trace one type per parameter of @one: x"
     )
 
     def some(x, y, z=0):

@@ -22,7 +22,7 @@ import numpy as np
 
 from minipallas.frontend.collective import named_grid
 from minipallas.frontend.scopes import mark_nonnegative, trace_error
-from minipallas.frontend.tracing import check_arity, function_name, trace
+from minipallas.frontend.tracing import check_arity, defined_at, function_name, trace
 from minipallas.frontend.values import TracedArray, as_result, astype
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
@@ -200,22 +200,26 @@ def trace_index_map(
         out = index_map(*args)
         items = tuple(out) if isinstance(out, tuple | list) else (out,)
         if len(items) != ndim:
-            raise trace_error(
+            raise TraceError(
                 f"the index map of {what} returns {len(items)} block indices, "
                 f"but the array has {ndim} dimensions",
+                loc=defined_at(index_map),
                 fix=f"return a tuple of {ndim} ints, one per array dimension",
             )
-        return tuple(_block_index(x, what) for x in items)
+        return tuple(_block_index(x, what, index_map) for x in items)
 
     name = f"{kernel}_{what.replace(' ', '')}_index_map"
     return trace(block_indices, *[I32] * n_axes, *scalar_prefetch, name=name)
 
 
-def _block_index(x: Any, what: str) -> TracedArray:
+def _block_index(x: Any, what: str, index_map: Callable[..., Any]) -> TracedArray:
+    """One block index an index map returned, as ``i32[]``; an error is located at the
+    index map itself (the call that traces it may be far from it, or in minipallas-opt)."""
     value = as_result(x, f"the index map of {what}")
     if value.shape != () or not dtypes.is_int(value.type.dtype):
-        raise trace_error(
+        raise TraceError(
             f"the index map of {what} must return integer scalars, got {value.type}",
+            loc=defined_at(index_map),
             fix="return grid indices or ints, e.g. lambda i, j: (i, 0)",
         )
     return astype(value, "int32")
