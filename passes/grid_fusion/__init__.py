@@ -43,7 +43,7 @@ from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, motion, wind
 from minipallas.passes.grid_fusion.substeps import fused_body
 from minipallas.passes.registry import INT, Option, register
 
-__all__ = ["fuse_grid_steps"]
+__all__ = ["fuse_axis", "fuse_grid_steps"]
 
 # chosen from bench/fusion_sweep.py on a v5e (docs/guides/optimizations.md has the table)
 MAX_UNROLL = 32
@@ -86,7 +86,7 @@ def fuse_grid_steps(
         factor = _factor(kernel, axis, moves, max_unroll // unrolled, target_bytes, vmem_budget)
         if factor < 2:
             break
-        kernel = _fuse(kernel, axis, moves, factor)
+        kernel = fuse_axis(kernel, axis, moves, factor)
         unrolled *= factor
     return kernel
 
@@ -155,7 +155,10 @@ def _bytes(t: RefType) -> int:
     return math.prod(t.shape) * dtypes.itemsize(t.dtype)
 
 
-def _fuse(kernel: Kernel, axis: int, moves: list[Motion], factor: int) -> Kernel:
+def fuse_axis(kernel: Kernel, axis: int, moves: list[Motion], factor: int) -> Kernel:
+    """Step 4 alone: ``kernel`` with ``factor`` steps of grid ``axis`` run as one, ``moves``
+    giving how each block spec moves along it (``index_maps.motion``, inputs then outputs).
+    The policy (which axis, which factor, whether at all) is the caller's."""
     specs = [
         window_spec(s, m, axis, factor)
         for s, m in zip((*kernel.in_specs, *kernel.out_specs), moves, strict=True)

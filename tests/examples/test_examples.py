@@ -131,6 +131,17 @@ def test_mesh_kernels_chapter_runs_upstreams_kernel_and_reports_its_bugs():
     assert "simulated and compiled (core 0 first): True" in out
 
 
+def test_grid_steps_chapter_fuses_fuzzes_and_keeps_the_bits():
+    out = _run("ch19_grid_steps.py")
+    before, after = out.split("--- after fuse-pairs ---")
+    assert "grid (64,)" in before and "in blocks [8x256]" in before
+    assert "grid (32,)" in after and "in blocks [16x256]" in after
+    assert after.count("call @softmax(") == 2 and "ref.at %0[8:16, :]" in after
+    assert "as upstream's interpret mode: True" in out
+    assert "6 kernels" in out and "0 disagreements" in out
+    assert "fuse-pairs     1.274 ms   1.76x upstream, same bits: True" in out
+
+
 def test_patterns_chapter_rewrites_inside_the_loop_too():
     """A pattern registered after cleanup was imported is tried, in regions as well."""
     out = _run("ch15_patterns.py")
