@@ -39,6 +39,7 @@ from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
+from minipallas.lowering.jaxlib_shim import quiet_libtpu
 from minipallas.user_passes import add_arguments, main_with_passes
 
 
@@ -138,6 +139,7 @@ def run_files(
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     if argv[:1] == ["fuzz"]:
         return fuzz_main(argv[1:])
     parser = argparse.ArgumentParser(

@@ -1,6 +1,7 @@
 """``minipallas-difftest``: a module's cases with a progress bar and a summary table, and the
 fuzzer (a few programs only: the long campaigns are ``make fuzz-upstream``)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -72,6 +73,28 @@ def test_console_script_is_installed(module):
     )
     assert out.returncode == 0, out.stderr
     assert "strided-slice-with-int-index" in out.stdout
+
+
+def test_without_a_tpu_libtpu_starts_quietly(module):
+    """libtpu (installed with the test extras) loads at jax's first device query; on a
+    machine without a chip it logged start-up errors (``E0000 ... unexpected worker hostname``)
+    unless told the one-chip host it asks for, which the command now tells it. The shell's
+    environment, but for ``ALLOW_MULTIPLE_LIBTPU_LOAD``: with it, libtpu loads even while
+    another process holds its lock file (a test worker), and so logs if it is going to."""
+    from minipallas.lowering.jaxlib_shim import LIBTPU_NO_CHIP, libtpu_available, tpu_chips
+
+    if not libtpu_available() or tpu_chips():
+        pytest.skip("about a machine with libtpu installed and no TPU chip")
+    quiet = {"JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL", *LIBTPU_NO_CHIP}
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
+    script = Path(sys.executable).parent / "minipallas-difftest"
+    out = subprocess.run(
+        [str(script), str(module), "-k", "doub"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    noise = [line for line in out.stderr.splitlines() if not line.startswith("[")]  # no bar
+    assert noise == [], out.stderr
 
 
 def test_fuzz_saves_shrunk_findings_and_a_summary(tmp_path, capsys):
