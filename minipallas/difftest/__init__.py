@@ -10,6 +10,9 @@
   compiler has): inside it the finding is ``within-envelope``, with its distance in ulps and as
   a fraction of the envelope; outside, a ``compile`` bug names the first op out of its
   envelope (``bisect``). ``Case.plant`` plants a bug in what ``compile`` compiles.
+  ``Case.passes`` runs a researcher's pipeline on the case's kernels, or on its program after
+  discharge and cleanup (``user_pipeline``); a finding it causes is ``pass-bug``, naming the
+  pass, with its IR before and after.
 - ``emit(fn)`` / ``trace(fn)``: a minipallas program (e.g. a generated one) as an upstream JAX
   function over refs, and its jaxpr: how the fuzzer (``python -m
   minipallas.difftest.fuzz_upstream``) runs one random program both ways.
