@@ -58,13 +58,13 @@ def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
     import jax
     import jax.numpy as jnp
 
-    from minipallas.lowering import jaxlib_shim
+    from minipallas.lowering import xla_cpu
 
     args = case.inputs()
     call = case.minipallas()
     call(*args)  # trace, compile
     compiled = call.compiled(*args)  # behind jax.jit's dispatch (lowering/jax_dispatch.py)
-    placed = [jax.device_put(a, jaxlib_shim.cpu_device()) for a in args]
+    placed = [jax.device_put(a, xla_cpu.cpu_device()) for a in args]
 
     def run():
         return jax.block_until_ready(compiled.jitted(*placed))

@@ -3,7 +3,7 @@ with numpy (the reference interpreter's run of the same kernel, ``simulate``).
 
 Each module goes through jaxlib's Triton call path, the one upstream Pallas takes with jaxlib
 0.10.2: a ``__gpu$xla.gpu.triton`` custom call carrying the module as bytecode, compiled by
-XLA's Triton and launched over the module's launch grid (``jaxlib_shim.gpu_triton_call``).
+XLA's Triton and launched over the module's launch grid (``triton_call.gpu_triton_call``).
 One run, about a second per kernel; prints one line per kernel and exits 1 if any differs.
 
 With ``--jit`` each suite kernel instead runs as a JAX program: ``jax.jit`` of the
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 sys.path.insert(0, str(ROOT / "tests" / "lowering" / "gpu"))
 
 from minipallas.lowering.gpu.simulate import simulate  # noqa: E402
-from minipallas.lowering.jaxlib_shim import gpu_available, gpu_triton_call  # noqa: E402
+from minipallas.lowering.triton_call import gpu_available, gpu_triton_call  # noqa: E402
 
 # Kernels whose GPU result is not defined by their inputs alone
 SKIP = {

@@ -71,11 +71,11 @@ def compile_ahead(fn: Any, args: tuple[np.ndarray, ...]) -> Refused | None:
     """``fn`` compiled by libtpu for a v5e without a chip: None, or why not."""
     import jax
 
-    from minipallas.lowering import jaxlib_shim
+    from minipallas.lowering import libtpu
 
     try:
-        with jax.default_device(jaxlib_shim.tpu_device()):
-            sharding = jaxlib_shim.tpu_sharding()
+        with jax.default_device(libtpu.tpu_device()):
+            sharding = libtpu.tpu_sharding()
             specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in args]
             jax.jit(fn).lower(*specs).compile()
     except Exception as e:

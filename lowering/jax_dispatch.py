@@ -2,7 +2,7 @@
 
 A call places each numpy argument on the CPU, runs the executable and wraps each result.
 ``jax.jit`` does those steps in C++ in a few µs; through jaxlib's Python bindings
-(``jaxlib_shim.cpu_execute``) they cost 20-30 µs, more than a small kernel's whole run
+(``xla_cpu.cpu_execute``) they cost 20-30 µs, more than a small kernel's whole run
 (``bench/call_overhead.py``). So the module becomes one primitive, ``minipallas_module``, in an
 ahead-of-time compiled ``jax.jit`` function: its lowering parses the module into jax's own
 (``merge_mlir_modules``) and calls it, XLA inlines the call, and the executable is the one
@@ -36,7 +36,7 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 from jax.interpreters import mlir as jax_mlir
 
-from minipallas.lowering import jax_private, jaxlib_shim
+from minipallas.lowering import jax_private, xla_cpu
 
 Types = tuple[tuple[tuple[int, ...], np.dtype], ...]  # (shape, numpy dtype) per array
 
@@ -66,10 +66,10 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
     def run(*arrays: Any) -> Any:
         return module_p.bind(*arrays, text=text, results=results)
 
-    device = jaxlib_shim.cpu_device()  # even where a TPU is
+    device = xla_cpu.cpu_device()  # even where a TPU is
     cpu = jax.sharding.SingleDeviceSharding(device)
     avals = [jax.ShapeDtypeStruct(shape, dtype, sharding=cpu) for shape, dtype in params]
-    options = dict(jaxlib_shim.CPU_COMPILE_OPTIONS)
+    options = dict(xla_cpu.CPU_COMPILE_OPTIONS)
     # the default device too: with no parameters (a kernel without inputs) jax.jit would
     # otherwise lower for the default backend, a TPU's, which has no rule for module_p
     with jax.default_device(device):
@@ -80,15 +80,15 @@ def jitted(text: str, params: Types, results: Types) -> Callable[..., Any]:
 
 @contextlib.contextmanager
 def _backend_options() -> Iterator[None]:
-    """While it lasts, jax's compile options carry ``jaxlib_shim.CPU_BACKEND_OPTIONS``, which
-    ``compiler_options`` cannot pass (``jaxlib_shim.with_backend_options``). jax has no hook
+    """While it lasts, jax's compile options carry ``xla_cpu.CPU_BACKEND_OPTIONS``, which
+    ``compiler_options`` cannot pass (``xla_cpu.with_backend_options``). jax has no hook
     for them, so its private ``get_compile_options`` is swapped for the compile: another
     thread compiling at that moment would get them too."""
     compiler = jax_private.compiler
     original = compiler.get_compile_options
 
     def get_compile_options(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
-        return jaxlib_shim.with_backend_options(original(*args, **kwargs))
+        return xla_cpu.with_backend_options(original(*args, **kwargs))
 
     compiler.get_compile_options = get_compile_options
     try:

@@ -23,7 +23,7 @@ from minipallas.ir.conversions import canonical_bools
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import ArrayType
-from minipallas.lowering import jax_dispatch, jaxlib_shim
+from minipallas.lowering import jax_dispatch, xla_cpu
 from minipallas.lowering.lowered import Lowered, lower
 
 _CACHE: weakref.WeakKeyDictionary[Function, Compiled] = weakref.WeakKeyDictionary()
@@ -43,7 +43,7 @@ class Compiled:
     ``jitted`` is the executable behind ``jax.jit``'s dispatch (``lowering/jax_dispatch.py``),
     and ``wait`` learns how long its results take, so a numpy call polls rather than sleeps;
     ``jitted`` is ``None`` where a ``debug_print`` calls back into Python; then ``executable`` is
-    jaxlib's, called through ``jaxlib_shim.cpu_execute``."""
+    jaxlib's, called through ``xla_cpu.cpu_execute``."""
 
     def __init__(self, lowered: Lowered) -> None:
         self.lowered = lowered
@@ -52,7 +52,7 @@ class Compiled:
         text, callbacks = lowered.as_text(debug_info=False), lowered.host_callbacks
         if callbacks:  # a debug_print's: only jaxlib's bindings take them
             self.jitted = None
-            self.executable = jaxlib_shim.cpu_compile(text, callbacks)
+            self.executable = xla_cpu.cpu_compile(text, callbacks)
         else:
             results = tuple(
                 (t.shape, dtypes.to_numpy(t.dtype)) for t in lowered.function.result_types
@@ -68,8 +68,8 @@ class Compiled:
             )
         arrays = [self._check(i, a) for i, a in enumerate(args)]
         if self.jitted is not None:
-            return tuple(map(jaxlib_shim.writable, self.wait(self.jitted(*arrays))))
-        return tuple(jaxlib_shim.cpu_execute(self.executable, arrays))
+            return tuple(map(xla_cpu.writable, self.wait(self.jitted(*arrays))))
+        return tuple(xla_cpu.cpu_execute(self.executable, arrays))
 
     def _check(self, i: int, arg: object) -> np.ndarray:
         if type(arg) is np.ndarray and (arg.shape, arg.dtype) == self._expected[i]:

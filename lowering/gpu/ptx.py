@@ -21,6 +21,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import gpu
 from minipallas.lowering.lowered import Lowered
+from minipallas.lowering.triton_call import CUDA
 
 
 @dataclass(frozen=True)
@@ -42,15 +43,24 @@ class CompiledKernel:
 
 
 def emit(
-    kernel: Kernel, body: Function, *, num_warps: int = 4, num_stages: int = 3
+    kernel: Kernel,
+    body: Function,
+    *,
+    num_warps: int = CUDA.num_warps,
+    num_stages: int = CUDA.num_stages,
 ) -> CompiledKernel:
     """The target table's ``ptx`` emitter: the Triton module of ``body``, compiled (the
-    options are ``pallas_call``'s Triton ``compiler_params``)."""
+    options are ``pallas_call``'s Triton ``compiler_params``; by default upstream's CUDA launch,
+    ``triton_call.LAUNCH``)."""
     return compile_ptx(gpu.emit(kernel, body), num_warps=num_warps, num_stages=num_stages)
 
 
 def compile_ptx(
-    lowered: Lowered | str, *, arch: int = 90, num_warps: int = 4, num_stages: int = 3
+    lowered: Lowered | str,
+    *,
+    arch: int = 90,
+    num_warps: int = CUDA.num_warps,
+    num_stages: int = CUDA.num_stages,
 ) -> CompiledKernel:
     """Compiles a lowered kernel (or Triton IR text) for ``sm_<arch>``; raises ``PassError``
     with Triton's message when it does not compile."""

@@ -10,7 +10,7 @@ extra) holds that compiler and compiles for a TPU topology without opening a chi
    dynamic grid sizes (``int32`` scalars) first, then the scalar-prefetch arrays, then the
    inputs; ``bool`` arrays travel as ``int32``, as upstream's; aliases counted over them;
 3. jax's ``as_tpu_kernel`` with upstream ``pallas_call``'s compiler defaults, compiled for one
-   v5e chip (``jaxlib_shim.mosaic_compile``); a refusal is a ``MosaicCompileError`` naming
+   v5e chip (``libtpu.mosaic_compile``); a refusal is a ``MosaicCompileError`` naming
    Mosaic's message, its op and the user's line.
 """
 
@@ -25,7 +25,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS
-from minipallas.lowering.jaxlib_shim import MosaicRefusal, libtpu_available, mosaic_compile
+from minipallas.lowering.libtpu import MosaicRefusal, libtpu_available, mosaic_compile
 from minipallas.lowering.lowered import Lowered
 
 __all__ = ["MosaicCompileError", "compile_check", "custom_call_types", "libtpu_available"]

@@ -59,7 +59,7 @@ from minipallas.kernels.platforms.mesh_tpu import (
 )
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_discharge
-from minipallas.lowering.jaxlib_shim import tpu_chips
+from minipallas.lowering.libtpu import tpu_chips
 from minipallas.lowering.tpu import lower_kernel
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.tpu import VMEM

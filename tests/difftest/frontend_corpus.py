@@ -169,7 +169,7 @@ def small_loop_check() -> str | None:
     """``x * 3 - x`` in bf16 inside a loop of a few bytes a step: XLA:CPU's small-loop route
     would compile it as one LLVM function that fuses the two ops and skips the rounding of
     ``x * 3`` (fuzz-kernels 978 and 2307); minipallas turns that route off
-    (``jaxlib_shim.CPU_BACKEND_OPTIONS``)."""
+    (``xla_cpu.CPU_BACKEND_OPTIONS``)."""
     x = np.array([0.69140625, 0.25390625, -0.26171875, 1.203125, 0.92578125, 2.703125])
     return program_problem(mp.parse(SMALL_BF16_LOOP), [x.astype(ml_dtypes.bfloat16)])
 

@@ -9,7 +9,7 @@ import pytest
 
 import minipallas as mp
 from minipallas.difftest import Case, check, ref
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import xla_cpu
 
 BF16 = ml_dtypes.bfloat16
 
@@ -79,7 +79,7 @@ def test_bf16_rounding_inside_a_loop_compiles_like_the_interpreter():
     whose step accesses under 1 KiB was compiled as one LLVM function
     (``SmallWhileLoopHoistingPass``), where the f32 -> bf16 -> f32 converts became bfloat ops
     and LLVM fused the multiply and the subtraction. minipallas compiles with that threshold at
-    0 (``jaxlib_shim.CPU_BACKEND_OPTIONS``): every loop runs as per-op kernels, which round as
+    0 (``xla_cpu.CPU_BACKEND_OPTIONS``): every loop runs as per-op kernels, which round as
     the interpreter does, on every machine."""
     fn = mp.parse(frontend_corpus.SMALL_BF16_LOOP)  # also a front-end check of make mutate
     x = np.array([0.69140625, 0.25390625, -0.26171875, 1.203125, 0.92578125, 2.703125], BF16)
@@ -87,7 +87,7 @@ def test_bf16_rounding_inside_a_loop_compiles_like_the_interpreter():
     text = compiled.lowered.as_text(debug_info=False)
     doubled = (x.astype(np.float32) * 2).astype(BF16)  # x * 3 - x without rounding x * 3
     # both compile paths: behind jax.jit's dispatch, and jaxlib's bindings
-    for got in (compiled(x)[0], jaxlib_shim.cpu_execute(jaxlib_shim.cpu_compile(text), [x])[0]):
+    for got in (compiled(x)[0], xla_cpu.cpu_execute(xla_cpu.cpu_compile(text), [x])[0]):
         assert not np.array_equal(got.view(np.uint16), doubled.view(np.uint16))
         np.testing.assert_array_equal(got, mp.interpret(fn, x)[0])
 

@@ -30,7 +30,7 @@ from minipallas.kernels.platforms.mesh_tpu import (
     one_core_body,
 )
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import libtpu
 from minipallas.lowering.tpu import aot, compile_check
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "interop"))
@@ -264,8 +264,8 @@ def test_a_mesh_of_two_cores_that_share_nothing_lowers_as_upstreams_does():
 def test_on_tpu_is_one_custom_call_that_compiles_for_a_v5e(name):
     (case,) = [c for c in ONE_CORE if c.name == name]
     f, args, _ = built(case)
-    with jax.default_device(jaxlib_shim.tpu_device()):
-        sharding = jaxlib_shim.tpu_sharding()
+    with jax.default_device(libtpu.tpu_device()):
+        sharding = libtpu.tpu_sharding()
         specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding) for x in args]
         lowered = jax.jit(on_tpu(f)).lower(*specs)
         assert lowered.as_text().count("tpu_custom_call") == 1

@@ -15,7 +15,7 @@ from suite import KERNELS  # noqa: E402
 
 import minipallas  # noqa: E402
 from minipallas.ir import dtypes  # noqa: E402
-from minipallas.lowering import jaxlib_shim  # noqa: E402
+from minipallas.lowering import xla_cpu  # noqa: E402
 
 
 @pytest.mark.parametrize("case", KERNELS, ids=lambda c: c.name)
@@ -25,7 +25,7 @@ def test_a_kernel_gives_the_bits_jaxlibs_bindings_give(case):
     compiled = call.compiled(*args)
     assert compiled.jitted is not None
     text = compiled.lowered.as_text(debug_info=False)
-    expected = jaxlib_shim.cpu_execute(jaxlib_shim.cpu_compile(text), args)
+    expected = xla_cpu.cpu_execute(xla_cpu.cpu_compile(text), args)
     got = compiled(*args)
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):

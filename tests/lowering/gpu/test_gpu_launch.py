@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from gpu_util import lowered
 
-from minipallas.lowering.jaxlib_shim import gpu_available, gpu_triton_function
+from minipallas.lowering.triton_call import gpu_available, gpu_triton_function
 
 
 def test_the_launch_lowers_to_xlas_triton_custom_call():
@@ -33,3 +33,28 @@ def test_no_gpu_here_and_gpu_check_refuses_cleanly(capsys):
     spec.loader.exec_module(gpu_check)
     assert gpu_check.main([]) == 2
     assert "no CUDA GPU is visible" in capsys.readouterr().err
+
+
+def test_one_table_holds_the_launch_defaults_every_launch_reads():
+    """Upstream's defaults (4 warps; 3 stages on CUDA, 1 on ROCm) are written once, in
+    ``triton_call.LAUNCH``: a call's params override them field by field, and the custom call,
+    the jitted launch and the PTX compiler default to the CUDA row."""
+    import inspect
+
+    from minipallas.gpu import CompilerParams
+    from minipallas.lowering.gpu import ptx
+    from minipallas.lowering.triton_call import (
+        LAUNCH,
+        Launch,
+        gpu_triton_call,
+        launch_for,
+        triton_custom_call,
+    )
+
+    assert LAUNCH == {"cuda": Launch(4, 3), "rocm": Launch(4, 1)}
+    assert launch_for("rocm") == Launch(4, 1)
+    assert launch_for("cuda", CompilerParams(num_warps=8)) == Launch(8, 3)
+    assert launch_for("rocm", CompilerParams(num_stages=2)) == Launch(4, 2)
+    for fn in (triton_custom_call, gpu_triton_function, gpu_triton_call, ptx.emit, ptx.compile_ptx):
+        params = inspect.signature(fn).parameters
+        assert (params["num_warps"].default, params["num_stages"].default) == (4, 3), fn

@@ -1,11 +1,11 @@
-"""``jaxlib_shim.cpu_execute`` hands numpy arguments to XLA zero-copy where their alignment
+"""``xla_cpu.cpu_execute`` hands numpy arguments to XLA zero-copy where their alignment
 allows: the arguments must still never be written, and a result must never share an argument's
 memory, even when the program returns a parameter unchanged."""
 
 import numpy as np
 import pytest
 
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import xla_cpu
 
 N = 4096
 PASS_THROUGH = f"""module {{
@@ -25,10 +25,10 @@ def aligned(n: int, offset: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "unaligned"])
 def test_results_own_their_memory_and_arguments_stay_unwritten(offset):
-    executable = jaxlib_shim.cpu_compile(PASS_THROUGH)
+    executable = xla_cpu.cpu_compile(PASS_THROUGH)
     x = aligned(N, offset)
     x[:] = np.arange(N, dtype=np.float32)
-    same, doubled = jaxlib_shim.cpu_execute(executable, [x])
+    same, doubled = xla_cpu.cpu_execute(executable, [x])
     assert not np.shares_memory(same, x) and not np.shares_memory(doubled, x)
     np.testing.assert_array_equal(same, np.arange(N, dtype=np.float32))
     np.testing.assert_array_equal(doubled, 2 * np.arange(N, dtype=np.float32))

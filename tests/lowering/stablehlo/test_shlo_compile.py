@@ -11,7 +11,7 @@ from shlo_util import check, const
 import minipallas
 from minipallas.ir import ArrayType, Builder, Dyn, Int, Slice, params
 from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering import jax_dispatch, jaxlib_shim
+from minipallas.lowering import jax_dispatch, xla_cpu
 
 
 def accumulate():
@@ -44,7 +44,7 @@ def compiled_texts(monkeypatch) -> list[str]:
     """The module texts compiled from now on, through either way a module runs: behind
     ``jax.jit``'s dispatch or through jaxlib's Python bindings."""
     texts: list[str] = []
-    jitted, cpu_compile = jax_dispatch.jitted, jaxlib_shim.cpu_compile
+    jitted, cpu_compile = jax_dispatch.jitted, xla_cpu.cpu_compile
 
     def jitted_counting(text, params, results):
         texts.append(text)
@@ -55,7 +55,7 @@ def compiled_texts(monkeypatch) -> list[str]:
         return cpu_compile(text, callbacks)
 
     monkeypatch.setattr(jax_dispatch, "jitted", jitted_counting)
-    monkeypatch.setattr(jaxlib_shim, "cpu_compile", cpu_compile_counting)
+    monkeypatch.setattr(xla_cpu, "cpu_compile", cpu_compile_counting)
     return texts
 
 

@@ -25,7 +25,7 @@ from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel, tpu_sized
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import libtpu
 from minipallas.lowering.tpu import aot, compile_check, lower_kernel
 
 if not aot.libtpu_available():
@@ -38,8 +38,8 @@ F32 = jax.ShapeDtypeStruct((8, 128), jnp.float32)
 
 def upstream_compiles(call, *specs):
     """Upstream's own lowering asks the default device's kind: the compile-only TPU device."""
-    with jax.default_device(jaxlib_shim.tpu_device()):
-        sharding = jaxlib_shim.tpu_sharding()
+    with jax.default_device(libtpu.tpu_device()):
+        sharding = libtpu.tpu_sharding()
         args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
         return jax.jit(call, out_shardings=sharding).lower(*args).compile()
 

@@ -26,7 +26,7 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.kernels.platforms import mesh_tpu
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import libtpu
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.tpu import aot, compile_check
 from minipallas.lowering.tpu.ranges import int_ranges
@@ -45,7 +45,7 @@ FILLED = np.add.outer(np.arange(ROWS), np.arange(COLS) * 0.5).astype(np.float32)
 
 
 def on_a_tpu():
-    return jax.default_device(jaxlib_shim.tpu_device())
+    return jax.default_device(libtpu.tpu_device())
 
 
 def pallas_calls(jaxpr):

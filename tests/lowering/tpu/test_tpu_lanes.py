@@ -332,7 +332,7 @@ def test_packed_rolls_across_sublanes_run_on_32_bits_where_upstreams_fail_to_com
     """Mosaic refuses a bf16 or int8 rotation across sublanes or strided ("unsupported packed
     type rotation"), upstream's too; minipallas rotates the bits zero-extended to 32 and
     truncates back, which libtpu compiles (the elements move, their bits do not change)."""
-    from minipallas.lowering import jaxlib_shim
+    from minipallas.lowering import libtpu
 
     case = CASES["rolled_packed"]
     text = lower_case(case).as_text(debug_info=False)
@@ -352,8 +352,8 @@ def test_packed_rolls_across_sublanes_run_on_32_bits_where_upstreams_fail_to_com
     if not libtpu_available():
         pytest.skip("libtpu is not installed: upstream's compile cannot be tried")
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in case.inputs()]
-    with jax.default_device(jaxlib_shim.tpu_device()):
-        sharding = jaxlib_shim.tpu_sharding()
+    with jax.default_device(libtpu.tpu_device()):
+        sharding = libtpu.tpu_sharding()
         args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in specs]
         with pytest.raises(Exception, match="unsupported packed type rotation"):
             jax.jit(case.upstream(interpret=False), out_shardings=sharding).lower(*args).compile()
