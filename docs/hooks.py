@@ -5,6 +5,8 @@ A page holds a marker, an HTML comment such as ``<!-- generated: ops -->``, that
 table from ``@declare`` (``ir/opset``), the passes from ``@register``, the targets from
 ``lowering.TARGETS``, the API from ``minipallas._PUBLIC``, ``minipallas-opt --help``, and the
 tutorial's chapter list from the chapters' docstrings. A marker with no generator is an error.
+``docs/tutorial/index.md`` holds its chapter list written out, not as a marker, so that the
+page reads on a code host too; ``tests/test_docs.py`` checks that it is ``chapters()``.
 
 ``on_startup`` lays out ``build/docs-src/minipallas``: links to the four source folders in the
 shape they are installed in (``setup.cfg``'s ``package_dir`` maps ``ir/`` to ``minipallas.ir``),

@@ -3,7 +3,10 @@
 A kernel over two refs writes its input times two into scratch, then the scratch plus one into
 its output. ``mp.trace`` turns the Python into IR; ``print`` shows it as text (the text that
 ``minipallas-opt`` reads back); ``mp.effects`` says what it does to its refs; ``mp.discharge``
-makes it pure; ``mp.cleanup`` tidies what discharge leaves; ``mp.interpret`` runs it.
+makes it pure; ``mp.cleanup`` tidies what discharge leaves; ``mp.interpret`` runs it. The
+scratch is allocated as a TPU kernel allocates it, ``tpu.VMEM`` (upstream's ``pltpu.VMEM``):
+its type carries a memory space, which the IR prints (``tpu.vmem``) and the TPU emitter of
+chapter 11 uses; everything else, the CPU included, treats it as any buffer.
 
 Run: ``python examples/ch01_first_program.py``; with ``--ir`` it prints only the stateful IR,
 for ``minipallas-opt``: ``python examples/ch01_first_program.py --ir > first.mir``, then
@@ -24,6 +27,7 @@ def kernel(x_ref, o_ref):
         acc_ref[...] = x_ref[...] * 2
         o_ref[...] = acc_ref[...] + 1
 
+    # the scratch's type, as a Pallas TPU kernel writes it: the CPU runs any memory space
     mp.run_scoped(body, tpu.VMEM((8,), jnp.float32))
 
 

@@ -43,7 +43,7 @@ def main() -> None:
         fn = mp.trace(kernel, *[F8] * (kernel.__code__.co_argcount))
         names = kernel.__code__.co_varnames[: kernel.__code__.co_argcount]
         found = mp.effects(fn)
-        print(f"--- {kernel.__name__}{names}: {found}")
+        print(f"--- {kernel.__name__}({', '.join(names)}): {found}")
         for op in fn.walk():
             if op.regions:
                 # a region op's effects are on its operands; its body's on the body's parameters

@@ -1,9 +1,13 @@
 """Chapter 5: cleanup: what discharge leaves behind, and the pass that removes it.
 
 Discharge is local: each op becomes its pure form without looking around. So its output holds
-work nobody needs: the old contents a ``swap`` returned (upstream's swap reads them even when
-unused), reads of a window just written, scratch that is overwritten before it is read,
-scalar constants broadcast to a shape. ``cleanup`` (``passes/cleanup.py``) removes it:
+work nobody needs. On a whole ref there is little: a read of all of it is its current array
+and a write of all of it the new one, so discharge writes no ``slice`` for them. A window,
+part of a ref, leaves more, and this kernel uses windows to show it: the old contents a
+``swap`` returns, sliced even when unused (upstream's swap reads them too); reads of a window
+just written (a ``slice`` of the ``dynamic_update_slice`` before it); a write of what was just
+read; scratch overwritten before it is read; scalar constants broadcast to a shape.
+``cleanup`` (``passes/cleanup.py``) removes it:
 
 1. forward a stored window to a later read of the same window (``cleanup_patterns``);
 2. fold constants and algebraic identities (``x * 1``, ``x + 0``), and CSE equal ops;
@@ -26,11 +30,11 @@ F8 = mp.RefType((8,), jnp.float32)
 def kernel(x_ref, o_ref, n_ref):
     def body(s_ref):
         s_ref[...] = jnp.zeros((8,), jnp.float32)  # overwritten before anyone reads it
-        s_ref[...] = x_ref[...] * 2.0
-        o_ref[...] = s_ref[...]  # the read of a window just written
+        s_ref[:4] = x_ref[:4] * 2.0  # a swap: its old contents are sliced, and unused
+        o_ref[:4] = s_ref[:4]  # the read of a window just written
 
     mp.run_scoped(body, tpu.VMEM((8,), jnp.float32))
-    o_ref[:4] = o_ref[:4]  # a write of what was just read
+    o_ref[4:] = o_ref[4:]  # a write of what was just read
     n_ref[...] = n_ref[...] * 1 + 0  # integer identities: exact, so folded
 
 

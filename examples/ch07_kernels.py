@@ -12,7 +12,10 @@ each), as ``vmap`` would; points that share state run in a loop (chapters 8 and 
 program is what XLA compiles. ``minipallas-opt ch07_kernels.py --emit=stablehlo
 --print-ir-after-all`` shows each step as a stage: the registered passes ``bind-grid``,
 ``discharge``, ``cleanup``, ``drop-inputs``, ``cleanup``, then ``batch-grid`` and
-``cpu-program``.
+``cpu-program``. The program printed below is cleaned (``mp.cleanup``), as the StableHLO
+target's own pipeline cleans it before XLA sees it; ``call.program`` returns it as built, the
+grid's constant offsets included. The output's blocks start as NaN (upstream's uninitialized
+output) and go to the body, which never reads them here: it only writes its block.
 """
 
 import numpy as np
@@ -38,7 +41,7 @@ def main() -> None:
     print("--- the index map of input 0: grid indices (i, j) -> block indices ---")
     print(kernel.in_specs[0].index_map)
 
-    program = KERNEL.program(*ARGS)
+    program = mp.cleanup(KERNEL.program(*ARGS))  # as the stablehlo target's pipeline does
     print("--- the CPU program: every grid point at once, no loop ---")
     print(program)
     text = str(program)

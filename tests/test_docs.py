@@ -70,3 +70,12 @@ def test_each_discharge_rule_shown_is_what_the_pass_does():
     for before, after in zip(befores, afters, strict=True):
         fn = mp.parse_module(before).entry
         assert print_function(pipeline.run(fn, "discharge", verify=True)) == after.rstrip("\n")
+
+
+def test_the_tutorial_index_lists_the_chapters_as_their_docstrings_say():
+    """Written out (a generated marker is an empty comment on a code host), and current."""
+    spec = importlib.util.spec_from_file_location("hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (ROOT / "docs" / "tutorial" / "index.md").read_text()
+    assert hooks.chapters() in page and "<!-- generated:" not in page

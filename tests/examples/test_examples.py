@@ -154,7 +154,7 @@ def test_patterns_chapter_rewrites_inside_the_loop_too():
 def test_text_ir_chapter_parses_reports_and_runs_the_cli():
     out = _run("ch02_text_ir.py")
     assert "func @scale(%0: Ref{f32[8]}, %1: Ref{f32[8]}, %2: i32[]) -> () effects " in out
-    assert "bad.mir:6:3: 'get': result types are (f32[]), but the text says (f32[8])" in out
+    assert "bad.mir:6:8: 'get': result types are (f32[]), but the text says (f32[8])" in out
     assert "// effects of @scale: {read 0, write 1}" in out
     assert "// -----// IR Dump After discharge //----- //" in out
     assert "interpreted: o = [0.0, 2.0, 4.0, 3.0, 8.0, 10.0, 12.0, 14.0]" in out
@@ -162,18 +162,32 @@ def test_text_ir_chapter_parses_reports_and_runs_the_cli():
 
 def test_effects_chapter_shows_regions_and_scopes():
     out = _run("ch03_effects.py")
-    assert "--- copy('x_ref', 'o_ref'): {read 0, write 1}" in out  # a swap only writes
+    assert "--- copy(x_ref, o_ref): {read 0, write 1}" in out  # a swap only writes
     assert "for: on its operands {read 2, accum 3}, its body on its parameters " \
         "{read 1, accum 2}" in out  # fmt: skip
-    assert "--- scoped('x_ref', 'o_ref'): {read 0, write 1}" in out  # the scratch is invisible
-    assert "--- increment('o_ref',): {read 0, write 0}" in out
+    assert "--- scoped(x_ref, o_ref): {read 0, write 1}" in out  # the scratch is invisible
+    assert "--- increment(o_ref): {read 0, write 0}" in out
 
 
 def test_cleanup_chapter_removes_what_discharge_leaves():
+    """What the chapter says discharge leaves is in the discharged program it prints, and
+    the cleaned program has none of it."""
     out = _run("ch05_cleanup.py")
-    discharged, cleaned = out.split("--- cleaned: 2 ops ---")
-    assert "uninitialized" in discharged and "uninitialized" not in cleaned.split("---")[0]
-    assert "return %0, %4, %2" in cleaned  # n * 1 + 0 is n
+    discharged, cleaned = out.split("--- cleaned: 4 ops ---")
+    cleaned = cleaned.split("---")[0]
+    assert "uninitialized" in discharged and "uninitialized" not in cleaned
+    # the swap's old contents, sliced and unused: o's [0:4] before it is written
+    assert (
+        "%13 = slice %1[0:4] : f32[4]" in discharged and "%13" not in discharged.split("\n  %14")[1]
+    )
+    # the read of the window just written, and the write of what was just read
+    assert (
+        "%11 = dynamic_update_slice %5[0:4], %9" in discharged
+        and "%12 = slice %11[0:4]" in discharged
+    )
+    assert "%16 = dynamic_update_slice %14[4:8], %15" in discharged
+    assert "dynamic_update_slice %1[0:4], %5" in cleaned  # x[:4] * 2 straight into o
+    assert cleaned.count(" slice ") == 1 and "return %0, %6, %2" in cleaned  # n * 1 + 0 is n
     assert "same bits before and after cleanup: True" in out
 
 
@@ -190,7 +204,19 @@ def test_kernels_chapter_shows_body_index_map_and_batched_program():
     assert "func @add_input0_index_map(%0: i32[], %1: i32[]) -> (i32[], i32[])" in out
     program = out.split("--- the CPU program: every grid point at once, no loop ---")[1]
     assert "func @add_batched(%0: i32[8], %1: i32[2]" in program and " for " not in program
+    assert "constant 0 : i32[]" not in program  # cleaned: the grid's constant offsets are gone
     assert "pallas_call on the CPU equals numpy: True" in out
+
+
+def test_dimension_semantics_chapter_prints_a_cleaned_program_and_says_why_the_barrier():
+    out = _run("ch09_dimension_semantics.py")
+    program = out.split("== 4.")[1].split("== 5.")[0]
+    grid = program.split("func @row_sum_kernel_grid")[1]
+    assert grid.count("call @row_sum_kernel_post_batched") == 4
+    assert "output0_index_map" not in grid  # its results were unused: cleaned away
+    assert grid.count("constant 0 : i32[]") == 1 and grid.count("optimization_barrier") == 4
+    chapter = (EXAMPLES / "ch09_dimension_semantics.py").read_text()
+    assert "through an\n``optimization_barrier``: traced inline the index is a constant" in chapter
 
 
 def test_mosaic_and_triton_chapter_emits_both_without_locations():
