@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-difftest bench mutate clean
+.PHONY: demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-check tpu-bench tpu-difftest bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -42,6 +42,7 @@ test-latest:
 
 demo: $(STAMP)
 	$(PY) examples/tour.py
+	@echo "minipallas is installed in $(VENV): 'source $(VENV)/bin/activate' puts python, minipallas-opt and minipallas-difftest on the PATH"
 
 # The documentation site (mkdocs.yml, docs/) into site/, warnings as errors: a renamed function
 # or a broken link fails the build. The op reference is generated from the op declarations.

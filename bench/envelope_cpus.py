@@ -5,7 +5,8 @@ standard normal inputs, and the first seed's planted siblings (``tests/difftest/
 Prints each verdict with its distance as a fraction of the envelope, and the machine.
 
 The envelope measured on an Intel Xeon called the seed-0 matmul a bug on an AMD EPYC (73,728
-ulps, 1.3x) and the layer norm (8x); docs/numerics.md gives what this script printed since.
+ulps, 1.3x) and the layer norm (8x); docs/numerics.md gives this script's latest results on each
+CPU kind, bench/results/numerics_history.md every run's.
 
 Run: ``.venv/bin/python bench/envelope_cpus.py [--seeds 3]`` (about 3 minutes, mostly the
 matmul's perturbed samples).

@@ -71,3 +71,20 @@ def test_the_discharge_picture_is_what_discharge_prints():
     fn = mp.parse(before)
     assert plain(str(fn)) == plain(before)
     assert str(pipeline.run(fn, "discharge", verify=True)) == plain(after)
+
+
+def test_every_make_target_is_phony_and_the_readme_names_the_ones_to_run():
+    """``make tpu-check`` was neither: a file of that name would have stopped it running."""
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    phony = set(re.search(r"^\.PHONY: (.*)$", makefile, re.M).group(1).split())
+    assert targets == phony
+    for target in targets - {"clean", "docs-serve"}:
+        assert re.search(rf"make {target}(?![\w-])", README), target
+
+
+def test_the_readme_says_how_to_put_the_commands_on_the_path():
+    """``make demo`` installs into .venv; ``minipallas-opt`` is on the PATH once it is active."""
+    assert "source .venv/bin/activate" in README
+    commands = README.split("## Seeing what a pass did")[1].split("##")[0]
+    assert "source .venv/bin/activate" in commands
