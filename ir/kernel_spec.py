@@ -118,5 +118,17 @@ class Kernel:
     def out_types(self) -> tuple[ArrayType, ...]:
         return tuple(s.array for s in self.out_specs)
 
+    def __str__(self) -> str:
+        """The kernel as text: name, grid (and dimension semantics), each block spec's array,
+        block and index map, then the body (what a kernel pass changes, all of it)."""
+        semantics = f" {list(self.dimension_semantics)}" if self.dimension_semantics else ""
+        lines = [f"kernel {self.name}: grid {self.grid}{semantics}"]
+        for role, specs in (("input", self.in_specs), ("output", self.out_specs)):
+            for k, spec in enumerate(specs):
+                block = "x".join("*" if n is None else str(n) for n in spec.block_shape)
+                lines.append(f"  {role} {k}: {spec.array} in blocks [{block}], index map:")
+                lines += [f"    {line}" for line in str(spec.index_map).splitlines()]
+        return "\n".join([*lines, str(self.body)])
+
 
 DEFAULT_MEMORY_SPACE = ANY

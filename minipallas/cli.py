@@ -279,6 +279,18 @@ def _transform_and_print(fn: Function, args: argparse.Namespace, stem: str) -> N
     print(print_function(fn, locations=args.locations))
 
 
+def _kernel_passes(pipe: str | None) -> bool:
+    """Whether ``pipe`` names a kernel pass (``fuse-grid-steps``): it runs on the whole
+    kernel, so the kernel is printed whole (``str(kernel)``: grid, block specs, body)."""
+    steps = pipeline.parse_pipeline(pipe) if pipe else []
+    return any(PASSES[name].subject == "kernel" for name, _ in steps)
+
+
+def _transform_kernel(kernel: Kernel, args: argparse.Namespace) -> None:
+    hook = _stages(args, kernel.body, args.pass_pipeline)
+    print(pipeline.run(kernel, args.pass_pipeline, verify=True, after_each=hook))
+
+
 def _kernel_file(args: argparse.Namespace, name: str) -> int:
     """The IR of the ``pallas_call`` a Python kernel file defines (``KERNEL_FILE``): its
     kernel body, through the flags as a text IR function; or, with ``--emit``, the call

@@ -19,8 +19,8 @@ A finding after the pipeline names the pass it comes from (``first_bad_pass``):
    the k-th pass's result);
 3. the first k whose outputs differ from those before the pipeline (``differs``) is the pass.
 
-The ``Blame`` holds that pass's IR before and after it; a ``Kernel``'s is ``kernel_text``: its
-grid, each block spec with its index map, and its body.
+The ``Blame`` holds that pass's IR before and after it; a ``Kernel``'s is its text (``str``: its
+grid, each block spec with its index map, and its body).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from minipallas.ir.errors import MiniPallasError
-from minipallas.ir.kernel_spec import Kernel
 from minipallas.passes.pipeline import parse_pipeline, pass_names
 from minipallas.passes.registry import PASSES, load
 
@@ -176,16 +175,3 @@ def first_bad_pass(
 def _error(e: BaseException) -> str:
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
-
-
-def kernel_text(kernel: Kernel) -> str:
-    """A kernel as text: name, grid (and dimension semantics), each block spec's array, block
-    and index map, then the body."""
-    semantics = f" {list(kernel.dimension_semantics)}" if kernel.dimension_semantics else ""
-    lines = [f"kernel {kernel.name}: grid {kernel.grid}{semantics}"]
-    for role, specs in (("input", kernel.in_specs), ("output", kernel.out_specs)):
-        for k, spec in enumerate(specs):
-            block = "x".join("*" if n is None else str(n) for n in spec.block_shape)
-            lines.append(f"  {role} {k}: {spec.array} in blocks [{block}], index map:")
-            lines += [f"    {line}" for line in str(spec.index_map).splitlines()]
-    return "\n".join([*lines, str(kernel.body)])

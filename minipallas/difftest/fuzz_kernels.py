@@ -61,7 +61,6 @@ from minipallas.user_passes import (
     Blame,
     add_arguments,
     first_bad_pass,
-    kernel_text,
     main_with_passes,
 )
 
@@ -154,7 +153,7 @@ def pipeline_blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) ->
         return f"the {bad[0]} differs from the one before the pipeline" if bad else None
 
     return first_bad_pass(
-        passes, outputs, lambda p: kernel_text(run_pipeline(plain, p, verify=True)), differs
+        passes, outputs, lambda p: str(run_pipeline(plain, p, verify=True)), differs
     )
 
 

@@ -83,7 +83,6 @@ from minipallas.user_passes import (
     add_arguments,
     argv_of,
     first_bad_pass,
-    kernel_text,
     main_with_passes,
 )
 
@@ -179,7 +178,7 @@ def _refusing_pass(
         return []
 
     def text(prefix: str) -> str:
-        return kernel_text(kernel_from_eqn(eqn, memory_space=VMEM, passes=prefix))
+        return str(kernel_from_eqn(eqn, memory_space=VMEM, passes=prefix))
 
     blame = first_bad_pass(passes, compiles, text, lambda want, got: None)
     return None if blame is None else blame.text()

@@ -19,7 +19,7 @@ way the pipeline ran in is blamed (``blame``) on the first pass after which the 
 interpreter's outputs of the program change, or that raises (``user_passes.first_bad_pass``);
 for a ``compile`` difference the interpreter does not show, on the first pass after which the
 compiled outputs leave the numerics envelope. The finding is then ``pass-bug``, named after the
-pass, and the report shows the IR before and after it (for kernels, ``kernel_text``).
+pass, and the report shows the IR before and after it (for kernels, its text, ``str(kernel)``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from minipallas.ir.core import Function
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.registry import PASSES
-from minipallas.user_passes import Blame, first_bad_pass, kernel_text
+from minipallas.user_passes import Blame, first_bad_pass
 
 KERNEL_WAYS = ("discharge", "compile", "tpu", "xla-tpu")  # a kernel case's pipeline's ways
 PROGRAM_WAYS = ("compile", "xla-tpu")  # a program's
@@ -72,12 +72,12 @@ def after_cleanup(report: Report, pure: Function) -> Function:
 
 
 def pipeline_ir(report: Report) -> str:
-    """The IR after the case's pipeline: each kernel (``kernel_text``), or the program."""
+    """The IR after the case's pipeline: each kernel (its text, ``str(kernel)``), or the program."""
     if not ways(report):
         return "(not run: the case has no kernel, and the pipeline has a kernel pass)"
     if on_kernels(report):
         kernels = [kernel_from_eqn(e, passes=report.case.passes) for e in _eqns(report)]
-        return "\n".join(kernel_text(k) for k in kernels)
+        return "\n".join(str(k) for k in kernels)
     return str(report.pipeline_program) if report.pipeline_program is not None else "(none)"
 
 
@@ -91,7 +91,7 @@ def blame(report: Report) -> Blame | None:
             return minipallas.from_jaxpr(report.jaxpr, kernel_passes=prefix)
 
         def text(prefix: str) -> str:
-            return "\n".join(kernel_text(kernel_from_eqn(e, passes=prefix)) for e in eqns)
+            return "\n".join(str(kernel_from_eqn(e, passes=prefix)) for e in eqns)
 
         inputs: Sequence[Any] = args
     else:

@@ -3,6 +3,7 @@
 # runs as 2 steps over windows of 256 rows, the body called once per old step with its rows.
 # RUN: minipallas-opt %s --emit=tpu | filecheck %s
 # RUN: minipallas-opt %s --emit=tpu --print-ir-after-all 2>&1 | filecheck %s --check-prefix=STAGES
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4}' | filecheck %s --check-prefix=KERNEL
 
 # CHECK-LABEL: func.func @softmax(%arg0: i32, %arg1: memref<256x256xf32, #tpu.memory_space<vmem>>, %arg2: memref<256x256xf32, #tpu.memory_space<vmem>>)
 # CHECK-SAME: dimension_semantics = [#tpu.dimension_semantics<parallel>]
@@ -23,6 +24,14 @@
 # STAGES-NEXT: %3 = ref.at %1[0:8, :] : Ref{f32[8,256], tpu.vmem}
 # STAGES-NEXT: call @softmax(%2, %3)
 # STAGES-NEXT: %4 = ref.at %0[8:16, :] : Ref{f32[8,256], tpu.vmem}
+
+# KERNEL: kernel softmax: grid (16,)
+# KERNEL-NEXT: input 0: f32[512,256] in blocks [32x256], index map:
+# KERNEL: %[[FIRST:.*]] = mul %0, %[[FOUR:.*]] : i32[]
+# KERNEL: div %[[FIRST]], %[[FOUR]] : i32[]
+# KERNEL: output 0: f32[512,256] in blocks [32x256], index map:
+# KERNEL: func @softmax(%0: Ref{f32[32,256]}, %1: Ref{f32[32,256]})
+# KERNEL-COUNT-4: call @softmax(
 
 import minipallas as mp
 import minipallas.numpy as jnp
