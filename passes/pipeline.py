@@ -93,7 +93,10 @@ def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
         if name not in PASSES:
             known = ", ".join(sorted(PASSES))
             raise PassError(
-                f"unknown pass '{name}' in pipeline '{pipeline}'", fix=f"known passes: {known}"
+                f"unknown pass '{name}' in pipeline '{pipeline}'",
+                fix=f"known passes: {known}; a pass of your own is registered by loading its "
+                "file first (minipallas-opt --load FILE.py, the same flag on the difftest and "
+                "the fuzzers; minipallas.passes.registry.load in Python)",
             )
         options = _parse_options(rest, item, pipeline) if rest else {}
         steps.append((name, PASSES[name].parse_options(options, item)))

@@ -178,15 +178,21 @@ def load(path: str) -> list[str]:
 
 
 def describe() -> str:
-    """The passes and their options, as ``minipallas-opt --help`` lists them."""
+    """The passes and their options, as ``minipallas-opt --help`` lists them: each option with
+    what it takes and its default (an example only for a required one, so none reads as a
+    default); a kernel pass is marked ``[kernel pass]``."""
     lines = ["passes (--pass-pipeline=NAME or NAME{option=value,...}, comma-separated):"]
     for info in sorted(PASSES.values(), key=lambda i: i.name):
-        kind = " (a kernel pass: grid, block specs and body)" if info.subject == "kernel" else ""
-        lines.append(f"  {info.name}: {info.doc}{kind}")
+        kind = " [kernel pass]" if info.subject == "kernel" else ""
+        lines.append(f"  {info.name}{kind}: {info.doc}")
         for o in info.options:
             default = info.defaults[o.name]
-            shown = "required" if default is REQUIRED else f"default {_text(default)}"
-            lines.append(f"      {o.name}={o.type.example}  ({o.type.accepts}; {shown})")
+            shown = (
+                f"required, e.g. {o.name}={o.type.example}"
+                if default is REQUIRED
+                else f"default {_text(default)}"
+            )
+            lines.append(f"      {o.name}  ({o.type.accepts}; {shown})")
             lines.append(f"          {o.doc}")
     return "\n".join(lines)
 

@@ -68,20 +68,24 @@ def test_help_lists_every_declared_pass_and_option_and_every_target():
     declared = declared_passes()
     assert set(declared) == set(PASSES)
     assert set(PASSES) == {"batch", "bind-grid", "cleanup", "collectives", "discharge",
-                           "drop-inputs", "hoist-invariant", "promote-scratch"}  # fmt: skip
+                           "drop-inputs", "fuse-grid-steps", "hoist-invariant",
+                           "promote-scratch"}  # fmt: skip
     listing = out[out.index("passes (") : out.index("\n\ntargets (")].splitlines()[1:]
-    assert [line[2:].partition(":")[0] for line in listing if line[2] != " "] == sorted(declared)
+    names = [line[2:].partition(":")[0].split()[0] for line in listing if line[2] != " "]
+    assert names == sorted(declared)
+    assert "\n  fuse-grid-steps [kernel pass]: " in out
     for name, options in declared.items():
         info = PASSES[name]
         assert [o.name for o in info.options] == options
-        assert f"\n  {name}: {info.doc}\n" in out
+        kind = " [kernel pass]" if info.subject == "kernel" else ""
+        assert f"\n  {name}{kind}: {info.doc}\n" in out
         for o in info.options:
             default = info.defaults[o.name]
-            shown = "required" if default is REQUIRED else "default "
-            assert f"\n      {o.name}={o.type.example}  ({o.type.accepts}; {shown}" in out
+            shown = "required, e.g. " if default is REQUIRED else "default "
+            assert f"\n      {o.name}  ({o.type.accepts}; {shown}" in out
             assert f"\n          {o.doc}\n" in out
-    assert "discharge_scoped=false  (true or false; default true)" in out
-    assert "sizes=4x2  (non-negative integers joined by 'x'; required)" in out
+    assert "discharge_scoped  (true or false; default true)" in out  # no example as a default
+    assert "sizes  (non-negative integers joined by 'x'; required, e.g. sizes=4x2)" in out
     for target, doc in EMIT_TARGETS.items():
         assert f"\n  {target:<9}  {doc}\n" in out
 

@@ -148,7 +148,7 @@ def test_promote_scratch_is_a_stage_of_the_tpu_path(tmp_path, capsys):
     assert main([str(path), "--emit=tpu", "--promote-scratch", "--print-ir-after-all"]) == 0
     out = capsys.readouterr().out
     dumps = [line.split()[5] for line in out.splitlines() if line.startswith("// -----// IR")]
-    assert dumps == ["collectives", "promote-scratch"]
+    assert dumps == ["collectives", "fuse-grid-steps", "promote-scratch"]
     promoted = out.split("// -----// IR Dump After promote-scratch //----- //\n")[1]
     promoted, module = promoted.split("\n\n", 1)
     assert "run_scoped" not in promoted and "memref.alloca" not in module

@@ -95,6 +95,7 @@ def test_unknown_pass_lists_the_known_ones_before_running_anything():
     with pytest.raises(PassError, match="unknown pass 'cse'") as info:
         run(kernel(), "collectives,cse", after_each=lambda n, f: stages.append(n))
     assert "cleanup, collectives, discharge" in str(info.value)
+    assert "minipallas-opt --load FILE.py" in info.value.fix  # how a pass of one's own gets in
     assert stages == []
     with pytest.raises(PassError, match="unknown pass ''"):
         parse_pipeline("cleanup,,discharge")
