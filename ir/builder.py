@@ -15,7 +15,7 @@ import numpy as np
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError, VerificationError
 from minipallas.ir.location import UNKNOWN, Location
-from minipallas.ir.opdef import OPS, TypeCheckError
+from minipallas.ir.opdef import OPS, OperandTypes, TypeCheckError
 from minipallas.ir.types import Type
 
 
@@ -37,7 +37,8 @@ def infer_result_types(
     elif len(regions) != opdef.regions:
         raise error(f"expected {opdef.regions} regions, got {len(regions)}", op=name, loc=loc)
     try:
-        return tuple(opdef.infer(tuple(operand_types), attrs, tuple(regions)))
+        types = OperandTypes(operand_types, opdef, attrs)
+        return tuple(opdef.infer(types, attrs, tuple(regions)))
     except TypeCheckError as e:
         message = str(e)
         if e.operand is not None:

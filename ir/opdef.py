@@ -1,7 +1,8 @@
 """The op registry: every op is declared once, with its type rule, effects and printed form.
 
 An ``OpDef`` is found by name in ``OPS``. Its ``infer`` function is the op's type rule: given
-operand types, static attributes and regions it returns the result types, or raises
+operand types (an ``OperandTypes``, read by the declared names: ``types.group("indices")``),
+static attributes and regions it returns the result types, or raises
 ``TypeCheckError`` with a plain statement of what is wrong. The builder calls it to give new
 ops their result types, and the verifier calls it to check existing ops, so the two can never
 disagree. Its ``syntax`` (an ``ir.syntax.Rule``) is how the printer writes the op and the
@@ -14,7 +15,7 @@ region's parameters receive, so a pass reads those by name too (``op.param_group
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
@@ -229,6 +230,36 @@ def _lay_out(
         found[entry if isinstance(entry, str) else entry.name] = slice(start, start + n)
         start += n
     return MappingProxyType(found)
+
+
+class OperandTypes(tuple):
+    """An op's operand types as its type rule receives them: a tuple, read by the names the op
+    declares (``types.group("indices")``, ``types.one("value")``) rather than sliced by position.
+
+    The declaration places each operand (``OpDef.groups``); a rule checks the operand count it
+    expects first (its own message says what is missing), then reads by name. Reading a name
+    when the operands do not fit the declaration is a ``TypeCheckError``."""
+
+    def __new__(cls, types: Iterable[Type], opdef: OpDef, attrs: Attrs) -> OperandTypes:
+        self = super().__new__(cls, types)
+        self._opdef, self._attrs = opdef, attrs
+        return self
+
+    def group(self, name: str) -> Types:
+        """The types of the operands declared as ``name`` (a ``Variadic``: any number; a
+        ``Flagged`` one: none when its flag is off)."""
+        groups = self._opdef.groups(len(self), self._attrs)
+        if groups is None:
+            names = ", ".join(e if isinstance(e, str) else e.name for e in self._opdef.operands)
+            raise TypeCheckError(f"{len(self)} operands do not fit the declared ({names})")
+        return tuple.__getitem__(self, groups[name])
+
+    def one(self, name: str) -> Type:
+        """The type of the one operand declared as ``name``."""
+        found = self.group(name)
+        if len(found) != 1:
+            raise TypeCheckError(f"operand '{name}' is missing")
+        return found[0]
 
 
 OPS: dict[str, OpDef] = {}

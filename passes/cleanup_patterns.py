@@ -55,13 +55,25 @@ def pattern(
 # --- windows -------------------------------------------------------------------------------
 
 
+def _x(op: Op) -> Value:
+    """A window op's array (its declared operand ``x``)."""
+    (x,) = op.group("x")
+    return x
+
+
+def _update(op: Op) -> Value:
+    """A window write's new values (its declared operand ``update``)."""
+    (update,) = op.group("update")
+    return update
+
+
 def _same_window(a: Op, b: Op) -> bool:
     return a.attrs["indexer"] == b.attrs["indexer"] and a.group("indices") == b.group("indices")
 
 
 def _is_whole(op: Op) -> bool:
-    """The indexer selects all of operand 0 (a full-size slice's dynamic start clamps to 0)."""
-    return facts(op.attrs["indexer"]).slice_sizes == op.operands[0].type.shape
+    """The indexer selects all of ``x`` (a full-size slice's dynamic start clamps to 0)."""
+    return facts(op.attrs["indexer"]).slice_sizes == _x(op).type.shape
 
 
 def _positions(entry: Int | Slice) -> range:
@@ -124,13 +136,13 @@ def _relative(read: tuple, written: tuple) -> tuple | None:
 @pattern("slice", "dynamic_slice")
 def read_whole(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """``slice x[:, :]`` is ``x``."""
-    return op.operands[0] if _is_whole(op) else None
+    return _x(op) if _is_whole(op) else None
 
 
 @pattern("slice", "dynamic_slice", "gather")
 def read_uninitialized(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """A window of an uninitialized value is a smaller uninitialized value."""
-    source = defs.get(op.operands[0])
+    source = defs.get(_x(op))
     if source is None or source.name != "uninitialized":
         return None
     return op.replace(name="uninitialized", operands=(), attrs={"type": op.results[0].type})
@@ -146,14 +158,14 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
       look at the write before that (up to ``MAX_WALK`` writes in one go, so that a read past
       many writes is one rewrite rather than a new op per write).
     """
-    source = op.operands[0]
+    source = _x(op)
     read = op.attrs["indexer"]
     static = _static_basic(op)
     for _ in range(MAX_WALK):
         write = defs.get(source)
         if write is None or write.name != "dynamic_update_slice":
             break
-        update = write.operands[-1]
+        update = _update(write)
         if _same_window(op, write):
             return update
         if not (static and _static_basic(write)):
@@ -164,8 +176,8 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
             return op.replace(name="slice", operands=(update,), attrs={"indexer": inner})
         if not pair(_disjoint, read, written):
             break
-        source = write.operands[0]
-    return op.replace(operands=(source,)) if source is not op.operands[0] else None
+        source = _x(write)
+    return op.replace(operands=(source,)) if source is not _x(op) else None
 
 
 # --- writes --------------------------------------------------------------------------------
@@ -175,7 +187,7 @@ def read_after_write(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
 def write_whole(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """Replacing every element gives the update (this folds a fully overwritten
     ``uninitialized``)."""
-    return op.operands[-1] if _is_whole(op) else None
+    return _update(op) if _is_whole(op) else None
 
 
 @pattern("dynamic_update_slice", "scatter")
@@ -183,11 +195,11 @@ def write_back_read(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """``x[I] = x[I]`` is ``x`` (for scatter too: a clamped gather's out-of-range lanes are
     dropped by the scatter, duplicates write the same value). Static windows: also when ``x``
     is the array read from after writes apart from ``I`` (they left ``x[I]`` as it was)."""
-    read = defs.get(op.operands[-1])
+    read = defs.get(_update(op))
     reads = {"dynamic_update_slice": ("slice", "dynamic_slice"), "scatter": ("gather",)}
     if read is None or read.name not in reads[op.name] or not _same_window(op, read):
         return None
-    x, source = op.operands[0], read.operands[0]
+    x, source = _x(op), _x(read)
     if x is source:
         return x
     if not _static_basic(op):
@@ -200,7 +212,7 @@ def write_back_read(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
             return None
         if not pair(_disjoint, window, write.attrs["indexer"]):
             return None
-        current = write.operands[0]
+        current = _x(write)
         if current is source:
             return x
     return None
@@ -209,7 +221,7 @@ def write_back_read(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
 @pattern("dynamic_update_slice", "scatter")
 def overwrite(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
     """A write hidden by a later write to the same (or, static, a larger) window is dropped."""
-    earlier = defs.get(op.operands[0])
+    earlier = defs.get(_x(op))
     if earlier is None or earlier.name != op.name:
         return None
     hidden = _same_window(op, earlier) or (
@@ -217,7 +229,8 @@ def overwrite(op: Op, defs: Mapping[Value, Op]) -> Value | Op | None:
         and _static_basic(earlier)
         and pair(_relative, earlier.attrs["indexer"], op.attrs["indexer"]) is not None
     )
-    return op.replace(operands=(earlier.operands[0], *op.operands[1:])) if hidden else None
+    operands = (_x(earlier), *op.group("indices"), _update(op))
+    return op.replace(operands=operands) if hidden else None
 
 
 # --- selects --------------------------------------------------------------------------------

@@ -15,7 +15,17 @@ means), so the collectives simulator does not call two of them a race.
 from __future__ import annotations
 
 from minipallas.ir import dtypes
-from minipallas.ir.opdef import ACCUM, Attrs, Flagged, Regions, Types, Variadic, declare, require
+from minipallas.ir.opdef import (
+    ACCUM,
+    Attrs,
+    Flagged,
+    OperandTypes,
+    Regions,
+    Types,
+    Variadic,
+    declare,
+    require,
+)
 from minipallas.ir.opset.common import count_dyn, ref_operand, same_type, window
 from minipallas.ir.syntax import Windowed
 from minipallas.ir.types import SEMAPHORE, ArrayType
@@ -24,28 +34,34 @@ from minipallas.ir.types import SEMAPHORE, ArrayType
 COMBINE = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
 
 
-def _window(types: Types, attrs: Attrs, values: int) -> tuple[ArrayType, Types]:
-    """The window's type and the operands after the indices (``values`` of them, then any
-    mask)."""
+def _after_values(types: OperandTypes, attrs: Attrs, values: int) -> int:
+    """Checks the ref and that its indices and ``values`` value operands are there; returns how
+    many operands follow them (a mask), which the rule checks before reading by name."""
     ref = ref_operand(types)
     require(ref.memory_space != SEMAPHORE, "a semaphore ref is changed by semaphore ops")
     require(ref.dtype != "bool", "atomics do not apply to a bool ref")
     n = count_dyn(attrs)
     require(len(types) >= 1 + n + values, f"expected {n} indices and {values} value operands")
-    win = ArrayType(window(ref.shape, attrs, types[1 : 1 + n]), ref.dtype)
-    rest = types[1 + n :]
-    for k in range(values):
-        same_type(rest[k], win, f"value operand {k}")
-    return win, rest[values:]
+    return len(types) - 1 - n - values
 
 
-def _read_modify_write(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def _window(types: OperandTypes, attrs: Attrs, values: tuple[str, ...]) -> ArrayType:
+    """The window's type; each operand named in ``values`` must have it."""
+    ref = types.one("ref")
+    win = ArrayType(window(ref.shape, attrs, types.group("indices")), ref.dtype)
+    for k, name in enumerate(values):
+        same_type(types.one(name), win, f"value operand {k}")
+    return win
+
+
+def _read_modify_write(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Combine a value into a window: ``%old = atomic_add %r[0:8], %v, mask %m : f32[8]``."""
-    win, rest = _window(types, attrs, 1)
+    after = _after_values(types, attrs, 1)
     masked = bool(attrs.get("masked"))
-    require(len(rest) == masked, f"expected {int(masked)} mask operand, got {len(rest)}")
+    require(after == masked, f"expected {int(masked)} mask operand, got {after}")
+    win = _window(types, attrs, ("value",))
     if masked:
-        same_type(rest[0], ArrayType(win.shape, "bool"), "mask")
+        same_type(types.one("mask"), ArrayType(win.shape, "bool"), "mask")
     return (win,)
 
 
@@ -66,10 +82,11 @@ for _name in COMBINE:
     effect=ACCUM,
     pure=False,
 )
-def atomic_cas(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def atomic_cas(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Compare and swap: ``%old = atomic_cas %r[0], %cmp, %v : i32[]`` writes ``v`` where the
     window equals ``cmp``."""
-    win, rest = _window(types, attrs, 2)
-    require(not rest, f"expected no operand after the value, got {len(rest)}")
+    after = _after_values(types, attrs, 2)
+    require(not after, f"expected no operand after the value, got {after}")
+    win = _window(types, attrs, ("cmp", "value"))
     require(dtypes.is_int(win.dtype) or dtypes.is_float(win.dtype), "an int or float ref")
     return (win,)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from minipallas.ir.core import Function
-from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
+from minipallas.ir.opdef import Attrs, OperandTypes, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import int_scalar, no_refs, same_type
 from minipallas.ir.syntax import Parsed, Pieces, symbol
 from minipallas.ir.types import ArrayType, Type
@@ -79,7 +79,7 @@ class For:
     pure=False,
     params=(("index", "consts", "inits"),),
 )
-def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def for_(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Counted loop ``for i in range(lower, upper)`` with carried values::
 
         %c = for %lo to %hi (%ref) iter (%init) {
@@ -92,11 +92,11 @@ def for_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """
     (body,) = regions
     require(len(types) >= 2, "expected lower and upper bounds")
-    lower = int_scalar(types[0], "lower bound")
-    same_type(types[1], lower, "upper bound")
     n_consts = _num(attrs, "num_consts")
     require(len(types) >= 2 + n_consts, f"expected at least {n_consts} loop-invariant operands")
-    consts, inits = types[2 : 2 + n_consts], types[2 + n_consts :]
+    lower = int_scalar(types.one("lower"), "lower bound")
+    same_type(types.one("upper"), lower, "upper bound")
+    consts, inits = types.group("consts"), types.group("inits")
     no_refs(inits, "loop carry")
     _params_match(body, (lower, *consts, *inits), "body")
     _yields_match(body, inits, "body")
@@ -140,7 +140,7 @@ class While:
     pure=False,
     params=(("cond_consts", "inits"), ("body_consts", "inits")),
 )
-def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def while_(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Loop while a condition region yields true::
 
         %c = while (%x) (%r) iter (%init) cond {
@@ -155,7 +155,7 @@ def while_(types: Types, attrs: Attrs, regions: Regions) -> Types:
     cond, body = regions
     nc, nb = _num(attrs, "cond_nconsts"), _num(attrs, "body_nconsts")
     require(len(types) >= nc + nb, f"expected at least {nc + nb} loop-invariant operands")
-    cond_consts, body_consts, inits = types[:nc], types[nc : nc + nb], types[nc + nb :]
+    cond_consts, body_consts, inits = map(types.group, ("cond_consts", "body_consts", "inits"))
     no_refs(inits, "loop carry")
     _params_match(cond, (*cond_consts, *inits), "condition")
     _yields_match(cond, (ArrayType((), "bool"),), "condition")
@@ -193,7 +193,7 @@ class Cond:
     pure=False,
     params=(("args",),),
 )
-def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def cond(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Run one of N branches chosen by an integer index (clamped into range, as in lax.switch)::
 
     %r = cond %idx (%a, %ref) [{
@@ -204,8 +204,8 @@ def cond(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """
     require(len(regions) >= 1, "needs at least one branch")
     require(len(types) >= 1, "expected an index operand")
-    int_scalar(types[0], "branch index")
-    args = types[1:]
+    int_scalar(types.one("index"), "branch index")
+    args = types.group("args")
     out = regions[0].result_types
     no_refs(out, "result")
     for k, branch in enumerate(regions):

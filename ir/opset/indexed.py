@@ -15,7 +15,7 @@ unchanged. The op name says which kind of indexer it holds:
 from __future__ import annotations
 
 from minipallas.ir import indexing
-from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
+from minipallas.ir.opdef import Attrs, OperandTypes, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import array_operand, count_dyn, same_type, window
 from minipallas.ir.syntax import Windowed
 from minipallas.ir.types import ArrayType
@@ -47,25 +47,25 @@ def _check_kind(name: str, indexer: tuple) -> None:
 
 
 def _read_rule(name: str):
-    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
+    def rule(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
         n = count_dyn(attrs)
         require(len(types) == 1 + n, f"expected {1 + n} operands, got {len(types)}")
-        x = array_operand(types[0], 0)
+        x = array_operand(types.one("x"), 0)
         _check_kind(name, attrs["indexer"])
-        return (ArrayType(window(x.shape, attrs, types[1:]), x.dtype),)
+        return (ArrayType(window(x.shape, attrs, types.group("indices")), x.dtype),)
 
     rule.__doc__ = f"Read a window of an array: ``%w = {name} %x[...] : f32[8]``."
     return rule
 
 
 def _write_rule(name: str):
-    def rule(types: Types, attrs: Attrs, regions: Regions) -> Types:
+    def rule(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
         n = count_dyn(attrs)
         require(len(types) == 2 + n, f"expected {2 + n} operands, got {len(types)}")
-        x = array_operand(types[0], 0)
+        x = array_operand(types.one("x"), 0)
         _check_kind(name, attrs["indexer"])
-        win = ArrayType(window(x.shape, attrs, types[1 : 1 + n]), x.dtype)
-        same_type(types[-1], win, "update")
+        win = ArrayType(window(x.shape, attrs, types.group("indices")), x.dtype)
+        same_type(types.one("update"), win, "update")
         if name == "scatter_add":
             require(x.dtype != "bool", "cannot accumulate bools")
         return (x,)

@@ -21,7 +21,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from minipallas.ir.indexing import Dyn, Int
-from minipallas.ir.opdef import ACCUM, READ, Attrs, Regions, Types, Variadic, declare, require
+from minipallas.ir.opdef import (
+    ACCUM,
+    READ,
+    Attrs,
+    OperandTypes,
+    Regions,
+    Types,
+    Variadic,
+    declare,
+    require,
+)
 from minipallas.ir.opset.common import count_dyn, int_scalar, ref_operand, window
 from minipallas.ir.syntax import Parsed, Pieces, Windowed
 from minipallas.ir.types import DMA_SEMAPHORE, SEMAPHORE, ArrayType
@@ -53,9 +63,9 @@ class _Wait(Windowed):
         return parsed
 
 
-def _counter(types: Types, attrs: Attrs, values: int, dma: bool = False) -> Types:
-    """Checks the semaphore operand (a DMA one too with ``dma``: upstream reads those) and
-    its scalar window; returns the value operands."""
+def _counter(types: OperandTypes, attrs: Attrs, values: int, dma: bool = False) -> None:
+    """Checks the semaphore operand (a DMA one too with ``dma``: upstream reads those), its
+    scalar window and that ``values`` operands follow the indices."""
     ref = ref_operand(types)
     require(
         ref.memory_space == SEMAPHORE or (dma and ref.memory_space == DMA_SEMAPHORE),
@@ -67,8 +77,7 @@ def _counter(types: Types, attrs: Attrs, values: int, dma: bool = False) -> Type
         all(isinstance(e, Int | Dyn) for e in attrs["indexer"]),
         "names one semaphore: index every dimension with an int (ref.at[i])",
     )
-    window(ref.shape, attrs, types[1 : 1 + n])
-    return types[1 + n :]
+    window(ref.shape, attrs, types.group("indices"))
 
 
 @declare(
@@ -78,9 +87,10 @@ def _counter(types: Types, attrs: Attrs, values: int, dma: bool = False) -> Type
     effect=ACCUM,
     pure=False,
 )
-def semaphore_signal(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def semaphore_signal(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Add ``inc`` to one semaphore: ``semaphore_signal %sem[%i], %inc``."""
-    (inc,) = _counter(types, attrs, 1)
+    _counter(types, attrs, 1)
+    inc = types.one("inc")
     require(int_scalar(inc, "inc").dtype == "int32", f"inc must be i32[], got {inc}")
     return ()
 
@@ -92,10 +102,11 @@ def semaphore_signal(types: Types, attrs: Attrs, regions: Regions) -> Types:
     effect=ACCUM,
     pure=False,
 )
-def semaphore_wait(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def semaphore_wait(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Block until one semaphore holds at least ``value``, then subtract it (``, keep``: leave
     it): ``semaphore_wait %sem[0], %n``. Its effect is an accumulate, like a signal's."""
-    (value,) = _counter(types, attrs, 1)
+    _counter(types, attrs, 1)
+    value = types.one("value")
     require(int_scalar(value, "value").dtype == "int32", f"value must be i32[], got {value}")
     require(isinstance(attrs.get("decrement", True), bool), "'decrement' must be a bool")
     return ()

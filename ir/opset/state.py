@@ -13,6 +13,7 @@ from minipallas.ir.opdef import (
     WRITE,
     Attrs,
     Flagged,
+    OperandTypes,
     Regions,
     Types,
     Variadic,
@@ -26,7 +27,9 @@ from minipallas.ir.types import ArrayType, is_semaphore
 _LOAD = Windowed(0, (("mask", "masked"), ("other", "has_other")))
 
 
-def _split(types: Types, attrs: Attrs) -> tuple:
+def _after_indices(types: OperandTypes, attrs: Attrs) -> int:
+    """Checks the ref and that its indices are there; returns how many operands follow them
+    (each rule checks that count before it reads those operands by name)."""
     ref = ref_operand(types)
     require(
         not is_semaphore(ref),
@@ -35,16 +38,21 @@ def _split(types: Types, attrs: Attrs) -> tuple:
     )
     n = count_dyn(attrs)
     require(len(types) >= 1 + n, f"expected {n} dynamic index operands, got {len(types) - 1}")
-    dyn, rest = types[1 : 1 + n], types[1 + n :]
-    return ref, dyn, rest, ArrayType(window(ref.shape, attrs, dyn), ref.dtype)
+    return len(types) - 1 - n
+
+
+def _window(types: OperandTypes, attrs: Attrs) -> ArrayType:
+    """The type of the window the indexer and the ``indices`` operands select in ``ref``."""
+    ref = types.one("ref")
+    return ArrayType(window(ref.shape, attrs, types.group("indices")), ref.dtype)
 
 
 @declare("get", operands=("ref", Variadic("indices")), syntax=Windowed(0), effect=READ, pure=False)
-def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def get(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Read a window: ``%v = get %r[0, 2:6, ds(%i, 8)] : f32[4,8]``."""
-    _, _, rest, win = _split(types, attrs)
-    require(not rest, f"expected no value operands, got {len(rest)}")
-    return (win,)
+    after = _after_indices(types, attrs)
+    require(not after, f"expected no value operands, got {after}")
+    return (_window(types, attrs),)
 
 
 @declare(
@@ -54,15 +62,16 @@ def get(types: Types, attrs: Attrs, regions: Regions) -> Types:
     effect=WRITE,
     pure=False,
 )
-def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def swap(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Write a window and return what it held: ``%old = swap %r[:, 0], %v : f32[8]``.
 
     Its effect is a write only, as upstream's ``swap`` (``{WriteEffect(0)}``): returning the old
     contents is part of the write. ``effects_with_swap_reads`` counts a used result as a read.
     """
-    _, _, rest, win = _split(types, attrs)
-    require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
-    same_type(rest[0], win, "stored value")
+    after = _after_indices(types, attrs)
+    require(after == 1, f"expected 1 value operand, got {after}")
+    win = _window(types, attrs)
+    same_type(types.one("value"), win, "stored value")
     return (win,)
 
 
@@ -73,11 +82,12 @@ def swap(types: Types, attrs: Attrs, regions: Regions) -> Types:
     effect=ACCUM,
     pure=False,
 )
-def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def addupdate(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Add into a window in place: ``addupdate %r[ds(%i, 8)], %v``."""
-    _, _, rest, win = _split(types, attrs)
-    require(len(rest) == 1, f"expected 1 value operand, got {len(rest)}")
-    same_type(rest[0], win, "added value")
+    after = _after_indices(types, attrs)
+    require(after == 1, f"expected 1 value operand, got {after}")
+    win = _window(types, attrs)
+    same_type(types.one("value"), win, "added value")
     require(win.dtype != "bool", "cannot accumulate into a bool ref")
     return ()
 
@@ -89,24 +99,25 @@ def addupdate(types: Types, attrs: Attrs, regions: Regions) -> Types:
     effect=READ,
     pure=False,
 )
-def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def load(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Masked read: ``%v = load %r[0:8], mask %m, other %o : f32[8]``.
 
     Attributes ``masked`` and ``has_other`` say which of the trailing operands are present; a
     masked-off lane reads ``other`` (a scalar or a window-shaped array), or is unspecified.
     """
-    _, _, rest, win = _split(types, attrs)
+    after = _after_indices(types, attrs)
     masked, has_other = bool(attrs.get("masked")), bool(attrs.get("has_other"))
     require(
-        len(rest) == masked + has_other,
-        f"expected {masked + has_other} mask/other operands, got {len(rest)}",
+        after == masked + has_other,
+        f"expected {masked + has_other} mask/other operands, got {after}",
     )
     require(masked or not has_other, "'other' needs a mask")
+    win = _window(types, attrs)
     if masked:
-        mask = array_operand(rest[0], "mask")
+        mask = array_operand(types.one("mask"), "mask")
         same_type(mask, ArrayType(win.shape, "bool"), "mask")
     if has_other:
-        other = array_operand(rest[1], "other")
+        other = array_operand(types.one("other"), "other")
         require(
             other.dtype == win.dtype and other.shape in ((), win.shape),
             f"other has type {other}, expected {win} or {dtypes.SHORT[win.dtype]}[]",
@@ -121,12 +132,13 @@ def load(types: Types, attrs: Attrs, regions: Regions) -> Types:
     effect=WRITE,
     pure=False,
 )
-def store(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def store(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """Masked write: ``store %r[0:8], %v, mask %m``; masked-off lanes keep their value."""
-    _, _, rest, win = _split(types, attrs)
+    after = _after_indices(types, attrs)
     masked = bool(attrs.get("masked"))
-    require(len(rest) == 1 + masked, f"expected {1 + masked} value/mask operands, got {len(rest)}")
-    same_type(rest[0], win, "stored value")
+    require(after == 1 + masked, f"expected {1 + masked} value/mask operands, got {after}")
+    win = _window(types, attrs)
+    same_type(types.one("value"), win, "stored value")
     if masked:
-        same_type(rest[1], ArrayType(win.shape, "bool"), "mask")
+        same_type(types.one("mask"), ArrayType(win.shape, "bool"), "mask")
     return ()

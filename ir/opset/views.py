@@ -7,7 +7,7 @@ discharge follow the chain of views back to the root ref.
 from __future__ import annotations
 
 from minipallas.ir import dtypes, indexing
-from minipallas.ir.opdef import Attrs, Regions, Types, Variadic, declare, require
+from minipallas.ir.opdef import Attrs, OperandTypes, Regions, Types, Variadic, declare, require
 from minipallas.ir.opset.common import count_dyn, is_permutation, ref_operand, static_ints, window
 from minipallas.ir.opset.lanes import packed_shape
 from minipallas.ir.syntax import IntsAttr, Operands, Windowed, dtype_of, shape_of
@@ -15,7 +15,7 @@ from minipallas.ir.types import RefType
 
 
 @declare("ref.at", operands=("ref", Variadic("indices")), syntax=Windowed(0))
-def at(types: Types, attrs: Attrs, regions: Regions) -> Types:
+def at(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     """A window of a ref, as ``ref.at[...]``: ``%w = ref.at %r[ds(%i, 8), :] : Ref{f32[8,128]}``.
 
     Integer indices drop a dimension; integer-array indices are not allowed in views.
@@ -24,7 +24,8 @@ def at(types: Types, attrs: Attrs, regions: Regions) -> Types:
     n = count_dyn(attrs)
     require(len(types) == 1 + n, f"expected {n} dynamic index operands, got {len(types) - 1}")
     require(not indexing.has_arrays(attrs["indexer"]), "a view cannot use integer-array indices")
-    return (RefType(window(ref.shape, attrs, types[1:]), ref.dtype, ref.memory_space),)
+    indices = types.group("indices")
+    return (RefType(window(ref.shape, attrs, indices), ref.dtype, ref.memory_space),)
 
 
 @declare("ref.reshape", operands=("ref",), syntax=Operands(shape_of))
