@@ -24,7 +24,6 @@ has).
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 
 # XLA's C++ logging reads its level once, when jaxlib is first imported: without this a program
@@ -124,30 +123,3 @@ def xla_client() -> ModuleType:
     from jaxlib import xla_client as client
 
     return client
-
-
-# Names that moved to the files of their concern, still found here for the callers not yet
-# updated (examples/ch12_running_on_a_tpu.py, minipallas/difftest/cli.py and fuzz_kernels.py);
-# once they import from the new homes, this table and ``__getattr__`` go.
-_MOVED = {
-    **dict.fromkeys(
-        ("CPU_BACKEND_OPTIONS", "CPU_COMPILE_OPTIONS", "cpu_compile", "cpu_device",
-         "cpu_execute", "with_backend_options", "writable"),
-        "minipallas.lowering.xla_cpu",
-    ),
-    **dict.fromkeys(
-        ("gpu_available", "gpu_triton_call", "gpu_triton_function", "triton_custom_call"),
-        "minipallas.lowering.triton_call",
-    ),
-    **dict.fromkeys(
-        ("LIBTPU_NO_CHIP", "MosaicRefusal", "has_visible_nvidia_gpu", "libtpu_available",
-         "mosaic_compile", "quiet_libtpu", "tpu_chips", "tpu_device", "tpu_sharding"),
-        "minipallas.lowering.libtpu",
-    ),
-}  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_MOVED[name]), name)

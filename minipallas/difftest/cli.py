@@ -39,7 +39,7 @@ from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
-from minipallas.lowering.jaxlib_shim import quiet_libtpu
+from minipallas.lowering.libtpu import quiet_libtpu
 from minipallas.user_passes import add_arguments, main_with_passes
 
 

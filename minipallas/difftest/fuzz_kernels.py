@@ -8,7 +8,7 @@ transcendental functions, and upstream's interpret mode is the reference). A dis
 printed with the kernel's description and the first differing element.
 
 Upstream's program is compiled as minipallas compiles its own: every bf16 op rounded to bf16
-(``xla_allow_excess_precision=false``, ``lowering.jaxlib_shim.cpu_compile``). Under
+(``xla_allow_excess_precision=false``, ``lowering.xla_cpu.cpu_compile``). Under
 ``jax.jit``'s defaults XLA keeps chains of bf16 ops in f32, so upstream's jitted result may
 differ from the same program rounded per op. And even with excess precision off, XLA:CPU
 skips some bf16 roundings in upstream's program (for bf16 ``v = 0.69140625``,
@@ -54,7 +54,7 @@ from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_ca
 from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
-from minipallas.lowering import jaxlib_shim
+from minipallas.lowering import xla_cpu
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.user_passes import (
@@ -117,8 +117,8 @@ def check(spec: KernelSpec, seed: int, passes: str = "") -> Outcome:
     kernel = call.trace(*args)
     batched = vectorized_grid_plan(kernel) is not None
     jitted = upstream_call(spec)
-    rounded = jaxlib_shim.cpu_compile(jitted.lower(*args).as_text())
-    expected = jaxlib_shim.cpu_execute(rounded, args)[0]
+    rounded = xla_cpu.cpu_compile(jitted.lower(*args).as_text())
+    expected = xla_cpu.cpu_execute(rounded, args)[0]
     known = [] if same_bits(np.asarray(jitted(*args)), expected) else ["excess precision"]
     loops = grid_program(kernel)
     ways = {"cpu program": call(*args), "loop program": compile_fn(loops)(*args)[0]}
