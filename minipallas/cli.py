@@ -96,14 +96,7 @@ def _arguments() -> argparse.ArgumentParser:
         help="comma-separated passes to run, each with options in braces, e.g. "
         "collectives,discharge{discharge_scoped=false},cleanup (the passes are listed below)",
     )
-    ap.add_argument(
-        "--load",
-        metavar="FILE.py",
-        action="append",
-        default=[],
-        help="run this Python file first, so the passes it registers (@register) can be named "
-        "in --pass-pipeline; may be given several times",
-    )
+    add_load_argument(ap)
     ap.add_argument(
         "--print-ir-before-all", action="store_true", help="print the IR before every pass"
     )
@@ -173,6 +166,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for name in set(PASSES) - registered:
             del PASSES[name]
+
+
+def add_load_argument(parser: argparse.ArgumentParser) -> None:
+    """``--load FILE.py`` (repeatable): this command line's, and the difftest's and the
+    fuzzers' (``minipallas.user_passes``)."""
+    parser.add_argument(
+        "--load",
+        metavar="FILE.py",
+        action="append",
+        default=[],
+        help="run this Python file first, so the passes it registers (@register) can be named "
+        "in --pass-pipeline; may be given several times",
+    )
 
 
 def _load_argument() -> argparse.ArgumentParser:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from minipallas.cli import add_load_argument
 from minipallas.ir.errors import MiniPallasError
 from minipallas.passes.pipeline import parse_pipeline, pass_names
 from minipallas.passes.registry import PASSES, load
@@ -39,14 +40,7 @@ from minipallas.passes.registry import PASSES, load
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--load FILE.py`` (repeatable) and ``--pass-pipeline PIPE``, as ``minipallas-opt``'s."""
-    parser.add_argument(
-        "--load",
-        metavar="FILE.py",
-        action="append",
-        default=[],
-        help="run this Python file first, so the passes it registers (@register) can be named "
-        "in --pass-pipeline; may be given several times",
-    )
+    add_load_argument(parser)
     parser.add_argument(
         "--pass-pipeline",
         metavar="PIPE",
