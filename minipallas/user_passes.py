@@ -12,7 +12,7 @@ a worker) may run several commands with the same file.
 
 A finding after the pipeline names the pass it comes from (``first_bad_pass``):
 
-1. ``steps(pipeline)``: each pass written as a pipeline of its own, options included;
+1. ``split_pipeline(pipeline)``: each pass written as a pipeline of its own, options included;
 2. for k = 1, 2, ...: run the pipeline's first k passes (``text``: the IR after them; a raise
    is the k-th pass's) and compute the outputs the tool compares (``outputs``: the reference
    interpreter on the program, a kernel's programs compiled, ...; a raise is a failure of
@@ -34,7 +34,7 @@ from typing import Any
 
 from minipallas.cli import add_load_argument
 from minipallas.ir.errors import MiniPallasError
-from minipallas.passes.pipeline import parse_pipeline, pass_names
+from minipallas.passes.pipeline import parse_pipeline, split_pipeline
 from minipallas.passes.registry import PASSES, load
 
 
@@ -84,22 +84,6 @@ def main_with_passes(prog: str, args: argparse.Namespace, body: Callable[[str], 
         return body(pipeline)
 
 
-def steps(pipeline: str) -> list[str]:
-    """Each pass of ``pipeline`` as a pipeline of its own, its options with it:
-    ``"a,b{k=1,j=2}"`` -> ``["a", "b{k=1,j=2}"]`` (commas inside braces stay)."""
-    items, depth, current = [], 0, ""
-    for char in pipeline:
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            items.append(current.strip())
-            current = ""
-        else:
-            current += char
-    items = [item for item in (*items, current.strip()) if item]
-    assert [item.partition("{")[0].strip() for item in items] == pass_names(pipeline)
-    return items
-
-
 @dataclass(frozen=True)
 class Blame:
     """The pass of ``pipeline`` a finding comes from: ``step`` as written, its position
@@ -142,7 +126,7 @@ def first_bad_pass(
     """The pass of ``pipeline`` after which ``outputs`` first differ from ``want`` (by
     default ``outputs("")``, before any pass), or that raises (module doc); None when none
     does, or when the outputs before the pipeline cannot be computed."""
-    passes = steps(pipeline)
+    passes = split_pipeline(pipeline)
     if want is None:
         try:
             want = outputs("")

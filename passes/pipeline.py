@@ -36,7 +36,15 @@ from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.passes.registry import PASSES, register
 
-__all__ = ["PASSES", "VERIFY_ENV", "parse_pipeline", "pass_names", "register", "run"]
+__all__ = [
+    "PASSES",
+    "VERIFY_ENV",
+    "parse_pipeline",
+    "pass_names",
+    "register",
+    "run",
+    "split_pipeline",
+]
 
 VERIFY_ENV = "MINIPALLAS_VERIFY"  # =1: verify before and after every pass of every pipeline
 Subject = TypeVar("Subject", Function, Kernel)
@@ -87,7 +95,7 @@ def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
     """``"a,b{k=v,k2=v2}"`` -> ``[("a", {}), ("b", {"k": v, "k2": v2})]``, each value parsed
     with its option's type (``discharge{discharge_scoped=false}`` gives ``False``)."""
     steps = []
-    for item in _split_top_level(pipeline):
+    for item in split_pipeline(pipeline):
         name, _, rest = item.partition("{")
         name = name.strip()
         if name not in PASSES:
@@ -106,11 +114,13 @@ def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
 def pass_names(pipeline: str) -> list[str]:
     """The names of ``pipeline``'s passes in order, as written (``run`` checks them): what a
     hook that shows each pass needs to know ahead."""
-    return [item.partition("{")[0].strip() for item in _split_top_level(pipeline)]
+    return [item.partition("{")[0].strip() for item in split_pipeline(pipeline)]
 
 
-def _split_top_level(pipeline: str) -> list[str]:
-    """Split at commas outside braces; an empty pipeline is no passes at all."""
+def split_pipeline(pipeline: str) -> list[str]:
+    """Each pass of ``pipeline`` as written, its options with it: ``"a,b{k=1,j=2}"`` ->
+    ``["a", "b{k=1,j=2}"]`` (split at commas outside braces; an empty pipeline is no passes
+    at all)."""
     items, depth, current = [], 0, ""
     for char in pipeline:
         depth += {"{": 1, "}": -1}.get(char, 0)

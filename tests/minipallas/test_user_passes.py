@@ -10,9 +10,9 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.errors import PassError
 from minipallas.ir.interpret import interpret
-from minipallas.passes.pipeline import run
+from minipallas.passes.pipeline import run, split_pipeline
 from minipallas.passes.registry import PASSES
-from minipallas.user_passes import add_arguments, argv_of, first_bad_pass, loaded, steps
+from minipallas.user_passes import add_arguments, argv_of, first_bad_pass, loaded
 
 WRONG = """
 from minipallas.ir.core import Block, Function
@@ -50,8 +50,8 @@ def parsed(*argv):
 
 
 def test_steps_keep_each_pass_with_its_options():
-    assert steps("") == []
-    assert steps("cleanup, discharge{discharge_scoped=false,keep_params=1},cleanup") == [
+    assert split_pipeline("") == []
+    assert split_pipeline("cleanup, discharge{discharge_scoped=false,keep_params=1},cleanup") == [
         "cleanup",
         "discharge{discharge_scoped=false,keep_params=1}",
         "cleanup",
