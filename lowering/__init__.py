@@ -12,6 +12,12 @@ Triton module compiled by the ``triton`` package), each laid out alike: a loweri
 rule table, one rule file per op family. Every private jaxlib entry point they use is in
 ``jaxlib_shim``, every private jax module in ``jax_private``; every emitter returns a
 ``Lowered`` (``lowered``).
+
+A name means one thing. The emitters are named for what they write (``emit_stablehlo``,
+``emit_mosaic``, ``emit_triton``, ``emit_ptx``): a target's ``emit.py`` is the module of
+op-building helpers its rules share, and a function ``emit`` in the package beside it would
+be that module or the function depending on import order. The functions that run a row from
+the top are named for their target too (``lower_to_mosaic``, ``lower_to_triton``).
 """
 
 from __future__ import annotations
@@ -154,14 +160,14 @@ TARGETS: dict[str, Target] = {
             "StableHLO: text IR discharged and lowered, or a kernel file's CPU program",
             kernel=False,
             pipeline="collectives{context=lowering},discharge,cleanup",
-            emitter="minipallas.lowering.stablehlo:emit",
+            emitter="minipallas.lowering.stablehlo:emit_stablehlo",
         ),
         Target(
             "tpu",
             "a kernel file's Mosaic TPU module (as upstream Pallas hands it to Mosaic)",
             kernel=True,
             pipeline="collectives{context=mosaic}",
-            emitter="minipallas.lowering.tpu:emit",
+            emitter="minipallas.lowering.tpu:emit_mosaic",
             memory_space=TPU_VMEM,
             option_passes=(("promote_scratch", "promote-scratch"),),
             optimizations="fuse-grid-steps",
@@ -171,14 +177,14 @@ TARGETS: dict[str, Target] = {
             "a kernel file's Triton GPU module",
             kernel=True,
             pipeline=_TRITON,
-            emitter="minipallas.lowering.gpu:emit",
+            emitter="minipallas.lowering.gpu:emit_triton",
         ),
         Target(
             "ptx",
             "a kernel file's Triton module compiled to PTX by triton",
             kernel=True,
             pipeline=_TRITON,
-            emitter="minipallas.lowering.gpu.ptx:emit",
+            emitter="minipallas.lowering.gpu.ptx:emit_ptx",
         ),
     )
 }

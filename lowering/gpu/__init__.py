@@ -4,7 +4,7 @@
 and returns a ``Lowered`` whose module is a Triton (``tt``) module built with jaxlib's Triton
 dialect bindings, checked by the MLIR verifier. Steps 1-3 are the target table's pipeline
 (``collectives{context=triton},discharge{keep_params=N},cleanup``, N the kernel's operands),
-step 4 is ``emit``:
+step 4 is ``emit_triton``:
 
 1. the collective-axes check for this path (``"triton"``): a ``run_scoped`` with collective
    axes raises upstream Triton lowering's ``NotImplementedError`` (it has no ``run_scoped``
@@ -47,7 +47,7 @@ from minipallas.lowering.gpu.kernel import emit_kernel
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.lowered import Lowered
 
-__all__ = ["RULES", "GpuLowered", "LoweringContext", "emit", "lower_to_triton", "rule"]
+__all__ = ["RULES", "GpuLowered", "LoweringContext", "emit_triton", "lower_to_triton", "rule"]
 
 
 class GpuLowered(Lowered):
@@ -70,7 +70,7 @@ def lower_to_triton(kernel: Kernel, *, after_each: AfterEach | None = None) -> G
     return TARGETS["gpu"].lower(kernel, after_each=after_each)
 
 
-def emit(kernel: Kernel, body: Function) -> GpuLowered:
+def emit_triton(kernel: Kernel, body: Function) -> GpuLowered:
     """Step 4: the Triton module of ``body``, what steps 1-3 made of ``kernel.body``. A
     dynamic grid or scalar prefetch raises upstream's Triton backend's refusal."""
     for present, message in (

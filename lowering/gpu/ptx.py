@@ -42,7 +42,7 @@ class CompiledKernel:
         return self.ptx
 
 
-def emit(
+def emit_ptx(
     kernel: Kernel,
     body: Function,
     *,
@@ -52,7 +52,7 @@ def emit(
     """The target table's ``ptx`` emitter: the Triton module of ``body``, compiled (the
     options are ``pallas_call``'s Triton ``compiler_params``; by default upstream's CUDA launch,
     ``triton_call.LAUNCH``)."""
-    return compile_ptx(gpu.emit(kernel, body), num_warps=num_warps, num_stages=num_stages)
+    return compile_ptx(gpu.emit_triton(kernel, body), num_warps=num_warps, num_stages=num_stages)
 
 
 def compile_ptx(

@@ -2,9 +2,10 @@
 
 ``lower_stablehlo(fn)`` takes a discharged (pure) function and returns a verified MLIR module
 whose public ``@main`` is ``fn``: one argument per parameter, one result per result; functions
-it calls become private ``func.func``s. ``emit`` is the target table's emitter (the pipeline
-that makes the function pure is the table's, ``minipallas.lowering.TARGETS``). The rules live
-one file per op family and register themselves in ``context.RULES`` when imported here.
+it calls become private ``func.func``s. ``emit_stablehlo`` is the target table's emitter (the
+pipeline that makes the function pure is the table's, ``minipallas.lowering.TARGETS``). The
+rules live one file per op family and register themselves in ``context.RULES`` when imported
+here.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from minipallas.lowering.stablehlo import (  # noqa: F401  (each registers its r
 )
 from minipallas.lowering.stablehlo.context import RULES, LoweringContext, rule
 
-__all__ = ["RULES", "LoweringContext", "emit", "lower_stablehlo", "rule"]
+__all__ = ["RULES", "LoweringContext", "emit_stablehlo", "lower_stablehlo", "rule"]
 
 
-def emit(fn: Function, pure: Function) -> Lowered:
+def emit_stablehlo(fn: Function, pure: Function) -> Lowered:
     """The ``Lowered`` of ``pure``, what the stablehlo pipeline made of ``fn``."""
     callbacks: list = []
     return Lowered("stablehlo", lower_stablehlo(pure, callbacks), pure, host_callbacks=callbacks)

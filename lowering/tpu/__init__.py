@@ -1,12 +1,12 @@
 """Mosaic TPU emission: a traced ``pallas_call`` becomes the module upstream Pallas hands Mosaic.
 
-``lower_kernel(kernel)`` takes a ``minipallas.ir.kernel_spec.Kernel`` and returns a ``Lowered``
+``lower_to_mosaic(kernel)`` takes a ``minipallas.ir.kernel_spec.Kernel`` and returns a ``Lowered``
 (``str()`` is the MLIR text, ``.module`` the module) whose kernel function follows Pallas TPU's
 calling convention (``module``). Unlike the StableHLO path, the body is *not* discharged: refs
 stay in memory as ``memref``s and the rules (one file per op family, registered in
 ``context.RULES``) turn state ops into ``vector.load`` / ``tpu.vector_store``.
 
-Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit``):
+Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit_mosaic``):
 1. ``collectives{context=mosaic}``: the collective-axes check in its Mosaic form (a
    ``run_scoped`` with collective axes raises upstream Mosaic's ``NotImplementedError``, with
    the location note);
@@ -14,8 +14,8 @@ Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit``):
    steps runs as fewer steps over windows of blocks, each old step's ops unchanged, so the
    results are upstream's bit for bit and the per-step cost is paid less often;
 3. with ``promote_scratch=True``, ``promote-scratch`` (``passes.promote_scratch``): scoped
-   scratch that fits in registers is discharged into SSA values; ``emit`` reports the op counts
-   with and without (``promote.PromotionReport``);
+   scratch that fits in registers is discharged into SSA values; ``emit_mosaic`` reports the op
+   counts with and without (``promote.PromotionReport``);
 4. an output block read before anything writes it is refused (``output_reads``: on a TPU it
    holds whatever VMEM held);
 5. ``dimension_semantics``: the kernel's, or inferred from its effects and index maps
@@ -67,15 +67,15 @@ __all__ = [
     "PromotionReport",
     "compile_check",
     "count_ops",
-    "emit",
-    "lower_kernel",
+    "emit_mosaic",
+    "lower_to_mosaic",
     "rule",
 ]
 
 REASONS_ATTR = "minipallas.dimension_semantics_reasons"
 
 
-def lower_kernel(
+def lower_to_mosaic(
     kernel: Kernel,
     *,
     promote_scratch: bool = False,
@@ -83,13 +83,13 @@ def lower_kernel(
     optimize: bool = True,
 ) -> Lowered:
     """The Mosaic TPU module of ``kernel``, verified and canonicalized: the table's ``tpu`` row,
-    whose pipeline is steps 1-3, then ``emit``."""
+    whose pipeline is steps 1-3, then ``emit_mosaic``."""
     return TARGETS["tpu"].lower(
         kernel, promote_scratch=promote_scratch, after_each=after_each, optimize=optimize
     )
 
 
-def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lowered:
+def emit_mosaic(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lowered:
     """Steps 3-5 on ``body``, the pipeline's result (promoted with ``promote_scratch``).
 
     ``Lowered.info`` holds ``"dimension_semantics"`` (a ``DimensionSemantics``: values, one
@@ -99,18 +99,18 @@ def emit(kernel: Kernel, body: Function, *, promote_scratch: bool = False) -> Lo
     """
     check_output_reads(kernel, body)
     semantics = dimension_semantics(kernel)
-    module = _emit(kernel, body, semantics)
+    module = _module(kernel, body, semantics)
     report = None
     if promote_scratch:
         unpromoted = run(kernel.body, TARGETS["tpu"].pipeline_for(kernel, optimize=False))
-        baseline = _emit(kernel, unpromoted, semantics)
+        baseline = _module(kernel, unpromoted, semantics)
         report = PromotionReport(promoted_count(unpromoted), count_ops(baseline), count_ops(module))
     return Lowered(
         "tpu", module, body, info={"dimension_semantics": semantics, "promotion": report}
     )
 
 
-def _emit(kernel: Kernel, body: Function, semantics: DimensionSemantics) -> ir.Module:
+def _module(kernel: Kernel, body: Function, semantics: DimensionSemantics) -> ir.Module:
     ctx = LoweringContext(kernel.grid, int_ranges(body.body, kernel.grid))
     with ctx.mlir, ir.Location.unknown():
         fn = kernel_function(ctx, kernel, body, semantics.values)

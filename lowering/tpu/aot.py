@@ -5,7 +5,7 @@ a chip can run it (layouts, supported ops and types). libtpu (the ``libtpu`` pac
 extra) holds that compiler and compiles for a TPU topology without opening a chip, so
 ``compile_check(kernel)`` gives, on any machine, the verdict the chip would give:
 
-1. the kernel's Mosaic module (``lower_kernel``, or the ``Lowered`` given);
+1. the kernel's Mosaic module (``lower_to_mosaic``, or the ``Lowered`` given);
 2. the operands and results of the ``tpu_custom_call`` upstream Pallas would wrap it in:
    dynamic grid sizes (``int32`` scalars) first, then the scalar-prefetch arrays, then the
    inputs; ``bool`` arrays travel as ``int32``, as upstream's; aliases counted over them;

@@ -1,7 +1,7 @@
 """Mosaic rules for windows of register values: ``slice``, ``dynamic_slice`` and
 ``dynamic_update_slice``.
 
-They come from scratch promotion (``lower_kernel(..., promote_scratch=True)``, which takes only
+They come from scratch promotion (``lower_to_mosaic(..., promote_scratch=True)``, which takes only
 buffers whose every access is static) and from loops over a value's rows, as a ``lax.scan``
 with extensive inputs or outputs imports (upstream's Mosaic lowering rejects those scans:
 "Scan with 1 extensive output(s) is not supported"). Dynamic starts are clamped as the IR

@@ -4,7 +4,7 @@ The region bounds the allocations' lifetime, as ``run_scoped`` does: the body ru
 with one ``memref.alloca`` per allocated ref (VMEM unless the ref names SMEM; a ref with no
 memory space lives in VMEM, the kernel's default), or one ``tpu.sem_alloc`` per semaphore ref,
 and yields its results with ``tpu.yield``.
-Collective axes never reach this rule: ``lower_kernel`` runs the collective-axes check first,
+Collective axes never reach this rule: ``lower_to_mosaic`` runs the collective-axes check first,
 which raises upstream Mosaic's ``NotImplementedError``.
 
 ``uninitialized`` appears only after scratch promotion (partial discharge): it is the fill

@@ -24,7 +24,7 @@ value in for the other to read. So an axis is ``parallel`` only when
 
 Axes of size 1 are ``parallel``. A dynamic grid, or scalar prefetch (block indices read from
 data), makes every axis ``arbitrary``, upstream's default. Each axis gets a one-line reason,
-which ``lower_kernel`` records in the module as the ``minipallas.dimension_semantics_reasons``
+which ``lower_to_mosaic`` records in the module as the ``minipallas.dimension_semantics_reasons``
 attribute.
 """
 

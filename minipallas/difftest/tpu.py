@@ -60,7 +60,7 @@ from minipallas.kernels.platforms.mesh_tpu import (
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_discharge
 from minipallas.lowering.libtpu import tpu_chips
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.tpu import VMEM
 
@@ -286,7 +286,7 @@ def _module_differences(report: Report) -> list[str]:
         return []
     try:
         kernel = kernel_from_eqn(eqn, memory_space=VMEM, passes=report.case.passes)
-        ours = lower_kernel(kernel).module
+        ours = lower_to_mosaic(kernel).module
         theirs = upstream_mosaic(tpu_functions(report)["upstream-tpu"], *initial(report.case.args))
         diff = compare_modules(ours, theirs)
         text = "the texts are the same" if diff.same_text else "the texts differ"

@@ -30,7 +30,7 @@ from minipallas.ir.location import user_location
 from minipallas.kernels.spec.params import TpuCompilerParams
 from minipallas.lowering.jax_private import mlir as jax_mlir
 from minipallas.lowering.jax_private import tpu_custom_call
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.lowering.tpu.aot import custom_call_types
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def run_module(kernel: Kernel, params: Any, ins: Sequence[Any], dtypes: Sequence
     _, results = custom_call_types(kernel)
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     call = tpu_custom_call.as_tpu_kernel(
-        lower_kernel(kernel).module,
+        lower_to_mosaic(kernel).module,
         tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
         kernel_name=kernel.name,
         input_output_aliases=tuple((first + i, o) for i, o in kernel.input_output_aliases),

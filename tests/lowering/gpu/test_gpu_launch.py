@@ -55,6 +55,12 @@ def test_one_table_holds_the_launch_defaults_every_launch_reads():
     assert launch_for("rocm") == Launch(4, 1)
     assert launch_for("cuda", CompilerParams(num_warps=8)) == Launch(8, 3)
     assert launch_for("rocm", CompilerParams(num_stages=2)) == Launch(4, 2)
-    for fn in (triton_custom_call, gpu_triton_function, gpu_triton_call, ptx.emit, ptx.compile_ptx):
+    for fn in (
+        triton_custom_call,
+        gpu_triton_function,
+        gpu_triton_call,
+        ptx.emit_ptx,
+        ptx.compile_ptx,
+    ):
         params = inspect.signature(fn).parameters
         assert (params["num_warps"].default, params["num_stages"].default) == (4, 3), fn

@@ -19,7 +19,7 @@ from jax.experimental.pallas import tpu as pltpu
 import minipallas as mp
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.lowering.jax_private import tpu_custom_call
-from minipallas.lowering.tpu import aot, lower_kernel
+from minipallas.lowering.tpu import aot, lower_to_mosaic
 
 
 def ours(call, *args, aliases=None):
@@ -28,7 +28,7 @@ def ours(call, *args, aliases=None):
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*specs), memory_space=mp.tpu.VMEM)
     _, results = aot.custom_call_types(kernel)
     fn = tpu_custom_call.as_tpu_kernel(
-        lower_kernel(kernel).module,
+        lower_to_mosaic(kernel).module,
         tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
         input_output_aliases=tuple(kernel.input_output_aliases),
         shape_invariant_numerics=True,

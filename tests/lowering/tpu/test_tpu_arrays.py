@@ -8,12 +8,12 @@ from tpu_util import kernel, mosaic_refuses, spec
 
 import minipallas.numpy as jnp
 from minipallas.ir.errors import PassError
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 
 
 def emit(body, ins, outs) -> str:
     k = kernel(body, (1,), [spec(s, d) for s, d in ins], [spec(s, d) for s, d in outs])
-    return lower_kernel(k).as_text(debug_info=False)
+    return lower_to_mosaic(k).as_text(debug_info=False)
 
 
 F = ((8, 128), "float32")

@@ -26,7 +26,7 @@ from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_k
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering import libtpu
-from minipallas.lowering.tpu import aot, compile_check, lower_kernel
+from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
 
 if not aot.libtpu_available():
     if os.environ.get("CI"):
@@ -73,7 +73,7 @@ def test_fuzzed_kernels_compile(seed):
     args = kernel_inputs(spec, seed)
     kernel = minipallas_call(spec).trace(*args, memory_space=mp.tpu.VMEM)
     try:
-        lowered = lower_kernel(kernel)
+        lowered = lower_to_mosaic(kernel)
     except PassError as e:
         assert "divisible by 8 and 128" in str(e)
         return
@@ -83,7 +83,7 @@ def test_fuzzed_kernels_compile(seed):
 def _imported(body, out, *specs, **kwargs):
     call = pl.pallas_call(body, out_shape=out, **kwargs)
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*specs), memory_space=mp.tpu.VMEM)
-    return call, kernel, lower_kernel(kernel)
+    return call, kernel, lower_to_mosaic(kernel)
 
 
 def _cat(x_ref, o_ref):
@@ -186,7 +186,7 @@ def test_reading_an_output_block_nothing_wrote_is_refused_ahead_of_time():
     call = pl.pallas_call(_swap_outputs, specs, input_output_aliases={0: 0, 1: 1})
     kernel = kernel_from_jaxpr(jax.make_jaxpr(call)(*specs), memory_space=mp.tpu.VMEM)
     with pytest.raises(PassError, match="reads output 0 .* before anything writes it") as e:
-        lower_kernel(kernel)
+        lower_to_mosaic(kernel)
     assert e.value.op == "get" and "test_tpu_compile.py" in str(e.value.loc)
     assert "input_output_aliases" in e.value.fix
 
@@ -196,7 +196,7 @@ def test_accumulating_into_an_unwritten_output_is_refused():
     spec = dataclasses.replace(tpu_sized(spec), accumulate=True)
     kernel = minipallas_call(spec).trace(*kernel_inputs(spec, 0), memory_space=mp.tpu.VMEM)
     with pytest.raises(PassError, match="before anything writes it"):
-        lower_kernel(kernel)
+        lower_to_mosaic(kernel)
 
 
 def test_a_swap_through_aliased_inputs_is_upstreams_module_with_the_aliases():

@@ -11,7 +11,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.ir.types import TPU_SMEM
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.tpu import SMEM, VMEM
 
 F = spec((8, 128), "float32")
@@ -19,7 +19,7 @@ N = spec((4,), "int32", space=TPU_SMEM)
 
 
 def emit(body, ins, outs, grid=(4,)) -> str:
-    return lower_kernel(kernel(body, grid, ins, outs)).as_text(debug_info=False)
+    return lower_to_mosaic(kernel(body, grid, ins, outs)).as_text(debug_info=False)
 
 
 def test_fori_loop_is_scf_for_over_i32_with_carries():
@@ -171,7 +171,7 @@ def test_run_scoped_with_collective_axes_raises_upstream_mosaics_error():
 
     k = kernel(body, (2,), [F], [F])
     with pytest.raises(NotImplementedError) as info:
-        lower_kernel(k)
+        lower_to_mosaic(k)
     assert isinstance(info.value, CollectiveAxesUnsupported)
     assert str(info.value) == "run_scoped lowering does not support collective axes"
     (note,) = info.value.__notes__

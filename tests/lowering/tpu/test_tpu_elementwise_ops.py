@@ -17,7 +17,7 @@ from tpu_util import kernel, mosaic_refuses, spec
 from minipallas.difftest.mosaic import upstream_mosaic
 from minipallas.frontend import values
 from minipallas.ir.errors import MiniPallasError, PassError
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 
 S = (8, 128)
 FLOAT_UNARY = {
@@ -52,7 +52,7 @@ def ours(name: str, arity: int, dtype: str, shape=S) -> str:
         o_ref[...] = values.emit_array(name, operands)
 
     k = kernel(body, (1,), [spec(shape, dtype)] * 2, [spec(shape, dtype)])
-    return lower_kernel(k).as_text(debug_info=False)  # verified by the Mosaic dialect verifier
+    return lower_to_mosaic(k).as_text(debug_info=False)  # verified by the Mosaic dialect verifier
 
 
 def upstream(f, arity: int, dtype: str) -> str:
@@ -137,7 +137,7 @@ def test_population_count_of_a_scalar_is_rejected_as_upstream_rejects_it():
         def body(x_ref, o_ref):
             o_ref[0] = values.unary("population_count", x_ref[0])
 
-        lower_kernel(kernel(body, (1,), [spec((8,), "int32")], [spec((8,), "int32")]))
+        lower_to_mosaic(kernel(body, (1,), [spec((8,), "int32")], [spec((8,), "int32")]))
     assert "broadcast the scalar" in str(err.value)
     with pytest.raises(Exception, match="not supported on scalars"):
 

@@ -12,7 +12,7 @@ import minipallas.numpy as jnp
 from minipallas.ir.errors import PassError
 from minipallas.ir.types import ANY
 from minipallas.lowering.lowered import Lowered
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.tpu import VMEM
 
 
@@ -36,7 +36,7 @@ def matmul_kernel(dimension_semantics=None):
 
 
 def test_calling_convention_and_attributes():
-    lowered = lower_kernel(matmul_kernel(("parallel", "parallel", "arbitrary")))
+    lowered = lower_to_mosaic(matmul_kernel(("parallel", "parallel", "arbitrary")))
     assert isinstance(lowered, Lowered) and lowered.target == "tpu"
     filecheck(
         lowered.as_text(debug_info=False),
@@ -64,7 +64,7 @@ def test_calling_convention_and_attributes():
 
 
 def test_source_locations_name_the_op_and_the_users_line():
-    text = str(lower_kernel(matmul_kernel()))
+    text = str(lower_to_mosaic(matmul_kernel()))
     line = matmul_kernel.__code__.co_firstlineno + 6  # the `acc_ref[...] += jnp.dot(...)` line
     filecheck(
         text,
@@ -108,7 +108,7 @@ def test_program_id_without_a_grid_axis_is_an_error():
         o_ref[...] = jnp.full((8, 128), mp.program_id(0), jnp.int32)
 
     with pytest.raises(PassError, match=r"grid axis 0, but the kernel's grid \(\) has 0 axes"):
-        lower_kernel(kernel(body, (), [], [spec((8, 128), "int32")]))
+        lower_to_mosaic(kernel(body, (), [], [spec((8, 128), "int32")]))
 
 
 @pytest.mark.parametrize(
@@ -126,9 +126,9 @@ def test_block_shapes_mosaic_rejects(out, grid, message):
         o_ref[...] = jnp.zeros(o_ref.shape, jnp.float32)
 
     with pytest.raises(PassError, match=message):
-        lower_kernel(kernel(body, grid, [], [out]))
+        lower_to_mosaic(kernel(body, grid, [], [out]))
 
 
-def test_lower_kernel_takes_a_kernel():
+def test_lower_to_mosaic_takes_a_kernel():
     with pytest.raises(PassError, match="takes a traced Kernel"):
-        lower_kernel(mp.trace(lambda: None))
+        lower_to_mosaic(mp.trace(lambda: None))

@@ -14,7 +14,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import print_function
 from minipallas.ir.types import TPU_VMEM
-from minipallas.lowering.tpu import count_ops, emit, lower_kernel
+from minipallas.lowering.tpu import count_ops, emit_mosaic, lower_to_mosaic
 from minipallas.passes.pipeline import run
 from minipallas.passes.promote_scratch import REGISTER_BUDGET, promoted_count
 from minipallas.tpu import VMEM
@@ -71,7 +71,7 @@ def test_dynamically_indexed_or_oversized_scratch_stays_in_memory():
     for shape, index in cases:
         k = run_scoped_kernel(shape, index)
         assert promoted_count(k.body) == 0
-        lowered = lower_kernel(k, promote_scratch=True)
+        lowered = lower_to_mosaic(k, promote_scratch=True)
         assert lowered.info["promotion"].promoted == 0
         assert "memref.alloca" in str(lowered)
     k = run_scoped_kernel((8, 128), static)
@@ -104,13 +104,15 @@ def test_promote_scratch_rerun_from_the_printed_body_gives_the_emitted_kernel(k)
     text of the stage before it (parsed, verified), it gives the same body, the same module
     (compiled ahead of time by tests/mosaic_compile.py) and the same values as the body."""
     stages = []
-    lowered = lower_kernel(k, promote_scratch=True, after_each=lambda n, f: stages.append((n, f)))
+    lowered = lower_to_mosaic(
+        k, promote_scratch=True, after_each=lambda n, f: stages.append((n, f))
+    )
     assert [n for n, _ in stages] == ["collectives", "fuse-grid-steps", "promote-scratch"]
     checked = run(parse_module(print_function(k.body)).entry, "collectives{context=mosaic}")
     promoted = run(parse_module(print_function(checked)).entry, "promote-scratch", verify=True)
     assert print_function(promoted) == print_function(stages[-1][1])
     assert all(op.name != "run_scoped" for op in promoted.walk())
-    again = emit(k, promoted, promote_scratch=True)
+    again = emit_mosaic(k, promoted, promote_scratch=True)
     assert again.as_text(debug_info=False) == lowered.as_text(debug_info=False)
     assert again.info["promotion"] == lowered.info["promotion"]
     rng = np.random.default_rng(0)

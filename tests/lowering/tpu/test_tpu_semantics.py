@@ -15,7 +15,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.effects import Read, Write
 from minipallas.ir.errors import PassError
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.lowering.tpu.semantics import dimension_semantics, evaluate
 from minipallas.tpu import VMEM
 
@@ -154,7 +154,7 @@ def test_given_semantics_are_kept_and_checked():
 
 def test_reasons_are_recorded_in_the_module():
     filecheck(
-        str(lower_kernel(matmul_kernel())),
+        str(lower_to_mosaic(matmul_kernel())),
         """
         CHECK: minipallas.dimension_semantics_reasons = ["axis 0 parallel: no output block or scratch state is shared across it", "axis 1 parallel: {{.*}}", "axis 2 arbitrary: output 0's block is revisited across it; scratch 0 carries state across it (read from the step before unless program_id(2) == 0)"]
         """,

@@ -29,7 +29,7 @@ from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import SEMAPHORE, TPU_SMEM, RefType
 from minipallas.kernels.pallas_call import lower_for_target as lower_call
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 
 OURS = types.SimpleNamespace(
     signal=mp.semaphore_signal,
@@ -260,7 +260,7 @@ def test_the_ops_own_indexer_slices_like_a_view():
     )
     block = spec((2,), "int32", space=TPU_SMEM)(0)
     scratch = (RefType((4,), "int32", SEMAPHORE),)
-    module = lower_kernel(Kernel(fn.name, fn, (), (block,), (block,), scratch, None)).module
+    module = lower_to_mosaic(Kernel(fn.name, fn, (), (block,), (block,), scratch, None)).module
     assert module.operation.verify()
     filecheck(
         str(module),

@@ -11,14 +11,14 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.errors import PassError
 from minipallas.ir.types import ANY, TPU_SMEM
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.tpu import VMEM
 
 F32 = "float32"
 
 
 def text(k) -> str:
-    return lower_kernel(k).as_text(debug_info=False)
+    return lower_to_mosaic(k).as_text(debug_info=False)
 
 
 def row_block():
@@ -273,7 +273,7 @@ def test_any_operands_are_not_windowed_and_not_loadable():
 
     hbm = spec((8, 128), F32, space=ANY)
     with pytest.raises(PassError, match="ANY memory space can only be accessed using async_copy"):
-        lower_kernel(kernel(copy, (2,), [hbm], [spec((8, 128), F32)]))
+        lower_to_mosaic(kernel(copy, (2,), [hbm], [spec((8, 128), F32)]))
 
     def untouched(x_ref, o_ref):
         o_ref[...] = jnp.zeros((8, 128), jnp.float32)
@@ -309,7 +309,7 @@ def test_any_operands_are_not_windowed_and_not_loadable():
 def test_views_and_indexers_mosaic_cannot_express(body, message):
     k = kernel(body, (1,), [spec((16, 128), F32)], [spec((8, 16), F32)])
     with pytest.raises(PassError, match=message):
-        lower_kernel(k)
+        lower_to_mosaic(k)
 
 
 def test_vector_from_smem_and_scalar_vmem_refs_are_rejected():
@@ -318,10 +318,10 @@ def test_vector_from_smem_and_scalar_vmem_refs_are_rejected():
 
     smem = spec((128,), F32, space=TPU_SMEM)
     with pytest.raises(PassError, match="can only move scalars to or from SMEM"):
-        lower_kernel(kernel(vector_from_smem, (1,), [smem], [spec((8, 128), F32)]))
+        lower_to_mosaic(kernel(vector_from_smem, (1,), [smem], [spec((8, 128), F32)]))
 
     def scalar_scratch(o_ref):
         mp.run_scoped(lambda t: t.__setitem__((), 1.0), VMEM((), jnp.float32))
 
     with pytest.raises(PassError, match=r"\(\)-shaped VMEM ref"):
-        lower_kernel(kernel(scalar_scratch, (1,), [], [spec((8, 128), F32)]))
+        lower_to_mosaic(kernel(scalar_scratch, (1,), [], [spec((8, 128), F32)]))

@@ -15,7 +15,7 @@ from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic
 from minipallas.frontend.scopes import emit
 from minipallas.frontend.values import TracedArray, constant
 from minipallas.ir.errors import PassError
-from minipallas.lowering.tpu import lower_kernel
+from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.numpy import broadcast_to
 
 X = ((8, 128), "float32")
@@ -28,7 +28,7 @@ def _ours(fn, x, out):
         o_ref[...] = fn(x_ref[...])
 
     k = kernel(body, (1,), [spec(*x)], [spec(*out)], dimension_semantics=["arbitrary"])
-    return lower_kernel(k)
+    return lower_to_mosaic(k)
 
 
 def _theirs(fn, x, out):
