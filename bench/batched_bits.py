@@ -1,7 +1,7 @@
 """Which float reductions and dots XLA:CPU computes bit for bit alike batched and per grid point.
 
 ``passes.batching`` may batch a float reduction or dot in exact mode (``match_upstream=True``)
-only where the batched program gives the loop program's bits (``passes/batching/exactness.py``
+only where the batched program gives the loop program's bits (``passes/xla_cpu/exactness.py``
 states the rule). This script measures it on the programs the pass really emits: each case is a
 small ``pallas_call`` kernel; its batched program (``vectorized_grid_program`` with
 ``exact=False``: every reduction and dot batched, batch axes placed as the pass places them,

@@ -234,7 +234,7 @@ PASSES: tuple[Mutant, ...] = (
     Mutant(
         "batched-float-reduce-allowed",
         "wrong rounding dtype",
-        "passes/batching/exactness.py",
+        "passes/xla_cpu/exactness.py",
         "if math.prod(x.shape) < YNN_MIN_ELEMENTS:",
         "if False:",
         "float sums of small blocks are batched, so XLA may add them in another order",
@@ -243,7 +243,7 @@ PASSES: tuple[Mutant, ...] = (
     Mutant(
         "batched-spelled-sum-reversed",
         "swapped operands",
-        "passes/batching/arrays.py",
+        "passes/xla_cpu/policy.py",
         "    for k in range(1, n):\n",
         "    for k in reversed(range(1, n)):\n",
         "a small float sum written out in XLA's order adds its terms right to left instead",
@@ -252,7 +252,7 @@ PASSES: tuple[Mutant, ...] = (
     Mutant(
         "own-dot-deeper",
         "wrong constant",
-        "passes/batching/exactness.py",
+        "passes/xla_cpu/exactness.py",
         "OWN_DOT_DEPTH = 256",
         "OWN_DOT_DEPTH = 512",
         "batched f32 dots 512 deep run in XLA's own dot kernel too, which adds them up in "
@@ -262,7 +262,7 @@ PASSES: tuple[Mutant, ...] = (
     Mutant(
         "recompute-exp",
         "wrong rounding dtype",
-        "passes/batching/recompute.py",
+        "passes/xla_cpu/recompute.py",
         '"select", "convert", "broadcast_in_dim"}',
         '"select", "convert", "broadcast_in_dim", "exp"}',
         "past a chunked op, exp is computed again by XLA, which rounds it otherwise than "

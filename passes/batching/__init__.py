@@ -28,10 +28,11 @@ The pass is an interpreter (``engine``) that follows the program once, op by op:
    their arguments (``control``).
 
 A ``cond`` whose index differs between points runs every branch and selects each point's
-results. Some programs have no batched form here: a float reduction or dot that XLA:CPU would
-round differently at the batched shape (small sums, matrix-vector dots...: ``exactness`` says
-which, as measured by bench/batched_bits.py; past an approximate op it runs in chunks, cheap
-values are computed again rather than kept in memory: ``recompute``); a dynamic index, loop
+results. Some programs have no batched form here: in exact mode, a float reduction or dot
+that the backend would round differently at the batched shape (the ``policy`` says which:
+``Policy`` knows no backend and keeps them all per point; XLA:CPU's, measured by
+bench/batched_bits.py, is ``minipallas.passes.xla_cpu.XLA_CPU``, which also writes some ops
+in its own forms); a dynamic index, loop
 bound or loop condition that differs between batch points (that needs a gather, or masking);
 refs (batch only discharged programs). A dynamic index that differs becomes a gather when
 asked (``gathers=True``). A parameter can be *shared* instead of batched: one array that
@@ -46,20 +47,18 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
-from minipallas.ir.types import ArrayType
 from minipallas.passes.batching import (  # noqa: F401  (each registers its rules)
     arrays,
     control,
-    exactness,
     indexed,
     lanes,
     structural,
 )
 from minipallas.passes.batching import shared as _shared  # noqa: F401  (its write rules)
 from minipallas.passes.batching.engine import Batcher, Layout, NotBatchable, axes, leading
-from minipallas.passes.registry import BOOL, INTS, Option, register
+from minipallas.passes.batching.policy import GENERIC, Policy
 
-__all__ = ["Layout", "NotBatchable", "axes", "batch", "leading"]
+__all__ = ["GENERIC", "Layout", "NotBatchable", "Policy", "axes", "batch", "leading"]
 
 
 def batch(
@@ -70,13 +69,17 @@ def batch(
     exact: bool = True,
     gathers: bool = False,
     shared: Sequence[tuple[int, int]] = (),
+    policy: Policy = GENERIC,
 ) -> tuple[Function, tuple[Layout, ...]]:
     """``fn`` at every point of a batch grid of shape ``sizes``, its parameters given in
     ``layouts``; results are given in the layouts ``results`` asks for (None: as they come),
     which must hold all their batch axes. Returns the function and its results' layouts.
 
-    ``exact=False`` batches float reductions and dots too: each point's result is then
-    what XLA computes at the batched shape, equal to the unbatched program's only to rounding.
+    ``policy`` answers for the backend that runs the result (``policy``): in exact mode, which
+    float reductions and dots keep each point's bits batched (``GENERIC``: none), and its own
+    forms of ops. ``exact=False`` batches float reductions and dots too: each point's result is
+    then what the backend computes at the batched shape, equal to the unbatched program's only
+    to rounding.
     ``gathers=True`` gives a window whose dynamic index differs between points a batched
     form, a gather or scatter over integer-array positions (``indexed``), as ``jax.vmap``
     does; the kernel grid keeps its loops for those instead.
@@ -87,27 +90,10 @@ def batch(
     if len(layouts) != len(fn.params):
         raise PassError(f"batch: {len(layouts)} layouts for {len(fn.params)} parameters")
     ops = [op for f in (fn, *fn.callees()) for op in f.walk()]
-    offloads = any(op.name in exactness.OFFLOADED for op in ops)
-    transposed = frozenset(op.result for op in ops if op.name == "transpose")
-    batcher = Batcher(tuple(sizes), exact, offloads, transposed, gathers)
+    batcher = Batcher(tuple(sizes), exact, policy, policy.start(ops), gathers)
     roots = [None] * len(fn.params)
     result_roots = [None] * len(fn.body.results)
     for param, result in shared:
         roots[param], result_roots[result] = param, param
     body, out = batcher.block(fn.body, layouts, results, roots, result_roots if shared else ())
     return Function(f"{fn.name}_batched", body), out
-
-
-@register(
-    "batch",
-    Option("sizes", INTS, "the batch grid's shape; its axes go in front of every parameter"),
-    Option("exact", BOOL, "false also batches float reductions and dots (equal up to rounding)"),
-    doc="the program at every point of a batch grid, every parameter batched (jax.vmap)",
-)
-def batch_pass(fn: Function, *, sizes: tuple[int, ...], exact: bool = True) -> Function:
-    """The pipeline's ``batch{sizes=4x2}``: every parameter batched, batch axes in front
-    (``exact=false`` as ``batch``'s ``exact=False``)."""
-    layouts = [
-        leading(sizes, p.type.ndim if isinstance(p.type, ArrayType) else 0) for p in fn.params
-    ]
-    return batch(fn, layouts, sizes, exact=exact)[0]

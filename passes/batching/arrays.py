@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 
 from minipallas.ir.builder import Builder
-from minipallas.ir.core import Op, Value
-from minipallas.ir.indexing import Int, Slice, along
+from minipallas.ir.core import Op
 from minipallas.ir.opset.arrays import (
     ARITHMETIC,
     BITWISE,
@@ -21,12 +20,9 @@ from minipallas.ir.opset.arrays import (
     SHIFTS,
     UNARY,
 )
-from minipallas.ir.types import ArrayType
 from minipallas.passes.batching.engine import (
     Batched,
     Batcher,
-    Layout,
-    NotBatchable,
     axes,
     emit,
     keeps_bits,
@@ -35,15 +31,6 @@ from minipallas.passes.batching.engine import (
     original,
     rule,
     slots_of,
-    splat,
-)
-from minipallas.passes.batching.exactness import (
-    MAX_CHUNKS,
-    WINDOW,
-    approximate_crosses,
-    chunk_points,
-    own_dot,
-    spelled_tree,
 )
 
 
@@ -66,36 +53,10 @@ def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> l
         richest = leading(bt.sizes, len(richest) - len(axes(richest)))
     operands = [bt.conform(builder, b, richest) for b in ins]
     batched = bt.type(op.result.type, richest)
-    if not (bt.exact and bt.offloads and approximate_crosses(op, batched)):
-        return [(builder.create(op.name, operands, op.attrs, (), op.loc).result, richest)]
-    points = chunk_points(op, [bt.sizes[d] for d in richest if d is not None])
-    if points is None:
-        raise NotBatchable(
-            "batched, this op could move into a YNNPACK graph, which rounds it differently, "
-            f"even in {MAX_CHUNKS} chunks",
-            op=op.name,
-            loc=op.loc,
-            fix="exact=False (pallas_call's match_upstream=False) batches it, exact to rounding",
-        )
-    bt.breaks += 1
-    return [(_in_chunks(builder, op, operands, richest, points, batched), richest)]
-
-
-def _in_chunks(
-    builder: Builder, op: Op, operands: list, layout: Layout, points: int, batched: ArrayType
-) -> Value:
-    """``op`` on ``operands`` (all in ``layout``) ``points`` points at a time along the first
-    batch axis, each chunk written into a result of type ``batched``: every chunk stays under
-    YNNPACK's threshold, as one point's op does, so XLA rounds it as it rounds a point's."""
-    axis = next(k for k, d in enumerate(layout) if d is not None)
-    result = splat(builder, 0, batched)
-    for start in range(0, batched.shape[axis], points):
-        size = min(points, batched.shape[axis] - start)
-        window = along(batched.shape, axis, Slice(start, size))
-        chunk = [emit(builder, "slice", [v], indexer=window) for v in operands]
-        part = builder.create(op.name, chunk, op.attrs, (), op.loc).result
-        result = emit(builder, "dynamic_update_slice", [result, part], indexer=window)
-    return result
+    own = bt.policy.elementwise(bt, builder, op, operands, richest, batched) if bt.exact else None
+    if own is None:
+        own = builder.create(op.name, operands, op.attrs, (), op.loc).result
+    return [(own, richest)]
 
 
 @rule("transpose")
@@ -152,11 +113,12 @@ def _reshape(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[
 
 @rule("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
-    """Over the original dimensions where they lie; the batch axes stay put. In exact mode a
-    small float sum that XLA would add up in another order batched is written out in its
-    per-point order instead (``_spelled_sum``)."""
-    if bt.exact and spelled_tree(op, [original(v.type, lay) for v, lay in ins]):
-        return [(_spelled_sum(bt, builder, ins[0]), bt.leading(op.result.type.ndim))]
+    """Over the original dimensions where they lie; the batch axes stay put. In exact mode the
+    policy may have its own form (XLA:CPU's: a small float sum written out in its per-point
+    order)."""
+    own = bt.policy.reduce(bt, builder, op, ins) if bt.exact else None
+    if own is not None:
+        return [own]
     keeps_bits(bt, op, ins)
     (x, layout), reduced = ins[0], set(op.attrs["axes"])
     slots = slots_of(layout)
@@ -164,32 +126,6 @@ def _reduce(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[B
     out = tuple(d for k, d in enumerate(layout) if k not in positions)
     new = builder.create(op.name, [x], {**op.attrs, "axes": positions}, (), op.loc)
     return [(new.result, out)]
-
-
-def _spelled_sum(bt: Batcher, builder: Builder, value: Batched) -> Value:
-    """The sum over the minor axis as XLA adds it up at one point: in windows of ``WINDOW``,
-    each added left to right from 0, then the windows' sums the same way. Slices and adds
-    leave XLA nothing to reorder, so every point keeps its bits whatever the batch size."""
-    x = bt.to_leading(builder, value)
-    *outer, n = x.type.shape
-    windows = emit(builder, "reshape", [x], shape=(*outer, n // WINDOW, WINDOW))
-    return _left_to_right(builder, _left_to_right(builder, windows))
-
-
-def _left_to_right(builder: Builder, x: Value) -> Value:
-    """The sum over ``x``'s minor axis, added left to right from 0."""
-    minor, n = x.type.ndim - 1, x.type.shape[-1]
-
-    def term(k: int) -> Value:
-        return emit(builder, "slice", [x], indexer=along(x.type.shape, minor, Int(k)))
-
-    first = term(0)
-    zero = splat(builder, 0, first.type)
-    # 0 + first, which XLA would fold to ``first``: they differ at -0, which 0 + -0 makes +0
-    total = emit(builder, "select", [emit(builder, "eq", [first, zero]), zero, first])
-    for k in range(1, n):
-        total = emit(builder, "add", [total, term(k)])
-    return total
 
 
 @rule("dot")
@@ -211,13 +147,7 @@ def _dot(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batc
     n_rows, n_cols = math.prod(bt.sizes[d] for d in rows), math.prod(bt.sizes[d] for d in cols)
     a = emit(builder, "reshape", [a], shape=(*outer, n_rows * m, k))
     b = emit(builder, "reshape", [b], shape=(*outer, k, n_cols * n))
-    if own_dot(a.type, b.type):
-        # the left side transposed behind a barrier: XLA folds the transpose back into the dot,
-        # whose left side is then column-major, a form YNNPACK does not take
-        swap = (*range(len(outer)), len(outer) + 1, len(outer))
-        a = emit(builder, "transpose", [a], permutation=swap)
-        a = emit(builder, "optimization_barrier", [a])
-        a = emit(builder, "transpose", [a], permutation=swap)
+    a = bt.policy.dot_left(builder, a, b)
     (product,) = builder.create("dot", [a, b], op.attrs, (), op.loc).results
     shape = (*outer, *(bt.sizes[d] for d in rows), m, *(bt.sizes[d] for d in cols), n)
     layout = (*both, *rows, None, *cols, None)

@@ -14,13 +14,14 @@ that every point writes at its own positions. A write into one goes to its rule 
 The rest of this file is what the rules share: moving batch axes (``conform`` into any
 layout that holds the value's batch axes, ``to_leading`` into the leading one), the types
 of values in a layout, and the refusals every family uses (a value that must be the same at
-every point, a float reduction or dot that must keep its bits: ``exactness``).
+every point, a float reduction or dot that must keep its bits: the ``policy``'s answer).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
@@ -28,8 +29,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.literal import Literal
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, Type
-from minipallas.passes.batching import exactness
-from minipallas.passes.batching.recompute import Past
+from minipallas.passes.batching.policy import GENERIC, Policy, Reader
 
 Layout = tuple[int | None, ...]  # per dimension: the batch axis it runs along, or None
 Batched = tuple[Value, Layout]  # a value of the new program and its layout
@@ -57,11 +57,11 @@ def axes(layout: Layout) -> frozenset[int]:
 
 class Batcher:
     """One batching of a program over a batch grid of shape ``sizes``; ``callees`` caches each
-    callee's batched form per batching of its arguments. For exact mode (``exactness``):
-    ``offloads``, whether XLA may hand part of the program to YNNPACK (then approximate
-    elementwise ops must not cross its size threshold), and ``transposed``, the program's
-    values that are results of a ``transpose``. ``gathers``: a dynamic index that differs
-    between points becomes a gather or scatter (``indexed``) instead of ``NotBatchable``.
+    callee's batched form per batching of its arguments. ``policy`` answers for the backend
+    (``policy``: which float reductions and dots keep their bits in exact mode, its own forms
+    of ops); ``facts`` is what it found in the program before the walk (``Policy.start``).
+    ``gathers``: a dynamic index that differs between points becomes a gather or scatter
+    (``indexed``) instead of ``NotBatchable``.
 
     For shared arrays (``shared``): ``roots`` maps each shared value of the new program to its
     array's number, ``latest`` each array to its newest value in the block being built, and
@@ -72,20 +72,20 @@ class Batcher:
         self,
         sizes: tuple[int, ...],
         exact: bool,
-        offloads: bool = True,
-        transposed: frozenset[Value] = frozenset(),
+        policy: Policy = GENERIC,
+        facts: Any = None,
         gathers: bool = False,
     ) -> None:
         self.sizes = sizes
         self.exact = exact
-        self.offloads = offloads
-        self.transposed = transposed
+        self.policy = policy
+        self.facts = facts
         self.gathers = gathers
         self.callees: dict[tuple, tuple[Function, tuple[Layout, ...]]] = {}
         self.roots: dict[Value, int] = {}
         self.latest: dict[int, Value] = {}
         self.mask: Value | None = None
-        self.breaks = 0  # chunked approximate ops emitted so far: breaks in YNNPACK's graph
+        self.breaks = 0  # ops the policy split so far (``Policy.past``)
 
     def type(self, t: Type, layout: Layout) -> Type:
         """The type of a value of original type ``t`` held in ``layout``."""
@@ -149,10 +149,10 @@ class Batcher:
         return [env[v] for v in block.results]
 
     def walk(self, builder: Builder, ops: Sequence[Op], env: dict[Value, Batched]) -> None:
-        """Each op batched in turn; past a break in YNNPACK's graph (``breaks`` grew), ops
-        read the values made before it as ``recompute`` gives them."""
+        """Each op batched in turn; past a break (``breaks`` grew: an op the policy split), ops
+        read the values made before it as the policy's ``past`` gives them."""
         made: dict[Value, Op] = {}
-        past: Past | None = None
+        past: Reader | None = None
         for op in ops:
             if past is None:
                 ins = [env[v] for v in op.operands]
@@ -161,7 +161,7 @@ class Batcher:
             breaks = self.breaks
             env.update(zip(op.results, self.op(builder, op, ins), strict=True))
             if self.breaks != breaks:
-                past = Past(made, env, frozenset(env) - set(op.results))
+                past = self.policy.past(made, env, frozenset(env) - set(op.results))
             made.update((r, op) for r in op.results)
 
     def op(self, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
@@ -306,15 +306,14 @@ def unbatched(op: Op, what: str, value: Batched) -> Value:
 
 def keeps_bits(bt: Batcher, op: Op, ins: Sequence[Batched]) -> None:
     """Refuses, when batching must be exact, a float reduction or dot that XLA:CPU would
-    round differently at the batched shape than at one point's (``exactness``)."""
+    round differently at the batched shape than at one point's (the policy's answer)."""
     if not bt.exact:
         return
     per_point = [original(v.type, lay) for v, lay in ins]
     columns = 1
     if op.name == "dot":  # the right side's batch axes the left side lacks
         columns = math.prod(bt.sizes[d] for d in axes(ins[1][1]) - axes(ins[0][1]))
-    transposed = [v in bt.transposed for v in op.operands]
-    why = exactness.keeps_bits(op, per_point, transposed, columns)
+    why = bt.policy.keeps_bits(bt, op, per_point, columns)
     if why is not None:
         raise NotBatchable(
             why,

@@ -337,7 +337,7 @@ def k_steps_of_dots(ns: Any, x: Any, y: Any, o: Any) -> None:  # noqa: ANN401
 def deep_dots_check() -> str | None:
     """A blocked matmul's k steps, each dot's output added into the output block. Its dots are
     hoisted out of the k loop as one dot with a batch dimension: 128 deep it runs in XLA's own
-    dot kernel (passes/batching/exactness.py's ``own_dot``), 512 deep in YNNPACK's, which adds
+    dot kernel (passes/xla_cpu/exactness.py's ``own_dot``), 512 deep in YNNPACK's, which adds
     it up in another order than XLA's kernel does (measured: 90% of the elements)."""
     rng = np.random.default_rng(5)
     for depth in (128, 512):
@@ -362,7 +362,7 @@ def recompute_check() -> str | None:
     """Rows scaled by the rsqrt of their sum of ``exp``: batched, the rsqrt runs in chunks, a
     break in YNNPACK's graph, and past it the values of ``exp`` are read as the first half's
     YNNPACK graph computed them, not computed again by XLA, whose ``exp`` rounds otherwise
-    (passes/batching/recompute.py)."""
+    (passes/xla_cpu/recompute.py)."""
     x = np.random.default_rng(6).standard_normal((64 * 64, 64)).astype(F32)
     kernel = Kernel(rows_past_an_exp, x, ((64 * 64, 64), "float32"), (64,),
                     ((64, 64), lambda i: (i, 0)), ((64, 64), lambda i: (i, 0)))  # fmt: skip

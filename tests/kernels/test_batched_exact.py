@@ -1,6 +1,6 @@
 """Exact mode's batched float reductions and dots give the loop program's and upstream's bits.
 
-The classes passes/batching/exactness.py admits, on compiled kernels of bench/batched_bits.py
+The classes passes/xla_cpu/exactness.py admits, on compiled kernels of bench/batched_bits.py
 (the batched program against the loop program, two seeds) and against upstream interpret
 mode; the classes it refuses stay on loops; and a masked elementwise body batches with no
 transpose (the batch axes of the broadcast grid index lie where the block's do).
@@ -133,7 +133,7 @@ def _realistic_entry(name):
 
 def test_a_layer_norm_past_its_rsqrt_chunks_computes_its_centered_rows_again():
     """Its rsqrt chunks break YNNPACK's graph; the output computes ``x - mean`` again
-    (passes/batching/recompute.py), so XLA writes no 4096x1024 array but the result, and
+    (passes/xla_cpu/recompute.py), so XLA writes no 4096x1024 array but the result, and
     the bits are still upstream's."""
     case, entry = _realistic_entry("layer_norm_4096")
     args = case.inputs()

@@ -144,7 +144,7 @@ EXPECTED_SUITE_PLANS = {
     "chunked_loop": (0,),
     "masked_col_max": (1,),  # a float max of 4096 elements a point: YNNPACK's either way
     "row_sum": (0,),  # a float sum of 2048 elements a point: XLA's order written out
-    "matmul": (0, 1),  # a float dot: YNNPACK's either way (passes/batching/exactness.py)
+    "matmul": (0, 1),  # a float dot: YNNPACK's either way (passes/xla_cpu/exactness.py)
     "reversed_blocks": None,  # the map computes 3 - i: blocks are not one static slice
     "input_written": None,  # a later grid point reads what an earlier one wrote
     "clamped_block_index": None,  # more grid points than blocks: the last is revisited
@@ -181,7 +181,7 @@ SPELLED = ["row_sum", "layer_norm_partial"]  # float row sums under 4096 element
 @pytest.mark.parametrize("name", SPELLED)
 def test_small_float_row_sums_batch_with_upstreams_bits(name):
     """A row sum XLA keeps per point is batched with its order written out
-    (passes/batching/exactness.py's ``spelled_tree``): bit for bit with the loop program and
+    (passes/xla_cpu/exactness.py's ``spelled_tree``): bit for bit with the loop program and
     upstream."""
     case = BY_NAME[name]
     args = case.inputs()

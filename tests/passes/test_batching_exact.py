@@ -1,7 +1,8 @@
-"""Exact mode's rule for float reductions and dots (passes/batching/exactness.py): what it
+"""Exact mode's rule for float reductions and dots (passes/xla_cpu/exactness.py): what it
 batches, what it refuses and why, and where ``broadcast_in_dim`` puts a batched scalar's axes.
 The bits themselves are checked on compiled kernels in tests/kernels/test_batched_exact.py."""
 
+import functools
 import math
 
 import numpy as np
@@ -11,9 +12,14 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.interpret import interpret
-from minipallas.passes.batching import NotBatchable, batch
+from minipallas.passes import batching
+from minipallas.passes.batching import NotBatchable
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
+from minipallas.passes.xla_cpu import XLA_CPU
+
+# the batchings of the CPU path, with XLA:CPU's policy (its measured exactness classes)
+batch = functools.partial(batching.batch, policy=XLA_CPU)
 
 
 def _pure(f, *types):
@@ -178,3 +184,23 @@ def test_trailing_batch_axes_stay_after_the_last_original_dimension():
     fn = b.function("spread", [s], list(op.results))
     batched, (out,) = batch(fn, [(None, 0)], (4,))
     assert out == (None, 0, None) and batched.result_types[0].shape == (8, 4, 128)
+
+
+def test_the_generic_policy_keeps_every_float_reduction_and_dot_per_point():
+    """Without a backend's policy the pass knows nothing of YNNPACK: in exact mode every float
+    reduction and dot is refused (a float sum XLA:CPU's policy admits included), an integer one
+    is batched, and ``exact=False`` batches them all; XLA:CPU's facts live apart from the pass
+    (``passes/xla_cpu``), which ``passes/batching`` never imports."""
+    import pathlib
+
+    fn = _pure(lambda x: x.sum(axis=1), _t(8, 1024))
+    batch(fn, [ROWS], (16,))  # XLA:CPU keeps this one's bits (YNNPACK either way)
+    with pytest.raises(NotBatchable, match="'generic' batching policy knows no backend"):
+        batching.batch(fn, [ROWS], (16,))
+    batching.batch(fn, [ROWS], (16,), exact=False)
+    ints = _pure(lambda x: x.sum(axis=1), _t(8, 1024, dtype="int32"))
+    batching.batch(ints, [ROWS], (16,))
+    folder = pathlib.Path(batching.__file__).parent
+    for path in folder.glob("*.py"):
+        text = path.read_text()
+        assert "xla_cpu import" not in text and "YNN_MIN_ELEMENTS" not in text, path.name

@@ -2,13 +2,20 @@
 layout; the batched program gives the program's bits at every batch point, whatever layout
 its operand came in."""
 
+import functools
+
 import numpy as np
 import pytest
 
 from minipallas.ir.interpret import interpret
 from minipallas.ir.parser import parse
 from minipallas.ir.verifier import verify
-from minipallas.passes.batching import NotBatchable, batch
+from minipallas.passes import batching
+from minipallas.passes.batching import NotBatchable
+from minipallas.passes.xla_cpu import XLA_CPU
+
+# the batchings of the CPU path, with XLA:CPU's policy (its measured exactness classes)
+batch = functools.partial(batching.batch, policy=XLA_CPU)
 
 PROGRAMS = {
     "narrowing bitcast": "%y = bitcast %x : i8[4,8,2]",

@@ -3,6 +3,7 @@ top_k, argmax/argmin): the batched program at every batch point equals the op on
 bit for bit, both interpreted and compiled by XLA (float scans included: XLA scans each line
 alike at any shape); and a kernel whose body has no batched form runs as loops, unchanged."""
 
+import functools
 import itertools
 
 import numpy as np
@@ -20,7 +21,12 @@ from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_plan,
     vectorized_grid_program,
 )
-from minipallas.passes.batching import NotBatchable, batch
+from minipallas.passes import batching
+from minipallas.passes.batching import NotBatchable
+from minipallas.passes.xla_cpu import XLA_CPU
+
+# the batchings of the CPU path, with XLA:CPU's policy (its measured exactness classes)
+batch = functools.partial(batching.batch, policy=XLA_CPU)
 
 SIZES = (3, 2)
 
@@ -115,7 +121,7 @@ def test_pad_batches_its_array_not_its_padding_value():
 
 def test_float_reduce_prod_batches_exactly():
     """XLA multiplies a float product itself at any shape, in the same order batched
-    (bench/batched_bits.py; passes/batching/exactness.py), so exact mode batches it too."""
+    (bench/batched_bits.py; passes/xla_cpu/exactness.py), so exact mode batches it too."""
     fn = _one_op("reduce_prod", [F], axes=(1,))
     for exact in (True, False):
         _, (out,) = batch(fn, [SPREAD], SIZES, exact=exact)

@@ -43,7 +43,7 @@ import numpy as np
 
 from minipallas.ir.interpret.xla.dot_order import lanes
 
-YNN_MIN_ELEMENTS = 4096  # as passes/batching/exactness.py: the size XLA hands YNNPACK
+YNN_MIN_ELEMENTS = 4096  # as passes/xla_cpu/exactness.py: the size XLA hands YNNPACK
 GROUP_LIMIT = 32768  # elements in four rows of the kept minor dimension (module doc)
 _INF_BITS = {"bfloat16": 0x7F80, "float16": 0x7C00}
 

@@ -40,6 +40,7 @@ from minipallas.ir.types import RefType
 from minipallas.passes.batching import batch, leading
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
+from minipallas.passes.xla_cpu import XLA_CPU
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def batched_epochs(
                 for k, r in enumerate(pure.body.results)
             ]
             shared = [(n_grid + k, n_live + k) for k in range(n_refs)]
-            fn, _ = batch(pure, layouts, sizes, results, exact=True, gathers=True, shared=shared)
+            fn, _ = batch(pure, layouts, sizes, results, True, True, shared, policy=XLA_CPU)
         except MiniPallasError:
             return None
         out.append(BatchedEpoch(fn, tuple((r, WRITE) in kinds for r in refs)))

@@ -64,6 +64,7 @@ from minipallas.kernels.programs.windows import (
 from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import NotBatchable, batch
 from minipallas.passes.cleanup import cleanup
+from minipallas.passes.xla_cpu import XLA_CPU
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,8 @@ def _batched_term(
     grid_layouts = [(summed.batched.index(a),) for a in range(len(grid))]
     layouts = [*grid_layouts, *(window_layout(op, summed) for op in ins)]
     wanted = (len(plan.batched), *window_layout(plan.operands[kernel.num_inputs + out], plan))
-    fn, _ = batch(run.term.fn, layouts, (*plan.sizes(grid), steps), [wanted], exact=False)
+    sizes = (*plan.sizes(grid), steps)
+    fn, _ = batch(run.term.fn, layouts, sizes, [wanted], exact=False, policy=XLA_CPU)
     return _Batched(fn, _last_dot(fn, steps))
 
 

@@ -19,7 +19,7 @@ matmul in 128-blocks 10.8 against 6.0 (``jax.jit``'s one dot 2.6-3.5), the 256x3
 whole (rolled: 240-550). On a 2-core machine unrolled and rolled take the same time. A step
 of little work gains nothing and loses: the 8-step sum of 1024 floats took 37 µs rolled and
 62 µs unrolled, its eight small reductions handed to other threads (its sums are hoisted now,
-written out in XLA's order: ``passes/batching/exactness.py``). A step with no reduction
+written out in XLA's order: ``passes/xla_cpu/exactness.py``). A step with no reduction
 or dot (what is left of a blocked matmul's step once its dot is hoisted: ``hoisting``)
 unrolls whatever its size: its elementwise ops fuse across the steps into one kernel, and the
 loop's own cost goes (the 256x384x512 matmul, its dots hoisted: 1.40 against 1.23 ms).

@@ -87,6 +87,7 @@ from minipallas.kernels.programs.windows import (
 from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
 from minipallas.passes.pipeline import run
+from minipallas.passes.xla_cpu import XLA_CPU
 
 AfterEach = Callable[[str, Function], None]
 
@@ -224,7 +225,7 @@ def _batched_body(
 
     def batched_with(scratch: Sequence[Layout]) -> Function:
         layouts = [*grid_layouts, *windows, *scratch, *extra]
-        return batch(body, layouts, sizes, [*windows[n_in:], *scratch], exact)[0]
+        return batch(body, layouts, sizes, [*windows[n_in:], *scratch], exact, policy=XLA_CPU)[0]
 
     try:
         scratch = [leading(sizes, t.ndim) for t in kernel.scratch_types]
@@ -297,7 +298,7 @@ def _hoist(
     whole = Plan(tuple(range(len(grid))), ())
     layouts = [(a,) for a in range(len(grid))] + [window_layout(op, whole) for op in operands]
     try:
-        pre, results = batch(cut.pre, layouts, grid, None, exact)
+        pre, results = batch(cut.pre, layouts, grid, None, exact, policy=XLA_CPU)
     except NotBatchable:
         return None
     return split, cut.post, _Hoisted(pre, tuple(operands), results)

@@ -156,10 +156,11 @@ def _dot(per_point: list[ArrayType], out: str, transposed: list[bool], columns: 
 
 def own_dot(a: ArrayType, b: ArrayType) -> bool:
     """Whether the dot ``a @ b`` (``[..., m, k] x [..., k, n]``) runs in XLA's own dot kernel
-    (``arrays``): it has batch dimensions, which YNNPACK runs slowly on the 13-core AMD EPYC
-    (the 256x384x512 matmul's three 128-deep dots: 1.38 ms, XLA's own kernel 0.92, ``jax.jit``'s
-    one 384-deep dot 0.60; the same on the Intel Xeon), and XLA's kernel gives it YNNPACK's
-    bits. A 2-D dot stays YNNPACK's, faster there: flash attention's ran 2x slower in XLA's."""
+    (``policy.XlaCpu.dot_left``): it has batch dimensions, which YNNPACK runs slowly on the 13-core
+    AMD EPYC (the 256x384x512 matmul's three 128-deep dots: 1.38 ms, XLA's own kernel 0.92,
+    ``jax.jit``'s one 384-deep dot 0.60; the same on the Intel Xeon), and XLA's kernel gives it
+    YNNPACK's bits. A 2-D dot stays YNNPACK's, faster there: flash attention's ran 2x slower in
+    XLA's."""
     (m, k), n = a.shape[-2:], b.shape[-1]
     return (
         a.ndim > 2

@@ -1,11 +1,11 @@
 """Past a break in YNNPACK's graph, cheap values are computed again rather than kept in memory.
 
 Exact mode runs an approximate op that batching would move into YNNPACK's graph in chunks
-(``arrays``, ``exactness.chunk_points``): XLA computes each chunk itself, as it does at one
-point. That cuts the program in two, and XLA writes to memory every value that the second half
-reads from the first. A layer norm's centered rows ``x - mean`` are read by its variance, before
-the ``rsqrt`` chunks, and by its output, after them: XLA wrote them out (16 MiB for 4096x1024)
-and read them back twice, where ``jax.jit``, one YNNPACK graph, never writes them.
+(``policy.XlaCpu.elementwise``, ``exactness.chunk_points``): XLA computes each chunk itself, as it
+does at one point. That cuts the program in two, and XLA writes to memory every value that the
+second half reads from the first. A layer norm's centered rows ``x - mean`` are read by its
+variance, before the ``rsqrt`` chunks, and by its output, after them: XLA wrote them out (16 MiB for
+4096x1024) and read them back twice, where ``jax.jit``, one YNNPACK graph, never writes them.
 
 So after a break the batcher computes again, in the second half, each value of the first half
 that an exactly rounded elementwise op made: the same ops on the same operands, so the same
