@@ -9,7 +9,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "binary-swapped-operands",
         "swapped operands",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         "return [_BINARY[op.name](x, y).result]",
         "return [_BINARY[op.name](y, x).result]",
         "binary ops lower with their operands swapped (sub computes y - x)",
@@ -17,7 +17,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "int-div-by-zero-zero",
         "wrong constant",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         'on_zero = emit.like(-1, x) if op.name == "div" else x',
         'on_zero = emit.like(0, x) if op.name == "div" else x',
         "integer division by zero gives 0 instead of -1",
@@ -25,7 +25,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "pow-exponent-zero-negative",
         "wrong comparison",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         'negative = emit.compare(y, emit.like(0, y), "LT")',
         'negative = emit.compare(y, emit.like(0, y), "LE")',
         "integer pow treats exponent 0 as negative (x ** 0 = 0 for x != 1)",
@@ -36,7 +36,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "reduce-max-identity",
         "wrong constant",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         'return -np.inf if name == "reduce_max" else np.inf',
         'return np.inf if name == "reduce_max" else -np.inf',
         "float reduce_max starts from +inf (and reduce_min from -inf)",
@@ -44,7 +44,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "bf16-sum-not-widened",
         "wrong rounding dtype",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         'dtype in ("bfloat16", "float16")\n    work',
         'dtype in ("float16",)\n    work',
         "a bfloat16 reduce_sum accumulates in bfloat16 instead of float32",
@@ -52,7 +52,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "dot-contracts-wrong-axis",
         "wrong reduction axis",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         "DotDimensionNumbers.get(lhs[:k], rhs[:k], [lhs[k + 1]], [rhs[k]])",
         "DotDimensionNumbers.get(lhs[:k], rhs[:k], [lhs[k]], [rhs[k]])",
         "dot contracts the left operand's rows instead of its columns (a^T b)",
@@ -60,7 +60,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "literal-constant-nudged",
         "constant ~1e-6 relative",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         "return [emit.constant(literal.array(), literal.type.dtype, literal.type.shape)]",
         "return [emit.constant((literal.array() * "
         + NUDGED
@@ -71,7 +71,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "logistic-one-nudged",
         "constant ~1e-6 relative",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         "    one = emit.like(1, x)\n    e = _in_float32",
         "    one = emit.like(1 + 1e-6, x)\n    e = _in_float32",
         "logistic computes (1 + 1e-6) / (1 + exp(-x))",
@@ -79,7 +79,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "float-to-int-top-ge",
         "wrong comparison",
-        "lowering/stablehlo/arrays.py",
+        "lowering/stablehlo/rules/arrays.py",
         '((info.max, high, "GT"), (info.min, low, "LT"))',
         '((info.max, high, "GE"), (info.min, low, "LT"))',
         "float to int: the largest float inside the range (2147483520 for f32) saturates",
@@ -87,7 +87,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "window-start-clamp-off-by-one",
         "off-by-one window",
-        "lowering/stablehlo/indexed.py",
+        "lowering/stablehlo/rules/indexed.py",
         "dyn[where.pos], types[where.pos].dtype, dim - indexing.span(entry), clamp)",
         "dyn[where.pos], types[where.pos].dtype, dim - indexing.span(entry) + 1, clamp)",
         "gather/scatter: a dynamic start is clamped one past the last valid start",
@@ -96,7 +96,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "index-clamp-dropped",
         "dropped clamp",
-        "lowering/stablehlo/indexed.py",
+        "lowering/stablehlo/rules/indexed.py",
         "    return stablehlo.ClampOp(emit.like(0, value), value, emit.like(max(high, 0), value))"
         ".result",
         "    return value",
@@ -107,7 +107,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "scatter-array-index-clamped",
         "dropped clamp",
-        "lowering/stablehlo/indexed.py",
+        "lowering/stablehlo/rules/indexed.py",
         "value = _index(value, dtype, shape[d] - (0 if write else 1), clamp=not write)",
         "value = _index(value, dtype, shape[d] - (0 if write else 1), clamp=True)",
         "writes clamp a negative integer-array index to 0 instead of dropping the update",
@@ -115,7 +115,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "strided-gather-no-stride",
         "off-by-one window",
-        "lowering/stablehlo/indexed.py",
+        "lowering/stablehlo/rules/indexed.py",
         "scaled = stablehlo.MulOp(steps.result, emit.like(entry.stride, steps.result)).result",
         "scaled = steps.result",
         "a strided window on the gather/scatter path steps by 1",
@@ -123,7 +123,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "gather-transpose-not-inverted",
         "transpose permutation",
-        "lowering/stablehlo/indexed.py",
+        "lowering/stablehlo/rules/indexed.py",
         "return [emit.transpose(out, list(np.argsort(plan.to_plan)))]",
         "return [emit.transpose(out, list(plan.to_plan))]",
         "a gather's result goes back to numpy layout by the plan permutation, not its inverse",
@@ -139,7 +139,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "scatter-add-sets",
         "add vs set",
-        "lowering/stablehlo/indexed.py",
+        "lowering/stablehlo/rules/indexed.py",
         "stablehlo.ReturnOp([stablehlo.AddOp(old, new).result if accumulate else new])",
         "stablehlo.ReturnOp([new])",
         "scatter_add overwrites instead of adding",
@@ -147,7 +147,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "for-loop-le",
         "off-by-one window",
-        "lowering/stablehlo/control.py",
+        "lowering/stablehlo/rules/control.py",
         'stablehlo.ReturnOp([emit.compare(i, hi, "LT")])',
         'stablehlo.ReturnOp([emit.compare(i, hi, "LE")])',
         "a for loop runs one trip too many",
@@ -155,7 +155,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "cond-branches-swapped",
         "select branch order",
-        "lowering/stablehlo/control.py",
+        "lowering/stablehlo/rules/control.py",
         "chosen = [branches[1], branches[0]]",
         "chosen = [branches[0], branches[1]]",
         "a two-branch cond runs branch 0 where the index picks branch 1, and back",
@@ -163,7 +163,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "cond-index-zero-ge",
         "wrong comparison",
-        "lowering/stablehlo/control.py",
+        "lowering/stablehlo/rules/control.py",
         '"GT" if dtypes.is_signed(dtype) else "NE"',
         '"GE" if dtypes.is_signed(dtype) else "NE"',
         "a two-branch cond with a signed index 0 runs branch 1",
@@ -171,7 +171,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "case-index-unclamped",
         "dropped clamp",
-        "lowering/stablehlo/control.py",
+        "lowering/stablehlo/rules/control.py",
         "    return stablehlo.ClampOp(emit.like(0, index), index, emit.like(n - 1, index)).result",
         "    return index",
         "a cond of 3+ branches passes its index unclamped (stablehlo.case runs the last "
@@ -183,7 +183,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "scratch-fill-zero",
         "wrong constant",
-        "lowering/stablehlo/scoped.py",
+        "lowering/stablehlo/rules/scoped.py",
         "emit.constant(dtypes.fill_value(t.dtype), t.dtype, t.shape)",
         "emit.constant(0, t.dtype, t.shape)",
         "fresh scratch holds 0 instead of NaN (floats) or the minimum (ints) in compiled programs",

@@ -13,10 +13,12 @@ step 4 is ``emit_triton``:
    through pointers); every scoped allocation and every scratch operand becomes SSA values
    (registers). Upstream Pallas's Triton backend rejects ``run_scoped`` and scratch outright;
 3. cleanup of the partially discharged body (what discharge left mechanical goes away);
-4. emission (``kernel``): program ids for the launched grid axes, loops for the axes each
-   program iterates (``grid``), pointer tensors and masked loads/stores for the operands
-   (``state``), ``arith``/``math``/``tt.reduce``/``tt.dot`` (``arrays``), ``scf``
-   (``control``), register-array indexing (``indexed``).
+4. emission (``module``): the ``tt.func``, program ids for the launched grid axes, loops for
+   the axes each program iterates (``grid``), each operand's block; then the body, op by op,
+   by the rules (``rules/``, one file per op family): pointer tensors and masked loads/stores
+   for the operands (``rules/state.py``), ``arith``/``math``/``tt.reduce``/``tt.dot``
+   (``rules/arrays.py``), ``scf`` (``rules/control.py``), register-array indexing
+   (``rules/indexed.py``).
 
 The result's ``function`` is the partially discharged body the module was emitted from;
 ``simulate`` runs it over the grid with the reference interpreter, as the GPU would, and
@@ -29,21 +31,10 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS, AfterEach
-from minipallas.lowering.gpu import (  # noqa: F401  (each registers its rules)
-    arrays,
-    atomic,
-    control,
-    debug,
-    indexed,
-    lanes,
-    layout,
-    scans,
-    sorting,
-    state,
-)
+from minipallas.lowering.gpu import rules  # noqa: F401  (registers every rule)
 from minipallas.lowering.gpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.gpu.grid import Schedule, schedule
-from minipallas.lowering.gpu.kernel import emit_kernel
+from minipallas.lowering.gpu.module import emit_kernel
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.lowered import Lowered
 

@@ -6,7 +6,7 @@ name. Two kinds of things live in the environment:
 
 - an ``ir.Value`` for an array: a scalar (``i32``, ``f32``...) for shape ``()``, a ``tensor``
   otherwise;
-- a ``state.BlockRef`` for a ref: the kernel operands stay in global memory (partial
+- a ``BlockRef`` for a ref: the kernel operands stay in global memory (partial
   discharge left them as refs), so a ref is a pointer plus where its block lies in the array.
   Rules for state ops turn it into pointer tensors, loads and stores.
 
@@ -16,14 +16,59 @@ The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``)
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from minipallas.ir.core import Function, Op, Value
 from minipallas.ir.opdef import OPS
 from minipallas.ir.rules import RuleTable
+from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu.emit import Index
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 from minipallas.lowering.rules import EmitterContext
+
+
+@dataclass(frozen=True)
+class Dim:
+    """Positions ``start + stride * j`` (``j < size``) of one array dimension; ``size`` is
+    ``None`` where the ref has no such dimension (squeezed, or fixed by an integer index) and
+    sees position ``start`` only. ``overhang``: positions may pass the array's end."""
+
+    start: Index
+    size: int | None
+    stride: int = 1
+    overhang: bool = False
+
+
+@dataclass(frozen=True)
+class BlockRef:
+    """A ref to (part of) one block of a kernel operand in global memory.
+
+    ``order`` lists the array dimensions the ref has, in the ref's own order (a transposed view
+    reorders them).
+    """
+
+    pointer: ir.Value
+    array: ArrayType
+    dims: tuple[Dim, ...]
+    order: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.dims[d].size for d in self.order)  # type: ignore[misc]
+
+
+def block_ref(
+    pointer: ir.Value, array: ArrayType, starts: Sequence[Index], block: Sequence[int | None]
+) -> BlockRef:
+    """The ref the kernel body gets for an operand: the block at ``starts`` (element offsets,
+    one per array dimension) of ``block`` shape, ``None`` for a squeezed dimension."""
+    dims = tuple(
+        Dim(start, size, 1, size is not None and n % size != 0)
+        for start, size, n in zip(starts, block, array.shape, strict=True)
+    )
+    order = tuple(d for d, size in enumerate(block) if size is not None)
+    return BlockRef(pointer, array, dims, order)
 
 
 class Rule(Protocol):

@@ -30,7 +30,7 @@ from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import interpret
 from minipallas.ir.kernel_spec import TracedBlockSpec
 from minipallas.lowering.gpu import GpuLowered
-from minipallas.lowering.gpu.kernel import index_bounds
+from minipallas.lowering.gpu.module import index_bounds
 
 
 def simulate(lowered: GpuLowered, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -4,8 +4,9 @@
 whose public ``@main`` is ``fn``: one argument per parameter, one result per result; functions
 it calls become private ``func.func``s. ``emit_stablehlo`` is the target table's emitter (the
 pipeline that makes the function pure is the table's, ``minipallas.lowering.TARGETS``). The
-rules live one file per op family and register themselves in ``context.RULES`` when imported
-here.
+rules live one file per op family in ``rules/`` and register themselves in ``context.RULES``
+when imported here; ``context`` (the walk, ``func.func`` per function) and ``emit`` (types,
+constants, casts) are what they share.
 """
 
 from __future__ import annotations
@@ -13,19 +14,7 @@ from __future__ import annotations
 from minipallas.ir.core import Function
 from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.lowered import Lowered
-from minipallas.lowering.stablehlo import (  # noqa: F401  (each registers its rules)
-    arrays,
-    control,
-    debug,
-    indexed,
-    kernel,
-    lanes,
-    layout,
-    platform,
-    scans,
-    scoped,
-    sorting,
-)
+from minipallas.lowering.stablehlo import rules  # noqa: F401  (registers every rule)
 from minipallas.lowering.stablehlo.context import RULES, LoweringContext, rule
 
 __all__ = ["RULES", "LoweringContext", "emit_stablehlo", "lower_stablehlo", "rule"]

@@ -3,9 +3,8 @@
 Lowering is an interpreter over the IR (autodidax's ``jaxpr_subcomp``): an environment maps each
 minipallas ``Value`` to the MLIR value that holds it, and each op is handed to the rule
 registered for its name, which emits MLIR ops at the current insertion point and returns the
-op's results. A rule file per op family (``arrays``, ``indexed``, ``control``, ``scoped``,
-``kernel``, ``layout``, ``scans``, ``sorting``, ``debug``) registers its rules with ``@rule``;
-an op without a rule is an error naming it.
+op's results. A rule file per op family (``rules/``) registers its rules with ``@rule``; an op
+without a rule is an error naming it.
 The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 
 Functions are emitted as ``func.func``: the entry one public as ``@main`` (what XLA runs), each

@@ -1,10 +1,13 @@
 """Mosaic TPU emission: a traced ``pallas_call`` becomes the module upstream Pallas hands Mosaic.
 
-``lower_to_mosaic(kernel)`` takes a ``minipallas.ir.kernel_spec.Kernel`` and returns a ``Lowered``
-(``str()`` is the MLIR text, ``.module`` the module) whose kernel function follows Pallas TPU's
-calling convention (``module``). Unlike the StableHLO path, the body is *not* discharged: refs
-stay in memory as ``memref``s and the rules (one file per op family, registered in
-``context.RULES``) turn state ops into ``vector.load`` / ``tpu.vector_store``.
+``lower_to_mosaic(kernel)`` takes a ``minipallas.ir.kernel_spec.Kernel`` and returns a
+``Lowered`` (``str()`` is the MLIR text, ``.module`` the module) whose kernel function follows
+Pallas TPU's calling convention (``module``). Unlike the StableHLO path, the body is *not*
+discharged: refs stay in memory as ``memref``s and the rules (``rules/``, one file per op
+family, registered in ``context.RULES``) turn state ops into ``vector.load`` /
+``tpu.vector_store``. Beside them: the context, ``emit`` (the op builders the rules share),
+``windows``, ``pieces`` and ``widen`` (what several rules share), ``ranges`` (integer ranges),
+``semantics``, ``output_reads``, ``promote`` and ``aot`` (libtpu's compile of the module).
 
 Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit_mosaic``):
 1. ``collectives{context=mosaic}``: the collective-axes check in its Mosaic form (a
@@ -32,23 +35,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS, AfterEach
 from minipallas.lowering.jaxlib_shim import canonicalize, ir
 from minipallas.lowering.lowered import Lowered
-from minipallas.lowering.tpu import (  # noqa: F401  (each registers its rules)
-    arrays,
-    control,
-    debug,
-    dma,
-    indexed,
-    lanes,
-    layout,
-    platform,
-    scans,
-    scoped,
-    semaphore,
-    sorting,
-    state,
-    views,
-)
-from minipallas.lowering.tpu import kernel as kernel_rules  # noqa: F401
+from minipallas.lowering.tpu import rules  # noqa: F401  (registers every rule)
 from minipallas.lowering.tpu.aot import MosaicCompileError, compile_check
 from minipallas.lowering.tpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.tpu.module import kernel_function

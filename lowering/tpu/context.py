@@ -5,9 +5,8 @@ As for StableHLO, lowering is an interpreter over the IR: an environment maps ea
 difference is that a kernel body is *stateful*: its refs are not discharged but become
 ``memref``s, and the rules turn reads and writes into ``vector.load`` / ``tpu.vector_store``.
 So the environment holds two kinds of things: an ``ir.Value`` for an array, a ``MemRef`` for a
-ref. Rule files (``state``, ``views``, ``arrays``, ``control``, ``scoped``, ``semaphore``,
-``kernel``, ``indexed``, ``layout``, ``scans``, ``sorting``, ``debug``) register their rules
-with ``@rule``; an op without a rule is an error naming it.
+ref. The rule files (``rules/``, one per op family) register their rules with ``@rule``; an
+op without a rule is an error naming it.
 
 The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
 Regions are closed in minipallas but open in MLIR, so a region parameter that stands for an

@@ -23,6 +23,7 @@ from minipallas.ir.types import (
     DMA_SEMAPHORE,
     SEMAPHORE,
     TPU_SMEM,
+    TPU_VMEM,
     ArrayType,
     MemorySpace,
     RefType,
@@ -75,6 +76,11 @@ def memref_type(shape: Sequence[int], dtype: str, space: MemorySpace) -> ir.MemR
 
 def ref_memref_type(t: RefType) -> ir.MemRefType:
     return memref_type(t.shape, t.dtype, t.memory_space)
+
+
+def scratch_space(t: RefType) -> RefType:
+    """``t`` in the memory space its scratch buffer takes: VMEM when it names none."""
+    return RefType(t.shape, t.dtype, TPU_VMEM) if t.memory_space == ANY else t
 
 
 def i32(value: int) -> ir.Value:

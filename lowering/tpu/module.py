@@ -40,7 +40,6 @@ from minipallas.lowering.jaxlib_shim import func, ir
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, MemRef
 from minipallas.lowering.tpu.ranges import index_map_ranges
-from minipallas.lowering.tpu.scoped import scratch_space
 
 
 def kernel_function(
@@ -50,7 +49,7 @@ def kernel_function(
     specs = (*kernel.in_specs, *kernel.out_specs)
     for k, spec in enumerate(specs):
         check_block(kernel, k, spec)
-    scratch = [scratch_space(t) for t in kernel.scratch_types]
+    scratch = [emit.scratch_space(t) for t in kernel.scratch_types]
     i32 = ir.IntegerType.get_signless(32)
     arg_types = [
         *([i32] * len(kernel.grid)),

@@ -370,7 +370,7 @@ def recompute_check() -> str | None:
 
 
 CHECKS: tuple[Check, ...] = (
-    Check("int_pow", pow_check, "integer pow (lowering/stablehlo/arrays.py)"),
+    Check("int_pow", pow_check, "integer pow (lowering/stablehlo/rules/arrays.py)"),
     Check("switch_out_of_range", switch_check, "a cond of 3+ branches with a traced index"),
     Check("dynamic_window_next_to_array", window_check, "gather/scatter with a dynamic start"),
     Check("bf16_product_in_f32", bf16_rounding_check, "per-op bf16 rounding in XLA"),

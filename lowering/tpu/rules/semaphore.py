@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
-from minipallas.lowering.tpu.views import sliced
+from minipallas.lowering.tpu.rules.views import sliced
 
 
 def _semaphore(ctx: LoweringContext, op: Op, args: Sequence[Bound]) -> tuple[MemRef, list]:

@@ -17,20 +17,15 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
-from minipallas.ir.types import ANY, TPU_VMEM, RefType, is_semaphore
+from minipallas.ir.types import RefType, is_semaphore
 from minipallas.lowering.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule
 
 
-def scratch_space(t: RefType) -> RefType:
-    """``t`` in the memory space its scratch buffer takes: VMEM when it names none."""
-    return RefType(t.shape, t.dtype, TPU_VMEM) if t.memory_space == ANY else t
-
-
 def allocate(t: RefType) -> MemRef:
     """A buffer for ``t``: ``memref.alloca``, or ``tpu.sem_alloc`` for semaphores."""
-    t = scratch_space(t)
+    t = emit.scratch_space(t)
     mem = emit.ref_memref_type(t)
     buffer = tpu.sem_alloc(mem) if is_semaphore(t) else memref.alloca(mem, [], [])
     return MemRef(buffer, t.dtype, t.memory_space, (False,) * t.ndim)

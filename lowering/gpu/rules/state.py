@@ -34,54 +34,9 @@ from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
-from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, rule
+from minipallas.lowering.gpu.context import BlockRef, Dim, LoweringContext, rule
 from minipallas.lowering.gpu.emit import Index, arith, ir, tt
-
-
-@dataclass(frozen=True)
-class Dim:
-    """Positions ``start + stride * j`` (``j < size``) of one array dimension; ``size`` is
-    ``None`` where the ref has no such dimension (squeezed, or fixed by an integer index) and
-    sees position ``start`` only. ``overhang``: positions may pass the array's end."""
-
-    start: Index
-    size: int | None
-    stride: int = 1
-    overhang: bool = False
-
-
-@dataclass(frozen=True)
-class BlockRef:
-    """A ref to (part of) one block of a kernel operand in global memory.
-
-    ``order`` lists the array dimensions the ref has, in the ref's own order (a transposed view
-    reorders them).
-    """
-
-    pointer: ir.Value
-    array: ArrayType
-    dims: tuple[Dim, ...]
-    order: tuple[int, ...]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.dims[d].size for d in self.order)  # type: ignore[misc]
-
-
-def block_ref(
-    pointer: ir.Value, array: ArrayType, starts: Sequence[Index], block: Sequence[int | None]
-) -> BlockRef:
-    """The ref the kernel body gets for an operand: the block at ``starts`` (element offsets,
-    one per array dimension) of ``block`` shape, ``None`` for a squeezed dimension."""
-    dims = tuple(
-        Dim(start, size, 1, size is not None and n % size != 0)
-        for start, size, n in zip(starts, block, array.shape, strict=True)
-    )
-    order = tuple(d for d, size in enumerate(block) if size is not None)
-    return BlockRef(pointer, array, dims, order)
-
 
 # --- step 1 and 2: an indexer on a ref, as positions, pointers and a mask -------------------------
 

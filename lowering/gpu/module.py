@@ -12,11 +12,11 @@ still refs, scratch as arrays):
    the grid indices it reads exist (outside the loops when it ignores them). The evaluation
    folds as it goes: integer constants are not emitted, ``x * 1`` and ``x + 0`` vanish, and
    two operands with the same index map share its ops;
-5. the body, with each operand a ``state.BlockRef``; its results (the scratch's final
+5. the body, with each operand a ``context.BlockRef``; its results (the scratch's final
    values) are yielded to the enclosing loop.
 
-Also here: the rules for ``program_id`` (the launch id or the loop index) and ``num_programs``
-(a constant: the grid is static).
+The rules for ``program_id`` (the launch id or the loop index) and ``num_programs`` are
+``rules/kernel.py``.
 """
 
 from __future__ import annotations
@@ -24,17 +24,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from minipallas.ir.core import Function, Op
+from minipallas.ir.core import Function
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
-from minipallas.lowering.gpu.context import LoweringContext, rule
+from minipallas.lowering.gpu.context import BlockRef, LoweringContext, block_ref
 from minipallas.lowering.gpu.emit import Index, arith, ir, scf, tt
 from minipallas.lowering.gpu.grid import Schedule, dependencies
-from minipallas.lowering.gpu.state import BlockRef, block_ref
 
 DIVISIBILITY = 32
 _I32 = ArrayType((), "int32")
@@ -223,25 +222,3 @@ def _depth(spec: TracedBlockSpec, plan: Schedule) -> int:
     reads = frozenset().union(*dependencies(spec.index_map))
     levels = [k + 1 for k, axis in enumerate(plan.looped) if axis in reads]
     return max(levels, default=0)
-
-
-@rule("program_id")
-def program_id(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
-    return [emit.i32(ctx.program_ids[_axis(ctx, op)])]
-
-
-@rule("num_programs")
-def num_programs(ctx: LoweringContext, op: Op) -> Sequence[ir.Value]:
-    return [emit.i32(ctx.grid[_axis(ctx, op)])]
-
-
-def _axis(ctx: LoweringContext, op: Op) -> int:
-    axis = op.attrs["axis"]
-    if not 0 <= axis < len(ctx.grid):
-        raise PassError(
-            f"asks for grid axis {axis}, but the kernel's grid {ctx.grid} has {len(ctx.grid)}",
-            op=op.name,
-            loc=op.loc,
-            fix="use an axis of the grid given to pallas_call",
-        )
-    return axis

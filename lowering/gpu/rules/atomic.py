@@ -19,7 +19,7 @@ from minipallas.ir.opset.atomic import COMBINE
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, tt
-from minipallas.lowering.gpu.state import _window
+from minipallas.lowering.gpu.rules.state import _window
 
 _SEM, _SCOPE = tt.MemSemantic.ACQUIRE_RELEASE, tt.MemSyncScope.GPU
 # (combine, signed?) -> Triton's op on integers; floats: FADD, or the bit trick below
