@@ -13,7 +13,7 @@ from typing import Any
 
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
-from minipallas.lowering.rules import EmitterContext
+from minipallas.lowering.emitter import EmitterContext
 
 
 def run_scoped(ctx: EmitterContext, op: Op, *args: Any) -> Sequence[Any]:

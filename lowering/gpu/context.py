@@ -10,7 +10,7 @@ name. Two kinds of things live in the environment:
   discharge left them as refs), so a ref is a pointer plus where its block lies in the array.
   Rules for state ops turn it into pointer tensors, loads and stores.
 
-The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
+The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.emitter``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from minipallas.ir.core import Function, Op, Value
 from minipallas.ir.opdef import OPS
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType
+from minipallas.lowering.emitter import EmitterContext
 from minipallas.lowering.gpu.emit import Index
 from minipallas.lowering.jaxlib_shim import ir, make_triton_context
-from minipallas.lowering.rules import EmitterContext
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ minipallas ``Value`` to the MLIR value that holds it, and each op is handed to t
 registered for its name, which emits MLIR ops at the current insertion point and returns the
 op's results. A rule file per op family (``rules/``) registers its rules with ``@rule``; an op
 without a rule is an error naming it.
-The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
+The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.emitter``).
 
 Functions are emitted as ``func.func``: the entry one public as ``@main`` (what XLA runs), each
 callee once, private, on its first ``call``.
@@ -21,8 +21,8 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import RefType, Type
+from minipallas.lowering.emitter import EmitterContext
 from minipallas.lowering.jaxlib_shim import func, ir, make_context
-from minipallas.lowering.rules import EmitterContext
 from minipallas.lowering.stablehlo.emit import tensor_type
 
 

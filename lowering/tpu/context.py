@@ -8,7 +8,7 @@ So the environment holds two kinds of things: an ``ir.Value`` for an array, a ``
 ref. The rule files (``rules/``, one per op family) register their rules with ``@rule``; an
 op without a rule is an error naming it.
 
-The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.rules``).
+The block walk is ``EmitterContext.lower_block`` (``minipallas.lowering.emitter``).
 Regions are closed in minipallas but open in MLIR, so a region parameter that stands for an
 outer value (a ref passed to a ``cond`` branch, a loop constant) is bound to that outer value
 itself; only loop carries become block arguments.
@@ -25,8 +25,8 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import MemorySpace
+from minipallas.lowering.emitter import EmitterContext
 from minipallas.lowering.jaxlib_shim import ir, make_tpu_context
-from minipallas.lowering.rules import EmitterContext
 from minipallas.lowering.tpu.emit import space_name
 from minipallas.lowering.tpu.ranges import Interval
 
