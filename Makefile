@@ -78,21 +78,22 @@ fuzz-upstream: $(STAMP)
 fuzz-kernels: $(STAMP)
 	$(PY) -m minipallas.difftest.fuzz_kernels $(FUZZ_ARGS)
 
+# The bench scripts are modules of the bench package, run from here (bench/__init__.py).
 bench: $(STAMP)
-	$(PY) bench/ir_bench.py
-	$(PY) bench/discharge_bench.py
-	$(PY) bench/vs_upstream.py
-	$(PY) bench/kernels_bench.py
+	$(PY) -m bench.benchmarks.ir_bench
+	$(PY) -m bench.benchmarks.discharge_bench
+	$(PY) -m bench.benchmarks.vs_upstream
+	$(PY) -m bench.benchmarks.kernels_bench
 
 # On a TPU machine (jax, libtpu, numpy there; minipallas from a wheel on PYTHONPATH, see the
 # docs/guides/tpu.md, "Running kernels on a TPU"): no .venv, the machine's python.
 tpu-check:
-	$(PYTHON) bench/tpu_check.py $(TPU_ARGS)
+	$(PYTHON) -m bench.chip.tpu_check $(TPU_ARGS)
 
 # PASSES='my-pass{...}' (with TPU_ARGS='--load my_pass.py' for a pass of one's own): a pipeline run
 # on each kernel first, timed against upstream and against the pipeline without it
 tpu-bench:
-	$(PYTHON) bench/tpu_bench.py $(if $(PASSES),--passes '$(PASSES)') $(TPU_ARGS)
+	$(PYTHON) -m bench.benchmarks.tpu_bench $(if $(PASSES),--passes '$(PASSES)') $(TPU_ARGS)
 
 # The kernel fuzzer on the chip (run from outside the checkout: its minipallas/ folder would
 # shadow the installed package); FUZZ_ARGS=--aot compiles both sides only, on any machine.
@@ -103,7 +104,7 @@ fuzz-tpu:
 	cd /tmp && $(PYTHON) -m minipallas.difftest.fuzz_tpu $(FUZZ_ARGS)
 
 mutate: $(STAMP)
-	$(PY) bench/mutate.py $(MUTATE_ARGS)
+	$(PY) -m bench.mutation.mutate $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-lock .venv-latest build site *.egg-info

@@ -97,7 +97,8 @@ def upstream(rows: int, interpret: bool):
 
 
 def per_call_ms(fn, x, calls: int = 100) -> float:
-    """ms per call of ``calls`` calls back to back, best of 5 (as ``bench/tpu_bench.py``)."""
+    """ms per call of ``calls`` calls back to back, best of 5 (as
+    ``bench/benchmarks/tpu_bench.py``)."""
     import jax
 
     best = float("inf")

@@ -3,10 +3,11 @@
 A call places each numpy argument on the CPU, runs the executable and wraps each result.
 ``jax.jit`` does those steps in C++ in a few µs; through jaxlib's Python bindings
 (``xla_cpu.cpu_execute``) they cost 20-30 µs, more than a small kernel's whole run
-(``bench/call_overhead.py``). So the module becomes one primitive, ``minipallas_module``, in an
-ahead-of-time compiled ``jax.jit`` function: its lowering parses the module into jax's own
-(``merge_mlir_modules``) and calls it, XLA inlines the call, and the executable is the one
-``cpu_compile`` builds, with the same option (no excess precision), so the bits are too.
+(``bench/benchmarks/call_overhead.py``). So the module becomes one primitive,
+``minipallas_module``, in an ahead-of-time compiled ``jax.jit`` function: its lowering parses
+the module into jax's own (``merge_mlir_modules``) and calls it, XLA inlines the call, and the
+executable is the one ``cpu_compile`` builds, with the same option (no excess precision), so
+the bits are too.
 
 Every minipallas dtype is one jax carries unchanged (none is 64-bit, which jax without
 ``jax_enable_x64`` would narrow). A module whose ``debug_print`` calls back into Python keeps

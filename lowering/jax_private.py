@@ -64,7 +64,7 @@ MODULES = {
     # what upstream's own mesh-kernel tests use (tests/interop/mesh_corpus_upstream/)
     "config": "jax._src.config",
     "hijax": "jax._src.hijax",
-    # upstream's TPU interpret mode's state: the races it found (bench/bug_interpret.py)
+    # upstream's TPU interpret mode's state: the races it found (bench/chip/bug_interpret.py)
     "pallas_tpu_interpret": "jax._src.pallas.mosaic.interpret.interpret_pallas_call",
     "state": "jax._src.state",
     "state_utils": "jax._src.state.utils",

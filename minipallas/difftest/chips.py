@@ -1,8 +1,8 @@
 """What a TPU computes differently from the reference interpreter, measured on the chip.
 
-``bench/tpu_numerics.py`` ran each float op a kernel may use through Mosaic and through XLA on a
-v5e chip (``bench/results/tpu_numerics_v5e.json``); both give the same bits, so one model serves
-kernels and XLA programs on the chip alike:
+``bench/chip/tpu_numerics.py`` ran each float op a kernel may use through Mosaic and through XLA
+on a v5e chip (``bench/results/tpu_numerics_v5e.json``); both give the same bits, so one model
+serves kernels and XLA programs on the chip alike:
 
 - transcendentals are the chip's own approximations, far looser than XLA:CPU's: ``ulp_bound``
   is the largest float32 distance from the exact value measured (over inputs of each op's usual

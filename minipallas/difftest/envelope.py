@@ -29,7 +29,7 @@ it, as before.
 The envelope starts from ``SAMPLES`` runs and takes ``SAMPLES`` more, up to ``MOST_SAMPLES``,
 while a value lies outside it (a sequential test: only suspect values pay for more runs).
 ``SAMPLES``, ``MOST_SAMPLES`` and ``SAFETY`` were chosen by measurement
-(``bench/envelope_rates.py``): see docs/parity.md and docs/numerics.md.
+(``bench/numerics/envelope_rates.py``): see docs/parity.md and docs/numerics.md.
 """
 
 from __future__ import annotations

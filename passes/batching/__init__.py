@@ -31,7 +31,7 @@ A ``cond`` whose index differs between points runs every branch and selects each
 results. Some programs have no batched form here: in exact mode, a float reduction or dot
 that the backend would round differently at the batched shape (the ``policy`` says which:
 ``Policy`` knows no backend and keeps them all per point; XLA:CPU's, measured by
-bench/batched_bits.py, is ``minipallas.passes.xla_cpu.XLA_CPU``, which also writes some ops
+bench/numerics/batched_bits.py, is ``minipallas.passes.xla_cpu.XLA_CPU``, which also writes some ops
 in its own forms); a dynamic index, loop
 bound or loop condition that differs between batch points (that needs a gather, or masking);
 refs (batch only discharged programs). A dynamic index that differs becomes a gather when

@@ -45,7 +45,7 @@ from minipallas.passes.registry import INT, Option, register
 
 __all__ = ["fuse_axis", "fuse_grid_steps"]
 
-# chosen from bench/fusion_sweep.py on a v5e (docs/guides/optimizations.md has the table)
+# chosen from bench/benchmarks/fusion_sweep.py on a v5e (docs/guides/optimizations.md has the table)
 MAX_UNROLL = 32
 TARGET_BYTES = 4 << 20
 VMEM_BUDGET = 8 << 20  # half of a v5e's default 16 MiB scoped VMEM

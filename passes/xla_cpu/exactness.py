@@ -10,7 +10,7 @@ that threshold, so a reduction agrees only when it already went to YNNPACK per p
 the elementwise ops XLA fuses into the YNNPACK graph: YNNPACK's ``exp``, ``tanh``, ``rsqrt``...
 round differently from XLA's, so one that batching moves over the threshold could change sides.
 
-``bench/batched_bits.py`` measures this on the programs the pass emits (the batched program
+``bench/numerics/batched_bits.py`` measures this on the programs the pass emits (the batched program
 against the loop program, three seeds, normal values; f32 unless said):
 
 - sums over rows of 8x1024 blocks, over columns of 8x512, over rows of 128x128 (both grid
@@ -49,9 +49,10 @@ windows' sums the same way, and a batched program of those slices and adds leave
 to reorder. Measured for the f32 sum of a 1024-element block, 8 and 1024 grid points, five
 seeds and scales from 1e-3 to 1e3: every bit equal on the Intel Xeon (AVX-512) and on the AMD
 EPYC (AVX2), where batching the sum as one reduce (a YNNPACK graph) differed on 5 of 6 inputs;
-and row sums of 16x128, 8x256 and 1x1024 blocks (``bench/batched_bits.py``, three seeds), of
-which three quarters differed batched as one reduce: none differs written out on the Xeon, and
-the 16x128 and 1x1024 ones none on the 13-core EPYC (``tests/kernels/test_batched_exact.py``).
+and row sums of 16x128, 8x256 and 1x1024 blocks (``bench/numerics/batched_bits.py``, three
+seeds), of which three quarters differed batched as one reduce: none differs written out on the
+Xeon, and the 16x128 and 1x1024 ones none on the 13-core EPYC
+(``tests/kernels/test_batched_exact.py``).
 
 Who runs a dot matters for speed too: YNNPACK ran a dot with batch dimensions slowly on the
 13-core EPYC, and XLA's own dot kernel gives the bits YNNPACK gives to an f32 dot at most

@@ -1,22 +1,12 @@
 """The benchmarks run at a tiny size and print the rows they should: one per size, whose op
 counts are those of the generated (and discharged, cleaned) programs, and a ratio row."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import cleanup_counts  # noqa: E402
-import collectives_bench  # noqa: E402
-import common  # noqa: E402
-import discharge_bench  # noqa: E402
-import ir_bench  # noqa: E402
-
-from minipallas.passes.cleanup import cleanup  # noqa: E402
-from minipallas.passes.discharge import discharge  # noqa: E402
+from bench import common
+from bench.benchmarks import cleanup_counts, collectives_bench, discharge_bench, ir_bench
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
 
 SIZES = [150, 300]
 
@@ -85,7 +75,7 @@ def test_collectives_bench_times_both_detectors(capsys):
 
 
 def test_call_overhead_prints_each_layer_of_a_call_and_its_ratio_to_jit(capsys):
-    import call_overhead
+    from bench.benchmarks import call_overhead
 
     call_overhead.main(["--kernels", "reduce_8k", "--calls", "2", "--blocks", "1"])
     rows = _rows(capsys.readouterr().out, "µs per call")

@@ -9,11 +9,8 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import mutate  # noqa: E402
-from mutants import BY_NAME, CATEGORIES, MUTANTS  # noqa: E402
+from bench.mutation import mutate
+from bench.mutation.mutants import BY_NAME, CATEGORIES, MUTANTS
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])

@@ -4,20 +4,15 @@ resumes after it, and judges a chip's one-pass bfloat16 dot within the chip's en
 speed bench times the three ways and rates them."""
 
 import json
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
+import ml_dtypes
+import numpy as np
+import pytest
 
-import ml_dtypes  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tpu_bench  # noqa: E402
-import tpu_check  # noqa: E402
-from suite import KERNELS  # noqa: E402
-
-from minipallas.difftest.chips import TPU_V5E  # noqa: E402
+from bench.benchmarks import tpu_bench
+from bench.chip import tpu_check
+from bench.chip.tpu_check import KERNELS  # the suite's kernels, which the check runs
+from minipallas.difftest.chips import TPU_V5E
 
 
 def test_the_check_isolates_a_halting_kernel_and_loses_nothing_else(tmp_path, capsys):

@@ -530,7 +530,7 @@ def mixed_dtypes_loop(ri, rf, i):
     return lax.fori_loop(i, 3, body, np.float32(1.0))
 
 
-# -- edges of the compiler that only a few programs reach (bench/mutate.py's survivors) -------
+# -- edges of the compiler that only a few programs reach (bench/mutation/mutate.py's survivors) --
 
 
 @case(ref(floats(6)))

@@ -16,7 +16,7 @@ outputs two ways that must agree bit for bit:
   interpret=True)``, as ``minipallas.difftest.fuzz_kernels`` compares them.
 
 ``CHECKS`` holds them; ``Check.run()`` returns None on agreement, else a one-line problem.
-``bench/mutate.py`` runs them as its "frontend" stage. Each takes well under 2 s.
+``bench/mutation/mutate.py`` runs them as its "frontend" stage. Each takes well under 2 s.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The bug corpus (``bug_corpus``) is well formed, its correct kernels compute what they mean
-under upstream's plain interpret mode, and the chip runner (``bench/tpu_bugs.py``) works on
+under upstream's plain interpret mode, and the chip runner (``bench/chip/tpu_bugs.py``) works on
 the CPU."""
 
 import functools
@@ -49,8 +49,7 @@ def test_importing_the_corpus_opens_no_backend():
 def test_chip_runner_on_the_cpu(tmp_path):
     """Two entries in CPU interpret mode, the first "halting" its worker: it is recorded as a
     halt and a fresh worker measures the second."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import tpu_bugs
+    from bench.chip import tpu_bugs
 
     out = tmp_path / "bugs.json"
     only = "matmul_init,partial_elementwise"

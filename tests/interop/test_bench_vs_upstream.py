@@ -1,12 +1,7 @@
-"""``bench/vs_upstream.py`` at a tiny size: one row per size with the imported program's
-equation count, both discharged op counts, and (within ``--run-max``) agreeing runs."""
+"""``bench/benchmarks/vs_upstream.py`` at a tiny size: one row per size with the imported
+program's equation count, both discharged op counts, and (within ``--run-max``) agreeing runs."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import vs_upstream  # noqa: E402
+from bench.benchmarks import vs_upstream
 
 
 def test_rows_for_each_size_and_runs_within_run_max(capsys):

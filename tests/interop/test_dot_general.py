@@ -2,7 +2,7 @@
 upstream: interpret, compile and to_jax bit for bit on exactly summable values, in every
 operand dtype with ``preferred_element_type``; on random float32 values compile is bit for bit
 with upstream's ``dot_general`` (XLA:CPU sums the transposed, reshaped form in the same
-order; measured in ``bench/dot_general_bits.py``)."""
+order; measured in ``bench/numerics/dot_general_bits.py``)."""
 
 import jax
 import jax.numpy as jnp

@@ -227,7 +227,8 @@ def _chain(n: int) -> Function:
 
 
 def test_100k_ops_verify():
-    """A long program verifies without recursion limits (its speed: bench/ir_bench.py)."""
+    """A long program verifies without recursion limits (its speed:
+    bench/benchmarks/ir_bench.py)."""
     minipallas.verify(_chain(100_000))
 
 

@@ -1,32 +1,28 @@
 """Exact mode's batched float reductions and dots give the loop program's and upstream's bits.
 
-The classes passes/xla_cpu/exactness.py admits, on compiled kernels of bench/batched_bits.py
-(the batched program against the loop program, two seeds) and against upstream interpret
-mode; the classes it refuses stay on loops; and a masked elementwise body batches with no
-transpose (the batch axes of the broadcast grid index lie where the block's do).
+The classes passes/xla_cpu/exactness.py admits, on compiled kernels of
+bench/numerics/batched_bits.py (the batched program against the loop program, two seeds) and
+against upstream interpret mode; the classes it refuses stay on loops; and a masked
+elementwise body batches with no transpose (the batch axes of the broadcast grid index lie where
+the block's do).
 """
 
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from filecheck_util import filecheck
 from kernel_helpers import assert_same_bits
+from suite import Case, inputs, normal, softmax
 
 import minipallas as mp
+from bench.numerics import batched_bits
+from bench.realistic_kernels import flash_attention, masked_tanh, realistic_cases
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_plan,
     vectorized_grid_program,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import batched_bits  # noqa: E402
-from realistic_kernels import flash_attention, masked_tanh, realistic_cases  # noqa: E402
-from suite import Case, inputs, normal, softmax  # noqa: E402
 
 R, D = batched_bits.reduction, batched_bits.dot
 ADMITTED = [
@@ -73,7 +69,7 @@ def test_an_admitted_class_batches_with_the_loop_programs_bits(probe):
 
 @pytest.mark.parametrize("probe", REFUSED, ids=lambda p: p.name)
 def test_a_refused_class_stays_on_loops(probe):
-    """Each differs batched (bench/batched_bits.py), so exact mode runs it per point."""
+    """Each differs batched (bench/numerics/batched_bits.py), so exact mode runs it per point."""
     kernel = probe.call().trace(*probe.inputs(0))
     assert vectorized_grid_plan(kernel) is None
     assert vectorized_grid_plan(kernel, exact=False) is not None

@@ -1,18 +1,13 @@
-"""bench/kernels_bench.py runs at the suite's sizes and prints one row per kernel; its jnp
-equivalents compute what the kernels compute, and its resized kernels trace."""
-
-import sys
-from pathlib import Path
+"""bench/benchmarks/kernels_bench.py runs at the suite's sizes and prints one row per kernel; its
+jnp equivalents compute what the kernels compute, and its resized kernels trace."""
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from kernel_helpers import assert_same_bits
+from suite import KERNELS
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import kernels_bench  # noqa: E402
-from kernel_helpers import assert_same_bits  # noqa: E402
-from suite import KERNELS  # noqa: E402
+from bench.benchmarks import kernels_bench
 
 SMALL = [c for c in KERNELS if c.kernel.__name__ in kernels_bench.REFERENCES]
 

@@ -4,7 +4,7 @@ num_cores=1)``) through minipallas's Mosaic lowering, checked without a chip
 (``tests/interop/mesh_corpus/``, ``ONE_CORE``) the Mosaic kernel has no collective allocation
 and no barrier left, its module shows the shared allocation as plain VMEM, libtpu compiles it
 ahead of time for a v5e, and its CPU program gives the reference's bits. A mesh of several cores
-whose cores share memory is refused with upstream's Mosaic message. ``bench/tpu_mesh.py`` runs
+whose cores share memory is refused with upstream's Mosaic message. ``bench/chip/tpu_mesh.py`` runs
 the same kernels on the chip."""
 
 # ruff: noqa: E501  (FileCheck patterns quote whole MLIR lines)
@@ -274,10 +274,9 @@ def test_on_tpu_is_one_custom_call_that_compiles_for_a_v5e(name):
 
 @needs_libtpu
 def test_the_chip_script_runs_ahead_of_time(tmp_path, capsys):
-    """``bench/tpu_mesh.py --aot``: both sides compiled for a v5e, the bits from the Mosaic
-    kernel's CPU program; upstream's refusal in the table."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
-    import tpu_mesh
+    """``bench/chip/tpu_mesh.py --aot``: both sides compiled for a v5e, the bits from the
+    Mosaic kernel's CPU program; upstream's refusal in the table."""
+    from bench.chip import tpu_mesh
 
     out = tmp_path / "table.txt"
     names = "allreduce_sum_x1,double_buffer_x1"

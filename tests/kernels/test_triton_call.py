@@ -7,7 +7,7 @@ target's, byte for byte once parsed) and whose every other attribute (name, laun
 warps, stages, layouts, aliases, types) equals what upstream's own Triton lowering of the same
 suite kernel emits (``pl.pallas_call(..., interpret=False)`` with Triton compiler params:
 jax 0.10.2's default GPU backend is Mosaic GPU). Running it needs a GPU:
-``bench/gpu_check.py --jit``.
+``bench/chip/gpu_check.py --jit``.
 """
 
 import jax

@@ -1,22 +1,16 @@
 """Unrolling short sequential grid loops (minipallas/kernels/programs/unrolling.py): which
 loops unroll, and the unrolled programs give upstream interpret mode's bits."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
+from suite import Case, inputs, normal
 
 import minipallas as mp
+from bench.realistic_kernels import realistic_cases
 from minipallas.frontend.tracing import trace
 from minipallas.kernels.programs import unrolling
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_program
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from realistic_kernels import realistic_cases  # noqa: E402
-from suite import Case, inputs, normal  # noqa: E402
 
 
 def _dot_and_add(x, y):

@@ -1,4 +1,4 @@
-"""Kernels marked for the TPU: the hardware check (``bench/tpu_check.py``) runs these on the
+"""Kernels marked for the TPU: the hardware check (``bench/chip/tpu_check.py``) runs these on the
 chip beside the suite and the six realistic kernels. A test whose kernel must be checked on
 the chip adds its ``Case`` to ``TPU_CASES`` (one kernel source for minipallas and upstream, as
 in ``suite.py``); the tests here run each on the CPU against upstream's interpret mode, so a

@@ -121,7 +121,7 @@ def test_pad_batches_its_array_not_its_padding_value():
 
 def test_float_reduce_prod_batches_exactly():
     """XLA multiplies a float product itself at any shape, in the same order batched
-    (bench/batched_bits.py; passes/xla_cpu/exactness.py), so exact mode batches it too."""
+    (bench/numerics/batched_bits.py; passes/xla_cpu/exactness.py), so exact mode batches it too."""
     fn = _one_op("reduce_prod", [F], axes=(1,))
     for exact in (True, False):
         _, (out,) = batch(fn, [SPREAD], SIZES, exact=exact)

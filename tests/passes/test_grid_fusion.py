@@ -22,9 +22,10 @@ from minipallas.passes.grid_fusion.index_maps import STAYS, motion
 from minipallas.passes.pipeline import run
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests" / "kernels")]
-from realistic_kernels import realistic_cases  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 from suite import KERNELS, Case  # noqa: E402
+
+from bench.realistic_kernels import realistic_cases  # noqa: E402
 
 EAGER = "fuse-grid-steps{min_steps=1,target_bytes=1000000000,max_unroll=4,max_carried=9}"
 

@@ -49,8 +49,8 @@ import numpy as np
 from minipallas.ir.interpret.xla.numerics import F32, flush
 
 # The most float32 ulps each op's interpreter value may differ from XLA:CPU's (measured; see the
-# docstring and bench/transcendental_exactness.py). Ops not listed are bit for bit. The numerics
-# envelope (difftest) lets a compiled value stray this far from the interpreter's.
+# docstring and bench/numerics/transcendental_exactness.py). Ops not listed are bit for bit. The
+# numerics envelope (difftest) lets a compiled value stray this far from the interpreter's.
 ULP_BOUND: dict[str, int] = {
     "exp": 5,  # short 1-D tails through libm's expf
     "log": 1,  # short 1-D tails through libm's logf

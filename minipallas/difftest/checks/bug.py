@@ -1,7 +1,7 @@
 """A bug in the user's kernel, as the checks report it: what the TPU would do, where, and a fix.
 
 ``KernelBug.kind`` is one of ``BUG_KINDS``, each named for what goes wrong in the kernel and
-glossed with what the chip shows for it (measured on a v5e with ``bench/tpu_bugs.py``). A bug
+glossed with what the chip shows for it (measured on a v5e with ``bench/chip/tpu_bugs.py``). A bug
 is ``latent`` when a one-core v5e hides it (a race among the cores of a multi-core chip).
 """
 

@@ -317,7 +317,7 @@ def _lhs_column_major(eqn: jax_core.JaxprEqn) -> bool:
     contracted dim, then one free dim (``ki,kj``, ``bki,bkj``). XLA:CPU converts such a dot
     to float32 (with a right side whose batch dims do not lead, jaxlib 0.10.2 fails to run
     it); any other layout it runs in bfloat16, rewritten where it must be (measured on all
-    36 layouts of a batched dot, ``bench/bf16_dot_bits.py``, and einsum forms)."""
+    36 layouts of a batched dot, ``bench/numerics/bf16_dot_bits.py``, and einsum forms)."""
     (contract_a, _), (batch_a, _) = eqn.params["dimension_numbers"]
     nb = len(batch_a)
     shaped = eqn.invars[0].aval.ndim == nb + 2 and tuple(batch_a) == tuple(range(nb))

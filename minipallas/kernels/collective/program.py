@@ -25,7 +25,8 @@ The shared allocation is one array per group. By default each epoch then runs on
 whole group, batched over the collective axes (``collective.batched``: the buffers and the
 shared allocation one array each, every program's writes scattered into them); an epoch with
 no batched form keeps the loop over the group's programs (``batched=False`` asks for the loop
-everywhere: same bits, and on XLA:CPU faster for large groups, bench/collectives_bench.py).
+everywhere: same bits, and on XLA:CPU faster for large groups,
+bench/benchmarks/collectives_bench.py).
 A race the index arithmetic proves (both windows computed from the grid indices alone) is
 refused while building it (``collective.races``); any other, the simulator finds (tests run
 both and compare bits).

@@ -16,8 +16,8 @@ check should report (``common.BUGS``, None for a correct kernel); ``entry.chip``
 did with it, measured (``common.CHIPS``: "latent" is a bug whose values came out right there;
 ``bench/results/tpu_bugs.txt``).
 
-``bench/bug_interpret.py`` times upstream's TPU interpret mode (and minipallas's checks) on
-them; ``bench/tpu_bugs.py`` measures ``chip`` on a TPU.
+``bench/chip/bug_interpret.py`` times upstream's TPU interpret mode (and minipallas's checks) on
+them; ``bench/chip/tpu_bugs.py`` measures ``chip`` on a TPU.
 """
 
 from .blocks import ENTRIES as _BLOCKS

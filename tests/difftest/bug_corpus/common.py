@@ -34,7 +34,7 @@ HIGHEST = jax.lax.Precision.HIGHEST  # the chip's default f32 dot is one bf16 pa
 class Entry:
     """One kernel: ``fn(*args, interpret=...)`` runs it; ``want(*args)`` is what its author
     meant (numpy); ``bug`` the kind a check should report (None: a correct control); ``chip``
-    what a TPU v5e did with it (``bench/tpu_bugs.py``, ``bench/results/tpu_bugs.txt``);
+    what a TPU v5e did with it (``bench/chip/tpu_bugs.py``, ``bench/results/tpu_bugs.txt``);
     ``note`` the bug in a reviewer's words."""
 
     name: str

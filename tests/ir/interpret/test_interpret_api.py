@@ -145,7 +145,8 @@ def test_malformed_ir_is_reported_not_crashed():
 
 def test_hundred_thousand_scalar_ops_run():
     """Straight-line code: 25k rounds of add, mul, swap, get (ops built directly, unchecked, to
-    keep the test fast). Its speed is measured by bench/ir_bench.py, not asserted here."""
+    keep the test fast). Its speed is measured by bench/benchmarks/ir_bench.py, not asserted
+    here."""
     scalar, r_type = ir.ArrayType((), "float32"), ir.RefType((1,), "float32")
     x, r = ir.Value(scalar), ir.Value(r_type)
     ops, v = [], x

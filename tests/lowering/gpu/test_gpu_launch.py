@@ -1,4 +1,4 @@
-"""The GPU launch path of ``bench/gpu_check.py``, as far as a machine without a GPU goes: the
+"""The GPU launch path of ``bench/chip/gpu_check.py``, as far as a machine without a GPU goes: the
 jax function that launches an emitted module lowers for "cuda" to XLA's Triton custom call,
 carrying the module and its launch grid."""
 
@@ -22,15 +22,10 @@ def test_the_launch_lowers_to_xlas_triton_custom_call():
 
 
 def test_no_gpu_here_and_gpu_check_refuses_cleanly(capsys):
-    import importlib.util
-    import pathlib
+    from bench.chip import gpu_check
 
     if gpu_available():  # pragma: no cover - only on a GPU machine
         return
-    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "gpu_check.py"
-    spec = importlib.util.spec_from_file_location("gpu_check", path)
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
     assert gpu_check.main([]) == 2
     assert "no CUDA GPU is visible" in capsys.readouterr().err
 

@@ -10,12 +10,10 @@
    counter, carried by ``scan``, was unbounded, so its slice start was clamped and the clamp
    hid its alignment. The range analysis now bounds a carry stepped by a constant.
 
-``bench/tpu_fidelity.py`` runs both on the chip; its ``--aot`` mode runs here.
+``bench/chip/tpu_fidelity.py`` runs both on the chip; its ``--aot`` mode runs here.
 """
 
 import os
-import sys
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -36,9 +34,7 @@ if not aot.libtpu_available():
         raise RuntimeError("CI compiles every Mosaic module with libtpu: install requirements.lock")
     pytest.skip("libtpu is not installed (make test installs it)", allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-
-import tpu_fidelity as fidelity  # noqa: E402
+from bench.chip import tpu_fidelity as fidelity
 
 ROWS, COLS = fidelity.ROWS, fidelity.BLOCK[1]
 FILLED = np.add.outer(np.arange(ROWS), np.arange(COLS) * 0.5).astype(np.float32) + 3
