@@ -23,9 +23,10 @@ def help_text():
 def test_help_lists_every_pass_with_its_options(help_text):
     assert PASSES
     for name, info in PASSES.items():
-        assert f"\n  {name}: " in help_text, name
+        kind = " [kernel pass]" if info.subject == "kernel" else ""
+        assert f"\n  {name}{kind}: " in help_text, name
         for option in info.options:
-            assert f" {option.name}=" in help_text, (name, option.name)
+            assert f"\n      {option.name}  (" in help_text, (name, option.name)
 
 
 def test_help_lists_every_target(help_text):

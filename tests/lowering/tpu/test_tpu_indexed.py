@@ -157,7 +157,7 @@ def test_strided_window_of_a_value_is_refused_with_the_ref_fix():
     with pytest.raises(PassError) as caught:
         lower_for_target(_text_kernel(text), "tpu")
     assert str(caught.value) == (
-        "5:3: 'dynamic_slice': a strided window of a register value has no Mosaic TPU "
+        "5:8: 'dynamic_slice': a strided window of a register value has no Mosaic TPU "
         "lowering (vector.extract_strided_slice and insert_strided_slice take unit strides)\n"
         "  fix: read or write the strided window through a ref "
         "(x_ref[pl.ds(start, size, stride=k)]) instead"
