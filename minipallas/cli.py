@@ -326,6 +326,9 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
             program = _cpu_stages(args, calls[0], calls[0].trace(*inputs))
             print(print_function(program, locations=args.locations))
             return 0
+        if args.emit == "ir" and _kernel_passes(args.pass_pipeline):
+            _transform_kernel(calls[0].trace(*inputs), args)
+            return 0
         if args.emit == "ir":
             _transform_and_print(calls[0].trace(*inputs).body, args, args.file.removesuffix(".py"))
             return 0
