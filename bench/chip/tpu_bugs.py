@@ -36,15 +36,10 @@ import numpy as np
 from bug_corpus import BY_NAME, ENTRIES
 from bug_corpus.common import matches, outputs
 
-from bench.chip.workers import run_worker
+from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
 
 RISKY = ("halt", "hang")  # expected chip behaviours that end a worker
-HALT_EXIT = 3  # a worker's exit status after a device failure: its process is poisoned
 RUNS = 3
-
-
-class DeviceFailure(Exception):
-    """The device failed running a compiled kernel: this process may be poisoned."""
 
 
 def first_line(e: BaseException) -> str:
@@ -170,29 +165,19 @@ def measure(entry: Any, device: Any, cpu: bool) -> dict[str, Any]:
 
 
 def worker(names: list[str], journal: Path, cpu: bool, simulate_halt: str | None = None) -> int:
-    """Measures ``names`` in order, appending ``{"start": name}`` then ``{"result": ...}`` to
-    ``journal``; exits ``HALT_EXIT`` after a device failure."""
+    """Measures ``names`` in order into ``journal`` (``workers.write_journal``)."""
     import jax
 
     device = jax.devices("cpu" if cpu else "tpu")[0]
-    with journal.open("a") as out:
 
-        def note(line: dict[str, Any]) -> None:
-            out.write(json.dumps(line) + "\n")
-            out.flush()
+    def failed(name: str, e: Exception, halted: bool) -> dict[str, Any]:
+        if halted:
+            return {"name": name, "chip": "halt", "detail": str(e)}
+        return {"name": name, "chip": "error", "detail": first_line(e)}
 
-        for name in names:
-            note({"start": name})
-            if name == simulate_halt:  # the test of the isolation: die as a halted chip does
-                os._exit(134)
-            try:
-                note({"result": measure(BY_NAME[name], device, cpu)})
-            except DeviceFailure as e:
-                note({"result": {"name": name, "chip": "halt", "detail": str(e)}})
-                return HALT_EXIT
-            except Exception as e:  # the measurement itself failed: report it, go on
-                note({"result": {"name": name, "chip": "error", "detail": first_line(e)}})
-    return 0
+    return write_journal(
+        names, journal, lambda name: measure(BY_NAME[name], device, cpu), failed, simulate_halt
+    )
 
 
 # ----- the parent: workers, restarts, the report -----

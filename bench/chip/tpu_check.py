@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import traceback
@@ -43,7 +42,7 @@ import numpy as np
 from suite import KERNELS
 from tpu_cases import TPU_CASES
 
-from bench.chip.workers import run_worker
+from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
 from bench.realistic_kernels import realistic_cases
 from minipallas.difftest.chips import TPU_V5E, Chip
 from minipallas.difftest.envelope import Distance, envelope, is_float
@@ -67,7 +66,6 @@ RISKY = {
     "negative_block_index": "a negative block index: out of bounds on a device",
     "clamped_block_index": "a block index past the end: out of bounds on a device",
 }
-HALT_EXIT = 3  # a worker's exit status after a device error: its process is poisoned
 
 
 def cases(names: list[str] | None, cpu: bool) -> list[Any]:
@@ -82,10 +80,6 @@ def cases(names: list[str] | None, cpu: bool) -> list[Any]:
 
 class Refused(str):
     """Why a side did not compile the kernel (minipallas's or Mosaic's message)."""
-
-
-class DeviceFailure(Exception):
-    """The device failed while running a compiled kernel: this process may be poisoned."""
 
 
 def _device(cpu: bool) -> Any:
@@ -197,29 +191,20 @@ def check(case: Any, device: Any, cpu: bool, passes: str = "") -> dict[str, Any]
 def worker(
     names: list[str], journal: Path, cpu: bool, simulate_halt: str | None, passes: str = ""
 ) -> int:
-    """Checks ``names`` in order, appending ``{"start": name}`` then ``{"result": ...}`` lines
-    to ``journal``; exits ``HALT_EXIT`` after a device failure."""
+    """Checks ``names`` in order into ``journal`` (``workers.write_journal``)."""
     device = _device(cpu)
     by_name = {c.name: c for c in cases(None, cpu)}
-    with journal.open("a") as out:
 
-        def note(entry: dict[str, Any]) -> None:
-            out.write(json.dumps(entry) + "\n")
-            out.flush()
+    def failed(name: str, e: Exception, halted: bool) -> dict[str, Any]:
+        if halted:
+            return {"name": name, "status": "device error", "detail": str(e)}
+        detail = "".join(traceback.format_exception_only(e)).strip()[:500]
+        return {"name": name, "status": "error", "detail": detail}
 
-        for name in names:
-            note({"start": name})
-            if name == simulate_halt:  # the test of the isolation: die as a halted chip does
-                os._exit(134)
-            try:
-                note({"result": check(by_name[name], device, cpu, passes)})
-            except DeviceFailure as e:
-                note({"result": {"name": name, "status": "device error", "detail": str(e)}})
-                return HALT_EXIT
-            except Exception as e:  # the check itself failed: report it, go on
-                detail = "".join(traceback.format_exception_only(e)).strip()[:500]
-                note({"result": {"name": name, "status": "error", "detail": detail}})
-    return 0
+    return write_journal(
+        names, journal, lambda name: check(by_name[name], device, cpu, passes), failed,
+        simulate_halt,
+    )  # fmt: skip
 
 
 # ----- the parent: workers, restarts, the report -----

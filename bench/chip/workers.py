@@ -1,9 +1,10 @@
 """Chip scripts' worker processes: a kernel that halts the chip poisons the process holding it.
 
 A worker runs kernels in order and notes each in a journal (a JSON line ``{"start": name}``
-before it, ``{"result": {...}}`` after); ``run_worker`` runs one until it exits, or kills it
-once one kernel has run ``timeout`` s, and reads the journal back: the results, and the kernel
-it was running when it died or hung (None if it finished). A worker is a module of ``bench``
+before it, ``{"result": {...}}`` after: ``write_journal``, the worker's side); ``run_worker``
+runs one until it exits, or kills it once one kernel has run ``timeout`` s, and reads the
+journal back: the results, and the kernel it was running when it died or hung (None if it
+finished). A worker is a module of ``bench``
 (``python -m bench.chip.tpu_check --worker``), run from the checkout's root. Standard library
 only: the chip scripts run where minipallas may not be installed.
 """
@@ -11,14 +12,54 @@ only: the chip scripts run where minipallas may not be installed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import ROOT
+
+HALT_EXIT = 3  # a worker's exit status after a device failure: its process is poisoned
+
+
+class DeviceFailure(Exception):
+    """The device failed running a compiled kernel: this process may be poisoned."""
+
+
+def write_journal(
+    names: Sequence[str],
+    journal: Path,
+    run: Callable[[str], dict[str, Any]],
+    failed: Callable[[str, Exception, bool], dict[str, Any]],
+    simulate_halt: str | None = None,
+) -> int:
+    """The worker's side: for each of ``names``, ``{"start": name}`` then ``{"result":
+    run(name)}``. When ``run`` raises, the result is ``failed(name, error, halted)``: after a
+    ``DeviceFailure`` (``halted``) the worker stops with ``HALT_EXIT``; after anything else the
+    next name runs. ``simulate_halt``: the name at which to die as a halted chip does (the
+    isolation's test). Returns the exit status."""
+    with journal.open("a") as out:
+
+        def note(entry: dict[str, Any]) -> None:
+            out.write(json.dumps(entry) + "\n")
+            out.flush()
+
+        for name in names:
+            note({"start": name})
+            if name == simulate_halt:
+                os._exit(134)
+            try:
+                note({"result": run(name)})
+            except DeviceFailure as e:
+                note({"result": failed(name, e, True)})
+                return HALT_EXIT
+            except Exception as e:  # the measurement itself failed: report it, go on
+                note({"result": failed(name, e, False)})
+    return 0
 
 
 @dataclass
