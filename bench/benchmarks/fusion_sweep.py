@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f" {options.unrolls}, target_bytes={options.target_bytes}")
     for bench in chosen:
         case = bench.case
-        args = [jax.device_put(a, device) for a in case.inputs()]
+        inputs = case.inputs()
+        args = [jax.device_put(a, device) for a in inputs]
         row, want = [], None
         for k in options.unrolls:
             pipe = f"fuse-grid-steps{{max_unroll={k},target_bytes={options.target_bytes}}}"
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             out = np.asarray(jax.block_until_ready(fn(*args)))
             want = out if want is None else want
             best = min(per_call_ms(fn, args, options.calls) for _ in range(options.repeat))
-            grid = "x".join(map(str, call.trace(*case.inputs()).grid))
+            grid = "x".join(map(str, call.trace(*inputs).grid))
             same = "" if out.tobytes() == want.tobytes() else " DIFF"
             row.append(f"K={k}:{best:.3f}({grid}){same}")
         print(f"{case.name:26} " + "  ".join(row), flush=True)

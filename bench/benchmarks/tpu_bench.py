@@ -36,7 +36,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +80,13 @@ class Bench:
         fn = REFERENCES[self.case.kernel.__name__]
         return lambda *args: fn(jnp, *args)
 
-    def bytes_moved(self) -> int:
-        """Every input read once, every output written once."""
+    def bytes_moved(self, inputs: Sequence[np.ndarray] | None = None) -> int:
+        """Every input read once, every output written once (``inputs``: the case's, when
+        already made)."""
         outs = self.case.out_shape if self.case.multiple_outputs else (self.case.out_shape,)
         written = sum(int(np.prod(s)) * np.dtype(d).itemsize for s, d in outs)
-        return written + sum(a.nbytes for a in self.case.inputs())
+        made = self.case.inputs() if inputs is None else inputs
+        return written + sum(a.nbytes for a in made)
 
 
 def _matmul(name: str, n: int, block: int, dtype: Any) -> Bench:
@@ -200,13 +202,15 @@ def ways(bench: Bench, options: argparse.Namespace) -> dict[str, Callable[..., A
     }
 
 
-def grids(bench: Bench, options: argparse.Namespace) -> tuple[tuple, tuple]:
+def grids(
+    bench: Bench, options: argparse.Namespace, inputs: Sequence[np.ndarray]
+) -> tuple[tuple, tuple]:
     """The kernel's grid as written and as minipallas runs it on the chip."""
     from minipallas.lowering import TARGETS
     from minipallas.passes import run
 
     call = bench.case.minipallas(passes=options.passes)
-    kernel = call.trace(*bench.case.inputs(), memory_space=TARGETS["tpu"].memory_space)
+    kernel = call.trace(*inputs, memory_space=TARGETS["tpu"].memory_space)
     ran = run(kernel, TARGETS["tpu"].pipeline_for(kernel))
     return bench.case.grid, ran.grid
 
@@ -215,7 +219,8 @@ def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str,
     import jax
 
     case = bench.case
-    args = [jax.device_put(a, device) for a in case.inputs()]
+    inputs = case.inputs()  # made once: at --large sizes each set is hundreds of MB
+    args = [jax.device_put(a, device) for a in inputs]
     made = ways(bench, options)
     outs = {k: np.asarray(jax.block_until_ready(f(*args))) for k, f in made.items()}  # warm
     best = dict.fromkeys(made, float("inf"))
@@ -229,9 +234,9 @@ def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str,
             bench.flops / seconds / PEAK_FLOPS,
         )
     else:
-        moved = bench.bytes_moved()
+        moved = bench.bytes_moved(inputs)
         rate, share = f"{moved / seconds / 1e9:.0f} GB/s", moved / seconds / PEAK_BYTES
-    written, ran = grids(bench, options)
+    written, ran = grids(bench, options, inputs)
     return {
         "kernel": case.name,
         "grid": list(written),
