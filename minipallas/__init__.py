@@ -48,6 +48,8 @@ _PUBLIC = {
     "when": "minipallas.frontend.control",
     "call": "minipallas.frontend.control",
     "program_id": "minipallas.frontend.control",
+    "reciprocal": "minipallas.frontend.compiler_ops",
+    "multiple_of": "minipallas.frontend.compiler_ops",
     "num_programs": "minipallas.frontend.control",
     # passes
     "effects": "minipallas.ir.effects",

@@ -393,6 +393,8 @@ argmax, argmin, cumsum, cumprod = _r.argmax, _r.argmin, _r.cumsum, _r.cumprod
 sort, argsort = _r.sort, _r.argsort
 
 
-def matmul(a: Any, b: Any, *, preferred_element_type: Any = None) -> TracedArray:
+def matmul(
+    a: Any, b: Any, *, preferred_element_type: Any = None, precision: Any = None
+) -> TracedArray:
     """``a @ b`` for 1-D and 2-D operands (see ``dot``)."""
-    return _v.dot(a, b, preferred_element_type)
+    return _v.dot(a, b, preferred_element_type, precision)

@@ -43,7 +43,7 @@ MAX_SPLAT = 1 << 16  # no constant folded into or out of may be larger (256 KiB 
 # ops computing each element from the elements at the same position (a splat in, a splat out)
 ELEMENTWISE = frozenset(
     (*ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS, *UNARY)
-    + ("logistic", "select", "convert", "bitcast")
+    + ("logistic", "select", "convert", "bitcast", "reciprocal", "multiple_of")
 )
 # ops whose point is to hide a value from folding, XLA's included
 KEPT = frozenset(("optimization_barrier",))

@@ -178,6 +178,25 @@ def optimization_barrier(interp: Interpreter, op: Op, args: Sequence[Any]) -> tu
     return (args[0],)
 
 
+@rule("multiple_of")
+def multiple_of(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    """A promise for the compiler: the value is unchanged."""
+    return (args[0],)
+
+
+@rule("reciprocal")
+def reciprocal(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
+    """``1 / x``; ``approx`` as upstream computes it off the chip: ``x`` rounded to bfloat16
+    first, the quotient in ``x``'s dtype (the round trip of the result through bfloat16 that
+    upstream writes is folded away by XLA:CPU: measured bit for bit)."""
+    dtype = op.operands[0].type.dtype
+    x = args[0]
+    if op.attrs["approx"]:
+        x = numerics.convert(numerics.convert(x, dtype, "bfloat16"), "bfloat16", dtype)
+    one = np.asarray(1, dtypes.to_numpy(dtype))
+    return (float_math(np.divide, dtype, one, x),)
+
+
 @rule("select")
 def select(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     return (np.where(args[0], args[1], args[2]),)

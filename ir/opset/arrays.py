@@ -15,8 +15,11 @@ from minipallas.ir.literal_text import build_literal, format_literal
 from minipallas.ir.opdef import Attrs, Regions, TypeCheckError, Types, declare, require
 from minipallas.ir.opset.common import array_operand, is_permutation, static_ints
 from minipallas.ir.syntax import (
+    FLAG,
+    INT,
     IntAttr,
     IntsAttr,
+    Keywords,
     Operands,
     Parsed,
     Pieces,
@@ -93,6 +96,31 @@ for _name in (*ARITHMETIC, *FLOAT_BINARY, *BITWISE, *SHIFTS, *COMPARISONS):
     declare(_name, operands=("x", "y"), syntax=Operands())(_binary_rule(_name))
 for _name in UNARY:
     declare(_name, operands=("x",), syntax=Operands())(_unary_rule(_name))
+
+
+@declare("reciprocal", operands=("x",), syntax=Keywords(("approx", FLAG), ("full_range", FLAG)))
+def reciprocal(types: Types, attrs: Attrs, regions: Regions) -> Types:
+    """``1 / x`` of a float (``pl.reciprocal``): ``%y = reciprocal %x, approx, full_range :
+    f32[8]``. With ``approx`` the TPU uses its approximate reciprocal, and the CPU computes
+    upstream's stand-in, ``1 / x`` of ``x`` rounded to bfloat16; ``full_range`` (False: the
+    compiler may assume a limited input range) is a hint only Mosaic reads."""
+    (a,) = _operands(types, 1)
+    require(dtypes.is_float(a.dtype), f"needs a float operand, got {a}")
+    for flag in ("approx", "full_range"):
+        require(isinstance(attrs.get(flag), bool), f"attribute '{flag}' must be a bool")
+    return (a,)
+
+
+@declare("multiple_of", operands=("x",), syntax=Keywords(("multiple", INT)))
+def multiple_of(types: Types, attrs: Attrs, regions: Regions) -> Types:
+    """An integer unchanged, promised to be a multiple of ``multiple`` (``pl.multiple_of``):
+    ``%j = multiple_of %i, multiple 8 : i32[]``. Mosaic reads the promise (an index map's
+    offset it can prove aligned); everywhere else it is the identity."""
+    (a,) = _operands(types, 1)
+    require(dtypes.is_int(a.dtype), f"needs an integer operand, got {a}")
+    multiple = attrs.get("multiple")
+    require(isinstance(multiple, int) and multiple > 0, f"multiple {multiple!r} must be > 0")
+    return (a,)
 
 
 class Constant:
@@ -256,11 +284,47 @@ for _name in ("reduce_sum", "reduce_max", "reduce_min"):
     declare(_name, operands=("x",), syntax=IntsAttr("axes"))(_reduce_rule(_name))
 
 
-@declare("dot", operands=("lhs", "rhs"), syntax=Operands(dtype_of))
+# How each operand of a ``dot`` is multiplied (upstream's ``lax.Precision``): on the TPU,
+# "default" is one bfloat16 pass and "highest" full float32 (Mosaic's ``contract_precision``);
+# on the CPU all three compute the same (XLA:CPU multiplies float32 as float32).
+PRECISIONS = ("default", "high", "highest")
+DEFAULT_PRECISION = ("default", "default")
+
+
+class DotSyntax:
+    """``%c = dot %a, %b : f32[8,16]``; a precision other than the default follows the operands:
+    ``%c = dot %a, %b, precision (highest, highest) : f32[8,16]``."""
+
+    def print(self, p: Printer, op: Op) -> Pieces:
+        precision = tuple(op.attrs.get("precision", DEFAULT_PRECISION))
+        extra = "" if precision == DEFAULT_PRECISION else f", precision ({', '.join(precision)})"
+        return [f" {p.values(op.operands)}{extra}"]
+
+    def parse(self, r: Parser) -> Parsed:
+        operands = r.values()
+        attrs: dict[str, Any] = {}
+        if r.accept(","):
+            r.expect("precision", "after the operands")
+            r.expect("(", "after 'precision'")
+            lhs = r.next().text
+            r.expect(",", "between the two precisions")
+            rhs = r.next().text
+            r.expect(")", "after the precisions")
+            attrs["precision"] = (lhs, rhs)
+        return Parsed(operands, attrs, from_types=_from_types_dtype)
+
+
+def _from_types_dtype(types: list[Type]) -> dict[str, Any]:
+    return dtype_of(types[0])
+
+
+@declare("dot", operands=("lhs", "rhs"), syntax=DotSyntax())
 def dot(types: Types, attrs: Attrs, regions: Regions) -> Types:
     """Matrix product accumulated in ``dtype``: ``%c = dot %a, %b : f32[8,16]``. Operands are
     2-D, or share leading batch dimensions (``(B, m, k) x (B, k, n)``, as ``jnp.matmul``): the
-    batched form is what vectorizing a kernel's grid makes of a dot in its body."""
+    batched form is what vectorizing a kernel's grid makes of a dot in its body. ``precision``
+    (one of ``PRECISIONS`` per operand; both "default" when absent) says how the TPU and GPU
+    multiply: ``dot %a, %b, precision (highest, highest) : f32[8,16]``."""
     a, b = _operands(types, 2)
     require(
         a.ndim == b.ndim >= 2 and a.shape[:-2] == b.shape[:-2],
@@ -270,6 +334,11 @@ def dot(types: Types, attrs: Attrs, regions: Regions) -> Types:
     require(
         a.dtype == b.dtype and a.dtype != "bool",
         f"operands must share a numeric dtype, got {a} and {b}",
+    )
+    precision = tuple(attrs.get("precision", DEFAULT_PRECISION))
+    require(
+        len(precision) == 2 and all(p in PRECISIONS for p in precision),
+        f"precision {precision} must be two of {', '.join(PRECISIONS)} (one per operand)",
     )
     shape = (*a.shape[:-1], b.shape[-1])
     return (ArrayType(shape, dtypes.canonicalize(attrs.get("dtype", a.dtype))),)

@@ -161,8 +161,8 @@ class _Ranges:
             self.set(op.result, (branch, branch))
         elif name == "convert" and op.operands[0].type.dtype == "bool":
             self.set(op.result, (0, 1))
-        elif name == "convert" and ins[0] is not None:
-            self.set(op.result, ins[0])
+        elif name in ("convert", "multiple_of") and ins[0] is not None:
+            self.set(op.result, ins[0])  # values unchanged (a widening convert)
         elif name in _COMPARE and None not in ins:
             self.set(op.result, _COMPARE[name](ins[0], ins[1]))
         elif name in _LOGIC and op.result.type.dtype == "bool":

@@ -487,4 +487,17 @@ def _dot(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     batch = tuple(range(op.results[0].type.ndim - 2))
     dims = (((len(batch) + 1,), (len(batch),)), (batch, batch))
     dtype = _np(op.results[0].type.dtype)
-    return [_lax("dot_general")(*args, dims, preferred_element_type=dtype)]
+    precision = op.attrs.get("precision")
+    if precision is not None:
+        precision = tuple(_lax("Precision")[p.upper()] for p in precision)
+    return [_lax("dot_general")(*args, dims, precision=precision, preferred_element_type=dtype)]
+
+
+@rule("reciprocal")
+def _reciprocal(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [pl.reciprocal(args[0], approx=op.attrs["approx"], full_range=op.attrs["full_range"])]
+
+
+@rule("multiple_of")
+def _multiple_of(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return [pl.multiple_of(args[0], op.attrs["multiple"])]

@@ -37,6 +37,7 @@ from minipallas.frontend.scopes import (
 )
 from minipallas.ir import dtypes
 from minipallas.ir.literal import Literal
+from minipallas.ir.opset.arrays import PRECISIONS
 from minipallas.ir.opset.indexed import read_op_for
 
 
@@ -496,9 +497,11 @@ def reduction(name: str, x: Any, axis: Any = None, keepdims: bool = False) -> Tr
     return out
 
 
-def dot(x: Any, y: Any, preferred_element_type: Any = None) -> TracedArray:
+def dot(x: Any, y: Any, preferred_element_type: Any = None, precision: Any = None) -> TracedArray:
     """Matrix product of 1-D or 2-D operands, promoted to one dtype; the result (and
-    accumulation) dtype is ``preferred_element_type`` when given, as in jnp.dot."""
+    accumulation) dtype is ``preferred_element_type`` when given, as in jnp.dot.
+    ``precision`` is jnp.dot's: None, one ``lax.Precision`` (or its name) for both operands,
+    or a pair; it says how the TPU and GPU multiply (``ir/opset/arrays.py``, ``PRECISIONS``)."""
     x, y = asarray(x), asarray(y)
     if not (1 <= x.ndim <= 2 and 1 <= y.ndim <= 2):
         raise trace_error(
@@ -511,8 +514,22 @@ def dot(x: Any, y: Any, preferred_element_type: Any = None) -> TracedArray:
     out_dtype = dtype if preferred_element_type is None else canonical(preferred_element_type)
     x2 = reshape(astype(x, dtype), (-1, x.shape[-1]))
     y2 = reshape(astype(y, dtype), (y.shape[0], -1))
-    out = emit_array("dot", [x2, y2], dtype=out_dtype)
+    attrs = {} if precision is None else {"precision": dot_precision(precision)}
+    out = emit_array("dot", [x2, y2], dtype=out_dtype, **attrs)
     return reshape(out, x.shape[:-1] + y.shape[1:])
+
+
+def dot_precision(precision: Any) -> tuple[str, str]:
+    """``precision`` as the ``dot`` op's pair of names: a ``lax.Precision`` or a name
+    ("highest"), or a pair of them, one per operand."""
+    pair = tuple(precision) if isinstance(precision, tuple | list) else (precision, precision)
+    names = tuple(str(getattr(p, "name", p)).lower() for p in pair)
+    if len(names) != 2 or not all(n in PRECISIONS for n in names):
+        raise trace_error(
+            f"dot: precision {precision!r} is not a lax.Precision or a pair of them",
+            fix=f"use one of {', '.join(PRECISIONS)} (lax.Precision.HIGHEST...), or a pair",
+        )
+    return names  # type: ignore[return-value]
 
 
 def wrap_negative(i: TracedArray, n: int) -> TracedArray:

@@ -43,6 +43,8 @@ from minipallas.passes.batching.engine import (
     *UNARY,
     "select",
     "convert",
+    "reciprocal",
+    "multiple_of",
 )
 def _elementwise(bt: Batcher, builder: Builder, op: Op, ins: list[Batched]) -> list[Batched]:
     """In the layout of the operand with the most batch axes when it has all the others'

@@ -38,7 +38,8 @@ NO_BOOL = {
     *("reduce_sum", "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "scatter_add"),
     *("iota", "program_id", "num_programs", "axis_index"),
     *("barrier", "semaphore_read", "semaphore_signal", "semaphore_wait"),
-    *("addupdate", "uninitialized", "platform_index", "packed_bitcast"),
+    *("addupdate", "uninitialized", "platform_index", "packed_bitcast", "reciprocal"),
+    "multiple_of",
     *("atomic_min", "atomic_cas"),  # atomics refuse bool refs
 }
 # ops that cannot run alone: a wait for a copy never started deadlocks (dma_start's variants

@@ -189,6 +189,10 @@ def kernel_and_arrays() -> Function:
     xb = b.create("convert", [x], {"dtype": "bfloat16"}).result
     yb = b.create("convert", [y], {"dtype": "bfloat16"}).result
     b.create("dot", [xb, yb], {"dtype": "float32"})
+    b.create("dot", [x, y], {"dtype": "float32", "precision": ("highest", "default")})
+    b.create("reciprocal", [x], {"approx": True, "full_range": False})
+    b.create("reciprocal", [x], {"approx": False, "full_range": True})
+    b.create("multiple_of", [ints], {"multiple": 8})
     return b.function("arrays", [x, y, m], [vec])
 
 

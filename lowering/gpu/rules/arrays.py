@@ -10,8 +10,11 @@ The module means what the reference interpreter means, as the StableHLO rules do
 - transcendentals and division of bfloat16/float16 are computed in float32 and rounded once
   (``logistic``: each step rounded, XLA's expansion); sums of bfloat16/float16 accumulate in
   float32;
-- ``dot`` is exact in its products: float32 operands use ``inputPrecision = ieee`` (Triton
-  would otherwise use TF32), 16-bit float operands with a float32 result go to the tensor
+- ``dot`` takes its input precision as upstream's Triton lowering chooses it from the op's
+  ``precision``: TF32 when either operand's is "default" or "high" (so a float32 dot at
+  jax's default precision multiplies TF32-rounded operands on the tensor cores, where the
+  interpreter multiplies float32 exactly), ``ieee`` for float32 operands at "highest", the
+  dialect's default otherwise. 16-bit float operands with a float32 result go to the tensor
   cores as they are (their products are exact in float32), and so do int8 operands, into an
   int32 accumulator truncated for an int8 result (the same bits as wrapping int8 sums).
 
@@ -256,10 +259,22 @@ def shift(ctx: LoweringContext, op: Op, x: ir.Value, amount: ir.Value) -> Sequen
     return [arith.select(out, emit.like(0, x, dtype), safe)]
 
 
-@rule("round", "round_even", "erf")
+@rule("round", "round_even", "erf", "reciprocal")
 def no_rule(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     fix = f"compute {op.name} outside the kernel, or from floor/ceil/exp/... inside it"
+    if op.name == "reciprocal":
+        fix = "divide: 1.0 / x"
     raise no_triton_rule(op, fix=fix)
+
+
+@rule("multiple_of")
+def multiple_of(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """The value itself, its defining op marked ``tt.divisibility`` as upstream marks it."""
+    owner = x.owner
+    if isinstance(owner, ir.OpView):
+        values = np.asarray([op.attrs["multiple"]], dtype=np.int32)
+        owner.attributes["tt.divisibility"] = ir.DenseIntElementsAttr.get(values)
+    return [x]
 
 
 @rule("erf_inv")
@@ -457,6 +472,14 @@ _ACCUMULATOR.update({d: "int32" for d in dtypes.NAMES if dtypes.is_int(d)})
 _EXACT_PRODUCTS = {("bfloat16", "float32"), ("float16", "float32"), ("int8", "int32")}
 
 
+def _input_precision(op: Op, source: str) -> object:
+    """Upstream's choice (``_dot_general_lowering`` of Pallas Triton): TF32 when an operand's
+    precision is "default" or "high", IEEE for float32 operands otherwise, else Triton's own."""
+    if set(op.attrs.get("precision", ("default", "default"))) & {"default", "high"}:
+        return tt.InputPrecision.TF32
+    return tt.InputPrecision.IEEE if source == "float32" else None
+
+
 @rule("dot")
 def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.Value]:
     """``tt.dot`` into a zero accumulator of the result type (float32 for 16-bit float
@@ -475,6 +498,5 @@ def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.V
     if not exact and source != acc_dtype:
         a, b = _convert(a, source, acc_dtype), _convert(b, source, acc_dtype)
     zero = emit.constant(0, acc_dtype, op.result.type.shape)
-    precision = tt.InputPrecision.IEEE if acc_dtype == "float32" else None
-    out = tt.dot(a, b, zero, input_precision=precision)
+    out = tt.dot(a, b, zero, input_precision=_input_precision(op, source))
     return [_convert(out, acc_dtype, target)]

@@ -218,6 +218,21 @@ def optimization_barrier(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[
     return list(stablehlo.OptimizationBarrierOp([x]).results)
 
 
+@rule("multiple_of")
+def multiple_of(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """A hint XLA has no form for: upstream's lowering off Mosaic and Triton drops it too."""
+    return [x]
+
+
+@rule("reciprocal")
+def reciprocal(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``1 / x``, ``approx`` with ``x`` rounded through bfloat16 first, as the interpreter."""
+    dtype = _dtype(op)
+    if op.attrs["approx"]:
+        x = emit.convert(emit.convert(x, "bfloat16"), dtype) if dtype != "bfloat16" else x
+    return [stablehlo.DivOp(emit.like(1, x), x).result]
+
+
 @rule("convert")
 def convert(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
     return [_convert(x, _dtype(op), op.result.type.dtype)]
@@ -330,7 +345,14 @@ def dot(ctx: LoweringContext, op: Op, a: ir.Value, b: ir.Value) -> Sequence[ir.V
     k = op.result.type.ndim - 2
     (a, lhs), (b, rhs) = _folded(a, b, k) if source == "bfloat16" else (_plain(a), _plain(b))
     numbers = stablehlo.DotDimensionNumbers.get(lhs[:k], rhs[:k], [lhs[k + 1]], [rhs[k]])
-    return [stablehlo.DotGeneralOp(emit.tensor_type(op.result.type), a, b, numbers).result]
+    precision = op.attrs.get("precision")
+    config = None
+    if precision is not None:  # as jax writes it; XLA:CPU multiplies float32 alike at each
+        config = ir.ArrayAttr.get(
+            [ir.Attribute.parse(f"#stablehlo<precision {p.upper()}>") for p in precision]
+        )
+    result = emit.tensor_type(op.result.type)
+    return [stablehlo.DotGeneralOp(result, a, b, numbers, precision_config=config).result]
 
 
 Operand = tuple[ir.Value, list[int]]  # a dot operand's source and the permutation it needs

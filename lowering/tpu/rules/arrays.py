@@ -461,11 +461,19 @@ _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []
 _BATCHED_DOT_DIMS = "#tpu.dot_dimension_numbers<[2], [1], [1], [2], [0, 0, 0, 1, 1, 2], [0], [0]>"
 
 
+# lax.Precision per operand -> Mosaic's contraction precision (None: Mosaic's default, one
+# bfloat16 pass); upstream refuses the others (HIGH) and two different precisions
+_CONTRACT_PRECISION = {"default": None, "highest": "#tpu.contract_precision<fp32>"}
+
+
 @rule("dot")
 def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
     """``tpu.matmul`` of ``(m, k) x (k, n)`` into a zero ``(m, n)`` accumulator; with batch
     dimensions, of ``(B, m, k) x (B, k, n)``, several leading ones collapsed into one
-    (``vector.shape_cast``) and restored after, as upstream's batched ``dot_general``."""
+    (``vector.shape_cast``) and restored after, as upstream's batched ``dot_general``.
+    ``precision`` becomes the matmul's contraction precision, as upstream's. A matrix-vector
+    product against a transposed row (``x @ v.T``, ``v`` of shape ``(1, k)``) not of two
+    float32 operands is upstream's multiply and reduce (``_matvec``)."""
     out = op.result.type
     a, b = _type(op, 0), _type(op, 1)
     batch = a.shape[:-2]
@@ -476,18 +484,102 @@ def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.V
             "interprets integer inputs as signed)",
             fix="convert the operands to a signed type before the dot",
         )
+    row = _transposed_row(y)
+    if not batch and row is not None and (a.dtype, b.dtype) != ("float32", "float32"):
+        return [_matvec(op, x, row)]
+    precision = _precision(op)
     if not batch:
-        return [_matmul(x, y, out, _DOT_DIMS)]
+        return [_matmul(x, y, out, _DOT_DIMS, precision)]
     n = int(np.prod(batch))
     x = emit.shape_cast(x, ArrayType((n, *a.shape[-2:]), a.dtype))
     y = emit.shape_cast(y, ArrayType((n, *b.shape[-2:]), b.dtype))
     flat = ArrayType((n, *out.shape[-2:]), out.dtype)
-    return [emit.shape_cast(_matmul(x, y, flat, _BATCHED_DOT_DIMS), out)]
+    return [emit.shape_cast(_matmul(x, y, flat, _BATCHED_DOT_DIMS, precision), out)]
 
 
-def _matmul(x: ir.Value, y: ir.Value, out: ArrayType, dims: str) -> ir.Value:
+def _precision(op: Op) -> ir.Attribute | None:
+    """The matmul's ``precision`` attribute, refusing what upstream's rule refuses."""
+    lhs, rhs = op.attrs.get("precision", ("default", "default"))
+    if lhs != rhs:
+        raise unsupported(
+            op,
+            "Per-operand dot precision unsupported (upstream's Mosaic lowering)",
+            fix="give both operands one precision: lax.Precision.DEFAULT or HIGHEST",
+        )
+    if lhs not in _CONTRACT_PRECISION:
+        raise unsupported(
+            op,
+            f"Unsupported dot precision: {lhs.upper()} (upstream's Mosaic lowering)",
+            fix="use lax.Precision.DEFAULT (one bfloat16 pass) or HIGHEST (float32)",
+        )
+    attr = _CONTRACT_PRECISION[lhs]
+    return None if attr is None else ir.Attribute.parse(attr)
+
+
+def _transposed_row(y: ir.Value) -> ir.Value | None:
+    """The ``(1, k)`` row whose transpose ``y`` is (the importer's transpose of a ``dot_general``
+    contracting both operands' dim 1), or None."""
+    owner = y.owner
+    if not (isinstance(owner, ir.OpView) and owner.operation.name == "tpu.transpose"):
+        return None
+    source = owner.operands[0]
+    shape = ir.VectorType(source.type).shape
+    return source if len(shape) == 2 and shape[0] == 1 else None
+
+
+def _matvec(op: Op, x: ir.Value, row: ir.Value) -> ir.Value:
+    """Upstream's matrix-vector product: the row broadcast to the matrix's shape, both widened
+    to float32 when the result is, ``mulf`` and an add reduction over the columns into zeros,
+    then the result's ``(m, 1)`` shape."""
+    a, out = _type(op, 0), op.result.type
+    if a.dtype != out.dtype and out.dtype != "float32":
+        raise unsupported(
+            op,
+            f"Unsupported preferred_element_type={out.dtype} (upstream's Mosaic lowering of a "
+            "matrix-vector dot)",
+            fix="accumulate in float32 (preferred_element_type=jnp.float32)",
+        )
+    row = vector.broadcast(emit.value_type(ArrayType(a.shape, a.dtype)), row)
+    if a.dtype != out.dtype:
+        wide = emit.value_type(ArrayType(a.shape, out.dtype))
+        x, row = arith.extf(wide, x), arith.extf(wide, row)
+    zeros = emit.constant(0, ArrayType(a.shape[:1], out.dtype))
+    kind = ir.Attribute.parse("#vector.kind<add>")
+    sums = vector.multi_reduction(kind, arith.mulf(x, row), zeros, [1])
+    return emit.shape_cast(sums, out)
+
+
+def _matmul(
+    x: ir.Value, y: ir.Value, out: ArrayType, dims: str, precision: ir.Attribute | None
+) -> ir.Value:
     acc = emit.constant(0, out)
     numbers = ir.Attribute.parse(dims)
     return tpu.matmul(
-        emit.value_type(out), x, y, acc, transpose_lhs_hint=False, dimension_numbers=numbers
+        emit.value_type(out),
+        x,
+        y,
+        acc,
+        transpose_lhs_hint=False,
+        dimension_numbers=numbers,
+        precision=precision,
     )
+
+
+@rule("reciprocal")
+def reciprocal(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``tpu.reciprocal``: the chip's approximate reciprocal with ``approx``, and ``full_range``
+    as upstream passes it. Upstream takes float32 vectors only."""
+    t = _type(op)
+    if t.dtype != "float32" or not t.shape:
+        raise unsupported(
+            op,
+            f"Only float32 is supported. (upstream's Mosaic lowering of pl.reciprocal; got {t})",
+            fix="take the reciprocal of a float32 array (convert first)",
+        )
+    return [tpu.reciprocal(x, approx=op.attrs["approx"], full_range=op.attrs["full_range"])]
+
+
+@rule("multiple_of")
+def multiple_of(ctx: LoweringContext, op: Op, x: ir.Value) -> Sequence[ir.Value]:
+    """``tpu.assume_multiple``: the promise Mosaic reads to prove an offset aligned."""
+    return [tpu.assume_multiple(x, op.attrs["multiple"])]

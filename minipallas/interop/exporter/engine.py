@@ -256,6 +256,20 @@ def optimization_barrier(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [lax.optimization_barrier(args[0])]
 
 
+@rule("multiple_of")
+def multiple_of(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    return [args[0]]  # a hint XLA has no form for
+
+
+@rule("reciprocal")
+def reciprocal(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    """``1 / x``; ``approx`` as upstream's rule off the chip, through bfloat16 first."""
+    x, dtype = args[0], _dtype(op)
+    if op.attrs["approx"]:
+        x = convert_value(convert_value(x, dtype, "bfloat16"), "bfloat16", dtype)
+    return [lax.div(lax.full_like(x, 1), x)]
+
+
 @rule("convert")
 def convert(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [convert_value(args[0], _dtype(op), op.result.type.dtype)]
@@ -322,7 +336,13 @@ def dot(op: Op, args: Sequence[Any]) -> Sequence[Any]:
         a, b = (convert_value(x, source, target) for x in args)
     batch = tuple(range(op.result.type.ndim - 2))
     numbers = (((len(batch) + 1,), (len(batch),)), (batch, batch))
-    return [lax.dot_general(a, b, numbers, preferred_element_type=dtypes.to_numpy(target))]
+    precision = op.attrs.get("precision")
+    if precision is not None:
+        precision = tuple(lax.Precision[p.upper()] for p in precision)
+    target_dtype = dtypes.to_numpy(target)
+    return [
+        lax.dot_general(a, b, numbers, precision=precision, preferred_element_type=target_dtype)
+    ]
 
 
 # --- control flow and calls -----------------------------------------------------------------

@@ -2,6 +2,7 @@
 scratch carried in registers, and the errors for what Triton cannot express. Its shape, as
 FileCheck patterns over the text of kernel files, is in ``filecheck/``."""
 
+import numpy as np
 import pytest
 from filecheck_util import filecheck
 from gpu_kernels import EXTRA
@@ -53,13 +54,33 @@ def test_source_locations_are_the_users_lines():
     assert 'loc("' in text and "suite.py" in text
 
 
-def test_scratch_matmul_launches_i_j_and_loops_over_k_in_ieee_f32():
+def test_scratch_matmul_launches_i_j_and_loops_over_k_at_upstreams_precision():
     """Grid (i, j, k), k 'arbitrary': i, j are launched and k is a loop (its accumulator
-    carried in registers: ``filecheck/matmul.py``). The f32 dot is IEEE (the dialect's default,
-    so not printed), not TF32."""
+    carried in registers: ``filecheck/matmul.py``). The f32 dot at jax's default precision is
+    TF32, as upstream's Triton lowering chooses it."""
     low = lowered("matmul")
     assert low.schedule.looped == (2,) and low.launch_grid == (2, 2)
-    assert "tf32" not in low.as_text()
+    assert "inputPrecision = tf32" in low.as_text()
+
+
+def highest_dot_call():
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = jnp.dot(x_ref[...], y_ref[...], precision=("highest", "highest"))
+
+    return mp.pallas_call(kernel, out_shape=mp.ArrayType((32, 32), "float32"))
+
+
+def test_a_highest_precision_f32_dot_is_ieee_and_a_mixed_one_tf32():
+    """Upstream's choice: IEEE only when neither operand asks for DEFAULT or HIGH."""
+    x = np.ones((32, 32), np.float32)
+    text = highest_dot_call().lower(x, x, target="gpu").as_text()
+    assert "tt.dot" in text and "tf32" not in text  # ieee is the dialect's default: not printed
+
+    def mixed(x_ref, y_ref, o_ref):
+        o_ref[...] = jnp.dot(x_ref[...], y_ref[...], precision=("highest", "high"))
+
+    call = mp.pallas_call(mixed, out_shape=mp.ArrayType((32, 32), "float32"))
+    assert "inputPrecision = tf32" in call.lower(x, x, target="gpu").as_text()
 
 
 def test_scratch_never_reaches_memory():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from gpu_kernels import EXTRA, control_mix_call, masked_io_call
 from gpu_util import KERNELS, lowered
+from test_gpu_emit import highest_dot_call
 
 from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu.ptx import compile_ptx
@@ -38,10 +39,16 @@ def test_control_flow_and_register_windows_compile():
 
 
 def test_the_scratch_accumulator_stays_in_registers():
-    """matmul's scratch never becomes memory: no local memory in the PTX (its f32 dot is
-    IEEE, so FMAs, not TF32 tensor cores)."""
+    """matmul's scratch never becomes memory: no local memory in the PTX; its f32 dot at the
+    default precision is TF32, on the tensor cores."""
     compiled = compile_ptx(lowered("matmul"))
-    assert ".local" not in compiled.ptx and "mma" not in compiled.ptx
+    assert ".local" not in compiled.ptx and "mma" in compiled.ptx
+
+
+def test_a_highest_precision_f32_dot_runs_as_fmas_not_on_the_tensor_cores():
+    x = np.ones((32, 32), np.float32)
+    compiled = compile_ptx(highest_dot_call().lower(x, x, target="gpu"))
+    assert "mma" not in compiled.ptx and "fma" in compiled.ptx
 
 
 def test_bf16_dot_runs_on_the_tensor_cores():
