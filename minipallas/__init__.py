@@ -69,6 +69,9 @@ _PUBLIC = {
     "pallas_call": "minipallas.kernels.pallas_call",
     "BlockSpec": "minipallas.ir.kernel_spec",
     "Element": "minipallas.ir.kernel_spec",
+    "Buffered": "minipallas.ir.kernel_spec",
+    "RevisitMode": "minipallas.ir.kernel_spec",
+    "CostEstimate": "minipallas.ir.kernel_spec",
 }
 _SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering", "difftest")
 

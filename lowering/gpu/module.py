@@ -128,7 +128,15 @@ class _Nest:
         (the index itself for a squeezed or ``Element`` one). As on the CPU path, a negative
         index counts once from the end and is then clamped into the array (padded to whole
         blocks), unless its range shows it is inside. ``Element`` padding raises upstream
-        Triton lowering's error."""
+        Triton lowering's error, and so does a ``pipeline_mode`` (Triton has no pipeline)."""
+        if spec.pipeline_mode is not None:
+            raise PassError(
+                f"Pipeline mode is not supported in Triton lowering. (block spec {k} of kernel "
+                f"'{self.kernel.name}': pipeline_mode={spec.pipeline_mode!r})",
+                op="pallas_call",
+                loc=user_location(),
+                fix="leave pipeline_mode unset for the GPU: it is a TPU pipeline's setting",
+            )
         if spec.padding:
             raise PassError(
                 f"Unblocked indexing with padding is not supported in Triton lowering (block "

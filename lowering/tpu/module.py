@@ -21,9 +21,17 @@ An operand's memref is one block (a squeezed dimension is 1); ANY-space operands
 windowed (``{}``) and get no index-map function. A block with ``Element`` dimensions (all of
 its dimensions ``Element`` or squeezed, as upstream requires) has ``window_kind =
 #tpu.element_window<[low...], [high...]>``, its padding per dimension: its index map returns
-element offsets into the padded array. A whole-array VMEM block with an all-zero
-index map is fetched once (``pipeline_mode = synchronous``). Without a grid there are no
-windows, iteration bounds or grid arguments.
+element offsets into the padded array. Without a grid there are no windows, iteration bounds
+or grid arguments.
+
+A block spec's ``pipeline_mode`` (``Buffered``) becomes its window's ``pipeline_mode``, as
+upstream's lowering emits it: ``Buffered(1)`` is ``#tpu.pipeline_mode<synchronous>`` (the block
+fetched in the step that uses it), ``Buffered(2)`` ``double_buffered``, and a ``revisit``
+adds ``revisit_mode = #tpu.revisit_mode<immediate|any>``. A whole-array VMEM block with an
+all-zero index map is fetched once: ``Buffered(1)`` whatever the spec says, as upstream forces
+it. Upstream refuses, and so does ``pipeline_params``, with upstream's messages: 3 or more
+buffers, lookahead, ``RevisitMode.ANY`` with 2 buffers, and a mode that is not ``Buffered``.
+ANY-space windows take no pipeline mode (upstream's skip it too).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from collections.abc import Sequence
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
-from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.kernel_spec import Buffered, Kernel, RevisitMode, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.lowering.jaxlib_shim import func, ir
 from minipallas.lowering.tpu import emit
@@ -128,11 +136,58 @@ def _window(ctx: LoweringContext, kernel: Kernel, k: int, spec: TracedBlockSpec)
         "transform_indices": ir.FlatSymbolRefAttr.get(name),
         "window_bounds": ir.DenseI64ArrayAttr.get(_block_shape(spec)),
     }
-    if emit.space_name(spec.memory_space) == "vmem" and trivial_window(spec):
-        params["pipeline_mode"] = ir.Attribute.parse("#tpu.pipeline_mode<synchronous>")
     if spec.element_dims:
         params["window_kind"] = _element_window(kernel, k, spec)
+    params.update(pipeline_params(kernel, k, spec))
     return ir.DictAttr.get(params)
+
+
+def pipeline_params(kernel: Kernel, k: int, spec: TracedBlockSpec) -> dict[str, ir.Attribute]:
+    """The window's ``pipeline_mode`` (and ``revisit_mode``) entries, as upstream's lowering
+    makes them (see the module doc); a mode Mosaic cannot take is refused with upstream's
+    message."""
+    mode = spec.pipeline_mode
+    if emit.space_name(spec.memory_space) == "vmem" and trivial_window(spec):
+        mode = Buffered(1)  # fetched once
+    if mode is None:
+        return {}
+
+    def refuse(message: str, fix: str) -> PassError:
+        shown = mode if isinstance(mode, Buffered) else repr(mode)
+        return PassError(
+            f"{message} (block spec {k} of kernel '{kernel.name}': array {spec.array}, block "
+            f"shape {spec.block_shape}, pipeline_mode={shown})",
+            op="pallas_call",
+            loc=user_location(),
+            fix=fix,
+        )
+
+    if not isinstance(mode, Buffered):
+        raise refuse(
+            f"Unsupported pipeline mode: {mode}.",
+            "give pipeline_mode=minipallas.Buffered(1) or Buffered(2), or none",
+        )
+    if mode.use_lookahead:
+        raise refuse(
+            "Lookahead is not supported for XLA pipeline emitter lowering.",
+            "leave use_lookahead=False",
+        )
+    if not 1 <= mode.buffer_count <= 2:
+        raise refuse(
+            f"Only single (1) and double (2) buffering are supported. Got {mode.buffer_count}.",
+            "give Buffered(1) (fetch in the step that uses the block) or Buffered(2) (the "
+            "default: fetch the next block during this step)",
+        )
+    kind = "synchronous" if mode.buffer_count == 1 else "double_buffered"
+    params = {"pipeline_mode": ir.Attribute.parse(f"#tpu.pipeline_mode<{kind}>")}
+    if mode.revisit is not None:
+        if mode.revisit is RevisitMode.ANY and mode.buffer_count > 1:
+            raise refuse(
+                "RevisitMode.ANY is not supported with double buffering.",
+                "use Buffered(1, revisit=RevisitMode.ANY), or RevisitMode.IMMEDIATE",
+            )
+        params["revisit_mode"] = ir.Attribute.parse(f"#tpu.revisit_mode<{mode.revisit.value}>")
+    return params
 
 
 def _element_window(kernel: Kernel, k: int, spec: TracedBlockSpec) -> ir.Attribute:

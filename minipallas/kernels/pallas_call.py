@@ -17,7 +17,7 @@ import numpy as np
 
 from minipallas import lowering
 from minipallas.ir.core import Function
-from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
+from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, CostEstimate, Kernel
 from minipallas.ir.types import MemorySpace, RefType
 from minipallas.kernels.collective.simulate import simulate
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
@@ -54,6 +54,8 @@ def pallas_call(
     backend: str | None = None,
     passes: str = "",
     optimize: bool = True,
+    cost_estimate: Any = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
@@ -97,6 +99,11 @@ def pallas_call(
     passes on its body (registered with ``minipallas.register``, or loaded as
     ``minipallas-opt --load`` loads them). ``optimize=False`` turns off the target's exact
     optimizations (``fuse-grid-steps`` on the TPU), for the module upstream would emit.
+
+    ``cost_estimate=minipallas.CostEstimate(flops=..., transcendentals=..., bytes_accessed=...)``
+    (or upstream's ``pl.CostEstimate``) and ``metadata={"key": "value"}`` go, as upstream's, to
+    the ``tpu_custom_call`` that runs the kernel on a TPU (its backend config and its
+    ``kernel_metadata``); ``vmap`` scales the estimate by the batch size, as upstream's.
     """
     if not callable(kernel):
         raise checks.error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
@@ -113,7 +120,8 @@ def pallas_call(
         grid_bounds=bounds, grid_names=checks.grid_names(grid_names, len(static_grid)),
         collectives=checks.collectives_mode(collectives, grid_names),
         backend=checks.backend(backend), passes=checks.pipeline(passes),
-        optimize=bool(optimize),
+        optimize=bool(optimize), cost_estimate=kernel_params.cost_estimate(cost_estimate),
+        metadata=kernel_params.metadata(metadata),
     )  # fmt: skip
 
 
@@ -141,6 +149,8 @@ class PallasCall:
         backend: str | None = None,
         passes: str = "",
         optimize: bool = True,
+        cost_estimate: CostEstimate | None = None,
+        metadata: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.collectives = collectives
         self.backend = backend
@@ -169,6 +179,8 @@ class PallasCall:
             debug=self.debug,
             passes=passes,
             optimize=optimize,
+            cost_estimate=cost_estimate,
+            metadata=metadata,
         )
         self._programs: dict[tuple, Function] = {}
         self._compiled: dict[tuple, Compiled] = {}  # ((shape, numpy dtype) per input) -> Compiled

@@ -17,7 +17,7 @@ scalar-prefetch table that does not use the axis still counts as staying put.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder, params
@@ -100,13 +100,11 @@ def window_spec(spec: TracedBlockSpec, move: Motion, axis: int, factor: int) -> 
     ref_shape = list(spec.ref_type.shape)
     ref_shape[move.ref_dim] *= factor
     old = spec.ref_type
-    return TracedBlockSpec(
-        spec.array,
-        tuple(shape),
-        _window_map(spec.index_map, move.dim, axis, factor),
-        RefType(tuple(ref_shape), old.dtype, old.memory_space),
-        spec.element_dims,
-        spec.padding,
+    return replace(  # every other field (Element dims, padding, pipeline mode) as it was
+        spec,
+        block_shape=tuple(shape),
+        index_map=_window_map(spec.index_map, move.dim, axis, factor),
+        ref_type=RefType(tuple(ref_shape), old.dtype, old.memory_space),
     )
 
 

@@ -225,3 +225,113 @@ def test_shard_map_over_a_mesh_runs_the_kernel_in_each_shard():
     f = jax.shard_map(call, mesh=mesh, in_specs=(spec, spec), out_specs=spec)
     c = only_call(custom_calls(f, (x, y)))
     assert c["operands"] == [f"tensor<{x.shape[0]}x{x.shape[1]}xf32>"] * 2  # one device here
+
+
+def add_one(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1.0
+
+
+def _both(mode=None, upstream_mode=None, ours=None, theirs=None):
+    """``add_one`` over (8, 128) row blocks as minipallas's call and upstream's (jitted,
+    for the TPU), ``mode``/``upstream_mode`` on both specs, ``ours``/``theirs`` the calls'
+    other keyword arguments."""
+    from jax.experimental import pallas as pl
+
+    call = mp.pallas_call(
+        add_one,
+        jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        grid=(2,),
+        in_specs=[mp.BlockSpec((8, 128), lambda i: (i, 0), pipeline_mode=mode)],
+        out_specs=mp.BlockSpec((8, 128), lambda i: (i, 0), pipeline_mode=mode),
+        optimize=False,  # upstream's grid, so the modules' windows compare
+        **(ours or {}),
+    )
+    upstream = pl.pallas_call(
+        add_one,
+        jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        grid=(2,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0), pipeline_mode=upstream_mode)],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0), pipeline_mode=upstream_mode),
+        **(theirs or {}),
+    )
+    return call, jax.jit(upstream)
+
+
+X16 = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+META = {"owner": "tests", "purpose": "custom call fields"}
+
+
+def test_cost_estimate_and_metadata_reach_the_custom_call_as_upstreams():
+    """The estimate in the backend config, the metadata as the call's ``kernel_metadata``;
+    without them, upstream's default (no estimate, ``{}``)."""
+    from jax.experimental import pallas as pl
+
+    cost = dict(flops=2048, transcendentals=16, bytes_accessed=16384)
+    for given in ({}, {"remote_bytes_transferred": 64}):
+        call, upstream = _both(
+            ours=dict(cost_estimate=mp.CostEstimate(**cost, **given), metadata=META),
+            theirs=dict(cost_estimate=pl.CostEstimate(**cost, **given), metadata=META),
+        )
+        with assume_chip("TPU_V5E"):
+            theirs = only_call(custom_calls(upstream, (X16,)))
+        ours = only_call(custom_calls(call, (X16,)))
+        assert without_module(ours) == without_module(theirs)
+        assert ours["config"]["custom_call_config"]["cost_estimate"] == {
+            "remote_bytes_transferred": 0,
+            **cost,
+            **given,
+        }
+        meta = ours["mhlo.frontend_attributes"]  # MLIR's escapes: \22 is '"'
+        assert "\\22owner\\22:\\22tests\\22" in meta and "custom call fields" in meta
+    bare = only_call(custom_calls(_both()[0], (X16,)))
+    assert "cost_estimate" not in bare["config"]["custom_call_config"]
+    assert 'kernel_metadata = "{}"' in bare["mhlo.frontend_attributes"]
+
+
+def test_upstreams_cost_estimate_object_is_read_by_field():
+    from jax.experimental import pallas as pl
+
+    cost = pl.CostEstimate(flops=1, transcendentals=2, bytes_accessed=3)
+    call, upstream = _both(ours=dict(cost_estimate=cost), theirs=dict(cost_estimate=cost))
+    with assume_chip("TPU_V5E"):
+        theirs = only_call(custom_calls(upstream, (X16,)))
+    assert without_module(only_call(custom_calls(call, (X16,)))) == without_module(theirs)
+
+
+def test_vmap_scales_the_cost_estimate_as_upstreams_batching():
+    from jax.experimental import pallas as pl
+
+    cost = dict(flops=2048, transcendentals=16, bytes_accessed=16384, remote_bytes_transferred=8)
+    call, upstream = _both(
+        ours=dict(cost_estimate=mp.CostEstimate(**cost)),
+        theirs=dict(cost_estimate=pl.CostEstimate(**cost)),
+    )
+    xs = np.stack([X16, X16, X16])
+    with assume_chip("TPU_V5E"):
+        theirs = only_call(custom_calls(jax.vmap(upstream), (xs,)))
+    ours = only_call(custom_calls(jax.vmap(call), (xs,)))
+    assert without_module(ours) == without_module(theirs)
+    assert ours["config"]["custom_call_config"]["cost_estimate"]["flops"] == 3 * 2048
+
+
+def test_a_single_buffered_window_is_in_the_module_and_the_call_is_upstreams():
+    """``pipeline_mode=Buffered(1)`` on a window that moves (not the whole array): every
+    custom-call field but the module as upstream's, and the module's windows as upstream's
+    module's (``synchronous``)."""
+    from jax.experimental import pallas as pl
+
+    call, upstream = _both(mp.Buffered(1), pl.Buffered(1))
+    with assume_chip("TPU_V5E"):
+        theirs = only_call(custom_calls(upstream, (X16,)))
+    ours = only_call(custom_calls(call, (X16,)))
+    assert without_module(ours) == without_module(theirs)
+    assert_is_the_kernels_module(ours["module"], call, (X16,))
+    with make_tpu_context():
+        mine = summarize(ir.Module.parse(decoded(ours["module"])))
+    want = summarize(upstream_mosaic(_both(None, pl.Buffered(1))[1], X16))
+    assert mine.attributes["window_params"] == want.attributes["window_params"]
+    assert (
+        "#tpu.pipeline_mode<synchronous>, transform_indices = @transform_0"
+        in (mine.attributes["window_params"])
+    )
+    assert_same_bits(jax.jit(call)(X16), X16 + 1)  # the CPU: the same values

@@ -14,7 +14,12 @@ An upstream ``pallas_call`` equation carries everything minipallas's kernel mode
   ``memory_space``);
 - ``compiler_params.dimension_semantics`` (Pallas TPU) carries over, and so do
   ``input_output_aliases`` (an aliased output starts as its input: ``kernels/spec/aliases.py``;
-  upstream counts the scalar-prefetch operands among the inputs, the ``Kernel`` does not).
+  upstream counts the scalar-prefetch operands among the inputs, the ``Kernel`` does not);
+- each block mapping's ``pipeline_mode`` (``pl.Buffered``) becomes its spec's, and the
+  equation's ``cost_estimate`` and ``metadata`` the kernel's (``kernels/spec/params.py``
+  converts them): the TPU lowering emits or refuses the mode as upstream's does, and the
+  ``tpu_custom_call`` carries the other two; the CPU program ignores all three, as upstream's
+  interpret mode does.
 
 ``kernel_from_eqn`` builds that ``Kernel`` (then runs ``passes`` on it: the importer's
 ``kernel_passes``, as ``pallas_call(..., passes=...)``); the rule then emits a ``call`` of the
@@ -47,6 +52,7 @@ from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
 from minipallas.kernels.platforms.batching import regrid_queries
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.kernels.spec import params as kernel_params
 from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS
 from minipallas.kernels.spec.tracing import check_grid_axes
 from minipallas.lowering.jax_private import core as jax_core
@@ -131,6 +137,8 @@ def kernel_from_eqn(
         dimension_semantics=_semantics(params.get("compiler_params"), len(grid), vmapped),
         input_output_aliases=_aliases(params.get("input_output_aliases", ()), n_pre),
         scalar_prefetch=tuple(prefetch),
+        cost_estimate=kernel_params.cost_estimate(params.get("cost_estimate")),
+        metadata=kernel_params.metadata(params.get("metadata")),
     )
     return run(kernel, passes) if passes else kernel
 
@@ -205,7 +213,10 @@ def _spec(
             "refs) to i32[]"
         )
     pads = tuple(padding) if any(p != (0, 0) for p in padding) else ()
-    return TracedBlockSpec(array, tuple(block), index_map, ref, frozenset(element_dims), pads)
+    mode = kernel_params.pipeline_mode(getattr(bm, "pipeline_mode", None))
+    return TracedBlockSpec(
+        array, tuple(block), index_map, ref, frozenset(element_dims), pads, pipeline_mode=mode
+    )
 
 
 def _padding(dim: object) -> tuple[int, int] | None:

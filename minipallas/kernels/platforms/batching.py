@@ -14,7 +14,9 @@ as the unbatched call's (bits kept: ``tests/kernels/test_pallas_call_jax.py``):
    returns it as the block index of a new leading squeezed dimension, an unbatched one's
    ignores it;
 3. ``program_id``/``num_programs`` of axis ``k`` in the body (and in every function it calls)
-   ask for axis ``k + 1``.
+   ask for axis ``k + 1``;
+4. a cost estimate's flops, transcendentals and bytes accessed are ``size`` times the
+   unbatched call's, its remote bytes 0, as upstream's batching rule scales it.
 
 A batched dynamic grid size or scalar-prefetch operand has no such form (upstream loops over
 the batch then, and so does the primitive's batching rule).
@@ -28,7 +30,7 @@ from typing import Any
 
 from minipallas.ir.builder import params
 from minipallas.ir.core import Block, Function, Op
-from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.kernel_spec import CostEstimate, Kernel, TracedBlockSpec
 from minipallas.ir.types import ArrayType
 
 I32 = ArrayType((), "int32")
@@ -46,7 +48,14 @@ def batched_kernel(kernel: Kernel, size: int, mapped: Sequence[bool]) -> Kernel:
         in_specs=tuple(_spec(s, size, m) for s, m in zip(kernel.in_specs, mapped, strict=True)),
         out_specs=tuple(_spec(s, size, True) for s in kernel.out_specs),
         dimension_semantics=None if semantics is None else ("parallel", *semantics),
+        cost_estimate=_batched_cost(kernel.cost_estimate, size),
     )
+
+
+def _batched_cost(cost: CostEstimate | None, size: int) -> CostEstimate | None:
+    if cost is None:
+        return None
+    return CostEstimate(cost.flops * size, cost.transcendentals * size, cost.bytes_accessed * size)
 
 
 def _spec(spec: TracedBlockSpec, size: int, mapped: bool) -> TracedBlockSpec:

@@ -12,11 +12,17 @@ target's module, so libtpu compiles and runs minipallas's module as it would ups
   given: ``shape_invariant_numerics=True``, ``serialization_format=1``,
   ``needs_layout_passes=True``) reach the backend config field by field, as upstream's;
   ``dimension_semantics`` is in the module itself;
-- the custom call is named after the kernel, its metadata empty, as upstream's.
+- the custom call is named after the kernel; the kernel's ``cost_estimate`` goes to the
+  backend config and its ``metadata`` to the call's ``kernel_metadata`` (``{}`` when none is
+  given), converted as upstream's ``_lower_to_custom_call`` converts them
+  (``custom_call_extras``). Upstream adds a ``mesh_axes`` entry only for the device-mesh axes a
+  kernel names (``lax.axis_index`` of a ``shard_map`` axis in its body); a minipallas kernel's
+  named axes are its grid's, so it has none to add.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -76,11 +82,10 @@ def launch(
         module=module,
         out_type=out_avals,
         kernel_name=jax_mlir.sanitize_name(kernel.name),
-        cost_estimate=None,
         input_output_aliases=aliases,
         output_memory_spaces=None,
         input_memory_spaces=None,
-        metadata={},
+        **custom_call_extras(kernel),
         **custom_call_params(call.compiler_params),
     )
     bools = jax_mlir.lower_fun(
@@ -88,6 +93,24 @@ def launch(
         multiple_results=True,
     )
     return bools(ctx.replace(avals_in=out_avals), *results)
+
+
+def custom_call_extras(kernel: Kernel) -> dict[str, Any]:
+    """The kernel's ``cost_estimate`` (a dict of its fields, None when not given) and
+    ``metadata`` (a dict) as upstream passes them to the custom call."""
+    cost = kernel.cost_estimate
+    return {
+        "cost_estimate": None if cost is None else dataclasses.asdict(cost),
+        "metadata": dict(kernel.metadata),
+    }
+
+
+def as_tpu_kernel_extras(kernel: Kernel) -> dict[str, Any]:
+    """``custom_call_extras`` as ``as_tpu_kernel`` takes them: it binds a primitive, whose
+    parameters are hashed, so the metadata goes as the ``FrozenDict`` jax's own config uses."""
+    extras = custom_call_extras(kernel)
+    extras["metadata"] = tpu_custom_call.FrozenDict(extras["metadata"])
+    return extras
 
 
 def custom_call_params(params: Any) -> dict[str, Any]:
@@ -144,6 +167,7 @@ def run_module(kernel: Kernel, params: Any, ins: Sequence[Any], dtypes: Sequence
         tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
         kernel_name=kernel.name,
         input_output_aliases=tuple((first + i, o) for i, o in kernel.input_output_aliases),
+        **as_tpu_kernel_extras(kernel),
         **as_tpu_kernel_fields(params),
     )
     outs = call(*_to_words(*ins))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, Kernel
+from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, CostEstimate, Kernel
 from minipallas.ir.types import TPU_SMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels.spec import checks
 from minipallas.kernels.spec import params as kernel_params
@@ -43,6 +43,9 @@ class CallSpec:
     # lowering target's exact optimizations run (``Target.optimizations``)
     passes: str = ""
     optimize: bool = True
+    # what the TPU's custom call carries (``Kernel.cost_estimate``, ``Kernel.metadata``)
+    cost_estimate: CostEstimate | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
     _kernels: dict[tuple, Kernel] = field(default_factory=dict, repr=False)
 
     def trace(
@@ -67,6 +70,8 @@ class CallSpec:
                 memory_space=memory_space,
                 scalar_prefetch=tuple(RefType(t.shape, t.dtype, TPU_SMEM) for t in prefetch),
                 grid_names=self.grid_names,
+                cost_estimate=self.cost_estimate,
+                metadata=self.metadata,
             )
             self._kernels[key] = run(with_aliases(kernel, self.kernel_aliases()), self.passes)
             if self.debug:

@@ -14,6 +14,12 @@ upstream's own objects are accepted too and read by field name. Where the fields
   (upstream passes them to ``triton.compile`` and the ``__gpu$xla.gpu.triton`` backend config,
   not the module), and are kept in ``Lowered.info["compiler_params"]`` for ``gpu``.
 - The CPU ignores them, as upstream's ``interpret=True`` does.
+
+The other kernel-level parameters with upstream's names are read here too, each by the function
+of its name: a block spec's ``pipeline_mode`` (``minipallas.Buffered`` or upstream's
+``pl.Buffered``; the TPU lowering emits or refuses it, the CPU ignores it), and the call's
+``cost_estimate`` and ``metadata``, which go to the ``tpu_custom_call`` as upstream's
+(``kernels/platforms/mosaic.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import dataclasses
 from typing import Any
 
 from minipallas.ir.errors import TraceError
-from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.kernel_spec import Buffered, CostEstimate, Kernel, RevisitMode
 from minipallas.ir.location import user_location
 
 
@@ -140,6 +146,53 @@ def emitter_options(params: _Params | None, target: str) -> dict[str, Any]:
     if target == "ptx":
         return {k: v for k, v in params.as_dict().items() if v is not None}
     return {}
+
+
+def pipeline_mode(value: Any) -> Any:
+    """A block spec's pipeline mode: ``minipallas.Buffered`` as it is, upstream's
+    ``pl.Buffered`` read by field name; anything else as given, for the TPU lowering to refuse
+    with upstream's message ("Unsupported pipeline mode") where upstream's refuses it."""
+    if value is None or isinstance(value, Buffered):
+        return value
+    if type(value).__name__ != "Buffered" or "pallas" not in type(value).__module__:
+        return value
+    revisit = value.revisit
+    return Buffered(
+        value.buffer_count,
+        value.use_lookahead,
+        None if revisit is None else RevisitMode(getattr(revisit, "value", revisit)),
+    )
+
+
+def cost_estimate(value: Any) -> CostEstimate | None:
+    """``cost_estimate=``: ``minipallas.CostEstimate`` as it is, upstream's
+    ``pl.CostEstimate`` (or anything with its fields) read by field name."""
+    if value is None or isinstance(value, CostEstimate):
+        return value
+    names = [f.name for f in dataclasses.fields(CostEstimate)]
+    if not all(hasattr(value, n) for n in names[:3]):
+        raise TraceError(
+            f"cost_estimate must be a CostEstimate, got {value!r}",
+            loc=user_location(),
+            fix="use minipallas.CostEstimate(flops=..., transcendentals=..., bytes_accessed=...)",
+        )
+    return CostEstimate(**{n: getattr(value, n) for n in names if hasattr(value, n)})
+
+
+def metadata(value: Any) -> tuple[tuple[str, str], ...]:
+    """``metadata=``: a mapping of str to str (upstream's ``dict[str, str]``), as its items in
+    the order given; upstream serializes it as JSON into the custom call's
+    ``mhlo.frontend_attributes``."""
+    if value is None:
+        return ()
+    items = tuple(value.items()) if hasattr(value, "items") else None
+    if items is None or not all(isinstance(k, str) and isinstance(v, str) for k, v in items):
+        raise TraceError(
+            f"metadata must be a mapping of str to str, got {value!r}",
+            loc=user_location(),
+            fix='give strings: metadata={"name": "value"} (json.dumps other values first)',
+        )
+    return items
 
 
 def debug_kernel(kernel: Kernel) -> None:

@@ -27,8 +27,9 @@ from minipallas.frontend.values import TracedArray, as_result, astype
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 from minipallas.ir.errors import TraceError
-from minipallas.ir.kernel_spec import BlockSpec, Element, Kernel, TracedBlockSpec
+from minipallas.ir.kernel_spec import BlockSpec, CostEstimate, Element, Kernel, TracedBlockSpec
 from minipallas.ir.types import ArrayType, MemorySpace, RefType
+from minipallas.kernels.spec.params import pipeline_mode
 
 I32 = ArrayType((), "int32")
 
@@ -47,10 +48,13 @@ def trace_kernel(
     memory_space: MemorySpace,
     scalar_prefetch: Sequence[RefType] = (),
     grid_names: tuple[str, ...] | None = None,
+    cost_estimate: CostEstimate | None = None,
+    metadata: tuple[tuple[str, str], ...] = (),
 ) -> Kernel:
     """The ``Kernel`` of ``body`` for these operand types (see the module doc); ``grid`` has
     ``None`` for a dynamic size; with ``grid_names``, ``axis_index(name)`` in the body is the
-    ``program_id`` of the axis of that name."""
+    ``program_id`` of the axis of that name. ``cost_estimate`` and ``metadata`` (checked by
+    ``params``) are the kernel's as given."""
     name = kernel_name(body) if name is None else name
     prefetch = tuple(scalar_prefetch)
     traced_in = [
@@ -80,7 +84,8 @@ def trace_kernel(
     check_grid_axes(fn, len(grid))
     return Kernel(
         name, fn, grid, tuple(traced_in), tuple(traced_out), tuple(scratch_types),
-        dimension_semantics, scalar_prefetch=prefetch,
+        dimension_semantics, scalar_prefetch=prefetch, cost_estimate=cost_estimate,
+        metadata=metadata,
     )  # fmt: skip
 
 
@@ -121,6 +126,7 @@ def trace_spec(
         ref_type=RefType(ref_shape, array.dtype, space),
         element_dims=element_dims,
         padding=padding,
+        pipeline_mode=pipeline_mode(spec.pipeline_mode),
     )
 
 
