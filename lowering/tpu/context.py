@@ -91,6 +91,8 @@ class LoweringContext(EmitterContext):
         self.grid_indices: list[ir.Value] = []
         self.ranges = ranges
         self.pieces: dict[ir.Value, tuple[int, tuple[ir.Value, ...]]] = {}
+        # upstream's fuse_transposed_lhs_in_matmul: a transposed left side's matmul says so
+        self.fuse_transposed_lhs = False
         self._named_locs: dict[tuple[Location, str], ir.Location] = {}
 
     def missing_rule_fix(self, op: Op) -> str:

@@ -457,6 +457,13 @@ def _reduce(name: str, x: ir.Value, t: ArrayType, axes: list[int]) -> ir.Value:
 
 
 _DOT_DIMS = "#tpu.dot_dimension_numbers<[1], [0], [0], [1], [0, 0, 1, 1], [], []>"
+# (lhs, rhs contracting dim) -> upstream's numbers for a 2-D dot_general contracting them
+_DOT_DIMS_2D = {
+    (1, 0): _DOT_DIMS,
+    (0, 0): "#tpu.dot_dimension_numbers<[0], [0], [1], [1], [0, 1, 1, 1], [], []>",
+    (1, 1): "#tpu.dot_dimension_numbers<[1], [1], [0], [0], [0, 0, 1, 0], [], []>",
+    (0, 1): "#tpu.dot_dimension_numbers<[0], [1], [1], [0], [0, 1, 1, 0], [], []>",
+}
 # (B, m, k) x (B, k, n): upstream's numbers for a dot_general with batch dimensions (0, 0)
 _BATCHED_DOT_DIMS = "#tpu.dot_dimension_numbers<[2], [1], [1], [2], [0, 0, 0, 1, 1, 2], [0], [0]>"
 
@@ -489,7 +496,9 @@ def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.V
         return [_matvec(op, x, row)]
     precision = _precision(op)
     if not batch:
-        return [_matmul(x, y, out, _DOT_DIMS, precision)]
+        (x, lhs_t), (y, rhs_t) = _untransposed(x), _untransposed(y)
+        dims = _DOT_DIMS_2D[0 if lhs_t else 1, 1 if rhs_t else 0]
+        return [_matmul(x, y, out, dims, precision, hint=lhs_t and ctx.fuse_transposed_lhs)]
     n = int(np.prod(batch))
     x = emit.shape_cast(x, ArrayType((n, *a.shape[-2:]), a.dtype))
     y = emit.shape_cast(y, ArrayType((n, *b.shape[-2:]), b.dtype))
@@ -514,6 +523,16 @@ def _precision(op: Op) -> ir.Attribute | None:
         )
     attr = _CONTRACT_PRECISION[lhs]
     return None if attr is None else ir.Attribute.parse(attr)
+
+
+def _untransposed(x: ir.Value) -> tuple[ir.Value, bool]:
+    """A 2-D operand as upstream's ``dot_general`` takes it: the source of a ``tpu.transpose``
+    feeding it (the importer's transpose of a contraction over the other dim), and whether it
+    was one; the matmul then contracts the source's other dim, as upstream's does."""
+    owner = x.owner
+    if isinstance(owner, ir.OpView) and owner.operation.name == "tpu.transpose":
+        return owner.operands[0], True
+    return x, False
 
 
 def _transposed_row(y: ir.Value) -> ir.Value | None:
@@ -550,8 +569,15 @@ def _matvec(op: Op, x: ir.Value, row: ir.Value) -> ir.Value:
 
 
 def _matmul(
-    x: ir.Value, y: ir.Value, out: ArrayType, dims: str, precision: ir.Attribute | None
+    x: ir.Value,
+    y: ir.Value,
+    out: ArrayType,
+    dims: str,
+    precision: ir.Attribute | None,
+    hint: bool = False,
 ) -> ir.Value:
+    """``tpu.matmul`` into zeros; ``hint`` is upstream's ``transpose_lhs_hint`` (a left side
+    contracted over its first dim, with ``fuse_transposed_lhs_in_matmul``)."""
     acc = emit.constant(0, out)
     numbers = ir.Attribute.parse(dims)
     return tpu.matmul(
@@ -559,7 +585,7 @@ def _matmul(
         x,
         y,
         acc,
-        transpose_lhs_hint=False,
+        transpose_lhs_hint=hint,
         dimension_numbers=numbers,
         precision=precision,
     )
