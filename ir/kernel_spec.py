@@ -192,6 +192,9 @@ class Kernel:
     scalar_prefetch: tuple[RefType, ...] = ()
     cost_estimate: CostEstimate | None = None
     metadata: tuple[tuple[str, str], ...] = ()
+    # upstream's ``fuse_transposed_lhs_in_matmul``: a matmul whose left side is contracted over
+    # its first dim carries ``transpose_lhs_hint`` (a hint to Mosaic; the values are the same)
+    fuse_transposed_lhs: bool = False
 
     @property
     def dynamic_axes(self) -> tuple[int, ...]:

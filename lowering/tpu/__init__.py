@@ -99,6 +99,7 @@ def emit_mosaic(kernel: Kernel, body: Function, *, promote_scratch: bool = False
 
 def _module(kernel: Kernel, body: Function, semantics: DimensionSemantics) -> ir.Module:
     ctx = LoweringContext(kernel.grid, int_ranges(body.body, kernel.grid))
+    ctx.fuse_transposed_lhs = kernel.fuse_transposed_lhs
     with ctx.mlir, ir.Location.unknown():
         fn = kernel_function(ctx, kernel, body, semantics.values)
         fn.attributes[REASONS_ATTR] = ir.ArrayAttr.get(

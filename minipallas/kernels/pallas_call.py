@@ -181,6 +181,9 @@ class PallasCall:
             optimize=optimize,
             cost_estimate=cost_estimate,
             metadata=metadata,
+            fuse_transposed_lhs=bool(
+                getattr(self.compiler_params, "fuse_transposed_lhs_in_matmul", False)
+            ),
         )
         self._programs: dict[tuple, Function] = {}
         self._compiled: dict[tuple, Compiled] = {}  # ((shape, numpy dtype) per input) -> Compiled

@@ -497,6 +497,7 @@ def dot(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.V
     precision = _precision(op)
     if not batch:
         (x, lhs_t), (y, rhs_t) = _untransposed(x), _untransposed(y)
+        x, y = _unwidened(x, y)
         dims = _DOT_DIMS_2D[0 if lhs_t else 1, 1 if rhs_t else 0]
         return [_matmul(x, y, out, dims, precision, hint=lhs_t and ctx.fuse_transposed_lhs)]
     n = int(np.prod(batch))
@@ -533,6 +534,19 @@ def _untransposed(x: ir.Value) -> tuple[ir.Value, bool]:
     if isinstance(owner, ir.OpView) and owner.operation.name == "tpu.transpose":
         return owner.operands[0], True
     return x, False
+
+
+def _unwidened(x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Both operands' narrower sources when both are ``arith.extf`` of one float type (the
+    importer widens a bfloat16 dot to float32 where XLA:CPU does): the products of widened
+    values are the narrow ones' products, exact in the float32 accumulator at any precision,
+    so the matmul takes the sources, as upstream's takes its bfloat16 operands."""
+    owners = [v.owner for v in (x, y)]
+    if not all(isinstance(o, ir.OpView) and o.operation.name == "arith.extf" for o in owners):
+        return x, y
+    a, b = (o.operands[0] for o in owners)
+    same = ir.VectorType(a.type).element_type == ir.VectorType(b.type).element_type
+    return (a, b) if same else (x, y)
 
 
 def _transposed_row(y: ir.Value) -> ir.Value | None:

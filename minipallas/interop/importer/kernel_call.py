@@ -139,6 +139,7 @@ def kernel_from_eqn(
         scalar_prefetch=tuple(prefetch),
         cost_estimate=kernel_params.cost_estimate(params.get("cost_estimate")),
         metadata=kernel_params.metadata(params.get("metadata")),
+        fuse_transposed_lhs=_fuse_transposed_lhs(params.get("compiler_params")),
     )
     return run(kernel, passes) if passes else kernel
 
@@ -282,3 +283,11 @@ def _semantics(
             raise JaxprImportError(f"dimension_semantics {values} do not fit the grid")
         return names
     return None
+
+
+def _fuse_transposed_lhs(compiler_params: object) -> bool:
+    """Pallas TPU's ``fuse_transposed_lhs_in_matmul`` (``Kernel.fuse_transposed_lhs``)."""
+    candidates = (
+        compiler_params.values() if isinstance(compiler_params, Mapping) else [compiler_params]
+    )
+    return any(bool(getattr(p, "fuse_transposed_lhs_in_matmul", False)) for p in candidates)

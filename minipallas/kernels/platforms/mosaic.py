@@ -22,20 +22,22 @@ target's module, so libtpu compiles and runs minipallas's module as it would ups
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import mosaic
 
-from minipallas.ir.errors import TraceError
+from minipallas.ir.errors import PassError, TraceError
 from minipallas.ir.location import user_location
 from minipallas.kernels.spec.params import TpuCompilerParams
 from minipallas.lowering.jax_private import mlir as jax_mlir
 from minipallas.lowering.jax_private import tpu_custom_call
+from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.lowering.tpu.aot import custom_call_types
 
@@ -76,23 +78,43 @@ def launch(
     out_avals = [_word_aval(a) for a in ctx.avals_out]
     words = jax_mlir.lower_fun(_to_words, multiple_results=True)
     operands = words(ctx.replace(avals_out=in_avals), *operands)
-    results = mosaic.lower_module_to_custom_call(
-        ctx.replace(avals_in=in_avals, avals_out=out_avals),
-        *operands,
-        module=module,
-        out_type=out_avals,
-        kernel_name=jax_mlir.sanitize_name(kernel.name),
-        input_output_aliases=aliases,
-        output_memory_spaces=None,
-        input_memory_spaces=None,
-        **custom_call_extras(kernel),
-        **custom_call_params(call.compiler_params),
-    )
+    with refusals_named(kernel):
+        results = mosaic.lower_module_to_custom_call(
+            ctx.replace(avals_in=in_avals, avals_out=out_avals),
+            *operands,
+            module=module,
+            out_type=out_avals,
+            kernel_name=jax_mlir.sanitize_name(kernel.name),
+            input_output_aliases=aliases,
+            output_memory_spaces=None,
+            input_memory_spaces=None,
+            **custom_call_extras(kernel),
+            **custom_call_params(call.compiler_params),
+        )
     bools = jax_mlir.lower_fun(
         lambda *xs: [x.astype(a.dtype) for x, a in zip(xs, ctx.avals_out, strict=True)],
         multiple_results=True,
     )
     return bools(ctx.replace(avals_in=out_avals), *results)
+
+
+@contextlib.contextmanager
+def refusals_named(kernel: Kernel) -> Iterator[None]:
+    """jax's refusal of the module as it serializes it into the custom call (an ``MLIRError``:
+    lowered with no TPU backend, jax writes Mosaic's version 11, which cannot hold a matmul's
+    ``transpose_lhs_hint``, nor can upstream's) as a ``PassError`` naming the kernel."""
+    try:
+        yield
+    except ir.MLIRError as e:
+        found = [d.message for d in getattr(e, "error_diagnostics", ())] or [str(e)]
+        raise PassError(
+            f"jax refuses the Mosaic module of kernel '{kernel.name}' as it writes the custom "
+            f"call: {found[0]}",
+            op="pallas_call",
+            loc=user_location(),
+            fix="upstream's lowering of the same kernel is refused alike; drop the compiler "
+            "parameter that asks for it",
+        ) from None
 
 
 def custom_call_extras(kernel: Kernel) -> dict[str, Any]:

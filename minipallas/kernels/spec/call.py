@@ -46,6 +46,7 @@ class CallSpec:
     # what the TPU's custom call carries (``Kernel.cost_estimate``, ``Kernel.metadata``)
     cost_estimate: CostEstimate | None = None
     metadata: tuple[tuple[str, str], ...] = ()
+    fuse_transposed_lhs: bool = False  # ``Kernel.fuse_transposed_lhs``
     _kernels: dict[tuple, Kernel] = field(default_factory=dict, repr=False)
 
     def trace(
@@ -72,6 +73,7 @@ class CallSpec:
                 grid_names=self.grid_names,
                 cost_estimate=self.cost_estimate,
                 metadata=self.metadata,
+                fuse_transposed_lhs=self.fuse_transposed_lhs,
             )
             self._kernels[key] = run(with_aliases(kernel, self.kernel_aliases()), self.passes)
             if self.debug:

@@ -8,8 +8,9 @@ upstream's own objects are accepted too and read by field name. Where the fields
 - Mosaic: ``dimension_semantics`` becomes the kernel's (the module's ``dimension_semantics``
   attribute, as upstream's). The others go, as upstream's, into the ``tpu_custom_call``
   backend config when the call runs on a TPU (``kernels/platforms/mosaic.py``), and are kept in
-  ``Lowered.info["compiler_params"]``; ``fuse_transposed_lhs_in_matmul`` (a hint to upstream's
-  own matmul lowering) is accepted and not used.
+  ``Lowered.info["compiler_params"]``; ``fuse_transposed_lhs_in_matmul`` becomes the kernel's
+  (``Kernel.fuse_transposed_lhs``: a transposed left side's ``tpu.matmul`` carries
+  ``transpose_lhs_hint``, as upstream's).
 - Triton: ``num_warps`` and ``num_stages`` go to the ``ptx`` target's Triton compilation
   (upstream passes them to ``triton.compile`` and the ``__gpu$xla.gpu.triton`` backend config,
   not the module), and are kept in ``Lowered.info["compiler_params"]`` for ``gpu``.

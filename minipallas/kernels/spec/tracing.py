@@ -50,6 +50,7 @@ def trace_kernel(
     grid_names: tuple[str, ...] | None = None,
     cost_estimate: CostEstimate | None = None,
     metadata: tuple[tuple[str, str], ...] = (),
+    fuse_transposed_lhs: bool = False,
 ) -> Kernel:
     """The ``Kernel`` of ``body`` for these operand types (see the module doc); ``grid`` has
     ``None`` for a dynamic size; with ``grid_names``, ``axis_index(name)`` in the body is the
@@ -85,7 +86,7 @@ def trace_kernel(
     return Kernel(
         name, fn, grid, tuple(traced_in), tuple(traced_out), tuple(scratch_types),
         dimension_semantics, scalar_prefetch=prefetch, cost_estimate=cost_estimate,
-        metadata=metadata,
+        metadata=metadata, fuse_transposed_lhs=fuse_transposed_lhs,
     )  # fmt: skip
 
 
