@@ -60,7 +60,9 @@ BUDGETS = {
     "ir": 9400,  # ir/ less the core
     "passes": 4000,  # passes/ less the core
     "lowering": 8750,
-    "compiler": 14000,  # minipallas/ less the tools
+    # minipallas/ less the tools; raised from 14000 for issue 46: every import rule declares
+    # each parameter of its primitive (interop/importer/params.py and the declarations, ~630)
+    "compiler": 14700,
     "tools": 15500,  # the tools' floor and bench/
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's

@@ -1,8 +1,9 @@
 """Importing upstream jaxprs as minipallas IR: ``from_jaxpr``.
 
 ``engine`` is the importer (an interpreter over a jaxpr whose rules build IR), ``avals`` what
-upstream's values are as IR types; every other file holds the import rules of one family of
-jax primitives, registered with ``@rule("primitive", ...)``:
+upstream's values are as IR types, ``params`` how a rule declares every parameter of its
+primitive (each honoured or refused); every other file holds the import rules of one family of
+jax primitives, registered with ``@rule("primitive", ..., params={...})``:
 
 - ``state``, ``mutable``: refs and their reads and writes (``get``, ``swap``, ``jax.new_ref``);
 - ``pallas``, ``kernel_call``, ``pipeline``, ``mesh``: Pallas's primitives, whole

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, closed_parts, rule
+from minipallas.interop.importer.params import READ, NoEffect, Only
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice
@@ -38,7 +39,11 @@ def _element(type_: object) -> tuple:
     return (Int(Dyn(0)), *(Slice(0, d, 1) for d in type_.shape[1:]))
 
 
-@rule("scan")
+_LOOP = {"jaxpr": READ, "length": READ, "num_consts": READ, "num_carry": READ, "reverse": READ}
+_UNROLL = NoEffect("how many iterations XLA runs per step of its loop: the same iterations")
+
+
+@rule("scan", params={**_LOOP, "unroll": _UNROLL})
 def scan(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     jaxpr, consts = closed_parts(p["jaxpr"])
@@ -83,7 +88,10 @@ def scan(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(op.results)
 
 
-@rule("while")
+@rule(
+    "while",
+    params={"cond_jaxpr": READ, "body_jaxpr": READ, "cond_nconsts": READ, "body_nconsts": READ},
+)
 def while_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     nc, nb = p["cond_nconsts"], p["body_nconsts"]
@@ -97,7 +105,16 @@ def while_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(op.results)
 
 
-@rule("cond")
+@rule(
+    "cond",
+    params={
+        "branches": READ,
+        "branches_platforms": NoEffect(
+            "the platforms of lax.platform_dependent's branches: the index operand (a "
+            "platform_index) already picks the branch; jax uses it to lower fewer branches"
+        ),
+    },
+)
 def cond(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     branches = eqn.params["branches"]
     index_atom, *operand_atoms = eqn.invars
@@ -124,7 +141,35 @@ def _last_if_negative(scope: ImportScope, atom: jax_core.Atom, n: int) -> Value:
     return scope.emit("select", [negative, scope.constant(n - 1, dtype), index])
 
 
-@rule("jit", "closed_call", "call")
+def _unspecified(shardings: object) -> bool:
+    """Whether a ``jit``'s shardings are all left to jax (``UnspecifiedValue``, a private
+    class: read by name, so a jax that renames it refuses rather than accepts)."""
+    return all(type(s).__name__ == "UnspecifiedValue" for s in shardings)
+
+
+_HINT = NoEffect("how XLA compiles the call (donation, inlining, unused inputs, options)")
+_SHARDINGS = Only(
+    test=_unspecified,
+    accepted="shardings left unspecified",
+    fix="call jax.jit without in_shardings/out_shardings: minipallas runs on one device",
+)
+_JIT = {
+    "jaxpr": READ,
+    "name": READ,
+    "donated_invars": _HINT,
+    "inline": _HINT,
+    "keep_unused": _HINT,
+    "compiler_options_kvs": _HINT,
+    "in_shardings": _SHARDINGS,
+    "out_shardings": _SHARDINGS,
+    "in_layouts": NoEffect("how the inputs are laid out in memory, not what they hold"),
+    "out_layouts": NoEffect("how the results are laid out in memory, not what they hold"),
+    "ctx_mesh": NoEffect("the mesh in context while tracing; only shardings would use it"),
+}
+
+
+@rule("jit", params=_JIT)
+@rule("closed_call", "call", params={"call_jaxpr": READ})
 def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     closed = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
     if not isinstance(closed, jax_core.ClosedJaxpr):
@@ -135,7 +180,23 @@ def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(scope.emit_op("call", args, callee=callee).results)
 
 
-@rule("shard_map")
+_ONE_DEVICE = NoEffect(
+    "with one device per manual mesh axis (more are refused), each shard is the whole array"
+)
+
+
+@rule(
+    "shard_map",
+    params={
+        "mesh": READ,
+        "jaxpr": READ,
+        "manual_axes": READ,
+        "newly_manual_axes": READ,
+        "in_specs": _ONE_DEVICE,
+        "out_specs": _ONE_DEVICE,
+        "check_vma": NoEffect("a check of the body's types while tracing"),
+    },
+)
 def shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """The body on the whole arrays, when every manual mesh axis has one device: each operand
     is then its own (only) shard. More devices would run the body per shard."""
@@ -152,13 +213,45 @@ def shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return scope.inline(jaxpr, consts, [scope.read(a) for a in eqn.invars])
 
 
-@rule("pvary")
+@rule("pvary", params={"axes": NoEffect("a type fact: the values vary over these axes")})
 def pvary(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Marks values as varying over manual mesh axes (a type fact): the values themselves."""
     return [scope.read(a) for a in eqn.invars]
 
 
-@rule("remat2", "custom_jvp_call", "custom_vjp_call")
+_DERIVATIVE = NoEffect("how jax differentiates the call; its values are the primal's")
+_CONSTS = NoEffect("how many leading operands are constants, for jax's differentiation")
+
+
+@rule(
+    "remat2",
+    params={
+        "jaxpr": READ,
+        "prevent_cse": NoEffect("whether XLA may merge the recomputation with the original"),
+        "differentiated": _DERIVATIVE,
+        "policy": NoEffect("which values jax.checkpoint saves for differentiation"),
+    },
+)
+@rule(
+    "custom_jvp_call",
+    params={
+        "call_jaxpr": READ,
+        "num_consts": _CONSTS,
+        "jvp_jaxpr_fun": _DERIVATIVE,
+        "symbolic_zeros": _DERIVATIVE,
+    },
+)
+@rule(
+    "custom_vjp_call",
+    params={
+        "call_jaxpr": READ,
+        "num_consts": _CONSTS,
+        "fwd_jaxpr_thunk": _DERIVATIVE,
+        "bwd": _DERIVATIVE,
+        "out_trees": _DERIVATIVE,
+        "symbolic_zeros": _DERIVATIVE,
+    },
+)
 def inline(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     jaxpr, consts = closed_parts(eqn.params.get("jaxpr", eqn.params.get("call_jaxpr")))
     return scope.inline(jaxpr, consts, [scope.read(a) for a in eqn.invars])

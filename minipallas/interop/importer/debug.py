@@ -22,6 +22,7 @@ from jax import tree_util
 
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.indexers import Window
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.opset.debug import DEFAULT_OPTIONS
 from minipallas.ir.types import RefType
@@ -72,7 +73,21 @@ def _contents(scope: ImportScope, x: Value) -> Value:
     return scope.emit("get", [x], indexer=Window.whole(x.type.shape).indexer)
 
 
-@rule("debug_print")
+@rule(
+    "debug_print",
+    params={
+        "fmt": READ,
+        "in_tree": READ,
+        "static_args": READ,
+        "np_printoptions": READ,
+        "logging_record": READ,
+        "has_placeholders": NoEffect(
+            "whether fmt has a field: the interpreter finds it in fmt, as jax does"
+        ),
+        "ordered": NoEffect("one device, and the interpreter prints in program order"),
+        "partitioned": NoEffect("one device: every print is the whole program's"),
+    },
+)
 def debug_print(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p = eqn.params
     if p["static_args"]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.mesh import own_row
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.interop.importer.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -42,7 +43,13 @@ def _operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     return [_ref(scope, src), _ref(scope, dst), _ref(scope, sem)]
 
 
-@rule("dma_start")
+_DEVICE_ID_TYPE = NoEffect("how a device_id is read; remote copies, which have one, are refused")
+
+
+@rule(
+    "dma_start",
+    params={"tree": READ, "add": READ, "priority": READ, "device_id_type": _DEVICE_ID_TYPE},
+)
 def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if eqn.params.get("add"):
         raise scope.error("a dma_start with add=True cannot be imported (upstream has no "
@@ -54,7 +61,16 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return []
 
 
-@rule("dma_wait")
+@rule(
+    "dma_wait",
+    params={
+        "tree": READ,
+        "device_id_type": _DEVICE_ID_TYPE,
+        "insert_dummy_device": NoEffect(
+            "whether Mosaic names device 0 in a remote copy's wait (refused, as above)"
+        ),
+    },
+)
 def dma_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     scope.emit_op("dma_wait", _operands(scope, eqn))
     return []

@@ -7,9 +7,11 @@ Importing is ``eval_jaxpr`` with IR-building rules in place of numbers (autodida
 2. For each equation, set the scope's location to the user's ``file:line`` carried in
    ``eqn.source_info`` (where it records none, as for ``make_jaxpr(jnp.floor)``, the enclosing
    equation's, and at the top the line that called ``from_jaxpr``), look up the rule of
-   ``eqn.primitive.name`` in ``RULES`` and call it; it emits minipallas ops through the scope
-   and returns one value per outvar. Every error while importing an equation (no rule, a form
-   the rule refuses, a bad dtype, even a rule's own bug) is a ``JaxprImportError`` naming the
+   ``eqn.primitive.name`` in ``RULES``, hold the equation's parameters to the rule's
+   declaration (``params.check``: one it does not declare, or a value it does not accept, is
+   refused) and call it; it emits minipallas ops through the scope and returns one value per
+   outvar. Every error while importing an equation (no rule, a parameter, a form the rule
+   refuses, a bad dtype, even a rule's own bug) is a ``JaxprImportError`` naming the
    primitive at that location, made once in ``ImportScope._located``. A primitive with a *scoped*
    rule (``@scoped_rule``: ``new_ref`` allocates a ref for the rest of its block) imports the
    equations after it itself, inside the region it opens.
@@ -23,7 +25,8 @@ ops inside the region.
 
 Rules live in one file per family beside this one (``state``, ``mutable``, ``pallas``,
 ``control``, ``lax``, ``lax_indexing``, ``kernel_call`` for whole kernels...) and register with
-``@rule("primitive", ...)``; another package adds rules the same way. Upstream's avals become
+``@rule("primitive", ..., params={...})``, declaring every parameter of the primitive
+(``params``); another package adds rules the same way. Upstream's avals become
 IR types in ``avals``. Literal operands are static: ``scope.static`` gives their value, so rules
 can fold what upstream computes from constants (index wrapping).
 """
@@ -38,6 +41,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from minipallas.interop.importer.avals import JaxprImportError, dtype_of, type_of
+from minipallas.interop.importer.params import ImportRuleTable, check
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder
 from minipallas.ir.conversions import to_dtype
@@ -45,7 +49,6 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.literal import Literal
 from minipallas.ir.location import UNKNOWN, Location, user_location
-from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import (
     ANY,
     ArrayType,
@@ -70,8 +73,8 @@ class Rule(Protocol):
     def __call__(self, scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]: ...
 
 
-RULES: RuleTable[Rule] = RuleTable("import rule", primitive_names, "jax primitive")
-rule = RULES.register
+RULES: ImportRuleTable[Rule] = ImportRuleTable("import rule", primitive_names, "jax primitive")
+rule = RULES.register  # @rule("tanh", params={"accuracy": ACCURACY}): ``params`` declares them
 
 
 class ScopedRule(Protocol):
@@ -88,7 +91,7 @@ class ScopedRule(Protocol):
     ) -> list[Value]: ...
 
 
-SCOPED_RULES: RuleTable[ScopedRule] = RuleTable(
+SCOPED_RULES: ImportRuleTable[ScopedRule] = ImportRuleTable(
     "scoped import rule", primitive_names, "jax primitive"
 )
 scoped_rule = SCOPED_RULES.register
@@ -379,11 +382,16 @@ class ImportScope:
             scoped = SCOPED_RULES.get(eqn.primitive.name)
             if scoped is not None:
                 with self.located(eqn):
+                    self.check_params(eqn, SCOPED_RULES)
                     return scoped(self, eqn, eqns[k + 1 :], outvars)
             named = _named_scope(eqn)
             if named is not None:
                 n = next((j for j in range(k, len(eqns)) if _named_scope(eqns[j]) != named),
                          len(eqns))  # fmt: skip
+                for e in eqns[k:n]:  # imported as a whole, each held to its rule's params
+                    if e.primitive.name in RULES:
+                        with self.located(e):
+                            self.check_params(e, RULES)
                 with self.located(eqns[n - 1]):
                     if NAMED_SCOPES[named](self, eqns[k:n]):
                         k = n
@@ -403,6 +411,7 @@ class ImportScope:
                 fix="rewrite this line with supported operations, or register an import rule "
                 "with minipallas.interop.importer.rule",
             )
+        self.check_params(eqn, RULES)
         outs = fn(self, eqn)
         if len(outs) != len(eqn.outvars):
             raise self.error(
@@ -419,6 +428,12 @@ class ImportScope:
                     fix="this is an importer bug; please report it with the program",
                 )
             self.env[var] = value
+
+    def check_params(self, eqn: jax_core.JaxprEqn, table: ImportRuleTable) -> None:
+        """Refuses a parameter of ``eqn`` its rule in ``table`` does not declare, or a value
+        it does not accept (``params.check``), at this scope's location."""
+        name = eqn.primitive.name
+        check(name, table.params.get(name), eqn.params, self.error)
 
     def inline(
         self, jaxpr: jax_core.Jaxpr, consts: Sequence[object], args: Sequence[Value]

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 
 from minipallas.interop.importer.avals import JaxprImportError, dtype_of, type_of
 from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts, rule
+from minipallas.interop.importer.params import KERNEL_HINTS, READ
 from minipallas.ir.core import Function, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
@@ -60,7 +61,21 @@ from minipallas.lowering.jax_private import pallas_core
 from minipallas.passes.pipeline import run
 
 
-@rule("pallas_call")
+@rule(
+    "pallas_call",
+    params={
+        **KERNEL_HINTS,
+        "jaxpr": READ,
+        "grid_mapping": READ,
+        "mesh": READ,
+        "compiler_params": READ,
+        "input_output_aliases": READ,
+        "out_avals": READ,  # as the equation's outvars
+        "name": READ,
+        "cost_estimate": READ,
+        "metadata": READ,
+    },
+)
 def pallas_call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     kernel = kernel_from_eqn(eqn, importer=scope.importer, passes=scope.importer.kernel_passes)
     name = scope.importer.unique_name(f"{kernel.name}_grid")

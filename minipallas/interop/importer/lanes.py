@@ -13,11 +13,12 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import dtype_of
 from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.params import READ
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
 
 
-@rule("roll")
+@rule("roll", params={"axis": READ, "stride": READ, "stride_axis": READ})
 def roll(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, shift = (scope.read(a) for a in eqn.invars)
     p = eqn.params
@@ -26,7 +27,7 @@ def roll(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("roll", [x, shift], axis=int(p["axis"]), stride=stride)]
 
 
-@rule("platform_index")
+@rule("platform_index", params={"platforms": READ})
 def platform_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     platforms = tuple(None if ps is None else tuple(map(str, ps)) for ps in eqn.params["platforms"])
     index = scope.emit("platform_index", [], platforms=platforms)
@@ -34,7 +35,7 @@ def platform_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value
     return [index]
 
 
-@rule("bitcast")
+@rule("bitcast", params={"ty": READ})
 def bitcast(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dtype = dtype_of(eqn.params["ty"], "the pltpu.bitcast value")

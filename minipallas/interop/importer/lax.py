@@ -7,6 +7,8 @@ built from several minipallas ops, the rule spells out what XLA computes:
 - binary ops take a scalar operand next to an array, or a size-1 dimension next to a longer
   one (upstream's jaxprs allow both): it is broadcast explicitly;
 - comparisons of bools are written with ``and``/``or``/``xor``/``not``;
+- ``mul`` with ``out_dtype`` converts both operands to it, then multiplies (XLA's lowering and
+  Mosaic's); a transcendental's ``accuracy`` imports only as None (``params.ACCURACY``);
 - ``integer_pow`` is upstream's own square-and-multiply chain (``lax._integer_pow``), so it
   rounds the same way; ``square`` is ``x * x``;
 - ``pow`` (of a float: upstream has no integer ``pow``) converts an integer exponent to the
@@ -17,7 +19,7 @@ built from several minipallas ops, the rule spells out what XLA computes:
   out-of-range predicate undefined);
 - ``dot_general`` with any contracting and batch dimensions imports as a ``dot`` (batched when
   it has batch dimensions) between transposes and reshapes; bfloat16 operands are converted
-  to float32 first where XLA:CPU converts them.
+  to float32 first where XLA:CPU converts them; its ``precision`` becomes the ``dot``'s.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ from jax import lax
 
 from minipallas.interop.importer.avals import dtype_of, type_of
 from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.params import ACCURACY, READ, SHARDING, NoEffect
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jax_private import core as jax_core
 
-_SAME_NAME = ("add", "sub", "mul", "div", "rem", "max", "min", "and", "or", "xor", "atan2")
+_SAME_NAME = ("add", "sub", "div", "rem", "max", "min", "and", "or", "xor", "atan2")
 _SAME_NAME += ("nextafter", "shift_left", "shift_right_logical", "shift_right_arithmetic")
-_UNARY = ("neg", "abs", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos", "not")
-_UNARY += ("floor", "ceil", "exp2", "expm1", "log1p", "erf", "erf_inv", "tan", "asin", "atan")
-_UNARY += ("sinh", "cosh", "asinh", "cbrt", "population_count", "clz")
+_UNARY = ("neg", "abs", "not", "floor", "ceil", "erf", "erf_inv", "asin", "atan", "sinh", "cosh")
+_UNARY += ("asinh", "population_count", "clz")
+# the transcendentals that take ``accuracy=`` (only None imports, as upstream's Mosaic rules)
+_TRANSCENDENTAL = ("exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos")
+_TRANSCENDENTAL += ("tan", "sqrt", "rsqrt", "cbrt")
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 
 
@@ -59,29 +64,42 @@ def operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     return [scope.broadcast(v, shape) for v in values]
 
 
-@rule(*_SAME_NAME)
+@rule(*_SAME_NAME, params={})
 def binary(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
 
 
-@rule(*_UNARY)
+@rule(*_UNARY, params={})
+@rule(*_TRANSCENDENTAL, params={"accuracy": ACCURACY})
 def unary(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, operands(scope, eqn))]
 
 
-@rule("round")
+@rule("mul", params={"out_dtype": READ})
+def mul(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """``lax.mul(x, y, out_dtype=t)`` converts both operands to ``t``, then multiplies: XLA's
+    lowering (``_nary_lower_hlo``: broadcast, ``convert``, ``multiply``) and Mosaic's
+    (``_mul_lowering_rule``) both do."""
+    x, y = operands(scope, eqn)
+    if eqn.params.get("out_dtype") is not None:
+        dtype = dtype_of(eqn.params["out_dtype"], "the out_dtype of mul")
+        x, y = scope.convert(x, dtype), scope.convert(y, dtype)
+    return [scope.emit("mul", [x, y])]
+
+
+@rule("round", params={"rounding_method": READ})
 def round_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """``lax.round``'s default rounds half away from zero; ``jnp.round`` asks for half to even."""
     even = int(eqn.params["rounding_method"]) == int(lax.RoundingMethod.TO_NEAREST_EVEN)
     return [scope.emit("round_even" if even else "round", operands(scope, eqn))]
 
 
-@rule("copy")
+@rule("copy", params={})
 def identity(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.read(a) for a in eqn.invars]
 
 
-@rule("optimization_barrier")
+@rule("optimization_barrier", params={})
 def optimization_barrier(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """One barrier an array operand (XLA folds through none, as through upstream's); a ref
     passes as it is."""
@@ -92,7 +110,7 @@ def optimization_barrier(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence
     ]
 
 
-@rule(*_COMPARE)
+@rule(*_COMPARE, params={})
 def compare(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     a, b = operands(scope, eqn)
     name = eqn.primitive.name
@@ -107,14 +125,14 @@ def compare(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("and" if name in ("lt", "gt") else "or", [not_a, b])]
 
 
-@rule("pow")
+@rule("pow", params={})
 def pow_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Upstream's ``pow`` takes a float base; an integer exponent is converted to it first."""
     x, y = operands(scope, eqn)
     return [scope.emit("pow", [x, scope.convert(y, x.type.dtype)])]
 
 
-@rule("integer_pow")
+@rule("integer_pow", params={"y": READ})
 def integer_pow(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     y = int(eqn.params["y"])
@@ -131,13 +149,13 @@ def integer_pow(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("div", [one, acc]) if y < 0 else acc]
 
 
-@rule("square")
+@rule("square", params={})
 def square(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     return [scope.emit("mul", [x, x])]
 
 
-@rule("sign")
+@rule("sign", params={})
 def sign(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     dtype, shape = x.type.dtype, x.type.shape
@@ -151,14 +169,14 @@ def sign(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("select", [positive, one, below])]
 
 
-@rule("is_finite")
+@rule("is_finite", params={})
 def is_finite(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (x,) = operands(scope, eqn)
     infinity = scope.constant(np.inf, x.type.dtype, x.type.shape)
     return [scope.emit("lt", [scope.emit("abs", [x]), infinity])]
 
 
-@rule("clamp")
+@rule("clamp", params={})
 def clamp(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     low, x, high = operands(scope, eqn)
     result = scope.emit("min", [scope.emit("max", [x, low]), high])
@@ -168,7 +186,7 @@ def clamp(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [result]
 
 
-@rule("select_n")
+@rule("select_n", params={})
 def select_n(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     pred, *cases = (scope.read(a) for a in eqn.invars)
     if len(cases) == 1:
@@ -184,21 +202,31 @@ def select_n(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [out]
 
 
-@rule("convert_element_type")
+_WEAK_TYPE = NoEffect(
+    "a typing fact for jax's later dtype promotion; the value is new_dtype's either way"
+)
+
+
+@rule(
+    "convert_element_type",
+    params={"new_dtype": READ, "weak_type": _WEAK_TYPE, "sharding": SHARDING},
+)
 def convert_element_type(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dtype = dtype_of(eqn.params["new_dtype"], "the converted value")
     return [scope.convert(x, dtype)]
 
 
-@rule("bitcast_convert_type")
+@rule("bitcast_convert_type", params={"new_dtype": READ})
 def bitcast_convert_type(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dtype = dtype_of(eqn.params["new_dtype"], "the bitcast value")
     return [x if dtype == x.type.dtype else scope.emit("bitcast", [x], dtype=dtype)]
 
 
-@rule("broadcast_in_dim")
+@rule(
+    "broadcast_in_dim", params={"shape": READ, "broadcast_dimensions": READ, "sharding": SHARDING}
+)
 def broadcast_in_dim(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     shape = tuple(eqn.params["shape"])
@@ -208,7 +236,7 @@ def broadcast_in_dim(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Val
     return [scope.emit("broadcast_in_dim", [x], shape=shape, dims=dims)]
 
 
-@rule("reshape")
+@rule("reshape", params={"new_sizes": READ, "dimensions": READ, "sharding": SHARDING})
 def reshape(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     if eqn.params.get("dimensions") is not None:
@@ -220,13 +248,13 @@ def _reshape(scope: ImportScope, x: Value, shape: tuple[int, ...]) -> Value:
     return x if x.type.shape == shape else scope.emit("reshape", [x], shape=shape)
 
 
-@rule("squeeze")
+@rule("squeeze", params={"dimensions": READ})  # through the result's shape
 def squeeze(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     return [_reshape(scope, x, type_of(eqn.outvars[0].aval).shape)]
 
 
-@rule("transpose")
+@rule("transpose", params={"permutation": READ})
 def transpose(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     perm = tuple(eqn.params["permutation"])
@@ -235,7 +263,7 @@ def transpose(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("transpose", [x], permutation=perm)]
 
 
-@rule("iota")
+@rule("iota", params={"dtype": READ, "shape": READ, "dimension": READ, "sharding": SHARDING})
 def iota(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     t = ArrayType(tuple(eqn.params["shape"]), dtype_of(eqn.params["dtype"], "an iota"))
     result = scope.emit("iota", [], type=t, dimension=int(eqn.params["dimension"]))
@@ -247,7 +275,8 @@ _REDUCE = {"reduce_sum": "reduce_sum", "reduce_max": "reduce_max", "reduce_min":
 _REDUCE_BOOL = {"reduce_or": "reduce_max", "reduce_and": "reduce_min"}
 
 
-@rule(*_REDUCE, *_REDUCE_BOOL)
+@rule("reduce_sum", params={"axes": READ, "out_sharding": SHARDING})
+@rule("reduce_max", "reduce_min", *_REDUCE_BOOL, params={"axes": READ})
 def reduce(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     name = eqn.primitive.name
@@ -259,7 +288,15 @@ def reduce(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit({**_REDUCE, **_REDUCE_BOOL}[name], [x], axes=axes)]
 
 
-@rule("dot_general")
+@rule(
+    "dot_general",
+    params={
+        "dimension_numbers": READ,
+        "precision": READ,
+        "preferred_element_type": READ,
+        "out_sharding": SHARDING,
+    },
+)
 def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Any contracting and batch dimensions, as one (batched) ``dot`` of
     ``(B..., M, K) x (B..., K, N)``: each operand is transposed to batch, free, contracted
@@ -273,7 +310,9 @@ def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     (``upcast``: a ``ki,kj`` form, or an operand that is a ``transpose`` 's result, which XLA
     lays out column-major); the others it sums in its bfloat16 kernel's order
     (``ir/interpret/xla/dot_order.py``), which the interpreter follows, and the lowering folds
-    this rule's transposes back into upstream's ``dot_general``."""
+    this rule's transposes back into upstream's ``dot_general``. ``precision`` (a pair of
+    ``lax.Precision``) becomes the ``dot``'s (``_precision``)."""
+    precision = _precision(scope, eqn.params.get("precision"))
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
     result = type_of(eqn.outvars[0].aval)
@@ -286,9 +325,29 @@ def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         return [_outer(scope, a, b, tuple(batch_a), tuple(batch_b), result.shape)]
     lhs, m = _dot_operand(scope, a, tuple(batch_a), tuple(contract_a), contracted_last=True)
     rhs, n = _dot_operand(scope, b, tuple(batch_b), tuple(contract_b), contracted_last=False)
-    product = scope.emit("dot", [lhs, rhs], dtype=result.dtype)
+    product = scope.emit("dot", [lhs, rhs], dtype=result.dtype, **precision)
     batch = tuple(a.type.shape[d] for d in batch_a)
     return [_reshape(scope, product, (*batch, *m, *n))]
+
+
+def _precision(scope: ImportScope, given: object) -> dict[str, tuple[str, str]]:
+    """The ``dot``'s ``precision`` attribute for upstream's: None or a pair of
+    ``lax.Precision``, as two of "default", "high", "highest" (no attribute when both are
+    "default"). An algorithm (a ``lax.DotAlgorithmPreset`` or ``lax.DotAlgorithm``) is
+    refused: no target of minipallas computes one, and upstream's Mosaic lowering takes a
+    pair of precisions only."""
+    if given is None:
+        return {}
+    pair = tuple(given) if isinstance(given, tuple | list) else (given,)
+    if len(pair) != 2 or not all(isinstance(p, lax.Precision) for p in pair):
+        raise scope.error(
+            f"'dot_general' with precision={given!r} cannot be imported: minipallas imports "
+            "None or a pair of lax.Precision, not a dot algorithm (upstream's Mosaic lowering "
+            "takes a pair of precisions only)",
+            fix="pass precision=lax.Precision.HIGHEST (or DEFAULT, HIGH) instead of the algorithm",
+        )
+    names = tuple(p.name.lower() for p in pair)
+    return {} if names == ("default", "default") else {"precision": names}
 
 
 def _dot_operand(

@@ -25,6 +25,7 @@ import numpy as np
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.indexers import static_int
+from minipallas.interop.importer.params import READ, NoEffect, Only
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
@@ -33,7 +34,7 @@ from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import lax_slicing
 
 
-@rule("slice")
+@rule("slice", params={"start_indices": READ, "limit_indices": READ, "strides": READ})
 def slice_(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     p = eqn.params
@@ -63,7 +64,7 @@ def _starts(
     return tuple(entries), dyn
 
 
-@rule("dynamic_slice")
+@rule("dynamic_slice", params={"slice_sizes": READ})
 def dynamic_slice(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     sizes = tuple(eqn.params["slice_sizes"])
@@ -71,14 +72,14 @@ def dynamic_slice(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]
     return [scope.emit("dynamic_slice" if dyn else "slice", [x, *dyn], indexer=indexer)]
 
 
-@rule("dynamic_update_slice")
+@rule("dynamic_update_slice", params={})
 def dynamic_update_slice(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, update = scope.read(eqn.invars[0]), scope.read(eqn.invars[1])
     indexer, dyn = _starts(scope, eqn.invars[2:], x.type.shape, update.type.shape)
     return [scope.emit("dynamic_update_slice", [x, *dyn, update], indexer=indexer)]
 
 
-@rule("concatenate")
+@rule("concatenate", params={"dimension": READ})
 def concatenate(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     parts = [scope.read(a) for a in eqn.invars]
     if len(parts) == 1:
@@ -185,7 +186,41 @@ def _fill(dtype: str, given: object) -> object:
     return info.min if dtypes.is_signed(dtype) else info.max
 
 
-@rule("gather")
+def _check_adds(scope: ImportScope, jaxpr: object, consts: object) -> None:
+    """A ``scatter-add``'s combination is its operands' sum (jax's ``lax.scatter_add`` always
+    binds that); refused if it is anything else."""
+    eqns = getattr(jaxpr, "eqns", None)
+    adds = (
+        eqns is not None
+        and not consts
+        and len(eqns) == 1
+        and eqns[0].primitive.name == "add"
+        and list(eqns[0].invars) == list(jaxpr.invars)
+        and list(jaxpr.outvars) == list(eqns[0].outvars)
+    )
+    if not adds:
+        raise scope.error(
+            f"a scatter-add whose update is not a sum cannot be imported: {jaxpr}",
+            fix="scatter with x.at[i].add(y)",
+        )
+
+
+# Promises about the indices that let XLA pick a faster kernel; the import computes the
+# result for any indices, one of those XLA may give when a promise is broken.
+_PROMISE = NoEffect("a promise about the indices; the import holds for any indices")
+_INDICES = {"indices_are_sorted": _PROMISE, "unique_indices": _PROMISE}
+
+
+@rule(
+    "gather",
+    params={
+        "dimension_numbers": READ,
+        "slice_sizes": READ,
+        "mode": READ,
+        "fill_value": READ,
+        **_INDICES,
+    },
+)
 def gather(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, indices = scope.read(eqn.invars[0]), scope.read(eqn.invars[1])
     numbers = eqn.params["dimension_numbers"]
@@ -211,11 +246,25 @@ def gather(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [result]
 
 
-@rule("scatter", "scatter-add")
+_SCATTER = {"dimension_numbers": READ, "mode": READ, **_INDICES}
+
+
+@rule(
+    "scatter",
+    params={
+        **_SCATTER,
+        # lax.scatter_apply binds scatter with the function it applies: not a plain scatter
+        "update_jaxpr": Only(None, fix="write the updated values with x.at[i].set(f(x[i]))"),
+        "update_consts": Only((), fix="write the updated values with x.at[i].set(f(x[i]))"),
+    },
+)
+@rule("scatter-add", params={**_SCATTER, "update_jaxpr": READ, "update_consts": READ})
 def scatter(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, indices, updates = (scope.read(a) for a in eqn.invars)
     numbers = eqn.params["dimension_numbers"]
     _check_plain(scope, numbers)
+    if eqn.primitive.name == "scatter-add":
+        _check_adds(scope, eqn.params["update_jaxpr"], eqn.params["update_consts"])
     if x.type.ndim == 0:
         raise scope.error("a scatter into a scalar cannot be imported")
     window_axes = tuple(numbers.update_window_dims)

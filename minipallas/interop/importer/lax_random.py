@@ -29,6 +29,7 @@ import jax
 
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.lax import identity, operands
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jax_private import core as jax_core
@@ -37,10 +38,19 @@ from minipallas.lowering.jax_private import random_prng, source_info_util
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # the rounds of even and odd groups
 _PARITY = 0x1BD11BDA  # Threefry's key schedule constant
 
-rule("random_wrap", "random_unwrap", "random_clone")(identity)
+rule("random_unwrap", "random_clone", params={})(identity)
+rule(
+    "random_wrap",
+    params={
+        "impl": NoEffect(
+            "wrapping is the identity on the key data for every implementation; the "
+            "primitives that use the keys read it from their dtype (threefry only)"
+        )
+    },
+)(identity)
 
 
-@rule("threefry2x32")
+@rule("threefry2x32", params={})
 def threefry2x32(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     k0, k1, x0, x1 = operands(scope, eqn)
     shape = x0.type.shape
@@ -69,7 +79,7 @@ def threefry2x32(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [x0, x1]
 
 
-@rule("iota_2x32_shape")
+@rule("iota_2x32_shape", params={"shape": READ})
 def iota_2x32_shape(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     shape = tuple(eqn.params["shape"])
     if math.prod(shape) > 2**32:
@@ -87,7 +97,8 @@ def iota_2x32_shape(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Valu
     return [scope.constant(0, "uint32", shape), low]
 
 
-@rule("prng_seed", "prng_random_bits")
+@rule("prng_seed", params={})  # refused whatever it carries
+@rule("prng_random_bits", params={"shape": READ})
 def hardware_prng(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     raise scope.error(
         "Pallas TPU's hardware PRNG (pltpu.prng_seed / prng_random_bits) cannot be imported: "
@@ -122,13 +133,13 @@ def _inline(
     return scope.inline(closed.jaxpr, closed.consts, [scope.read(a) for a in eqn.invars])
 
 
-@rule("random_seed")
+@rule("random_seed", params={"impl": READ})
 def random_seed(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     impl = _impl(scope, eqn)
     return _inline(scope, eqn, lambda seeds: random_prng.random_seed_impl_base(seeds, impl=impl))
 
 
-@rule("random_bits")
+@rule("random_bits", params={"bit_width": READ, "shape": READ})
 def random_bits(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     impl, ndim, params = _impl(scope, eqn), eqn.invars[0].aval.ndim, eqn.params
 
@@ -138,7 +149,7 @@ def random_bits(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return _inline(scope, eqn, bits)
 
 
-@rule("random_split")
+@rule("random_split", params={"shape": READ})
 def random_split(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     impl, ndim, shape = _impl(scope, eqn), eqn.invars[0].aval.ndim, eqn.params["shape"]
 
@@ -148,7 +159,7 @@ def random_split(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return _inline(scope, eqn, split)
 
 
-@rule("random_fold_in")
+@rule("random_fold_in", params={})
 def random_fold_in(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     impl, shape = _impl(scope, eqn), eqn.invars[0].aval.shape
 

@@ -19,19 +19,20 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import dtype_of, type_of
 from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Int, Slice, along
 from minipallas.lowering.jax_private import core as jax_core
 
 
-@rule("rev")
+@rule("rev", params={"dimensions": READ})
 def rev(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     dims = tuple(int(d) for d in eqn.params["dimensions"])
     return [scope.emit("reverse", [x], dims=dims) if dims else x]
 
 
-@rule("pad")
+@rule("pad", params={"padding_config": READ})
 def pad(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x, value = (scope.read(a) for a in eqn.invars)
     config = [tuple(int(n) for n in dim) for dim in eqn.params["padding_config"]]
@@ -39,21 +40,23 @@ def pad(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("pad", [x, value], low=low, high=high, interior=interior)]
 
 
-@rule("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp")
+@rule(
+    "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", params={"axis": READ, "reverse": READ}
+)
 def cumulative(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis, reverse = int(eqn.params["axis"]), bool(eqn.params["reverse"])
     return [scope.emit(eqn.primitive.name, [x], axis=axis, reverse=reverse)]
 
 
-@rule("reduce_prod")
+@rule("reduce_prod", params={"axes": READ})
 def reduce_prod(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axes = tuple(int(a) for a in eqn.params["axes"])
     return [scope.emit("reduce_prod", [x], axes=axes) if axes else x]
 
 
-@rule("argmax", "argmin")
+@rule("argmax", "argmin", params={"axes": READ, "index_dtype": READ})
 def argmax(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     (axis,) = eqn.params["axes"]
@@ -61,7 +64,17 @@ def argmax(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(eqn.primitive.name, [x], axis=int(axis), dtype=dtype)]
 
 
-@rule("sort")
+@rule(
+    "sort",
+    params={
+        "dimension": READ,
+        "num_keys": READ,
+        "is_stable": NoEffect(
+            "a stable sort gives one of the orders an unstable one may give (equal keys "
+            "keep their order)"
+        ),
+    },
+)
 def sort(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     xs = [scope.read(a) for a in eqn.invars]
     op = scope.emit_op(
@@ -70,7 +83,7 @@ def sort(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(op.results)
 
 
-@rule("top_k")
+@rule("top_k", params={"k": READ, "axis": READ})
 def top_k(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     last, axis = x.type.ndim - 1, int(eqn.params.get("axis", x.type.ndim - 1))
@@ -84,7 +97,7 @@ def top_k(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("transpose", [r], permutation=tuple(perm)) for r in op.results]
 
 
-@rule("tile")
+@rule("tile", params={"reps": READ})
 def tile(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     reps = tuple(int(r) for r in eqn.params["reps"])
@@ -97,7 +110,7 @@ def tile(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("reshape", [spread], shape=tiled)]
 
 
-@rule("stack")
+@rule("stack", params={"axis": READ})
 def stack(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     out = type_of(eqn.outvars[0].aval)
     axis = int(eqn.params["axis"])
@@ -111,7 +124,7 @@ def stack(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [result]
 
 
-@rule("split")
+@rule("split", params={"sizes": READ, "axis": READ})
 def split(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis, start, parts = int(eqn.params["axis"]), 0, []
@@ -122,7 +135,7 @@ def split(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return parts
 
 
-@rule("unstack")
+@rule("unstack", params={"axis": READ})
 def unstack(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     x = scope.read(eqn.invars[0])
     axis = int(eqn.params["axis"])

@@ -33,7 +33,7 @@ def total_order_key(scope: ImportScope, x: Value) -> Value:
     return scope.emit("select", [negative, flipped, n])
 
 
-@rule("lt_to", "le_to", "eq_to")
+@rule("lt_to", "le_to", "eq_to", params={})
 def total_compare(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     name = eqn.primitive.name.removesuffix("_to")
     a, b = operands(scope, eqn)

@@ -42,6 +42,7 @@ from minipallas.interop.importer.engine import (
     closed_parts,
     rule,
 )
+from minipallas.interop.importer.params import KERNEL_HINTS, READ, NoEffect
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice, full
 from minipallas.ir.types import (
@@ -61,7 +62,19 @@ from minipallas.lowering.jax_private import state_types, tree_util
 PER_CORE = (TPU_VMEM, TPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)
 
 
-@rule("mpmd_map")
+@rule(
+    "mpmd_map",
+    params={
+        "meshes": READ,
+        "jaxprs": READ,
+        "input_output_aliases": READ,
+        "external_meshes": READ,
+        "out_avals": READ,  # as the equation's outvars
+        "name": READ,
+        "compiler_params": READ,  # Mosaic's: kernel_from_mesh_eqn keeps them for the TPU
+        **KERNEL_HINTS,
+    },
+)
 def mpmd_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     params = eqn.params
     if len(params["meshes"]) != 1:
@@ -90,7 +103,17 @@ def mpmd_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(op.results[:n_out])
 
 
-@rule("core_map")
+@rule(
+    "core_map",
+    params={
+        "jaxpr": READ,
+        "mesh": READ,
+        "name": READ,
+        "compiler_params": READ,  # Mosaic's: kernel_from_mesh_eqn keeps them for the TPU
+        "debug_info": NoEffect("where the body was traced, for jax's messages"),
+        **KERNEL_HINTS,
+    },
+)
 def core_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """``pl.core_map(mesh)(f)``: ``f`` on every core over the refs it closes over (the
     equation's operands). Imported as a ``mesh_call`` over their contents, each an output that
@@ -317,7 +340,7 @@ def _names(scope: ImportScope, axis_name: object) -> tuple[str, ...]:
     return names
 
 
-@rule("axis_index")
+@rule("axis_index", params={"axis_name": READ})
 def axis_index(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """A core's position along mesh axes (several: row-major, as upstream linearizes them)."""
     names = _names(scope, eqn.params["axis_name"])

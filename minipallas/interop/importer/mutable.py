@@ -17,13 +17,21 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, rule, scoped_rule
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
 from minipallas.lowering.jax_private import core as jax_core
 
 
-@scoped_rule("new_ref", "empty_ref")
+@scoped_rule(
+    "new_ref",
+    params={
+        "memory_space": READ,  # through the ref's type, as empty_ref's ty
+        "kind": NoEffect("how jax differentiates through the ref"),
+    },
+)
+@scoped_rule("empty_ref", params={"ty": READ, "memory_space": READ})
 def allocate(
     scope: ImportScope,
     eqn: jax_core.JaxprEqn,
@@ -69,7 +77,7 @@ def _end(scope: ImportScope, var: jax_core.Atom) -> None:
     scope.ended[var] = f"'{scope.primitive}' at {scope.loc}"  # type: ignore[index]
 
 
-@rule("freeze")
+@rule("freeze", params={})
 def freeze(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """The ref's whole value; the ref is not used again."""
     (ref_atom,) = eqn.invars
@@ -79,7 +87,7 @@ def freeze(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [value]
 
 
-@rule("free_ref")
+@rule("free_ref", params={})
 def free_ref(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """Nothing to compute: the ref is not used again."""
     (ref_atom,) = eqn.invars

@@ -34,6 +34,7 @@ from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.indexers import Window, broadcast_read, static_int, window
 from minipallas.interop.importer.mesh import allocation_type, collective_axes, own_row
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.interop.importer.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.ir.dtypes import fill_value
@@ -44,7 +45,16 @@ from minipallas.lowering.jax_private import state_indexing as jax_indexing
 from minipallas.lowering.jax_private import tree_util
 
 
-@rule("run_scoped")
+@rule(
+    "run_scoped",
+    params={
+        "jaxpr": READ,
+        "collective_axes": READ,
+        "ref_transforms": NoEffect(
+            "the allocations' transforms, which the body applies itself at each use"
+        ),
+    },
+)
 def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     jaxpr = eqn.params["jaxpr"]
     args = [scope.read(a) for a in eqn.invars]
@@ -63,7 +73,7 @@ def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(scope.emit_op("run_scoped", args, [body], collective_axes=axes).results)
 
 
-@rule("program_id", "num_programs")
+@rule("program_id", "num_programs", params={"axis": READ})
 def grid_query(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """A grid index or size: >= 0, so indexing with it needs no negative wrap."""
     out = scope.emit(eqn.primitive.name, [], axis=int(eqn.params["axis"]))
@@ -192,7 +202,21 @@ def _lanes_of(scope: ImportScope, atom: jax_core.Atom, like: Value) -> Value:
     return scope.broadcast(x, like.type.shape)
 
 
-@rule("masked_load")
+_CACHE = NoEffect("a hint to Triton's compiler on how to cache the memory")
+
+
+@rule(
+    "masked_load",
+    params={
+        "args_tree": READ,
+        "cache_modifier": _CACHE,
+        "eviction_policy": _CACHE,
+        "is_volatile": NoEffect(
+            "Triton reads memory again rather than from a cache; a load here reads memory as "
+            "it is when it runs"
+        ),
+    },
+)
 def masked_load(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref_atom, transforms, mask, other = tree_util.tree_unflatten(
         eqn.params["args_tree"], eqn.invars
@@ -217,7 +241,7 @@ def masked_load(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit("select", [m, _read(scope, ref, lanes), o])]
 
 
-@rule("masked_swap")
+@rule("masked_swap", params={"args_tree": READ, "eviction_policy": _CACHE})
 def masked_swap(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref_atom, transforms, val, mask = tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
     ref, lanes = _target(scope, ref_atom, transforms or ())

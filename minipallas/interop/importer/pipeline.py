@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.dma import _ref
 from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
@@ -33,7 +34,30 @@ from minipallas.lowering.jax_private import pallas_core, state_types, tree_util
 I32 = ArrayType((), "int32")
 
 
-@rule("emit_pipeline")
+_SPLIT = NoEffect("which axis is split among cores: each core's part, and where it starts, are "
+                  "in grid_mapping and _static_grid_offsets already")  # fmt: skip
+
+
+@rule(
+    "emit_pipeline",
+    params={
+        "grid_mapping": READ,
+        "body_jaxpr": READ,
+        "args_tree": READ,
+        "body_consts_len": READ,
+        "_num_extra_dynamic": READ,
+        "_static_grid_offsets": READ,
+        "core_axis": _SPLIT,
+        "core_axis_name": _SPLIT,
+        "dimension_semantics": NoEffect(
+            "the order the grid may run in; the import runs it in row-major order, which "
+            "every semantics allows (the split among cores is above)"
+        ),
+        "tiling": NoEffect("how the blocks' buffers are tiled in VMEM"),
+        "no_pipelining": NoEffect("whether copies overlap the body; the blocks are the same"),
+        "trace_scopes": NoEffect("named scopes around the pipeline's steps, for profiles"),
+    },
+)
 def emit_pipeline(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     p, gm = eqn.params, eqn.params["grid_mapping"]
     if any(bm.index_map_jaxpr.consts for bm in gm.block_mappings):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.mesh import core_axis, core_row
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -25,7 +26,16 @@ def _arguments(eqn: jax_core.JaxprEqn) -> list:
     return tree_util.tree_unflatten(eqn.params["args_tree"], eqn.invars)
 
 
-@rule("semaphore_signal")
+@rule(
+    "semaphore_signal",
+    params={
+        "args_tree": READ,
+        "device_id_type": NoEffect(
+            "how a device_id is read: a signal to another device is refused, and a dict of "
+            "mesh axes names a core by its axis"
+        ),
+    },
+)
 def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, inc, device_id, core_index = _arguments(eqn)
     axis = core_axis(scope, device_id) if isinstance(device_id, dict) else None
@@ -43,7 +53,7 @@ def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Val
     return []
 
 
-@rule("semaphore_wait")
+@rule("semaphore_wait", params={"args_tree": READ})
 def semaphore_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, value, decrement = _arguments(eqn)
     if not isinstance(decrement, jax_core.Literal | bool):
@@ -55,7 +65,7 @@ def semaphore_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value
     return []
 
 
-@rule("semaphore_read")
+@rule("semaphore_read", params={"args_tree": READ})
 def semaphore_read(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms = _arguments(eqn)
     ref, w = target(scope, sem, transforms)

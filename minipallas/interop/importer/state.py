@@ -26,6 +26,7 @@ from minipallas.interop.importer.avals import dtype_of, type_of
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.indexers import Window, broadcast_read, window
 from minipallas.interop.importer.mesh import own_row
+from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
@@ -69,7 +70,7 @@ def target(
     return ref, window(scope, last, ref.type.shape)
 
 
-@rule("get")
+@rule("get", params={"tree": READ})
 def get(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     transforms, spread = broadcast_read(transforms_of(eqn, 1))
     ref, w = target(scope, eqn.invars[0], transforms)
@@ -77,14 +78,14 @@ def get(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [value if spread is None else scope.broadcast(value, spread)]
 
 
-@rule("swap")
+@rule("swap", params={"tree": READ})
 def swap(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 2))
     value = scope.read(eqn.invars[1])
     return [scope.emit("swap", [ref, *w.dyn, value], indexer=w.indexer)]
 
 
-@rule("addupdate")
+@rule("addupdate", params={"tree": READ})
 def addupdate(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref, w = target(scope, eqn.invars[0], transforms_of(eqn, 2))
     value = scope.read(eqn.invars[1])
@@ -92,13 +93,20 @@ def addupdate(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return []
 
 
-@rule("broadcast_to")
+@rule("broadcast_to", params={"shape": READ})
 def broadcast_to(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """numpy-style broadcast (upstream inserts it to line up integer indices)."""
     return [scope.broadcast(scope.read(eqn.invars[0]), eqn.params["shape"])]
 
 
-@rule("run_state")
+@rule(
+    "run_state",
+    params={
+        "jaxpr": READ,
+        "is_initialized": READ,
+        "which_linear": NoEffect("which refs are linear, for jax's differentiation"),
+    },
+)
 def run_state(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """``run_state(f)(init)``: a ``run_scoped`` allocating one ref per array argument of ``f``.
 

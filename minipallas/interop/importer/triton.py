@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer.engine import ImportScope, rule
+from minipallas.interop.importer.params import READ
 from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
 from minipallas.ir.opset.atomic import COMBINE
@@ -22,7 +23,7 @@ from minipallas.lowering.jax_private import tree_util
 _OPS = {combine: name for name, combine in COMBINE.items()}  # "add" -> "atomic_add"
 
 
-@rule("atomic_rmw")
+@rule("atomic_rmw", params={"args_tree": READ, "atomic_type": READ})
 def atomic_rmw(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     kind = str(getattr(eqn.params["atomic_type"], "value", eqn.params["atomic_type"]))
     if kind not in _OPS:
@@ -40,7 +41,7 @@ def atomic_rmw(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return [scope.emit(_OPS[kind], operands, indexer=w.indexer, masked=mask is not None)]
 
 
-@rule("atomic_cas")
+@rule("atomic_cas", params={})
 def atomic_cas(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     ref, cmp, val = (scope.read(a) for a in eqn.invars)
     dtype = ref.type.dtype
