@@ -3,7 +3,8 @@ with ``@rule``, and importing this package registers them all.
 
 - ``state``: ``get``, ``swap``, ``load``, ``store``, ``addupdate`` (``vector.load``,
   ``tpu.vector_store``; SMEM through ``memref``); ``views``: ``ref.at`` and the ref transforms;
-- ``arrays``: elementwise math, shapes, reductions, ``dot``; ``indexed``: windows of register
+- ``arrays``: elementwise math, shapes, reductions, ``reciprocal``, ``multiple_of``; ``dot``:
+  ``tpu.matmul`` as upstream's ``dot_general``; ``indexed``: windows of register
   values; ``layout``: ``reverse``, ``pad``; ``lanes``: ``roll``, ``packed_bitcast``;
 - ``control``: ``for``, ``while``, ``cond``, ``call``; ``scoped``: ``run_scoped`` (a
   ``tpu.region``), ``uninitialized``;
@@ -21,6 +22,7 @@ from minipallas.lowering.tpu.rules import (  # noqa: F401  (each registers its r
     control,
     debug,
     dma,
+    dot,
     indexed,
     kernel,
     lanes,
