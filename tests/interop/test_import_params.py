@@ -426,13 +426,25 @@ def test_a_parameter_no_rule_declares_is_refused_naming_it_and_its_value():
     assert "params={'made_up': READ}" in text
 
 
-def test_a_sharding_is_refused():
-    closed = _with_param(lambda m: m.sum(0), [M], "reduce_sum", out_sharding=P("d"))
-    _refusal(closed, "'reduce_sum'", "out_sharding=P('d',)", "out_sharding=None")
+class PartitionSpec:
+    """Stands for jax's ``P(unreduced={"d"})``, which jax makes only on an Explicit mesh."""
+
+    unreduced = frozenset({"d"})
+    reduced = frozenset()
+
+
+def test_a_sharding_that_places_whole_values_imports_and_an_unreduced_one_is_refused():
+    """Placement never changes a value: a one-device sharding and a ``NamedSharding`` with no
+    unreduced axis import (upstream's flash attention carries one); another kind is refused."""
+    placed = _with_param(lambda m: m.sum(0), [M], "reduce_sum", out_sharding=P("d"))
+    mp.from_jaxpr(placed)
     device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     jitted = jax.jit(lambda x: x * 2.0, in_shardings=device)
-    _refusal(jax.make_jaxpr(lambda x: jitted(x) + 1.0)(F8), "'jit'", "in_shardings=",
-             "shardings left unspecified")  # fmt: skip
+    mp.from_jaxpr(jax.make_jaxpr(lambda x: jitted(x) + 1.0)(F8))
+    closed = _with_param(lambda m: m.sum(0), [M], "reduce_sum", out_sharding=PartitionSpec())
+    _refusal(closed, "'reduce_sum'", "out_sharding=", "no unreduced or reduced axis")
+    closed = _with_param(lambda x: jitted(x) + 1.0, [F8], "jit", in_shardings=(PartitionSpec(),))
+    _refusal(closed, "'jit'", "in_shardings=", "placing whole values")
 
 
 def test_scatter_apply_is_refused():

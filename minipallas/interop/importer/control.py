@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, closed_parts, rule
-from minipallas.interop.importer.params import READ, NoEffect, Only
+from minipallas.interop.importer.params import READ, NoEffect, Only, whole_values
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice
@@ -143,15 +143,17 @@ def _last_if_negative(scope: ImportScope, atom: jax_core.Atom, n: int) -> Value:
 
 def _unspecified(shardings: object) -> bool:
     """Whether a ``jit``'s shardings are all left to jax (``UnspecifiedValue``, a private
-    class: read by name, so a jax that renames it refuses rather than accepts)."""
-    return all(type(s).__name__ == "UnspecifiedValue" for s in shardings)
+    class: read by name, so a jax that renames it refuses rather than accepts) or place
+    whole values (``params.whole_values``)."""
+    return all(type(s).__name__ == "UnspecifiedValue" or whole_values(s) for s in shardings)
 
 
 _HINT = NoEffect("how XLA compiles the call (donation, inlining, unused inputs, options)")
 _SHARDINGS = Only(
     test=_unspecified,
-    accepted="shardings left unspecified",
-    fix="call jax.jit without in_shardings/out_shardings: minipallas runs on one device",
+    accepted="shardings left unspecified or placing whole values",
+    fix="call jax.jit without unreduced in_shardings/out_shardings: minipallas computes "
+    "whole values",
 )
 _JIT = {
     "jaxpr": READ,

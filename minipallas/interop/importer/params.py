@@ -118,10 +118,27 @@ ACCURACY = Only(
     upstream="Not implemented: accuracy",
     fix="drop accuracy= (minipallas computes each transcendental one way, XLA's)",
 )
+
+
+def whole_values(sharding: object) -> bool:
+    """A sharding that places whole values: one device's, or a ``NamedSharding`` or
+    ``PartitionSpec`` with no axis left unreduced (each device's partial sum) or reduced.
+    Placement never changes a value (upstream's flash attention's broadcasts carry one);
+    another kind of sharding is refused, as it may mean more than placement."""
+    if type(sharding).__name__ == "SingleDeviceSharding":
+        return True
+    spec = getattr(sharding, "spec", sharding)  # a NamedSharding's, or the spec itself
+    if not (hasattr(spec, "unreduced") and hasattr(spec, "reduced")):
+        return False
+    return not spec.unreduced and not spec.reduced
+
+
 SHARDING = Only(
     None,
-    fix="drop the sharding (out_sharding=, sharding=): minipallas runs a program on one device, "
-    "and a sharded result (an unreduced one) can hold other values",
+    test=whole_values,
+    accepted="a sharding with no unreduced or reduced axis (placement only)",
+    fix="drop the unreduced axes (out_sharding=, sharding=): minipallas computes whole "
+    "values, and an unreduced result holds each device's partial sum",
 )
 
 # A Pallas kernel's parameters that leave its values alone (pallas_call, mpmd_map, core_map).
