@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-check tpu-bench tpu-difftest bench mutate clean
+.PHONY: demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-check tpu-params tpu-bench tpu-difftest bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -89,6 +89,11 @@ bench: $(STAMP)
 # docs/guides/tpu.md, "Running kernels on a TPU"): no .venv, the machine's python.
 tpu-check:
 	$(PYTHON) -m bench.chip.tpu_check $(TPU_ARGS)
+
+# Issue 46's parameter corpus (tests/kernels/param_cases.py): upstream's lowering against
+# minipallas's module, bit for bit and against float64 (writes tpu-params.json)
+tpu-params:
+	$(PYTHON) -m bench.chip.tpu_params $(TPU_ARGS)
 
 # PASSES='my-pass{...}' (with TPU_ARGS='--load my_pass.py' for a pass of one's own): a pipeline run
 # on each kernel first, timed against upstream and against the pipeline without it
