@@ -37,25 +37,9 @@ from minipallas.lowering import libtpu
 from minipallas.lowering.jaxlib_shim import ir, make_tpu_context, passmanager
 from minipallas.lowering.tpu.aot import MosaicCompileError
 
-NAME = (
-    "on_tpu's custom call is named 'kernel' where pallas_call has no name= (upstream's: the "
-    "kernel function's, name or jaxpr.debug_info.func_name; interop/importer/kernel_call.py)"
-)
 # (check, case) -> why minipallas does not yet do what upstream does (issue 46): strict, so a
 # fix that lands makes its entries fail until they are removed here
-NOT_YET_HONOURED: dict[tuple[str, str], str] = {
-    ("custom_call", "params_skip_device_barrier"): "on_tpu's custom call drops "
-    "skip_device_barrier (jax's as_tpu_kernel, which kernels/platforms/mosaic.run_module calls, "
-    "has no such field); " + NAME,
-    **{("custom_call", name): NAME for name in (
-        "grid_multiple_of_body", "grid_multiple_of_index_map", "block_element",
-        "block_element_padding", "block_buffered_1", "block_buffered_2",
-        "params_dimension_semantics_parallel", "params_dimension_semantics_arbitrary",
-        "params_vmem_limit_bytes", "params_flags", "params_allow_input_fusion",
-        "params_disable_bounds_checks", "params_has_side_effects", "params_internal_scratch",
-        "params_shape_invariant_numerics_off", "params_fuse_transposed_lhs",
-        "call_cost_estimate", "call_metadata", "call_input_output_aliases")},
-}  # fmt: skip
+NOT_YET_HONOURED: dict[tuple[str, str], str] = {}
 
 needs_libtpu = pytest.mark.skipif(
     not libtpu.libtpu_available(), reason="libtpu is not installed (make test installs it)"

@@ -118,7 +118,7 @@ def kernel_from_eqn(
     pipeline ``passes``."""
     params = eqn.params
     gm = params["grid_mapping"]
-    name = str(params.get("name") or "kernel")
+    name = str(params.get("name") or _function_name(params["jaxpr"]))
     _check_supported(params, gm)
     importer = importer or Importer()
     grid = tuple(None if pallas_core.is_dynamic_dim(n) else int(n) for n in gm.grid)
@@ -143,7 +143,7 @@ def kernel_from_eqn(
     if vmapped:
         body = _unbatched_axes(body, len(grid), vmapped)
     kernel = Kernel(
-        name=body.name,
+        name=name,  # upstream's, which names the custom call (the body's is IR-safe)
         body=body,
         grid=grid,
         in_specs=tuple(specs[: gm.num_inputs]),
@@ -306,3 +306,10 @@ def _fuse_transposed_lhs(compiler_params: object) -> bool:
         compiler_params.values() if isinstance(compiler_params, Mapping) else [compiler_params]
     )
     return any(bool(getattr(p, "fuse_transposed_lhs_in_matmul", False)) for p in candidates)
+
+
+def _function_name(jaxpr: object) -> str:
+    """The kernel function's name, as upstream names its custom call when ``name=`` is not
+    given (``debug_info.func_name``)."""
+    debug = getattr(jaxpr, "debug_info", None)
+    return str(getattr(debug, "func_name", "") or "kernel")

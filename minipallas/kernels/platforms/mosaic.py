@@ -64,6 +64,8 @@ PASSED_AS_IS = (
 BOOL_WORD = jnp.int32  # how a bool crosses into a Mosaic kernel
 # the custom-call fields jax's as_tpu_kernel takes (the rest keep their defaults there)
 _AS_TPU_KERNEL = set(inspect.signature(tpu_custom_call.as_tpu_kernel).parameters) - {"tiling"}
+# the fields of the custom call's config (``run_module``: every one upstream passes)
+_CONFIG = set(inspect.signature(tpu_custom_call._lower_to_custom_call_config).parameters)
 
 
 def launch(
@@ -127,14 +129,6 @@ def custom_call_extras(kernel: Kernel) -> dict[str, Any]:
     }
 
 
-def as_tpu_kernel_extras(kernel: Kernel) -> dict[str, Any]:
-    """``custom_call_extras`` as ``as_tpu_kernel`` takes them: it binds a primitive, whose
-    parameters are hashed, so the metadata goes as the ``FrozenDict`` jax's own config uses."""
-    extras = custom_call_extras(kernel)
-    extras["metadata"] = tpu_custom_call.FrozenDict(extras["metadata"])
-    return extras
-
-
 def custom_call_params(params: Any) -> dict[str, Any]:
     """The ``lower_module_to_custom_call`` arguments ``params`` give (upstream's defaults for
     None); a field Mosaic cannot take for a TensorCore kernel is an error, as upstream's."""
@@ -157,12 +151,16 @@ def as_tpu_kernel_fields(params: Any) -> dict[str, Any]:
     of time (``lowering.tpu.compile_check``) or run outside a lowering rule with a call's
     params."""
     fields = {k: v for k, v in custom_call_params(params).items() if k in _AS_TPU_KERNEL}
-    if isinstance(fields["has_side_effects"], bool):
-        effect = tpu_custom_call.TpuSideEffectType
-        fields["has_side_effects"] = (
-            effect.SIDE_EFFECTING if fields["has_side_effects"] else effect.PURE
-        )
+    fields["has_side_effects"] = _effect(fields["has_side_effects"])
     return fields
+
+
+def _effect(value: Any) -> Any:
+    """The side effect as Mosaic's enum (a bool: pure or side-effecting)."""
+    if isinstance(value, bool):
+        effect = tpu_custom_call.TpuSideEffectType
+        return effect.SIDE_EFFECTING if value else effect.PURE
+    return value
 
 
 def _side_effects(value: Any) -> Any:
@@ -181,16 +179,23 @@ def _to_words(*xs: Any) -> list[Any]:
 def run_module(kernel: Kernel, params: Any, ins: Sequence[Any], dtypes: Sequence[Any]) -> list:
     """``kernel``'s Mosaic module run outside a lowering rule, in the ``tpu_custom_call``
     upstream's lowering emits for it (``params``: its compiler params; aliases counted after the
-    dynamic grid sizes and scalar prefetch; bools as int32 words), its outputs as ``dtypes``."""
+    dynamic grid sizes and scalar prefetch; bools as int32 words), its outputs as ``dtypes``.
+    The call's config is built by jax's own ``_lower_to_custom_call_config`` with every field
+    upstream passes: ``as_tpu_kernel`` drops ``skip_device_barrier`` and
+    ``allow_collective_id_without_custom_barrier`` on the way."""
     _, results = custom_call_types(kernel)
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
-    call = tpu_custom_call.as_tpu_kernel(
-        lower_to_mosaic(kernel).module,
+    fields = {**custom_call_params(params), **custom_call_extras(kernel)}
+    config = tpu_custom_call._lower_to_custom_call_config(
+        lower_to_mosaic(kernel).module, **{k: v for k, v in fields.items() if k in _CONFIG}
+    )
+    call = tpu_custom_call._as_jax_callable(
+        config,
+        _effect(fields["has_side_effects"]),
         tuple(jax.ShapeDtypeStruct(s, d) for s, d in results),
         kernel_name=kernel.name,
         input_output_aliases=tuple((first + i, o) for i, o in kernel.input_output_aliases),
-        **as_tpu_kernel_extras(kernel),
-        **as_tpu_kernel_fields(params),
+        metadata=tpu_custom_call.FrozenDict(fields["metadata"]),
     )
     outs = call(*_to_words(*ins))
     outs = list(outs) if isinstance(outs, list | tuple) else [outs]

@@ -86,7 +86,7 @@ def test_jitted_helper_on_scratch_emits_vmem_memrefs():
     filecheck(
         lowered.as_text(debug_info=False),
         """
-        CHECK: func.func @kernel(%arg0: i32, %arg1: memref<1xf32, #tpu.memory_space<smem>>, %arg2: memref<8x128xf32, #tpu.memory_space<vmem>>, %arg3: memref<8x128xf32, #tpu.memory_space<vmem>>)
+        CHECK: func.func @_staged(%arg0: i32, %arg1: memref<1xf32, #tpu.memory_space<smem>>, %arg2: memref<8x128xf32, #tpu.memory_space<vmem>>, %arg3: memref<8x128xf32, #tpu.memory_space<vmem>>)
         CHECK: %[[T:.*]] = memref.alloca() : memref<8x128xf32, #tpu.memory_space<vmem>>
         CHECK: %[[X:.*]] = vector.load %arg2[%c0, %c0] : memref<8x128xf32, #tpu.memory_space<vmem>>, vector<8x128xf32>
         CHECK: %[[Y:.*]] = arith.mulf %[[X]], %{{.*}} : vector<8x128xf32>
