@@ -7,6 +7,20 @@ allows), minipallas's loop program (``kernels.programs.grid``), and upstream
 transcendental functions, and upstream's interpret mode is the reference). A disagreement is
 printed with the kernel's description and the first differing element.
 
+Some kernels also draw the parameters upstream's ops and block specs take
+(``generate.kernel_params``: a dot's precision and product dtype, ``pl.reciprocal``'s
+``approx``, a transcendental's ``accuracy``, ``pipeline_mode=pl.Buffered(n)``,
+``pl.multiple_of`` in the body and in an index map, ``lax.mul``'s ``out_dtype``), so a
+parameter one side drops is a disagreement the next time it is drawn. A kernel both sides
+refuse agrees (``both-refuse``); one side refusing alone is a disagreement, but for
+minipallas refusing ``accuracy=`` as upstream's Mosaic lowering does (``REFUSED``), where
+upstream's interpret mode runs it. The approximate reciprocal off the chip is upstream's
+stand-in: ``1 / x`` of ``x`` rounded to bfloat16, whose bfloat16 quotient minipallas keeps in
+float32 as XLA:CPU does under ``jax.jit``; where only that differs from upstream rounded per
+op, the kernel is checked against upstream's program with that quotient unrounded, and
+counted as known. The summary gives, per parameter value, the kernels that drew it and their
+verdicts (``difftest.coverage``).
+
 Upstream's program is compiled as minipallas compiles its own: every bf16 op rounded to bf16
 (``xla_allow_excess_precision=false``, ``lowering.xla_cpu.cpu_compile``). Under
 ``jax.jit``'s defaults XLA keeps chains of bf16 ops in f32, so upstream's jitted result may
@@ -48,9 +62,18 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.compiled import compile as compile_fn
+from minipallas.difftest.coverage import Coverage
+from minipallas.generate import kernel_params
 from minipallas.generate.check import same_bits
 from minipallas.generate.choices import RandomChoices
-from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call, random_kernel
+from minipallas.generate.kernels import (
+    KernelSpec,
+    Operand,
+    kernel_inputs,
+    minipallas_call,
+    random_kernel,
+)
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
@@ -72,6 +95,16 @@ KNOWN = {
     "program otherwise (it folds a (x + 1) - 1 in one shape of the program and not in "
     "another), while the reference interpreter's values are the ones before the pipeline "
     "and the kernel without the pipeline agrees with upstream",
+    "approx reciprocal in float32": "pl.reciprocal(approx=True) off the chip is upstream's "
+    "bfloat16 quotient, which minipallas keeps in float32 as jax.jit's XLA:CPU does (upstream "
+    "with that one quotient unrounded agrees bit for bit)",
+    "accuracy refused": "minipallas refuses a transcendental's accuracy= as upstream's Mosaic "
+    "lowering does (Not implemented: accuracy); upstream's interpret mode runs it on XLA:CPU",
+}
+# what minipallas refuses on every target, as upstream's Mosaic lowering: the spec drawing it
+# and the refusal's words
+REFUSED = {
+    "accuracy": (lambda spec: spec.accuracy is not None, "Not implemented: accuracy"),
 }
 
 
@@ -81,6 +114,7 @@ class Summary:
     batched: int = 0
     known: Counter = field(default_factory=Counter)  # KNOWN reason -> kernels
     disagreements: list[str] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage)  # parameters drawn, by verdict
 
 
 @dataclass
@@ -88,10 +122,24 @@ class Outcome:
     batched: bool  # whether minipallas ran the grid batched
     known: list[str]  # the KNOWN differences this kernel shows
     problem: str | None  # the disagreement, if any
+    refusal: str | None = None  # "both-refuse", or how one side's refusal was judged
+
+    @property
+    def verdict(self) -> str:
+        """The kernel's verdict, as the coverage table counts it: ``disagree``, the refusal,
+        ``known`` (a KNOWN difference of minipallas's, not just upstream's jit default) or
+        ``agree``."""
+        if self.problem is not None:
+            return "disagree"
+        if self.refusal is not None:
+            return self.refusal
+        return "known" if set(self.known) - {"excess precision"} else "agree"
 
 
-def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
-    """The kernel as upstream ``pl.pallas_call(..., interpret=True)``, jitted."""
+def upstream_call(spec: KernelSpec, stand_in: bool = False) -> Any:  # noqa: ANN401 - jitted
+    """The kernel as upstream ``pl.pallas_call(..., interpret=True)``, jitted. ``stand_in``:
+    ``pl.reciprocal(x, approx=True)`` written out as XLA:CPU computes upstream's rule for it
+    under ``jax.jit`` (``_stand_in``)."""
     ns = types.SimpleNamespace(
         program_id=pl.program_id,
         when=pl.when,
@@ -101,28 +149,61 @@ def upstream_call(spec: KernelSpec) -> Any:  # noqa: ANN401 - a jitted function
         zeros=jnp.zeros,
         float32=jnp.float32,
         bfloat16=jnp.bfloat16,
+        dot=jnp.dot,
+        precision=lambda name: jax.lax.Precision[name],
+        reciprocal=_stand_in if stand_in else pl.reciprocal,
+        multiple_of=pl.multiple_of,
+        mul=lambda x, y, out: jax.lax.mul(x, y, out_dtype=out),
+        accurate=lambda name, x: getattr(jax.lax, name)(x, accuracy=jax.lax.AccuracyMode.HIGHEST),
+        Buffered=pl.Buffered,
     )
+
+    def block_spec(o: Operand, k: int) -> pl.BlockSpec:
+        mode = kernel_params.pipeline_mode(spec, ns, k)
+        return pl.BlockSpec(spec.block, o.index_map.over(ns), **mode)
+
     call = pl.pallas_call(
         spec.body(ns),
         out_shape=jax.ShapeDtypeStruct(spec.output.shape, jnp.dtype(spec.dtype)),
         grid=spec.grid,
-        in_specs=[pl.BlockSpec(spec.block, o.index_map) for o in spec.inputs],
-        out_specs=pl.BlockSpec(spec.block, spec.output.index_map),
+        in_specs=[block_spec(o, k) for k, o in enumerate(spec.inputs)],
+        out_specs=block_spec(spec.output, -1),
         scratch_shapes=[pltpu.VMEM(spec.ref_shape, jnp.dtype(spec.dtype))] if spec.scratch else [],
         interpret=True,
     )
     return jax.jit(call)
 
 
+def _stand_in(x: Any, approx: bool = False) -> Any:  # noqa: ANN401
+    """Upstream's off-chip rule for ``pl.reciprocal`` writes ``1 / x`` in bfloat16, widened;
+    under ``jax.jit`` XLA:CPU keeps that quotient in float32, and minipallas (its interpreter,
+    its CPU program) computes it so: ``1 / x`` of ``x`` rounded to bfloat16, in float32."""
+    return 1.0 / x.astype(jnp.bfloat16).astype(x.dtype) if approx else pl.reciprocal(x)
+
+
+def _per_op(jitted: Any, args: Sequence[np.ndarray]) -> np.ndarray:  # noqa: ANN401
+    """Upstream's program compiled as minipallas compiles its own: every bf16 op rounded."""
+    return xla_cpu.cpu_execute(xla_cpu.cpu_compile(jitted.lower(*args).as_text()), args)[0]
+
+
 def check(spec: KernelSpec, seed: int, passes: str = "") -> Outcome:
     """One kernel three ways (module doc), ``passes`` run on minipallas's kernel."""
     args = kernel_inputs(spec, seed)
     call = minipallas_call(spec, passes=passes)
-    kernel = call.trace(*args)
-    batched = vectorized_grid_plan(kernel) is not None
     jitted = upstream_call(spec)
-    rounded = xla_cpu.cpu_compile(jitted.lower(*args).as_text())
-    expected = xla_cpu.cpu_execute(rounded, args)[0]
+    try:
+        kernel = call.trace(*args)
+        ours = None
+    except MiniPallasError as e:
+        ours = e
+    try:
+        expected = _per_op(jitted, args)
+        theirs = None
+    except Exception as e:  # upstream's refusal, whatever its class
+        theirs = e
+    if ours is not None or theirs is not None:
+        return _refusal(spec, ours, theirs)
+    batched = vectorized_grid_plan(kernel) is not None
     known = [] if same_bits(np.asarray(jitted(*args)), expected) else ["excess precision"]
     loops = grid_program(kernel)
     ways = {"cpu program": call(*args), "loop program": compile_fn(loops)(*args)[0]}
@@ -131,6 +212,10 @@ def check(spec: KernelSpec, seed: int, passes: str = "") -> Outcome:
         return Outcome(batched, known, None)
     if spec.dtype == "bfloat16" and _rounding_apart(ways, expected, loops, args):
         return Outcome(batched, [*known, "dropped bf16 rounding"], None)
+    if spec.reciprocal == "approx":
+        stand_in = _per_op(upstream_call(spec, stand_in=True), args)
+        if all(same_bits(got, stand_in) for got in ways.values()):
+            return Outcome(batched, [*known, "approx reciprocal in float32"], None)
     got = ways[wrong[0]]
     flat_got, flat_expected = np.ravel(got), np.ravel(expected)
     first = next(k for k in range(flat_got.size) if not same_bits(flat_got[k], flat_expected[k]))
@@ -144,6 +229,25 @@ def check(spec: KernelSpec, seed: int, passes: str = "") -> Outcome:
     if blame is None and check(spec, seed).problem is None:
         return Outcome(batched, [*known, "xla rounds the reshaped program"], None)
     return Outcome(batched, known, problem if blame is None else f"{problem}\n{blame.text()}")
+
+
+def _refusal(spec: KernelSpec, ours: Exception | None, theirs: Exception | None) -> Outcome:
+    """A kernel one side or both refused: both is agreement; minipallas refusing a
+    transcendental's ``accuracy=`` as upstream's Mosaic lowering does (``REFUSED``) is known;
+    one side alone otherwise is a disagreement."""
+
+    def why(e: Exception) -> str:
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+
+    if ours is not None and theirs is not None:
+        return Outcome(False, [], None, "both-refuse")
+    if ours is not None:
+        if any(spec_has(spec) and text in str(ours) for spec_has, text in REFUSED.values()):
+            return Outcome(False, ["accuracy refused"], None, "refused-as-on-the-tpu")
+        problem = f"minipallas refuses where upstream runs: {why(ours)}"
+    else:
+        problem = f"upstream refuses where minipallas runs: {why(theirs)}"
+    return Outcome(False, [], f"{problem}\n  {spec.describe()}", "disagree")
 
 
 def pipeline_blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) -> Blame | None:
@@ -200,15 +304,16 @@ def campaign(
     progress: Progress | None = None,
     passes: str = "",
 ) -> Summary:
-    rng = random.Random(seed)
+    rng, params = random.Random(seed), kernel_params.generator(seed)
     summary = Summary()
     deadline = time.monotonic() + seconds
     while summary.kernels < count and time.monotonic() < deadline:
-        spec = random_kernel(RandomChoices(rng))
+        spec = random_kernel(RandomChoices(rng), params=RandomChoices(params))
         outcome = check(spec, rng.randrange(2**16), passes)
         summary.kernels += 1
         summary.batched += outcome.batched
         summary.known.update(outcome.known)
+        summary.coverage.add(kernel_params.parameters(spec), outcome.verdict)
         if outcome.problem:
             summary.disagreements.append(outcome.problem)
             print(f"DISAGREEMENT: {outcome.problem}", file=out or sys.stdout)
@@ -235,8 +340,10 @@ def _main(args: argparse.Namespace, passes: str) -> int:
     )
     for reason, n in sorted(s.known.items()):
         print(f"  known, not a disagreement: {n} kernels where {KNOWN[reason]}")
+    s.coverage.report()
     rows = {"kernels": s.kernels, "ran batched": s.batched, "disagreements": len(s.disagreements)}
     rows |= {f"known: {reason}": n for reason, n in sorted(s.known.items())}
+    rows |= s.coverage.rows()
     print_summary(f"fuzz-kernels, seed {args.seed}, {elapsed:.1f} s", rows)
     return 1 if s.disagreements else 0
 

@@ -13,6 +13,17 @@ both sides (``fuzz_kernels.upstream_call``). Two modes:
    each TPU way against the reference interpreter within the chip's numerics envelope
    (``minipallas.difftest.tpu``). The verdict's kind is the finding's class.
 
+Kernels also draw the parameters upstream's ops and block specs take
+(``generate.kernel_params``: a dot's precision and product dtype, ``pl.reciprocal``'s
+``approx``, a transcendental's ``accuracy``, ``pipeline_mode=pl.Buffered(n)``,
+``pl.multiple_of`` in the body and in an index map, ``lax.mul``'s ``out_dtype``), so a
+parameter one lowering drops is a finding the next time it is drawn. Where both refuse one
+(``HIGH``, mixed precisions, ``Buffered(3)``, ``accuracy=``, a bfloat16 matmul accumulator) the
+kernel is ``both-refuse``; upstream refusing one that ``BEYOND`` documents minipallas running
+(``lax.mul``'s ``out_dtype``, whose upstream rule fails) is ``beyond-upstream-documented``, not a
+finding. The summary gives, per parameter value, the kernels that drew it and their classes
+(``difftest.coverage``).
+
 Either way, a kernel whose index map names a block past its array's end may halt the chip or
 read garbage (upstream's too), so the generator sizes every array to hold the blocks its map
 reaches. ``--oob-rate`` (``OOB_RATE`` by default) makes that share of kernels out of bounds on
@@ -59,12 +70,14 @@ from typing import TextIO
 import jax
 
 from minipallas.difftest.checks.program import kernel_eqns
+from minipallas.difftest.coverage import Coverage
 from minipallas.difftest.fuzz_kernels import pipeline_blame, upstream_call
 from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.harness import run
 from minipallas.difftest.report import Case
 from minipallas.difftest.tpu import KernelRule, evaluate, minipallas_kernel, upstream_kernel
 from minipallas.difftest.tpu import tpu_device as the_chip
+from minipallas.generate import kernel_params
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import (
     KernelSpec,
@@ -86,8 +99,15 @@ from minipallas.user_passes import (
     main_with_passes,
 )
 
-# not findings: a kernel made out of bounds on purpose, and flagged (``halts``)
-GOOD = ("agree", "both-refuse", "out-of-bounds-flagged")
+# not findings: a kernel made out of bounds on purpose, and flagged (``halts``); upstream
+# refusing a drawn parameter minipallas documents running (``BEYOND``)
+GOOD = ("agree", "both-refuse", "out-of-bounds-flagged", "beyond-upstream-documented")
+# Parameters upstream's Mosaic lowering fails on and minipallas honours, as the parameter
+# corpus documents them (tests/kernels/param_op_cases.py): the parameter (a key of
+# ``kernel_params.parameters``) and a fragment of upstream's error.
+BEYOND = {
+    "mul out_dtype": "Too many leaves for PyTreeDef",  # upstream's rule traces its helper
+}
 OOB_RATE = 0.05  # the share of kernels made out of bounds on purpose, by default
 Verdict = Callable[[KernelSpec, int], tuple[str, str]]
 WORKER_SECONDS = 40  # a process holding the chip was killed ~55 s in on the v5e (README)
@@ -98,26 +118,43 @@ class Summary:
     kernels: int = 0
     classes: Counter = field(default_factory=Counter)  # verdict kind -> kernels
     findings: list[str] = field(default_factory=list)  # "kind: why; shrunk spec"
+    coverage: Coverage = field(default_factory=Coverage)  # parameters drawn, by verdict
 
-    def add(self, kind: str, finding: str | None) -> None:
+    def add(self, kind: str, finding: str | None, params: dict[str, str] | None = None) -> None:
         self.kernels += 1
         self.classes[kind] += 1
+        self.coverage.add(params or {}, kind)
         if finding is not None:
             self.findings.append(finding)
 
 
-def kernel(rng: random.Random, oob_rate: float = OOB_RATE) -> tuple[KernelSpec, int]:
-    """The next kernel of a campaign (out of bounds on purpose with chance ``oob_rate``), and
-    its inputs' seed."""
-    spec = random_kernel(RandomChoices(rng), out_of_bounds=oob_rate)
+def kernel(
+    rng: random.Random, oob_rate: float = OOB_RATE, params: random.Random | None = None
+) -> tuple[KernelSpec, int]:
+    """The next kernel of a campaign (out of bounds on purpose with chance ``oob_rate``; its
+    parameters drawn from ``params``, if given), and its inputs' seed."""
+    drawn = None if params is None else RandomChoices(params)
+    spec = random_kernel(RandomChoices(rng), out_of_bounds=oob_rate, params=drawn)
     return tpu_sized(spec), rng.randrange(2**16)
+
+
+def documented(spec: KernelSpec, kind: str, why: str) -> str:
+    """``kind``, or ``beyond-upstream-documented`` for upstream refusing a parameter ``spec``
+    draws that ``BEYOND`` documents minipallas running."""
+    drawn = kernel_params.parameters(spec)
+    if kind == "beyond-upstream" and any(p in drawn and text in why for p, text in BEYOND.items()):
+        return "beyond-upstream-documented"
+    return kind
 
 
 def bounds_verdict(spec: KernelSpec, seed: int) -> tuple[str, str] | None:
     """None for a kernel in bounds by the generator's arithmetic (``KernelSpec.outside``) and by
     ``halts``' run of its maps on its TPU blocks; else the class (module doc) and why."""
     args = kernel_inputs(spec, seed)
-    found = out_of_bounds_block(minipallas_call(spec).trace(*args, memory_space=VMEM), args)
+    # a block's place is the maps' and the arrays' business: a transcendental's accuracy=,
+    # which minipallas refuses (as upstream's Mosaic lowering does), changes none
+    traced = minipallas_call(dataclasses.replace(spec, accuracy=None))
+    found = out_of_bounds_block(traced.trace(*args, memory_space=VMEM), args)
     meant = spec.outside()
     if meant is None and found is None:
         return None
@@ -158,7 +195,9 @@ def aot_verdict(spec: KernelSpec, seed: int, passes: str = "") -> tuple[str, str
     if "minipallas" in why:
         blame = _refusing_pass(jaxpr, passes, refusal)
         return "minipallas-refuses", why["minipallas"] + (f"\n{blame}" if blame else "")
-    return ("beyond-upstream", why["upstream"]) if why else ("agree", "")
+    if why:
+        return documented(spec, "beyond-upstream", why["upstream"]), why["upstream"]
+    return "agree", ""
 
 
 def _refusing_pass(
@@ -195,23 +234,36 @@ def chip_verdict(spec: KernelSpec, seed: int, passes: str = "") -> tuple[str, st
     jax.clear_caches()  # each kernel's executables, not kept alive on the chip
     if report.blame is not None:
         return "pass-bug", report.blame.text()
-    return report.tpu.kind, report.tpu.message
+    return documented(spec, report.tpu.kind, report.tpu.message), report.tpu.message
 
 
 def simpler(spec: KernelSpec) -> Iterator[KernelSpec]:
     """Specs one step plainer than ``spec`` (module doc)."""
     plain = {
         "scratch": None, "reduce": None, "inner_loop": False, "staged": False,
-        "branch_axis": None, "dtype": "float32",
+        "branch_axis": None, "dtype": "float32", "dot": None, "reciprocal": None,
+        "accuracy": None, "buffered": None, "multiple_of": False, "mul_out": None,
     }  # fmt: skip
     for name, value in plain.items():
         if getattr(spec, name) != value:
             yield dataclasses.replace(spec, **{name: value})
+    if spec.dot is not None and spec.dot.precision is not None:
+        yield dataclasses.replace(spec, dot=dataclasses.replace(spec.dot, precision=None))
+    if spec.dot is not None and spec.dot.out is not None:
+        yield dataclasses.replace(spec, dot=dataclasses.replace(spec.dot, out=None))
+    operands = [*spec.inputs, spec.output]
+    for k, o in enumerate(operands):
+        if o.index_map.multiple_of:
+            unaligned = dataclasses.replace(o.index_map, multiple_of=False)
+            changed = list(operands)
+            changed[k] = dataclasses.replace(o, index_map=unaligned)
+            yield dataclasses.replace(spec, inputs=tuple(changed[:-1]), output=changed[-1])
     for axis, n in enumerate(spec.grid):
         if n > 1:
             yield dataclasses.replace(spec, grid=(*spec.grid[:axis], 1, *spec.grid[axis + 1 :]))
     if len(spec.inputs) > 1:
-        yield dataclasses.replace(spec, inputs=spec.inputs[:1])
+        buffered = spec.buffered if spec.buffered is None or spec.buffered[0] < 1 else None
+        yield dataclasses.replace(spec, inputs=spec.inputs[:1], buffered=buffered)
 
 
 def shrink(spec: KernelSpec, seed: int, kind: str, verdict: Verdict) -> KernelSpec:
@@ -250,15 +302,15 @@ def campaign(
     def judged(spec: KernelSpec, seed: int) -> tuple[str, str]:
         return bounds_verdict(spec, seed) or verdict(spec, seed)
 
-    rng = random.Random(seed)
+    rng, params = random.Random(seed), kernel_params.generator(seed)
     for _ in range(skip):
-        kernel(rng, oob_rate)
+        kernel(rng, oob_rate, params)
     summary = Summary()
     deadline = time.monotonic() + seconds
     for index in range(skip, count):
         if time.monotonic() >= deadline:
             break
-        spec, inputs_seed = kernel(rng, oob_rate)
+        spec, inputs_seed = kernel(rng, oob_rate, params)
         _note(journal, {"start": index})
         if index == simulate_halt:  # die as a process holding a halted chip does
             os._exit(134)
@@ -269,8 +321,9 @@ def campaign(
             finding = f"{kind} (kernel {index}, inputs seed {inputs_seed}): {why}; shrunk: "
             finding += small.describe()
             print(f"FINDING {finding}", file=out or sys.stdout, flush=True)
-        summary.add(kind, finding)
-        _note(journal, {"done": index, "kind": kind, "finding": finding})
+        drawn = kernel_params.parameters(spec)
+        summary.add(kind, finding, drawn)
+        _note(journal, {"done": index, "kind": kind, "finding": finding, "params": drawn})
         if progress is not None:
             progress.update(findings=len(summary.findings))
     return summary
@@ -315,7 +368,7 @@ def supervised(
                 if "start" in entry:
                     running = entry["start"]
                     continue
-                summary.add(entry["kind"], entry["finding"])
+                summary.add(entry["kind"], entry["finding"], entry.get("params"))
                 running, start = None, entry["done"] + 1
         if running is None:  # every kernel it started finished
             if worker.returncode not in (0, 1) and start == first:
@@ -363,9 +416,11 @@ def _main(args: argparse.Namespace, passes: str) -> int:
     elapsed = time.monotonic() - start
     mode = "ahead of time (libtpu, v5e)" if args.aot else "on the chip"
     print(f"{s.kernels} kernels {mode}, {len(s.findings)} findings, {s.kernels / elapsed:.2f}/s")
+    s.coverage.report()
     meant = s.classes["out-of-bounds-flagged"] + s.classes["out-of-bounds-missed"]
     rows = {"kernels": s.kernels, "in bounds": s.kernels - meant, "out of bounds on purpose": meant}
     rows |= {f"class {k}": n for k, n in sorted(s.classes.items())}
+    rows |= s.coverage.rows()
     print_summary(f"fuzz-tpu, seed {args.seed}, {mode}, {elapsed:.1f} s", rows)
     return 1 if s.findings else 0
 

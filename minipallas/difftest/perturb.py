@@ -34,7 +34,17 @@ Replaced rules (``Perturbation.rules``), every decision drawn from one generator
    reciprocal and changes nothing.
 
 ``Perturbation(seed, chip=chips.TPU_V5E)`` models a TPU instead (``chips``): rule 3 takes the
-chip's measured bounds, and a float32 ``dot`` rounds its operands to bfloat16 first.
+chip's measured bounds, a float32 ``dot`` rounds its operands to bfloat16 first unless its
+precision is ``HIGHEST`` for both, and
+
+6. a ``reciprocal`` with ``approx`` is ``1 / x`` (of ``x`` itself, not the interpreter's
+   bfloat16 stand-in) moved by a random relative error within the chip's ``approx_reciprocal``;
+7. a ``convert`` of a bfloat16/float16 elementwise result to float32 sees, for a random half of
+   its elements, that result as computed all in float32 from the chain's float32 values, a
+   float32 value converted into the chain unrounded (XLA:TPU keeps bfloat16 chains in float32
+   and drops the float32 -> bfloat16 -> float32 pairs around them, ``jax.jit``'s default excess
+   precision: rule 4's rounding covers a chain that ends in bfloat16, not one widened at its
+   end).
 
 Everything else (data movement, integers, bitwise ops, comparisons, ``select``, ``convert``,
 ``max``/``min``, ``neg``/``abs``) keeps its rule and stays bit for bit.
@@ -104,19 +114,22 @@ def perturbable(fn: Function, chip: Chip | None = None) -> bool:
     """Whether a perturbation (``chip``'s, if given) may change some value of ``fn`` (or of a
     function it calls)."""
     bounds = _bounds() if chip is None else chip.ulp_bound
-    return any(_block_perturbable(f.body, bounds) for f in (fn, *fn.callees()))
+    approx = chip is not None and chip.approx_reciprocal is not None
+    return any(_block_perturbable(f.body, bounds, approx) for f in (fn, *fn.callees()))
 
 
-def _block_perturbable(block: Block, bounds: dict[str, int]) -> bool:
+def _block_perturbable(block: Block, bounds: dict[str, int], approx: bool) -> bool:
     products = set()
     constants: dict[Value, np.ndarray] = {}  # float constants (and their broadcasts)
     for op in block.ops:
-        if any(_block_perturbable(r, bounds) for r in op.regions):
+        if any(_block_perturbable(r, bounds, approx) for r in op.regions):
             return True
         if not op.results or not dtypes.is_float(op.results[0].type.dtype):
             continue
         dtype = op.results[0].type.dtype
         if op.name in _SUMS or op.name in bounds:
+            return True
+        if approx and op.name == "reciprocal" and op.attrs["approx"]:
             return True
         if op.name in ELEMENTWISE and dtype in LOW_PRECISION:
             return True
@@ -166,6 +179,10 @@ class Perturbation:
             table[name] = state.constant_rule(RULES[name])
         table["reduce_sum"] = state.guard(RULES["reduce_sum"], state.reduce_sum)
         table["dot"] = state.guard(RULES["dot"], state.dot)
+        if self.chip is not None and self.chip.approx_reciprocal is not None:
+            table["reciprocal"] = state.approx_reciprocal(table["reciprocal"])
+        if self.chip is not None:
+            table["convert"] = state.excess(RULES["convert"])
         return table
 
 
@@ -180,6 +197,7 @@ class _State:
         self.products: dict[Value, tuple[Any, Any]] = {}
         self.constants: set[Value] = set()
         self.shadows: dict[Op, Op] = {}
+        self.wide: dict[Value, Any] = {}  # rule 7: low-precision results, computed in float32
 
     # -- wrappers ---------------------------------------------------------------------------
 
@@ -226,7 +244,28 @@ class _State:
                 out = self.contract(op, args, out, dtype)
             if bound:
                 out = self.offset(out, bound)
+            if low and self.chip is not None:  # rule 7: the chain in float32
+                pairs = zip(op.operands, args, strict=True)
+                wide = [self.wide.get(v, widen(a, dtype)) for v, a in pairs]
+                self.wide[op.results[0]] = plain(interp, self.shadow(op), wide)[0]
             return (self.random_round(out, dtype) if low else out,)
+
+        return apply
+
+    def excess(self, plain: Rule) -> Rule:
+        """Rule 7 around ``convert``."""
+
+        def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+            out = plain(interp, op, args)
+            source, target = op.operands[0].type.dtype, op.results[0].type.dtype
+            if source == "float32" and target in LOW_PRECISION:  # into a chain, unrounded
+                self.wide[op.results[0]] = np.asarray(args[0], F32)
+                return out
+            wide = self.wide.get(op.operands[0])
+            if wide is None or target != "float32":
+                return out
+            take = self.rng.random(np.shape(wide)) < 0.5
+            return (np.where(take, np.asarray(wide, F32), out[0]).astype(F32),)
 
         return apply
 
@@ -304,6 +343,25 @@ class _State:
         other = step_ulps(nearest, np.where(take, direction, 0).astype(np.int64))
         return np.where(take, other, nearest).astype(nearest.dtype)
 
+    # -- rule 6: the chip's approximate reciprocal ----------------------------------------------
+
+    def approx_reciprocal(self, plain: Rule) -> Rule:
+        """``plain`` (rule 3's, when the chip bounds ``reciprocal``) for an exact reciprocal;
+        with ``approx`` (of float32), ``1 / x`` times ``1 + e``, ``e`` uniform in the chip's
+        relative bound, per element."""
+        bound = self.chip.approx_reciprocal
+
+        def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+            if not op.attrs["approx"] or op.results[0].type.dtype != "float32":
+                return plain(interp, op, args)  # the chip takes float32 only
+            x = np.asarray(flush(np.asarray(args[0], F32)), np.float64)
+            e = self.rng.uniform(-bound, bound, np.shape(x))
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                out = np.asarray(np.divide(1.0, x) * (1.0 + e), F32)
+            return (flush(out),)
+
+        return apply
+
     # -- rule 1: sums in a random order --------------------------------------------------------
 
     def lanes(self, n: int) -> int:
@@ -342,7 +400,8 @@ class _State:
         src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
         a, b = (flush(widen(numerics.convert(x, src, dst), dst)) for x in args)
         a, b = np.asarray(a, F32), np.asarray(b, F32)
-        if self.chip is not None and self.chip.dot_operands and src == "float32":
+        one_pass = tuple(op.attrs.get("precision", ())) != ("highest", "highest")
+        if self.chip is not None and self.chip.dot_operands and src == "float32" and one_pass:
             rounded = self.chip.dot_operands  # one low-precision pass (``chips``)
             a, b = (np.asarray(widen(round_float(x, rounded), rounded), F32) for x in (a, b))
         shape = (*a.shape[:-1], b.shape[-1])

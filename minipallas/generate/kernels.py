@@ -9,10 +9,14 @@ over the block's last dimension), then writes or accumulates the output block, o
 through persistent scratch that is reset at the start of each sweep of one grid axis (or only
 at the very first grid point); some bodies also carry the value through a two-step
 ``fori_loop`` or a ``run_scoped`` buffer, or decrement the output where one grid index is 1.
+With ``random_kernel(c, params=d)`` some kernels also take the parameters upstream's ops and
+block specs take (a dot's precision, an approximate reciprocal, a transcendental's accuracy,
+buffer counts, alignment promises, output dtypes), drawn from ``d`` (``kernel_params``).
 
 The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
-``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, dtypes), so the very same kernel runs in
-minipallas (``minipallas_call``) and in upstream Pallas (``minipallas.difftest.fuzz_kernels``).
+``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, dtypes, and ``kernel_params``' ops), so the
+very same kernel runs in minipallas (``minipallas_call``) and in upstream Pallas
+(``minipallas.difftest.fuzz_kernels``).
 Decisions come from a ``Choices``: hypothesis draws in tests, ``random.Random`` in campaigns.
 
 Arrays are sized after the maps are drawn, by whole blocks, so every grid point's blocks start
@@ -35,7 +39,9 @@ import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as mnp
+from minipallas.generate import kernel_params
 from minipallas.generate.choices import Choices
+from minipallas.generate.kernel_params import Dot
 from minipallas.ir.conversions import to_dtype
 from minipallas.tpu import VMEM
 
@@ -45,18 +51,27 @@ SCRATCH = (None, "reset", "running")
 
 @dataclass(frozen=True)
 class IndexMap:
-    """Per array dimension: ``kind`` (one of ``MAP_KINDS``) on grid axis ``axis``."""
+    """Per array dimension: ``kind`` (one of ``MAP_KINDS``) on grid axis ``axis``; with
+    ``multiple_of``, each block index not constant goes through an alignment promise (``over``
+    a namespace: ``kernel_params.block_index``)."""
 
     kinds: tuple[str, ...]
     axes: tuple[int, ...]
+    multiple_of: bool = False
 
-    def __call__(self, *ids: Any) -> tuple[Any, ...]:
+    def __call__(self, *ids: Any, ns: Any = None) -> tuple[Any, ...]:
         out: list[Any] = []
         for kind, axis in zip(self.kinds, self.axes, strict=True):
-            out.append(
-                ids[axis] if kind == "axis" else 0 if kind == "const" else (ids[axis] + 1) // 2
-            )
+            if kind == "const":
+                out.append(0)
+                continue
+            b = ids[axis] if kind == "axis" else (ids[axis] + 1) // 2
+            out.append(kernel_params.block_index(ns, b) if self.multiple_of else b)
         return tuple(out)
+
+    def over(self, ns: Any) -> Callable[..., tuple[Any, ...]]:  # noqa: ANN401 - a namespace
+        """The map as a block spec takes it, its promises made with ``ns``'s ``multiple_of``."""
+        return self if not self.multiple_of else lambda *ids: self(*ids, ns=ns)
 
     def reach(self, grid: tuple[int, ...] | list[int]) -> tuple[int, ...]:
         """Per dimension, the largest block index the map gives over ``grid``."""
@@ -102,6 +117,13 @@ class KernelSpec:
     staged: bool = False  # a round trip through ``run_scoped`` scratch
     branch_axis: int | None = None  # where that grid index is 1, the output is then decremented
     dtype: str = "float32"  # of the inputs and the output: "float32" or "bfloat16"
+    # the parameters of ``kernel_params`` (None/False: not drawn)
+    dot: Dot | None = None  # a dot step's precision and product dtype
+    reciprocal: str | None = None  # "exact" or "approx"
+    accuracy: str | None = None  # "exp" or "tanh", with accuracy=HIGHEST
+    buffered: tuple[int, int] | None = None  # (operand, n): Buffered(n); operand -1: the output
+    multiple_of: bool = False  # the body's grid index through multiple_of
+    mul_out: str | None = None  # a lax.mul step's out_dtype
 
     @property
     def ref_shape(self) -> tuple[int, ...]:
@@ -120,7 +142,8 @@ class KernelSpec:
             value = x_refs[0][...] * 2.0
             for x_ref in x_refs[1:]:
                 value = value + x_ref[...]
-            value = value + ns.program_id(self.scale_axis).astype(dtype)
+            value = value + kernel_params.grid_index(self, ns, self.scale_axis, dtype)
+            value = kernel_params.steps(self, ns, value, x_refs, dtype)
             if self.reduce == "sum":
                 value = value - value.sum(axis=-1, keepdims=True) * 0.5
             elif self.reduce == "max":
@@ -177,7 +200,7 @@ class KernelSpec:
             maps = ",".join(
                 f"{k[0]}{a}" for k, a in zip(o.index_map.kinds, o.index_map.axes, strict=True)
             )
-            return f"{list(o.shape)}@({maps})"
+            return f"{list(o.shape)}@({maps}{', multiple_of' if o.index_map.multiple_of else ''})"
 
         return (
             f"grid={self.grid} block={self.block} in={[operand(o) for o in self.inputs]} "
@@ -185,13 +208,17 @@ class KernelSpec:
             f"@{self.reset_axis} scale_axis={self.scale_axis} reduce={self.reduce} "
             f"inner_loop={self.inner_loop} staged={self.staged} branch_axis={self.branch_axis} "
             f"dtype={self.dtype}"
+            + "".join(f" {k}={v}" for k, v in kernel_params.parameters(self).items())
         )
 
 
-def random_kernel(c: Choices, out_of_bounds: float = 0.0) -> KernelSpec:
+def random_kernel(
+    c: Choices, out_of_bounds: float = 0.0, params: Choices | None = None
+) -> KernelSpec:
     """One random kernel (module doc), in bounds but with chance ``out_of_bounds``; outputs
     mostly take distinct grid indices, which is what lets a grid axis run batched on the
-    CPU."""
+    CPU. With ``params``, the parameters of ``kernel_params`` are drawn from it, after the
+    kernel (so ``c``'s draws, and the kernel they make, are the same with or without)."""
     grid = [c.integer(1, 3) for _ in range(c.integer(1, 3))]
     rank = c.integer(1, 2)
     block: tuple[int | None, ...] = tuple(c.pick((2, 1, 4, None)) for _ in range(rank))
@@ -228,7 +255,7 @@ def random_kernel(c: Choices, out_of_bounds: float = 0.0) -> KernelSpec:
     operands = [
         _fitted(o, grid, block, short_dim if k == short_op else -1) for k, o in enumerate(operands)
     ]
-    return KernelSpec(
+    spec = KernelSpec(
         tuple(grid), block, tuple(operands[:-1]), operands[-1],
         accumulate=c.chance(0.5),
         scratch=c.weighted([(2, None), (2, "reset"), (1, "running")]),
@@ -240,15 +267,18 @@ def random_kernel(c: Choices, out_of_bounds: float = 0.0) -> KernelSpec:
         branch_axis=c.integer(0, len(grid) - 1) if c.chance(0.3) else None,
         dtype="bfloat16" if c.chance(0.3) else "float32",
     )  # fmt: skip
+    return spec if params is None else kernel_params.draw(spec, params)
 
 
 def tpu_sized(spec: KernelSpec) -> KernelSpec:
     """``spec`` with blocks Mosaic tiles: the last two block dimensions (the only one of a
     rank-1 block) scaled to (16, 128) multiples (1024), the arrays with them; the body reads
-    any shape. It writes its output rather than accumulating into it: a TPU never loads an
-    output block, so adding to one nothing wrote is undefined there (and refused ahead of
-    time, ``lowering/tpu/output_reads.py``)."""
-    scale = [1024] if len(spec.block) == 1 else [1] * (len(spec.block) - 2) + [16, 128]
+    any shape. A kernel with a dot step scales both by 128: Mosaic's matmul takes a
+    contraction and an output width of 128 multiples. It writes its output rather than
+    accumulating into it: a TPU never loads an output block, so adding to one nothing wrote is
+    undefined there (and refused ahead of time, ``lowering/tpu/output_reads.py``)."""
+    rows = 128 if spec.dot is not None else 16
+    scale = [1024] if len(spec.block) == 1 else [1] * (len(spec.block) - 2) + [rows, 128]
     scale = [1 if b is None else k for b, k in zip(spec.block, scale, strict=True)]
 
     def operand(o: Operand) -> Operand:
@@ -270,6 +300,16 @@ def kernel_inputs(spec: KernelSpec, seed: int) -> list[np.ndarray]:
     return [to_dtype(rng.standard_normal(o.shape), spec.dtype) for o in spec.inputs]
 
 
+def _accurate(name: str, x: Any) -> Any:  # noqa: ANN401
+    """``lax.exp(x, accuracy=HIGHEST)`` and the like: minipallas's transcendentals compute one
+    way and take no accuracy, so this refuses as upstream's Mosaic rules do."""
+    raise mp.MiniPallasError(
+        f"Not implemented: accuracy (minipallas.numpy.{name} takes no accuracy=; upstream's "
+        "Mosaic lowering refuses it too)",
+        fix=f"drop accuracy= from lax.{name}",
+    )
+
+
 def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - a PallasCall
     """The kernel as ``minipallas.pallas_call`` (``options`` go to it)."""
 
@@ -282,13 +322,25 @@ def minipallas_call(spec: KernelSpec, **options: Any) -> Any:  # noqa: ANN401 - 
         zeros=mnp.zeros,
         float32=mnp.float32,
         bfloat16=mnp.bfloat16,
+        dot=mnp.dot,
+        precision=str.lower,  # "HIGHEST" -> the dot op's "highest"
+        reciprocal=mp.reciprocal,
+        multiple_of=mp.multiple_of,
+        mul=lambda x, y, out: x.astype(out) * y.astype(out),  # lax.mul's out_dtype
+        accurate=_accurate,
+        Buffered=mp.Buffered,
     )
+
+    def block_spec(o: Operand, k: int) -> Any:  # noqa: ANN401
+        mode = kernel_params.pipeline_mode(spec, ns, k)
+        return mp.BlockSpec(spec.block, o.index_map.over(ns), **mode)
+
     return mp.pallas_call(
         spec.body(ns),
         mp.ArrayType(spec.output.shape, spec.dtype),
         grid=spec.grid,
-        in_specs=[mp.BlockSpec(spec.block, o.index_map) for o in spec.inputs],
-        out_specs=mp.BlockSpec(spec.block, spec.output.index_map),
+        in_specs=[block_spec(o, k) for k, o in enumerate(spec.inputs)],
+        out_specs=block_spec(spec.output, -1),
         scratch_shapes=[VMEM(spec.ref_shape, spec.dtype)] if spec.scratch else [],
         **options,
     )
