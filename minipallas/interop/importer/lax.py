@@ -311,7 +311,9 @@ def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     lays out column-major); the others it sums in its bfloat16 kernel's order
     (``ir/interpret/xla/dot_order.py``), which the interpreter follows, and the lowering folds
     this rule's transposes back into upstream's ``dot_general``. ``precision`` (a pair of
-    ``lax.Precision``) becomes the ``dot``'s (``_precision``)."""
+    ``lax.Precision``) becomes the ``dot``'s (``_precision``). A float result narrower than its
+    operands (``f32 x f32 -> bf16``) is the product in the operands' dtype, rounded once, as
+    XLA:CPU computes it (rounding the operands first is another number)."""
     precision = _precision(scope, eqn.params.get("precision"))
     a, b = (scope.read(v) for v in eqn.invars)
     (contract_a, contract_b), (batch_a, batch_b) = eqn.params["dimension_numbers"]
@@ -325,9 +327,15 @@ def dot_general(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         return [_outer(scope, a, b, tuple(batch_a), tuple(batch_b), result.shape)]
     lhs, m = _dot_operand(scope, a, tuple(batch_a), tuple(contract_a), contracted_last=True)
     rhs, n = _dot_operand(scope, b, tuple(batch_b), tuple(contract_b), contracted_last=False)
-    product = scope.emit("dot", [lhs, rhs], dtype=result.dtype, **precision)
+    narrowing = (
+        dtypes.is_float(result.dtype)
+        and dtypes.is_float(a.type.dtype)
+        and (dtypes.itemsize(result.dtype) < dtypes.itemsize(a.type.dtype))
+    )
+    accumulated = a.type.dtype if narrowing else result.dtype
+    product = scope.emit("dot", [lhs, rhs], dtype=accumulated, **precision)
     batch = tuple(a.type.shape[d] for d in batch_a)
-    return [_reshape(scope, product, (*batch, *m, *n))]
+    return [scope.convert(_reshape(scope, product, (*batch, *m, *n)), result.dtype)]
 
 
 def _precision(scope: ImportScope, given: object) -> dict[str, tuple[str, str]]:
