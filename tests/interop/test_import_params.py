@@ -535,3 +535,19 @@ def test_mul_with_out_dtype_gives_upstreams_values(dtype, out_dtype):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.view(f"u{got.dtype.itemsize}"),
                                       want.view(f"u{want.dtype.itemsize}"))  # fmt: skip
+
+
+def test_a_kernel_taken_from_its_equation_directly_is_held_to_the_declaration_too():
+    """``kernel_from_jaxpr`` and ``on_tpu`` read a ``pallas_call`` equation without the
+    importer's walk: an undeclared parameter is refused there as well, at the user's line."""
+    from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+
+    def body(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0
+
+    call = pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32))
+    x = jax.ShapeDtypeStruct((8, 128), jnp.float32)
+    closed = _with_param(call, [x], "pallas_call", made_up=1)
+    with pytest.raises(JaxprImportError, match="parameter 'made_up' of 'pallas_call'") as e:
+        kernel_from_jaxpr(closed)
+    assert e.value.op == "pallas_call" and "test_import_params.py" in str(e.value.loc)

@@ -46,10 +46,18 @@ import operator
 from collections.abc import Mapping, Sequence
 
 from minipallas.interop.importer.avals import JaxprImportError, dtype_of, type_of
-from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts, rule
-from minipallas.interop.importer.params import KERNEL_HINTS, READ
+from minipallas.interop.importer.engine import (
+    RULES,
+    Importer,
+    ImportScope,
+    closed_parts,
+    location,
+    rule,
+)
+from minipallas.interop.importer.params import KERNEL_HINTS, READ, check
 from minipallas.ir.core import Function, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.location import user_location
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
 from minipallas.kernels.platforms.batching import regrid_queries
 from minipallas.kernels.programs.grid import grid_program
@@ -119,7 +127,7 @@ def kernel_from_eqn(
     params = eqn.params
     gm = params["grid_mapping"]
     name = str(params.get("name") or _function_name(params["jaxpr"]))
-    _check_supported(params, gm)
+    _check_supported(eqn)
     importer = importer or Importer()
     grid = tuple(None if pallas_core.is_dynamic_dim(n) else int(n) for n in gm.grid)
     n_specs, n_pre = gm.num_inputs + gm.num_outputs, gm.num_index_operands
@@ -177,13 +185,17 @@ def _what(k: int, n_inputs: int) -> str:
     return f"input{k}" if k < n_inputs else f"output{k - n_inputs}"
 
 
-def _check_supported(params: Mapping, gm: object) -> None:
-    refusals = [
-        (params.get("mesh"), "a mesh"),
-    ]
-    for present, what in refusals:
-        if present:
-            raise JaxprImportError(f"minipallas cannot import a pallas_call with {what}")
+def _check_supported(eqn: jax_core.JaxprEqn) -> None:
+    """The equation held to the rule's declaration of its parameters (also when a kernel is
+    taken from it directly, by ``kernel_from_jaxpr`` or ``on_tpu``), and no mesh."""
+
+    def error(message: str, fix: str | None = None) -> JaxprImportError:
+        where = location(eqn) or user_location()  # as the importer's: else the caller's line
+        return JaxprImportError(message, op="pallas_call", loc=where, fix=fix)
+
+    check("pallas_call", RULES.params.get("pallas_call"), eqn.params, error)
+    if eqn.params.get("mesh"):
+        raise error("minipallas cannot import a pallas_call with a mesh")
 
 
 def _spec(
