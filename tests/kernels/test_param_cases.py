@@ -29,12 +29,13 @@ import pytest
 from kernel_helpers import as_tuple, assert_same_bits
 from param_cases import PARAM_CASES
 from param_op_cases import BEYOND_UPSTREAM, BOTH_REFUSE, SAME_BITS
+from test_tpu_custom_call import decoded
 
 import minipallas as mp
 from minipallas.interop import from_jaxpr
 from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering import libtpu
-from minipallas.lowering.jaxlib_shim import ir, make_tpu_context, passmanager
+from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.tpu.aot import MosaicCompileError
 
 # (check, case) -> why minipallas does not yet do what upstream does (issue 46): strict, so a
@@ -114,7 +115,7 @@ def custom_call(fn, args) -> dict:
     config = json.loads(ir.StringAttr(attrs["backend_config"]).value)
     body = config["custom_call_config"].pop("body")
     fields = {name: str(attrs[name]) for name in attrs if name != "backend_config"}
-    return {**fields, "config": config, "module": _decoded(base64.b64decode(body))}
+    return {**fields, "config": config, "module": decoded(base64.b64decode(body))}
 
 
 def _custom_calls(op) -> list:
@@ -126,15 +127,6 @@ def _custom_calls(op) -> list:
                     found.append(inner.operation)
                 found += _custom_calls(inner.operation)
     return found
-
-
-def _decoded(body: bytes) -> str:
-    with make_tpu_context() as context:
-        context.allow_unregistered_dialects = True
-        module = ir.Module.parse(body)
-        serde = "builtin.module(mosaic-serde{serialize=false})"
-        passmanager.PassManager.parse(serde).run(module.operation)
-        return module.operation.get_asm(enable_debug_info=False)
 
 
 # the cases whose parameter is in the custom call or shows in the module
