@@ -6,8 +6,10 @@
 summary table: one row per case with its finding, whether that is the finding the case
 expects, and each way's time, then the count of each kind (exact agreement and agreement
 within the numerics envelope apart). ``--show`` prints the full report (both programs) of
-every case whose finding is not the expected one. The exit code is 1 if any case's finding is
-not the one it expects. Every case's TPU kernels also go through the kernel checks
+every case whose finding is not the expected one (the table itself prints, under it, the
+detail of a ``case-error``, the case's own mistake with its fix, and of a ``kernel-bug``).
+The exit code is 1 if any case's finding is not the one it expects. Every case's TPU kernels
+also go through the kernel checks
 (``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and the
 table gives the checks' time. ``--device tpu`` adds the TPU ways
 (``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case
@@ -73,6 +75,9 @@ def progress(done: int, total: int, label: str, out: TextIO) -> None:
     out.flush()
 
 
+SAID = ("case-error", "kernel-bug")  # findings whose detail the table prints: what to fix
+
+
 def table(reports: Sequence[Report]) -> str:
     """One row per case: name, finding, expected or not, milliseconds per way (and, for cases
     run on a TPU, the TPU ways' times and verdict)."""
@@ -91,6 +96,7 @@ def table(reports: Sequence[Report]) -> str:
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.extend(f"{r.case.name}: {r.finding.detail}" for r in reports if r.finding.kind in SAID)
     kinds = Counter(r.finding.kind for r in reports)
     lines.append("")
     lines.append(", ".join(f"{n} {kind}{_gloss(kind, reports)}" for kind, n in kinds.most_common()))

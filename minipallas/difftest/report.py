@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
+from minipallas.difftest.known import check_expect
 from minipallas.difftest.machine import Machine
 from minipallas.ir.core import Function
 
@@ -36,9 +37,12 @@ XLA_WAYS = ("upstream", "compile")  # computed by XLA: compared with BASE within
 class Case:
     """One program to test: a JAX function over refs and arrays, and its inputs.
 
-    ``expect`` names the finding the case is known to produce (a ``KNOWN`` upstream defect or
-    semantic difference; None: agreement). ``reference`` is a minipallas ``Function`` meant
-    to compute the same thing, checked as a fifth way; ``emitted`` says ``fn`` is
+    ``expect`` names the finding the case is known to produce: a kind (``kernel-bug``) or a
+    finding's name (a ``KNOWN`` upstream defect or semantic difference, a bug kind), checked
+    against ``known.verdicts()`` when the case is made; None: agreement (or, for a case with
+    ``collectives="simulate"``, which upstream cannot run, ``beyond-upstream``).
+    ``reference`` is a minipallas ``Function`` meant to compute the same thing, checked as a fifth
+    way; ``emitted`` says ``fn`` is
     ``jax_emit.emit(reference)``. ``plant`` is a deliberate bug, for testing the harness's
     power: the ``compile`` way compiles ``plant(program)`` instead of the imported program.
     ``passes`` is a researcher's pipeline (passes registered with ``minipallas.register`` or
@@ -59,6 +63,9 @@ class Case:
     # (``interpret(..., collectives="simulate")``, ``discharge{collectives=simulate}``)
     collectives: str = "reject"
     passes: str = ""
+
+    def __post_init__(self) -> None:
+        check_expect(self.expect, self.name)
 
 
 @dataclass
@@ -143,8 +150,9 @@ class Report:
         if self.finding is None:
             return False
         if self.case.expect is None:
-            return self.finding.name in ("agree", "within-envelope")
-        return self.finding.name == self.case.expect
+            beyond = self.case.collectives == "simulate" and self.finding.kind == "beyond-upstream"
+            return beyond or self.finding.name in ("agree", "within-envelope")
+        return self.case.expect in (self.finding.name, self.finding.kind)
 
     def text(self) -> str:
         lines = [f"case {self.case.name}: {self.finding}"]
@@ -152,6 +160,8 @@ class Report:
             lines.append(f"machine: {self.machine}")
         for way, o in self.outcomes.items():
             status = "ok" if o.ok else f"{o.stage}: {type(o.error).__name__}: {o.error}"
+            if o.error is None and o.outputs is None:
+                status = "not run (an earlier stage failed)"
             lines.append(f"  {way:<10} {o.seconds * 1e3:7.1f} ms  {status.splitlines()[0]}")
         for way, d in self.distances.items():
             lines.append(
