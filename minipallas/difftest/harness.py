@@ -131,18 +131,18 @@ def run_minipallas(report: Report, args: Sequence[Any], compile: bool = True) ->
     if source is not None:
         discharge = f"discharge{{collectives={mode}}}"
         pure = timed("discharge", lambda: run_pipeline(source, discharge), dis)
+    on_program = bool(report.pipeline_ways) and not on_kernels
+    if on_program and pure is not None:  # the program after discharge and cleanup
+        pure = timed("passes", lambda: user_pipeline.after_cleanup(report, pure), dis)
+        report.pipeline_program = pure
     if pure is not None:
         arrays = [a.value if isinstance(a, RefArg) else a for a in args]
         dis.outputs = timed("interpret", lambda: _pure(pure, arrays), dis)
     comp = Outcome("compile")
-    if source is None:  # the pipeline failed on a kernel
+    if source is None or (on_program and pure is None):  # the pipeline failed
         comp.error, comp.stage = dis.error, dis.stage
-    program = source if mode == "reject" else pure  # compile discharges with upstream's rules
-    if report.pipeline_ways and not on_kernels:  # the program after discharge and cleanup
-        program = None
-        if pure is not None:
-            program = timed("passes", lambda: user_pipeline.after_cleanup(report, pure), comp)
-        report.pipeline_program = program
+    # compile discharges with upstream's rules; with a pipeline on the program, it compiles it
+    program = source if mode == "reject" and not on_program else pure
     if report.case.passes:
         report.pipeline_ir = _pipeline_ir(report)
     if not compile:
@@ -238,7 +238,7 @@ def _tpu_verdict(report: Report, chip: bool, refusals: dict[str, str | None] | N
     if refusals is None:
         return TpuVerdict("no-chip", "no TPU here, and libtpu is not installed: nothing ran")
     if refusals["minipallas"] is not None and refusals["upstream"] is None:
-        message = f"libtpu refuses minipallas's program for a v5e: {refusals['minipallas']}"
+        message = f"minipallas's program for a v5e: {refusals['minipallas']}"
         return TpuVerdict("minipallas-refuses", message)
     return TpuVerdict("no-chip", "no TPU here: libtpu compiled both sides for a v5e; the chip "
                       "ways did not run")  # fmt: skip

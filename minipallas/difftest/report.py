@@ -187,7 +187,7 @@ class Report:
             lines.append(str(self.case.reference))
         if self.pipeline_ir is not None:
             ways = self.pipeline_ways
-            where = "each kernel" if "discharge" in ways else "the program" if ways else "not run"
+            where = "each kernel" if "tpu" in ways else "the program" if ways else "not run"
             lines.append(f"--- minipallas IR after the pipeline '{self.case.passes}' ({where}) ---")
             lines.append(self.pipeline_ir)
         if self.blame is not None:

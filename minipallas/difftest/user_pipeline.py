@@ -9,9 +9,9 @@ The pipeline runs where minipallas would run the researcher's pass:
   (``from_jaxpr(..., kernel_passes=PIPE)``); so do the TPU ways (``tpu``: the Mosaic module of
   each kernel after the pipeline; ``xla-tpu``) and, without a chip, libtpu's compile of
   minipallas's side;
-- any other case: on its program after discharge and cleanup, before lowering. The ``compile``
-  way compiles the import discharged, cleaned up and run through the pipeline, and so does
-  ``xla-tpu``. A pipeline with a kernel pass (``fuse-grid-steps``) has nothing to run on in
+- any other case: on its program after discharge and cleanup, before lowering. The
+  ``discharge`` way interprets the import discharged, cleaned up and run through the pipeline,
+  the ``compile`` way compiles it, and so does ``xla-tpu``. A pipeline with a kernel pass (``fuse-grid-steps``) has nothing to run on in
   such a case, which runs without it (its report says so).
 
 The ``interpret`` way, the import as it is, stays the reference. A crash or a difference in a
@@ -42,7 +42,7 @@ from minipallas.passes.registry import PASSES
 from minipallas.user_passes import Blame, first_bad_pass
 
 KERNEL_WAYS = ("discharge", "compile", "tpu", "xla-tpu")  # a kernel case's pipeline's ways
-PROGRAM_WAYS = ("compile", "xla-tpu")  # a program's
+PROGRAM_WAYS = ("discharge", "compile", "xla-tpu")  # a program's
 
 
 def ways(report: Report) -> tuple[str, ...]:

@@ -109,9 +109,19 @@ def test_a_correct_pass_on_a_program_runs_after_discharge_and_cleanup(passes):
     with loaded(argparse.Namespace(load=[passes], pass_pipeline="")):
         args = (ref(np.arange(4, dtype=np.float32)),)
         report = run(Case("program", _scale_add, args, passes="noop"))
-    assert report.finding.kind == "agree" and report.pipeline_ways == ("compile", "xla-tpu")
+    ways = ("discharge", "compile", "xla-tpu")
+    assert report.finding.kind == "agree" and report.pipeline_ways == ways
     assert report.outcomes["compile"].ok and report.blame is None
     assert "get" not in report.pipeline_ir and "add" in report.pipeline_ir  # discharged, cleaned
+
+
+def test_a_wrong_pass_on_a_program_shows_in_every_way_it_runs_in(passes):
+    """A case without kernels: the pipeline runs in the discharge way as well as compile's."""
+    with loaded(argparse.Namespace(load=[passes], pass_pipeline="")):
+        args = (ref(np.arange(4, dtype=np.float32)),)
+        report = run(Case("program", _scale_add, args, passes="add-to-sub"))
+    assert report.finding.name == "pass add-to-sub"
+    assert report.difference.way == "discharge", report.text()
 
 
 def test_a_wrong_pass_is_named_with_its_ir_before_and_after(passes, cases, capsys):

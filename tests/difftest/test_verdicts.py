@@ -11,6 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from minipallas import MiniPallasError
 from minipallas.difftest import Case, cli, run
+from minipallas.lowering.libtpu import libtpu_available
 
 X = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
 OUT = jax.ShapeDtypeStruct((8, 128), jnp.float32)
@@ -103,3 +104,16 @@ def test_the_table_says_what_the_user_must_fix_without_show(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "case-error (no-interpret)" in out
     assert "plain: " in out and "pass interpret=True" in out
+
+
+def _reads_its_output(x_ref, o_ref):
+    o_ref[...] += x_ref[...]
+
+
+@pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
+def test_minipallas_refusing_its_own_program_names_its_check_not_libtpu():
+    fn = lambda x: pl.pallas_call(_reads_its_output, out_shape=OUT, interpret=True)(x)  # noqa: E731
+    verdict = run(Case("output read", fn, (X,)), device="tpu").tpu
+    assert verdict.kind == "minipallas-refuses", verdict
+    assert "libtpu refuses" not in str(verdict)
+    assert "minipallas's own check check_output_reads (output_reads.py)" in str(verdict)

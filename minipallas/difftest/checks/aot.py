@@ -4,13 +4,16 @@ side's program for a v5e ahead of time (minipallas's kernels after the case's pi
 Upstream's program (every ``pallas_call`` through upstream's Mosaic lowering) refused is the
 kernel's bug, of kind ``compile``: a block shape the TPU cannot tile, scratch past VMEM's
 size, an op Mosaic lacks. minipallas's program (its own Mosaic modules) refused where
-upstream's compiles is minipallas's. Without libtpu nothing is compiled, and the report says
+upstream's compiles is minipallas's: by libtpu, or, before libtpu sees it, by one of
+minipallas's own checks of a TPU kernel (a ``MiniPallasError``, named after the check that
+raised it, e.g. ``check_output_reads``). Without libtpu nothing is compiled, and the report says
 so.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -19,6 +22,7 @@ from minipallas.difftest.checks.bug import KernelBug
 from minipallas.difftest.outputs import initial
 from minipallas.difftest.report import Report
 from minipallas.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
+from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.jax_private import state_discharge
 from minipallas.lowering.libtpu import libtpu_available, tpu_device, tpu_sharding
 
@@ -46,8 +50,30 @@ def compile_ahead(report: Report) -> dict[str, str | None] | None:
                 jax.jit(lambda *xs, fn=fn: fn(xs), out_shardings=sharding).lower(*specs).compile()
             refusals[side] = None
         except Exception as e:  # a refusal, whatever its class
-            refusals[side] = f"{type(e).__name__}: {_first_line(e)}"
+            refusals[side] = refusal(e)
     return refusals
+
+
+def refusal(e: BaseException) -> str:
+    """Who refused and why, in a line: libtpu, or minipallas's own check (``own_check``)."""
+    text = f"{type(e).__name__}: {_first_line(e)}"
+    if isinstance(e, MiniPallasError):
+        return f"minipallas's own check {own_check(e)} refuses it before libtpu: {text}"
+    return f"libtpu refuses it: {text}"
+
+
+def own_check(e: BaseException) -> str:
+    """The minipallas function that raised ``e``, as ``name (file)``: the innermost frame named
+    ``check_*``, else the innermost frame."""
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    if not frames:
+        return "(unknown)"
+    code = next((c for c in reversed(frames) if c.co_name.startswith("check_")), frames[-1])
+    return f"{code.co_name} ({Path(code.co_filename).name})"
 
 
 def compile_bug(refusals: dict[str, str | None] | None) -> KernelBug | None:
@@ -56,7 +82,8 @@ def compile_bug(refusals: dict[str, str | None] | None) -> KernelBug | None:
         return None
     return KernelBug(
         "compile",
-        f"the TPU compiler refuses upstream's own lowering of the kernel: {refusals['upstream']}",
+        "the TPU compiler refuses upstream's own lowering of the kernel: "
+        + refusals["upstream"].removeprefix("libtpu refuses it: "),
         fix="follow the TPU's block rules (the last two block dimensions divisible by 8 and "
         "128, or equal to the array's), keep blocks and scratch within VMEM "
         "(pltpu.CompilerParams(vmem_limit_bytes=...) raises the limit), use ops Mosaic has",
