@@ -11,8 +11,9 @@ The pipeline runs where minipallas would run the researcher's pass:
   minipallas's side;
 - any other case: on its program after discharge and cleanup, before lowering. The
   ``discharge`` way interprets the import discharged, cleaned up and run through the pipeline,
-  the ``compile`` way compiles it, and so does ``xla-tpu``. A pipeline with a kernel pass (``fuse-grid-steps``) has nothing to run on in
-  such a case, which runs without it (its report says so).
+  the ``compile`` way compiles it, and so does ``xla-tpu``. A pipeline with a kernel pass
+  (``fuse-grid-steps``) has nothing to run on in such a case, which runs without it (its report
+  says so).
 
 The ``interpret`` way, the import as it is, stays the reference. A crash or a difference in a
 way the pipeline ran in is blamed (``blame``) on the first pass after which the reference
