@@ -35,7 +35,7 @@ from typing import Any
 from minipallas.cli import add_load_argument
 from minipallas.ir.errors import MiniPallasError
 from minipallas.passes.pipeline import parse_pipeline, split_pipeline
-from minipallas.passes.registry import PASSES, load
+from minipallas.passes.registry import PASSES, load, provide_all
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +60,7 @@ def argv_of(args: argparse.Namespace) -> list[str]:
 def loaded(args: argparse.Namespace) -> Iterator[str]:
     """Registers the passes of ``args.load`` and yields ``args.pass_pipeline``, checked; the
     passes the files registered are removed on the way out."""
+    provide_all()  # the deferred passes stay registered after the command
     before = set(PASSES)
     try:
         for path in args.load:

@@ -2,6 +2,9 @@
 int, list of ints, a choice of words), and every bad name or value an error naming the pass, the
 option and what it accepts, before any pass runs."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -188,3 +191,22 @@ def test_describe_lists_every_pass_and_option():
             assert f"          {o.doc}" in text
     assert "sizes  (non-negative integers joined by 'x'; required, e.g. sizes=4x2)" in text
     assert "discharge_scoped  (true or false; default true)" in text  # no example shown
+
+
+def test_every_pass_is_known_after_a_bare_import_of_minipallas():
+    """The passes a kernel's CPU programs register (minipallas/kernels/programs/) are known
+    before that package is imported: a lookup imports the module that declares the pass."""
+    code = (
+        "import minipallas\n"
+        "fn = minipallas.parse('func @f(%x: f32[4]) -> (f32[4]) {\\n  return %x\\n}')\n"
+        "minipallas.passes.pipeline.run(fn, 'drop-inputs{count=0}')\n"
+        "from minipallas.passes.registry import PASSES, DEFERRED\n"
+        "import minipallas.kernels.programs\n"
+        "ours = {n for n, i in PASSES.items() if i.run.__module__.startswith("
+        "'minipallas.kernels.programs')}\n"
+        "assert ours == set(DEFERRED), (ours, DEFERRED)\n"
+        "assert all(i.run.__module__ == DEFERRED[n] for n, i in PASSES.items() if n in ours)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]
