@@ -331,6 +331,34 @@ REFUSED = {"hardware_prng": "hardware PRNG"}
 # --- the tests -------------------------------------------------------------------------------
 
 
+@built
+def kernel_on_two_devices():
+    """A kernel that spans devices (issue 47): the barrier semaphore, a remote signal and a
+    remote copy with LOGICAL ids, in a shard_map over two devices."""
+
+    def kernel(x_ref, o_ref, send, recv):
+        other = 1 - lax.axis_index("x")
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, 1, device_id=other, device_id_type=pl.DeviceIdType.LOGICAL)
+        pl.semaphore_wait(barrier, 1)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send, recv, device_id=other,
+                                            device_id_type=pl.DeviceIdType.LOGICAL)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.SemaphoreType.DMA] * 2,
+        compiler_params=pltpu.CompilerParams(collective_id=0),
+    )
+    mesh = jax.sharding.AbstractMesh((2,), ("x",))
+    f = jax.shard_map(call, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    return jax.make_jaxpr(f)(arr((16, 128)))
+
+
 def _equations(jaxpr):
     """Every equation of ``jaxpr`` and of its sub-jaxprs (bodies, branches, kernels)."""
     for eqn in jaxpr.eqns:

@@ -7,7 +7,8 @@ jax primitives, registered with ``@rule("primitive", ..., params={...})``:
 
 - ``state``, ``mutable``: refs and their reads and writes (``get``, ``swap``, ``jax.new_ref``);
 - ``pallas``, ``kernel_call``, ``pipeline``, ``mesh``: Pallas's primitives, whole
-  ``pallas_call`` kernels (as a ``Kernel``), ``emit_pipeline``, mesh kernels;
+  ``pallas_call`` kernels (as a ``Kernel``), ``emit_pipeline``, mesh kernels,
+  kernels that span devices (``devices``: a ``shard_map`` over several devices);
 - ``dma``, ``semaphores``, ``triton``, ``lanes``: async copies, semaphores, Triton atomics, the
   TPU's vector primitives;
 - ``control``, ``lax``, ``lax_indexing``, ``lax_misc``, ``lax_random``, ``lax_structural``,
@@ -18,6 +19,7 @@ jax primitives, registered with ``@rule("primitive", ..., params={...})``:
 from minipallas.interop.importer import (  # noqa: F401  (each registers its rules)
     control,
     debug,
+    devices,
     dma,
     kernel_call,
     lanes,

@@ -63,8 +63,10 @@ def memory_space(space: object) -> Any:
     return table[name]
 
 
-def type_of(aval: object, what: str = "a value") -> Type:
-    """The minipallas type of an upstream aval: ``Ref{...}`` for a ref, an array type otherwise."""
+def type_of(aval: object, what: str = "a value", barrier: bool = False) -> Type:
+    """The minipallas type of an upstream aval: ``Ref{...}`` for a ref, an array type otherwise.
+    ``barrier``: a barrier semaphore is a regular one (``get_barrier_semaphore``'s, ``devices``);
+    elsewhere (``SemaphoreType.BARRIER`` scratch) it is refused."""
     if type(aval) is jax_core.ShapedArray:  # the common case, made once per shape and dtype
         try:
             return _array_type(aval.shape, aval.dtype)
@@ -75,7 +77,7 @@ def type_of(aval: object, what: str = "a value") -> Type:
         if not isinstance(inner, jax_core.ShapedArray):
             raise JaxprImportError(f"{what} is a ref of {inner}, not of an array")
         if jnp.issubdtype(inner.dtype, pallas_core.semaphore_dtype):
-            return _semaphores(inner, what)
+            return _semaphores(inner, what, barrier)
         space = memory_space(aval.memory_space)
         return RefType(inner.shape, dtype_of(inner.dtype, what), space)
     if isinstance(aval, jax_core.ShapedArray):  # a PRNG key array is its uint32 key data
@@ -84,10 +86,11 @@ def type_of(aval: object, what: str = "a value") -> Type:
     raise JaxprImportError(f"{what} has type {aval}, which is neither an array nor a ref")
 
 
-def _semaphores(inner: jax_core.ShapedArray, what: str) -> RefType:
+def _semaphores(inner: jax_core.ShapedArray, what: str, barrier: bool) -> RefType:
     """A ref of upstream's regular or DMA semaphores (``pltpu.SemaphoreType.REGULAR`` / ``DMA``):
-    minipallas's int32 semaphore ref of that kind. Barrier semaphores have no counterpart."""
+    minipallas's int32 semaphore ref of that kind; with ``barrier``, a barrier semaphore too."""
     for dtype, space in (
+        *(((pallas_core.barrier_semaphore, SEMAPHORE),) if barrier else ()),
         (pallas_core.semaphore, SEMAPHORE),
         (tpu_core.dma_semaphore, DMA_SEMAPHORE),
     ):

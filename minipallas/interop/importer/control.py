@@ -15,7 +15,8 @@
 - ``jit``, ``closed_call`` and ``call`` (``core.call``, its jaxpr open) become ``call``s of a
   function imported once per jaxpr;
 - ``shard_map`` over a mesh whose manual axes have one device each (the CPU's one device) is
-  its body on the whole arrays, inlined; ``pvary`` (a type fact about mesh axes) is identity.
+  its body on the whole arrays, inlined; over several devices, a kernel per device
+  (``devices``); ``pvary`` (a type fact about mesh axes) is identity.
   ``remat`` (``jax.checkpoint``) and ``custom_jvp_call`` / ``custom_vjp_call`` are inlined:
   after differentiation they mean their primal computation.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.devices import device_shard_map
 from minipallas.interop.importer.engine import ImportScope, closed_parts, rule
 from minipallas.interop.importer.params import READ, NoEffect, Only, whole_values
 from minipallas.ir import dtypes
@@ -182,11 +184,6 @@ def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     return list(scope.emit_op("call", args, callee=callee).results)
 
 
-_ONE_DEVICE = NoEffect(
-    "with one device per manual mesh axis (more are refused), each shard is the whole array"
-)
-
-
 @rule(
     "shard_map",
     params={
@@ -194,8 +191,8 @@ _ONE_DEVICE = NoEffect(
         "jaxpr": READ,
         "manual_axes": READ,
         "newly_manual_axes": READ,
-        "in_specs": _ONE_DEVICE,
-        "out_specs": _ONE_DEVICE,
+        "in_specs": READ,  # over several devices, how each operand is split (``devices``)
+        "out_specs": READ,
         "check_vma": NoEffect("a check of the body's types while tracing"),
     },
 )
@@ -206,11 +203,8 @@ def shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sizes = dict(mesh.shape)
     manual = eqn.params.get("newly_manual_axes", eqn.params.get("manual_axes", sizes))
     wide = {str(a): sizes[a] for a in manual if sizes[a] != 1}
-    if wide:
-        raise scope.error(
-            f"minipallas imports a shard_map over one device per manual mesh axis, got {wide}",
-            fix="run the function under a mesh of one device (each shard the whole array)",
-        )
+    if wide:  # a kernel per device (``devices``)
+        return device_shard_map(scope, eqn)
     jaxpr, consts = closed_parts(eqn.params["jaxpr"])
     return scope.inline(jaxpr, consts, [scope.read(a) for a in eqn.invars])
 

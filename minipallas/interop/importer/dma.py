@@ -7,12 +7,20 @@ transforms are the ref's views (``x_ref.at[pl.ds(i, 8)]``): they import as ``ref
 ``ref.reshape`` / ``ref.bitcast`` views (``state.apply_view``). A remote copy (``device_id``,
 a source semaphore) has no minipallas counterpart; ``add=True`` has no rule upstream either,
 and only priority 0 is kept (as the front end).
+
+In a kernel that spans devices (``devices``), a remote copy (``make_async_remote_copy``) is
+read with its ``device_id_type``: its start copies the device's source into the *target's*
+row of the destination and counts it on the target's row of the receive semaphore, then
+copies the source onto itself on the device's send semaphore (what ``wait_send`` takes back;
+the source stays busy until then); each wait acts on the waiting device's own rows: the
+receive wait on its destination, the send wait on its source.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas.interop.importer.devices import device_indices, target_row
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.mesh import own_row
 from minipallas.interop.importer.params import READ, NoEffect
@@ -32,6 +40,22 @@ def _ref(scope: ImportScope, leaf: object) -> Value:
     return ref
 
 
+def _ref_at(scope: ImportScope, leaf: object, indices: list[Value], what: str) -> Value:
+    """The target device's row of what a DMA operand names, its views applied."""
+    atom = leaf.ref if isinstance(leaf, state_types.TransformedRef) else leaf
+    ref = target_row(scope, atom, indices, what)
+    for transform in getattr(leaf, "transforms", ()):
+        ref = apply_view(scope, ref, transform)
+    return ref
+
+
+def _remote(scope: ImportScope, eqn: jax_core.JaxprEqn) -> bool:
+    """Whether ``eqn`` is a remote copy's start or wait in a kernel that spans devices."""
+    *_, src_sem, device_id = eqn.params["tree"].unflatten(eqn.invars)
+    remote = device_id is not None or src_sem is not None
+    return remote and scope.importer.device_barrier is not None
+
+
 def _operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     src, dst, sem, src_sem, device_id = eqn.params["tree"].unflatten(eqn.invars)
     if device_id is not None or src_sem is not None:
@@ -43,7 +67,7 @@ def _operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     return [_ref(scope, src), _ref(scope, dst), _ref(scope, sem)]
 
 
-_DEVICE_ID_TYPE = NoEffect("how a device_id is read; remote copies, which have one, are refused")
+_DEVICE_ID_TYPE = READ  # how a remote copy's device_id is read (``devices``)
 
 
 @rule(
@@ -57,7 +81,16 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if eqn.params.get("priority", 0) != 0:
         raise scope.error(f"a dma_start with priority {eqn.params['priority']} cannot be "
                           "imported", fix="start the copy with priority 0")  # fmt: skip
-    scope.emit_op("dma_start", _operands(scope, eqn))
+    if not _remote(scope, eqn):
+        scope.emit_op("dma_start", _operands(scope, eqn))
+        return []
+    src, dst, recv, send, device_id = eqn.params["tree"].unflatten(eqn.invars)
+    what = "a remote dma_start"
+    target = device_indices(scope, device_id, eqn.params["device_id_type"], what)
+    source = _ref(scope, src)
+    scope.emit_op("dma_start", [source, _ref_at(scope, dst, target, what),
+                                _ref_at(scope, recv, target, what)])  # fmt: skip
+    scope.emit_op("dma_start", [source, source, _ref(scope, send)])  # the send side
     return []
 
 
@@ -67,10 +100,16 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         "tree": READ,
         "device_id_type": _DEVICE_ID_TYPE,
         "insert_dummy_device": NoEffect(
-            "whether Mosaic names device 0 in a remote copy's wait (refused, as above)"
+            "whether Mosaic names device 0 in a remote copy's wait; a wait acts on the "
+            "waiting device's own rows either way"
         ),
     },
 )
 def dma_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    scope.emit_op("dma_wait", _operands(scope, eqn))
+    if not _remote(scope, eqn):
+        scope.emit_op("dma_wait", _operands(scope, eqn))
+        return []
+    _, mine, sem, *_ = eqn.params["tree"].unflatten(eqn.invars)  # wait_send swaps src and dst
+    own = _ref(scope, mine)
+    scope.emit_op("dma_wait", [own, own, _ref(scope, sem)])
     return []

@@ -140,6 +140,8 @@ class Importer:
         # inside a mesh kernel's body (``mesh``): its axis names and sizes
         self.mesh: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self.signals_cores = False  # and whether it signals other cores' semaphores
+        # in a kernel that spans devices (``devices``): its barrier semaphore, a row per device
+        self.device_barrier: Value | None = None
         self.grid_names: tuple[str, ...] | None = None  # a pallas_call body's named grid axes
 
     def unique_name(self, name: str) -> str:
@@ -421,13 +423,22 @@ class ImportScope:
         for var, value in zip(eqn.outvars, outs, strict=True):
             if isinstance(var, jax_core.DropVar):
                 continue
-            expected = type_of(var.aval, f"output of '{name}'")
-            if value.type != expected:
+            expected = type_of(var.aval, f"output of '{name}'", name == "get_barrier_semaphore")
+            if value.type != expected and not self._rows_of(value.type, expected):
                 raise self.error(
                     f"the import rule made {value.type} for an output of type {expected}",
                     fix="this is an importer bug; please report it with the program",
                 )
             self.env[var] = value
+
+    def _rows_of(self, got: Type, expected: Type) -> bool:
+        """Whether ``got`` holds a row per program of a mesh kernel of what ``expected`` is (a
+        kernel's barrier semaphore that spans devices, ``devices``)."""
+        mesh = self.importer.mesh
+        if mesh is None or not isinstance(got, RefType) or not isinstance(expected, RefType):
+            return False
+        rows = RefType((*mesh[1], *expected.shape), expected.dtype, expected.memory_space)
+        return got == rows
 
     def check_params(self, eqn: jax_core.JaxprEqn, table: ImportRuleTable) -> None:
         """Refuses a parameter of ``eqn`` its rule in ``table`` does not declare, or a value

@@ -251,6 +251,8 @@ def collective_axes(scope: ImportScope, axes: tuple[str, ...], types: Sequence[T
     semaphore at the same place on every core, so another core can signal it; here that is a
     row per core of an allocation the cores share."""
     mesh = scope.importer.mesh
+    if mesh is not None and scope.importer.device_barrier is not None:
+        return mesh[0]  # a device's memory: every allocation has a row per device
     if axes or mesh is None or not scope.importer.signals_cores:
         return axes
     regular = any(isinstance(t, RefType) and t.memory_space == SEMAPHORE for t in types)
@@ -263,7 +265,7 @@ def allocation_type(scope: ImportScope, t: Type, collective: bool) -> Type:
     mesh = scope.importer.mesh
     if mesh is None or not collective or not isinstance(t, RefType):
         return t
-    if t.memory_space not in PER_CORE:
+    if t.memory_space not in PER_CORE and scope.importer.device_barrier is None:
         return t
     return RefType((*mesh[1], *t.shape), t.dtype, t.memory_space)
 

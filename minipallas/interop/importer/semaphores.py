@@ -3,9 +3,10 @@
 
 Each equation's operands are the leaves of the pytree its ``args_tree`` parameter describes:
 the semaphore ref, its transforms (``sem.at[i]``), then the op's own arguments. The ref and
-window come out as for a state op (``state.target``). A signal to another device
-(``device_id``) has no minipallas counterpart: programs here share semaphores through a
-collective ``run_scoped`` instead; a signal to another core of a mesh kernel (``core_index``)
+window come out as for a state op (``state.target``). In a kernel that spans devices
+(``devices``) a signal with ``device_id`` signals the target device's row of the semaphore;
+elsewhere a signal to another device has no counterpart (programs share semaphores through a
+collective ``run_scoped``); a signal to another core of a mesh kernel (``core_index``)
 signals that core's row of the allocation (``mesh``). A wait's ``decrement`` must be a constant.
 """
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas.interop.importer.devices import device_indices, target_row
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.mesh import core_axis, core_row
-from minipallas.interop.importer.params import READ, NoEffect
+from minipallas.interop.importer.params import READ
 from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
 from minipallas.lowering.jax_private import core as jax_core
@@ -30,14 +32,19 @@ def _arguments(eqn: jax_core.JaxprEqn) -> list:
     "semaphore_signal",
     params={
         "args_tree": READ,
-        "device_id_type": NoEffect(
-            "how a device_id is read: a signal to another device is refused, and a dict of "
-            "mesh axes names a core by its axis"
-        ),
+        # how a device_id is read: in a kernel that spans devices, the target device
+        # (``devices``); in a core mesh a dict of its one axis names a core
+        "device_id_type": READ,
     },
 )
 def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, inc, device_id, core_index = _arguments(eqn)
+    if device_id is not None and scope.importer.device_barrier is not None:  # ``devices``
+        what = "a remote semaphore_signal"
+        at = device_indices(scope, device_id, eqn.params["device_id_type"], what)
+        ref, w = target(scope, sem, transforms, target_row(scope, sem, at, what))
+        scope.emit_op("semaphore_signal", [ref, *w.dyn, scope.read(inc)], indexer=w.indexer)
+        return []
     axis = core_axis(scope, device_id) if isinstance(device_id, dict) else None
     if core_index is None and axis is not None:
         device_id, core_index = None, device_id[axis]
