@@ -7,6 +7,11 @@ put; scratch and scalar-prefetch refs as they are) and calls a copy of the old b
 Each sub-step therefore runs exactly the ops the old step ran, on the same elements, in the
 same order: the results are the old ones bit for bit. When ``factor`` does not divide the axis,
 the sub-steps past its old end are skipped (a ``cond`` on the old step index).
+
+Every function made here has a name of its own, so the fused kernel's text parses back as a
+module: the old body a sub-step calls is ``@NAME_substep`` (``@NAME_substepS`` for sub-step
+``S``'s copy when it asks for its grid position), and a callee copied for sub-step ``S`` is
+``@CALLEE_substepS``; the fused body keeps the old body's name.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ def fused_body(
     long). ``param_types``: the new body's refs; ``moves``: how each one's block moves."""
     b = Builder()
     refs = params(param_types)
+    same = Function(f"{body.name}_substep", body.body)  # the sub-steps that do not ask
     for s in range(factor):
         args = [_view(b, ref, move, factor, s) for ref, move in zip(refs, moves, strict=True)]
         step = GridPosition(axis, factor, s, size).substitute(body)
+        step = same if step is body else step
         if size % factor and s >= size % factor:
             _call_while_in_grid(b, step, args, axis, factor, s, size)
         else:
@@ -83,7 +90,7 @@ class GridPosition:
     def _function(self, fn: Function) -> Function:
         if not self._asks(fn):
             return fn
-        return Function(fn.name, self._block(fn.body))
+        return Function(f"{fn.name}_substep{self.offset}", self._block(fn.body))
 
     def _asks(self, fn: Function) -> bool:
         return any(self._reads_axis(op) for f in (fn, *fn.callees()) for op in f.walk())

@@ -199,3 +199,25 @@ def test_fusion_keeps_each_axis_semantics(case):
     if kernel.dimension_semantics is None:  # inferred: an axis of size 1 is parallel
         before = tuple("parallel" if n == 1 else s for s, n in zip(before, fused.grid, strict=True))
     assert after == before
+
+
+def test_the_fused_kernel_text_parses_back():
+    """Issue 48 §3: each function of the fused kernel's text (``str(kernel)``: the index maps,
+    then the body with the sub-steps' copies of the old body) parses back, with distinct names."""
+    import minipallas.kernels.programs  # noqa: F401, PLC0415  (registers the kernel passes)
+
+    def double(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0 + mp.program_id(0).astype(np.float32)
+
+    spec = mp.BlockSpec((8, 128), lambda i: (0, i))
+    x = np.zeros((8, 512), np.float32)
+    call = mp.pallas_call(double, out_shape=x, grid=(4,), in_specs=[spec], out_specs=spec)
+    kernel = run(call.trace(x, memory_space=TPU_VMEM), "fuse-grid-steps{min_steps=2}")
+    text = str(kernel)
+    body = text[text.index("\nfunc @") + 1 :]
+    module = mp.parse_module(body)
+    names = [f.name for f in module.functions]
+    assert len(names) == len(set(names)) > 1, names
+    assert str(mp.parse_module(str(module.entry)).entry) == str(module.entry)
+    for spec in (*kernel.in_specs, *kernel.out_specs):
+        mp.parse_module(str(spec.index_map))

@@ -22,7 +22,7 @@
 # STAGES: func @softmax(%0: Ref{f32[256,256], tpu.vmem}, %1: Ref{f32[256,256], tpu.vmem})
 # STAGES-NEXT: %2 = ref.at %0[0:8, :] : Ref{f32[8,256], tpu.vmem}
 # STAGES-NEXT: %3 = ref.at %1[0:8, :] : Ref{f32[8,256], tpu.vmem}
-# STAGES-NEXT: call @softmax(%2, %3)
+# STAGES-NEXT: call @softmax_substep(%2, %3)
 # STAGES-NEXT: %4 = ref.at %0[8:16, :] : Ref{f32[8,256], tpu.vmem}
 
 # KERNEL: kernel softmax: grid (16,)
@@ -31,7 +31,7 @@
 # KERNEL: div %[[FIRST]], %[[FOUR]] : i32[]
 # KERNEL: output 0: f32[512,256] in blocks [32x256], index map:
 # KERNEL: func @softmax(%0: Ref{f32[32,256]}, %1: Ref{f32[32,256]})
-# KERNEL-COUNT-4: call @softmax(
+# KERNEL-COUNT-4: call @softmax_substep(
 
 import minipallas as mp
 import minipallas.numpy as jnp
