@@ -39,16 +39,19 @@ def _mesh(shape=(N,), names=("x",)):
 def _on_devices(kernel, shard_out, scratch, *, space=pl.ANY, spec=None, mesh=None,
                 collective_id=None, check_vma=False):  # fmt: skip
     spec = P("x") if spec is None else spec
+    mesh = mesh or _mesh()
+    # with check_vma=True, upstream asks how the kernel's result varies: along every axis
+    varying = jax.sharding.ManualAxisType(varying=frozenset(mesh.axis_names)) if check_vma else None
     params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
     call = pl.pallas_call(
         kernel,
-        out_shape=jax.ShapeDtypeStruct(shard_out, F32),
+        out_shape=jax.ShapeDtypeStruct(shard_out, F32, manual_axis_type=varying),
         in_specs=[pl.BlockSpec(memory_space=space)],
         out_specs=pl.BlockSpec(memory_space=space),
         scratch_shapes=scratch,
         compiler_params=params,
     )
-    return jax.shard_map(call, mesh=mesh or _mesh(), in_specs=spec, out_specs=spec,
+    return jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec,
                          check_vma=check_vma)  # fmt: skip
 
 
@@ -138,6 +141,9 @@ def cases():
     yield "ring_all_gather", lambda s: (_run(gather, x, s), np.tile(shards, (N, 1, 1)))
     racy = _on_devices(_ring_all_gather(False), (N, 8, 128), two, space=None)
     yield "all_gather_without_wait_recv", lambda s: (_run(racy, x, s), None)
+    checked = _on_devices(right_permute, (8, 128), two, check_vma=True)
+    rolled = np.roll(shards, 1, axis=0).reshape(x.shape)
+    yield "right_permute_check_vma", lambda s: (_run(checked, x, s), rolled)
     ring = _on_devices(token_ring, (8, 128), [REGULAR], space=None)
     yield "token_ring", lambda s: (_run(ring, x, s), None)
     zero = _on_devices(all_to_device_zero, (8, 128), two)

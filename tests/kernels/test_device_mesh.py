@@ -41,7 +41,14 @@ def verdicts() -> dict:
 
 
 @pytest.mark.parametrize(
-    "case", ["right_permute", "shift_two_logical", "ring_all_gather", "permute_along_y"]
+    "case",
+    [
+        "right_permute",
+        "right_permute_check_vma",
+        "shift_two_logical",
+        "ring_all_gather",
+        "permute_along_y",
+    ],
 )
 def test_correct_kernels_give_numpys_result_under_every_schedule(verdicts, case):
     runs = verdicts[case]
