@@ -52,6 +52,7 @@ from minipallas.ir.location import Location
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
 from minipallas.ir.verifier import verify
+from minipallas.kernels.pallas_call import PallasCall
 from minipallas.kernels.programs.choose import cpu_program  # and registers the kernel passes
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
@@ -323,17 +324,26 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         return 1
     options = {"promote_scratch": True} if args.promote_scratch else {}
     try:
+        if not isinstance(calls[0], PallasCall) and (args.emit != "ir" or _dumps(args)):
+            raise MiniPallasError(
+                f"{name} defines its pallas_call with upstream Pallas (jax.experimental.pallas): "
+                "minipallas-opt imports its kernel's IR, but lowers only minipallas's own calls",
+                op="pallas_call",
+                fix="print or transform the imported kernel (no --emit, no --print-ir-*), or "
+                "write the call with minipallas (import minipallas as mp; mp.pallas_call) to "
+                "lower it",
+            )
         if args.emit == "ir" and args.pass_pipeline is None and _dumps(args):
-            program = _cpu_stages(args, calls[0], calls[0].trace(*inputs))
+            program = _cpu_stages(args, calls[0], _trace(calls[0], inputs))
             print(print_function(program, locations=args.locations))
             return 0
         if args.emit == "ir" and _kernel_passes(args.pass_pipeline):
-            _transform_kernel(calls[0].trace(*inputs), args)
+            _transform_kernel(_trace(calls[0], inputs), args)
             return 0
         if args.emit == "ir":
-            _transform_and_print(calls[0].trace(*inputs).body, args, args.file.removesuffix(".py"))
+            _transform_and_print(_trace(calls[0], inputs).body, args, args.file.removesuffix(".py"))
             return 0
-        kernel = calls[0].trace(*inputs, memory_space=TARGETS[args.emit].memory_space)
+        kernel = _trace(calls[0], inputs, TARGETS[args.emit].memory_space)
         if args.print_effects:
             print(_effects_report(kernel.body))
         hook = _kernel_stages(args, calls[0], kernel, options)
@@ -343,6 +353,19 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         return 1
     print(lowered.as_text(debug_info=args.locations), end="")
     return 0
+
+
+def _trace(call: Any, inputs: Sequence[Any], memory_space: Any = None) -> Kernel:  # noqa: ANN401
+    """The kernel of ``call``: a minipallas ``pallas_call`` traced, or an upstream one (a jax
+    callable) imported from its jaxpr (``kernel_from_jaxpr``)."""
+    if isinstance(call, PallasCall):
+        space = {} if memory_space is None else {"memory_space": memory_space}
+        return call.trace(*inputs, **space)
+    import jax  # noqa: PLC0415  (the upstream kernel file has loaded it already)
+
+    from minipallas.interop.importer.kernel_call import kernel_from_jaxpr  # noqa: PLC0415
+
+    return kernel_from_jaxpr(jax.make_jaxpr(call)(*inputs))
 
 
 class _Stages:

@@ -73,6 +73,10 @@ LAZY_IMPORTS = {
         "jaxlib",
         "minipallas-opt --help and text-IR work (parse, verify, passes, print) run without it",
     ),
+    ("minipallas/cli.py", "minipallas.interop.importer.kernel_call.kernel_from_jaxpr"): (
+        "jax",
+        "only a kernel file written with upstream Pallas is imported; it has loaded jax itself",
+    ),
     ("minipallas/kernels/pallas_call.py", "minipallas.compiled.compile"): (
         "jaxlib",
         "tracing, interpreting and lowering a pallas_call need no XLA client until it runs",
