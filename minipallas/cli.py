@@ -152,7 +152,9 @@ def _targets() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code (0 ok, 1 bad input, 2 bad arguments).
+    """Runs the command line; returns the exit code, as every minipallas command does: 0 ok,
+    1 a finding (the program is rejected), 2 a usage error (an unknown pass or option, a file
+    that cannot be read or defines no kernel), printed in one line.
 
     The passes of ``--load`` files are registered for this call only (``--help`` lists them)
     and removed after it, so one process may run several commands."""
@@ -191,8 +193,9 @@ def _load_argument() -> argparse.ArgumentParser:
 
 def _load(path: str) -> int:
     """Runs a ``--load`` file (as ``__minipallas_load__``, so its demo under ``if __name__ ==
-    "__main__"`` stays quiet); 1 when it cannot be read or raises a minipallas error."""
-    return 0 if _run_python(path, "__minipallas_load__", "load") is not None else 1
+    "__main__"`` stays quiet); 2 (a usage error) when it cannot be read or raises a minipallas
+    error."""
+    return 0 if _run_python(path, "__minipallas_load__", "load") is not None else 2
 
 
 def _run_python(path: str, run_name: str, verb: str) -> dict[str, Any] | None:
@@ -218,6 +221,12 @@ def _main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.pass_pipeline:
+        try:
+            pipeline.parse_pipeline(args.pass_pipeline)
+        except MiniPallasError as e:  # checked before any input is read: a usage error
+            print(_describe(e, name), file=sys.stderr)
+            return 2
     if args.file.endswith(".py"):
         return _kernel_file(args, name)
     if args.emit in KERNEL_ONLY:
@@ -231,7 +240,7 @@ def _main(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else open(args.file).read()
     except OSError as e:
         print(f"minipallas-opt: cannot read {name}: {e.strerror}", file=sys.stderr)
-        return 1
+        return 2
     pieces = _split(text) if args.split_input_file else [text]
     status = 0
     for k, piece in enumerate(pieces):
@@ -312,7 +321,7 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         return 2
     namespace = _run_python(args.file, "__minipallas_kernel__", "read")
     if namespace is None:
-        return 1
+        return 2
     calls = [namespace[k] for k in ("kernel", "KERNEL") if hasattr(namespace.get(k), "lower")]
     inputs = namespace.get("args", namespace.get("ARGS"))
     if not calls or inputs is None:
@@ -321,7 +330,7 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
             "example inputs named args or ARGS",
             file=sys.stderr,
         )
-        return 1
+        return 2
     options = {"promote_scratch": True} if args.promote_scratch else {}
     try:
         if not isinstance(calls[0], PallasCall) and (args.emit != "ir" or _dumps(args)):

@@ -8,8 +8,9 @@ expects, and each way's time, then the count of each kind (exact agreement and a
 within the numerics envelope apart). ``--show`` prints the full report (both programs) of
 every case whose finding is not the expected one (the table itself prints, under it, the
 detail of a ``case-error``, the case's own mistake with its fix, and of a ``kernel-bug``).
-The exit code is 1 if any case's finding is not the one it expects. Every case's TPU kernels
-also go through the kernel checks
+The exit code is 1 if any case's finding is not the one it expects (a finding), 2 for a usage
+error (a file that cannot be read or defines no case, an unknown pass or option), as every
+minipallas command's. Every case's TPU kernels also go through the kernel checks
 (``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and the
 table gives the checks' time. ``--device tpu`` adds the TPU ways
 (``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case
@@ -124,12 +125,18 @@ def run_files(
 ) -> int:
     """Runs the cases of ``paths`` (whose name has ``keyword``), each with the pipeline
     ``passes`` when given; prints the table, and with ``show`` the reports (module doc)."""
-    cases = [c for p in paths for c in cases_in(p) if keyword is None or keyword in c.name]
+    try:
+        found = [c for p in paths for c in cases_in(p)]
+    except OSError as e:  # a usage error, in one line
+        print(f"minipallas-difftest: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    cases = [c for c in found if keyword is None or keyword in c.name]
     if passes:
         cases = [dataclasses.replace(c, passes=passes) for c in cases]
     if not cases:
-        print("no cases found", file=sys.stderr)
-        return 1
+        where = ", ".join(map(str, paths)) + (f" with -k {keyword}" if keyword else "")
+        print(f"minipallas-difftest: no cases found in {where}", file=sys.stderr)
+        return 2
     reports = []
     for k, case in enumerate(cases):
         progress(k, len(cases), case.name, sys.stderr)

@@ -122,7 +122,7 @@ def test_discharge_scoped_false_keeps_the_scratch_a_ref(scoped_file, capsys):
     ],
 )
 def test_a_bad_option_is_a_clean_error_before_anything_runs(scoped_file, capsys, pipeline, message):
-    assert main([str(scoped_file), f"--pass-pipeline={pipeline}", "--print-ir-after-all"]) == 1
+    assert main([str(scoped_file), f"--pass-pipeline={pipeline}", "--print-ir-after-all"]) == 2
     out, err = capsys.readouterr()
     assert out == ""  # not even cleanup ran
     assert err == f"{scoped_file}: {message}\n"
@@ -135,7 +135,7 @@ def test_the_installed_script_rejects_a_bad_option(scoped_file):
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith(
         f"{scoped_file}: pass 'batch': option 'sizes' takes non-negative integers joined by 'x', "
         "got '4y'"

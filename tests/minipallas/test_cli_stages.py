@@ -61,12 +61,12 @@ def test_load_registers_a_users_pass_for_one_command(kernel_file, capsys):
     out = capsys.readouterr().out
     assert "add %2, %2 : f32[]" in out and " mul " not in out
     assert "mul-by-two" not in PASSES
-    assert main([str(kernel_file), "--pass-pipeline=mul-by-two"]) == 1
+    assert main([str(kernel_file), "--pass-pipeline=mul-by-two"]) == 2
     assert "unknown pass 'mul-by-two'" in capsys.readouterr().err
 
 
 def test_load_of_a_missing_file_is_a_clean_error(kernel_file, capsys):
-    assert main([str(kernel_file), "--load", "nope.py"]) == 1
+    assert main([str(kernel_file), "--load", "nope.py"]) == 2
     assert "minipallas-opt: cannot load nope.py" in capsys.readouterr().err
 
 
