@@ -85,9 +85,9 @@ def _well_formed(entry: object) -> bool:
     )
 
 
-def same_type(t: Type, expected: Type, what: str) -> None:
+def same_type(t: Type, expected: Type, what: str, fix: str | None = None) -> None:
     if t != expected:
-        raise TypeCheckError(f"{what} has type {t}, expected {expected}")
+        raise TypeCheckError(f"{what} has type {t}, expected {expected}", fix=fix)
 
 
 def no_refs(types: Sequence[Type], what: str) -> None:

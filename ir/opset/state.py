@@ -22,7 +22,7 @@ from minipallas.ir.opdef import (
 )
 from minipallas.ir.opset.common import array_operand, count_dyn, ref_operand, same_type, window
 from minipallas.ir.syntax import Windowed
-from minipallas.ir.types import ArrayType, is_semaphore
+from minipallas.ir.types import ArrayType, Type, is_semaphore
 
 _LOAD = Windowed(0, (("mask", "masked"), ("other", "has_other")))
 
@@ -71,7 +71,7 @@ def swap(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     after = _after_indices(types, attrs)
     require(after == 1, f"expected 1 value operand, got {after}")
     win = _window(types, attrs)
-    same_type(types.one("value"), win, "stored value")
+    _written(types.one("value"), win, "stored value")
     return (win,)
 
 
@@ -87,7 +87,7 @@ def addupdate(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     after = _after_indices(types, attrs)
     require(after == 1, f"expected 1 value operand, got {after}")
     win = _window(types, attrs)
-    same_type(types.one("value"), win, "added value")
+    _written(types.one("value"), win, "added value")
     require(win.dtype != "bool", "cannot accumulate into a bool ref")
     return ()
 
@@ -138,7 +138,16 @@ def store(types: OperandTypes, attrs: Attrs, regions: Regions) -> Types:
     masked = bool(attrs.get("masked"))
     require(after == 1 + masked, f"expected {1 + masked} value/mask operands, got {after}")
     win = _window(types, attrs)
-    same_type(types.one("value"), win, "stored value")
+    _written(types.one("value"), win, "stored value")
     if masked:
         same_type(types.one("mask"), ArrayType(win.shape, "bool"), "mask")
     return ()
+
+
+def _written(value: Type, win: Type, what: str) -> None:
+    """The value a write takes has the window's type; of the right shape but another dtype,
+    the fix is a ``convert`` of it (the op's form alone does not say so)."""
+    fix = None
+    if isinstance(value, ArrayType) and isinstance(win, ArrayType) and value.shape == win.shape:
+        fix = f"convert it to the ref's dtype first: %c = convert %v : {win}, then write %c"
+    same_type(value, win, what, fix)
