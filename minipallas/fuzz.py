@@ -19,6 +19,15 @@ pipeline too: each program, fully discharged and cleaned up, then the pipeline, 
 every output's bits (``generate.check.check_pipeline``). A failure there is at stage
 ``pass NAME``, names the pass and prints its IR before and after; its saved header holds the
 pipeline, which ``--replay`` runs again (give the same ``--load``).
+
+With a pipeline, the summary says how many programs each pass changed (its IR after differs
+from its IR before, printed), and that a pass was never exercised when it changed none.
+Generation is pass-directed by default when the pipeline holds a loaded pass (``--target-pass
+NAME`` picks one, ``--target-pass none`` turns it off): the op names and numbers the pass's
+code and patterns name (``user_passes.pass_targets``) are drawn more often, and hypothesis is
+told how many passes changed each program (``hypothesis.target``), so it mutates the programs
+a pass fires on. ``--seconds`` bounds the whole run: once it has passed, a shrink in progress
+stops where it is and its smallest failure so far is reported.
 """
 
 from __future__ import annotations
@@ -35,11 +44,16 @@ from typing import Any
 
 from minipallas.generate import Config, inputs, programs
 from minipallas.generate.check import PropertyFailure, check_all_modes, check_pipeline
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
+from minipallas.passes.pipeline import split_pipeline
+from minipallas.passes.registry import PASSES, PassError
 from minipallas.progress import Progress, print_summary
-from minipallas.user_passes import add_arguments, main_with_passes
+from minipallas.user_passes import Coverage, add_arguments, main_with_passes, pass_targets
+
+LOADED = "__minipallas_load__"  # the module name of a file's passes (``registry.load``)
 
 
 @dataclass
@@ -51,6 +65,7 @@ class Failure:
     partial: list[bool]
     input_seed: int
     pipeline: str = ""  # the user's pipeline checked, if any
+    found: str = ""  # when the first failing program came: "after 1.2 s, program 3"
 
 
 @dataclass
@@ -65,6 +80,9 @@ class Campaign:
     shrink_runs: int = 0
     failures: list[Failure] = field(default_factory=list)
     last_failure: Failure | None = None
+    coverage: Coverage | None = None  # with a pipeline: which passes changed each program
+    start: float = field(default_factory=time.monotonic)
+    directed: bool = False  # tell hypothesis how many passes fired (pass-directed generation)
 
     def done(self) -> bool:
         return self.programs >= self.count or time.monotonic() >= self.deadline
@@ -86,10 +104,13 @@ def _failing_output(fn: object, error: PropertyFailure) -> str:
         return f"(could not rebuild the output: {type(e).__name__}: {e})"
 
 
-def batch_settings(batch: int, seed: int, **options: Any) -> Callable[[Any], Any]:
+def batch_settings(
+    batch: int, seed: int, directed: bool = False, **options: Any
+) -> Callable[[Any], Any]:
     """The hypothesis settings of one fuzzing batch (here and in ``difftest.fuzz_upstream``):
-    up to ``batch`` examples from ``seed``, generate then shrink, no deadline, no example
-    database, quiet; ``options`` are further ``settings``."""
+    up to ``batch`` examples from ``seed``, generate (``directed``: then mutate the examples
+    with the highest ``hypothesis.target``) then shrink, no deadline, no example database,
+    quiet; ``options`` are further ``settings``."""
     from hypothesis import HealthCheck, Phase, Verbosity, settings
     from hypothesis import seed as hypothesis_seed
 
@@ -97,7 +118,7 @@ def batch_settings(batch: int, seed: int, **options: Any) -> Callable[[Any], Any
         max_examples=batch,
         deadline=None,
         database=None,
-        phases=[Phase.generate, Phase.shrink],
+        phases=[Phase.generate, *([Phase.target] * directed), Phase.shrink],
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.quiet,
         print_blob=False,
@@ -108,16 +129,18 @@ def batch_settings(batch: int, seed: int, **options: Any) -> Callable[[Any], Any
 
 def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
     """One hypothesis run of up to ``batch`` programs; records a shrunk failure if any."""
-    from hypothesis import given
+    from hypothesis import given, target
     from hypothesis import strategies as st
 
     strategy = programs(config)
     failed = False
 
-    @batch_settings(batch, seed)
+    @batch_settings(batch, seed, campaign.directed)
     @given(st.data())
     def one(data: st.DataObject) -> None:
         nonlocal failed
+        if time.monotonic() >= campaign.deadline:
+            return  # out of time: every example passes at once, so a shrink ends where it is
         try:
             fn = data.draw(strategy)
         except Exception as e:  # a generator bug: it must only draw well-typed programs
@@ -126,24 +149,39 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             raise
         partial = [data.draw(st.booleans()) for _ in fn.params]
         input_seed = data.draw(st.integers(0, 2**16))
-        if failed:
-            campaign.shrink_runs += 1
-        else:
+        new = not failed  # a shrink run is not a new program
+        if new:
             campaign.programs += 1
             campaign.ops += sum(1 for f in (fn, *fn.callees()) for _ in f.walk())
+        else:
+            campaign.shrink_runs += 1
+        texts: list[str] = []  # the IR before the pipeline and after each pass
         try:
             check_all_modes(fn, inputs(fn, input_seed), partial)
             if campaign.pipeline:
-                check_pipeline(fn, inputs(fn, input_seed), campaign.pipeline)
+                check_pipeline(fn, inputs(fn, input_seed), campaign.pipeline, texts)
         except PropertyFailure as e:
             failed = True
+            found = (
+                campaign.last_failure.found
+                if campaign.last_failure
+                else (
+                    f"after {time.monotonic() - campaign.start:.1f} s, program {campaign.programs}"
+                )
+            )
             campaign.last_failure = Failure(
                 e.stage, str(e), str(fn), _failing_output(fn, e), partial, input_seed,
-                campaign.pipeline,
+                campaign.pipeline, found,
             )  # fmt: skip
             for note in getattr(e, "__notes__", ()):
                 campaign.last_failure.message += f"\n{note}"
+            if new and texts and campaign.coverage is not None:
+                campaign.coverage.record(texts)
             raise
+        if new and texts and campaign.coverage is not None:
+            fired = campaign.coverage.record(texts)
+            if campaign.directed:
+                target(float(fired), label="passes that changed the program")
 
     try:
         one()
@@ -165,13 +203,15 @@ def report(failure: Failure, number: int, save: Path | None) -> None:
         + "\n"
     )
     print(f"\n=== failure {number}: {failure.stage} ===")
+    if failure.found:
+        print(f"found {failure.found} (then shrunk)")
     print(text)
     if failure.detail:
         print("--- output of the failing pass ---")
         print(failure.detail)
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
-        path = save / f"failure-{number:03d}-{failure.stage}.mlir"
+        path = save / f"failure-{number:03d}-{failure.stage.replace(' ', '-')}.mir"
         path.write_text(text)
         print(f"saved to {path}")
 
@@ -217,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-failures", type=int, default=10, help="stop after N failures")
     parser.add_argument("--replay", type=Path, metavar="FILE", help="re-check a saved failure")
+    add_target_argument(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return main_with_passes(parser.prog, args, lambda pipeline: _main(args, pipeline))
@@ -226,13 +267,27 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
     if args.replay:
         return replay(args.replay)
 
-    config = Config(max_stmts=args.max_stmts)
+    try:
+        targets = targeted_passes(pipeline, args.target_pass)
+    except MiniPallasError as e:
+        print(f"python -m minipallas.fuzz: {e}", file=sys.stderr)
+        return 2
+    ops, numbers = directed_choices(targets)
+    config = Config(max_stmts=args.max_stmts, favour_ops=ops, favour_numbers=numbers)
     start = time.monotonic()
-    campaign = Campaign(args.count, start + args.seconds, pipeline)
+    campaign = Campaign(args.count, start + args.seconds, pipeline, directed=bool(targets))
+    campaign.start = start
+    if pipeline:
+        campaign.coverage = Coverage(pipeline)
     seeds = random.Random(args.seed)
     next_progress = start + 5
     checked = f"discharge, then '{pipeline}'" if pipeline else "discharge"
     print(f"fuzzing {checked}: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
+    if targets:
+        print(
+            f"pass-directed: {', '.join(targets)}; favouring ops {list(ops)}, numbers "
+            f"{list(numbers)}"
+        )
     bar = Progress("fuzz", args.count, args.seconds, unit="program")
     while not campaign.done() and len(campaign.failures) < args.max_failures:
         before, programs = len(campaign.failures), campaign.programs
@@ -263,11 +318,51 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
         f"{campaign.ops / elapsed:.0f} ops/second"
     )
     print(f"shrink runs: {campaign.shrink_runs}")
+    for line in campaign.coverage.lines() if campaign.coverage else ():
+        print(line)
     if not campaign.failures:
         print("no failures")
         return 0
     print(f"{len(campaign.failures)} failures: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
     return 1
+
+
+def add_target_argument(parser: argparse.ArgumentParser) -> None:
+    """``--target-pass NAME``: the pass generation is directed at (``targeted_passes``)."""
+    parser.add_argument(
+        "--target-pass",
+        metavar="NAME",
+        help="draw programs this pass of the pipeline rewrites (default: every loaded pass in "
+        "it; 'none': plain generation)",
+    )
+
+
+def targeted_passes(pipeline: str, chosen: str | None) -> list[str]:
+    """The passes generation is directed at: ``chosen`` (a pass of ``pipeline``; ``none``: no
+    pass), by default every pass of the pipeline a ``--load`` file registered."""
+    names = [step.partition("{")[0].strip() for step in split_pipeline(pipeline)]
+    if chosen == "none":
+        return []
+    if chosen is not None:
+        if chosen not in names:
+            raise PassError(
+                f"--target-pass {chosen}: not a pass of the pipeline '{pipeline}'; "
+                f"fix: name one of {names or 'its passes (give --pass-pipeline)'}"
+            )
+        return [chosen]
+    loaded = [n for n in names if getattr(PASSES[n].run, "__module__", None) == LOADED]
+    return list(dict.fromkeys(loaded))
+
+
+def directed_choices(passes: list[str]) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """The op names and numbers the ``passes`` name (``user_passes.pass_targets``), merged."""
+    ops: set[str] = set()
+    numbers: set[float] = set()
+    for name in passes:
+        more_ops, more_numbers = pass_targets(name)
+        ops |= set(more_ops)
+        numbers |= set(more_numbers)
+    return tuple(sorted(ops)), tuple(sorted(numbers))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ class Progress:
 
         self.total, self.seconds, self.start = total, seconds, time.monotonic()
         self.done = 0
-        self.bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, disable=None)
+        off = not on_a_terminal(sys.stderr)  # tqdm's disable=None draws on a stream it cannot ask
+        self.bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, disable=off)
 
     def update(self, n: int = 1, **status: Any) -> None:
         """``n`` more items done; ``status`` (``failures=2``) is shown after the bar."""
@@ -46,6 +47,15 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def on_a_terminal(stream: object) -> bool:
+    """Whether ``stream`` says it is a terminal; a stream that cannot say (no ``isatty``, or
+    closed) is not one."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def summary_table(title: str, rows: Mapping[str, Any]) -> str:

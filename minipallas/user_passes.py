@@ -34,7 +34,10 @@ from typing import Any
 
 from minipallas.cli import add_load_argument
 from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.rules import declared_ops
+from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.passes.pipeline import parse_pipeline, split_pipeline
+from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.registry import PASSES, load, provide_all
 
 
@@ -154,3 +157,82 @@ def first_bad_pass(
 def _error(e: BaseException) -> str:
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
+
+
+class Coverage:
+    """How many programs (or kernels) each pass of ``pipeline`` changed: a pass changed one
+    when the IR after it is not the IR before it, printed. A fuzzer that checks a pipeline
+    ``record`` s each program's IR texts and prints ``lines()`` at the end, so a pass that never
+    fired reads as such instead of as "no failures"."""
+
+    def __init__(self, pipeline: str, unit: str = "programs") -> None:
+        self.steps = split_pipeline(pipeline)
+        self.unit = unit
+        self.seen = 0
+        self.changed = dict.fromkeys(self.steps, 0)  # a step written twice counts once
+
+    def record(self, texts: Sequence[str]) -> int:
+        """One program: ``texts`` is its IR before the pipeline, then after each pass as far
+        as the pipeline ran; returns how many of the passes changed it."""
+        self.seen += 1
+        fired = {step for step, a, b in zip(self.steps, texts, texts[1:], strict=False) if a != b}
+        for step in fired:
+            self.changed[step] += 1
+        return len(fired)
+
+    def lines(self) -> list[str]:
+        """One line a pass: ``pass P changed N of M programs``, and that it was never
+        exercised when N is 0."""
+        return [
+            f"pass {step} changed {n} of {self.seen} {self.unit}"
+            + (": it was never exercised" if n == 0 else "")
+            for step, n in self.changed.items()
+        ]
+
+
+def pipeline_texts(subject: Any, pipeline: str) -> list[str]:  # noqa: ANN401 - Function or Kernel
+    """The text of ``subject`` (a ``Function`` or a ``Kernel``) before ``pipeline`` and after
+    each of its passes, up to the first that raises: what ``Coverage.record`` takes, for a
+    tool whose pipeline runs out of sight (in the harness, in ``pallas_call``)."""
+    texts = [str(subject)]
+    for step in split_pipeline(pipeline):
+        try:
+            subject = run_pipeline(subject, step)
+        except Exception:  # the tool's own run reports it; coverage stops here
+            break
+        texts.append(str(subject))
+    return texts
+
+
+# numbers a pass's code names that say nothing about the programs it wants (indices, counts)
+_PLAIN_NUMBERS = (0, 1, -1)
+
+
+def pass_targets(step: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """What pass-directed generation favours for the pass ``step`` names: the op names its
+    patterns are registered for, and the op names and numbers its code names (``op.name ==
+    "mul"``, ``== 2``), read from the pass function and the functions of its file it calls. A pass
+    whose code names no op gets ``((), ())``: generation is not biased."""
+    run = PASSES[step.partition("{")[0].strip()].run
+    home = getattr(run, "__globals__", {})
+    reached, codes = [run], [run.__code__] if hasattr(run, "__code__") else []
+    ops: set[str] = set()
+    numbers: set[float] = set()
+    declared = set(declared_ops())
+    while codes:  # the pass function and the functions of its file it reaches
+        code = codes.pop()
+        for name in code.co_names:
+            f = home.get(name)
+            if getattr(f, "__globals__", None) is home and f not in reached:
+                reached.append(f)
+                codes.append(f.__code__)
+        for const in code.co_consts:
+            if isinstance(const, str) and const in declared:
+                ops.add(const)
+            elif isinstance(const, int | float) and not isinstance(const, bool):
+                if const not in _PLAIN_NUMBERS:
+                    numbers.add(const)
+            elif hasattr(const, "co_consts"):
+                codes.append(const)
+    ops |= {name for name, fns in PATTERNS.items() for f in fns if f in reached}
+    return tuple(sorted(ops)), tuple(sorted(numbers))

@@ -23,7 +23,11 @@ pipeline in every case (``Case.passes``): on the program after discharge and cle
 the ``compile`` way lowers it (``--no-compile`` skips it with that way). A finding it causes
 is ``pass-bug``, named after the pass, saved with its IR before and after; it counts for the
 exit code as a ``minipallas-bug`` does. ``--replay`` runs the saved pipeline again (give the
-same ``--load``).
+same ``--load``). As ``python -m minipallas.fuzz``, it prints how many programs each pass
+changed, and generation is directed at the loaded passes (``--target-pass``).
+
+``--seconds`` bounds the whole run: a shrink ends at ``--shrink-seconds`` or there, whichever
+comes first.
 """
 
 from __future__ import annotations
@@ -42,13 +46,21 @@ from minipallas.difftest.harness import run
 from minipallas.difftest.jax_emit import emit
 from minipallas.difftest.outputs import ref
 from minipallas.difftest.report import Case, Report
-from minipallas.fuzz import batch_settings
+from minipallas.fuzz import (
+    add_target_argument,
+    batch_settings,
+    directed_choices,
+    targeted_passes,
+)
 from minipallas.generate import Config, inputs, programs
 from minipallas.ir.core import Function
+from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
+from minipallas.passes.cleanup import cleanup
+from minipallas.passes.discharge import discharge
 from minipallas.progress import Progress
-from minipallas.user_passes import add_arguments, main_with_passes
+from minipallas.user_passes import Coverage, add_arguments, main_with_passes, pipeline_texts
 
 REFERENCE_HEADER = "--- minipallas IR (reference) ---"
 FAILING = ("minipallas-bug", "pass-bug")  # the kinds that make the exit code 1
@@ -87,6 +99,7 @@ class Campaign:
     counts: Counter = field(default_factory=Counter)
     kinds: dict[str, str] = field(default_factory=dict)
     saved: list[Saved] = field(default_factory=list)
+    coverage: Coverage | None = None  # with a pipeline: which passes changed each program
 
     def done(self) -> bool:
         return self.programs >= self.count or time.monotonic() >= self.deadline
@@ -129,8 +142,11 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             campaign.shrink_runs += 1
         else:
             campaign.programs += 1
+            if campaign.coverage is not None:
+                campaign.coverage.record(_texts(fn, campaign.passes))
             if campaign.record(finding) and (campaign.shrink_known or finding.name not in KNOWN):
-                target, shrink_deadline = finding.name, time.monotonic() + campaign.shrink_seconds
+                target = finding.name
+                shrink_deadline = min(time.monotonic() + campaign.shrink_seconds, campaign.deadline)
             elif campaign.counts[finding.name] == 1 and finding.kind != "agree":
                 campaign.saved.append(Saved(finding, report.text(), input_seed, campaign.passes))
         if finding.name == target:  # one raise site: hypothesis tells failures apart by it
@@ -144,6 +160,15 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             raise  # not a finding: hypothesis itself failed
     if smallest is not None:
         campaign.saved.append(smallest)
+
+
+def _texts(fn: Function, passes: str) -> list[str]:
+    """The program after discharge and cleanup (where the harness runs the pipeline), then
+    after each pass of ``passes``: for ``Coverage``."""
+    try:
+        return pipeline_texts(cleanup(discharge(fn)), passes)
+    except Exception:  # the harness reports the program's own failure
+        return []
 
 
 def _slug(name: str) -> str:
@@ -213,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=50, help="programs per hypothesis run")
     parser.add_argument("--max-stmts", type=int, default=Config.max_stmts)
     parser.add_argument("--shrink-seconds", type=float, default=60.0, help="per finding")
+    add_target_argument(parser)
     parser.add_argument(
         "--shrink-known", action="store_true", help="shrink known defects too (they have repros)"
     )
@@ -229,7 +255,15 @@ def _main(args: argparse.Namespace, passes: str) -> int:
         print(found.text())
         return 0 if found.ok else 1
 
-    config = Config(max_stmts=args.max_stmts, transcendental=False)
+    try:
+        targets = targeted_passes(passes, args.target_pass)
+    except MiniPallasError as e:
+        print(f"python -m minipallas.difftest.fuzz_upstream: {e}", file=sys.stderr)
+        return 2
+    ops, numbers = directed_choices(targets)
+    config = Config(
+        max_stmts=args.max_stmts, transcendental=False, favour_ops=ops, favour_numbers=numbers
+    )
     start = time.monotonic()
     campaign = Campaign(
         args.count,
@@ -239,6 +273,8 @@ def _main(args: argparse.Namespace, passes: str) -> int:
         args.shrink_known,
         passes,
     )
+    if passes:
+        campaign.coverage = Coverage(passes)
     seeds = random.Random(args.seed)
     print(
         f"fuzzing upstream JAX against minipallas: up to {args.count} programs or "
@@ -257,6 +293,8 @@ def _main(args: argparse.Namespace, passes: str) -> int:
         print(f"  {campaign.programs} programs, {rate:.2f} programs/s", flush=True)
     bar.close()
     table = summary(campaign, time.monotonic() - start)
+    if campaign.coverage is not None:
+        table += "\n" + "\n".join(campaign.coverage.lines())
     print("\n" + table)
     if args.save is not None:
         args.save.mkdir(parents=True, exist_ok=True)

@@ -155,18 +155,28 @@ def check_all_modes(
     return outs
 
 
-def check_pipeline(fn: Function, args: Sequence[np.ndarray], pipeline: str) -> Function:
+def check_pipeline(
+    fn: Function, args: Sequence[np.ndarray], pipeline: str, texts: list[str] | None = None
+) -> Function:
     """Checks that ``pipeline``, run on ``fn`` fully discharged and cleaned up, keeps the bits
     of every output (results, then each ref's final value) and verifies after each pass;
     returns its result. A failure is a ``PropertyFailure`` at stage ``pass NAME`` whose
-    ``blame`` names the pass and holds its IR before and after."""
+    ``blame`` names the pass and holds its IR before and after. ``texts``, when given, gets
+    the IR before the pipeline and after each of its passes, as far as they ran (what
+    ``user_passes.Coverage`` counts)."""
     _stage("original", lambda: verify(fn))
     results, finals = _stage("original", lambda: run(fn, args))
     want = [*results, *(finals[i] for i, t in enumerate(fn.param_types) if isinstance(t, RefType))]
     base = _stage("discharge", lambda: cleanup(discharge(fn)))
 
+    made: dict[str, Function] = {}  # each prefix of the pipeline is run once
+
     def program(prefix: str) -> Function:
-        return run_pipeline(base, prefix, verify=True)
+        if prefix not in made:
+            made[prefix] = run_pipeline(base, prefix, verify=True)
+            if texts is not None:
+                texts.append(str(made[prefix]))
+        return made[prefix]
 
     def differs(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
         if len(got) != len(want):

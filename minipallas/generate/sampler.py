@@ -70,6 +70,10 @@ class Config:
     memory_spaces: tuple[str, ...] = ("any", "tpu.vmem", "tpu.smem", "gpu.smem")
     read_uninitialized: bool = True  # scratch may be read before anything is written to it
     transcendental: bool = True  # exp and tanh on floats
+    # pass-directed generation (``python -m minipallas.fuzz --target-pass``): ops drawn more
+    # often, and numbers splat into constants more often, than the plain menus draw them
+    favour_ops: tuple[str, ...] = ()
+    favour_numbers: tuple[float, ...] = ()
 
 
 RECENT = 8  # picks look at this many most recent candidates of a scope
@@ -86,6 +90,7 @@ class Sampler:
         self.chain_length: dict[Var, int] = {}  # view -> how many views it is from its root
         self.ops = 0
         self.callees: list[Program] = []  # drawn callees, which a later call may call again
+        self.liked: dict[SampleScope, list[Var]] = {}  # results of favoured ops, by scope
 
     # -- programs and bodies -------------------------------------------------------------
 
@@ -96,12 +101,20 @@ class Sampler:
         refs = [self.ref_param(scope) for _ in range(self.c.integer(1, 4))]
         arrays = [self.array_param(scope) for _ in range(self.c.integer(0, 3))]
         body.params = (*refs, *arrays)
+        if self.cfg.favour_ops:  # pass-directed: a favoured op on the inputs, as they come
+            favoured_update(self, scope)
         if n_ops is None:
             self.fill(scope, self.c.integer(min(2, self.cfg.max_stmts), self.cfg.max_stmts))
         else:
             while self.ops < n_ops:
                 self.statement(scope)
-        body.results = tuple(self.some_arrays(scope, self.c.integer(0, 3)))
+        if self.cfg.favour_ops:  # and last, so that nothing after it hides what it computes
+            favoured_update(self, scope)
+        results = self.some_arrays(scope, self.c.integer(0, 3))
+        liked = self.liked.get(scope, [])
+        if liked:  # pass-directed: the favoured ops' results live, so cleanup keeps them
+            results += [self.recent(liked) for _ in range(self.c.integer(1, 2))]  # type: ignore[misc]
+        body.results = tuple(results)
         return Program(name, body)
 
     def ref_param(self, scope: SampleScope) -> Var:
@@ -143,6 +156,7 @@ class Sampler:
             (1 * (cfg.loops and deep), regions.while_loop),
             (2 * (cfg.conds and deep), regions.cond),
             (1 * (cfg.calls and deep), regions.call),
+            (12 * bool(cfg.favour_ops), favoured_update),
         ]
         self.c.weighted([(w, f) for w, f in menu if w])(self, scope)
 
@@ -172,6 +186,8 @@ class Sampler:
         if pool:
             for v in outs:
                 scope.add(v)
+        if op in self.cfg.favour_ops and op != "constant":
+            self.liked.setdefault(scope, []).extend(outs)
         return outs
 
     def emit1(
@@ -253,7 +269,10 @@ class Sampler:
         return None
 
     def constant(self, scope: SampleScope, t: ArrayType) -> Var:
-        if t.size <= 1 or self.c.chance(0.6):
+        favoured = _fitting(self.cfg.favour_numbers, t.dtype)
+        if favoured and not self.c.chance(0.5):  # shrinks to the favoured number
+            value = np.full(t.shape, self.c.pick(favoured))
+        elif t.size <= 1 or self.c.chance(0.6):
             value = np.full(t.shape, self.c.pick(_SPLATS[_kind(t.dtype)]))
         else:
             value = random_values(np.random.default_rng(self.c.integer(0, 1 << 16)), t)
@@ -261,6 +280,22 @@ class Sampler:
 
     def index_constant(self, scope: SampleScope, value: np.ndarray, dtype: str = "int32") -> Var:
         return self.emit1(scope, "constant", (), {"value": Literal.of(value, dtype)})
+
+
+def _fitting(numbers: Sequence[float], dtype: str) -> list[float]:
+    """The favoured numbers a constant of ``dtype`` can hold exactly."""
+    if dtype == "bool" or not numbers:
+        return []
+    if dtypes.is_float(dtype):
+        return list(numbers)
+    info = np.iinfo(dtypes.to_numpy(dtype))
+    return [n for n in numbers if n == int(n) and info.min <= n <= info.max]
+
+
+def _favoured(s: Sampler, ops: Sequence[str]) -> str:
+    """One of ``ops``, a favoured one (``Config.favour_ops``) most of the time."""
+    liked = [op for op in ops if op in s.cfg.favour_ops]
+    return s.c.pick(liked) if liked and not s.c.chance(0.2) else s.c.pick(ops)
 
 
 def _kind(dtype: str) -> str:
@@ -320,15 +355,18 @@ def derive(s: Sampler, scope: SampleScope, t: ArrayType, depth: int) -> Var:
         menu.append((1, "iota"))
     if fam == "bool":
         menu.append((4, "compare"))
-    how = s.c.weighted(menu)
+    unary = (*UNARY[fam], *(("exp", "tanh") if fam == "float" and s.cfg.transcendental else ()))
+    liked = s.cfg.favour_ops and any(op in s.cfg.favour_ops for op in (*BINARY[fam], *unary))
+    how = "binary" if liked and not s.c.chance(0.3) else s.c.weighted(menu)
     if how == "binary":
-        op = s.c.pick(BINARY[fam])
-        return s.emit1(scope, op, (s.obtain(scope, t, depth), s.obtain(scope, t, depth)))
+        op = _favoured(s, BINARY[fam]) if liked else s.c.pick(BINARY[fam])
+        x = s.obtain(scope, t, depth)
+        if op in s.cfg.favour_ops and s.cfg.favour_numbers and not s.c.chance(0.5):
+            return s.emit1(scope, op, (x, s.constant(scope, t)))  # x op a favoured number
+        return s.emit1(scope, op, (x, s.obtain(scope, t, depth)))
     if how == "unary":
-        ops = UNARY[fam]
-        if fam == "float" and s.cfg.transcendental:
-            ops = (*ops, "exp", "tanh")
-        return s.emit1(scope, s.c.pick(ops), (s.obtain(scope, t, depth),))
+        op = _favoured(s, unary) if liked else s.c.pick(unary)
+        return s.emit1(scope, op, (s.obtain(scope, t, depth),))
     if how == "compare":
         src = ArrayType(t.shape, s.c.pick([d for d in s.cfg.dtypes if d != "bool"] or ["int32"]))
         op = s.c.pick(COMPARE)
@@ -362,6 +400,9 @@ def compute(s: Sampler, scope: SampleScope) -> None:
         s.constant(scope, ArrayType(s.shape(), s.dtype()))
         return
     t: ArrayType = x.type  # type: ignore[assignment]
+    if s.cfg.favour_ops and not s.c.chance(0.4):
+        derive(s, scope, t, 1)  # pass-directed: the menus that hold the favoured ops
+        return
     how = s.c.pick(("elementwise", "convert", "bitcast", "reshape", "transpose", "reduce", "dot"))
     if how == "convert":
         targets = [d for d in s.cfg.dtypes if convertible(t.dtype, d)]
@@ -382,3 +423,28 @@ def compute(s: Sampler, scope: SampleScope) -> None:
         s.emit1(scope, "dot", (x, y), {"dtype": "int32"})
     else:
         derive(s, scope, t, 1)
+
+
+def favoured_update(s: Sampler, scope: SampleScope) -> None:
+    """Pass-directed (``Config.favour_ops``): ``r[idx] = op(r[idx], y)`` with a favoured op
+    and often a favoured number as ``y``: the op reads a ref and its result is written back,
+    so neither folding nor dead-code removal takes it away before the pass sees it."""
+
+    def liked(dtype: str) -> list[str]:
+        fam = _family(dtype)
+        return [op for op in (*BINARY[fam], *UNARY[fam]) if op in s.cfg.favour_ops]
+
+    found = state.access(s, scope, "set", lambda r: bool(liked(r.type.dtype)))
+    if found is None:
+        return
+    ref, idx, dyn = found
+    t = state.window(ref, idx, dyn)
+    (x,) = s.emit(scope, "get", (ref, *dyn), {"indexer": idx})
+    op = s.c.pick(liked(t.dtype))
+    if op in UNARY[_family(t.dtype)]:
+        value = s.emit1(scope, op, (x,))
+    else:
+        numbers = _fitting(s.cfg.favour_numbers, t.dtype)
+        y = s.constant(scope, t) if numbers and not s.c.chance(0.3) else s.obtain(scope, t)
+        value = s.emit1(scope, op, (x, y))
+    s.emit(scope, "swap", (ref, *dyn, value), {"indexer": idx})

@@ -6,7 +6,7 @@ from minipallas.generate.check import PropertyFailure
 
 
 def test_a_clean_campaign_reports_throughput_and_exits_0(capsys):
-    assert fuzz.main(["--count", "20", "--seconds", "60", "--seed", "4", "--batch", "10"]) == 0
+    assert fuzz.main(["--count", "20", "--seconds", "1e9", "--seed", "4", "--batch", "10"]) == 0
     out = capsys.readouterr().out
     assert "20 programs (" in out and "programs/second" in out and "no failures" in out
 
@@ -19,12 +19,13 @@ def _fails_on_swap(fn, args, partial):
 
 def test_a_failure_is_shrunk_printed_saved_and_replayable(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(fuzz, "check_all_modes", _fails_on_swap)
-    flags = ["--count", "200", "--seconds", "60", "--max-stmts", "3", "--max-failures", "1"]
+    flags = ["--count", "200", "--seconds", "1e9", "--max-stmts", "3", "--max-failures", "1"]
     code = fuzz.main([*flags, "--save", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 1
     assert "=== failure 1: compare ===" in out and "1 failures: 1 compare" in out
     (saved,) = tmp_path.iterdir()
+    assert saved.name == "failure-001-compare.mir"  # minipallas's text extension, no space
     text = saved.read_text()
     assert "# [compare] planted failure: the program swaps" in text
     program = [line for line in text.splitlines() if not line.startswith("#")]

@@ -77,3 +77,24 @@ def test_the_fuzzers_import_the_bar(module):
     import importlib
 
     assert importlib.import_module(module).Progress is Progress
+
+
+class _NoIsatty:
+    """A stream that cannot say whether it is a terminal (a logger's or a harness's)."""
+
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_nothing_is_drawn_on_a_stream_that_cannot_say_it_is_a_terminal(monkeypatch):
+    err = _NoIsatty()
+    monkeypatch.setattr(sys, "stderr", err)
+    with Progress("fuzz", 3) as bar:
+        bar.update(3)
+    assert err.text == ""
