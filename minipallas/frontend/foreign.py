@@ -7,7 +7,9 @@ JAX's own tracers (the loop index of ``jax.lax.fori_loop``). Both become ``Trace
 the JAX function the user called, at the user's line, with the minipallas function to use instead.
 
 The JAX call is found in the user's frames: the source span of the call each frame is executing
-(``co_positions``), read as a dotted name and looked up without evaluating any code.
+(``co_positions``), read as a dotted name and looked up without evaluating any code. Where that
+source cannot be read (``python -c``, a REPL), the error names the user's line and the general
+fix, from JAX's own words.
 """
 
 from __future__ import annotations
@@ -80,20 +82,34 @@ def jax_rejection(error: BaseException, numpy: ModuleType) -> TraceError | None:
     passes it, as minipallas.numpy is built on this front end and so cannot be imported here."""
     if isinstance(error, MiniPallasError) or not any(n in str(error) for n in _TRACER_NAMES):
         return None
-    call = _jax_call(_traceback(error.__traceback__))
-    if call is None:
-        return None
+    frames = _traceback(error.__traceback__)
+    call = _jax_call(frames)
     said = str(error).strip().splitlines()[0]
-    fix = replacement(call, numpy)
+    if call is None:  # the user's source cannot be read (python -c, a REPL): JAX's words only
+        loc = _user_line(frames)
+        if "JAX" not in said or loc is None:
+            return None
+        op, fix = None, _GENERAL_FIX
+    else:
+        op, loc, fix = call.text, call.loc, replacement(call, numpy)
     if "TracedRef" in said:
         fix += "; and read a ref's value first: x_ref[...]"
     return TraceError(
         f"a JAX function, which takes JAX arrays, was given a minipallas traced value "
         f"(JAX said: {type(error).__name__}: {said})",
-        op=call.text,
-        loc=call.loc,
+        op=op,
+        loc=loc,
         fix=fix,
     )
+
+
+def _user_line(frames: Iterable[Frame]) -> Location | None:
+    """The innermost line of the user's code in ``frames`` (not minipallas's, not JAX's)."""
+    for frame, _, line in frames:
+        filename = frame.f_code.co_filename
+        if not is_internal(filename) and not _is_jax(frame.f_globals.get("__name__", "")):
+            return Location(filename, line)
+    return None
 
 
 def replacement(call: JaxCall, numpy: ModuleType | None = None) -> str:
