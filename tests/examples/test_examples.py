@@ -1,11 +1,14 @@
 """Every example runs, checks itself against numpy (its own asserts), and prints each stage."""
 
+import os
 import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
+
+from minipallas.lowering.libtpu import LIBTPU_NO_CHIP
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
@@ -239,3 +242,20 @@ def test_the_chapters_are_numbered_in_order_and_each_says_its_idea():
     for path in chapters:
         first = path.read_text().splitlines()[0]
         assert first.startswith(f'"""Chapter {int(path.name[2:4])}: '), path.name
+
+
+def test_mesh_kernels_chapter_starts_libtpu_quietly():
+    """Its mesh asks jax for devices, which loads libtpu: on a machine without a chip that
+    logged start-up errors (``E0000 ... unexpected worker hostname``) (issue 48 §4). Run as a
+    user runs it: without the settings the tests' own start-up made."""
+    tests_own = {*LIBTPU_NO_CHIP, "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL"}
+    env = {k: v for k, v in os.environ.items() if k not in tests_own}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "ch18_mesh_kernels.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "E0000" not in done.stderr and "worker hostname" not in done.stderr, done.stderr
