@@ -51,7 +51,7 @@ from minipallas.passes.discharge import discharge
 from minipallas.passes.pipeline import split_pipeline
 from minipallas.passes.registry import PASSES, PassError
 from minipallas.progress import Progress, print_summary
-from minipallas.user_passes import Coverage, add_arguments, main_with_passes, pass_targets
+from minipallas.user_passes import PassCoverage, add_arguments, main_with_passes, pass_targets
 
 LOADED = "__minipallas_load__"  # the module name of a file's passes (``registry.load``)
 
@@ -80,7 +80,7 @@ class Campaign:
     shrink_runs: int = 0
     failures: list[Failure] = field(default_factory=list)
     last_failure: Failure | None = None
-    coverage: Coverage | None = None  # with a pipeline: which passes changed each program
+    coverage: PassCoverage | None = None  # with a pipeline: which passes changed each program
     start: float = field(default_factory=time.monotonic)
     directed: bool = False  # tell hypothesis how many passes fired (pass-directed generation)
 
@@ -278,7 +278,7 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
     campaign = Campaign(args.count, start + args.seconds, pipeline, directed=bool(targets))
     campaign.start = start
     if pipeline:
-        campaign.coverage = Coverage(pipeline)
+        campaign.coverage = PassCoverage(pipeline)
     seeds = random.Random(args.seed)
     next_progress = start + 5
     checked = f"discharge, then '{pipeline}'" if pipeline else "discharge"

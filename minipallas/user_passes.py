@@ -159,7 +159,7 @@ def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
 
 
-class Coverage:
+class PassCoverage:
     """How many programs (or kernels) each pass of ``pipeline`` changed: a pass changed one
     when the IR after it is not the IR before it, printed. A fuzzer that checks a pipeline
     ``record`` s each program's IR texts and prints ``lines()`` at the end, so a pass that never
@@ -174,11 +174,18 @@ class Coverage:
     def record(self, texts: Sequence[str]) -> int:
         """One program: ``texts`` is its IR before the pipeline, then after each pass as far
         as the pipeline ran; returns how many of the passes changed it."""
+        return self.count(self.fired(texts))
+
+    def count(self, fired: Sequence[str]) -> int:
+        """One program on which the passes ``fired`` (steps as written) changed the IR."""
         self.seen += 1
-        fired = {step for step, a, b in zip(self.steps, texts, texts[1:], strict=False) if a != b}
-        for step in fired:
+        for step in set(fired):
             self.changed[step] += 1
-        return len(fired)
+        return len(set(fired))
+
+    def fired(self, texts: Sequence[str]) -> list[str]:
+        """The passes that changed the IR, from ``record``'s ``texts``, without counting."""
+        return [step for step, a, b in zip(self.steps, texts, texts[1:], strict=False) if a != b]
 
     def lines(self) -> list[str]:
         """One line a pass: ``pass P changed N of M programs``, and that it was never
@@ -192,7 +199,7 @@ class Coverage:
 
 def pipeline_texts(subject: Any, pipeline: str) -> list[str]:  # noqa: ANN401 - Function or Kernel
     """The text of ``subject`` (a ``Function`` or a ``Kernel``) before ``pipeline`` and after
-    each of its passes, up to the first that raises: what ``Coverage.record`` takes, for a
+    each of its passes, up to the first that raises: what ``PassCoverage.record`` takes, for a
     tool whose pipeline runs out of sight (in the harness, in ``pallas_call``)."""
     texts = [str(subject)]
     for step in split_pipeline(pipeline):

@@ -63,7 +63,9 @@ BUDGETS = {
     # minipallas/ less the tools; raised from 14000 for issue 46: every import rule declares
     # each parameter of its primitive (interop/importer/params.py and the declarations, ~630)
     "compiler": 14700,
-    "tools": 15500,  # the tools' floor and bench/
+    # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
+    # pass changed, and the generator draws programs a loaded pass rewrites (~300)
+    "tools": 15900,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module

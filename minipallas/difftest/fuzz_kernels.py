@@ -82,9 +82,11 @@ from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.user_passes import (
     Blame,
+    PassCoverage,
     add_arguments,
     first_bad_pass,
     main_with_passes,
+    pipeline_texts,
 )
 
 KNOWN = {
@@ -115,6 +117,7 @@ class Summary:
     known: Counter = field(default_factory=Counter)  # KNOWN reason -> kernels
     disagreements: list[str] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)  # parameters drawn, by verdict
+    passes: PassCoverage | None = None  # with a pipeline: the kernels each pass changed
 
 
 @dataclass
@@ -272,6 +275,17 @@ def pipeline_blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) ->
     )
 
 
+def kernel_texts(spec: KernelSpec, seed: int, passes: str) -> list[str]:
+    """The kernel minipallas traces for ``spec`` (inputs from ``seed``) before ``passes`` and
+    after each of its passes (``user_passes.pipeline_texts``), for ``PassCoverage``; empty
+    when minipallas refuses the kernel."""
+    try:
+        plain = minipallas_call(spec).trace(*kernel_inputs(spec, seed))
+    except MiniPallasError:
+        return []
+    return pipeline_texts(plain, passes)
+
+
 def _rounding_apart(
     ways: dict[str, np.ndarray], expected: np.ndarray, program: Any, args: Sequence[np.ndarray]
 ) -> bool:
@@ -305,11 +319,14 @@ def campaign(
     passes: str = "",
 ) -> Summary:
     rng, params = random.Random(seed), kernel_params.generator(seed)
-    summary = Summary()
+    summary = Summary(passes=PassCoverage(passes, "kernels") if passes else None)
     deadline = time.monotonic() + seconds
     while summary.kernels < count and time.monotonic() < deadline:
         spec = random_kernel(RandomChoices(rng), params=RandomChoices(params))
-        outcome = check(spec, rng.randrange(2**16), passes)
+        seed_of_inputs = rng.randrange(2**16)
+        outcome = check(spec, seed_of_inputs, passes)
+        if summary.passes is not None:
+            summary.passes.record(kernel_texts(spec, seed_of_inputs, passes))
         summary.kernels += 1
         summary.batched += outcome.batched
         summary.known.update(outcome.known)
@@ -340,6 +357,8 @@ def _main(args: argparse.Namespace, passes: str) -> int:
     )
     for reason, n in sorted(s.known.items()):
         print(f"  known, not a disagreement: {n} kernels where {KNOWN[reason]}")
+    for line in s.passes.lines() if s.passes else ():
+        print(line)
     s.coverage.report()
     rows = {"kernels": s.kernels, "ran batched": s.batched, "disagreements": len(s.disagreements)}
     rows |= {f"known: {reason}": n for reason, n in sorted(s.known.items())}

@@ -71,7 +71,7 @@ import jax
 
 from minipallas.difftest.checks.program import kernel_eqns
 from minipallas.difftest.coverage import Coverage
-from minipallas.difftest.fuzz_kernels import pipeline_blame, upstream_call
+from minipallas.difftest.fuzz_kernels import kernel_texts, pipeline_blame, upstream_call
 from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.harness import run
 from minipallas.difftest.report import Case
@@ -93,6 +93,7 @@ from minipallas.lowering.libtpu import tpu_device, tpu_sharding
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.tpu import VMEM
 from minipallas.user_passes import (
+    PassCoverage,
     add_arguments,
     argv_of,
     first_bad_pass,
@@ -122,11 +123,20 @@ class Summary:
     classes: Counter = field(default_factory=Counter)  # verdict kind -> kernels
     findings: list[str] = field(default_factory=list)  # "kind: why; shrunk spec"
     coverage: Coverage = field(default_factory=Coverage)  # parameters drawn, by verdict
+    passes: PassCoverage | None = None  # with a pipeline: the kernels each pass changed
 
-    def add(self, kind: str, finding: str | None, params: dict[str, str] | None = None) -> None:
+    def add(
+        self,
+        kind: str,
+        finding: str | None,
+        params: dict[str, str] | None = None,
+        changed: Sequence[str] | None = None,  # the passes that changed the kernel
+    ) -> None:
         self.kernels += 1
         self.classes[kind] += 1
         self.coverage.add(params or {}, kind)
+        if self.passes is not None:
+            self.passes.count(changed or [])
         if finding is not None:
             self.findings.append(finding)
 
@@ -296,6 +306,7 @@ def campaign(
     skip: int = 0,
     simulate_halt: int | None = None,
     oob_rate: float = OOB_RATE,
+    passes: str = "",
 ) -> Summary:
     """Kernels ``skip``, ``skip + 1``, ... of the campaign ``seed`` (at most ``count`` in all,
     for ``seconds``), each judged by ``bounds_verdict``, then, in bounds, by ``verdict``; with a
@@ -308,7 +319,7 @@ def campaign(
     rng, params = random.Random(seed), kernel_params.generator(seed)
     for _ in range(skip):
         kernel(rng, oob_rate, params)
-    summary = Summary()
+    summary = Summary(passes=PassCoverage(passes, "kernels") if passes else None)
     deadline = time.monotonic() + seconds
     for index in range(skip, count):
         if time.monotonic() >= deadline:
@@ -325,8 +336,10 @@ def campaign(
             finding += small.describe()
             print(f"FINDING {finding}", file=out or sys.stdout, flush=True)
         drawn = kernel_params.parameters(spec)
-        summary.add(kind, finding, drawn)
-        _note(journal, {"done": index, "kind": kind, "finding": finding, "params": drawn})
+        changed = summary.passes.fired(kernel_texts(spec, inputs_seed, passes)) if passes else []
+        summary.add(kind, finding, drawn, changed)
+        done = {"done": index, "kind": kind, "finding": finding, "params": drawn}
+        _note(journal, done | {"changed": changed})
         if progress is not None:
             progress.update(findings=len(summary.findings))
     return summary
@@ -346,13 +359,15 @@ def supervised(
     simulate_halt: int | None = None,
     oob_rate: float = OOB_RATE,
     pass_flags: Sequence[str] = (),
+    passes: str = "",
 ) -> Summary:
     """The chip campaign in worker processes: a worker that dies (a halted chip poisons the
     process that holds it) costs only the kernel it was running, reported as ``halted``, and a
     fresh worker goes on after it. ``aot`` gives the workers the ahead-of-time verdict and
     ``simulate_halt`` kills the worker at that kernel: how the tests check the isolation.
-    ``pass_flags`` (``--load``, ``--pass-pipeline``) go to every worker."""
-    summary = Summary()
+    ``pass_flags`` (``--load``, ``--pass-pipeline``) go to every worker; ``passes`` is the
+    pipeline they name, whose passes' changes the workers journal."""
+    summary = Summary(passes=PassCoverage(passes, "kernels") if passes else None)
     start, deadline = 0, time.monotonic() + seconds
     while start < count and time.monotonic() < deadline:
         first = start
@@ -371,7 +386,9 @@ def supervised(
                 if "start" in entry:
                     running = entry["start"]
                     continue
-                summary.add(entry["kind"], entry["finding"], entry.get("params"))
+                summary.add(
+                    entry["kind"], entry["finding"], entry.get("params"), entry.get("changed")
+                )
                 running, start = None, entry["done"] + 1
         if running is None:  # every kernel it started finished
             if worker.returncode not in (0, 1) and start == first:
@@ -406,19 +423,21 @@ def _main(args: argparse.Namespace, passes: str) -> int:
         with open(args.journal, "a") as journal:
             s = campaign(args.count, args.seconds, args.seed, verdict, journal=journal,
                          skip=args.skip, simulate_halt=args.simulate_halt,
-                         oob_rate=args.oob_rate)  # fmt: skip
+                         oob_rate=args.oob_rate, passes=passes)  # fmt: skip
         return 1 if s.findings else 0
     start = time.monotonic()
     if args.aot:
         with Progress("fuzz-tpu", args.count, args.seconds, unit="kernel") as bar:
             s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar,
-                         oob_rate=args.oob_rate)  # fmt: skip
+                         oob_rate=args.oob_rate, passes=passes)  # fmt: skip
     else:
         s = supervised(args.count, args.seconds, args.seed, oob_rate=args.oob_rate,
-                       pass_flags=argv_of(args))  # fmt: skip
+                       pass_flags=argv_of(args), passes=passes)  # fmt: skip
     elapsed = time.monotonic() - start
     mode = "ahead of time (libtpu, v5e)" if args.aot else "on the chip"
     print(f"{s.kernels} kernels {mode}, {len(s.findings)} findings, {s.kernels / elapsed:.2f}/s")
+    for line in s.passes.lines() if s.passes else ():
+        print(line)
     s.coverage.report()
     meant = s.classes["out-of-bounds-flagged"] + s.classes["out-of-bounds-missed"]
     rows = {"kernels": s.kernels, "in bounds": s.kernels - meant, "out of bounds on purpose": meant}

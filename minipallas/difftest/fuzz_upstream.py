@@ -60,7 +60,7 @@ from minipallas.ir.types import RefType
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.progress import Progress
-from minipallas.user_passes import Coverage, add_arguments, main_with_passes, pipeline_texts
+from minipallas.user_passes import PassCoverage, add_arguments, main_with_passes, pipeline_texts
 
 REFERENCE_HEADER = "--- minipallas IR (reference) ---"
 FAILING = ("minipallas-bug", "pass-bug")  # the kinds that make the exit code 1
@@ -99,7 +99,7 @@ class Campaign:
     counts: Counter = field(default_factory=Counter)
     kinds: dict[str, str] = field(default_factory=dict)
     saved: list[Saved] = field(default_factory=list)
-    coverage: Coverage | None = None  # with a pipeline: which passes changed each program
+    coverage: PassCoverage | None = None  # with a pipeline: which passes changed each program
 
     def done(self) -> bool:
         return self.programs >= self.count or time.monotonic() >= self.deadline
@@ -164,7 +164,7 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
 
 def _texts(fn: Function, passes: str) -> list[str]:
     """The program after discharge and cleanup (where the harness runs the pipeline), then
-    after each pass of ``passes``: for ``Coverage``."""
+    after each pass of ``passes``: for ``PassCoverage``."""
     try:
         return pipeline_texts(cleanup(discharge(fn)), passes)
     except Exception:  # the harness reports the program's own failure
@@ -274,7 +274,7 @@ def _main(args: argparse.Namespace, passes: str) -> int:
         passes,
     )
     if passes:
-        campaign.coverage = Coverage(passes)
+        campaign.coverage = PassCoverage(passes)
     seeds = random.Random(args.seed)
     print(
         f"fuzzing upstream JAX against minipallas: up to {args.count} programs or "

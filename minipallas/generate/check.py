@@ -163,7 +163,7 @@ def check_pipeline(
     returns its result. A failure is a ``PropertyFailure`` at stage ``pass NAME`` whose
     ``blame`` names the pass and holds its IR before and after. ``texts``, when given, gets
     the IR before the pipeline and after each of its passes, as far as they ran (what
-    ``user_passes.Coverage`` counts)."""
+    ``user_passes.PassCoverage`` counts)."""
     _stage("original", lambda: verify(fn))
     results, finals = _stage("original", lambda: run(fn, args))
     want = [*results, *(finals[i] for i, t in enumerate(fn.param_types) if isinstance(t, RefType))]

@@ -189,11 +189,13 @@ def test_the_upstream_fuzzer_names_the_pass(passes, capsys, tmp_path):
 
 def test_the_kernel_fuzzer_runs_the_pipeline_on_every_kernel(passes, capsys):
     """Seed 3's first kernel adds floats."""
-    argv = ["--count", "1", "--seconds", "300", "--seed", "3", "--load", passes]
+    argv = ["--count", "1", "--seconds", "1e9", "--seed", "3", "--load", passes]
     assert fuzz_kernels.main([*argv, "--pass-pipeline", FUSE]) == 0
-    assert fuzz_kernels.main([*argv, "--pass-pipeline", "add-to-sub"]) == 1
+    assert fuzz_kernels.main([*argv, "--pass-pipeline", "noop,add-to-sub"]) == 1
     out = capsys.readouterr().out
-    assert "the pass: pass 'add-to-sub' (pass 1 of 'add-to-sub'): the outputs change" in out
+    assert "pass noop changed 0 of 1 kernels: it was never exercised" in out
+    assert "pass add-to-sub changed 1 of 1 kernels\n" in out
+    assert "the pass: pass 'add-to-sub' (pass 2 of 'noop,add-to-sub'): the outputs change" in out
     assert "--- IR before pass 'add-to-sub' ---\nkernel random_kernel: grid" in out
 
 
@@ -203,8 +205,9 @@ def test_the_kernel_fuzzer_runs_the_pipeline_on_every_kernel(passes, capsys):
 def test_the_tpu_fuzzer_runs_the_pipeline_on_minipallas_side(passes, capsys):
     """--aot: libtpu compiles the module of the kernel after the pipeline, and the CPU runs the
     kernel with and without it."""
-    argv = ["--aot", "--count", "1", "--seconds", "300", "--seed", "1", "--load", passes]
+    argv = ["--aot", "--count", "1", "--seconds", "1e9", "--seed", "1", "--load", passes]
     assert fuzz_tpu.main([*argv, "--pass-pipeline", FUSE]) == 0
     assert fuzz_tpu.main([*argv, "--pass-pipeline", "add-to-sub"]) == 1
     out = capsys.readouterr().out
+    assert "pass add-to-sub changed 1 of 1 kernels\n" in out
     assert "FINDING pass-bug (kernel 0" in out and "--- IR after pass 'add-to-sub' ---" in out

@@ -11,7 +11,7 @@ import minipallas.fuzz as fuzz
 from minipallas.generate.check import PropertyFailure
 from minipallas.ir.errors import MiniPallasError
 from minipallas.passes.registry import PASSES, load
-from minipallas.user_passes import Coverage, pass_targets
+from minipallas.user_passes import PassCoverage, pass_targets
 
 PLANTED = str(Path(__file__).with_name("fuzz_planted_passes.py"))
 NO_CLOCK = ["--seconds", "1e9"]  # the program count ends these runs, never the clock
@@ -41,7 +41,7 @@ def test_a_pass_that_never_fires_is_said_plainly(capsys):
 
 
 def test_coverage_counts_a_pass_when_its_text_changes():
-    coverage = Coverage("a,b{k=1}")
+    coverage = PassCoverage("a,b{k=1}")
     assert coverage.record(["x", "y", "y"]) == 1
     assert coverage.record(["x", "x"]) == 0  # the pipeline stopped after a
     assert coverage.lines() == [
