@@ -139,7 +139,7 @@ def test_grid_steps_chapter_fuses_fuzzes_and_keeps_the_bits():
     before, after = out.split("--- after fuse-pairs ---")
     assert "grid (64,)" in before and "in blocks [8x256]" in before
     assert "grid (32,)" in after and "in blocks [16x256]" in after
-    assert after.count("call @softmax(") == 2 and "ref.at %0[8:16, :]" in after
+    assert after.count("call @softmax_substep(") == 2 and "ref.at %0[8:16, :]" in after
     assert "as upstream's interpret mode: True" in out
     assert "6 kernels" in out and "0 disagreements" in out
     assert "fuse-pairs     1.274 ms   1.76x upstream, same bits: True" in out
@@ -259,3 +259,11 @@ def test_mesh_kernels_chapter_starts_libtpu_quietly():
     )
     assert done.returncode == 0, done.stderr
     assert "E0000" not in done.stderr and "worker hostname" not in done.stderr, done.stderr
+
+
+def test_partial_blocks_chapter_calls_no_index_map_it_does_not_use():
+    """Its blocks are batched along the rows and whole along the columns: no block index is
+    read from an index map, so the CPU program calls none (it called them, results unused)."""
+    out = _run("ch10_partial_blocks.py")
+    program = out.split("== 3.")[1].split("== 4.")[0]
+    assert "func @softmax_kernel_grid" in program and "index_map" not in program, program

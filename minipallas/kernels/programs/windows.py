@@ -98,8 +98,9 @@ def window_indexer(
     ``(start, size)`` that ``spans`` gives its axis); any other count takes the block index
     the map gives at ``point``; a squeezed block dimension is dropped."""
     spec = operand.spec
-    indices: tuple = (None,) * len(spec.block_shape)  # the map is called only when needed
-    if None in operand.axis_of_dim:
+    indices: tuple = (None,) * len(spec.block_shape)  # the map is called only when needed:
+    counts = operand.pairs[0::2]  # for a dimension neither batched nor a single block
+    if any(a is None and n != 1 for a, n in zip(operand.axis_of_dim, counts, strict=True)):
         out = call(spec.index_map, *point)
         indices = () if out is None else out if isinstance(out, tuple) else (out,)
     entries: list = []
