@@ -86,3 +86,26 @@ def test_the_deadline_ends_a_shrink_where_it_is(monkeypatch):
     assert [f.stage for f in campaign.failures] == ["compare"]
     assert campaign.programs == 1 and campaign.shrink_runs == 0
     assert campaign.failures[0].found.startswith("after ")
+
+
+def test_the_upstream_fuzzers_shrink_ends_with_the_run(monkeypatch):
+    """``--seconds`` bounds fuzz_upstream's shrink too, whatever ``--shrink-seconds`` says."""
+    from minipallas.difftest import fuzz_upstream
+    from minipallas.difftest.classify import Finding
+
+    campaign = fuzz_upstream.Campaign(count=20, deadline=float("inf"), shrink_seconds=1e9)
+
+    class Found:
+        finding = Finding("minipallas-bug", "planted difference")
+
+        def text(self):
+            return "planted"
+
+    def found_then_the_time_is_up(case, compile=True):
+        campaign.deadline = 0.0  # the clock runs out as the finding comes
+        return Found()
+
+    monkeypatch.setattr(fuzz_upstream, "run", found_then_the_time_is_up)
+    fuzz_upstream.run_batch(campaign, fuzz.Config(max_stmts=4), 20, seed=0)
+    assert campaign.programs == 1 and campaign.shrink_runs == 0
+    assert [s.finding.name for s in campaign.saved] == ["planted difference"]
