@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dis
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -217,13 +218,15 @@ _PLAIN_NUMBERS = (0, 1, -1)
 
 def pass_targets(step: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
     """What pass-directed generation favours for the pass ``step`` names: the op names its
-    patterns are registered for, and the op names and numbers its code names (``op.name ==
-    "mul"``, ``== 2``), read from the pass function and the functions of its file it calls. A pass
+    patterns are registered for and its code compares with (``op.name == "mul"``, ``op.name in
+    ("add", "sub")``; every op name it holds if it compares with none), and the numbers it names
+    (``== 2``), read from the pass function and the functions of its file it calls. A pass
     whose code names no op gets ``((), ())``: generation is not biased."""
     run = PASSES[step.partition("{")[0].strip()].run
     home = getattr(run, "__globals__", {})
     reached, codes = [run], [run.__code__] if hasattr(run, "__code__") else []
-    ops: set[str] = set()
+    named: set[str] = set()  # every op name the code holds
+    compared: set[str] = set()  # those it compares with: the ops it matches
     numbers: set[float] = set()
     declared = set(declared_ops())
     while codes:  # the pass function and the functions of its file it reaches
@@ -234,12 +237,25 @@ def pass_targets(step: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
                 reached.append(f)
                 codes.append(f.__code__)
         for const in code.co_consts:
-            if isinstance(const, str) and const in declared:
-                ops.add(const)
-            elif isinstance(const, int | float) and not isinstance(const, bool):
+            if isinstance(const, int | float) and not isinstance(const, bool):
                 if const not in _PLAIN_NUMBERS:
                     numbers.add(const)
             elif hasattr(const, "co_consts"):
                 codes.append(const)
-    ops |= {name for name, fns in PATTERNS.items() for f in fns if f in reached}
+        steps = list(dis.get_instructions(code))
+        for here, after in zip(steps, steps[1:], strict=False):
+            if here.opname != "LOAD_CONST":
+                continue
+            value = here.argval
+            names = {value} if isinstance(value, str) else set(value) if _strings(value) else set()
+            named |= names & declared
+            if after.opname in ("COMPARE_OP", "CONTAINS_OP"):
+                compared |= names & declared
+    ops = (compared or named) | {
+        name for name, fns in PATTERNS.items() for f in fns if f in reached
+    }
     return tuple(sorted(ops)), tuple(sorted(numbers))
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, tuple | frozenset) and all(isinstance(v, str) for v in value)
