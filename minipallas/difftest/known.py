@@ -8,6 +8,7 @@ is made. This module imports nothing of the difftest but the kernel checks' ``BU
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from minipallas.difftest.checks.bug import BUG_KINDS
@@ -270,7 +271,19 @@ CASE_ERRORS: dict[str, CaseError] = {
 }
 # the kernel bugs a simulation of a mesh kernel's cores finds (``collectives="simulate"``)
 SIMULATED_BUGS = {"RaceError": "race", "DeadlockError": "deadlock"}
-OTHER_NAMES = ("agree", "same-rejection")
+OTHER_NAMES = (
+    *("agree", "same-rejection", "collectives simulated", "unrecognized divergence"),
+    *("upstream disagrees with the import", "import disagrees with upstream"),
+    *("reference disagrees with upstream and import", "upstream, import and reference all differ"),
+)
+# the names ``classify`` makes of a way, a stage or a pass: "compile disagrees with interpret"
+# (what a planted bug gives), "xla crash at compile", "pass my-pass", "unrecognized eval crash"
+NAMED_FORMS = (
+    re.compile(r"[\w-]+ disagrees with interpret"),
+    re.compile(r"[\w-]+ crash at \w+"),
+    re.compile(r"pass \S+"),
+    re.compile(r"unrecognized \w+ crash"),
+)
 
 
 def verdicts() -> list[str]:
@@ -280,12 +293,14 @@ def verdicts() -> list[str]:
 
 
 def check_expect(expect: str | None, case: str) -> None:
-    """Raises a ``MiniPallasError`` naming the valid words unless ``expect`` is one."""
-    if expect is None or expect in verdicts():
+    """Raises a ``MiniPallasError`` naming the valid words unless ``expect`` is one (or a
+    finding name of one of the ``NAMED_FORMS``)."""
+    if expect is None or expect in verdicts() or any(f.fullmatch(expect) for f in NAMED_FORMS):
         return
     raise MiniPallasError(
         f"case {case!r}: expect={expect!r} is not a verdict the difftest gives",
         op="Case",
         loc=user_location(),
-        fix=f"use one of {', '.join(verdicts())} (or None: agreement)",
+        fix=f"use one of {', '.join(verdicts())}, a name such as 'compile disagrees with "
+        "interpret' or 'pass NAME' (or None: agreement)",
     )

@@ -87,6 +87,10 @@ def test_expect_is_checked_against_the_verdicts():
     with pytest.raises(MiniPallasError, match="strided-slice-with-int-index") as e:
         Case("typo", _double, (X,), expect="strided-slice-with-int-idx")
     assert "kernel-bug" in str(e.value)
+    # the names classify makes of a way, a stage or a pass are verdicts too (the float
+    # corpus's planted bugs expect "compile disagrees with interpret")
+    for name in ("compile disagrees with interpret", "pass add-to-sub", "xla crash at compile"):
+        Case("named", _double, (X,), expect=name)
 
 
 def test_the_table_says_what_the_user_must_fix_without_show(tmp_path, capsys):
