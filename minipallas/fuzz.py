@@ -346,8 +346,8 @@ def targeted_passes(pipeline: str, chosen: str | None) -> list[str]:
     if chosen is not None:
         if chosen not in names:
             raise PassError(
-                f"--target-pass {chosen}: not a pass of the pipeline '{pipeline}'; "
-                f"fix: name one of {names or 'its passes (give --pass-pipeline)'}"
+                f"--target-pass {chosen}: not a pass of the pipeline '{pipeline}'",
+                fix=f"name one of {names or 'its passes (give --pass-pipeline)'}",
             )
         return [chosen]
     loaded = [n for n in names if getattr(PASSES[n].run, "__module__", None) == LOADED]

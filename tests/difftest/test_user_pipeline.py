@@ -8,6 +8,7 @@ import argparse
 import os
 import re
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,31 +18,8 @@ from minipallas.difftest import Case, cli, fuzz_kernels, fuzz_tpu, fuzz_upstream
 from minipallas.lowering.tpu import aot
 from minipallas.user_passes import loaded
 
-WRONG = '''
-"""add-to-sub: every float add becomes a sub, wrong on purpose; noop: returns its input."""
-from minipallas.ir import dtypes
-from minipallas.ir.core import Block, Function
-from minipallas.passes.registry import register
-
-
-def _block(block):
-    ops = []
-    for op in block.ops:
-        wrong = op.name == "add" and dtypes.is_float(op.results[0].type.dtype)
-        regions = tuple(_block(r) for r in op.regions)
-        ops.append(op.replace(name="sub" if wrong else op.name, regions=regions))
-    return Block(block.params, tuple(ops), block.results)
-
-
-@register("add-to-sub", doc="every float add becomes a sub (wrong on purpose)")
-def add_to_sub(fn: Function) -> Function:
-    return Function(fn.name, _block(fn.body))
-
-
-@register("noop", doc="returns its input")
-def noop(fn: Function) -> Function:
-    return fn
-'''
+# add-to-sub (a float add becomes a sub, wrong on purpose) and noop (returns its input)
+WRONG = Path(__file__).parent.parent / "minipallas" / "fuzz_planted_passes.py"
 
 CASES = textwrap.dedent(
     """
@@ -78,7 +56,7 @@ FUSE = "fuse-grid-steps{min_steps=2}"  # the test kernel's 4 steps become 1
 @pytest.fixture
 def passes(tmp_path):
     path = tmp_path / "my_passes.py"
-    path.write_text(WRONG)
+    path.write_text(WRONG.read_text())
     return str(path)
 
 

@@ -4,6 +4,8 @@
   it fires only on a multiply by a 2.0 splat, which plain random programs rarely hold after
   discharge and cleanup.
 - ``add-to-sub``: every float ``add`` becomes a ``sub`` (wrong wherever the addend is not 0).
+- ``noop``: returns its input (a correct pass beside them: ``tests/difftest/test_user_pipeline``
+  loads this file too).
 
 Load with ``python -m minipallas.fuzz --load tests/minipallas/fuzz_planted_passes.py
 --pass-pipeline=times-two-thrice``.
@@ -63,3 +65,8 @@ def _to_sub(block: Block) -> Block:
 @register("add-to-sub", doc="every float add becomes a sub (wrong on purpose)")
 def add_to_sub(fn: Function) -> Function:
     return Function(fn.name, _to_sub(fn.body))
+
+
+@register("noop", doc="returns its input")
+def noop(fn: Function) -> Function:
+    return fn

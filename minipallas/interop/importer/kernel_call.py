@@ -295,10 +295,7 @@ def _semantics(
     """``dimension_semantics`` of Pallas TPU's compiler params, as strings (given for the axes
     that are not vmapped; a vmapped axis is ``parallel``, as upstream's Mosaic lowering makes
     it); None if absent."""
-    candidates = (
-        compiler_params.values() if isinstance(compiler_params, Mapping) else [compiler_params]
-    )
-    for params in candidates:
+    for params in _candidates(compiler_params):
         values = getattr(params, "dimension_semantics", None)
         if values is None:
             continue
@@ -314,10 +311,18 @@ def _semantics(
 
 def _fuse_transposed_lhs(compiler_params: object) -> bool:
     """Pallas TPU's ``fuse_transposed_lhs_in_matmul`` (``Kernel.fuse_transposed_lhs``)."""
-    candidates = (
-        compiler_params.values() if isinstance(compiler_params, Mapping) else [compiler_params]
+    fused = (
+        getattr(p, "fuse_transposed_lhs_in_matmul", False) for p in _candidates(compiler_params)
     )
-    return any(bool(getattr(p, "fuse_transposed_lhs_in_matmul", False)) for p in candidates)
+    return any(bool(f) for f in fused)
+
+
+def _candidates(compiler_params: object) -> list[object]:
+    """The compiler params an equation carries: the object itself, or each of a mapping's
+    (``{"mosaic_tpu": ...}``)."""
+    if isinstance(compiler_params, Mapping):
+        return list(compiler_params.values())
+    return [compiler_params]
 
 
 def _function_name(jaxpr: object) -> str:
