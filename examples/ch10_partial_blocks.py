@@ -7,7 +7,9 @@ results are computed and then dropped, exactly as upstream's interpret mode does
 
 The CPU program shows how: the input is padded with NaN up to whole blocks
 (``dynamic_update_slice`` into a NaN array), every block is computed, and the output is cut
-back to the array's rows (a ``slice``). Chapter 9's kernel masks its partial column block
+back to the array's rows (a ``slice``). It is printed as XLA gets it (``call.lower(x)``: the
+StableHLO target's discharge and cleanup run on the program ``call.program(x)`` builds, which
+drop what the builder made and nothing read). Chapter 9's kernel masks its partial column block
 itself, with an iota, because a sum over padding would not be dropped.
 """
 
@@ -53,7 +55,7 @@ def main() -> None:
     print(f"every row sums to 1: {bool(np.allclose(out.sum(axis=1), 1, atol=1e-5))}")
 
     chapter("3. The CPU program: padded to whole blocks, computed, cut back")
-    grid = str(call.program(x)).split("func @softmax_kernel_grid")[1]
+    grid = str(call.lower(x).function).split("func @softmax_kernel_grid")[1]
     print("func @softmax_kernel_grid" + grid)
     padded = -(-ROWS // BLOCK_ROWS) * BLOCK_ROWS
     assert f"f32[{padded},{COLS}]" in grid and "constant nan" in grid
