@@ -61,8 +61,10 @@ BUDGETS = {
     "passes": 4000,  # passes/ less the core
     "lowering": 8750,
     # minipallas/ less the tools; raised from 14000 for issue 46: every import rule declares
-    # each parameter of its primitive (interop/importer/params.py and the declarations, ~630)
-    "compiler": 14700,
+    # each parameter of its primitive (interop/importer/params.py and the declarations, ~630);
+    # 14700 -> 15100 for issue 47: a shard_map body over several devices imports as one
+    # device's program, its kernels and lax collectives among its ops (importer/devices*, ~430)
+    "compiler": 15100,
     # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
     # pass changed, and the generator draws programs a loaded pass rewrites (~300)
     "tools": 15900,

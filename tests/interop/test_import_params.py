@@ -359,6 +359,21 @@ def kernel_on_two_devices():
     return jax.make_jaxpr(f)(arr((16, 128)))
 
 
+@built
+def collectives_on_two_devices():
+    """lax collectives in a shard_map body over two devices (issue 47), check_vma both ways."""
+
+    def body(v):
+        s = lax.psum(v, "x") + lax.pmax(v, "x") - lax.pmin(v, "x")
+        return lax.all_gather(lax.ppermute(s, "x", perm=[(0, 1), (1, 0)]), "x", tiled=True)
+
+    mesh = jax.sharding.AbstractMesh((2,), ("x",))
+    loose = jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P(), check_vma=False)
+    strict = jax.shard_map(lambda v: lax.psum(v, "x"), mesh=mesh, in_specs=P("x"),
+                           out_specs=P(), check_vma=True)  # fmt: skip
+    return jax.make_jaxpr(lambda v: (loose(v), strict(v)))(arr((16, 128)))
+
+
 def _equations(jaxpr):
     """Every equation of ``jaxpr`` and of its sub-jaxprs (bodies, branches, kernels)."""
     for eqn in jaxpr.eqns:

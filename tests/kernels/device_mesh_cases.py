@@ -10,6 +10,7 @@ import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 os.environ["JAX_PLATFORMS"] = "cpu"
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
@@ -29,6 +30,7 @@ N = 4
 MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
 DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
 F32 = jnp.float32
+SPLIT = P("x")
 
 
 def _mesh(shape=(N,), names=("x",)):
@@ -121,10 +123,107 @@ def permute_along_y(x_ref, o_ref, send_sem, recv_sem):
     copy.wait()
 
 
+_IMPORTED: dict = {}  # each case's function imported once, run under every schedule
+
+
 def _run(fn, x, schedule="lockstep"):
-    imported = mp.from_jaxpr(jax.make_jaxpr(jax.jit(fn))(x))
-    (out,) = mp.interpret(imported, x, collectives="simulate", schedule=schedule)
-    return out
+    if id(fn) not in _IMPORTED:
+        _IMPORTED[id(fn)] = (fn, mp.from_jaxpr(jax.make_jaxpr(jax.jit(fn))(x)))
+    outs = mp.interpret(_IMPORTED[id(fn)][1], x, collectives="simulate", schedule=schedule)
+    return outs[0] if len(outs) == 1 else outs
+
+
+# --- bodies with ops around their kernels --------------------------------------------------
+
+
+def _call(kernel, shape=(8, 128), collective_id=None, scratch=2, varying=False):
+    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
+    # under check_vma=True upstream asks how the result varies: along "x"
+    vma = jax.sharding.ManualAxisType(varying=frozenset({"x"})) if varying else None
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(shape, F32, manual_axis_type=vma),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[DMA] * scratch,
+        compiler_params=params,
+    )
+
+
+def _shard_map(body, out_specs=SPLIT, mesh=None, check_vma=False, in_specs=SPLIT):
+    return jax.shard_map(body, mesh=mesh or _mesh(), in_specs=in_specs, out_specs=out_specs,
+                         check_vma=check_vma)  # fmt: skip
+
+
+def ops_around(a):
+    """Pure ops before, between and after two kernels, one of them in a nested jit."""
+    b = a * 2.0 + 1.0
+    c = _call(right_permute)(b)
+    d = jax.jit(lambda v: _call(right_permute)(v - 3.0) * 0.5)(c)
+    return d + lax.axis_index("x").astype(F32)
+
+
+def _ops_around_reference(shards):
+    b = shards * 2.0 + 1.0
+    d = (np.roll(np.roll(b, 1, axis=0) - 3.0, 1, axis=0)) * 0.5
+    return d + np.arange(N, dtype=np.float32)[:, None, None]
+
+
+def collectives(a, check_vma=False):
+    """lax collectives in the body, outside any kernel, around a kernel."""
+    b = lax.psum(a, "x") + lax.axis_index("x").astype(F32)
+    c = lax.ppermute(b, "x", perm=[(i, i + 1) for i in range(N - 1)])  # device 0 gets zeros
+    d = lax.all_gather(_call(right_permute, varying=check_vma)(c), "x", axis=1, tiled=True)
+    return d, lax.pmax(a, "x"), lax.pmin(a, "x")
+
+
+def _collectives_reference(shards):
+    b = shards.sum(0) + np.arange(N, dtype=np.float32)[:, None, None]
+    c = np.concatenate([np.zeros_like(b[:1]), b[:-1]])
+    c = np.roll(c, 1, axis=0)  # the kernel's right permute
+    d = np.concatenate(list(c), axis=1)  # every device gathers the same rows, tiled on dim 1
+    return np.tile(d, (N, 1)), shards.max(0), shards.min(0)
+
+
+def two_handshakes(a):
+    """Two kernels, each a shift by two behind a barrier handshake: ``collective_id`` 0 both."""
+    return _call(shift_two_logical, collective_id=0)(_call(shift_two_logical, collective_id=0)(a))
+
+
+def two_collective_ids(a):
+    return _call(shift_two_logical, collective_id=1)(_call(shift_two_logical, collective_id=0)(a))
+
+
+def signal_right(x_ref, o_ref, send_sem, recv_sem):
+    """Leaves a signal on the right neighbour's barrier semaphore for a later kernel."""
+    right = lax.rem(lax.axis_index("x") + 1, N)
+    pl.semaphore_signal(pltpu.get_barrier_semaphore(), 1, device_id=(right,))
+    copy = pltpu.make_async_copy(x_ref, o_ref, recv_sem)
+    copy.start()
+    copy.wait()
+
+
+def wait_barrier(x_ref, o_ref, send_sem, recv_sem):
+    pl.semaphore_wait(pltpu.get_barrier_semaphore(), 1)
+    copy = pltpu.make_async_copy(x_ref, o_ref, recv_sem)
+    copy.start()
+    copy.wait()
+
+
+def _signal_then_wait(first, second):
+    def body(a):
+        return _call(wait_barrier, collective_id=second)(
+            _call(signal_right, collective_id=first)(a)
+        )
+
+    return body
+
+
+def _upstream_all_gather():
+    """Upstream's shipped all-gather, as its own test calls it: jit over a 4-device mesh."""
+    from jax.experimental.pallas.ops.tpu import all_gather
+
+    return functools.partial(all_gather.all_gather, mesh=_mesh(), axis_name="x")
 
 
 def cases():
@@ -154,6 +253,35 @@ def cases():
     blocks = y.reshape(2, 8, 2, 128)
     yield "permute_along_y", lambda s: (_run(along_y, y, s),
                                         blocks[:, :, ::-1, :].reshape(y.shape))  # fmt: skip
+    x16 = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)
+    gather = _upstream_all_gather()
+    yield "upstream_all_gather", lambda s: (_run(gather, x16, s), x16)
+    around = _shard_map(ops_around)
+    yield (
+        "ops_around",
+        lambda s: (_run(around, x, s), _ops_around_reference(shards).reshape(x.shape)),
+    )
+    for vma in (False, True):
+        body = _shard_map(functools.partial(collectives, check_vma=vma),
+                          out_specs=(P("x"), P(), P()), check_vma=vma)  # fmt: skip
+        yield (
+            f"collectives_check_vma_{vma}",
+            lambda s, body=body: (_run(body, x, s), _collectives_reference(shards)),
+        )
+    replicated = _shard_map(_call(right_permute), out_specs=P())
+    yield "replicated_result", lambda s: (_run(replicated, x, s), shards[N - 1])
+    half = _shard_map(_call(permute_along_y), out_specs=P(None, "y"), mesh=grid,
+                      in_specs=P("x", "y"))  # fmt: skip
+    yield "replicated_along_x", lambda s: (_run(half, y, s),
+                                           blocks[0, :, ::-1, :].reshape(8, 256))  # fmt: skip
+    same = _shard_map(two_handshakes)
+    yield "same_collective_id", lambda s: (_run(same, x, s), x)
+    different = _shard_map(two_collective_ids)
+    yield "different_collective_ids", lambda s: (_run(different, x, s), x)
+    carried = _shard_map(_signal_then_wait(0, 0))  # the second kernel takes the first's signal
+    yield "barrier_signal_carried_by_collective_id", lambda s: (_run(carried, x, s), x)
+    apart = _shard_map(_signal_then_wait(0, 1))  # another id: another semaphore, never signalled
+    yield "barrier_of_another_collective_id", lambda s: (_run(apart, x, s), None)
 
 
 def main() -> None:
@@ -162,7 +290,9 @@ def main() -> None:
         for schedule in schedules:
             try:
                 got, want = case(schedule)
-                verdict = {"ok": want is not None and np.array_equal(got, want)}
+                gots, wants = (list(got), want) if isinstance(want, tuple) else ([got], [want])
+                equal = [np.array_equal(g, w) for g, w in zip(gots, wants, strict=True)]
+                verdict = {"ok": want is not None and all(equal)}
             except mp.MiniPallasError as e:
                 verdict = {"error": type(e).__name__, "text": str(e)}
             print(json.dumps({"case": name, "schedule": schedule, **verdict}), flush=True)

@@ -48,6 +48,14 @@ def verdicts() -> dict:
         "shift_two_logical",
         "ring_all_gather",
         "permute_along_y",
+        "ops_around",  # pure ops before, between and after two kernels, one in a nested jit
+        "collectives_check_vma_False",  # psum, ppermute, all_gather, pmax, pmin around a kernel
+        "collectives_check_vma_True",
+        "replicated_result",  # out_specs=P(): device 0's row, as upstream takes it
+        "replicated_along_x",  # P(None, "y") on a 2x2 mesh: the row at x = 0
+        "same_collective_id",  # two kernels, each a barrier handshake, collective_id 0 both
+        "different_collective_ids",
+        "barrier_signal_carried_by_collective_id",  # one barrier semaphore per collective_id
     ],
 )
 def test_correct_kernels_give_numpys_result_under_every_schedule(verdicts, case):
@@ -86,18 +94,60 @@ def test_a_token_ring_that_waits_first_is_a_deadlock_naming_every_device(verdict
         assert v["text"].count("semaphore_wait at") == 3
 
 
+def test_upstreams_shipped_all_gather_imports_and_gives_numpys_result_or_names_its_race(
+    verdicts,
+):
+    """Upstream's ops/tpu/all_gather.py (jit, a reshape after the kernel, out_specs=P(None)).
+    Its two copies per direction share one receive semaphore: the simulator may name that."""
+    for v in verdicts["upstream_all_gather"]:
+        assert v.get("ok") is True or (v["error"] == "RaceError" and "semaphore" in v["text"]), v
+
+
+def test_a_barrier_semaphore_of_another_collective_id_is_never_signalled(verdicts):
+    for v in verdicts["barrier_of_another_collective_id"]:
+        assert v["error"] == "DeadlockError", v
+        assert v["text"].count("semaphore_wait at") == 3
+
+
 def _kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...]
 
 
-def test_a_shard_map_over_devices_with_ops_around_its_kernel_is_refused_with_a_fix():
-    mesh = jax.sharding.AbstractMesh((2,), ("x",))
-    call = pl.pallas_call(_kernel, out_shape=jax.ShapeDtypeStruct((8, 128), np.float32))
-    f = jax.shard_map(lambda x: call(x) * 2.0, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
-                      check_vma=False)  # fmt: skip
-    with pytest.raises(JaxprImportError, match="whose body is one pallas_call") as e:
+_MESH = jax.sharding.AbstractMesh((2,), ("x",))
+_CALL = pl.pallas_call(_kernel, out_shape=jax.ShapeDtypeStruct((8, 128), np.float32))
+
+
+def _refusal(body, match: str) -> JaxprImportError:
+    f = jax.shard_map(body, mesh=_MESH, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    with pytest.raises(JaxprImportError, match=match) as e:
         from_jaxpr(jax.make_jaxpr(f)(np.zeros((16, 128), np.float32)))
-    assert e.value.fix and "test_device_mesh.py" in str(e.value)
+    assert e.value.fix and "test_device_mesh.py:" in str(e.value)  # the user's line
+    return e.value
+
+
+def test_a_kernel_inside_a_loop_of_the_body_is_refused_with_a_fix():
+    def body(x):
+        return jax.lax.fori_loop(0, 2, lambda i, v: _CALL(v), x)
+
+    e = _refusal(body, "a pallas_call inside scan")
+    assert "top of the shard_map's body" in e.fix
+
+
+def test_a_gridded_kernel_in_the_body_is_refused_with_a_fix():
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    call = pl.pallas_call(_kernel, grid=(2,), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct((16, 128), np.float32))  # fmt: skip
+    f = jax.shard_map(call, mesh=_MESH, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    with pytest.raises(JaxprImportError, match="without a grid") as e:
+        from_jaxpr(jax.make_jaxpr(f)(np.zeros((32, 128), np.float32)))
+    assert e.value.op == "pallas_call" and "make_async_copy" in e.value.fix
+
+
+def test_a_collective_over_index_groups_is_refused_by_its_parameter():
+    def body(x):
+        return jax.lax.psum(x, "x", axis_index_groups=[[0, 1]])
+
+    _refusal(body, "axis_index_groups")
 
 
 def test_a_barrier_semaphore_outside_a_kernel_that_spans_devices_is_refused():

@@ -8,7 +8,8 @@ jax primitives, registered with ``@rule("primitive", ..., params={...})``:
 - ``state``, ``mutable``: refs and their reads and writes (``get``, ``swap``, ``jax.new_ref``);
 - ``pallas``, ``kernel_call``, ``pipeline``, ``mesh``: Pallas's primitives, whole
   ``pallas_call`` kernels (as a ``Kernel``), ``emit_pipeline``, mesh kernels,
-  kernels that span devices (``devices``: a ``shard_map`` over several devices);
+  kernels that span devices (``devices``: a ``shard_map`` over several devices, its kernels in
+  ``devices_kernel``, its lax collectives in ``devices_collectives``);
 - ``dma``, ``semaphores``, ``triton``, ``lanes``: async copies, semaphores, Triton atomics, the
   TPU's vector primitives;
 - ``control``, ``lax``, ``lax_indexing``, ``lax_misc``, ``lax_random``, ``lax_structural``,
@@ -20,6 +21,7 @@ from minipallas.interop.importer import (  # noqa: F401  (each registers its rul
     control,
     debug,
     devices,
+    devices_collectives,
     dma,
     kernel_call,
     lanes,

@@ -15,8 +15,8 @@
 - ``jit``, ``closed_call`` and ``call`` (``core.call``, its jaxpr open) become ``call``s of a
   function imported once per jaxpr;
 - ``shard_map`` over a mesh whose manual axes have one device each (the CPU's one device) is
-  its body on the whole arrays, inlined; over several devices, a kernel per device
-  (``devices``); ``pvary`` (a type fact about mesh axes) is identity.
+  its body on the whole arrays, inlined; over several devices, a ``mesh_call`` whose body is
+  one device's program (``devices``); ``pvary`` (a type fact about mesh axes) is identity.
   ``remat`` (``jax.checkpoint``) and ``custom_jvp_call`` / ``custom_vjp_call`` are inlined:
   after differentiation they mean their primal computation.
 """
@@ -198,7 +198,7 @@ def call(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 )
 def shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """The body on the whole arrays, when every manual mesh axis has one device: each operand
-    is then its own (only) shard. More devices would run the body per shard."""
+    is then its own (only) shard. Over more devices, the body runs once per device."""
     mesh = eqn.params["mesh"]
     sizes = dict(mesh.shape)
     manual = eqn.params.get("newly_manual_axes", eqn.params.get("manual_axes", sizes))

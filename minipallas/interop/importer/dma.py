@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer.devices import device_indices, target_row
+from minipallas.interop.importer.devices_kernel import device_indices, target_row
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.mesh import own_row
+from minipallas.interop.importer.mesh import in_device_kernel, own_row
 from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.interop.importer.state import apply_view
 from minipallas.ir.core import Value
@@ -53,7 +53,7 @@ def _remote(scope: ImportScope, eqn: jax_core.JaxprEqn) -> bool:
     """Whether ``eqn`` is a remote copy's start or wait in a kernel that spans devices."""
     *_, src_sem, device_id = eqn.params["tree"].unflatten(eqn.invars)
     remote = device_id is not None or src_sem is not None
-    return remote and scope.importer.device_barrier is not None
+    return remote and in_device_kernel(scope)
 
 
 def _operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:

@@ -140,8 +140,8 @@ class Importer:
         # inside a mesh kernel's body (``mesh``): its axis names and sizes
         self.mesh: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self.signals_cores = False  # and whether it signals other cores' semaphores
-        # in a kernel that spans devices (``devices``): its barrier semaphore, a row per device
-        self.device_barrier: Value | None = None
+        # in a shard_map body over several devices: what importing it needs (``devices.Devices``)
+        self.devices: Any = None
         self.grid_names: tuple[str, ...] | None = None  # a pallas_call body's named grid axes
 
     def unique_name(self, name: str) -> str:

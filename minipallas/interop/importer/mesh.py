@@ -251,7 +251,7 @@ def collective_axes(scope: ImportScope, axes: tuple[str, ...], types: Sequence[T
     semaphore at the same place on every core, so another core can signal it; here that is a
     row per core of an allocation the cores share."""
     mesh = scope.importer.mesh
-    if mesh is not None and scope.importer.device_barrier is not None:
+    if mesh is not None and in_device_kernel(scope):
         return mesh[0]  # a device's memory: every allocation has a row per device
     if axes or mesh is None or not scope.importer.signals_cores:
         return axes
@@ -265,9 +265,15 @@ def allocation_type(scope: ImportScope, t: Type, collective: bool) -> Type:
     mesh = scope.importer.mesh
     if mesh is None or not collective or not isinstance(t, RefType):
         return t
-    if t.memory_space not in PER_CORE and scope.importer.device_barrier is None:
+    if t.memory_space not in PER_CORE and not in_device_kernel(scope):
         return t
     return RefType((*mesh[1], *t.shape), t.dtype, t.memory_space)
+
+
+def in_device_kernel(scope: ImportScope) -> bool:
+    """Whether ``scope`` imports the body of a kernel that spans devices (``devices_kernel``)."""
+    devices = scope.importer.devices
+    return devices is not None and devices.kernel
 
 
 def has_rows(scope: ImportScope, atom: object, value: Value) -> bool:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer.devices import device_indices, target_row
+from minipallas.interop.importer.devices_kernel import device_indices, target_row
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.mesh import core_axis, core_row
+from minipallas.interop.importer.mesh import core_axis, core_row, in_device_kernel
 from minipallas.interop.importer.params import READ
 from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
@@ -39,7 +39,7 @@ def _arguments(eqn: jax_core.JaxprEqn) -> list:
 )
 def semaphore_signal(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     sem, transforms, inc, device_id, core_index = _arguments(eqn)
-    if device_id is not None and scope.importer.device_barrier is not None:  # ``devices``
+    if device_id is not None and in_device_kernel(scope):  # ``devices_kernel``
         what = "a remote semaphore_signal"
         at = device_indices(scope, device_id, eqn.params["device_id_type"], what)
         ref, w = target(scope, sem, transforms, target_row(scope, sem, at, what))
