@@ -66,8 +66,10 @@ BUDGETS = {
     # device's program, its kernels and lax collectives among its ops (importer/devices*, ~430)
     "compiler": 15100,
     # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
-    # pass changed, and the generator draws programs a loaded pass rewrites (~300)
-    "tools": 15900,
+    # pass changed, and the generator draws programs a loaded pass rewrites (~300); to 16500 for
+    # issue 47 item 4: the difftest's verdicts on cases that span devices, upstream in a
+    # time-boxed worker process (difftest/devices.py, device_worker.py, ~530)
+    "tools": 16500,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module

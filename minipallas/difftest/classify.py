@@ -53,7 +53,7 @@ from minipallas.difftest.divergences import DIVERGENCES
 from minipallas.difftest.jax_emit import gathers
 from minipallas.difftest.known import CASE_ERRORS, KINDS, KNOWN, SIMULATED_BUGS, Known
 from minipallas.difftest.outputs import interpret_outputs
-from minipallas.difftest.report import Difference, Report, agree, compare
+from minipallas.difftest.report import SCHEDULE_WAYS, Difference, Report, agree, compare
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import InterpretError
 
@@ -104,6 +104,7 @@ def _function_names(error: BaseException) -> set[str]:
             names.add(tb.tb_frame.f_code.co_name)
             tb = tb.tb_next
         e = e.__cause__ or e.__context__
+    names.update(getattr(error, "functions", ()))  # an upstream error rebuilt from a worker's
     return names
 
 
@@ -185,7 +186,7 @@ def _agrees_unmasked(report: Report, against: str) -> bool:
 
 # -- classifying ---------------------------------------------------------------------------
 
-_MINIPALLAS_WAYS = ("interpret", "discharge", "compile")
+_MINIPALLAS_WAYS = ("interpret", "discharge", "compile", *SCHEDULE_WAYS)
 
 
 def classify(report: Report) -> Finding:
@@ -228,18 +229,51 @@ def _case_error(report: Report) -> Finding | None:
 
 def _simulated_bug(report: Report) -> Finding | None:
     """``kernel-bug`` (``race`` or ``deadlock``) when a way that simulates a mesh kernel's
-    cores (``collectives="simulate"``) raised ``RaceError`` or ``DeadlockError``."""
-    if report.case.collectives != "simulate":
+    cores or a case's devices (``collectives="simulate"``) raised ``RaceError`` or
+    ``DeadlockError``, or, for a case that spans devices, when upstream's race detector names
+    a race. This comes before ``upstream-hangs`` and ``upstream-wrong``: on a kernel that
+    deadlocks the chip hangs too, and a race lets the chip's results vary too, so upstream's
+    hang or varying results are the kernel's bug showing, not upstream's; what upstream did
+    is in the detail."""
+    runs = report.upstream_runs
+    if report.case.collectives != "simulate" and runs is None:
         return None
-    for way in ("interpret", "discharge"):
+    upstream = "" if runs is None else f"\n{runs.text()}"
+    for way in ("interpret", "discharge", *SCHEDULE_WAYS):
         o = report.outcomes.get(way)
         kind = SIMULATED_BUGS.get(type(o.error).__name__) if o is not None else None
         if kind is not None:
-            return Finding("kernel-bug", kind, f"{way}: {type(o.error).__name__}: {o.error}")
+            detail = f"{way}: {type(o.error).__name__}: {o.error}{upstream}"
+            return Finding("kernel-bug", kind, detail)
+    if runs is not None and runs.races:
+        ours = report.outcomes["interpret"]
+        status = "names none" if ours.ok else f"{type(ours.error).__name__}: {ours.error}"
+        detail = (f"upstream's race detector ({runs.runs[-1].way}) names a race: "
+                  f"{runs.first_race()}\nminipallas's simulator: {status}{upstream}")  # fmt: skip
+        return Finding("kernel-bug", "race", detail)
+    return None
+
+
+def _upstream_on_devices(report: Report) -> Finding | None:
+    """For a case that spans devices: ``upstream-hangs`` when an upstream run outlived its time
+    box, ``upstream-wrong`` when two upstream runs differ (``devices.UpstreamRuns``)."""
+    runs = report.upstream_runs
+    if runs is None:
+        return None
+    ours = report.outcomes["interpret"]
+    mine = "ran" if ours.ok else f"{ours.stage}: {type(ours.error).__name__}: {ours.error}"
+    if runs.hung:
+        return Finding("upstream-hangs", "upstream-hangs", f"{runs.text()}; minipallas: {mine}")
+    varies = runs.varies()
+    if varies is not None:
+        return Finding("upstream-wrong", "varies between runs", f"{varies}; {runs.text()}")
     return None
 
 
 def _ways(report: Report) -> Finding:
+    upstream = _upstream_on_devices(report)
+    if upstream is not None:
+        return upstream
     up = report.outcomes.get("upstream")
     if up is not None and up.error is not None and _same_rejection(report, up.error):
         detail = f"every way raised {type(up.error).__name__}: {up.error}"
@@ -272,6 +306,8 @@ def _ways(report: Report) -> Finding:
         return _compile_bug(report, detail)
     if d.way in _MINIPALLAS_WAYS:
         return Finding("minipallas-bug", f"{d.way} disagrees with interpret", detail)
+    if d.way == "upstream" and report.upstream_runs is not None:  # minipallas's ways agree
+        return Finding("upstream-wrong", "disagrees with every minipallas way", detail)
     if d.way == "upstream":
         for name, present in DIVERGENCES.items():
             if present(report.jaxpr):

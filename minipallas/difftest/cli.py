@@ -24,6 +24,13 @@ cleanup, before ``compile`` lowers it). A finding the pipeline causes is ``pass-
 after the pass, and ``--show`` prints its IR before and after; with a pipeline, ``--show``
 prints every case, with the IR after the pipeline.
 
+A case whose ``jax.shard_map`` spans several devices (``devices``) needs that many devices in
+this process too: ``--devices N`` makes jax see N CPU devices (``jax_num_cpu_devices``, set
+before the files run, so before jax starts; setting
+``XLA_FLAGS=--xla_force_host_platform_device_count=N`` in the environment does the same).
+Upstream runs such a case in a worker process of its own, each run time-boxed by
+``--upstream-seconds`` (default 60): a run that outlives it is the finding ``upstream-hangs``.
+
 ``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.difftest.fuzz_upstream ARGS``.
 """
 
@@ -38,6 +45,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from minipallas.difftest.devices import UPSTREAM_SECONDS, use_cpu_devices
 from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import Case, Report
@@ -121,7 +129,12 @@ def _gloss(kind: str, reports: Sequence[Report]) -> str:
 
 
 def run_files(
-    paths: Sequence[Path], keyword: str | None, show: bool, device: str = "cpu", passes: str = ""
+    paths: Sequence[Path],
+    keyword: str | None,
+    show: bool,
+    device: str = "cpu",
+    passes: str = "",
+    upstream_seconds: float = UPSTREAM_SECONDS,
 ) -> int:
     """Runs the cases of ``paths`` (whose name has ``keyword``), each with the pipeline
     ``passes`` when given; prints the table, and with ``show`` the reports (module doc)."""
@@ -140,7 +153,7 @@ def run_files(
     reports = []
     for k, case in enumerate(cases):
         progress(k, len(cases), case.name, sys.stderr)
-        reports.append(run(case, device=device))
+        reports.append(run(case, device=device, upstream_seconds=upstream_seconds))
     progress(len(cases), len(cases), "done", sys.stderr)
     print(table(reports))
     if show:
@@ -174,12 +187,30 @@ def main(argv: list[str] | None = None) -> int:
         default="cpu",
         help="tpu: add the TPU ways (without a TPU: libtpu's compile of both sides)",
     )
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=0,
+        help="how many CPU devices jax sees, for cases whose shard_map spans several (set "
+        "before the files run)",
+    )
+    parser.add_argument(
+        "--upstream-seconds",
+        type=float,
+        default=UPSTREAM_SECONDS,
+        help="the time box of each upstream run of a case that spans devices: a run that "
+        "outlives it is the finding upstream-hangs",
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.devices:
+        use_cpu_devices(args.devices)
     return main_with_passes(
         parser.prog,
         args,
-        lambda passes: run_files(args.files, args.keyword, args.show, args.device, passes),
+        lambda passes: run_files(
+            args.files, args.keyword, args.show, args.device, passes, args.upstream_seconds
+        ),  # fmt: skip
     )
 
 

@@ -13,7 +13,10 @@ input, in order) every way there is:
 4. ``compile``: the import through ``minipallas.compile`` (lowered to StableHLO, run by XLA);
 5. ``reference``: when the case carries a minipallas ``Function`` meant to be the same program
    (the fuzzer's generated program), that function interpreted;
-6. with ``device="tpu"``: ``upstream-tpu``, ``tpu`` and ``xla-tpu`` on the chip, judged apart
+6. a case whose ``shard_map`` spans several devices runs its own ways instead
+   (``devices``): ``upstream`` is upstream's TPU interpret mode in a worker process,
+   time-boxed, run three times; minipallas's ways are the simulator under several schedules;
+7. with ``device="tpu"``: ``upstream-tpu``, ``tpu`` and ``xla-tpu`` on the chip, judged apart
    (``tpu``: bit for bit between the two Pallas lowerings, within the chip's envelope of the
    interpreter). On a machine without a TPU, libtpu compiles both sides ahead of time for a
    v5e instead (``checks.aot``), and the verdict says the chip ways did not run.
@@ -50,6 +53,7 @@ from minipallas.difftest import user_pipeline
 from minipallas.difftest.checks.aot import compile_ahead, compile_bug
 from minipallas.difftest.checks.program import program_bugs
 from minipallas.difftest.classify import classify
+from minipallas.difftest.devices import UPSTREAM_SECONDS, run_ways, spanned
 from minipallas.difftest.machine import here
 from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
 from minipallas.difftest.report import Case, Outcome, Report, first_difference, timed
@@ -178,12 +182,19 @@ def _labels(case: Case, n_outputs: int) -> list[str]:
 # -- the harness ---------------------------------------------------------------------------
 
 
-def run(case: Case, *, compile: bool = True, device: str = "cpu") -> Report:  # noqa: A002
+def run(
+    case: Case,
+    *,
+    compile: bool = True,  # noqa: A002
+    device: str = "cpu",
+    upstream_seconds: float = UPSTREAM_SECONDS,
+) -> Report:
     """Runs ``case`` every way, compares, and classifies (see the module docstring).
 
     ``compile=False`` skips the ``compile`` way (the fuzzer's fast mode). ``device="tpu"`` adds
     the TPU ways and their verdict, ``report.tpu`` (``minipallas.difftest.tpu``); on a machine
-    without a TPU, everything that needs no chip (module docstring).
+    without a TPU, everything that needs no chip (module docstring). ``upstream_seconds``: the
+    time box of each upstream run of a case that spans devices (``devices``).
     """
     if device not in DEVICES:
         raise MiniPallasError(
@@ -193,7 +204,10 @@ def run(case: Case, *, compile: bool = True, device: str = "cpu") -> Report:  # 
     report = Report(case, machine=here())
     up = report.outcomes["upstream"] = Outcome("upstream")
     report.jaxpr = timed("trace", lambda: jax.make_jaxpr(case.fn)(*abstract(case.args)), up)
-    if report.jaxpr is not None:
+    devices = spanned(report.jaxpr) if report.jaxpr is not None else 0
+    if devices:  # upstream in a worker, time-boxed; minipallas's simulator (``devices``)
+        run_ways(report, devices, upstream_seconds)
+    elif report.jaxpr is not None:
         run_upstream(report.jaxpr, case.args, up)
         run_minipallas(report, case.args, compile)
     if case.reference is not None:

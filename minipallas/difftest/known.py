@@ -23,6 +23,8 @@ KINDS = (
     "semantic-difference",
     "minipallas-bug",
     "beyond-upstream",
+    "upstream-hangs",
+    "upstream-wrong",
     "kernel-bug",
     "pass-bug",
     "case-error",
@@ -268,6 +270,14 @@ CASE_ERRORS: dict[str, CaseError] = {
         "the difftest runs upstream on the CPU, where a pallas_call runs only in interpret "
         "mode: pass interpret=True to pallas_call (or pl.kernel)",
     ),
+    "case-not-found": CaseError(
+        "load",
+        "CaseNotFound",
+        r"defines no case",
+        "upstream runs a case that spans devices in a worker process, which finds the case by "
+        "name in the file that made it: define the Case at module level there (or in a list "
+        "or tuple there), under a name no other case of the file has",
+    ),
 }
 # the kernel bugs a simulation of a mesh kernel's cores finds (``collectives="simulate"``)
 SIMULATED_BUGS = {"RaceError": "race", "DeadlockError": "deadlock"}
@@ -275,6 +285,7 @@ OTHER_NAMES = (
     *("agree", "same-rejection", "collectives simulated", "unrecognized divergence"),
     *("upstream disagrees with the import", "import disagrees with upstream"),
     *("reference disagrees with upstream and import", "upstream, import and reference all differ"),
+    *("varies between runs", "disagrees with every minipallas way"),  # upstream-wrong's names
 )
 # the names ``classify`` makes of a way, a stage or a pass: "compile disagrees with interpret"
 # (what a planted bug gives), "xla crash at compile", "pass my-pass", "unrecognized eval crash"

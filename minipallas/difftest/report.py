@@ -15,6 +15,8 @@ harness fills them in. Both import this module, which imports neither.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +30,11 @@ from minipallas.difftest.machine import Machine
 from minipallas.ir.core import Function
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
-COMPARED = ("discharge", "compile", "upstream", "reference")  # against BASE, in this order
+# the simulator's seeded schedules, each a way of a case that spans devices (``devices``)
+SCHEDULES = (0, 1)
+SCHEDULE_WAYS = tuple(f"schedule-{s}" for s in SCHEDULES)
+# against BASE, in this order: minipallas's ways first
+COMPARED = ("discharge", "compile", *SCHEDULE_WAYS, "upstream", "reference")
 BASE = "interpret"
 XLA_WAYS = ("upstream", "compile")  # computed by XLA: compared with BASE within the envelope
 
@@ -63,9 +69,21 @@ class Case:
     # (``interpret(..., collectives="simulate")``, ``discharge{collectives=simulate}``)
     collectives: str = "reject"
     passes: str = ""
+    # the file that made the case: a case that spans devices runs upstream in a worker process
+    # that loads it from there by name (``devices``)
+    origin: str = ""
 
     def __post_init__(self) -> None:
         check_expect(self.expect, self.name)
+        self.origin = self.origin or _maker()
+
+
+def _maker() -> str:
+    """The file of the code that made a ``Case`` (past the dataclass's generated ``__init__``)."""
+    frame = sys._getframe(2)
+    while frame is not None and not os.path.isfile(frame.f_code.co_filename):
+        frame = frame.f_back
+    return os.path.abspath(frame.f_code.co_filename) if frame is not None else ""
 
 
 @dataclass
@@ -135,6 +153,8 @@ class Report:
     pipeline_program: Function | None = None
     pipeline_ir: str | None = None
     blame: Any = None
+    # for a case that spans devices: upstream's runs in its worker (a ``devices.UpstreamRuns``)
+    upstream_runs: Any = None
 
     @property
     def ok(self) -> bool:
@@ -167,6 +187,8 @@ class Report:
             lines.append(
                 f"  {way} vs {BASE}: at most {d.ulps} ulps, {d.fraction:.3g}x the numerics envelope"
             )
+        if self.upstream_runs is not None:
+            lines.append(self.upstream_runs.text())
         if self.difference is not None:
             d = self.difference
             lines.append(f"first difference: {d.way} vs {d.base}, {d.label}: {d.message}")

@@ -1,0 +1,290 @@
+"""Cases that span devices: a ``jax.shard_map`` over several devices around a Pallas kernel that
+copies to and signals its neighbours (issue 47).
+
+``run`` (the harness) finds them by their jaxpr (``spanned``) and runs them its own way:
+
+1. ``upstream``: upstream's TPU interpret mode in a worker process (``device_worker``), given as
+   many CPU devices as this process has (``XLA_FLAGS=--xla_force_host_platform_device_count``,
+   set before the worker starts), time-boxed: the worker runs the case twice with
+   ``InterpretParams()`` and once with ``detect_races=True``, and a run that gives no result
+   within ``seconds`` of the one before is a hang (``UpstreamHang``; the worker is killed). The
+   worker loads the case from the file that made it (``Case.origin``): a case that spans devices
+   is defined at module level there, or in a list or tuple there.
+2. minipallas's ways: the simulator (``interpret(..., collectives="simulate")``) under the
+   lockstep schedule (``interpret``) and ``SCHEDULES`` seeded ones, each a way compared bit for
+   bit; the discharged and compiled single-device ways do not apply.
+
+The worker starts first and loads while minipallas's ways run; its time box counts from the
+moment each of its events arrives, so waiting for the simulator costs it nothing. This process
+must itself see the devices the case's mesh names: ``minipallas-difftest --devices N`` sets
+``jax_num_cpu_devices`` before jax starts its backend (module docstring of ``cli``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jax.experimental.pallas import tpu as pltpu
+
+import minipallas
+from minipallas.difftest.outputs import interpret_outputs
+from minipallas.difftest.report import SCHEDULES, Case, Outcome, Report, compare, timed
+from minipallas.ir.errors import MiniPallasError
+from minipallas.lowering.jax_private import core as jax_core
+
+PREFIX = "minipallas-device-worker "  # what starts the worker's event lines
+# the worker's runs: (what the report calls the run, upstream's parameters)
+RUNS = (
+    ("InterpretParams()", pltpu.InterpretParams()),
+    ("InterpretParams() again", pltpu.InterpretParams()),
+    ("InterpretParams(detect_races=True)", pltpu.InterpretParams(detect_races=True)),
+)
+STARTUP_SECONDS = 300.0  # for the worker to start jax and run the case's file (a busy machine)
+UPSTREAM_SECONDS = 60.0  # the default time box of one upstream run
+
+
+class UpstreamHang(Exception):  # noqa: N818  (the outcome's name in reports)
+    """An upstream run gave no result within its time box; its worker was killed."""
+
+
+class UpstreamError(Exception):
+    """An exception upstream raised in the worker, rebuilt here with its class's name (a
+    subclass made per name) and message; ``functions``: those on its traceback, which
+    ``classify.recognize_crash`` reads."""
+
+    functions: tuple[str, ...] = ()
+
+
+def _rebuilt(name: str, message: str, functions: Sequence[str]) -> UpstreamError:
+    error = type(name, (UpstreamError,), {})(message)
+    error.functions = tuple(functions)
+    return error
+
+
+def use_cpu_devices(n: int) -> None:
+    """Makes jax in this process see ``n`` CPU devices (``jax_num_cpu_devices``), which it can
+    only before it starts its backend (at the first device query or computation)."""
+    try:
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError as e:  # jax has started: enough devices already, or a usage error
+        have = len(jax.devices("cpu"))
+        if have < n:
+            raise MiniPallasError(
+                f"jax has started with {have} CPU devices, and cannot be given {n} now",
+                fix=f"ask before anything runs jax (minipallas-difftest --devices {n}), or "
+                f"set XLA_FLAGS=--xla_force_host_platform_device_count={n} in the environment",
+            ) from e
+
+
+# -- finding a case that spans devices ------------------------------------------------------
+
+
+JAXPRS = (jax_core.Jaxpr, jax_core.ClosedJaxpr)  # the parameters of an equation that hold code
+
+
+def spanned(jaxpr: Any) -> int:  # noqa: ANN401
+    """How many devices the largest ``shard_map`` of ``jaxpr`` (a ``ClosedJaxpr``) spans that
+    holds a ``pallas_call``; 0 when none spans more than one."""
+    most = 0
+    for eqn in jaxpr.jaxpr.eqns if hasattr(jaxpr, "jaxpr") else jaxpr.eqns:
+        inner = [p for p in eqn.params.values() if isinstance(p, JAXPRS)]
+        mesh = eqn.params.get("mesh") if eqn.primitive.name == "shard_map" else None
+        if mesh is not None and mesh.size > 1 and any(_has_kernel(j) for j in inner):
+            most = max(most, mesh.size)
+        most = max([most, *(spanned(j) for j in inner)])
+    return most
+
+
+def _has_kernel(jaxpr: Any) -> bool:  # noqa: ANN401
+    eqns = jaxpr.jaxpr.eqns if hasattr(jaxpr, "jaxpr") else jaxpr.eqns
+    return any(
+        eqn.primitive.name == "pallas_call"
+        or any(_has_kernel(p) for p in eqn.params.values() if isinstance(p, JAXPRS))
+        for eqn in eqns
+    )
+
+
+# -- upstream, in a worker ------------------------------------------------------------------
+
+
+@dataclass
+class UpstreamRuns:
+    """What the worker found: each run's ``Outcome`` (named after its ``RUNS`` label), whether
+    one hung, and what upstream's race detector said (``races``: None when it did not run)."""
+
+    devices: int
+    seconds: float
+    runs: list[Outcome] = field(default_factory=list)
+    hung: bool = False
+    races: bool | None = None
+    race_report: str = ""
+
+    def varies(self) -> str | None:
+        """How two runs that finished differ (the first output that does), or None."""
+        done = [r for r in self.runs if r.ok]
+        for other in done[1:]:
+            for k, (a, b) in enumerate(zip(done[0].outputs, other.outputs, strict=True)):
+                message = compare(a, b)
+                if message is not None:
+                    return f"'{done[0].way}' and '{other.way}' differ in output {k}: {message}"
+        return None
+
+    def first_race(self) -> str:
+        """The first race upstream's detector printed (it prints each it finds)."""
+        return self.race_report.strip().split("\n\n")[0]
+
+    def text(self) -> str:
+        runs = ", ".join(f"{r.way}: {_status(r)}" for r in self.runs)
+        race = {None: "did not run", True: "names a race", False: "names none"}[self.races]
+        return (f"upstream's TPU interpret mode on {self.devices} CPU devices, time box "
+                f"{self.seconds:g} s a run: {runs}; its race detector {race}")  # fmt: skip
+
+
+def _status(o: Outcome) -> str:
+    if o.ok:
+        return f"ok in {o.seconds:.2f} s"
+    return f"{type(o.error).__name__}: {str(o.error).splitlines()[0][:200]}"
+
+
+class UpstreamWorker:
+    """The worker process running ``case`` upstream (``device_worker``), started at once;
+    ``collect`` waits for its runs, each within the time box."""
+
+    def __init__(self, case: Case, devices: int) -> None:
+        self.devices = devices
+        self.folder = tempfile.TemporaryDirectory(prefix="minipallas-devices-")
+        flags = (
+            f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+        )
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
+        command = [sys.executable, "-m", "minipallas.difftest.device_worker", case.origin,
+                   case.name, self.folder.name]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        self.events: queue.Queue = queue.Queue()
+        self.loaded = False
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        errors = self.process.stderr
+        threading.Thread(target=self.stderr.extend, args=(errors,), daemon=True).start()
+
+    def _read(self) -> None:
+        """Each event with the moment it arrived; None when the worker's stdout closes."""
+        for line in self.process.stdout:
+            if line.startswith(PREFIX):
+                self.events.put((time.monotonic(), json.loads(line[len(PREFIX) :])))
+        self.events.put((time.monotonic(), None))
+
+    def collect(self, seconds: float) -> UpstreamRuns:
+        """Every run's outcome, a hang when one gives nothing within ``seconds`` of the event
+        before it (the worker then killed); the worker is gone when this returns."""
+        found = UpstreamRuns(self.devices, seconds)
+        deadline = time.monotonic() + STARTUP_SECONDS
+        try:
+            while len(found.runs) < len(RUNS):
+                try:
+                    at, event = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    self._hung(found, seconds)
+                    break
+                deadline = at + seconds
+                if not self._take(found, event):
+                    break
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()  # the worker this object started
+            self.process.wait()
+            self.folder.cleanup()
+        return found
+
+    def _hung(self, found: UpstreamRuns, seconds: float) -> None:
+        label = RUNS[len(found.runs)][0]
+        if not self.loaded:  # not upstream's hang: the case's file did not load in time
+            error = _rebuilt("WorkerExit", f"the worker did not load the case in "
+                             f"{STARTUP_SECONDS:g} s", ())  # fmt: skip
+            found.runs.append(Outcome(label, error=error, stage="load"))
+            return
+        error = UpstreamHang(
+            f"upstream's TPU interpret mode ({label}, {self.devices} devices) gave no result "
+            f"within the time box of {seconds:g} s; the worker was killed"
+        )
+        found.runs.append(Outcome(label, error=error, stage="eval", seconds=seconds))
+        found.hung = True
+
+    def _take(self, found: UpstreamRuns, event: dict | None) -> bool:
+        """Records ``event``; False when no more will come."""
+        if event is None:  # the worker ended before its runs did
+            tail = "".join(self.stderr)[-2000:]
+            error = _rebuilt("WorkerExit", f"the worker ended early: {tail}", ())
+            found.runs.append(Outcome(RUNS[len(found.runs)][0], error=error, stage="load"))
+            return False
+        kind = event["event"]
+        self.loaded = self.loaded or kind == "loaded"
+        if kind == "no-case":
+            message = f"{event['file']} defines no case {event['case']!r} at module level"
+            error = _rebuilt("CaseNotFound", message, ())
+            found.runs.append(Outcome(RUNS[0][0], error=error, stage="load"))
+            return False
+        if kind == "failed":
+            error = _rebuilt(event["error"], event["message"], event["where"])
+            found.runs.append(Outcome(event["label"], error=error, stage=event["stage"]))
+            return False
+        if kind == "ran":
+            found.runs.append(self._outputs(event))
+            if event["races"] is not None:
+                found.races, found.race_report = event["races"], event["printed"]
+        return True
+
+    def _outputs(self, event: dict) -> Outcome:
+        with np.load(Path(self.folder.name) / f"run-{event['run']}.npz") as saved:
+            raw = [saved[f"arr_{k}"] for k in range(len(event["dtypes"]))]
+        outputs = [r.view(jax.numpy.dtype(d)) for r, d in zip(raw, event["dtypes"], strict=True)]
+        return Outcome(event["label"], outputs=outputs, seconds=event["seconds"])
+
+
+# -- the ways --------------------------------------------------------------------------------
+
+
+def run_ways(report: Report, devices: int, seconds: float) -> None:
+    """Upstream's runs (``report.upstream_runs``; the first is the ``upstream`` way) and
+    minipallas's ways of a case that spans ``devices`` devices (module docstring)."""
+    worker = UpstreamWorker(report.case, devices)
+    try:
+        simulate(report)
+    finally:
+        found = worker.collect(seconds)
+    report.upstream_runs = found
+    first = found.runs[0]
+    report.outcomes = {"upstream": Outcome("upstream", first.outputs, first.error, first.stage,
+                                           first.seconds), **report.outcomes}  # fmt: skip
+
+
+def simulate(report: Report) -> None:
+    """minipallas's ways: the import simulated under each schedule. (The compiled way, XLA
+    collectives on the devices (issue 47 item 3: ``minipallas.on_devices``), goes here as
+    one more way once it exists.)"""
+    args = report.case.args
+    ways = {"interpret": "lockstep", **{f"schedule-{s}": s for s in SCHEDULES}}
+    first = report.outcomes["interpret"] = Outcome("interpret")
+    fn = timed("import", lambda: minipallas.from_jaxpr(report.jaxpr), first)
+    report.program = fn
+    for way, schedule in ways.items():
+        o = report.outcomes.setdefault(way, Outcome(way))
+        if fn is None:
+            o.error, o.stage = first.error, "import"
+            continue
+        o.outputs = timed("interpret", lambda s=schedule: interpret_outputs(
+            fn, args, collectives="simulate", schedule=s), o)  # fmt: skip

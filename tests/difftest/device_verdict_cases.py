@@ -1,0 +1,114 @@
+"""Cases that span devices for the difftest (issue 47 item 4), run by ``test_device_verdicts.py``
+in a process of its own: jax must see 4 CPU devices, set before it starts. ``run`` runs each
+case's upstream in a worker that loads this file again, so the cases are at module level.
+
+Run as ``python tests/difftest/device_verdict_cases.py SECONDS``: one JSON line per case.
+"""
+
+import os
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import json  # noqa: E402
+import sys  # noqa: E402
+import warnings  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+from jax.experimental.pallas.ops.tpu.all_gather import all_gather  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from minipallas.difftest import Case, run  # noqa: E402
+
+warnings.simplefilter("ignore", DeprecationWarning)
+N = 4
+MESH = jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",))
+DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
+RIGHT = pl.DeviceIdType.MESH
+
+
+def _on_devices(kernel, scratch, space=pl.ANY):
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=space)],
+        out_specs=pl.BlockSpec(memory_space=space),
+        scratch_shapes=scratch,
+    )
+    return jax.shard_map(call, mesh=MESH, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+
+
+def _copy_right(x_ref, o_ref, send_sem, recv_sem):
+    right = lax.rem(lax.axis_index("x") + 1, N)
+    return pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(right,),
+                                        device_id_type=RIGHT)  # fmt: skip
+
+
+def right_permute(x_ref, o_ref, send_sem, recv_sem):
+    """Upstream's guide: each device sends its shard to its right neighbour."""
+    copy = _copy_right(x_ref, o_ref, send_sem, recv_sem)
+    copy.start()
+    copy.wait()
+
+
+def permute_read_early(x_ref, o_ref, send_sem, recv_sem):
+    """A planted race: the destination is read and written before the receive wait."""
+    copy = _copy_right(x_ref, o_ref, send_sem, recv_sem)
+    copy.start()
+    copy.wait_send()
+    o_ref[...] = o_ref[...] * 2.0
+    copy.wait_recv()
+
+
+def token_ring(x_ref, o_ref, sem):
+    """Every device waits for its left neighbour's token before passing its own: a deadlock."""
+    right = lax.rem(lax.axis_index("x") + 1, N)
+    pl.semaphore_wait(sem, 1)
+    pl.semaphore_signal(sem, 1, device_id=(right,), device_id_type=RIGHT)
+    o_ref[...] = x_ref[...]
+
+
+X = np.random.default_rng(0).standard_normal((N * 8, 128)).astype(np.float32)
+CASES = [
+    Case("right_permute", _on_devices(right_permute, [DMA, DMA]), (X,)),
+    Case(
+        "upstream_all_gather",
+        lambda x: all_gather(x, mesh=MESH, axis_name="x"),
+        (X,),
+        expect="race",
+    ),  # fmt: skip
+    Case(
+        "permute_read_early",
+        _on_devices(permute_read_early, [DMA, DMA], space=None),
+        (X,),
+        expect="race",
+    ),  # fmt: skip
+    Case("token_ring", _on_devices(token_ring, [REGULAR], space=None), (X,), expect="deadlock"),
+]
+
+
+def main(seconds: float) -> None:
+    for case in CASES:
+        report = run(case, upstream_seconds=seconds)
+        runs, ours = report.upstream_runs, report.outcomes["interpret"]
+        same = [
+            bool(np.array_equal(r.outputs[0], ours.outputs[0], equal_nan=True))
+            if r.ok and ours.ok else None
+            for r in runs.runs
+        ]  # fmt: skip
+        print(json.dumps({
+            "case": case.name, "kind": report.finding.kind, "name": report.finding.name,
+            "detail": report.finding.detail, "expected": report.expected,
+            "hung": runs.hung, "races": runs.races, "varies": runs.varies(),
+            "runs": [[r.way, r.ok] for r in runs.runs], "ways": sorted(report.outcomes),
+            "upstream_equal": same,
+        }), flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]))

@@ -1,0 +1,119 @@
+"""The difftest's verdicts on cases that span devices (issue 47 item 4): upstream's TPU interpret
+mode in a time-boxed worker against minipallas's simulator under several schedules.
+
+The four cases (``device_verdict_cases.py``) run through ``difftest.run`` in a process of their
+own with 4 CPU devices, once for the module, with a time box of 20 s a run; the verdicts that
+no kernel of ours gives upstream (``upstream-wrong``, and ``upstream-hangs`` where the
+simulator finishes) are checked on reports whose upstream runs are given, in this process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minipallas.difftest import Case, classify
+from minipallas.difftest.devices import RUNS, UpstreamHang, UpstreamRuns
+from minipallas.difftest.report import Outcome, Report, first_difference
+
+CASES = Path(__file__).with_name("device_verdict_cases.py")
+SECONDS = 20
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run([sys.executable, str(CASES), str(SECONDS)], capture_output=True,
+                         text=True, timeout=600, env=env, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {v["case"]: v for v in lines}
+
+
+def test_a_correct_right_permute_agrees_with_upstream_in_every_run(verdicts):
+    v = verdicts["right_permute"]
+    assert (v["kind"], v["expected"]) == ("agree", True), v
+    assert v["upstream_equal"] == [True, True, True] and v["races"] is False
+    assert {"interpret", "schedule-0", "schedule-1", "upstream"} <= set(v["ways"])
+
+
+def test_upstreams_own_all_gather_is_a_race_its_own_detector_names(verdicts):
+    """Its two copies from one neighbour share a receive semaphore, so a wait can be satisfied
+    by the later copy: upstream's interpreter shows it as NaNs that vary between runs, and its
+    race detector names the copy's line. The finding is the kernel's race, not upstream's
+    mistake: a chip may deliver the copies in either order too."""
+    v = verdicts["upstream_all_gather"]
+    assert (v["kind"], v["name"]) == ("kernel-bug", "race"), v
+    assert v["races"] is True and "all_gather.py:" in v["detail"]
+    assert v["runs"] == [[label, True] for label, _ in RUNS]
+
+
+def test_a_planted_race_is_named_by_the_simulator_with_both_lines(verdicts):
+    v = verdicts["permute_read_early"]
+    assert (v["kind"], v["name"]) == ("kernel-bug", "race"), v
+    assert "RaceError" in v["detail"]
+    assert v["detail"].count("device_verdict_cases.py:") == 2  # the read and the copy
+
+
+def test_a_token_ring_is_a_deadlock_and_upstream_hangs_in_its_time_box(verdicts):
+    v = verdicts["token_ring"]
+    assert (v["kind"], v["name"], v["expected"]) == ("kernel-bug", "deadlock", True), v
+    assert v["hung"] is True and v["runs"] == [["InterpretParams()", False]]
+    assert f"within the time box of {SECONDS} s" in v["detail"]
+    assert v["detail"].count("waits at semaphore_wait") == 3  # every blocked device
+
+
+# -- the verdicts on given upstream runs ---------------------------------------------------
+
+
+def _report(ours: np.ndarray, *upstream: np.ndarray | None) -> Report:
+    """A report of a case that spans devices: the simulator's ways all give ``ours``; each
+    upstream run gives its array (None: it hung)."""
+    report = Report(Case("given", lambda x: x, (ours,)))
+    runs = UpstreamRuns(devices=4, seconds=SECONDS, races=False)
+    for (label, _), out in zip(RUNS, upstream, strict=False):
+        error = None if out is not None else UpstreamHang("no result within the time box")
+        runs.runs.append(Outcome(label, None if out is None else [out], error, "eval"))
+        runs.hung = out is None
+    report.upstream_runs = runs
+    first = runs.runs[0]
+    report.outcomes["upstream"] = Outcome("upstream", first.outputs, first.error, "eval")
+    for way in ("interpret", "schedule-0", "schedule-1"):
+        report.outcomes[way] = Outcome(way, [ours])
+    report.labels = ["result 0"]
+    report.difference = first_difference(report, 0)
+    return report
+
+
+X = np.arange(8, dtype=np.float32)
+
+
+def test_upstream_results_that_vary_between_runs_are_upstream_wrong():
+    other = X.copy()
+    other[3] = np.nan
+    found = classify(_report(X, X, other))
+    assert (found.kind, found.name) == ("upstream-wrong", "varies between runs")
+    assert "1 of 8 elements differ" in found.detail
+
+
+def test_upstream_disagreeing_with_every_simulated_schedule_is_upstream_wrong():
+    found = classify(_report(X, X + 1, X + 1))
+    assert (found.kind, found.name) == ("upstream-wrong", "disagrees with every minipallas way")
+
+
+def test_an_upstream_hang_where_the_simulator_finishes_is_upstream_hangs():
+    found = classify(_report(X, None))
+    assert (found.kind, found.name) == ("upstream-hangs", "upstream-hangs")
+    assert "time box 20 s a run" in found.detail and "minipallas: ran" in found.detail
+
+
+def test_schedules_that_disagree_without_a_named_race_are_minipallas_bugs():
+    report = _report(X, X, X)
+    report.outcomes["schedule-1"] = Outcome("schedule-1", [X + 1])
+    report.difference = first_difference(report, 0)
+    found = classify(report)
+    assert (found.kind, found.name) == ("minipallas-bug", "schedule-1 disagrees with interpret")
