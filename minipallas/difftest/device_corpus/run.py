@@ -1,0 +1,112 @@
+"""Runs a case both ways and says what came of it, as a small dict (a JSON line in the tests).
+
+Upstream: the kernel in upstream's TPU interpret mode (``pltpu.force_tpu_interpret_mode``) with
+its race detector on; a kernel that deadlocks is never run there (it hangs with no report).
+minipallas: ``mp.from_jaxpr`` of the jitted function's jaxpr, then ``mp.interpret(...,
+collectives="simulate", schedule=s)`` for each schedule. Each verdict is ``{"kind": ...,
+"detail": ...}``; the kinds:
+
+- ``ok``: the reference's values (exactly, or within the case's ``atol``);
+- ``wrong``: other values (the detail counts NaNs and differing elements);
+- ``race`` / ``deadlock``: upstream's detector found a race / minipallas raised ``RaceError``
+  or ``DeadlockError`` (the detail is the error's first line);
+- ``wrong-count``: upstream printed a semaphore left non-zero at kernel exit;
+- ``not-run``: a deadlock, never run upstream;
+- ``refused``: minipallas's importer refused the program (a ``MiniPallasError``);
+- ``error``: upstream raised, or minipallas's simulator raised another ``MiniPallasError``;
+- ``crash``: minipallas raised something not a ``MiniPallasError`` (a bug of minipallas).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as upstream_interpret
+from jax.experimental.pallas import tpu as pltpu
+
+import minipallas as mp
+from minipallas.difftest.device_corpus.case import Case
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def compare(case: Case, got: Any, x: Sequence[np.ndarray]) -> dict:  # noqa: ANN401
+    """``ok`` or ``wrong`` against the case's reference (``-0.0`` equals ``0.0``)."""
+    got = np.asarray(got)
+    want = np.asarray(case.reference(*x))
+    if got.shape == want.shape:
+        close = np.isclose(got, want, rtol=0, atol=case.atol) if case.atol else got == want
+        if close.all():
+            return {"kind": "ok", "detail": ""}
+        bad = int((~close).sum())
+    else:
+        bad = -1
+    nans = int(np.isnan(got).sum())
+    return {
+        "kind": "wrong",
+        "detail": f"{bad} of {want.size} elements differ, {nans} NaNs "
+        f"(shape {got.shape}, want {want.shape})",
+    }
+
+
+def upstream(case: Case) -> dict:
+    """What upstream's TPU interpret mode does with the case (race detector on)."""
+    if case.expect == "deadlock":
+        return {"kind": "not-run", "detail": "a deadlock hangs upstream's interpret mode"}
+    x = case.inputs()
+    printed = io.StringIO()
+    start = time.perf_counter()
+    params = pltpu.InterpretParams(detect_races=True)
+    try:
+        with contextlib.redirect_stdout(printed), pltpu.force_tpu_interpret_mode(params):
+            got = np.asarray(jax.jit(case.build())(*x))
+    except Exception as e:  # noqa: BLE001  (upstream's own failure is what we report)
+        upstream_interpret.reset_tpu_interpret_mode_state()
+        return {"kind": "error", "detail": _first_line(e)}
+    seconds = round(time.perf_counter() - start, 2)
+    values = compare(case, got, x) if case.reference is not None else {"kind": "ok"}
+    races = upstream_interpret.races
+    if races is not None and races.races_found:
+        detail = "its race detector reports a race; values " + values["kind"]
+        return {"kind": "race", "detail": detail, "seconds": seconds}
+    if "non-zero count" in printed.getvalue():
+        detail = printed.getvalue().strip().splitlines()[0]
+        return {"kind": "wrong-count", "detail": detail, "seconds": seconds}
+    return {"detail": "", **values, "seconds": seconds}
+
+
+def minipallas(case: Case, schedules: Sequence[int | str]) -> list[dict]:
+    """minipallas's verdict for each schedule (one import, then one simulation each)."""
+    x = case.inputs()
+    try:
+        fn = mp.from_jaxpr(jax.make_jaxpr(jax.jit(case.build()))(*x))
+    except mp.MiniPallasError as e:
+        return [{"schedule": s, "kind": "refused", "detail": _first_line(e)} for s in schedules]
+    except Exception as e:  # noqa: BLE001  (a crash is a finding, reported, not raised)
+        return [{"schedule": s, "kind": "crash", "detail": _first_line(e)} for s in schedules]
+    return [{"schedule": s, **_simulate(case, fn, x, s)} for s in schedules]
+
+
+def _simulate(case: Case, fn: mp.Function, x: Sequence[np.ndarray], schedule: Any) -> dict:
+    try:
+        outs = mp.interpret(fn, *x, collectives="simulate", schedule=schedule)
+    except mp.RaceError as e:
+        return {"kind": "race", "detail": _first_line(e), "text": str(e)}
+    except mp.DeadlockError as e:
+        return {"kind": "deadlock", "detail": _first_line(e), "text": str(e)}
+    except mp.MiniPallasError as e:
+        return {"kind": "error", "detail": _first_line(e), "text": str(e)}
+    except Exception as e:  # noqa: BLE001
+        return {"kind": "crash", "detail": _first_line(e)}
+    if case.reference is None:
+        return {"kind": "ok", "detail": "no reference to compare with"}
+    return compare(case, outs[0], x)

@@ -1,0 +1,137 @@
+"""The corpus of kernels that span devices (``minipallas.difftest.device_corpus``, issue 47),
+each run in upstream's TPU interpret mode and in minipallas's simulator.
+
+jax sees 8 CPU devices only when ``XLA_FLAGS`` says so before it starts, so every case runs in
+one process of its own (``device_corpus_run.py``), once for the module; it prints a verdict a
+case as a JSON line. The checks:
+
+- upstream's interpret mode gives every correct case's numpy reference (a case upstream gets
+  wrong is skipped with what upstream does), and does with every case what the case records;
+- minipallas (``mp.from_jaxpr`` of the jitted function, ``mp.interpret(...,
+  collectives="simulate")`` under two schedules) gives the reference, or names the planted
+  bug: ``RaceError`` naming two devices, ``DeadlockError`` naming every device. What it cannot
+  import or run yet is ``NOT_YET``, a strict xfail: it turns into a failure the day it works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minipallas.difftest.device_corpus import CASES, Case
+
+RUNNER = Path(__file__).with_name("device_corpus_run.py")
+BY_NAME = {c.name: c for c in CASES}
+
+# What minipallas cannot do yet, with the first line of what it says (its location left off).
+_GRID = "'pallas_call': a kernel that spans devices imports without a grid or scalar prefetch"
+_DYNAMIC = "'dma_wait': a slice of dynamic size cannot be imported"
+_SHARED = "no error: two copies in flight on one receive semaphore are not a race yet"
+_COUNT = "no error: a semaphore left non-zero at kernel exit is not reported"
+NOT_YET = {
+    "barrier_semaphore": "VerificationError: 'ref.at': operand 0 (Ref{i32[4], semaphore}) is "
+    "defined outside this region (the barrier semaphore taken inside a pl.run_scoped)",
+    "no_barrier_semaphore": "'pallas_call': building 'get': a semaphore ref is not memory (a "
+    "semaphore as a pallas_call's result)",
+    "guide_all_gather": _GRID + ", got grid (3,)",
+    "guide_all_reduce": _GRID + ", got grid (4,)",
+    "guide_reduce_scatter": _GRID + ", got grid (4, 2)",
+    "race_detection_ring": _DYNAMIC,
+    "race_detection_racing_writes": _DYNAMIC,
+    "shipped_all_gather": _SHARED,
+    "shipped_all_gather_8": _SHARED,
+    "reduce_scatter_shared_recv_sem": _SHARED,
+    "butterfly_write_source_before_wait_send": "no error: a write to a copy's source on its own "
+    "device before the send wait is not a race yet",
+    "token_ring_extra_token": _COUNT,
+    "permute_short_wait": _COUNT,
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, dict]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run(
+        [sys.executable, str(RUNNER)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {v["case"]: v for v in lines}
+
+
+def _ids(cases: list[Case]) -> list[str]:
+    return [c.name for c in cases]
+
+
+CORRECT = [c for c in CASES if c.expect == "ok"]
+
+
+@pytest.mark.parametrize("case", CORRECT, ids=_ids(CORRECT))
+def test_upstream_interpret_mode_gives_each_correct_kernels_reference(verdicts, case):
+    if case.upstream_kinds != ("ok",):
+        pytest.skip(f"upstream: {case.upstream}")
+    assert verdicts[case.name]["upstream"]["kind"] == "ok", verdicts[case.name]["upstream"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_upstream_interpret_mode_does_what_each_case_records(verdicts, case):
+    got = verdicts[case.name]["upstream"]
+    assert got["kind"] in case.upstream_kinds, (case.upstream, got)
+
+
+def _programs(text: str) -> set[str]:
+    return set(re.findall(r"program (\([\d, ]+\))", text))
+
+
+def _positions(case: Case) -> list[str]:
+    """How the simulator names each device: its mesh position, ``(1,)`` or ``(0, 1)``."""
+    import numpy as np  # noqa: PLC0415  (only here)
+
+    return [str(tuple(int(i) for i in p)) for p in np.ndindex(*case.mesh)]
+
+
+def _minipallas_params():
+    for case in CASES:
+        marks = ()
+        if case.name in NOT_YET:
+            marks = pytest.mark.xfail(strict=True, reason=NOT_YET[case.name])
+        yield pytest.param(case, marks=marks, id=case.name)
+
+
+@pytest.mark.parametrize("case", list(_minipallas_params()))
+def test_minipallas_gives_the_reference_or_names_the_planted_bug(verdicts, case):
+    runs = verdicts[case.name]["minipallas"]
+    assert len(runs) == 2
+    for v in runs:
+        if case.expect == "wrong-count":  # no error kind of its own yet: one about a semaphore
+            assert v["kind"] == "error" and "semaphore" in v["text"], v
+            continue
+        if case.expect == "race" and v["kind"] == "ok":
+            continue  # a schedule that ran the racing accesses apart: its values are right
+        assert v["kind"] == case.expect, v
+        if case.expect == "race":  # both accesses, and the devices that made them
+            assert len(_programs(v["text"])) >= 2 and v["text"].count(".py:") >= 2, v["text"]
+        if case.expect == "deadlock":  # every blocked device
+            assert all(p in v["text"] for p in _positions(case)), v["text"]
+    if case.expect == "race":
+        assert any(v["kind"] == "race" for v in runs), runs
+
+
+def test_the_corpus_holds_what_issue_47_asks():
+    own = [c for c in CASES if c.source.startswith("own:")]
+    assert len(own) >= 10
+    assert {c.expect for c in CASES} == {"ok", "race", "deadlock", "wrong-count"}
+    assert {len(c.mesh) for c in CASES} == {1, 2} and {4, 8} <= {c.devices for c in CASES}
+    assert sum(c.source.startswith("upstream") for c in CASES) >= 15
+    assert len(BY_NAME) == len(CASES)
