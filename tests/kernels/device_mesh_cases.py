@@ -219,6 +219,67 @@ def _signal_then_wait(first, second):
     return body
 
 
+# --- grids and blocks inside the shard_map --------------------------------------------------
+
+
+def scaled_blocks(x_ref, o_ref):
+    """A grid over blocks of the shard: each block times 2, plus its grid index."""
+    o_ref[...] = x_ref[...] * 2.0 + pl.program_id(0).astype(F32)
+
+
+def chunked_permute(x_ref, o_ref, send_sem, recv_sem):
+    """The right permute in one chunk of rows per grid step (whole ANY refs, remote copies)."""
+    i = pl.program_id(0)
+    rows = pl.ds(i * 4, 4)
+    right = lax.rem(lax.axis_index("x") + 1, N)
+    copy = pltpu.make_async_remote_copy(x_ref.at[rows], o_ref.at[rows], send_sem, recv_sem,
+                                        device_id=(right,), device_id_type=MESH)  # fmt: skip
+    copy.start()
+    copy.wait()
+
+
+def gridded(a):
+    """A blocked kernel over a grid, then a gridded kernel of remote copies."""
+    spec = pl.BlockSpec((4, 128), lambda i: (i, 0))
+    scaled = pl.pallas_call(scaled_blocks, grid=(2,), in_specs=[spec], out_specs=spec,
+                            out_shape=jax.ShapeDtypeStruct((8, 128), F32))(a)  # fmt: skip
+    whole = pl.BlockSpec(memory_space=pl.ANY)
+    return pl.pallas_call(chunked_permute, grid=(2,), in_specs=[whole], out_specs=whole,
+                          out_shape=jax.ShapeDtypeStruct((8, 128), F32),
+                          scratch_shapes=[DMA, DMA])(scaled)  # fmt: skip
+
+
+def _gridded_reference(shards):
+    step = np.repeat(np.arange(2, dtype=np.float32), 4)[None, :, None]
+    return np.roll(shards * 2.0 + step, 1, axis=0)
+
+
+def gather_blocks(order_ref, x_ref, o_ref):
+    o_ref[...] = x_ref[...] + order_ref[pl.program_id(0)].astype(F32)
+
+
+def prefetched(a):
+    """Scalar prefetch computed in the body: block ``order[i]`` of the shard at step ``i``."""
+    order = (jnp.arange(2, dtype=jnp.int32)[::-1] + lax.axis_index("x")) % 2
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1,
+        grid=(2,),
+        in_specs=[pl.BlockSpec((4, 128), lambda i, order: (order[i], 0))],
+        out_specs=pl.BlockSpec((4, 128), lambda i, order: (i, 0)),
+    )
+    return pl.pallas_call(gather_blocks, grid_spec=spec,
+                          out_shape=jax.ShapeDtypeStruct((8, 128), F32))(order, a)  # fmt: skip
+
+
+def _prefetched_reference(shards):
+    out = np.empty_like(shards)
+    for d in range(N):
+        order = (np.array([1, 0]) + d) % 2
+        for i in range(2):
+            out[d, i * 4 : i * 4 + 4] = shards[d, order[i] * 4 : order[i] * 4 + 4] + order[i]
+    return out
+
+
 def _upstream_all_gather():
     """Upstream's shipped all-gather, as its own test calls it: jit over a 4-device mesh."""
     from jax.experimental.pallas.ops.tpu import all_gather
@@ -278,6 +339,14 @@ def cases():
     yield "same_collective_id", lambda s: (_run(same, x, s), x)
     different = _shard_map(two_collective_ids)
     yield "different_collective_ids", lambda s: (_run(different, x, s), x)
+    grids = _shard_map(gridded)
+    yield (
+        "grid_and_blocks",
+        lambda s: (_run(grids, x, s), _gridded_reference(shards).reshape(x.shape)),
+    )
+    prefetch = _shard_map(prefetched)
+    yield "scalar_prefetch", lambda s: (_run(prefetch, x, s),
+                                        _prefetched_reference(shards).reshape(x.shape))  # fmt: skip
     carried = _shard_map(_signal_then_wait(0, 0))  # the second kernel takes the first's signal
     yield "barrier_signal_carried_by_collective_id", lambda s: (_run(carried, x, s), x)
     apart = _shard_map(_signal_then_wait(0, 1))  # another id: another semaphore, never signalled

@@ -56,6 +56,8 @@ def verdicts() -> dict:
         "same_collective_id",  # two kernels, each a barrier handshake, collective_id 0 both
         "different_collective_ids",
         "barrier_signal_carried_by_collective_id",  # one barrier semaphore per collective_id
+        "grid_and_blocks",  # a blocked kernel over a grid, then remote copies over a grid
+        "scalar_prefetch",  # index maps reading scalar-prefetch operands computed in the body
     ],
 )
 def test_correct_kernels_give_numpys_result_under_every_schedule(verdicts, case):
@@ -133,14 +135,24 @@ def test_a_kernel_inside_a_loop_of_the_body_is_refused_with_a_fix():
     assert "top of the shard_map's body" in e.fix
 
 
-def test_a_gridded_kernel_in_the_body_is_refused_with_a_fix():
-    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+def test_element_blocks_in_the_body_are_refused_with_a_fix():
+    spec = pl.BlockSpec((pl.Element(8), 128), lambda i: (i * 8, 0))
     call = pl.pallas_call(_kernel, grid=(2,), in_specs=[spec], out_specs=spec,
                           out_shape=jax.ShapeDtypeStruct((16, 128), np.float32))  # fmt: skip
     f = jax.shard_map(call, mesh=_MESH, in_specs=P("x"), out_specs=P("x"), check_vma=False)
-    with pytest.raises(JaxprImportError, match="without a grid") as e:
+    with pytest.raises(JaxprImportError, match="Blocked and Squeezed") as e:
         from_jaxpr(jax.make_jaxpr(f)(np.zeros((32, 128), np.float32)))
-    assert e.value.op == "pallas_call" and "make_async_copy" in e.value.fix
+    assert e.value.op == "pallas_call" and "Blocked" in e.value.fix
+
+
+def test_a_mesh_kernel_in_the_body_is_refused_with_a_fix():
+    mesh = pltpu.create_tensorcore_mesh("core", num_cores=2)
+
+    def body(x):
+        return pl.kernel(_kernel, out_type=jax.ShapeDtypeStruct((8, 128), np.float32), mesh=mesh)(x)
+
+    e = _refusal(body, "mesh kernel")
+    assert "pallas_call" in e.fix
 
 
 def test_a_collective_over_index_groups_is_refused_by_its_parameter():

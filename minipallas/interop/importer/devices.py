@@ -35,8 +35,9 @@ device*: its body, run by every device at once.
    difference).
 
 So ``collectives="simulate"`` runs the devices together (``ir/interpret/programs.py``) with
-races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a
-``pallas_call`` or mesh kernel inside a loop, a branch or a custom-derivative call of the body.
+races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a mesh
+kernel (``pl.kernel``, ``core_map``: cores within each device) anywhere in the body, and a
+``pallas_call`` inside a loop, a branch or a custom-derivative call of the body.
 """
 
 from __future__ import annotations
@@ -219,6 +220,14 @@ def _walk(scope: ImportScope, devices: Devices, jaxpr: jax_core.Jaxpr) -> None:
             _walk(scope, devices, sub)
             for a, v in zip(sub.outvars, eqn.outvars, strict=True):
                 _alias(scope, devices, a, v)
+        elif name in _KERNELS:  # pl.kernel / core_map: a mesh of cores on every device
+            with scope.located(eqn):
+                raise scope.error(
+                    f"a mesh kernel ({name}) in a shard_map body over several devices cannot "
+                    "be imported",
+                    fix="write the kernel as a pallas_call in the body, or call pl.kernel "
+                    "outside the shard_map",
+                )
         else:
             _refuse_nested_kernel(scope, eqn)
             for a in eqn.invars:

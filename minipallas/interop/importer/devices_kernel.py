@@ -21,8 +21,9 @@ kernel's body:
    ``DeviceIdType.MESH`` one index per mesh axis (a tuple, or a dict naming some axes: the
    others keep the device's own position); with ``LOGICAL`` the device's row-major number.
 
-A kernel is imported over whole shards: its grid has one step and each block is the whole
-operand; anything else is refused with a fix.
+A kernel over whole shards (no grid, every block its whole operand) imports into the
+program directly; one with a grid, blocks or scalar prefetch runs its grid as a loop
+(``devices_grid``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.devices_grid import check_blocks, is_whole, run_grid
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.kernel_call import _candidates, _check_supported
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
-from minipallas.ir.types import RefType
+from minipallas.ir.types import ANY, RefType
 from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import pallas_core
 
 _FIX = (
     "write the kernel over whole shards: no grid, BlockSpec(memory_space=...) for each "
@@ -75,7 +76,8 @@ def device_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     rows holding its body (module doc); returns the values of its outputs."""
     devices = scope.importer.devices
     _check_supported(eqn)  # its parameters, held to the pallas_call rule's declaration
-    _whole_shards(scope, eqn.params["grid_mapping"])
+    gm = eqn.params["grid_mapping"]
+    check_blocks(scope, gm)
     jaxpr, sizes = eqn.params["jaxpr"], devices.mesh[1]
     n_in = len(eqn.invars)
     outer: list[Value] = []  # what the region takes from the device's program
@@ -87,14 +89,17 @@ def device_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
 
     allocs: list[RefType] = []
     slots = []  # per operand: ("ref", outer k) or ("buffer", alloc k, outer k of its value)
+    mappings = [None] * gm.num_index_operands + list(gm.block_mappings)
     for k, var in enumerate(jaxpr.invars[: n_in + len(eqn.outvars)]):
-        t = type_of(var.aval, f"operand {k}")
         atom = eqn.invars[k] if k < n_in else eqn.outvars[k - n_in]
         ref = devices.ref_of(atom) if k < n_in else devices.result_ref(atom)
         if ref is not None:
             slots.append(("ref", passed(ref), None))
             continue
-        allocs.append(RefType((*sizes, *t.shape), t.dtype, t.memory_space))
+        t = type_of(atom.aval, f"operand {k}")  # the whole array, in a whole block's space
+        whole = mappings[k] is None or is_whole(mappings[k])
+        space = type_of(var.aval).memory_space if whole else ANY
+        allocs.append(RefType((*sizes, *t.shape), t.dtype, space))
         value = passed(devices.value(scope, atom)) if k < n_in else None
         slots.append(("buffer", len(allocs) - 1, value))
     n_io = len(slots)
@@ -118,8 +123,12 @@ def device_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     enclosing = devices.kernel, devices.barrier, scope.importer.signals_cores
     devices.kernel, devices.barrier = True, None if barrier is None else params[barrier]
     scope.importer.signals_cores = True
+    scratch = made[len(made) - n_scratch :]
     try:
-        inner.run(jaxpr, [*refs, *made[len(made) - n_scratch :]])
+        if gm.grid or not all(m is not None and is_whole(m) for m in mappings):
+            run_grid(inner, eqn, refs, scratch, devices.barrier)
+        else:
+            inner.run(jaxpr, [*refs, *scratch])
     finally:
         devices.kernel, devices.barrier, scope.importer.signals_cores = enclosing
     buffered = [k for k, s in enumerate(slots[n_in:]) if s[0] == "buffer"]
@@ -133,26 +142,6 @@ def device_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
         if kind == "ref":
             devices.wrote(eqn.outvars[k], outer[a])
     return outs  # None: an output held in the mesh_call's result (``Devices.wrote``)
-
-
-def _whole_shards(scope: ImportScope, gm: object) -> None:
-    if any(int(n) != 1 for n in gm.grid) or gm.num_index_operands or gm.num_dynamic_grid_bounds:
-        raise scope.error(
-            "a kernel that spans devices imports without a grid or scalar prefetch, got grid "
-            f"{tuple(gm.grid)} and {gm.num_index_operands} scalar-prefetch operands",
-            fix=_FIX,
-        )
-    for bm in gm.block_mappings[: gm.num_inputs + gm.num_outputs]:
-        whole = all(
-            isinstance(d, pallas_core.Blocked) and int(d.block_size) == n
-            for d, n in zip(bm.block_shape, bm.array_aval.shape, strict=True)
-        )
-        if not whole:
-            raise scope.error(
-                f"a kernel that spans devices imports over whole shards, got block "
-                f"{bm.block_shape} of {bm.array_aval.shape}",
-                fix=_FIX,
-            )
 
 
 # --- what a device's kernel uses -------------------------------------------------------------

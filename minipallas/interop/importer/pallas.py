@@ -75,8 +75,11 @@ def run_scoped(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
 
 @rule("program_id", "num_programs", params={"axis": READ})
 def grid_query(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    """A grid index or size: >= 0, so indexing with it needs no negative wrap."""
-    out = scope.emit(eqn.primitive.name, [], axis=int(eqn.params["axis"]))
+    """A grid index or size: >= 0, so indexing with it needs no negative wrap. In a kernel
+    that spans devices the grid's axes follow the mesh's (``devices_grid``)."""
+    devices = scope.importer.devices
+    offset = len(devices.mesh[0]) if devices is not None and devices.kernel else 0
+    out = scope.emit(eqn.primitive.name, [], axis=offset + int(eqn.params["axis"]))
     scope.nonnegative.add(out)
     return [out]
 
