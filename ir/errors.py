@@ -81,3 +81,16 @@ class DeadlockError(InterpretError):
     def __init__(self, message: str, *, consequence: RaceError | None = None, **kw: object):
         self.consequence = consequence
         super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class ScheduleDependentError(InterpretError):
+    """Programs run together give different results under two schedules, with no race or
+    deadlock named (``interpret(..., schedule=[...])``, ``ir/interpret/schedules.py``).
+
+    ``schedules`` are the two schedules, ``where`` what differs (a result or a ref argument, and
+    the element)."""
+
+    def __init__(self, message: str, *, schedules: tuple, where: str, **kw: object) -> None:
+        self.schedules = schedules
+        self.where = where
+        super().__init__(message, **kw)  # type: ignore[arg-type]

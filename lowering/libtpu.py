@@ -6,7 +6,8 @@ compiler, Mosaic's included, on this machine (``minipallas.lowering.tpu.aot``).
 
 - ``mosaic_compile``: a Mosaic module compiled as upstream's ``tpu_custom_call`` would run it;
   ``MosaicRefusal``: its verdict when it refuses; ``tpu_sharding`` / ``tpu_device``: the
-  compile-only device of a ``v5e:1x1`` topology;
+  compile-only device of a ``v5e:1x1`` topology; ``topology_devices``: those of any topology
+  libtpu describes (several chips: ``v5e:2x2``);
 - ``libtpu_available``, ``tpu_chips``, ``has_visible_nvidia_gpu``: what is installed and
   attached, seen without opening a runtime; ``quiet_libtpu``: no errors and no lock from
   libtpu on a machine with no chip.
@@ -37,6 +38,7 @@ __all__ = [
     "libtpu_available",
     "mosaic_compile",
     "quiet_libtpu",
+    "topology_devices",
     "tpu_chips",
     "tpu_device",
     "tpu_sharding",
@@ -76,14 +78,24 @@ def quiet_libtpu() -> None:
 
 
 @functools.cache
-def tpu_sharding() -> Any:
-    """A sharding on the one compile-only device of a ``v5e:1x1`` topology (made once)."""
+def topology_devices(topology: str = "v5e:1x1") -> tuple[Any, ...]:
+    """The compile-only devices of a TPU topology, made once: ``v5e:1x1`` (one chip, one host),
+    or a slice of several chips libtpu describes (``v5e:2x2``, ``v6e:2x2``, ``v4:2x2x1``): a
+    ``jax.sharding.Mesh`` over them compiles a ``shard_map`` ahead of time, its kernels'
+    remote copies included."""
     from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     quiet_libtpu()
-    topology = topologies.get_topology_desc("v5e:1x1", "tpu", chips_per_host_bounds=(1, 1, 1))
-    return NamedSharding(Mesh(np.array(topology.devices), ("chip",)), PartitionSpec())
+    bounds = {"chips_per_host_bounds": (1, 1, 1)} if topology == "v5e:1x1" else {}
+    return tuple(topologies.get_topology_desc(topology, "tpu", **bounds).devices)
+
+
+@functools.cache
+def tpu_sharding() -> Any:
+    """A sharding on the one compile-only device of a ``v5e:1x1`` topology (made once)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    return NamedSharding(Mesh(np.array(topology_devices()), ("chip",)), PartitionSpec())
 
 
 def tpu_device() -> Any:

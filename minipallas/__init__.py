@@ -19,6 +19,7 @@ _PUBLIC = {
     "PassError": "minipallas.ir.errors",
     "RaceError": "minipallas.ir.errors",
     "DeadlockError": "minipallas.ir.errors",
+    "ScheduleDependentError": "minipallas.ir.errors",
     # types and memory spaces
     "ArrayType": "minipallas.ir.types",
     "RefType": "minipallas.ir.types",
@@ -67,6 +68,7 @@ _PUBLIC = {
     "to_jax": "minipallas.interop",
     # kernels
     "pallas_call": "minipallas.kernels.pallas_call",
+    "on_devices": "minipallas.kernels.devices",
     "BlockSpec": "minipallas.ir.kernel_spec",
     "Element": "minipallas.ir.kernel_spec",
     "Buffered": "minipallas.ir.kernel_spec",

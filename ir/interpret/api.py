@@ -14,6 +14,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.engine import Interpreter, Ref, RuleSet, describe
 from minipallas.ir.interpret.programs import Programs
+from minipallas.ir.interpret.schedules import across, check_schedules
 from minipallas.ir.types import RefType, Type
 
 
@@ -27,7 +28,7 @@ def interpret(
     perturb: RuleSet | None = None,
     grid_names: Sequence[str] | None = None,
     collectives: str = "reject",
-    schedule: str | int = "lockstep",
+    schedule: str | int | Sequence[str | int] = "lockstep",
 ) -> tuple[np.ndarray, ...]:
     """Evaluate ``fn`` with numpy; return its results as a tuple of arrays (empty if none).
 
@@ -83,8 +84,22 @@ def interpret(
     ``run_scoped`` allocations are shared by each group, ``barrier`` waits for the group, and
     races (``RaceError``) and deadlocks (``DeadlockError``) are reported; ``schedule`` is
     "lockstep" or a seed for random interleavings. Each result then gains leading axes of the
-    grid's shape: the program at each grid point's own result.
+    grid's shape: the program at each grid point's own result. A list of schedules runs under
+    each and compares the bits (``schedules``): a ``ScheduleDependentError`` when they differ.
     """
+    if not isinstance(schedule, str | int):
+        options = {
+            "uninitialized": uninitialized,
+            "checks": checks,
+            "program_ids": program_ids,
+            "grid": grid,
+            "perturb": perturb,
+            "grid_names": grid_names,
+            "collectives": collectives,
+        }
+        return across(
+            lambda a, s: interpret(fn, *a, **options, schedule=s), args, check_schedules(schedule)
+        )
     if not isinstance(fn, Function):
         raise InterpretError(
             f"expected a Function, got {type(fn).__name__}",

@@ -46,7 +46,8 @@ import numpy as np
 from minipallas.ir.core import Function, Op
 from minipallas.ir.errors import DeadlockError, InterpretError, MiniPallasError, RaceError
 from minipallas.ir.interpret.engine import Interpreter, Ref
-from minipallas.ir.interpret.races import RaceDetector
+from minipallas.ir.interpret.inflight import InFlight, addresses
+from minipallas.ir.interpret.races import RaceDetector, element_ids
 from minipallas.ir.interpret.windows import Access
 from minipallas.ir.types import RefType
 
@@ -74,9 +75,13 @@ class _Wait:
         if self.axes is not None:
             return f"waits at the barrier over {self.axes} at {self.op.loc}"
         return (
-            f"waits at {self.op.name} at {self.op.loc} for {self.value} (the semaphore holds "
+            f"waits at {self.op.name} at {self.op.loc} for {self.amount()} (the semaphore holds "
             f"{int(self.counter)})"
         )
+
+    def amount(self) -> str:
+        """What the wait waits for: a DMA wait, bytes (among programs run together, ``dma``)."""
+        return f"{self.value} bytes" if self.op.name == "dma_wait" else str(self.value)
 
 
 @dataclass
@@ -124,6 +129,7 @@ class Programs:
             p.interp.grid_names = grid_names
         self.clocks = np.zeros((len(points), len(points)), np.int64)
         self.races = RaceDetector([program_name(p.ids) for p in self.programs])
+        self.flights = InFlight()  # the async copies in flight, every program's
         self.detect_races = detect_races  # False only to measure what detection costs
         # when a list: every signal and wait on a shared semaphore, as (program ids, barriers
         # passed, "signal" or "wait", the semaphore's address), in the order they happen
@@ -149,10 +155,26 @@ class Programs:
         self._yield(self.programs[interp.program], "ready")
         if self.detect_races:
             p = interp.program
+            if self.flights.by_semaphore and op.name != "dma_wait":  # a wait's own copies land
+                found = self.flights.busy(addresses(data, access, mask), kind)
+                if found is not None:
+                    raise self.races.in_flight(op, kind, p, buffer, *found)
             try:
                 self.races.access(op, buffer, data, access, kind, p, self.clocks[p], mask)
             except RaceError as race:
                 raise self._skipped_barrier(self.programs[p], op, race) from None
+
+    def row_of(self, data: np.ndarray, access: Access) -> int | None:
+        """The program whose row of shared memory the window starts in, where the memory has
+        a row per program (its leading dims are the grid's: a kernel that spans devices)."""
+        buffer = self.races.buffer_of(data)
+        if buffer is None or buffer.array.shape[: len(self.grid)] != self.grid:
+            return None
+        ids = element_ids(buffer, data, access, None)
+        if ids.size == 0:
+            return None
+        row = np.unravel_index(int(ids[0]), buffer.array.shape)[: len(self.grid)]
+        return int(np.ravel_multi_index(row, self.grid))
 
     def barrier(self, interp: Interpreter, op: Op) -> None:
         axes = op.attrs["axes"]
@@ -341,7 +363,7 @@ class Programs:
                 if m is not p
             ]
             error = DeadlockError(
-                f"deadlock: program {program_name(p.ids)} waits for {p.waiting.value} on a "
+                f"deadlock: program {program_name(p.ids)} waits for {p.waiting.amount()} on a "
                 f"semaphore that holds {int(p.waiting.counter)}, and no program can signal it: "
                 f"{'; '.join(others)}",
                 op=p.waiting.op.name,

@@ -25,13 +25,16 @@ a buffer need no bookkeeping of their own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from minipallas.ir.core import Op
 from minipallas.ir.errors import RaceError
 from minipallas.ir.interpret.windows import Access
+
+if TYPE_CHECKING:
+    from minipallas.ir.interpret.inflight import Copy
 
 READ, WRITE, ACCUM = "read", "write", "accum"
 
@@ -162,6 +165,53 @@ class RaceDetector:
             "after the first and a semaphore_wait before the second), or give each program its "
             "own elements",
             first=(first.name, first.loc, self.names[other]),
+            second=(op.name, op.loc, self.names[program]),
+        )
+
+    def in_flight(
+        self, op: Op, kind: str, program: int, buffer: _Buffer, copy: Copy, what: str, byte: int,
+    ) -> RaceError:  # fmt: skip
+        """The race of ``program`` 's access to the ``what`` of ``copy``, in flight, at the
+        byte address ``byte`` of ``buffer`` (``inflight``)."""
+        element = (byte - buffer.start) // buffer.array.itemsize
+        position = [int(i) for i in np.unravel_index(element, buffer.array.shape)]
+        starter = self.names[copy.program]
+        to = "" if copy.target is None else f" into program {self.names[copy.target]}'s row"
+        if copy.sends is not None and copy.sends.target is not None:
+            to = f" to program {self.names[copy.sends.target]}"
+        head = (
+            f"program {self.names[program]} {_verb(kind)} element {position} of a shared "
+            f"{_describe(buffer.array)}, the {what} of the async copy program {starter} "
+            f"started at {copy.start.loc}{to}, still in flight: "
+        )
+        if what == "source":
+            why = "its send wait (wait_send) has not taken it back"
+            fix = ("wait for the copy's send side first (copy.wait_send(), or copy.wait()), or "
+                   "write another buffer")  # fmt: skip
+        elif copy.wait is None:
+            why = "no wait on its semaphore has taken it back"
+            fix = "wait for the copy first (copy.wait_recv(), or copy.wait()), or use other memory"
+        else:
+            wait, waiter, taken, owed = copy.wait
+            rivals = "; ".join(
+                f"the copy program {self.names[o.program]} started at {o.start.loc}"
+                for o in copy.others
+            )
+            why = (
+                f"the wait at {wait.loc} ('{wait.name}') of program {self.names[waiter]} took "
+                f"{taken} from its semaphore while {owed} were in flight there, so it may have "
+                f"been satisfied by {rivals or 'part of this copy'} instead (a DMA semaphore "
+                "counts what lands, from any copy on it, in pieces)"
+            )
+            fix = ("give each copy that may be in flight at once its own semaphore "
+                   "(sem.at[slot]), or make sure the sender starts the next copy only after "
+                   "the receiver's wait (a handshake)")  # fmt: skip
+        return RaceError(
+            head + why,
+            op=op.name,
+            loc=op.loc,
+            fix=fix,
+            first=(copy.start.name, copy.start.loc, starter),
             second=(op.name, op.loc, self.names[program]),
         )
 

@@ -29,6 +29,8 @@ Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit_mosaic``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
@@ -97,8 +99,14 @@ def emit_mosaic(kernel: Kernel, body: Function, *, promote_scratch: bool = False
     )
 
 
-def _module(kernel: Kernel, body: Function, semantics: DimensionSemantics) -> ir.Module:
-    ctx = LoweringContext(kernel.grid, int_ranges(body.body, kernel.grid))
+def _module(
+    kernel: Kernel,
+    body: Function,
+    semantics: DimensionSemantics,
+    context: Callable[..., LoweringContext] = LoweringContext,
+) -> ir.Module:
+    """The module of ``body``, emitted in a ``context`` (one device's, ``rules.remote``)."""
+    ctx = context(kernel.grid, int_ranges(body.body, kernel.grid))
     ctx.fuse_transposed_lhs = kernel.fuse_transposed_lhs
     with ctx.mlir, ir.Location.unknown():
         fn = kernel_function(ctx, kernel, body, semantics.values)

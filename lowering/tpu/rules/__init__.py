@@ -9,7 +9,9 @@ with ``@rule``, and importing this package registers them all.
 - ``control``: ``for``, ``while``, ``cond``, ``call``; ``scoped``: ``run_scoped`` (a
   ``tpu.region``), ``uninitialized``;
 - ``kernel``: ``program_id``, ``num_programs``; ``platform``: ``platform_index``;
-- ``dma``: ``dma_start``, ``dma_wait``; ``semaphore``: the semaphore ops;
+- ``dma``: ``dma_start``, ``dma_wait``; ``semaphore``: the semaphore ops; ``remote``: one
+  device's program of a kernel that spans devices (its own context and rules: remote copies,
+  signals, the barrier semaphore);
 - ``scans``, ``sorting``, ``debug``: what upstream Pallas TPU refuses, refused with a way
   around it (``argmax`` and ``argmin`` lowered).
 
@@ -28,6 +30,7 @@ from minipallas.lowering.tpu.rules import (  # noqa: F401  (each registers its r
     lanes,
     layout,
     platform,
+    remote,
     scans,
     scoped,
     semaphore,

@@ -18,7 +18,7 @@ from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
 
 
-def _buffer(op: Op, ref: MemRef) -> object:
+def buffer(op: Op, ref: MemRef) -> object:
     """The memref the copy names: ``ref``'s, its squeezed block dimensions squeezed out."""
     if ref.dtype == "bool":
         raise unsupported(
@@ -37,7 +37,7 @@ def dma_start(
     ctx: LoweringContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef
 ) -> Sequence[Bound]:
     tpu.enqueue_dma(
-        source=_buffer(op, src), target=_buffer(op, dst), target_semaphore=sem.value, priority=0
+        source=buffer(op, src), target=buffer(op, dst), target_semaphore=sem.value, priority=0
     )
     return []
 
@@ -46,5 +46,5 @@ def dma_start(
 def dma_wait(
     ctx: LoweringContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef
 ) -> Sequence[Bound]:
-    tpu.wait_dma2(sem.value, _buffer(op, src), _buffer(op, dst))
+    tpu.wait_dma2(sem.value, buffer(op, src), buffer(op, dst))
     return []

@@ -8,6 +8,9 @@ as ``views`` does: ``tpu.memref_slice`` (i32 starts, clamped like any dynamic in
 ``tpu.memref_squeeze`` to rank 0. This is what upstream Pallas emits for ``pl.semaphore_*`` on
 ``sem.at[i]``.
 
+A signal of another device's semaphore (a kernel that spans devices, ``remote``) names that
+device: ``tpu.sem_signal %sem, %inc device_id %d``, as upstream's.
+
 Mosaic's wait always decrements: a ``semaphore_wait ..., keep`` is refused with upstream's
 message (upstream's rule has the check, but in jax 0.10.2 it never fires and emits a
 decrementing wait: docs/guides/kernels.md, Mosaic TPU).
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
+from minipallas.lowering.tpu.rules.remote import remote_device
 from minipallas.lowering.tpu.rules.views import sliced
 
 
@@ -36,7 +40,7 @@ def _semaphore(ctx: LoweringContext, op: Op, args: Sequence[Bound]) -> tuple[Mem
 @rule("semaphore_signal")
 def semaphore_signal(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
     sem, (inc,) = _semaphore(ctx, op, args)
-    tpu.sem_signal(sem.value, inc)
+    tpu.sem_signal(sem.value, inc, device_id=remote_device(args[0]))
     return []
 
 

@@ -32,7 +32,9 @@ upstream lowers it: its grid is the mesh, ``parallel`` (one core takes the point
 in the ``tpu_custom_call`` upstream's lowering emits for it (``run_mesh_eqn``: its compiler
 params, its aliases), and every ``pallas_call`` equation likewise (``run_pallas_call_eqn``), so
 ``jax.jit(on_tpu(f))(x)`` runs on the chip; the difftest's TPU ways
-(``difftest.tpu.evaluate``) run mesh kernels the same way.
+(``difftest.tpu.evaluate``) run mesh kernels the same way. It looks inside a ``shard_map``
+(kept around its body's kernels; a kernel that spans devices runs as one device's program,
+``devices_tpu``) and inside the jaxprs other equations carry (a ``cond``'s branches).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import jax
 import numpy as np
 
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.engine import Importer, ImportScope
+from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.interop.importer.mesh import mpmd_map
 from minipallas.ir.builder import infer_result_types
@@ -57,11 +59,14 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.rewrite import Callees
 from minipallas.ir.types import TPU_VMEM, TPU_VMEM_SHARED, RefType, Type
 from minipallas.kernels.collective.mesh import mesh_kernel
+from minipallas.kernels.platforms.devices_tpu import equations, shard_map_rules
 from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.lowering.jax_private import core as jax_core
 
 KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
 _INLINED = ("pjit", "jit", "closed_call", "custom_vjp_call", "custom_jvp_call")
+_SHARD_MAP_PARAMS = {"jaxpr", "mesh", "in_specs", "out_specs", "check_vma", "newly_manual_axes",
+                     "manual_axes"}  # fmt: skip
 
 __all__ = [
     "MULTI_CORE_NOTE",
@@ -290,8 +295,11 @@ def evaluate_kernels(
     run by its rule, ``jit`` calls and custom-derivative calls inlined so the kernels inside
     them are found too (flash attention's ``pallas_call`` is inside a ``custom_vjp``, whose
     equation cannot be bound again from its params: ``KeyError: 'subfuns'``; inlined, its
-    primal runs, forward only), every other equation bound as it is
-    (``difftest.tpu.evaluate`` is this over its kernel rule)."""
+    primal runs, forward only), a ``shard_map`` kept around its body's kernels
+    (``in_shard_map``: one that spans devices runs as one device's program,
+    ``devices_tpu.shard_map_rules``), every other equation bound as it is, the jaxprs it carries
+    with kernels in them traced again (``_bind``) (``difftest.tpu.evaluate`` is this over its
+    kernel rule)."""
     env: dict[jax_core.Var, Any] = {}
 
     def read(v: Any) -> Any:
@@ -307,8 +315,65 @@ def evaluate_kernels(
         elif eqn.primitive.name in _INLINED:
             inner = eqn.params.get("jaxpr") or eqn.params["call_jaxpr"]
             outs = evaluate_kernels(inner.jaxpr, inner.consts, ins, rules)
+        elif eqn.primitive.name == "shard_map":
+            outs = in_shard_map(eqn, ins, shard_map_rules(eqn, rules))
         else:
-            outs = eqn.primitive.bind(*ins, **eqn.params)
-            outs = outs if eqn.primitive.multiple_results else [outs]
+            outs = _bind(eqn, ins, rules)
         env.update(zip(eqn.outvars, outs, strict=True))
     return [read(v) for v in jaxpr.outvars]
+
+
+def in_shard_map(eqn: jax_core.JaxprEqn, ins: Sequence[Any], rules: dict[str, KernelRule]) -> list:
+    """A ``shard_map`` equation run with its body's kernels by ``rules``: ``jax.shard_map`` of
+    the body over the equation's mesh, specs and manual axes, ``check_vma`` as it says."""
+    jaxpr, consts = closed_parts(eqn.params["jaxpr"])
+    params = eqn.params
+    unknown = sorted(set(params) - _SHARD_MAP_PARAMS)
+    if unknown:
+        raise MiniPallasError(
+            f"on_tpu cannot run a shard_map with parameters {unknown}",
+            op="shard_map",
+            fix=f"this jax's shard_map has parameters on_tpu does not know; it takes "
+            f"{sorted(_SHARD_MAP_PARAMS)}",
+        )
+    manual = params.get("manual_axes", params.get("newly_manual_axes"))
+
+    def body(*shards: Any) -> list[Any]:
+        return evaluate_kernels(jaxpr, consts, shards, rules)
+
+    run = jax.shard_map(
+        body,
+        mesh=params["mesh"],
+        in_specs=tuple(params["in_specs"]),
+        out_specs=list(params["out_specs"]),
+        check_vma=params["check_vma"],
+        axis_names=frozenset(manual),
+    )
+    return list(run(*ins))
+
+
+def _bind(eqn: jax_core.JaxprEqn, ins: Sequence[Any], rules: dict[str, KernelRule]) -> list:
+    """``eqn`` bound as it is, each jaxpr it carries with kernels in it traced again with them
+    run by ``rules`` (a ``cond``'s branches, a loop's body), so they run on the chip too; the
+    bind takes the primitive's own parameters (``get_bind_params``: a higher-order
+    primitive's sub-functions)."""
+    params = {k: _with_kernels(v, rules) for k, v in eqn.params.items()}
+    outs = eqn.primitive.bind(*ins, **eqn.primitive.get_bind_params(params))
+    return list(outs) if eqn.primitive.multiple_results else [outs]
+
+
+def _with_kernels(value: Any, rules: dict[str, KernelRule]) -> Any:
+    """A parameter of an equation: a ``ClosedJaxpr`` whose equations name a primitive of
+    ``rules`` traced again over ``evaluate_kernels`` (a tuple of them, each)."""
+    if isinstance(value, tuple):
+        return tuple(_with_kernels(v, rules) for v in value)
+    if not isinstance(value, jax_core.ClosedJaxpr) or not _has_kernels(value.jaxpr, rules):
+        return value
+    avals = [jax.ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in value.jaxpr.invars]
+    return jax.make_jaxpr(lambda *xs: evaluate_kernels(value.jaxpr, value.consts, xs, rules))(
+        *avals
+    )
+
+
+def _has_kernels(jaxpr: jax_core.Jaxpr, rules: dict[str, KernelRule]) -> bool:
+    return any(e.primitive.name in rules for e in equations(jaxpr))

@@ -176,10 +176,17 @@ def _to_words(*xs: Any) -> list[Any]:
     return [x.astype(BOOL_WORD) if x.dtype == jnp.bool_ else x for x in xs]
 
 
-def run_module(kernel: Kernel, params: Any, ins: Sequence[Any], dtypes: Sequence[Any]) -> list:
-    """``kernel``'s Mosaic module run outside a lowering rule, in the ``tpu_custom_call``
-    upstream's lowering emits for it (``params``: its compiler params; aliases counted after the
-    dynamic grid sizes and scalar prefetch; bools as int32 words), its outputs as ``dtypes``.
+def run_module(
+    kernel: Kernel,
+    params: Any,
+    ins: Sequence[Any],
+    dtypes: Sequence[Any],
+    module: ir.Module | None = None,
+) -> list:
+    """``kernel``'s Mosaic module (``module``, else ``lower_to_mosaic``'s) run outside a
+    lowering rule, in the ``tpu_custom_call`` upstream's lowering emits for it (``params``: its
+    compiler params; aliases counted after the dynamic grid sizes and scalar prefetch; bools as
+    int32 words), its outputs as ``dtypes``.
     The call's config is built by jax's own ``_lower_to_custom_call_config`` with every field
     upstream passes: ``as_tpu_kernel`` drops ``skip_device_barrier`` and
     ``allow_collective_id_without_custom_barrier`` on the way."""
@@ -187,7 +194,8 @@ def run_module(kernel: Kernel, params: Any, ins: Sequence[Any], dtypes: Sequence
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     fields = {**custom_call_params(params), **custom_call_extras(kernel)}
     config = tpu_custom_call._lower_to_custom_call_config(
-        lower_to_mosaic(kernel).module, **{k: v for k, v in fields.items() if k in _CONFIG}
+        lower_to_mosaic(kernel).module if module is None else module,
+        **{k: v for k, v in fields.items() if k in _CONFIG},
     )
     call = tpu_custom_call._as_jax_callable(
         config,

@@ -1,0 +1,33 @@
+"""One device's Mosaic module of a kernel that spans devices (issue 47).
+
+A kernel in a ``jax.shard_map`` runs on every device of the mesh; minipallas imports it as
+the program of one device over buffers with a row per device
+(``kernels.platforms.devices_tpu``). ``lower_device_kernel`` emits that program as the module
+each device runs, in the context of one device of the mesh (``rules.remote``): its rows are the
+device's memrefs, another device's row a remote copy's or signal's target.
+
+Not the ``tpu`` row's pipeline: the kernel has no grid to fuse, its scratch is its own, and
+the collective-axes check would refuse the rows the body is written over.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.lowering.lowered import Lowered
+from minipallas.lowering.tpu import _module
+from minipallas.lowering.tpu.rules.remote import DeviceContext, Mesh
+from minipallas.lowering.tpu.semantics import dimension_semantics
+
+__all__ = ["lower_device_kernel"]
+
+
+def lower_device_kernel(kernel: Kernel, mesh: Mesh) -> Lowered:
+    """The Mosaic module of ``kernel`` on each device of ``mesh`` (names, sizes): ``kernel``
+    has no grid, its operands and scratch are one device's shards, and its body takes them with
+    a row per device, the barrier semaphore (a row per device too) as its last parameter."""
+    semantics = dimension_semantics(kernel)
+    module = _module(kernel, kernel.body, semantics, partial(DeviceContext, mesh=mesh))
+    info = {"dimension_semantics": semantics, "promotion": None}
+    return Lowered("tpu", module, kernel.body, info=info)

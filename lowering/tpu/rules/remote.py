@@ -1,0 +1,251 @@
+"""Mosaic rules for one device's program of a kernel that spans devices (issue 47): the body the
+importer makes of a ``pallas_call`` in a ``jax.shard_map`` (``interop/importer/devices.py``),
+emitted as upstream's lowering emits the kernel on each device.
+
+The imported body gives every operand, scratch buffer and the barrier semaphore a *row per
+device*, and a remote copy or signal acts on the target's row. On the chip a device holds only
+its own row, at the same address on every device, so (``DeviceContext``):
+
+1. a row-per-device ref is bound to the device's memref (the shard); ``ref.at %r[%i, ..., :]``
+   selecting a row is that memref, a ``DeviceRef`` that knows the row's device: its logical id
+   ``sum(index * stride)`` (upstream's ``device_id_to_logical`` of a MESH id; a LOGICAL id
+   imports as its mesh indices, so the sum gives it back), and whether the indices are the
+   device's own position (``program_id`` of each mesh axis, in order);
+2. ``program_id`` of mesh axis ``k`` is the device's position, ``(tpu.device_id / stride) %
+   size``, as upstream lowers ``lax.axis_index`` of a mesh axis;
+3. the barrier semaphore is ``tpu.sem_barrier``, emitted at the top when the body uses it;
+4. a remote copy is its start followed by the send side the importer keeps (a copy of the
+   source onto itself on the send semaphore): one ``tpu.enqueue_dma`` with the
+   ``source_semaphore`` and the target's ``device_id``, emitted at the send side;
+5. a wait of a buffer onto itself is a remote copy's wait: on a send semaphore ``wait_send``,
+   ``tpu.wait_dma2`` with device and core 0 (upstream's ``insert_dummy_device``); on a receive
+   semaphore ``wait_recv``, with the device id of the copy that counts on it where the start is
+   in the same block (upstream names the copy's target; the import keeps none at the wait);
+6. a signal of another device's row is ``tpu.sem_signal ... device_id``
+   (``semaphore``'s rule reads ``remote_device``). A signal or a copy whose target is the
+   device itself imports as an access to its own row: a local signal (the chip counts it the
+   same); a copy keeps its device id, as upstream's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.indexing import Dyn, Int, full
+from minipallas.ir.rules import RuleTable
+from minipallas.ir.types import SEMAPHORE
+from minipallas.lowering.jaxlib_shim import arith, ir, tpu
+from minipallas.lowering.tpu import emit
+from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, unsupported
+from minipallas.lowering.tpu.ranges import Interval
+from minipallas.lowering.tpu.rules import dma, scoped, views
+
+Mesh = tuple[tuple[str, ...], tuple[int, ...]]
+_VIEWS = ("tpu.memref_slice", "tpu.memref_squeeze", "tpu.memref_reshape", "tpu.memref_bitcast")
+
+
+@dataclass(frozen=True)
+class DeviceRef(MemRef):
+    """A device's row of a row-per-device ref: its memref, the row's logical device id, and
+    whether the row is the device's own."""
+
+    device: ir.Value | None = None
+    own: bool = True
+
+
+def remote_device(ref: Bound) -> ir.Value | None:
+    """The logical id of the device ``ref`` lives on, when that is not the device itself."""
+    return ref.device if isinstance(ref, DeviceRef) and not ref.own else None
+
+
+class DeviceContext(LoweringContext):
+    """One device's lowering: the mesh (names, sizes), the device's position values, and the
+    remote copies in flight between their start and send side (module doc)."""
+
+    def __init__(self, grid: Sequence[int], ranges: dict[Value, Interval], *, mesh: Mesh):
+        super().__init__(grid, ranges)
+        self.names, self.sizes = mesh
+        self.positions: list[list[ir.Value]] = [[] for _ in self.sizes]
+        self.send_side: dict[Op, Op] = {}  # a remote start -> its send side
+        self.started: dict[Op, tuple[MemRef, MemRef, MemRef]] = {}
+        self.send_sems: list[ir.Value] = []  # root memrefs of send semaphores
+        self.recv_sems: list[tuple[ir.Value, ir.Block, ir.Value]] = []  # root, block, device
+
+    def lower_body(self, fn: Function, args: Sequence[Bound]) -> list[Bound]:
+        """The body's parameters past ``args`` hold the barrier semaphore (step 3)."""
+        for block in _blocks(fn.body):
+            self.send_side.update(_send_sides(block))
+        barrier = fn.body.params[len(args) :]
+        used = {v for op in fn.body.ops for v in op.operands}
+        bound = [self.barrier() if p in used else None for p in barrier]
+        out = super().lower_body(fn, [*args, *bound])
+        if self.started:
+            op = next(iter(self.started))
+            raise unsupported(op, "a remote copy's start has no send side after it",
+                              fix="this is a bug in minipallas's import of the copy")  # fmt: skip
+        return out
+
+    def barrier(self) -> DeviceRef:
+        t = emit.memref_type((), "int32", SEMAPHORE)
+        return DeviceRef(tpu.sem_barrier(t), "int32", SEMAPHORE, ())
+
+    def lower_op(self, op: Op, args: Sequence[Bound]) -> Sequence[Bound]:
+        rule = DEVICE_RULES.get(op.name)
+        if rule is None:
+            return super().lower_op(op, args)
+        with self.op_location(op):
+            return rule(self, op, *args)
+
+    def position(self, axis: int) -> ir.Value:
+        """The device's position along mesh axis ``axis`` (step 2)."""
+        stride = math.prod(self.sizes[axis + 1 :])
+        here = arith.divsi(tpu.device_id(), emit.i32(stride))
+        value = arith.remsi(here, emit.i32(self.sizes[axis]))
+        self.positions[axis].append(value)
+        return value
+
+    def logical(self, indices: Sequence[ir.Value]) -> ir.Value:
+        """The logical id of the device at ``indices`` (step 1)."""
+        total = emit.i32(0)
+        for k, index in enumerate(indices):
+            stride = emit.i32(math.prod(self.sizes[k + 1 :]))
+            total = arith.addi(total, arith.muli(index, stride))
+        return total
+
+
+def _blocks(block: Block) -> list[Block]:
+    return [block, *(b for op in block.ops for r in op.regions for b in _blocks(r))]
+
+
+def _send_sides(block: Block) -> dict[Op, Op]:
+    """Each remote start of ``block`` and its send side: a copy of a source onto itself after
+    the start from that source (the importer emits them together, views between)."""
+    pairs, last = {}, {}
+    for op in block.ops:
+        if op.name != "dma_start":
+            continue
+        src, dst, _ = op.operands
+        if src is dst and src in last:
+            pairs[last.pop(src)] = op
+        else:
+            last[src] = op
+    return pairs
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The memref a view was made from (through slices, squeezes, reshapes, bitcasts)."""
+    while not isinstance(value.owner, ir.Block) and value.owner.name in _VIEWS:
+        value = value.owner.operands[0]
+    return value
+
+
+def _has(values: Sequence[ir.Value], value: ir.Value) -> bool:
+    return any(v == value for v in values)
+
+
+DEVICE_RULES: RuleTable = RuleTable("Mosaic TPU rule for a device's program")
+device_rule = DEVICE_RULES.register
+
+
+@device_rule("program_id")
+def program_id(ctx: DeviceContext, op: Op) -> Sequence[Bound]:
+    axis = op.attrs["axis"]
+    if axis >= len(ctx.sizes):
+        raise unsupported(op, f"asks for axis {axis} of a mesh of {len(ctx.sizes)} axes",
+                          fix="a kernel that spans devices has no grid of its own")  # fmt: skip
+    return [ctx.position(axis)]
+
+
+@device_rule("ref.at")
+def at(ctx: DeviceContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
+    rows = len(op.operands[0].type.shape) - len(ref.shape)
+    if rows == 0:  # a view of a row
+        return [_like(ref, views.sliced(ctx, op, ref, dyn))]
+    indexer = op.attrs["indexer"]
+    row = tuple(Int(Dyn(k)) for k in range(rows))
+    whole = indexer[rows:] == full(ref.shape)
+    if rows != len(ctx.sizes) or tuple(indexer[:rows]) != row or not whole:
+        raise unsupported(op, "a view of a row-per-device ref other than one device's whole row",
+                          fix="take the device's row first (ref.at %r[%i, ..., :]), "
+                          "then a window of it")  # fmt: skip
+    own = all(_has(ctx.positions[k], i) for k, i in enumerate(dyn[:rows]))
+    return [DeviceRef(ref.value, ref.dtype, ref.space, ref.squeezed, ctx.logical(dyn[:rows]), own)]
+
+
+def _like(ref: MemRef, view: MemRef) -> MemRef:
+    """``view`` on the device ``ref`` is on."""
+    if not isinstance(ref, DeviceRef):
+        return view
+    return DeviceRef(view.value, view.dtype, view.space, view.squeezed, ref.device, ref.own)
+
+
+@device_rule("ref.reshape", "ref.bitcast")
+def view(ctx: DeviceContext, op: Op, ref: MemRef) -> Sequence[Bound]:
+    (out,) = (views.reshape if op.name == "ref.reshape" else views.bitcast)(ctx, op, ref)
+    return [_like(ref, out)]
+
+
+@device_rule("run_scoped")
+def run_scoped(ctx: DeviceContext, op: Op, *args: Bound) -> Sequence[Bound]:
+    if op.attrs.get("collective_axes"):
+        raise unsupported(
+            op,
+            "a run_scoped allocation with a row per device in a kernel that spans devices has "
+            "no Mosaic lowering in minipallas yet",
+            fix="allocate the buffers with the pallas_call's scratch_shapes",
+        )
+    return scoped.run_scoped(ctx, op, *args)
+
+
+@device_rule("dma_start")
+def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) -> list:
+    if op in ctx.send_side:  # a remote start: emitted with its send side (step 4)
+        ctx.started[op] = (src, dst, sem)
+        return []
+    start = next((s for s, side in ctx.send_side.items() if side is op), None)
+    if start is None:
+        if remote_device(dst) is not None:
+            raise unsupported(op, "a copy into another device's row without a send side",
+                              fix="this is a bug in minipallas's import of the copy")  # fmt: skip
+        return list(dma.dma_start(ctx, op, src, dst, sem))
+    source, target, recv = ctx.started.pop(start)
+    device = target.device if isinstance(target, DeviceRef) else None
+    tpu.enqueue_dma(
+        source=dma.buffer(start, source),
+        target=dma.buffer(start, target),
+        target_semaphore=recv.value,
+        source_semaphore=sem.value,
+        device_id=device,
+        priority=0,
+    )
+    ctx.send_sems.append(_root(sem.value))
+    ctx.recv_sems.append((_root(recv.value), ir.InsertionPoint.current.block, device))
+    return []
+
+
+@device_rule("dma_wait")
+def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) -> list:
+    if op.operands[0] is not op.operands[1]:
+        return list(dma.dma_wait(ctx, op, src, dst, sem))
+    buffer, root = dma.buffer(op, dst), _root(sem.value)
+    if _has(ctx.send_sems, root):  # wait_send (step 5)
+        zero = emit.i32(0)
+        tpu.wait_dma2(sem.value, buffer, buffer, device_id=zero, core_id=zero)
+        return []
+    here = ir.InsertionPoint.current.block
+    found = [(block, d) for r, block, d in ctx.recv_sems if r == root]
+    if not found:
+        raise unsupported(
+            op,
+            "the wait of a remote copy comes before any start that counts on its semaphore",
+            fix="start the copy before its wait in the kernel's text (Mosaic's lowering pairs "
+            "them in program order)",
+        )
+    device = next((d for block, d in reversed(found) if block == here), None)
+    tpu.wait_dma2(sem.value, buffer, buffer, device_id=device)
+    return []
+
+

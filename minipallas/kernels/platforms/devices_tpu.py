@@ -1,0 +1,226 @@
+"""Kernels that span devices on the chip (issue 47): a ``pallas_call`` in a ``jax.shard_map``
+with remote copies, remote signals or the barrier semaphore, run by ``on_tpu`` as minipallas's
+own Mosaic module on every device, the shard_map kept around it.
+
+Where the device's kernel comes from: the importer's ``mesh_call`` of the shard_map
+(``interop/importer/devices.py``), the program every device runs over buffers with a row per
+device, which the simulator runs too; not the ``pallas_call`` equation imported alone:
+minipallas's IR has no remote copy of its own, and the importer reads one as a write into the
+target's row. The Mosaic rules for one device (``lowering/tpu/rules/remote.py``) read those
+rows back into upstream's remote ops. So:
+
+1. ``device_kernel(call, mesh)`` imports a ``pallas_call`` of the body, alone in a shard_map
+   over the mesh, as that ``mesh_call``, and makes the ``Kernel`` of one device: no grid;
+   its operands the shards, whole blocks in the memory space the pallas_call gives them (VMEM
+   when it names none, as upstream); its scratch the kernel's ``scratch_shapes``; its body the
+   kernel's part of the ``mesh_call``'s body, over row-per-device refs, with the barrier
+   semaphore last; upstream's ``mesh_axes`` metadata (the mesh axes the kernel names);
+2. ``shard_map_rules(eqn, rules)``: the rules ``on_tpu`` runs a shard_map's body with: a
+   ``pallas_call`` that spans devices (``spans_devices``) as that kernel's module, made once
+   (``lower_device_kernel``), in the custom call of its compiler params (``collective_id``
+   among them), any other by ``rules``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.devices import device_shard_map
+from minipallas.interop.importer.engine import Importer, ImportScope
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.types import TPU_VMEM, MemorySpace, RefType
+from minipallas.kernels.platforms.mosaic import run_module
+from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
+from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.tpu.devices import lower_device_kernel
+from minipallas.lowering.tpu.rules.remote import Mesh
+
+__all__ = ["device_kernel", "equations", "shard_map_rules", "spans_devices"]
+
+# what makes a kernel's body reach other devices (a copy's or signal's device_id, too)
+_DEVICE_PRIMITIVES = ("get_barrier_semaphore", "axis_index")
+
+
+def spans_devices(call: jax_core.JaxprEqn) -> bool:
+    """Whether a ``pallas_call`` equation's kernel reaches other devices: a remote copy or
+    signal (a ``device_id``), the barrier semaphore, or a mesh axis's index."""
+    for eqn in equations(call.params["jaxpr"]):
+        name = eqn.primitive.name
+        if name in _DEVICE_PRIMITIVES:
+            return True
+        if name in ("dma_start", "dma_wait", "semaphore_signal"):
+            tree = eqn.params.get("tree", eqn.params.get("args_tree"))
+            leaves = tree.unflatten(eqn.invars)
+            if leaves[-1 if name != "semaphore_signal" else 3] is not None:
+                return True
+    return False
+
+
+def equations(jaxpr: Any) -> Iterator[jax_core.JaxprEqn]:
+    """Every equation of ``jaxpr`` and of the jaxprs its equations carry."""
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        yield eqn
+        for value in eqn.params.values():
+            for inner in value if isinstance(value, tuple | list) else (value,):
+                if isinstance(inner, jax_core.Jaxpr | jax_core.ClosedJaxpr):
+                    yield from equations(inner)
+
+
+def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
+    """The ``Kernel`` each device of ``mesh`` (a ``jax.sharding`` mesh) runs for ``call``, a
+    ``pallas_call`` equation of a ``shard_map``'s body (module doc, 1), and the mesh's axis
+    names and sizes. The kernel is imported alone, in a ``shard_map`` of its own over ``mesh``
+    whose operands and results are its own, split along every axis: the ops around it in the
+    body need no import."""
+    axes = tuple(mesh.axis_names)
+    spec = P(axes)
+    n = int(np.prod([mesh.shape[a] for a in axes]))
+    for v in (*call.invars, *call.outvars):
+        if not v.aval.shape:
+            raise MiniPallasError(
+                "on_tpu runs a kernel that spans devices over operands of rank 1 or more, got "
+                f"{v.aval.str_short()}",
+                op="pallas_call",
+                fix="reshape the scalar to shape (1,) around the kernel",
+            )
+
+    def alone(*shards: Any) -> Any:
+        return call.primitive.bind(*shards, **call.params)
+
+    whole = [jax.ShapeDtypeStruct((v.aval.shape[0] * n, *v.aval.shape[1:]), v.aval.dtype)
+             for v in call.invars]  # fmt: skip
+    specs = (spec,) * len(call.invars), [spec] * len(call.outvars)
+    f = jax.shard_map(alone, mesh=mesh, in_specs=specs[0], out_specs=specs[1], check_vma=False)
+    (eqn,) = [e for e in jax.make_jaxpr(f)(*whole).jaxpr.eqns if e.primitive.name == "shard_map"]
+    scope = ImportScope(Importer())
+    for k, v in enumerate(eqn.invars):
+        scope.bind(v, Value(type_of(v.aval, f"operand {k}")))
+    with scope.located(call):
+        device_shard_map(scope, eqn)
+    (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
+    names = (tuple(op.attrs["axes"]), tuple(op.attrs["shape"]))
+    (inner,) = [e for e in equations(eqn.params["jaxpr"]) if e.primitive.name == "pallas_call"]
+    return _one_device(_kernel_scope(op, inner), inner, names), names
+
+
+def _one_device(scoped: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
+    """The kernel of one device for ``call``, whose body the collective ``run_scoped``
+    ``scoped`` holds: its parameters are the operands' rows, then the scratch's, then the
+    barrier semaphore's."""
+    gm = call.params["grid_mapping"]
+    region = scoped.regions[0]
+    n_alloc = len(region.params) - len(scoped.operands)
+    n_io = gm.num_inputs + gm.num_outputs
+    scratch, io = region.params[:n_alloc], region.params[n_alloc : n_alloc + n_io]
+    barrier = region.params[n_alloc + n_io :]
+    name = call.params["jaxpr"].debug_info.func_name or "kernel"
+    body = Function(name, Block((*io, *scratch, *barrier), region.ops, region.results))
+    rows = len(mesh[1])
+    specs = [
+        _whole(p.type, rows, _space(bm.transformed_block_aval), f"{name} operand {k}")
+        for k, (p, bm) in enumerate(zip(io, gm.block_mappings, strict=True))
+    ]
+    effects = call.params["jaxpr"].effects  # upstream reads the kernel's (its axis_index)
+    axes = sorted({str(e.name) for e in effects if isinstance(e, jax_core.NamedAxisEffect)}
+                  & set(mesh[0]))  # fmt: skip
+    return Kernel(
+        name=name,
+        body=body,
+        grid=(),
+        in_specs=tuple(specs[: gm.num_inputs]),
+        out_specs=tuple(specs[gm.num_inputs :]),
+        scratch_types=tuple(_shard(p.type, rows) for p in scratch),
+        input_output_aliases=tuple(
+            sorted((int(i), int(o)) for i, o in call.params["input_output_aliases"])
+        ),
+        metadata=(("mesh_axes", json.dumps(axes)),) if axes else (),
+    )
+
+
+def _kernel_scope(op: Op, call: jax_core.JaxprEqn) -> Op:
+    """The collective ``run_scoped`` of ``op``'s body (``interop/importer/devices_kernel.py``)
+    holding ``call``'s body: the first, outermost first, that allocates the kernel's scratch
+    and takes its operands and, when it has a ``collective_id``, the barrier semaphore."""
+    gm = call.params["grid_mapping"]
+    n_io = gm.num_inputs + gm.num_outputs
+    n_scratch = len(call.params["jaxpr"].invars) - n_io - gm.num_index_operands
+    uses = {e.primitive.name for e in equations(call.params["jaxpr"])}
+    barrier = "get_barrier_semaphore" in uses
+    for scoped in _scopes(op.attrs["callee"].body):
+        n_alloc = len(scoped.regions[0].params) - len(scoped.operands)
+        if n_alloc == n_scratch and len(scoped.operands) == n_io + barrier:
+            return scoped
+    raise MiniPallasError(
+        "on_tpu finds no kernel in the import of a kernel that spans devices",
+        op="pallas_call",
+        fix="this is a bug in minipallas; please report it with the kernel",
+    )
+
+
+def _scopes(block: Block) -> Iterator[Op]:
+    """The collective ``run_scoped`` ops of ``block``, nested ones after their scope."""
+    for op in block.ops:
+        if op.name == "run_scoped" and op.attrs.get("collective_axes"):
+            yield op
+            yield from _scopes(op.regions[0])
+
+
+def _shard(t: RefType, rows: int, space: MemorySpace | None = None) -> RefType:
+    return RefType(t.shape[rows:], t.dtype, t.memory_space if space is None else space)
+
+
+def _whole(t: RefType, rows: int, space: MemorySpace, what: str) -> TracedBlockSpec:
+    shard = _shard(t, rows, space)
+    return TracedBlockSpec(
+        array=shard.value_type,
+        block_shape=shard.shape,
+        index_map=trace_index_map(whole_array_map(shard.ndim), 0, shard.ndim, what),
+        ref_type=shard,
+    )
+
+
+def _space(aval: object) -> MemorySpace:
+    """A block's memory space: the one it names, VMEM when it names none (upstream's)."""
+    space = getattr(aval, "memory_space", None)
+    if space is None or str(getattr(space, "value", space)).lower() == "default":
+        return TPU_VMEM
+    t = type_of(aval, "a block")
+    return t.memory_space if isinstance(t, RefType) else TPU_VMEM
+
+
+def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, Any]:
+    """The kernel rules a ``shard_map`` equation's body runs with (module doc, 2); its kernels
+    that span devices are imported and lowered here, before the body is traced (a shard_map
+    of one's own cannot be traced inside another over the same mesh)."""
+    modules = {
+        id(call): (kernel, lower_device_kernel(kernel, names).module)
+        for call in equations(eqn.params["jaxpr"])
+        if call.primitive.name == "pallas_call" and spans_devices(call)
+        for kernel, names in [device_kernel(call, eqn.params["mesh"])]
+    }
+    if not modules:
+        return rules
+    other = rules["pallas_call"]
+
+    def run(call: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
+        if id(call) not in modules:
+            return other(call, ins)
+        kernel, module = modules[id(call)]
+        params = _mosaic_params(call.params.get("compiler_params"))
+        return run_module(kernel, params, ins, [v.aval.dtype for v in call.outvars], module)
+
+    return {**rules, "pallas_call": run}
+
+
+def _mosaic_params(params: Any) -> Any:
+    """A pallas_call's TPU compiler params: the object, or a mapping's ``mosaic_tpu`` entry."""
+    return params.get("mosaic_tpu") if isinstance(params, Mapping) else params
