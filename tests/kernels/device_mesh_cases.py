@@ -81,14 +81,17 @@ def shift_two_logical(x_ref, o_ref, send_sem, recv_sem):
 
 
 def _ring_all_gather(wait_recv: bool):
-    def kernel(x_ref, o_ref, send_sem, recv_sem):
+    """A ring all-gather; each step's copy lands on a receive semaphore of its own (one shared
+    by every step would let a wait be satisfied by the next step's copy: a race)."""
+
+    def kernel(x_ref, o_ref, send_sem, recv_sems):
         me = lax.axis_index("x")
         right = lax.rem(me + 1, N)
         o_ref[me] = x_ref[...]
         for step in range(N - 1):
             slot = lax.rem(me + N - step, N)
             copy = pltpu.make_async_remote_copy(o_ref.at[slot], o_ref.at[slot], send_sem,
-                                                recv_sem, device_id=(right,),
+                                                recv_sems.at[step], device_id=(right,),
                                                 device_id_type=MESH)  # fmt: skip
             copy.start()
             copy.wait_send()
@@ -297,9 +300,10 @@ def cases():
     shift = _on_devices(shift_two_logical, (8, 128), two, collective_id=0)
     yield "shift_two_logical", lambda s: (_run(shift, x, s),
                                           np.roll(shards, 2, axis=0).reshape(x.shape))  # fmt: skip
-    gather = _on_devices(_ring_all_gather(True), (N, 8, 128), two, space=None)
+    per_step = [DMA, DMA((N - 1,))]
+    gather = _on_devices(_ring_all_gather(True), (N, 8, 128), per_step, space=None)
     yield "ring_all_gather", lambda s: (_run(gather, x, s), np.tile(shards, (N, 1, 1)))
-    racy = _on_devices(_ring_all_gather(False), (N, 8, 128), two, space=None)
+    racy = _on_devices(_ring_all_gather(False), (N, 8, 128), per_step, space=None)
     yield "all_gather_without_wait_recv", lambda s: (_run(racy, x, s), None)
     checked = _on_devices(right_permute, (8, 128), two, check_vma=True)
     rolled = np.roll(shards, 1, axis=0).reshape(x.shape)

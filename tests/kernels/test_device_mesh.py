@@ -78,13 +78,14 @@ def test_a_read_of_a_destination_before_its_receive_wait_is_a_race_naming_both_d
         assert v["error"] == "RaceError", v
         assert len(_programs(v["text"])) == 2, v["text"]
         assert v["text"].count("device_mesh_cases.py:") == 2  # both accesses' lines
-        assert "reads" in v["text"] and "writes" in v["text"]
+        # the other access: a write, or the copy in flight into the row read
+        assert "reads" in v["text"] and ("writes" in v["text"] or "in flight" in v["text"])
 
 
 def test_overlapping_remote_writes_are_a_race(verdicts):
     for v in verdicts["all_to_device_zero"]:
         assert v["error"] == "RaceError", v
-        assert "(0,)" in v["text"] and len(_programs(v["text"])) == 2
+        assert "element [0, " in v["text"] and len(_programs(v["text"])) == 2  # device 0's row
 
 
 def test_a_token_ring_that_waits_first_is_a_deadlock_naming_every_device(verdicts):

@@ -7,10 +7,12 @@ has a row per device, made by one ``run_scoped`` collective over every mesh axis
 kernel's body:
 
 1. an input that is a shard_map operand is the ``mesh_call``'s own ref (it has its rows
-   already); any other input (made by ops before the kernel) is a fresh buffer into whose own
-   row each device stores its value. An output that is a result of the shard_map is written
-   straight into the ``mesh_call``'s result; any other into a fresh buffer whose own row is
-   read back after the kernel. An aliased output (``input_output_aliases``) starts as its input;
+   already; a kernel that writes it writes the operand, as on the chip, where an input is the
+   caller's buffer); any other input (made by ops before the kernel) is a fresh buffer into
+   whose own row each device stores its value. An output that is a result of the shard_map
+   is written straight into the ``mesh_call``'s result; any other into a fresh buffer whose
+   own row is read back after the kernel. An aliased output (``input_output_aliases``)
+   starts as its input;
 2. scratch (``scratch_shapes``, nested as upstream's pytree) and the kernel's own
    ``pl.run_scoped`` allocations get a row per device too (``mesh.allocation_type``); the barrier
    semaphore is its ``collective_id``'s (``devices``: one per id for the whole body);
