@@ -20,6 +20,7 @@ from minipallas.ir.interpret import (  # noqa: F401  (each registers its rules) 
     control,
     debug,
     dma,
+    exchange,
     indexed,
     kernel,
     lanes,

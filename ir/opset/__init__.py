@@ -29,3 +29,7 @@ __all__ += ["atomic", "dma", "lanes", "platform"]  # Triton atomics; async copie
 from minipallas.ir.opset import mesh  # noqa: E402  (mesh_call: pl.kernel over a mesh, issue 38)
 
 __all__ += ["mesh"]
+
+from minipallas.ir.opset import exchange  # noqa: E402  (a remote copy as a collective, issue 47)
+
+__all__ += ["exchange"]

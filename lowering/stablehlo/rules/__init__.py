@@ -9,7 +9,8 @@ with ``@rule``, and importing this package registers them all.
 - ``kernel``: the grid and collective ops, refused (a kernel's CPU program binds them before
   it gets here); ``platform``: ``platform_index``;
 - ``layout``: ``reverse``, ``pad``; ``lanes``: ``roll``, ``packed_bitcast``; ``scans``,
-  ``sorting``; ``debug``: ``debug_print`` as a host callback.
+  ``sorting``; ``debug``: ``debug_print`` as a host callback; ``exchange`` (a collective of
+  every device of a mesh), refused.
 
 What several rule files share lives in the package above: the context, ``emit`` (types,
 constants, casts).
@@ -19,6 +20,7 @@ from minipallas.lowering.stablehlo.rules import (  # noqa: F401  (each registers
     arrays,
     control,
     debug,
+    exchange,
     indexed,
     kernel,
     lanes,

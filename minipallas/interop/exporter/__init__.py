@@ -3,10 +3,12 @@
 ``engine`` discharges and cleans the function and evaluates it with one rule per op that calls
 ``jax.lax``, registered with ``@rule("op", ...)``; the other files hold the rules of one family
 of ops each: ``indexing`` (windows, gathers, scatters), ``structural`` (``reverse``, ``pad``,
-scans, ``sort``...), ``lanes`` (the TPU's vector ops), ``debug`` (``debug_print``).
+scans, ``sort``...), ``lanes`` (the TPU's vector ops), ``debug`` (``debug_print``), ``collectives``
+(``axis_index``, ``exchange``: programs on every device of a mesh, under ``jax.shard_map``).
 """
 
 from minipallas.interop.exporter import (  # noqa: F401  (each registers its rules)
+    collectives,
     debug,
     indexing,
     lanes,

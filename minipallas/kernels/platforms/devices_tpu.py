@@ -33,6 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices import device_shard_map
+from minipallas.interop.importer.devices_kernel import collective_id
 from minipallas.interop.importer.engine import Importer, ImportScope
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
@@ -109,25 +110,28 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
     names = (tuple(op.attrs["axes"]), tuple(op.attrs["shape"]))
     (inner,) = [e for e in equations(eqn.params["jaxpr"]) if e.primitive.name == "pallas_call"]
-    return _one_device(_kernel_scope(op, inner), inner, names), names
+    return _one_device(op, inner, names), names
 
 
-def _one_device(scoped: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
-    """The kernel of one device for ``call``, whose body the collective ``run_scoped``
-    ``scoped`` holds: its parameters are the operands' rows, then the scratch's, then the
-    barrier semaphore's."""
+def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
+    """The kernel of one device for ``call``, imported alone as ``op`` (a ``mesh_call`` whose
+    operands and results are the kernel's): the body of the collective ``run_scoped`` that holds
+    the kernel (``_Slots``), over the operands' rows, then the scratch's, then the barrier
+    semaphore's."""
     gm = call.params["grid_mapping"]
-    region = scoped.regions[0]
-    n_alloc = len(region.params) - len(scoped.operands)
-    n_io = gm.num_inputs + gm.num_outputs
-    scratch, io = region.params[:n_alloc], region.params[n_alloc : n_alloc + n_io]
-    barrier = region.params[n_alloc + n_io :]
     name = call.params["jaxpr"].debug_info.func_name or "kernel"
-    body = Function(name, Block((*io, *scratch, *barrier), region.ops, region.results))
+    if call.params["input_output_aliases"]:
+        raise MiniPallasError(
+            "on_tpu runs a kernel that spans devices without input_output_aliases",
+            op="pallas_call",
+            fix="write the result into an output of its own",
+        )
+    slots = _Slots(op, call)
+    body = Function(name, Block(slots.params, slots.ops, ()))
     rows = len(mesh[1])
     specs = [
         _whole(p.type, rows, _space(bm.transformed_block_aval), f"{name} operand {k}")
-        for k, (p, bm) in enumerate(zip(io, gm.block_mappings, strict=True))
+        for k, (p, bm) in enumerate(zip(slots.io, gm.block_mappings, strict=True))
     ]
     effects = call.params["jaxpr"].effects  # upstream reads the kernel's (its axis_index)
     axes = sorted({str(e.name) for e in effects if isinstance(e, jax_core.NamedAxisEffect)}
@@ -138,40 +142,87 @@ def _one_device(scoped: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
         grid=(),
         in_specs=tuple(specs[: gm.num_inputs]),
         out_specs=tuple(specs[gm.num_inputs :]),
-        scratch_types=tuple(_shard(p.type, rows) for p in scratch),
-        input_output_aliases=tuple(
-            sorted((int(i), int(o)) for i, o in call.params["input_output_aliases"])
-        ),
+        scratch_types=tuple(_shard(p.type, rows) for p in slots.scratch),
         metadata=(("mesh_axes", json.dumps(axes)),) if axes else (),
     )
 
 
-def _kernel_scope(op: Op, call: jax_core.JaxprEqn) -> Op:
-    """The collective ``run_scoped`` of ``op``'s body (``interop/importer/devices_kernel.py``)
-    holding ``call``'s body: the first, outermost first, that allocates the kernel's scratch
-    and takes its operands and, when it has a ``collective_id``, the barrier semaphore."""
-    gm = call.params["grid_mapping"]
-    n_io = gm.num_inputs + gm.num_outputs
-    n_scratch = len(call.params["jaxpr"].invars) - n_io - gm.num_index_operands
-    uses = {e.primitive.name for e in equations(call.params["jaxpr"])}
-    barrier = "get_barrier_semaphore" in uses
-    for scoped in _scopes(op.attrs["callee"].body):
-        n_alloc = len(scoped.regions[0].params) - len(scoped.operands)
-        if n_alloc == n_scratch and len(scoped.operands) == n_io + barrier:
-            return scoped
-    raise MiniPallasError(
-        "on_tpu finds no kernel in the import of a kernel that spans devices",
-        op="pallas_call",
-        fix="this is a bug in minipallas; please report it with the kernel",
-    )
+class _Slots:
+    """Where the imported kernel keeps each of its operands (``devices_kernel.device_kernel``):
+    the ``mesh_call``'s own ref, passed into the kernel's ``run_scoped``, or a buffer that
+    ``run_scoped`` allocates, an input copied into it first and an output read back after. On
+    the chip the operand is the buffer: those copies go (``ops``), and ``params`` are the
+    kernel's operands, scratch and barrier semaphore as the region holds them."""
+
+    def __init__(self, op: Op, call: jax_core.JaxprEqn) -> None:
+        gm = call.params["grid_mapping"]
+        n_io = gm.num_inputs + gm.num_outputs
+        callee: Function = op.attrs["callee"]
+        block, held = callee.body, {p: k for k, p in enumerate(callee.body.params)}
+        barrier = None
+        if collective_id(call) is not None:  # the barrier's scope, around the program
+            outer = _only_scope(block)
+            region = outer.regions[0]
+            barrier = region.params[0]
+            held = {region.params[1 + j]: held[o] for j, o in enumerate(outer.operands)}
+            block = region
+        scoped = _only_scope(block)
+        region = scoped.regions[0]
+        n_made = len(region.params) - len(scoped.operands)
+        slot: dict[int, Value] = {}
+        incoming: dict[Value, int] = {}  # a region parameter holding an input's value
+        reads = _own_reads(block, held)
+        self.barrier: list[Value] = []
+        for p, o in zip(region.params[n_made:], scoped.operands, strict=True):
+            if o in held:
+                slot[held[o]] = p
+            elif o in reads:
+                incoming[p] = reads[o]
+            elif o is barrier:
+                self.barrier = [p]
+        dropped: set[Op] = set()
+        views = {v.results[0]: v.operands[0] for v in region.ops if v.name == "ref.at"}
+        for o in region.ops:  # an input's copy into its buffer
+            if o.name == "swap" and o.operands[-1] in incoming:
+                slot[incoming[o.operands[-1]]] = views[o.operands[0]]
+                dropped.add(o)
+        defs = {r: o for o in region.ops for r in o.results}
+        for r, result in zip(region.results, scoped.results, strict=True):  # an output's read
+            write = next(o for o in block.ops if o.name == "swap" and o.operands[-1] is result)
+            read = defs[r]
+            slot[held[_viewed(block, write.operands[0])]] = views[read.operands[0]]
+            dropped.add(read)
+        if sorted(slot) != list(range(n_io)):
+            raise MiniPallasError(
+                "on_tpu cannot tell where the imported kernel keeps its operands",
+                op="pallas_call",
+                fix="this is a bug in minipallas; please report it with the kernel",
+            )
+        n_scratch = len(call.params["jaxpr"].invars) - n_io - gm.num_index_operands
+        self.io = [slot[k] for k in range(n_io)]
+        self.scratch = list(region.params[n_made - n_scratch : n_made])
+        self.params = (*self.io, *self.scratch, *self.barrier)
+        self.ops = tuple(o for o in region.ops if o not in dropped)
 
 
-def _scopes(block: Block) -> Iterator[Op]:
-    """The collective ``run_scoped`` ops of ``block``, nested ones after their scope."""
-    for op in block.ops:
-        if op.name == "run_scoped" and op.attrs.get("collective_axes"):
-            yield op
-            yield from _scopes(op.regions[0])
+def _only_scope(block: Block) -> Op:
+    (scoped,) = [o for o in block.ops if o.name == "run_scoped"]
+    return scoped
+
+
+def _own_reads(block: Block, held: dict[Value, int]) -> dict[Value, int]:
+    """The values in ``block`` read from a device's row of a held ref: which operand each is."""
+    out = {}
+    for o in block.ops:
+        if o.name == "get" and _viewed(block, o.operands[0]) in held:
+            out[o.results[0]] = held[_viewed(block, o.operands[0])]
+    return out
+
+
+def _viewed(block: Block, ref: Value) -> Value:
+    """The ref a ``ref.at`` of ``block`` views (``ref`` itself when none made it)."""
+    made = next((o for o in block.ops if o.name == "ref.at" and o.results[0] is ref), None)
+    return ref if made is None else made.operands[0]
 
 
 def _shard(t: RefType, rows: int, space: MemorySpace | None = None) -> RefType:

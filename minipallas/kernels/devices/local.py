@@ -1,0 +1,453 @@
+"""The program one device runs, made from a kernel that spans devices (issue 47).
+
+The importer (``interop/importer/devices.py``) gives a ``shard_map`` over several devices as a
+``mesh_call`` whose body is one device's program over a *row per device* of every operand,
+result, scratch buffer and semaphore: ``ref.at %r[%pid, ...]``, with ``program_id`` of each
+mesh axis as the row's indices, is the device's own row; any other row is a target's, written
+by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on it).
+``device_program`` rebuilds that body as the program every device runs under ``jax.shard_map``:
+
+1. the rows go: a ref with a row per device becomes the device's own shard, its own-row views
+   plain views, ``program_id`` of mesh axis ``a`` becomes ``axis_index ("a")``, and the
+   collective scratch an ordinary ``run_scoped``;
+2. a remote copy becomes an ``exchange`` (``ir/opset/exchange.py``): the source's value as of
+   the copy's start, sent with the destination window's indices to the target, which writes it
+   there when it reaches the same copy in its own program. The target is evaluated for each
+   device at compile time when it is a function of the device's position only (a permutation
+   then: ``lax.ppermute``); computed from loop indices, it travels with the payload
+   (``lax.all_gather`` and a select on the receiver);
+3. remote signals and ``barrier``s go; local semaphores and the send side of a copy stay for
+   discharge (counters no one reads). Semaphores carry no data: in a race-free kernel they only
+   order accesses that the collective already orders (every device reaches each ``exchange``
+   together; a read of the destination before its wait, or a write of it racing the copy, is a
+   race). The simulator (``collectives="simulate"``) checks race freedom; this compiled path
+   is for kernels that have it, and that leave a destination window alone from their own start
+   of the copy to its receive wait (start, then wait: the kernels' usual shape). A kernel that
+   hands a window over later, by semaphores alone, should be checked against the simulator.
+
+Refused, each with a reason and ``collectives='simulate'`` as the fix: communication that
+depends on data (a target, window or enclosing loop's trip count computed from loaded values,
+a ``while`` loop around a remote copy), a remote copy under a condition (each device must take
+part in every collective; moving a copy out of its ``cond`` with a per-device mask is not built),
+and any other use of another device's row (a read, a plain write, a remote source).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from minipallas.ir import indexing
+from minipallas.ir.builder import infer_result_types
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.indexing import Dyn, Int, Slice
+from minipallas.ir.interpret import interpret
+from minipallas.ir.literal import Literal
+from minipallas.ir.opdef import OPS
+from minipallas.ir.types import ArrayType, RefType
+
+# How a value depends on what: the device's position and constants only; loop indices too;
+# anything else (a loaded value, a loop's carry, a semaphore's count).
+STATIC, LOOP, DATA = 0, 1, 2
+SIMULATE = "run it with collectives='simulate' (mp.interpret(fn, x, collectives='simulate'))"
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A view of another device's row: ``base`` (the device's own shard of the same buffer,
+    rebuilt), the target's position per mesh axis (old values), and the window in the row:
+    its indexer over ``base``, its dynamic indices (rebuilt) and what they depend on."""
+
+    base: Value
+    targets: tuple[Value, ...]
+    indexer: indexing.Indexer
+    dyn: tuple[Value, ...]
+    kind: int
+
+
+def device_program(body: Function, axes: Sequence[str], sizes: Sequence[int]) -> Function:
+    """The program one device runs (module doc) of a device kernel's ``mesh_call`` body."""
+    return _Device(body, tuple(axes), tuple(sizes)).function()
+
+
+class _Device:
+    """The rebuild: old values to new ones (or ``Remote`` views), what each old value depends
+    on (``kind``), which old refs have a row per device, and the region ops around."""
+
+    def __init__(self, body: Function, axes: tuple[str, ...], sizes: tuple[int, ...]) -> None:
+        self.body, self.axes, self.sizes = body, axes, sizes
+        self.env: dict[Value, Value | Remote] = {}
+        self.kind: dict[Value, int] = {}
+        self.rowed: set[Value] = set()
+        self.source: dict[Value, Value] = {}  # a region parameter -> the operand it receives
+        self.defs = {v: op for op in body.walk() for v in op.results}
+        self.enclosing: list[Op] = []
+
+    def function(self) -> Function:
+        params = tuple(Value(self.local(p.type)) for p in self.body.params)
+        self.rowed.update(self.body.params)
+        block = self.block(self.body.body, params)
+        return Function(self.body.name + "_on_device", block)
+
+    def local(self, t: RefType) -> RefType:
+        n = len(self.axes)
+        if tuple(t.shape[:n]) != self.sizes:
+            raise AssertionError(f"{t} has no row per device of a {self.sizes} mesh")
+        return RefType(t.shape[n:], t.dtype, t.memory_space)
+
+    def block(self, block: Block, params: Sequence[Value]) -> Block:
+        self.env.update(zip(block.params, params, strict=True))
+        ops: list[Op] = []
+        for op in block.ops:
+            ops += self.op(op)
+        return Block(tuple(params), tuple(ops), tuple(self.value(v, None) for v in block.results))
+
+    def value(self, v: Value, op: Op | None) -> Value:
+        new = self.env[v]
+        if isinstance(new, Remote):
+            raise self.refuse(
+                op,
+                "reads or writes another device's memory directly (only a remote copy, "
+                "make_async_remote_copy, and a remote semaphore_signal reach another device)",
+            )
+        return new
+
+    def refuse(self, op: Op | None, why: str) -> MiniPallasError:
+        name = None if op is None else op.name
+        return MiniPallasError(
+            f"this {name} of a kernel that spans devices does not compile to XLA collectives: "
+            f"it {why}",
+            op=name,
+            loc=None if op is None else op.loc,
+            fix=SIMULATE,
+        )
+
+    # --- ops ---------------------------------------------------------------------------------
+
+    def op(self, op: Op) -> list[Op]:
+        if op.name == "program_id":
+            (result,) = op.results
+            self.kind[result] = STATIC
+            name = {"name": self.axes[op.attrs["axis"]]}
+            return self.made(op, Op("axis_index", (), (Value(result.type),), name, (), op.loc))
+        if op.name == "barrier":
+            return []  # every device reaches each collective together (module doc, 3)
+        if op.name == "ref.at" and op.operands[0] in self.rowed:
+            return self.row_view(op)
+        if op.name == "ref.at" and isinstance(self.env[op.operands[0]], Remote):
+            return self.sub_view(op, self.env[op.operands[0]])
+        if op.name == "dma_start" and isinstance(self.env[op.operands[1]], Remote):
+            return self.remote_copy(op)
+        if op.name == "semaphore_signal" and isinstance(self.env[op.operands[0]], Remote):
+            return []  # a remote signal carries no data (module doc, 3)
+        operands = tuple(self.value(v, op) for v in op.operands)
+        regions = self.regions(op)
+        attrs = dict(op.attrs)
+        if op.name == "run_scoped" and attrs.get("collective_axes"):
+            attrs["collective_axes"] = ()
+        types = infer_result_types(op.name, [v.type for v in operands], attrs, regions, op.loc)
+        new = Op(op.name, operands, tuple(Value(t) for t in types), attrs, regions, op.loc)
+        pure = OPS[op.name].pure and not op.regions
+        pure = pure and not any(isinstance(v.type, RefType) for v in op.operands)
+        kind = max((self.kind.get(v, DATA) for v in op.operands), default=STATIC)
+        for r in op.results:
+            self.kind[r] = STATIC if op.name == "axis_index" else kind if pure else DATA
+        return self.made(op, new)
+
+    def made(self, old: Op, new: Op) -> list[Op]:
+        self.env.update(zip(old.results, new.results, strict=True))
+        return [new]
+
+    def regions(self, op: Op) -> tuple[Block, ...]:
+        """``op``'s regions rebuilt: a parameter that receives an operand gets its new type,
+        its row and what it depends on; a collective ``run_scoped``'s allocations lose their
+        rows; a ``for`` index depends on loops (or on data when its bounds do)."""
+        out = []
+        self.enclosing.append(op)
+        for k, region in enumerate(op.regions):
+            fed = self.fed(op, k, region)
+            params = []
+            for i, p in enumerate(region.params):
+                group, operand = fed.get(i, (None, None))
+                if operand is not None:
+                    if operand in self.rowed:
+                        self.rowed.add(p)
+                    params.append(Value(self.value(operand, op).type))
+                    if group == "inits":  # a loop's carry: its value changes
+                        self.kind[p] = self.carry_kind(op, region, i, operand)
+                    else:
+                        self.source[p] = operand
+                        self.kind[p] = self.kind.get(operand, DATA)
+                elif op.name == "run_scoped" and op.attrs.get("collective_axes"):
+                    self.rowed.add(p)
+                    params.append(Value(self.local(p.type)))
+                else:
+                    self.kind[p] = DATA
+                    if op.name == "for" and i == 0 and self.bounds_kind(op) == STATIC:
+                        self.kind[p] = LOOP
+                    params.append(Value(p.type))
+            out.append(self.block(region, params))
+        self.enclosing.pop()
+        return tuple(out)
+
+    def carry_kind(self, op: Op, region: Block, i: int, init: Value) -> int:
+        """A carry of a ``for`` with static bounds that starts static and steps by a constant
+        each iteration (``fori_loop(1, n)`` counts so) depends on loops; any other on data."""
+        if op.name != "for" or self.bounds_kind(op) != STATIC or self.kind.get(init) != STATIC:
+            return DATA
+        p = region.params[i]
+        step = {v: o for o in region.ops for v in o.results}.get(
+            region.results[i - (len(region.params) - len(region.results))]
+        )
+        if step is None or step.name != "add" or p not in step.operands:
+            return DATA
+        (other,) = [v for v in step.operands if v is not p] or [p]
+        made = {v: o for o in region.ops for v in o.results}.get(other)
+        return LOOP if made is not None and made.name == "constant" else DATA
+
+    @staticmethod
+    def fed(op: Op, region: int, block: Block) -> dict[int, tuple[str, Value]]:
+        """Which of region ``region``'s parameters receives which operand (by position), and
+        the operand group it comes from."""
+        opdef = OPS[op.name]
+        params = opdef.param_groups(region, len(op.operands), op.attrs, len(block.params))
+        groups = opdef.groups(len(op.operands), op.attrs)
+        found: dict[int, tuple[str, Value]] = {}
+        if params is None or groups is None:
+            return found
+        for name, where in params.items():
+            if name in groups:
+                operands = op.operands[groups[name]]
+                for i, v in zip(range(where.start, where.stop), operands, strict=True):
+                    found[i] = (name, v)
+        return found
+
+    def bounds_kind(self, op: Op) -> int:
+        where = op.slices()
+        bounds = (*op.operands[where["lower"]], *op.operands[where["upper"]])
+        return max(self.kind.get(v, DATA) for v in bounds)
+
+    # --- rows --------------------------------------------------------------------------------
+
+    def row_view(self, op: Op) -> list[Op]:
+        """``ref.at`` of a ref with a row per device: the device's own row is its shard, any
+        other row a ``Remote`` view of the target's."""
+        ref, dyn = op.operands[0], op.operands[1:]
+        n = len(self.axes)
+        rows, rest = op.attrs["indexer"][:n], op.attrs["indexer"][n:]
+        targets: list[Value] = []
+        for entry in rows:
+            if not isinstance(entry, Int):
+                raise self.refuse(op, "takes a slice of the rows of several devices")
+            targets.append(dyn[entry.index.pos] if isinstance(entry.index, Dyn) else
+                           self.constant(entry.index))  # fmt: skip
+        dyn_positions = indexing.dyn_positions(rest)
+        renumber = {p: k for k, p in enumerate(dyn_positions)}
+        entries = tuple(_renumber(e, renumber) for e in rest)
+        old_dyn = tuple(dyn[p] for p in dyn_positions)
+        base = self.value(ref, op)
+        own = all(self.is_position(t, a) for a, t in enumerate(targets))
+        if not own:
+            new_dyn = tuple(self.value(v, op) for v in old_dyn)
+            kind = max((self.kind.get(v, DATA) for v in old_dyn), default=STATIC)
+            self.env[op.result] = Remote(base, tuple(targets), entries, new_dyn, kind)
+            return []
+        if entries == indexing.full(base.type.shape):
+            self.env[op.result] = base
+            return []
+        operands = (base, *(self.value(v, op) for v in old_dyn))
+        attrs = {"indexer": entries}
+        types = infer_result_types("ref.at", [v.type for v in operands], attrs, (), op.loc)
+        return self.made(op, Op("ref.at", operands, (Value(types[0]),), attrs, (), op.loc))
+
+    def sub_view(self, op: Op, remote: Remote) -> list[Op]:
+        """``ref.at`` of a ``Remote`` view: one window over the target's row, each start the
+        outer window's plus the inner one's (``add`` ops, computed on the sender)."""
+        inner, inner_dyn = op.attrs["indexer"], op.operands[1:]
+        kind = max([remote.kind, *(self.kind.get(v, DATA) for v in inner_dyn)])
+        ops: list[Op] = []
+        dyn: list[Value] = []
+
+        def place(at: int | Value) -> int | Dyn:
+            if isinstance(at, int):
+                return at
+            dyn.append(at)
+            return Dyn(len(dyn) - 1)
+
+        def read(at: int | Dyn, values: Sequence[Value]) -> int | Value:
+            return self.value(values[at.pos], op) if isinstance(at, Dyn) else at
+
+        entries, inner_entries = [], iter(inner)
+        for e in remote.indexer:
+            if isinstance(e, Int):
+                entries.append(Int(place(read(e.index, remote.dyn))))
+                continue
+            e2 = next(inner_entries)
+            if (
+                not (isinstance(e, Slice) and e.stride == 1)
+                or isinstance(e2, indexing.Array)
+                or (isinstance(e2, Slice) and e2.stride != 1)
+            ):
+                raise self.refuse(op, "takes a strided or gathered window of another device's row")
+            offset = read(e2.index if isinstance(e2, Int) else e2.start, inner_dyn)
+            start = _sum(read(e.start, remote.dyn), offset, ops, op)
+            entries.append(Int(place(start)) if isinstance(e2, Int) else
+                           Slice(place(start), e2.size, 1))  # fmt: skip
+        self.env[op.result] = Remote(remote.base, remote.targets, tuple(entries), tuple(dyn), kind)
+        return ops
+
+    def is_position(self, v: Value, axis: int) -> bool:
+        while v in self.source:
+            v = self.source[v]
+        op = self.defs.get(v)
+        if op is not None and op.name == "axis_index":
+            return op.attrs["name"] == self.axes[axis]
+        return op is not None and op.name == "program_id" and op.attrs["axis"] == axis
+
+    def constant(self, n: int) -> Value:
+        v = Value(ArrayType((), "int32"))
+        self.kind[v] = STATIC
+        self.defs[v] = Op("constant", (), (v,), {"value": Literal.of(n, "int32")})
+        return v
+
+    # --- remote copies -----------------------------------------------------------------------
+
+    def remote_copy(self, op: Op) -> list[Op]:
+        """``dma_start`` into a target's row as an ``exchange`` (module doc, 2): read the source,
+        exchange it into the destination shard, write that back."""
+        src, remote = self.value(op.operands[0], op), self.env[op.operands[1]]
+        assert isinstance(remote, Remote)
+        self.check_around(op)
+        if remote.kind == DATA:
+            raise self.refuse(op, "writes a window computed from loaded values")
+        target_kind = max(self.kind.get(v, DATA) for v in remote.targets)
+        if target_kind == DATA:
+            raise self.refuse(op, "targets a device computed from loaded values")
+        pairs: tuple[tuple[int, int], ...] = ()
+        targets: tuple[Value, ...] = ()
+        if target_kind == STATIC:
+            pairs = self.pairs(op, remote.targets)
+        ops = [
+            _op("get", (src,), {"indexer": indexing.full(src.type.shape)}, op),
+            _op("get", (remote.base,), {"indexer": indexing.full(remote.base.type.shape)}, op),
+        ]
+        if not pairs:  # computed from loop indices, or several senders to one receiver
+            for v in remote.targets:
+                if v not in self.env:  # a row given as a static int (``constant``)
+                    ops.append(self.defs[v])
+                    self.env[v] = v
+            targets = tuple(self.value(v, op) for v in remote.targets)
+        payload, old = ops[0].result, ops[1].result  # the source as of the copy's start
+        attrs = {"indexer": remote.indexer, "axes": self.axes, "shape": self.sizes,
+                 "pairs": pairs, "n_targets": len(targets)}  # fmt: skip
+        ops.append(_op("exchange", (old, *remote.dyn, payload, *targets), attrs, op))
+        full = {"indexer": indexing.full(remote.base.type.shape)}
+        ops.append(_op("swap", (remote.base, ops[-1].result), full, op))
+        return ops
+
+    def check_around(self, op: Op) -> None:
+        """Every device must reach each collective the same number of times."""
+        for around in self.enclosing:
+            if around.name == "while":
+                raise self.refuse(op, "is inside a while loop, whose trip count is computed")
+            if around.name == "cond":
+                raise self.refuse(
+                    op,
+                    "is under a condition: every device takes part in each collective, and "
+                    "moving a copy out of its condition with a per-device mask is not built",
+                )
+            if around.name == "for":
+                if self.bounds_kind(around) != STATIC:
+                    raise self.refuse(op, "is inside a loop whose trip count is computed "
+                                      "from loaded values or loop indices")  # fmt: skip
+                where = around.slices()
+                bounds = [*around.operands[where["lower"]], *around.operands[where["upper"]]]
+                trips = {tuple(self.values_at(bounds, d)) for d in self.devices()}
+                if len(trips) != 1:
+                    raise self.refuse(op, "is inside a loop whose trip count differs by device")
+
+    def pairs(self, op: Op, targets: Sequence[Value]) -> tuple[tuple[int, int], ...]:
+        """(sender, receiver) device numbers of a target that is a function of the device's
+        position; empty when two devices send to one (then it travels as data)."""
+        out = []
+        for d, position in enumerate(self.devices()):
+            at = self.values_at(targets, position)
+            if not all(0 <= t < n for t, n in zip(at, self.sizes, strict=True)):
+                raise MiniPallasError(
+                    f"device {position} copies to device {tuple(at)}, outside the mesh "
+                    f"{dict(zip(self.axes, self.sizes, strict=True))}",
+                    op=op.name,
+                    loc=op.loc,
+                    fix="take the target modulo the mesh axis' size (lax.rem)",
+                )
+            out.append((d, int(np.ravel_multi_index(at, self.sizes))))
+        receivers = [r for _, r in out]
+        return tuple(out) if len(set(receivers)) == len(receivers) else ()
+
+    def devices(self) -> list[tuple[int, ...]]:
+        return [tuple(int(i) for i in p) for p in np.ndindex(*self.sizes)]
+
+    def values_at(self, values: Sequence[Value], position: tuple[int, ...]) -> list[int]:
+        """``values`` (old, depending on the device's position only) on the device at
+        ``position``: their ops copied with each ``program_id`` its position, interpreted."""
+        ops: list[Op] = []
+        env: dict[Value, Value] = {}
+
+        def visit(v: Value) -> Value:
+            while v in self.source:
+                v = self.source[v]
+            if v not in env:
+                op = self.defs[v]
+                if op.name in ("program_id", "axis_index"):
+                    axis = op.attrs.get("axis", None)
+                    axis = self.axes.index(op.attrs["name"]) if axis is None else axis
+                    value = Literal.of(position[axis], "int32")
+                    new = Op("constant", (), (Value(v.type),), {"value": value})
+                else:
+                    operands = tuple(visit(u) for u in op.operands)
+                    new = op.renamed(operands)
+                ops.append(new)
+                env.update(zip(op.results, new.results, strict=True))
+            return env[v]
+
+        results = tuple(visit(v) for v in values)
+        fn = Function("static", Block((), tuple(ops), results))
+        return [int(np.asarray(r)) for r in interpret(fn)]
+
+
+def _renumber(entry: indexing.Entry, renumber: dict[int, int]) -> indexing.Entry:
+    if isinstance(entry, Int) and isinstance(entry.index, Dyn):
+        return Int(Dyn(renumber[entry.index.pos]))
+    if isinstance(entry, Slice) and isinstance(entry.start, Dyn):
+        return Slice(Dyn(renumber[entry.start.pos]), entry.size, entry.stride)
+    return entry
+
+
+def _sum(a: int | Value, b: int | Value, ops: list[Op], at: Op) -> int | Value:
+    """``a + b``, folded where either is a static 0 or both are static; else an ``add`` (in
+    ``int32``) appended to ``ops``."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if isinstance(a, int) or isinstance(b, int):
+        n, v = (a, b) if isinstance(a, int) else (b, a)
+        if n == 0:
+            return v
+    values = []
+    for x in (a, b):
+        if isinstance(x, int):
+            ops.append(_op("constant", (), {"value": Literal.of(x, "int32")}, at))
+            x = ops[-1].result
+        elif x.type.dtype != "int32":
+            ops.append(_op("convert", (x,), {"dtype": "int32"}, at))
+            x = ops[-1].result
+        values.append(x)
+    ops.append(_op("add", tuple(values), {}, at))
+    return ops[-1].result
+
+
+def _op(name: str, operands: tuple[Value, ...], attrs: dict, at: Op) -> Op:
+    types = infer_result_types(name, [v.type for v in operands], attrs, (), at.loc)
+    return Op(name, operands, tuple(Value(t) for t in types), attrs, (), at.loc)

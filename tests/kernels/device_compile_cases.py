@@ -1,0 +1,245 @@
+"""Kernels that span devices compiled to XLA collectives (issue 47), run by
+``test_device_compile.py`` in a process of its own with ``N`` CPU devices (the first argument:
+jax sees several CPU devices only when ``XLA_FLAGS`` says so before it starts). Each case is
+run by the simulator (``collectives="simulate"``) and by ``jax.jit(mp.on_devices(f))``, and
+prints one JSON line: whether the compiled bits are the simulator's and numpy's, what the
+compiled HLO holds, and the seconds each took (measured, not asserted); or the error.
+
+Run as ``python tests/kernels/device_compile_cases.py 8``.
+"""
+
+import os
+import sys
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={N}"
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+import minipallas as mp  # noqa: E402
+
+warnings.simplefilter("ignore", DeprecationWarning)
+MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
+DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
+F32 = jnp.float32
+SHARD = (8, 128)
+
+
+def on_mesh(kernel, shard_out, scratch, *, space=pl.ANY, shape=(N,), names=("x",), spec=None,
+            collective_id=None):  # fmt: skip
+    """``jax.shard_map`` of a whole-shard ``pallas_call`` over the first devices."""
+    devices = np.array(jax.devices()[: int(np.prod(shape))]).reshape(shape)
+    mesh = jax.sharding.Mesh(devices, names)
+    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(shard_out, F32),
+        in_specs=[pl.BlockSpec(memory_space=space)],
+        out_specs=pl.BlockSpec(memory_space=space),
+        scratch_shapes=scratch,
+        compiler_params=params,
+    )
+    spec = P(names[0]) if spec is None else spec
+    return jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+
+
+def _copy(src, dst, send, recv, to, id_type=MESH):
+    return pltpu.make_async_remote_copy(src, dst, send, recv, device_id=to,
+                                        device_id_type=id_type)  # fmt: skip
+
+
+def right_permute(x_ref, o_ref, send_sem, recv_sem):
+    """Upstream's guide: each device sends its shard to its right neighbour."""
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
+    copy.start()
+    copy.wait()
+
+
+def shift_two_logical(x_ref, o_ref, send_sem, recv_sem):
+    """A shift by two with LOGICAL ids, behind a barrier-semaphore handshake."""
+    me = lax.axis_index("x")
+    to, frm = lax.rem(me + 2, N), lax.rem(me + N - 2, N)
+    barrier = pltpu.get_barrier_semaphore()
+    pl.semaphore_signal(barrier, 1, device_id=to, device_id_type=LOGICAL)
+    pl.semaphore_signal(barrier, 1, device_id=frm, device_id_type=LOGICAL)
+    pl.semaphore_wait(barrier, 2)
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, to, LOGICAL)
+    copy.start()
+    copy.wait()
+
+
+def ring_all_gather(x_ref, o_ref, send_sem, recv_sem):
+    """A ring all-gather in a loop: at step s each device passes on the block it got last."""
+    me = lax.axis_index("x")
+    right = (lax.rem(me + 1, N),)
+    o_ref[me] = x_ref[...]
+
+    def step(s, carry):
+        slot = lax.rem(me + N - s, N)
+        copy = _copy(o_ref.at[slot], o_ref.at[slot], send_sem, recv_sem, right)
+        copy.start()
+        copy.wait()
+        return carry
+
+    lax.fori_loop(0, N - 1, step, 0)
+
+
+def permute_along_y(x_ref, o_ref, send_sem, recv_sem):
+    """A (N/2, 2) mesh: each device sends to its neighbour along "y" (a dict device_id)."""
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, {"y": 1 - lax.axis_index("y")})
+    copy.start()
+    copy.wait()
+
+
+def ring_all_reduce(x_ref, o_ref, buf_ref, send_sem, recv_sem, ready_sem):
+    """A double-buffered ring all-reduce: at step s each device sends ``buf[s % 2]`` right,
+    into the right neighbour's ``buf[1 - s % 2]``, and adds what it got from the left. Before
+    sending, a device waits until its right neighbour says (``ready_sem``) that it has begun
+    the step, so the buffer written there is no longer being read or sent."""
+    me = lax.axis_index("x")
+    right, left = (lax.rem(me + 1, N),), (lax.rem(me + N - 1, N),)
+    o_ref[...] = x_ref[...]
+    buf_ref[0] = x_ref[...]
+
+    def step(s, carry):
+        slot = lax.rem(s, 2)
+        pl.semaphore_signal(ready_sem, 1, device_id=left, device_id_type=MESH)
+        pl.semaphore_wait(ready_sem, 1)
+        copy = _copy(buf_ref.at[slot], buf_ref.at[1 - slot], send_sem, recv_sem, right)
+        copy.start()
+        copy.wait()
+        o_ref[...] += buf_ref[1 - slot]
+        return carry
+
+    lax.fori_loop(0, N - 1, step, 0)
+
+
+def all_to_all(x_ref, o_ref, send_sems, recv_sems):
+    """Block ``j`` of each device goes to device ``j``: the target is computed from the loop
+    index (an all_gather and a select on the receiver, compiled)."""
+    me = lax.axis_index("x")
+    o_ref[me] = x_ref[me]
+
+    def copy(s):
+        to = lax.rem(me + s, N)
+        return _copy(x_ref.at[to], o_ref.at[me], send_sems.at[s], recv_sems.at[s], (to,))
+
+    lax.fori_loop(1, N, lambda s, c: (copy(s).start(), c)[1], 0)
+    lax.fori_loop(1, N, lambda s, c: (copy(s).wait(), c)[1], 0)
+
+
+def target_from_data(x_ref, o_ref, send_sem, recv_sem):
+    """The target is read from the input (to the right: each shard's first element is a
+    multiple of N): refused by the compiler, run by the simulator."""
+    to = lax.rem(lax.axis_index("x") + 1 + x_ref[0, 0].astype(jnp.int32), N)
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (to,))
+    copy.start()
+    copy.wait()
+
+
+def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
+    """A remote copy under a condition on the device: refused by the compiler with why."""
+    me = lax.axis_index("x")
+    o_ref[0] = x_ref[...]
+    copy = _copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+
+    @pl.when(me == 0)
+    def _():
+        copy.start()
+        copy.wait_send()
+
+    @pl.when(me == 1)
+    def _():
+        copy.wait_recv()
+
+
+def cases():
+    """(name, f, x, numpy's result or None)."""
+    x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
+    blocks = x.reshape(N, *SHARD)
+    two = [DMA, DMA]
+    yield ("right_permute", on_mesh(right_permute, SHARD, two), x,
+           np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
+    yield ("shift_two_logical", on_mesh(shift_two_logical, SHARD, two, collective_id=0), x,
+           np.roll(blocks, 2, axis=0).reshape(x.shape))  # fmt: skip
+    gather = on_mesh(ring_all_gather, (N, *SHARD), two, space=None)
+    yield "ring_all_gather", gather, x, np.tile(blocks, (N, 1, 1))
+    y = np.arange(N * 8 * 128, dtype=np.float32).reshape(N // 2 * 8, 2 * 128)
+    along = on_mesh(permute_along_y, SHARD, two, shape=(N // 2, 2), names=("x", "y"),
+                    spec=P("x", "y"))  # fmt: skip
+    yield ("permute_along_y", along, y,
+           y.reshape(N // 2, 8, 2, 128)[:, :, ::-1, :].reshape(y.shape))  # fmt: skip
+    r = np.random.default_rng(0).standard_normal((N * 8, 128)).astype(np.float32)
+    scratch = [pltpu.VMEM((2, *SHARD), F32), DMA, DMA, REGULAR]
+    reduce = on_mesh(ring_all_reduce, SHARD, scratch, space=None)
+    yield "ring_all_reduce", reduce, r, _ring_sums(r.reshape(N, *SHARD)).reshape(r.shape)
+    a2a = on_mesh(all_to_all, (N, *SHARD), [pltpu.SemaphoreType.DMA((N,))] * 2, space=None)
+    z = np.arange(N * N * 8 * 128, dtype=np.float32).reshape(N * N, *SHARD)
+    yield ("all_to_all", a2a, z,
+           z.reshape(N, N, *SHARD).transpose(1, 0, 2, 3).reshape(z.shape))  # fmt: skip
+    yield ("target_from_data", on_mesh(target_from_data, SHARD, two, space=None), x,
+           np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
+    zero = on_mesh(only_device_zero_sends, (2, *SHARD), two, space=None)
+    yield "only_device_zero_sends", zero, x, None
+
+
+def _ring_sums(blocks: np.ndarray) -> np.ndarray:
+    """Device ``d`` adds, in ring order, its own block, then its left neighbour's, ..."""
+    out = blocks.copy()
+    for d in range(N):
+        for s in range(1, N):
+            out[d] = out[d] + blocks[(d - s) % N]
+    return out
+
+
+def simulate(f, x):
+    imported = mp.from_jaxpr(jax.make_jaxpr(f)(x))
+    (out,) = mp.interpret(imported, x, collectives="simulate")
+    return out
+
+
+def compiled(f, x):
+    g = jax.jit(mp.on_devices(f))
+    hlo = g.lower(x).compile().as_text()
+    out = np.asarray(g(x))
+    start = time.perf_counter()
+    np.asarray(g(x))
+    return out, hlo, time.perf_counter() - start
+
+
+def main() -> None:
+    for name, f, x, want in cases():
+        verdict: dict = {"case": name, "devices": N}
+        try:
+            start = time.perf_counter()
+            sim = simulate(f, x)
+            verdict["simulate_s"] = time.perf_counter() - start
+            verdict["simulated_numpy"] = want is not None and bool(np.array_equal(sim, want))
+            out, hlo, seconds = compiled(f, x)
+            verdict.update(
+                compiled_s=seconds,
+                same_bits=bool(np.array_equal(out.view(np.uint32), sim.view(np.uint32))),
+                numpy=want is not None and bool(np.array_equal(out, want)),
+                permute="collective-permute(" in hlo,
+                all_gather="all-gather(" in hlo,
+                loops=hlo.count(" while("),
+                partitions=f"num_partitions={N}" in hlo,
+            )
+        except mp.MiniPallasError as e:
+            verdict.update(error=type(e).__name__, text=str(e))
+        print(json.dumps(verdict), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Kernels that span devices compiled to XLA collectives (issue 47): ``jax.jit(mp.on_devices(f))``
+for a ``jax.shard_map`` over a ``pallas_call`` with remote copies gives the simulator's bits
+and numpy's result on 4 and on 8 CPU devices, each remote copy a ``collective-permute`` (or an
+``all-gather`` where the target is computed from loop indices) in a program XLA runs on every
+device, with no loop over the devices; communication that depends on data is refused with the
+reason and runs in the simulator.
+
+jax sees several CPU devices only when ``XLA_FLAGS`` says so before it starts, so the kernels
+(``device_compile_cases.py``) run in a process of their own per device count; each case prints
+its verdict as a JSON line.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minipallas.ir import dtypes
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.interpret import interpret
+from minipallas.ir.parser import parse_module
+
+CASES = Path(__file__).with_name("device_compile_cases.py")
+STRAIGHT = ["right_permute", "shift_two_logical", "permute_along_y"]  # no loop of their own
+LOOPED = ["ring_all_gather", "ring_all_reduce"]  # one fori_loop over the ring's steps
+
+
+@pytest.fixture(scope="module", params=[4, 8], ids=["4-devices", "8-devices"])
+def verdicts(request) -> dict:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    run = subprocess.run([sys.executable, str(CASES), str(request.param)], capture_output=True,
+                         text=True, timeout=300, env=env, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("{"):
+            v = json.loads(line)
+            assert v["devices"] == request.param
+            out[v["case"]] = v
+    return out
+
+
+@pytest.mark.parametrize("case", [*STRAIGHT, *LOOPED, "all_to_all"])
+def test_compiled_kernels_give_the_simulators_bits_and_numpys_result(verdicts, case):
+    v = verdicts[case]
+    assert v.get("simulated_numpy") is True, v
+    assert v["same_bits"] and v["numpy"], v
+    assert v["partitions"], v  # one SPMD program over every device of the mesh
+
+
+@pytest.mark.parametrize("case", [*STRAIGHT, *LOOPED])
+def test_a_static_target_is_a_collective_permute_with_no_loop_over_devices(verdicts, case):
+    v = verdicts[case]
+    assert v["permute"] and not v["all_gather"], v
+    assert v["loops"] == (1 if case in LOOPED else 0), v  # the kernel's own loop, no other
+
+
+def test_a_target_computed_from_the_loop_index_is_an_all_gather(verdicts):
+    v = verdicts["all_to_all"]
+    assert v["all_gather"] and not v["permute"] and v["loops"] == 1, v
+
+
+def test_a_target_computed_from_loaded_values_is_refused_and_simulated(verdicts):
+    v = verdicts["target_from_data"]
+    assert v["simulated_numpy"] is True, v  # the simulator runs it
+    assert v["error"] == "MiniPallasError", v
+    assert "targets a device computed from loaded values" in v["text"]
+    assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
+
+
+def test_a_remote_copy_under_a_device_condition_is_refused_with_why(verdicts):
+    v = verdicts["only_device_zero_sends"]
+    assert v["error"] == "MiniPallasError", v
+    assert "under a condition" in v["text"] and "every device takes part" in v["text"]
+    assert "device_compile_cases.py:" in v["text"]
+
+
+EXCHANGE = """func @f(%0: f32[4,8], %1: f32[8], %2: i32[], %3: i32[]) -> (f32[4,8], f32[4,8]) {
+  %4 = exchange %0[%2, :], %1, axes ("x") (4), pairs (0, 1, 1, 2, 2, 3, 3, 0) : f32[4,8]
+  %5 = exchange %0[%2, :], %1, to (%3), axes ("x") (4) : f32[4,8]
+  return %4, %5
+}"""
+
+
+def test_exchange_prints_as_it_parses_and_checks_its_pairs():
+    (fn,) = parse_module(EXCHANGE).functions
+    assert str(fn).strip() == EXCHANGE
+    with pytest.raises(MiniPallasError, match="each sender and receiver once"):
+        parse_module(EXCHANGE.replace("pairs (0, 1, 1, 2,", "pairs (0, 1, 1, 1,"))
+
+
+def test_exchange_run_by_one_program_alone_is_refused_with_a_fix():
+    (fn,) = parse_module(EXCHANGE).functions
+    with pytest.raises(MiniPallasError, match="exchange") as e:
+        interpret(fn, *[np.zeros(t.shape, dtypes.to_numpy(t.dtype)) for t in fn.param_types])
+    assert "collectives='simulate'" in e.value.fix
