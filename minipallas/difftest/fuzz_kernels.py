@@ -40,7 +40,10 @@ is 1 if any kernel disagreed.
 pipeline on every kernel minipallas traces (``pallas_call(..., passes=PIPE)``: kernel passes
 on the kernel, function passes on its body), so both of minipallas's ways run it. A
 disagreement then names the pass after which those two ways' outputs first change
-(``first_bad_pass``) and prints the kernel before and after it.
+(``first_bad_pass``) and prints the kernel before and after it. The summary says how many
+kernels each pass changed, and that a pass was never exercised when it changed none; kernels
+are drawn so the loaded passes rewrite them (``generate.directed_kernels``; ``--target-pass
+NAME`` directs at one pass, ``none`` draws plain kernels).
 """
 
 from __future__ import annotations
@@ -63,9 +66,10 @@ from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.compiled import compile as compile_fn
 from minipallas.difftest.coverage import Coverage
+from minipallas.fuzz import add_target_argument, targeted_passes
 from minipallas.generate import kernel_params
 from minipallas.generate.check import same_bits
-from minipallas.generate.choices import RandomChoices
+from minipallas.generate.directed_kernels import Director
 from minipallas.generate.kernels import (
     KernelSpec,
     Operand,
@@ -78,6 +82,7 @@ from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering import xla_cpu
+from minipallas.lowering.libtpu import quiet_libtpu
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.user_passes import (
@@ -317,16 +322,23 @@ def campaign(
     out: TextIO | None = None,
     progress: Progress | None = None,
     passes: str = "",
+    targets: Sequence[str] = (),
 ) -> Summary:
+    """Up to ``count`` kernels for ``seconds``, ``passes`` run on minipallas's side, the kernels
+    drawn so the passes ``targets`` rewrite them (``generate.directed_kernels``)."""
     rng, params = random.Random(seed), kernel_params.generator(seed)
+    director = Director(lambda c, d: random_kernel(c, params=d), passes, targets)
     summary = Summary(passes=PassCoverage(passes, "kernels") if passes else None)
     deadline = time.monotonic() + seconds
     while summary.kernels < count and time.monotonic() < deadline:
-        spec = random_kernel(RandomChoices(rng), params=RandomChoices(params))
-        seed_of_inputs = rng.randrange(2**16)
+        drawn = director.next(rng, params)
+        spec, seed_of_inputs = drawn.spec, rng.randrange(2**16)
         outcome = check(spec, seed_of_inputs, passes)
         if summary.passes is not None:
-            summary.passes.record(kernel_texts(spec, seed_of_inputs, passes))
+            texts = drawn.texts
+            summary.passes.record(
+                kernel_texts(spec, seed_of_inputs, passes) if texts is None else texts
+            )
         summary.kernels += 1
         summary.batched += outcome.batched
         summary.known.update(outcome.known)
@@ -340,16 +352,26 @@ def campaign(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     parser = campaign_parser(__doc__.splitlines()[0])
+    add_target_argument(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return main_with_passes("fuzz-kernels", args, lambda passes: _main(args, passes))
 
 
 def _main(args: argparse.Namespace, passes: str) -> int:
+    try:
+        targets = targeted_passes(passes, args.target_pass)
+    except MiniPallasError as e:
+        print(f"fuzz-kernels: {e}", file=sys.stderr)
+        return 2
+    if targets:
+        print(f"pass-directed: {', '.join(targets)}")
     start = time.monotonic()
     with Progress("fuzz-kernels", args.count, args.seconds, unit="kernel") as bar:
-        s = campaign(args.count, args.seconds, args.seed, progress=bar, passes=passes)
+        s = campaign(args.count, args.seconds, args.seed, progress=bar, passes=passes,
+                     targets=targets)  # fmt: skip
     elapsed = time.monotonic() - start
     print(
         f"{s.kernels} kernels ({s.batched} ran batched), {len(s.disagreements)} disagreements, "

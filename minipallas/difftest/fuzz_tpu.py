@@ -43,7 +43,8 @@ on the chip; ``--aot``: the module libtpu compiles). With ``--aot`` each kernel 
 also run on the CPU with and without the pipeline (``fuzz_kernels.pipeline_blame``), so a pass
 that changes values is found without a chip. A finding the pipeline causes is ``pass-bug``
 (and a refusal ``minipallas-refuses``), naming the pass after which it appears, with the
-kernel before and after it.
+kernel before and after it. As in ``fuzz_kernels``, the summary says how many kernels each
+pass changed, and kernels are drawn so the loaded passes rewrite them (``--target-pass``).
 
 A finding is shrunk: each simplification of its spec (one option back to its plainest value,
 a grid axis of size 1, one input fewer) that keeps the same class is kept, until none does;
@@ -77,8 +78,10 @@ from minipallas.difftest.harness import run
 from minipallas.difftest.report import Case
 from minipallas.difftest.tpu import KernelRule, evaluate, minipallas_kernel, upstream_kernel
 from minipallas.difftest.tpu import tpu_device as the_chip
+from minipallas.fuzz import add_target_argument, targeted_passes
 from minipallas.generate import kernel_params
-from minipallas.generate.choices import RandomChoices
+from minipallas.generate.choices import Choices, RandomChoices
+from minipallas.generate.directed_kernels import Director
 from minipallas.generate.kernels import (
     KernelSpec,
     kernel_inputs,
@@ -144,11 +147,14 @@ class Summary:
 def kernel(
     rng: random.Random, oob_rate: float = OOB_RATE, params: random.Random | None = None
 ) -> tuple[KernelSpec, int]:
-    """The next kernel of a campaign (out of bounds on purpose with chance ``oob_rate``; its
-    parameters drawn from ``params``, if given), and its inputs' seed."""
-    drawn = None if params is None else RandomChoices(params)
-    spec = random_kernel(RandomChoices(rng), out_of_bounds=oob_rate, params=drawn)
-    return tpu_sized(spec), rng.randrange(2**16)
+    """The next kernel of an undirected campaign (out of bounds on purpose with chance
+    ``oob_rate``; its parameters drawn from ``params``, if given), and its inputs' seed."""
+    choices = None if params is None else RandomChoices(params)
+    return _draw(oob_rate, RandomChoices(rng), choices), rng.randrange(2**16)
+
+
+def _draw(oob_rate: float, c: Choices, params: Choices | None) -> KernelSpec:
+    return tpu_sized(random_kernel(c, out_of_bounds=oob_rate, params=params))
 
 
 def documented(spec: KernelSpec, kind: str, why: str) -> str:
@@ -307,24 +313,29 @@ def campaign(
     simulate_halt: int | None = None,
     oob_rate: float = OOB_RATE,
     passes: str = "",
+    targets: Sequence[str] = (),
 ) -> Summary:
     """Kernels ``skip``, ``skip + 1``, ... of the campaign ``seed`` (at most ``count`` in all,
-    for ``seconds``), each judged by ``bounds_verdict``, then, in bounds, by ``verdict``; with a
-    ``journal``, a line before and after each kernel (``{"start": k}``, ``{"done": k, "kind":
-    ..., "finding": ...}``)."""
+    for ``seconds``), drawn so the passes ``targets`` of ``passes`` rewrite them
+    (``generate.directed_kernels``), each judged by ``bounds_verdict``, then, in bounds, by
+    ``verdict``; with a ``journal``, a line before and after each kernel (``{"start": k}``,
+    ``{"done": k, "kind": ..., "finding": ...}``)."""
 
     def judged(spec: KernelSpec, seed: int) -> tuple[str, str]:
         return bounds_verdict(spec, seed) or verdict(spec, seed)
 
     rng, params = random.Random(seed), kernel_params.generator(seed)
-    for _ in range(skip):
-        kernel(rng, oob_rate, params)
+    director = Director(functools.partial(_draw, oob_rate), passes, targets)
+    for _ in range(skip):  # the same draws, so a worker goes on where the last one stopped
+        director.next(rng, params)
+        rng.randrange(2**16)
     summary = Summary(passes=PassCoverage(passes, "kernels") if passes else None)
     deadline = time.monotonic() + seconds
     for index in range(skip, count):
         if time.monotonic() >= deadline:
             break
-        spec, inputs_seed = kernel(rng, oob_rate, params)
+        chosen = director.next(rng, params)
+        spec, inputs_seed = chosen.spec, rng.randrange(2**16)
         _note(journal, {"start": index})
         if index == simulate_halt:  # die as a process holding a halted chip does
             os._exit(134)
@@ -336,7 +347,10 @@ def campaign(
             finding += small.describe()
             print(f"FINDING {finding}", file=out or sys.stdout, flush=True)
         drawn = kernel_params.parameters(spec)
-        changed = summary.passes.fired(kernel_texts(spec, inputs_seed, passes)) if passes else []
+        changed: list[str] = []
+        if summary.passes is not None:  # the director's texts, when it traced the kernel
+            texts = chosen.texts
+            changed = summary.passes.fired(texts or kernel_texts(spec, inputs_seed, passes))
         summary.add(kind, finding, drawn, changed)
         done = {"done": index, "kind": kind, "finding": finding, "params": drawn}
         _note(journal, done | {"changed": changed})
@@ -412,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
     parser.add_argument("--simulate-halt", type=int, help=argparse.SUPPRESS)
+    add_target_argument(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return main_with_passes("fuzz-tpu", args, lambda passes: _main(args, passes))
@@ -419,20 +434,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, passes: str) -> int:
     verdict = functools.partial(aot_verdict if args.aot else chip_verdict, passes=passes)
+    try:
+        targets = targeted_passes(passes, args.target_pass)
+    except MiniPallasError as e:
+        print(f"fuzz-tpu: {e}", file=sys.stderr)
+        return 2
     if args.worker:
         with open(args.journal, "a") as journal:
             s = campaign(args.count, args.seconds, args.seed, verdict, journal=journal,
                          skip=args.skip, simulate_halt=args.simulate_halt,
-                         oob_rate=args.oob_rate, passes=passes)  # fmt: skip
+                         oob_rate=args.oob_rate, passes=passes, targets=targets)  # fmt: skip
         return 1 if s.findings else 0
+    if targets:
+        print(f"pass-directed: {', '.join(targets)}")
     start = time.monotonic()
     if args.aot:
         with Progress("fuzz-tpu", args.count, args.seconds, unit="kernel") as bar:
             s = campaign(args.count, args.seconds, args.seed, verdict, progress=bar,
-                         oob_rate=args.oob_rate, passes=passes)  # fmt: skip
+                         oob_rate=args.oob_rate, passes=passes, targets=targets)  # fmt: skip
     else:
+        target = ["--target-pass", args.target_pass] if args.target_pass else []
         s = supervised(args.count, args.seconds, args.seed, oob_rate=args.oob_rate,
-                       pass_flags=argv_of(args), passes=passes)  # fmt: skip
+                       pass_flags=[*argv_of(args), *target], passes=passes)  # fmt: skip
     elapsed = time.monotonic() - start
     mode = "ahead of time (libtpu, v5e)" if args.aot else "on the chip"
     print(f"{s.kernels} kernels {mode}, {len(s.findings)} findings, {s.kernels / elapsed:.2f}/s")

@@ -1,11 +1,17 @@
 """``minipallas.difftest.fuzz_kernels``: random kernels against upstream interpret mode."""
 
+import argparse
 import io
+import random
+from pathlib import Path
 
 import numpy as np
 
 from minipallas.difftest import fuzz_kernels
-from minipallas.generate.kernels import IndexMap, KernelSpec, Operand
+from minipallas.generate import kernel_params
+from minipallas.generate.directed_kernels import Director, Replay
+from minipallas.generate.kernels import IndexMap, KernelSpec, Operand, random_kernel
+from minipallas.user_passes import loaded
 
 
 def test_a_short_campaign_agrees_with_upstream_bit_for_bit():
@@ -145,3 +151,55 @@ def test_a_difference_only_xla_makes_after_the_pipeline_is_known_not_a_disagreem
     assert outcome.problem is None and "xla rounds the reshaped program" in outcome.known
     monkeypatch.setattr(fuzz_kernels, "minipallas_call", real)
     assert fuzz_kernels.check(spec, seed=0, passes=fused).problem is None
+
+
+PLANTED = str(Path(__file__).with_name("fuzz_planted_kernel_passes.py"))
+NO_CLOCK = ["--seconds", "1e9"]  # the kernel count ends these runs, never the clock
+
+
+def test_a_planted_wrong_kernel_pass_is_caught_on_directed_kernels(capsys):
+    """``loosen-reciprocals`` fires on about one random kernel in twenty: seed 0's first 3
+    kernels hold no exact reciprocal (its 4th does), so plain generation never exercises it;
+    directed at it (the default for a loaded pass), every kernel is one it rewrites, and the
+    first is caught."""
+    argv = ["--seed", "0", "--count", "3", *NO_CLOCK, "--load", PLANTED]
+    argv += ["--pass-pipeline", "loosen-reciprocals"]
+    assert fuzz_kernels.main([*argv, "--target-pass", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "pass loosen-reciprocals changed 0 of 3 kernels: it was never exercised" in out
+    assert fuzz_kernels.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "pass-directed: loosen-reciprocals" in out
+    assert "pass loosen-reciprocals changed 3 of 3 kernels" in out
+    assert "DISAGREEMENT" in out and "the pass: pass 'loosen-reciprocals'" in out
+
+
+def test_a_wrong_target_pass_is_a_usage_error(capsys):
+    argv = ["--count", "1", "--load", PLANTED, "--pass-pipeline", "loosen-reciprocals"]
+    assert fuzz_kernels.main([*argv, "--target-pass", "cleanup"]) == 2
+    assert "--target-pass cleanup: not a pass of the pipeline" in capsys.readouterr().err
+
+
+def test_replayed_decisions_are_kept_unless_mutated_or_out_of_range():
+    rng = random.Random(0)
+    kept = Replay(rng, [3, 1, 7])
+    assert [kept.integer(0, 5), kept.integer(0, 5), kept.integer(0, 5)][:2] == [3, 1]
+    assert kept.drawn[2] != 7 and 0 <= kept.drawn[2] <= 5  # 7 no longer fits: drawn afresh
+    assert kept.integer(0, 9) in range(10) and len(kept.drawn) == 4  # past the record: fresh
+    mutated = Replay(rng, [3] * 200, mutation=0.5)
+    drawn = [mutated.integer(0, 99) for _ in range(200)]
+    assert 50 < sum(d != 3 for d in drawn) < 150
+
+
+def test_a_pass_that_fires_on_every_kernel_is_given_the_plain_kernels():
+    """Every random kernel adds floats: directed at ``add-to-sub``, the first candidate is
+    always taken, and fresh candidates draw as plain generation does."""
+    planted = str(Path(__file__).parents[1] / "minipallas" / "fuzz_planted_passes.py")
+
+    def first_five(director: Director) -> list:
+        rng, params = random.Random(0), kernel_params.generator(0)
+        return [director.next(rng, params).spec for _ in range(5)]
+
+    with loaded(argparse.Namespace(load=[planted], pass_pipeline="add-to-sub")) as passes:
+        draw = lambda c, d: random_kernel(c, params=d)  # noqa: E731
+        assert first_five(Director(draw, passes, ["add-to-sub"])) == first_five(Director(draw))

@@ -3,10 +3,12 @@ refusal to run the chip mode without a chip."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import io
 import os
 import random
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from minipallas.difftest import fuzz_tpu
 from minipallas.difftest.tpu import NoTpuError
 from minipallas.generate.kernels import tpu_sized
 from minipallas.lowering.tpu import aot
+from minipallas.user_passes import loaded
 
 
 @pytest.mark.skipif(
@@ -125,3 +128,26 @@ def test_the_generators_bounds_and_the_checks_disagreeing_is_a_finding(monkeypat
         2, 600, 0, lambda spec, seed: ("agree", ""), out=io.StringIO(), oob_rate=1.0
     )
     assert s.classes == {"out-of-bounds-missed": 2} and len(s.findings) == 2
+
+
+def test_directed_kernels_are_ones_the_pass_rewrites_and_a_worker_draws_them_again():
+    """Directed at ``loosen-reciprocals`` (``fuzz_planted_kernel_passes.py``), every kernel
+    holds an exact reciprocal it rewrites (of seed 0's first 4 plain ones, one), and a worker
+    that skips the first kernels draws the very kernels the campaign drew after them."""
+    planted = str(Path(__file__).with_name("fuzz_planted_kernel_passes.py"))
+    args = argparse.Namespace(load=[planted], pass_pipeline="loosen-reciprocals")
+    with loaded(args) as passes:
+        specs: list = []
+
+        def seen(spec, seed):
+            specs.append(spec)
+            return "agree", ""
+
+        common = {"out": io.StringIO(), "oob_rate": 0.0, "passes": passes}
+        s = fuzz_tpu.campaign(4, 600, 0, lambda spec, seed: ("agree", ""), **common)
+        assert s.passes.changed == {"loosen-reciprocals": 1}  # plain
+        s = fuzz_tpu.campaign(4, 600, 0, seen, targets=[passes], **common)
+        assert s.passes.changed == {"loosen-reciprocals": 4}
+        assert all(spec.reciprocal == "exact" for spec in specs)
+        s = fuzz_tpu.campaign(4, 600, 0, seen, targets=[passes], skip=2, **common)
+        assert s.kernels == 2 and specs[4:] == specs[2:4]
