@@ -22,12 +22,13 @@ pipeline, which ``--replay`` runs again (give the same ``--load``).
 
 With a pipeline, the summary says how many programs each pass changed (its IR after differs
 from its IR before, printed), and that a pass was never exercised when it changed none.
-Generation is pass-directed by default when the pipeline holds a loaded pass (``--target-pass
-NAME`` picks one, ``--target-pass none`` turns it off): the op names and numbers the pass's
-code and patterns name (``user_passes.pass_targets``) are drawn more often, and hypothesis is
-told how many passes changed each program (``hypothesis.target``), so it mutates the programs
-a pass fires on. ``--seconds`` bounds the whole run: once it has passed, a shrink in progress
-stops where it is and its smallest failure so far is reported.
+Generation is pass-directed by default at the loaded passes of the pipeline, and at a pass
+that applies the ``@pattern`` rewrites a ``--load`` file registered (``cleanup``);
+``--target-pass NAME`` picks one, ``--target-pass none`` turns it off. The op names and
+numbers the pass's code and patterns name (``user_passes.pass_targets``) are drawn more often,
+and hypothesis is told how many passes changed each program (``hypothesis.target``), so it
+mutates the programs a pass fires on. ``--seconds`` bounds the whole run: once it has passed,
+a shrink in progress stops where it is and its smallest failure so far is reported.
 """
 
 from __future__ import annotations
@@ -49,11 +50,15 @@ from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.passes.pipeline import split_pipeline
-from minipallas.passes.registry import PASSES, PassError
+from minipallas.passes.registry import PassError
 from minipallas.progress import Progress, print_summary
-from minipallas.user_passes import PassCoverage, add_arguments, main_with_passes, pass_targets
-
-LOADED = "__minipallas_load__"  # the module name of a file's passes (``registry.load``)
+from minipallas.user_passes import (
+    PassCoverage,
+    add_arguments,
+    directs,
+    main_with_passes,
+    pass_targets,
+)
 
 
 @dataclass
@@ -284,10 +289,7 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
     checked = f"discharge, then '{pipeline}'" if pipeline else "discharge"
     print(f"fuzzing {checked}: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
     if targets:
-        print(
-            f"pass-directed: {', '.join(targets)}; favouring ops {list(ops)}, numbers "
-            f"{list(numbers)}"
-        )
+        print(directed_note(targets, ops, numbers))
     bar = Progress("fuzz", args.count, args.seconds, unit="program")
     while not campaign.done() and len(campaign.failures) < args.max_failures:
         before, programs = len(campaign.failures), campaign.programs
@@ -339,7 +341,8 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
 
 def targeted_passes(pipeline: str, chosen: str | None) -> list[str]:
     """The passes generation is directed at: ``chosen`` (a pass of ``pipeline``; ``none``: no
-    pass), by default every pass of the pipeline a ``--load`` file registered."""
+    pass), by default every pass of the pipeline a ``--load`` file registered or whose
+    ``@pattern`` rewrites it applies (``user_passes.directs``)."""
     names = [step.partition("{")[0].strip() for step in split_pipeline(pipeline)]
     if chosen == "none":
         return []
@@ -350,8 +353,12 @@ def targeted_passes(pipeline: str, chosen: str | None) -> list[str]:
                 fix=f"name one of {names or 'its passes (give --pass-pipeline)'}",
             )
         return [chosen]
-    loaded = [n for n in names if getattr(PASSES[n].run, "__module__", None) == LOADED]
-    return list(dict.fromkeys(loaded))
+    return list(dict.fromkeys(n for n in names if directs(n)))
+
+
+def directed_note(passes: list[str], ops: tuple[str, ...], numbers: tuple[float, ...]) -> str:
+    """The line a fuzzer starts with when its generation is directed at ``passes``."""
+    return f"pass-directed: {', '.join(passes)}; favouring ops {list(ops)}, numbers {list(numbers)}"
 
 
 def directed_choices(passes: list[str]) -> tuple[tuple[str, ...], tuple[float, ...]]:

@@ -7,8 +7,8 @@ runs a file of passes (``passes.registry.load``; it may be given several times) 
 
 ``add_arguments(parser)`` adds both flags; ``loaded(args)`` loads the files for the length of a
 command and checks the pipeline before anything runs (an unknown pass or option is a
-``PassError`` naming it), then unregisters what the files registered, so one process (a test,
-a worker) may run several commands with the same file.
+``PassError`` naming it), then unregisters what the files registered (passes and ``@pattern``
+rewrites), so one process (a test, a worker) may run several commands with the same file.
 
 A finding after the pipeline names the pass it comes from (``first_bad_pass``):
 
@@ -30,7 +30,7 @@ import contextlib
 import dis
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from minipallas.cli import add_load_argument
@@ -66,6 +66,7 @@ def loaded(args: argparse.Namespace) -> Iterator[str]:
     passes the files registered are removed on the way out."""
     provide_all()  # the deferred passes stay registered after the command
     before = set(PASSES)
+    patterns = {name: list(fns) for name, fns in PATTERNS.items()}
     try:
         for path in args.load:
             load(path)
@@ -75,6 +76,10 @@ def loaded(args: argparse.Namespace) -> Iterator[str]:
     finally:
         for name in set(PASSES) - before:
             del PASSES[name]
+        for name, fns in list(PATTERNS.items()):  # and the @pattern rewrites they registered
+            fns[:] = [f for f in fns if f in patterns.get(name, ()) or f.__module__ != LOADED]
+            if not fns:
+                del PATTERNS[name]
 
 
 def main_with_passes(prog: str, args: argparse.Namespace, body: Callable[[str], int]) -> int:
@@ -190,10 +195,10 @@ class PassCoverage:
 
     def lines(self) -> list[str]:
         """One line a pass: ``pass P changed N of M programs``, and that it was never
-        exercised when N is 0."""
+        exercised when N is 0 (or that no program reached the pipeline: each failed before)."""
+        never = ": none reached the pipeline" if self.seen == 0 else ": it was never exercised"
         return [
-            f"pass {step} changed {n} of {self.seen} {self.unit}"
-            + (": it was never exercised" if n == 0 else "")
+            f"pass {step} changed {n} of {self.seen} {self.unit}" + (never if n == 0 else "")
             for step, n in self.changed.items()
         ]
 
@@ -214,47 +219,90 @@ def pipeline_texts(subject: Any, pipeline: str) -> list[str]:  # noqa: ANN401 - 
 
 # numbers a pass's code names that say nothing about the programs it wants (indices, counts)
 _PLAIN_NUMBERS = (0, 1, -1)
+LOADED = "__minipallas_load__"  # the module a ``--load`` file runs as (``registry.load``)
+
+
+@dataclass
+class _Read:
+    """What the code of some functions names (``_read``)."""
+
+    functions: list[Callable]  # those functions and the functions of their files they call
+    named: set[str] = field(default_factory=set)  # every op name the code holds
+    compared: set[str] = field(default_factory=set)  # those it compares with: the ops it matches
+    numbers: set[float] = field(default_factory=set)
+    patterns: dict[str, list[Callable]] = field(default_factory=dict)  # of tables it names
 
 
 def pass_targets(step: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
     """What pass-directed generation favours for the pass ``step`` names: the op names its
-    patterns are registered for and its code compares with (``op.name == "mul"``, ``op.name in
-    ("add", "sub")``; every op name it holds if it compares with none), and the numbers it names
-    (``== 2``), read from the pass function and the functions of its file it calls. A pass
-    whose code names no op gets ``((), ())``: generation is not biased."""
+    code compares with (``op.name == "mul"``, ``op.name in ("add", "sub")``; every op name it
+    holds if it compares with none) and the numbers it names (``== 2``), read from the pass
+    function and the functions of its file it calls. A pass that applies ``@pattern``
+    rewrites a ``--load`` file registered (``cleanup``, or a pass of the file applying a table
+    of its own) is about them: the ops they are registered for and the numbers their code
+    names. A pass whose code names no op gets ``((), ())``: generation is not biased."""
+    code = _read([PASSES[step.partition("{")[0].strip()].run])
+    if code.patterns:
+        patterns = _read([f for fns in code.patterns.values() for f in fns])
+        return tuple(sorted(code.patterns)), tuple(sorted(patterns.numbers))
+    reached = {name for name, fns in PATTERNS.items() for f in fns if f in code.functions}
+    return tuple(sorted((code.compared or code.named) | reached)), tuple(sorted(code.numbers))
+
+
+def directs(step: str) -> bool:
+    """Whether fuzzing directs generation at the pass ``step`` names by default: a ``--load``
+    file registered it, or it applies ``@pattern`` rewrites one registered."""
     run = PASSES[step.partition("{")[0].strip()].run
-    home = getattr(run, "__globals__", {})
-    reached, codes = [run], [run.__code__] if hasattr(run, "__code__") else []
-    named: set[str] = set()  # every op name the code holds
-    compared: set[str] = set()  # those it compares with: the ops it matches
-    numbers: set[float] = set()
+    return getattr(run, "__module__", None) == LOADED or bool(_read([run]).patterns)
+
+
+def _read(functions: list[Callable]) -> _Read:
+    """The op names, comparisons, numbers and ``--load`` files' patterns the code of
+    ``functions`` names (theirs, their nested functions' and the functions of their files
+    they call)."""
+    read = _Read([f for f in functions if hasattr(f, "__code__")])
+    codes = [(f.__code__, f.__globals__) for f in read.functions]
     declared = set(declared_ops())
-    while codes:  # the pass function and the functions of its file it reaches
-        code = codes.pop()
+    while codes:
+        code, home = codes.pop()
         for name in code.co_names:
             f = home.get(name)
-            if getattr(f, "__globals__", None) is home and f not in reached:
-                reached.append(f)
-                codes.append(f.__code__)
+            # a class of the file: its methods (cleanup's ``_Simplify``)
+            for g in vars(f).values() if isinstance(f, type) else [f]:
+                if getattr(g, "__globals__", None) is home and g not in read.functions:
+                    read.functions.append(g)
+                    codes.append((g.__code__, home))
+            if _is_table(f):
+                for op, fns in f.items():  # the user's: cleanup's own are not under test
+                    mine = [g for g in fns if getattr(g, "__module__", None) == LOADED]
+                    if mine:
+                        read.patterns.setdefault(op, []).extend(mine)
         for const in code.co_consts:
             if isinstance(const, int | float) and not isinstance(const, bool):
                 if const not in _PLAIN_NUMBERS:
-                    numbers.add(const)
+                    read.numbers.add(const)
             elif hasattr(const, "co_consts"):
-                codes.append(const)
+                codes.append((const, home))
         steps = list(dis.get_instructions(code))
         for here, after in zip(steps, steps[1:], strict=False):
             if here.opname != "LOAD_CONST":
                 continue
             value = here.argval
             names = {value} if isinstance(value, str) else set(value) if _strings(value) else set()
-            named |= names & declared
+            read.named |= names & declared
             if after.opname in ("COMPARE_OP", "CONTAINS_OP"):
-                compared |= names & declared
-    ops = (compared or named) | {
-        name for name, fns in PATTERNS.items() for f in fns if f in reached
-    }
-    return tuple(sorted(ops)), tuple(sorted(numbers))
+                read.compared |= names & declared
+    return read
+
+
+def _is_table(value: object) -> bool:
+    """A table of rewrite patterns: op name -> pattern functions (``cleanup_patterns``)."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(k, str) and isinstance(v, list) for k, v in value.items())
+        and all(callable(f) for fns in value.values() for f in fns)
+    )
 
 
 def _strings(value: object) -> bool:

@@ -270,7 +270,33 @@ class Programs:
             for t in threads:
                 t.join()
         self._check_skipped()
+        self._check_landed()
         return [p.results for p in self.programs]
+
+    def _check_landed(self) -> None:
+        """A copy still in flight when every program has finished was never waited for: on
+        the chip the kernel ends with its destination undefined (``inflight``)."""
+        copy = self.flights.pending()
+        if copy is None or not self.detect_races:
+            return
+        starter = program_name(self.programs[copy.program].ids)
+        if copy.sends is not None:
+            what, fix = "its send side is", "copy.wait_send() on the sending device"
+        else:
+            into = (
+                ""
+                if copy.target is None
+                else f" into program {self.races.names[copy.target]}'s row"
+            )
+            what, fix = f"this copy{into} is", "copy.wait_recv() on the receiving device"
+        raise InterpretError(
+            f"program {starter} starts an async copy here, and {what} never waited for: the "
+            "kernel ends with it in flight (its destination undefined on the chip, its semaphore "
+            "not back at 0)",
+            op=copy.start.name,
+            loc=copy.start.loc,
+            fix=f"wait for every copy started before the kernel ends: {fix} (copy.wait(): both)",
+        )
 
     def _main(self, program: _Program, fn: Function, args: Sequence[Any]) -> None:
         try:

@@ -50,6 +50,7 @@ from minipallas.fuzz import (
     add_target_argument,
     batch_settings,
     directed_choices,
+    directed_note,
     targeted_passes,
 )
 from minipallas.generate import Config, inputs, programs
@@ -264,6 +265,8 @@ def _main(args: argparse.Namespace, passes: str) -> int:
     config = Config(
         max_stmts=args.max_stmts, transcendental=False, favour_ops=ops, favour_numbers=numbers
     )
+    if targets:
+        print(directed_note(targets, ops, numbers))
     start = time.monotonic()
     campaign = Campaign(
         args.count,

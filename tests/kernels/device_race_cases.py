@@ -165,6 +165,13 @@ def never_signalled(x_ref, o_ref, sem):
         pl.semaphore_wait(sem, 1)
 
 
+def receive_never_waited(x_ref, o_ref, send_sem, recv_sem):
+    """The kernel ends with each copy possibly still landing in its target's output."""
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, _right())
+    copy.start()  # never received
+    copy.wait_send()
+
+
 def _run(fn, x, schedule):
     imported = mp.from_jaxpr(jax.make_jaxpr(jax.jit(fn))(x))
     (out,) = mp.interpret(imported, x, collectives="simulate", schedule=schedule)
@@ -208,6 +215,8 @@ def cases():
     yield "arrivals_counted_one_schedule", [[0, 0]], lambda s: (_run(counted, x, s), None)
     odd = _on_devices(odd_ones_receive, (8, 128), two)
     yield "odd_ones_receive", SCHEDULES, lambda s: (_run(odd, x, s), None)
+    unreceived = _on_devices(receive_never_waited, (8, 128), two)
+    yield "receive_never_waited", SCHEDULES, lambda s: (_run(unreceived, x, s), None)
     never = _on_devices(never_signalled, (8, 128), [REGULAR])
     yield "never_signalled", SCHEDULES, lambda s: (_run(never, x, s), None)
 

@@ -3,6 +3,7 @@ each pass changed and when one never fired, directs generation at the loaded pas
 that rewrites a pattern is exercised, and catches the two planted wrong passes of
 ``fuzz_planted_passes.py``. Bounded by program counts and fixed seeds, never by the clock."""
 
+import argparse
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,9 @@ import pytest
 import minipallas.fuzz as fuzz
 from minipallas.generate.check import PropertyFailure
 from minipallas.ir.errors import MiniPallasError
+from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.passes.registry import PASSES, load
-from minipallas.user_passes import PassCoverage, pass_targets
+from minipallas.user_passes import PassCoverage, directs, loaded, pass_targets
 
 PLANTED = str(Path(__file__).with_name("fuzz_planted_passes.py"))
 NO_CLOCK = ["--seconds", "1e9"]  # the program count ends these runs, never the clock
@@ -109,3 +111,29 @@ def test_the_upstream_fuzzers_shrink_ends_with_the_run(monkeypatch):
     fuzz_upstream.run_batch(campaign, fuzz.Config(max_stmts=4), 20, seed=0)
     assert campaign.programs == 1 and campaign.shrink_runs == 0
     assert [s.finding.name for s in campaign.saved] == ["planted difference"]
+
+
+PATTERN = str(Path(__file__).with_name("fuzz_planted_patterns.py"))
+
+
+def test_a_planted_wrong_pattern_directs_cleanup_and_is_caught(capsys):
+    """A ``@pattern`` rewrite is no pass: direction is read from the op it is registered for
+    and the numbers its code names, and goes to the pass applying it (``cleanup``). Plain
+    generation does not catch ``x * 2.0 -> x + 2.0`` in 40 programs; directed, it is caught,
+    and the pattern is unregistered once the command ends."""
+    argv = ["--seed", "0", "--count", "40", "--max-failures", "1", "--max-stmts", "8", *NO_CLOCK]
+    argv += ["--load", PATTERN, "--pass-pipeline", "cleanup"]
+    assert fuzz.main([*argv, "--target-pass", "none"]) == 0
+    assert fuzz.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "pass-directed: cleanup; favouring ops ['mul'], numbers [2]" in out
+    assert "=== failure 1: " in out
+    assert all(f.__module__ != "__minipallas_load__" for fns in PATTERNS.values() for f in fns)
+
+
+def test_pattern_targets_are_those_of_the_loaded_patterns_only():
+    assert pass_targets("cleanup")[0] != ("mul",) and not directs("cleanup")
+    with loaded(argparse.Namespace(load=[PATTERN], pass_pipeline="cleanup")):
+        assert pass_targets("cleanup") == (("mul",), (2,)) and directs("cleanup")
+        assert fuzz.targeted_passes("discharge,cleanup", None) == ["cleanup"]
+    assert not directs("cleanup")

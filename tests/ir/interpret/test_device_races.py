@@ -129,6 +129,17 @@ def test_a_wait_no_device_ever_signals_is_a_deadlock_naming_it(verdicts):
         assert all(f"({d},) finished" in v["text"] for d in (0, 1, 3))
 
 
+def test_a_copy_the_kernel_ends_with_in_flight_is_an_error_at_its_start(verdicts):
+    start = _line_of("# never received")
+    for v in verdicts["receive_never_waited"]:
+        assert v["error"] == "InterpretError", v
+        assert v["text"].startswith(f"{CASES}:{start}: 'dma_start': program (")
+        sender, target = re.search(r"program \((\d),\) starts .* into program \((\d),\)'s row",
+                                   v["text"]).groups()  # fmt: skip
+        assert int(target) == (int(sender) + 1) % 4 and "never waited for" in v["text"]
+        assert "copy.wait_recv()" in v["text"]
+
+
 def test_results_that_depend_on_the_schedule_are_named_with_two_schedules_and_an_element(
     verdicts,
 ):
