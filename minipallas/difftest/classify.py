@@ -25,8 +25,15 @@ Upstream is not always right, so every disagreement is classified (never hidden)
   which IEEE leaves unspecified and XLA's constant folding chooses differently).
 - ``kernel-bug``: the kernel checks (``checks``) found a bug in a TPU kernel of the program:
   the finding's name is its kind (``checks.BUG_KINDS``); what the ways found is in its detail.
-  A race or a deadlock that the simulation of a mesh kernel's cores raised
-  (``collectives="simulate"``) is one too, named ``race`` or ``deadlock``;
+  A race or a deadlock that the simulation of a mesh kernel's cores or a case's devices
+  raised (``collectives="simulate"``) is one too, named ``race`` or ``deadlock``, and so are
+  results that differ between the simulator's schedules (``schedule-dependent``);
+- ``upstream-hangs``, ``upstream-wrong``: for a case whose ``shard_map`` spans devices
+  (``devices``), upstream's TPU interpret mode gave no result within its time box (and no way
+  of minipallas names a deadlock), or its results vary between two runs, or differ from those
+  of every minipallas way while those agree (and nobody names a race). A race or deadlock
+  that minipallas's simulator names, or a race upstream's own detector names, comes first,
+  as the ``kernel-bug`` it is: the chip would hang or vary too;
 - ``case-error``: the case itself is wrong, so that no way of either side can run it (a kernel
   of the wrong arity, a ``pallas_call`` without ``interpret=True``): the finding's name is the
   mistake (``CASE_ERRORS``), its detail holds the fix;
@@ -51,7 +58,14 @@ from minipallas.difftest import user_pipeline
 from minipallas.difftest.bisect import first_op_out
 from minipallas.difftest.divergences import DIVERGENCES
 from minipallas.difftest.jax_emit import gathers
-from minipallas.difftest.known import CASE_ERRORS, KINDS, KNOWN, SIMULATED_BUGS, Known
+from minipallas.difftest.known import (
+    CASE_ERRORS,
+    KINDS,
+    KNOWN,
+    SCHEDULE_DEPENDENT,
+    SIMULATED_BUGS,
+    Known,
+)
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.difftest.report import SCHEDULE_WAYS, Difference, Report, agree, compare
 from minipallas.ir.core import Block, Function, Op
@@ -186,7 +200,7 @@ def _agrees_unmasked(report: Report, against: str) -> bool:
 
 # -- classifying ---------------------------------------------------------------------------
 
-_MINIPALLAS_WAYS = ("interpret", "discharge", "compile", *SCHEDULE_WAYS)
+_MINIPALLAS_WAYS = ("interpret", "discharge", "compile", *SCHEDULE_WAYS, "on-devices")
 
 
 def classify(report: Report) -> Finding:
@@ -266,7 +280,7 @@ def _upstream_on_devices(report: Report) -> Finding | None:
         return Finding("upstream-hangs", "upstream-hangs", f"{runs.text()}; minipallas: {mine}")
     varies = runs.varies()
     if varies is not None:
-        return Finding("upstream-wrong", "varies between runs", f"{varies}; {runs.text()}")
+        return Finding("upstream-wrong", "varies between runs", runs.text())
     return None
 
 
@@ -304,6 +318,8 @@ def _ways(report: Report) -> Finding:
         return Finding("semantic-difference", "nan-bit-pattern", detail)
     if d.way == "compile":
         return _compile_bug(report, detail)
+    if d.way in SCHEDULE_WAYS:  # two legal interleavings of the devices, two results
+        return Finding("kernel-bug", SCHEDULE_DEPENDENT, f"{detail} (no race named)")
     if d.way in _MINIPALLAS_WAYS:
         return Finding("minipallas-bug", f"{d.way} disagrees with interpret", detail)
     if d.way == "upstream" and report.upstream_runs is not None:  # minipallas's ways agree

@@ -2,9 +2,9 @@
 
 ``python -m minipallas.difftest.device_worker FILE CASE OUT`` runs the ``Case`` named CASE that
 FILE defines (at module level, or in a list or tuple there: ``cli.cases_in``) in upstream's TPU
-interpret mode, once for each of ``devices.RUNS``: twice with ``InterpretParams()`` (does it give
-the same result twice?), then with ``detect_races=True`` (does upstream's race detector name a
-race?). jax must see the case's devices: the parent sets ``XLA_FLAGS`` before this one starts.
+interpret mode (``plan``): twice with ``InterpretParams()`` (does it give the same result
+twice?), then with ``detect_races=True`` (does upstream's race detector name a race?). jax must
+see the case's devices: the parent sets ``XLA_FLAGS`` before this one starts.
 
 Why a process of its own: upstream's interpret mode waits forever on a kernel that deadlocks,
 and only a process can be stopped from outside; the parent kills this one when a run outlives
@@ -12,10 +12,11 @@ its time box. A ``pallas_call`` reads its interpret mode when it is made, so the
 under ``pltpu.force_tpu_interpret_mode`` for each mode, and the function is called under it.
 
 Each event is one line on stdout, ``devices.PREFIX`` then JSON (upstream's own prints, such as
-its race reports, are captured and sent in the events): ``loaded``; ``ran`` (run K's outputs
-are in OUT/run-K.npz, as unsigned integers of their width, their dtypes named in the event);
-``failed`` (the exception's class, message and the functions on its traceback, which
-``classify.recognize_crash`` reads); ``no-case``.
+its race reports, are captured and sent in the events): ``loaded`` (the file ran), ``started``
+(a run, by its label), ``ran`` (run K's outputs are in OUT/run-K.npz, as unsigned integers of
+their width, their dtypes named in the event), ``failed`` (the exception's class, message and
+the functions on its traceback, which ``classify.recognize_crash`` reads), ``no-case``,
+``done``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ import numpy as np
 from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.difftest.cli import cases_in
-from minipallas.difftest.devices import PREFIX, RUNS
+from minipallas.difftest.devices import DETECT, DETECT_TRIES, PLAIN, PREFIX
 from minipallas.difftest.outputs import initial
 from minipallas.lowering.jax_private import pallas_tpu_interpret
 
@@ -68,30 +70,41 @@ def _functions(error: BaseException) -> list[str]:
     return names
 
 
+def plan() -> Iterator[tuple[str, Any]]:
+    """The runs, (label, upstream's parameters): ``PLAIN`` twice, then ``DETECT`` until its race
+    detector names a race, ``DETECT_TRIES`` times at most (it misses one now and then)."""
+    yield "InterpretParams()", PLAIN
+    yield "InterpretParams() again", PLAIN
+    for k in range(DETECT_TRIES):
+        yield "InterpretParams(detect_races=True)" + (f", try {k + 1}" if k else ""), DETECT
+        if pallas_tpu_interpret.races is not None and pallas_tpu_interpret.races.races_found:
+            return
+
+
 def main(path: str, name: str, out: str) -> int:
     loaded: tuple[str, Any] | None = None
-    for k, (label, params) in enumerate(RUNS):
-        start = time.perf_counter()
+    for k, (label, params) in enumerate(plan()):
         try:
             if loaded is None or loaded[0] != repr(params):
                 loaded = (repr(params), load(path, name, params))
                 if loaded[1] is None:
                     emit("no-case", file=path, case=name)
                     return 0
-                if k == 0:
-                    emit("loaded")
-                start = time.perf_counter()
+                emit("loaded")
+            emit("started", label=label)
+            start = time.perf_counter()
             outputs, printed = run_once(loaded[1], params)
         except Exception as e:  # upstream's crash is the way's outcome, reported to the parent
             stage = "load" if loaded is None or loaded[1] is None else "eval"
-            emit("failed", run=k, label=label, stage=stage, error=type(e).__name__,
-                 message=str(e), where=_functions(e))  # fmt: skip
+            emit("failed", label=label, stage=stage, error=type(e).__name__, message=str(e),
+                 where=_functions(e))  # fmt: skip
             return 0
         races = pallas_tpu_interpret.races
         np.savez(Path(out) / f"run-{k}.npz", *(o.view(f"u{o.dtype.itemsize}") for o in outputs))
         emit("ran", run=k, label=label, seconds=time.perf_counter() - start,
              dtypes=[str(o.dtype) for o in outputs], printed=printed[-4000:],
-             races=bool(races.races_found) if races is not None else None)  # fmt: skip
+             races=bool(races.races_found) if params.detect_races else None)  # fmt: skip
+    emit("done")
     return 0
 
 

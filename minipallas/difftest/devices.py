@@ -11,8 +11,9 @@ copies to and signals its neighbours (issue 47).
    worker loads the case from the file that made it (``Case.origin``): a case that spans devices
    is defined at module level there, or in a list or tuple there.
 2. minipallas's ways: the simulator (``interpret(..., collectives="simulate")``) under the
-   lockstep schedule (``interpret``) and ``SCHEDULES`` seeded ones, each a way compared bit for
-   bit; the discharged and compiled single-device ways do not apply.
+   lockstep schedule (``interpret``) and ``SCHEDULES`` seeded ones, and, where minipallas has
+   ``on_devices``, the kernel compiled to XLA collectives (``on-devices``), each a way compared
+   bit for bit; the discharged and compiled single-device ways do not apply.
 
 The worker starts first and loads while minipallas's ways run; its time box counts from the
 moment each of its events arrives, so waiting for the simulator costs it nothing. This process
@@ -40,18 +41,18 @@ import numpy as np
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas
-from minipallas.difftest.outputs import interpret_outputs
+from minipallas.difftest.outputs import initial, interpret_outputs
 from minipallas.difftest.report import SCHEDULES, Case, Outcome, Report, compare, timed
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.jax_private import core as jax_core
 
 PREFIX = "minipallas-device-worker "  # what starts the worker's event lines
-# the worker's runs: (what the report calls the run, upstream's parameters)
-RUNS = (
-    ("InterpretParams()", pltpu.InterpretParams()),
-    ("InterpretParams() again", pltpu.InterpretParams()),
-    ("InterpretParams(detect_races=True)", pltpu.InterpretParams(detect_races=True)),
-)
+# the worker's runs (``device_worker.plan``): twice plain, then with upstream's race detector
+# until it names a race, DETECT_TRIES times at most (it misses a race now and then: upstream's
+# all_gather once in 12 runs)
+PLAIN = pltpu.InterpretParams()
+DETECT = pltpu.InterpretParams(detect_races=True)
+DETECT_TRIES = 3
 STARTUP_SECONDS = 300.0  # for the worker to start jax and run the case's file (a busy machine)
 UPSTREAM_SECONDS = 60.0  # the default time box of one upstream run
 
@@ -122,7 +123,7 @@ def _has_kernel(jaxpr: Any) -> bool:  # noqa: ANN401
 
 @dataclass
 class UpstreamRuns:
-    """What the worker found: each run's ``Outcome`` (named after its ``RUNS`` label), whether
+    """What the worker found: each run's ``Outcome`` (named after its label), whether
     one hung, and what upstream's race detector said (``races``: None when it did not run)."""
 
     devices: int
@@ -149,8 +150,10 @@ class UpstreamRuns:
     def text(self) -> str:
         runs = ", ".join(f"{r.way}: {_status(r)}" for r in self.runs)
         race = {None: "did not run", True: "names a race", False: "names none"}[self.races]
+        varies = self.varies()
+        same = "" if varies is None else f"; its results vary: {varies}"
         return (f"upstream's TPU interpret mode on {self.devices} CPU devices, time box "
-                f"{self.seconds:g} s a run: {runs}; its race detector {race}")  # fmt: skip
+                f"{self.seconds:g} s a run: {runs}; its race detector {race}{same}")  # fmt: skip
 
 
 def _status(o: Outcome) -> str:
@@ -176,6 +179,7 @@ class UpstreamWorker:
                                         stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
         self.events: queue.Queue = queue.Queue()
         self.loaded = False
+        self.label = "loading the case"  # the run under way
         self.stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
         errors = self.process.stderr
@@ -194,7 +198,7 @@ class UpstreamWorker:
         found = UpstreamRuns(self.devices, seconds)
         deadline = time.monotonic() + STARTUP_SECONDS
         try:
-            while len(found.runs) < len(RUNS):
+            while True:
                 try:
                     at, event = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
@@ -211,7 +215,7 @@ class UpstreamWorker:
         return found
 
     def _hung(self, found: UpstreamRuns, seconds: float) -> None:
-        label = RUNS[len(found.runs)][0]
+        label = self.label
         if not self.loaded:  # not upstream's hang: the case's file did not load in time
             error = _rebuilt("WorkerExit", f"the worker did not load the case in "
                              f"{STARTUP_SECONDS:g} s", ())  # fmt: skip
@@ -229,14 +233,15 @@ class UpstreamWorker:
         if event is None:  # the worker ended before its runs did
             tail = "".join(self.stderr)[-2000:]
             error = _rebuilt("WorkerExit", f"the worker ended early: {tail}", ())
-            found.runs.append(Outcome(RUNS[len(found.runs)][0], error=error, stage="load"))
+            found.runs.append(Outcome(self.label, error=error, stage="load"))
             return False
         kind = event["event"]
         self.loaded = self.loaded or kind == "loaded"
+        self.label = event.get("label", self.label)
         if kind == "no-case":
             message = f"{event['file']} defines no case {event['case']!r} at module level"
             error = _rebuilt("CaseNotFound", message, ())
-            found.runs.append(Outcome(RUNS[0][0], error=error, stage="load"))
+            found.runs.append(Outcome(self.label, error=error, stage="load"))
             return False
         if kind == "failed":
             error = _rebuilt(event["error"], event["message"], event["where"])
@@ -244,9 +249,9 @@ class UpstreamWorker:
             return False
         if kind == "ran":
             found.runs.append(self._outputs(event))
-            if event["races"] is not None:
+            if event["races"] is not None and not found.races:  # the first race named stays
                 found.races, found.race_report = event["races"], event["printed"]
-        return True
+        return kind != "done"
 
     def _outputs(self, event: dict) -> Outcome:
         with np.load(Path(self.folder.name) / f"run-{event['run']}.npz") as saved:
@@ -264,6 +269,7 @@ def run_ways(report: Report, devices: int, seconds: float) -> None:
     worker = UpstreamWorker(report.case, devices)
     try:
         simulate(report)
+        compiled_way(report)
     finally:
         found = worker.collect(seconds)
     report.upstream_runs = found
@@ -272,10 +278,27 @@ def run_ways(report: Report, devices: int, seconds: float) -> None:
                                            first.seconds), **report.outcomes}  # fmt: skip
 
 
+def compiled_way(report: Report) -> None:
+    """The ``on-devices`` way: the case's function with each kernel that spans devices compiled
+    to XLA collectives (``minipallas.on_devices``, issue 47 item 3), run under ``jax.jit`` on
+    this process's devices, where minipallas has it. A kernel it refuses (communication that
+    depends on data runs only in the simulator) is noted, not a way that failed."""
+    if "on_devices" not in minipallas.__all__:
+        return
+    o = report.outcomes["on-devices"] = Outcome("on-devices")
+
+    def go() -> list[np.ndarray]:
+        compiled = jax.jit(minipallas.on_devices(report.case.fn))
+        return [np.asarray(r) for r in jax.tree.leaves(compiled(*initial(report.case.args)))]
+
+    o.outputs = timed("run", go, o)
+    if isinstance(o.error, MiniPallasError):
+        del report.outcomes["on-devices"]
+        report.check_notes.append(f"on-devices: not compiled: {o.error}")
+
+
 def simulate(report: Report) -> None:
-    """minipallas's ways: the import simulated under each schedule. (The compiled way, XLA
-    collectives on the devices (issue 47 item 3: ``minipallas.on_devices``), goes here as
-    one more way once it exists.)"""
+    """minipallas's ways: the import simulated under each schedule."""
     args = report.case.args
     ways = {"interpret": "lockstep", **{f"schedule-{s}": s for s in SCHEDULES}}
     first = report.outcomes["interpret"] = Outcome("interpret")

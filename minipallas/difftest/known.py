@@ -281,6 +281,8 @@ CASE_ERRORS: dict[str, CaseError] = {
 }
 # the kernel bugs a simulation of a mesh kernel's cores finds (``collectives="simulate"``)
 SIMULATED_BUGS = {"RaceError": "race", "DeadlockError": "deadlock"}
+# a kernel whose results differ between the simulator's schedules with no race named
+SCHEDULE_DEPENDENT = "schedule-dependent"
 OTHER_NAMES = (
     *("agree", "same-rejection", "collectives simulated", "unrecognized divergence"),
     *("upstream disagrees with the import", "import disagrees with upstream"),
@@ -299,7 +301,8 @@ NAMED_FORMS = (
 
 def verdicts() -> list[str]:
     """Every word a ``Case.expect`` may hold: a kind, or the name of a finding of one."""
-    names = (*KINDS, *OTHER_NAMES, *KNOWN, *CASE_ERRORS, *BUG_KINDS, *SIMULATED_BUGS.values())
+    names = (*KINDS, *OTHER_NAMES, *KNOWN, *CASE_ERRORS, *BUG_KINDS, *SIMULATED_BUGS.values(),
+             SCHEDULE_DEPENDENT)  # fmt: skip
     return list(dict.fromkeys(names))
 
 

@@ -33,8 +33,9 @@ WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
 # the simulator's seeded schedules, each a way of a case that spans devices (``devices``)
 SCHEDULES = (0, 1)
 SCHEDULE_WAYS = tuple(f"schedule-{s}" for s in SCHEDULES)
-# against BASE, in this order: minipallas's ways first
-COMPARED = ("discharge", "compile", *SCHEDULE_WAYS, "upstream", "reference")
+# against BASE, in this order: minipallas's ways first (``on-devices``: a case that spans
+# devices compiled to XLA collectives, ``devices.compiled_way``)
+COMPARED = ("discharge", "compile", *SCHEDULE_WAYS, "on-devices", "upstream", "reference")
 BASE = "interpret"
 XLA_WAYS = ("upstream", "compile")  # computed by XLA: compared with BASE within the envelope
 

@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 from minipallas.difftest import Case, classify
-from minipallas.difftest.devices import RUNS, UpstreamHang, UpstreamRuns
+from minipallas.difftest.devices import UpstreamHang, UpstreamRuns
 from minipallas.difftest.report import Outcome, Report, first_difference
 
 CASES = Path(__file__).with_name("device_verdict_cases.py")
 SECONDS = 20
+PLAIN = ["InterpretParams()", "InterpretParams() again"]  # the worker's first two runs
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def verdicts() -> dict:
 def test_a_correct_right_permute_agrees_with_upstream_in_every_run(verdicts):
     v = verdicts["right_permute"]
     assert (v["kind"], v["expected"]) == ("agree", True), v
-    assert v["upstream_equal"] == [True, True, True] and v["races"] is False
+    assert v["upstream_equal"] == [True] * 5 and v["races"] is False  # 2 plain, 3 detecting
     assert {"interpret", "schedule-0", "schedule-1", "upstream"} <= set(v["ways"])
 
 
@@ -49,7 +50,8 @@ def test_upstreams_own_all_gather_is_a_race_its_own_detector_names(verdicts):
     v = verdicts["upstream_all_gather"]
     assert (v["kind"], v["name"]) == ("kernel-bug", "race"), v
     assert v["races"] is True and "all_gather.py:" in v["detail"]
-    assert v["runs"] == [[label, True] for label, _ in RUNS]
+    assert v["runs"][:2] == [[label, True] for label in PLAIN]
+    assert all(ok for _, ok in v["runs"]) and "detect_races=True" in v["runs"][2][0]
 
 
 def test_a_planted_race_is_named_by_the_simulator_with_both_lines(verdicts):
@@ -75,7 +77,7 @@ def _report(ours: np.ndarray, *upstream: np.ndarray | None) -> Report:
     upstream run gives its array (None: it hung)."""
     report = Report(Case("given", lambda x: x, (ours,)))
     runs = UpstreamRuns(devices=4, seconds=SECONDS, races=False)
-    for (label, _), out in zip(RUNS, upstream, strict=False):
+    for label, out in zip(PLAIN, upstream, strict=False):
         error = None if out is not None else UpstreamHang("no result within the time box")
         runs.runs.append(Outcome(label, None if out is None else [out], error, "eval"))
         runs.hung = out is None
@@ -111,9 +113,18 @@ def test_an_upstream_hang_where_the_simulator_finishes_is_upstream_hangs():
     assert "time box 20 s a run" in found.detail and "minipallas: ran" in found.detail
 
 
-def test_schedules_that_disagree_without_a_named_race_are_minipallas_bugs():
+def test_schedules_that_disagree_without_a_named_race_are_a_kernel_bug():
     report = _report(X, X, X)
     report.outcomes["schedule-1"] = Outcome("schedule-1", [X + 1])
     report.difference = first_difference(report, 0)
     found = classify(report)
-    assert (found.kind, found.name) == ("minipallas-bug", "schedule-1 disagrees with interpret")
+    assert (found.kind, found.name) == ("kernel-bug", "schedule-dependent")
+    assert "schedule-1 vs interpret" in found.detail
+
+
+def test_the_compiled_way_disagreeing_with_the_simulator_is_a_minipallas_bug():
+    report = _report(X, X, X)
+    report.outcomes["on-devices"] = Outcome("on-devices", [X + 1])
+    report.difference = first_difference(report, 0)
+    found = classify(report)
+    assert (found.kind, found.name) == ("minipallas-bug", "on-devices disagrees with interpret")
