@@ -18,6 +18,9 @@ The corpus (``CASES``):
   device), a semaphore made by one kernel and used by the next, the ring all-reduce of
   ``test_verification`` (``fori_loop``, replicated result), and the two interpret tests that
   zero their output with nothing ordering it before the neighbour's copy (races);
+- ``upstream_head.py``, tests upstream added since the pinned jax: dict device ids leaving an
+  axis implicit or joining two (a 3-device mesh), ``pl.select_ref`` choosing a copy's source
+  and semaphores, a ``core_map`` over each device's cores inside the ``shard_map``;
 - ``guide.py``, the guide "Distributed Computing in Pallas for TPUs" as upstream's
   ``tpu_pallas_interpret_distributed_test.py`` runs it: right permute (4 and 8 devices), the
   gridded all-gather, all-reduce and bidirectional reduce-scatter, the race-detection test
@@ -41,9 +44,15 @@ both verdicts, record upstream's in ``upstream=`` and, if minipallas cannot do i
 first line in the test's ``NOT_YET``. Never run a deadlock upstream: it hangs.
 """
 
-from minipallas.difftest.device_corpus import guide, own, remote_dma, run
+from minipallas.difftest.device_corpus import guide, own, remote_dma, run, upstream_head
 from minipallas.difftest.device_corpus.case import EXPECTS, UPSTREAM_KINDS, Case
 
-CASES: tuple[Case, ...] = (*remote_dma.cases(), *guide.cases(), *own.correct(), *own.planted())
+CASES: tuple[Case, ...] = (
+    *remote_dma.cases(),
+    *upstream_head.cases(),
+    *guide.cases(),
+    *own.correct(),
+    *own.planted(),
+)
 
 __all__ = ["CASES", "EXPECTS", "UPSTREAM_KINDS", "Case", "run"]
