@@ -5,15 +5,17 @@ run by the simulator (``collectives="simulate"``) and by ``jax.jit(mp.on_devices
 prints one JSON line: whether the compiled bits are the simulator's and numpy's, what the
 compiled HLO holds, and the seconds each took (measured, not asserted); or the error.
 
-Run as ``python tests/kernels/device_compile_cases.py 8``.
+Run as ``python tests/kernels/device_compile_cases.py 8``. Imported (by
+``device_process_worker.py``, whose jax is set up already), its kernels span 4 devices.
 """
 
 import os
 import sys
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={N}"
-os.environ["JAX_PLATFORMS"] = "cpu"
+N = int(sys.argv[1]) if __name__ == "__main__" and len(sys.argv) > 1 else 4
+if __name__ == "__main__":
+    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={N}"
+    os.environ["JAX_PLATFORMS"] = "cpu"
 
 import json  # noqa: E402
 import time  # noqa: E402
