@@ -1,29 +1,26 @@
 """Cases that span devices for the difftest (issue 47 item 4), run by ``test_device_verdicts.py``
-in a process of its own: jax must see 4 CPU devices, set before it starts. ``run`` runs each
-case's upstream in a worker that loads this file again, so the cases are at module level.
+in processes of their own: jax must see 4 CPU devices, which it is told before it starts
+(``XLA_FLAGS=--xla_force_host_platform_device_count=4``, or ``minipallas-difftest --devices 4``).
+``run`` runs each case's upstream in a worker that loads this file again, so the cases are at
+module level (but ``hidden``'s, made in a function: the worker cannot find it).
 
-Run as ``python tests/difftest/device_verdict_cases.py SECONDS``: one JSON line per case.
+``python tests/difftest/device_verdict_cases.py SECONDS CASE...``: one JSON line per case.
 """
 
-import os
+import json
+import sys
+import warnings
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-os.environ["JAX_PLATFORMS"] = "cpu"
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.experimental.pallas.ops.tpu.all_gather import all_gather
+from jax.sharding import PartitionSpec as P
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax import lax  # noqa: E402
-from jax.experimental import pallas as pl  # noqa: E402
-from jax.experimental.pallas import tpu as pltpu  # noqa: E402
-from jax.experimental.pallas.ops.tpu.all_gather import all_gather  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-from minipallas.difftest import Case, run  # noqa: E402
+from minipallas.difftest import Case, run
 
 warnings.simplefilter("ignore", DeprecationWarning)
 N = 4
@@ -92,8 +89,14 @@ CASES = [
 ]
 
 
-def main(seconds: float) -> None:
-    for case in CASES:
+def hidden() -> Case:
+    return Case("hidden", CASES[0].fn, (X,), expect="case-not-found")
+
+
+def main(seconds: float, names: list[str]) -> None:
+    cases = {c.name: c for c in [*CASES, hidden()]}
+    for name in names:
+        case = cases[name]
         report = run(case, upstream_seconds=seconds)
         runs, ours = report.upstream_runs, report.outcomes["interpret"]
         same = [
@@ -106,9 +109,9 @@ def main(seconds: float) -> None:
             "detail": report.finding.detail, "expected": report.expected,
             "hung": runs.hung, "races": runs.races, "varies": runs.varies(),
             "runs": [[r.way, r.ok] for r in runs.runs], "ways": sorted(report.outcomes),
-            "upstream_equal": same,
+            "upstream_equal": same, "upstream_ok": report.outcomes["upstream"].ok,
         }), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]))
+    main(float(sys.argv[1]), sys.argv[2:])

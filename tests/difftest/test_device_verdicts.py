@@ -1,14 +1,16 @@
 """The difftest's verdicts on cases that span devices (issue 47 item 4): upstream's TPU interpret
 mode in a time-boxed worker against minipallas's simulator under several schedules.
 
-The four cases (``device_verdict_cases.py``) run through ``difftest.run`` in a process of their
-own with 4 CPU devices, once for the module, with a time box of 20 s a run; the verdicts that
-no kernel of ours gives upstream (``upstream-wrong``, and ``upstream-hangs`` where the
+The cases (``device_verdict_cases.py``) run in two processes at once, each with 4 CPU devices
+and a time box of 20 s an upstream run: ``difftest.run`` on four of them (``XLA_FLAGS`` set),
+and ``minipallas-difftest --devices 4`` on the token ring, whose upstream hangs. The verdicts
+that no kernel of ours gives upstream (``upstream-wrong``, and ``upstream-hangs`` where the
 simulator finishes) are checked on reports whose upstream runs are given, in this process.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,19 +27,31 @@ SECONDS = 20
 PLAIN = ["InterpretParams()", "InterpretParams() again"]  # the worker's first two runs
 
 
+NAMES = ["right_permute", "upstream_all_gather", "permute_read_early", "hidden"]
+
+
+def _start(command: list[str], **env: str) -> subprocess.Popen:
+    plain = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**plain, "JAX_PLATFORMS": "cpu", **env})  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def verdicts() -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    run = subprocess.run([sys.executable, str(CASES), str(SECONDS)], capture_output=True,
-                         text=True, timeout=600, env=env, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return {v["case"]: v for v in lines}
+    four = _start([sys.executable, str(CASES), str(SECONDS), *NAMES],
+                  XLA_FLAGS="--xla_force_host_platform_device_count=4")  # fmt: skip
+    cli = _start([sys.executable, "-m", "minipallas.difftest.cli", "--devices", "4",
+                  "--upstream-seconds", str(SECONDS), str(CASES), "-k", "token_ring"])  # fmt: skip
+    out, err = four.communicate(timeout=600)
+    assert four.returncode == 0, err[-3000:]
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    table, err = cli.communicate(timeout=600)
+    return {**{v["case"]: v for v in lines}, "cli": (cli.returncode, table, err)}
 
 
 def test_a_correct_right_permute_agrees_with_upstream_in_every_run(verdicts):
     v = verdicts["right_permute"]
-    assert (v["kind"], v["expected"]) == ("agree", True), v
+    assert (v["kind"], v["expected"], v["upstream_ok"]) == ("agree", True, True), v
     assert v["upstream_equal"] == [True] * 5 and v["races"] is False  # 2 plain, 3 detecting
     assert {"interpret", "schedule-0", "schedule-1", "upstream"} <= set(v["ways"])
 
@@ -62,11 +76,20 @@ def test_a_planted_race_is_named_by_the_simulator_with_both_lines(verdicts):
 
 
 def test_a_token_ring_is_a_deadlock_and_upstream_hangs_in_its_time_box(verdicts):
-    v = verdicts["token_ring"]
-    assert (v["kind"], v["name"], v["expected"]) == ("kernel-bug", "deadlock", True), v
-    assert v["hung"] is True and v["runs"] == [["InterpretParams()", False]]
-    assert f"within the time box of {SECONDS} s" in v["detail"]
-    assert v["detail"].count("waits at semaphore_wait") == 3  # every blocked device
+    """Through ``minipallas-difftest --devices 4``: this process starts without XLA_FLAGS."""
+    code, table, err = verdicts["cli"]
+    assert code == 0, (table, err[-3000:])  # the finding is the one the case expects
+    assert re.search(r"token_ring +kernel-bug \(deadlock\) +yes", table), table
+    assert (
+        f"(InterpretParams(), 4 devices) gave no result within the time box of {SECONDS} s" in table
+    )
+    assert table.count("waits at semaphore_wait") == 3  # every blocked device
+
+
+def test_a_case_the_worker_cannot_find_is_a_case_error_with_its_fix(verdicts):
+    v = verdicts["hidden"]
+    assert (v["kind"], v["name"], v["expected"]) == ("case-error", "case-not-found", True), v
+    assert "define the Case at module level" in v["detail"]
 
 
 # -- the verdicts on given upstream runs ---------------------------------------------------
