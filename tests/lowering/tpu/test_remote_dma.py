@@ -356,3 +356,18 @@ def test_compiles_for_topology(name, topology):
     assert "has_communication" in _config(mine)[0]
     mine.compile()
     theirs.compile()
+
+
+@needs_libtpu
+def test_the_chip_script_runs_ahead_of_time(tmp_path):
+    """``bench/chip/tpu_remote.py --aot``: every kernel of the chip run compiles both ways for a
+    v5e (bench/results/tpu_remote_v5e.txt is the chip's table)."""
+    from bench.chip import tpu_remote
+
+    out = tmp_path / "table.txt"
+    assert tpu_remote.main(["--aot", "--out", str(out)]) == 0
+    rows = [
+        line for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line
+    ][1:]
+    assert len(rows) == len(tpu_remote.kernels())
+    assert all(row.count("compiles (ahead of time)") == 2 for row in rows)

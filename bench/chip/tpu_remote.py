@@ -1,0 +1,230 @@
+"""Kernels that span devices on the chip (issue 47, item 5): Pallas TPU kernels with remote
+copies, remote signals and the barrier semaphore, in a ``jax.shard_map`` over a mesh of the one
+v5e chip (so every remote copy and signal goes to the device itself), run under ``jax.jit`` two
+ways and compared bit for bit with numpy and with each other:
+
+- upstream: ``jax.jit(f)``, through upstream's Mosaic lowering;
+- minipallas: ``jax.jit(on_tpu(f))``, the shard_map kept and its kernel as minipallas's own
+  Mosaic module of one device (``kernels/platforms/devices_tpu.py``,
+  ``lowering/tpu/rules/remote.py``) in the ``tpu_custom_call`` upstream emits.
+
+Each side's time per call is the median of ``--repeats`` calls after a warm-up (the chip's
+time, ``block_until_ready``). A kernel whose semaphores were wrong would hang the chip: a
+watchdog ends the process, with the table so far, after ``--timeout`` seconds.
+
+    python -m bench.chip.tpu_remote --out tpu_remote_v5e.txt   # on a TPU machine
+    python -m bench.chip.tpu_remote --aot                      # no chip: both sides compiled
+                                                               # for a v5e:1x1 with libtpu
+
+The TPU machine has jax, libtpu and numpy but not minipallas: install its wheel on PYTHONPATH
+as docs/guides/tpu.md says ("Running kernels on a TPU").
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HEADER = (
+    "kernel",
+    "upstream",
+    "minipallas",
+    "bits equal",
+    "upstream us/call",
+    "minipallas us/call",
+)
+
+
+def kernels() -> dict[str, tuple[Any, dict]]:
+    """name -> (kernel, pallas_call options): each on a mesh of one device along "x"."""
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    mesh_id, logical = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
+
+    def to_itself(x_ref, o_ref, send_sem, recv_sem):
+        """A remote copy to the device itself, behind a signal of its own barrier semaphore."""
+        me = lax.axis_index("x")
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, 1, device_id=(me,), device_id_type=mesh_id)
+        pl.semaphore_wait(barrier, 1)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(me,),
+                                            device_id_type=mesh_id)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    def right_permute(x_ref, o_ref, send_sem, recv_sem):
+        """Upstream's guide's right permute: on one device, the right neighbour is itself."""
+        right = lax.rem(lax.axis_index("x") + 1, 1)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                            device_id=(right,), device_id_type=mesh_id)  # fmt: skip
+        copy.start()
+        copy.wait_send()
+        copy.wait_recv()
+
+    def logical_halves(x_ref, o_ref, send_sem, recv_sem):
+        """Two remote copies (LOGICAL ids) of the two halves, swapped, each on its own
+        semaphores, both started before either waits."""
+        me = lax.axis_index("x")
+        copies = [
+            pltpu.make_async_remote_copy(
+                x_ref.at[pl.ds(8 * k, 8)],
+                o_ref.at[pl.ds(8 - 8 * k, 8)],
+                send_sem.at[k],
+                recv_sem.at[k],
+                device_id=me,
+                device_id_type=logical,
+            )  # fmt: skip
+            for k in (0, 1)
+        ]
+        for copy in copies:
+            copy.start()
+        for copy in copies:
+            copy.wait()
+
+    def signal_count(x_ref, o_ref, send_sem, recv_sem, sem):
+        """Three remote signals to itself, one wait for all three, then the copy."""
+        me = lax.axis_index("x")
+        for _ in range(3):
+            pl.semaphore_signal(sem, 1, device_id=(me,), device_id_type=mesh_id)
+        pl.semaphore_wait(sem, 3)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(me,),
+                                            device_id_type=mesh_id)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    dma, regular = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
+    two = [dma, dma]
+    return {
+        "to_itself": (to_itself, {"scratch": two, "collective_id": 0}),
+        "right_permute": (right_permute, {"scratch": two}),
+        "logical_halves": (logical_halves, {"scratch": [dma((2,)), dma((2,))], "rows": 16}),
+        "signal_count": (signal_count, {"scratch": [dma, dma, regular]}),
+    }
+
+
+def _swap_halves(x: np.ndarray) -> np.ndarray:
+    return np.concatenate([x[8:], x[:8]])
+
+
+REFERENCE = {"logical_halves": _swap_halves}
+
+
+def build(name: str, mesh: Any) -> tuple[Any, tuple[int, int]]:
+    """The case's ``shard_map`` over ``mesh`` and its input's shape."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    from jax.sharding import PartitionSpec as P
+
+    kernel, options = kernels()[name]
+    shape = (options.get("rows", 8), 128)
+    cid = options.get("collective_id")
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct(shape, jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=options["scratch"],
+        compiler_params=None if cid is None else pltpu.CompilerParams(collective_id=cid),
+    )
+    f = jax.shard_map(call, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    return f, shape
+
+
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+
+
+def _timed(fn: Any, x: Any, repeats: int) -> tuple[np.ndarray, float]:
+    """``fn(x)`` as numpy, and the median microseconds of ``repeats`` calls after a warm-up."""
+    out = fn(x)
+    out.block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(x).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return np.asarray(out), statistics.median(times) * 1e6
+
+
+def run_case(name: str, mesh: Any, aot: bool, repeats: int) -> tuple[str, ...]:
+    """One row of the table."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from minipallas.kernels.platforms.mesh_tpu import on_tpu
+
+    f, shape = build(name, mesh)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    want = REFERENCE.get(name, lambda a: a)(x)
+    sharding = NamedSharding(mesh, P("x"))
+    sides, outs, times = [], [], []
+    for side in (f, on_tpu(f)):
+        fn = jax.jit(side)
+        try:
+            if aot:
+                spec = jax.ShapeDtypeStruct(shape, np.float32, sharding=sharding)
+                fn.lower(spec).compile()
+                sides.append("compiles (ahead of time)")
+                continue
+            out, us = _timed(fn, jax.device_put(x, sharding), repeats)
+        except Exception as e:  # a refusal, whatever its class: upstream's or Mosaic's
+            sides.append(_first_line(e))
+            continue
+        same = out.view(np.uint32).tobytes() == want.view(np.uint32).tobytes()
+        sides.append("runs, numpy's bits" if same else "runs, other bits than numpy's")
+        outs.append(out)
+        times.append(f"{us:.1f}")
+    equal = "-"
+    if len(outs) == 2:
+        equal = "yes" if outs[0].tobytes() == outs[1].tobytes() else "no"
+    times += ["-"] * (2 - len(times))
+    return (name, *sides, equal, *times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--aot", action="store_true", help="compile for a v5e:1x1, no chip")
+    parser.add_argument("--kernels", help="comma-separated names (default: all)")
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    import jax
+
+    from minipallas.lowering.libtpu import topology_devices
+
+    devices = topology_devices("v5e:1x1") if args.aot else jax.devices()[:1]
+    mesh = jax.sharding.Mesh(np.array(devices), ("x",))
+    names = args.kernels.split(",") if args.kernels else list(kernels())
+    lines = ["| " + " | ".join(HEADER) + " |", "| " + " | ".join("---" for _ in HEADER) + " |"]
+    failed = 0
+    for name in names:
+        faulthandler.dump_traceback_later(args.timeout, exit=True)
+        row = run_case(name, mesh, args.aot, args.repeats)
+        faulthandler.cancel_dump_traceback_later()
+        failed += not args.aot and row[3] != "yes"
+        lines.append("| " + " | ".join(row) + " |")
+        print(lines[-1], flush=True)
+    device = devices[0]
+    head = f"# {getattr(device, 'device_kind', device)}, jax {jax.__version__}"
+    text = "\n".join([head, *lines]) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    print(f"{len(names)} kernels, {failed} where the two sides do not give the same bits")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
