@@ -28,7 +28,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dis
+import functools
+import inspect
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +73,8 @@ def loaded(args: argparse.Namespace) -> Iterator[str]:
     try:
         for path in args.load:
             load(path)
+        for name, fns in PATTERNS.items():  # the files' patterns, counted (``PassCoverage``)
+            fns[:] = [_counted(f) if _loaded(f, patterns.get(name, ())) else f for f in fns]
         if args.pass_pipeline:
             parse_pipeline(args.pass_pipeline)
         yield args.pass_pipeline
@@ -77,9 +82,15 @@ def loaded(args: argparse.Namespace) -> Iterator[str]:
         for name in set(PASSES) - before:
             del PASSES[name]
         for name, fns in list(PATTERNS.items()):  # and the @pattern rewrites they registered
-            fns[:] = [f for f in fns if f in patterns.get(name, ()) or f.__module__ != LOADED]
+            _COUNTED.difference_update(fns)
+            fns[:] = [f for f in fns if not _loaded(f, patterns.get(name, ()))]
             if not fns:
                 del PATTERNS[name]
+
+
+def _loaded(pattern: Callable, before: Sequence[Callable]) -> bool:
+    """Whether a ``--load`` file of this command registered ``pattern``."""
+    return pattern not in before and getattr(pattern, "__module__", None) == LOADED
 
 
 def main_with_passes(prog: str, args: argparse.Namespace, body: Callable[[str], int]) -> int:
@@ -169,38 +180,71 @@ class PassCoverage:
     """How many programs (or kernels) each pass of ``pipeline`` changed: a pass changed one
     when the IR after it is not the IR before it, printed. A fuzzer that checks a pipeline
     ``record`` s each program's IR texts and prints ``lines()`` at the end, so a pass that never
-    fired reads as such instead of as "no failures"."""
+    fired reads as such instead of as "no failures". The ``@pattern`` rewrites of the
+    ``--load`` files count too, as ``pattern NAME``: on the programs whose checks they
+    rewrote an op in (they are tried by every ``cleanup``, before the pipeline too)."""
 
     def __init__(self, pipeline: str, unit: str = "programs") -> None:
         self.steps = split_pipeline(pipeline)
         self.unit = unit
         self.seen = 0
-        self.changed = dict.fromkeys(self.steps, 0)  # a step written twice counts once
+        patterns = [
+            f"pattern {f.__name__}" for fns in PATTERNS.values() for f in fns if f in _COUNTED
+        ]
+        self.changed = dict.fromkeys([*self.steps, *patterns], 0)  # a step written twice: once
+        self._rewrites = dict(REWRITES)
 
     def record(self, texts: Sequence[str]) -> int:
         """One program: ``texts`` is its IR before the pipeline, then after each pass as far
-        as the pipeline ran; returns how many of the passes changed it."""
+        as the pipeline ran; returns how many of the passes (and patterns) changed it."""
         return self.count(self.fired(texts))
 
     def count(self, fired: Sequence[str]) -> int:
-        """One program on which the passes ``fired`` (steps as written) changed the IR."""
+        """One program on which the passes ``fired`` (steps as written, and ``pattern NAME``
+        s) changed the IR."""
         self.seen += 1
         for step in set(fired):
             self.changed[step] += 1
         return len(set(fired))
 
     def fired(self, texts: Sequence[str]) -> list[str]:
-        """The passes that changed the IR, from ``record``'s ``texts``, without counting."""
-        return [step for step, a, b in zip(self.steps, texts, texts[1:], strict=False) if a != b]
+        """The passes that changed the IR, from ``record``'s ``texts``, and the patterns that
+        rewrote an op since the last call, without counting."""
+        steps = [step for step, a, b in zip(self.steps, texts, texts[1:], strict=False) if a != b]
+        now, before = dict(REWRITES), self._rewrites
+        self._rewrites = now
+        hit = [f"pattern {name}" for name, n in now.items() if n != before.get(name, 0)]
+        return steps + [name for name in hit if name in self.changed]
 
     def lines(self) -> list[str]:
         """One line a pass: ``pass P changed N of M programs``, and that it was never
-        exercised when N is 0 (or that no program reached the pipeline: each failed before)."""
+        exercised when N is 0 (or that no program reached the pipeline: each failed before);
+        one a loaded pattern: ``pattern P rewrote N of M programs``."""
         never = ": none reached the pipeline" if self.seen == 0 else ": it was never exercised"
-        return [
-            f"pass {step} changed {n} of {self.seen} {self.unit}" + (never if n == 0 else "")
-            for step, n in self.changed.items()
-        ]
+        lines = []
+        for step, n in self.changed.items():
+            did = "rewrote" if step.startswith("pattern ") else "changed"
+            name = step if did == "rewrote" else f"pass {step}"
+            lines.append(f"{name} {did} {n} of {self.seen} {self.unit}" + (never if n == 0 else ""))
+        return lines
+
+
+REWRITES: Counter[str] = Counter()  # a loaded pattern's name -> the ops it rewrote (``loaded``)
+_COUNTED: set[Callable] = set()  # the loaded patterns, wrapped to count into REWRITES
+
+
+def _counted(pattern: Callable) -> Callable:
+    """``pattern``, counting into ``REWRITES`` each op it rewrites."""
+
+    @functools.wraps(pattern)
+    def counted(op: Any, defs: Any) -> Any:  # noqa: ANN401 - a Pattern's
+        out = pattern(op, defs)
+        if out is not None:
+            REWRITES[pattern.__name__] += 1
+        return out
+
+    _COUNTED.add(counted)
+    return counted
 
 
 def pipeline_texts(subject: Any, pipeline: str) -> list[str]:  # noqa: ANN401 - Function or Kernel
@@ -243,7 +287,7 @@ def pass_targets(step: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
     names. A pass whose code names no op gets ``((), ())``: generation is not biased."""
     code = _read([PASSES[step.partition("{")[0].strip()].run])
     if code.patterns:
-        patterns = _read([f for fns in code.patterns.values() for f in fns])
+        patterns = _read([inspect.unwrap(f) for fns in code.patterns.values() for f in fns])
         return tuple(sorted(code.patterns)), tuple(sorted(patterns.numbers))
     reached = {name for name, fns in PATTERNS.items() for f in fns if f in code.functions}
     return tuple(sorted((code.compared or code.named) | reached)), tuple(sorted(code.numbers))
@@ -253,7 +297,13 @@ def directs(step: str) -> bool:
     """Whether fuzzing directs generation at the pass ``step`` names by default: a ``--load``
     file registered it, or it applies ``@pattern`` rewrites one registered."""
     run = PASSES[step.partition("{")[0].strip()].run
-    return getattr(run, "__module__", None) == LOADED or bool(_read([run]).patterns)
+    return getattr(run, "__module__", None) == LOADED or applies_patterns(step)
+
+
+def applies_patterns(step: str) -> bool:
+    """Whether the pass ``step`` names applies ``@pattern`` rewrites a ``--load`` file
+    registered (as ``cleanup`` does): they, not the pass, are what a fuzzer directs at."""
+    return bool(_read([PASSES[step.partition("{")[0].strip()].run]).patterns)
 
 
 def _read(functions: list[Callable]) -> _Read:

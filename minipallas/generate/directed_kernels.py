@@ -9,9 +9,10 @@ some passes of a pipeline (``fuzz.targeted_passes``), ``Director.next`` draws a 
    afresh with chance ``MUTATION``: ``Replay``);
 2. trace each in minipallas (milliseconds; upstream is not asked) and run the pipeline on it
    (``user_passes.pipeline_texts``);
-3. take the first on which a targeted pass changes the kernel (kept for step 1); failing that,
-   the one holding the most of the op names the passes name (``user_passes.pass_targets``);
-   failing that, the first.
+3. take the first on which a targeted pass changes the kernel (for a pass applying the
+   ``@pattern`` rewrites of a ``--load`` file, such as ``cleanup``: on which one of those
+   rewrites an op), kept for step 1; failing that, the one holding the most of the op names
+   the passes name (``user_passes.pass_targets``); failing that, the first.
 
 Undirected, it draws one spec as the campaigns always did (``RandomChoices``), so a seed's
 kernels stay what they were.
@@ -20,13 +21,20 @@ kernels stay what they were.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from minipallas.generate.choices import Choices, RandomChoices
 from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call
 from minipallas.ir.errors import MiniPallasError
-from minipallas.user_passes import PassCoverage, pass_targets, pipeline_texts
+from minipallas.user_passes import (
+    REWRITES,
+    PassCoverage,
+    applies_patterns,
+    pass_targets,
+    pipeline_texts,
+)
 
 CANDIDATES = 32  # specs drawn for one kernel, at most
 MUTATION = 0.1  # the chance that a replayed decision is drawn afresh
@@ -68,6 +76,7 @@ class Drawn:
 
     spec: KernelSpec
     texts: list[str] | None = None
+    ops: set[str] = field(default_factory=set)  # the op names of the traced kernel
 
 
 @dataclass
@@ -85,35 +94,43 @@ class Director:
         if not self.targets:
             return Drawn(self.draw(RandomChoices(rng), RandomChoices(params)))
         ops = {op for name in self.targets for op in pass_targets(name)[0]}
+        rewrites = Counter(REWRITES)  # the candidates' are not the campaign's (PassCoverage)
         best: tuple[int, Drawn] | None = None
-        for k in range(CANDIDATES):
-            parent = self.pool[rng.randrange(len(self.pool))] if self.pool and k % 2 else None
-            c, d = (Replay(rng), Replay(params)) if parent is None else (
-                Replay(rng, parent[0], MUTATION), Replay(params, parent[1], MUTATION)
-            )  # fmt: skip
-            drawn = Drawn(self.draw(c, d))
-            names = self._trace(drawn)
-            if self._fired(drawn.texts or []):
-                self.pool = [*self.pool, (c.drawn, d.drawn)][-POOL:]
-                return drawn
-            held = len(ops & names)
-            if best is None or held > best[0]:
-                best = (held, drawn)
+        try:
+            for k in range(CANDIDATES):
+                parent = self.pool[rng.randrange(len(self.pool))] if self.pool and k % 2 else None
+                c, d = (Replay(rng), Replay(params)) if parent is None else (
+                    Replay(rng, parent[0], MUTATION), Replay(params, parent[1], MUTATION)
+                )  # fmt: skip
+                drawn = Drawn(self.draw(c, d))
+                if self._fired(drawn):
+                    self.pool = [*self.pool, (c.drawn, d.drawn)][-POOL:]
+                    return drawn
+                held = len(ops & drawn.ops)
+                if best is None or held > best[0]:
+                    best = (held, drawn)
+        finally:
+            REWRITES.clear()
+            REWRITES.update(rewrites)
         assert best is not None
         return best[1]
 
-    def _trace(self, drawn: Drawn) -> set[str]:
-        """Sets ``drawn.texts``; returns the op names of the kernel (body, callees, maps)."""
+    def _fired(self, drawn: Drawn) -> bool:
+        """Traces ``drawn`` (its texts and ops) and says whether a targeted pass changed it,
+        or, for one applying patterns, whether a pattern rewrote an op."""
         try:
             kernel = minipallas_call(drawn.spec).trace(*kernel_inputs(drawn.spec, 0))
         except MiniPallasError:
             drawn.texts = []
-            return set()
+            return False
+        before = sum(REWRITES.values())
         drawn.texts = pipeline_texts(kernel, self.pipeline)
         maps = [s.index_map for s in (*kernel.in_specs, *kernel.out_specs)]
-        return {op.name for f in (*kernel.body.callees(), kernel.body, *maps) for op in f.walk()}
-
-    def _fired(self, texts: Sequence[str]) -> bool:
-        """Whether a targeted pass changed the kernel, from ``texts``."""
-        fired = PassCoverage(self.pipeline).fired(texts)
-        return any(step.partition("{")[0].strip() in self.targets for step in fired)
+        fns = (*kernel.body.callees(), kernel.body, *maps)
+        drawn.ops = {op.name for f in fns for op in f.walk()}
+        patterned = [name for name in self.targets if applies_patterns(name)]
+        if patterned and sum(REWRITES.values()) != before:
+            return True
+        fired = PassCoverage(self.pipeline).fired(drawn.texts)
+        steps = {step.partition("{")[0].strip() for step in fired}
+        return bool(steps & (set(self.targets) - set(patterned)))

@@ -124,6 +124,8 @@ def test_a_planted_wrong_pattern_directs_cleanup_and_is_caught(capsys):
     argv = ["--seed", "0", "--count", "40", "--max-failures", "1", "--max-stmts", "8", *NO_CLOCK]
     argv += ["--load", PATTERN, "--pass-pipeline", "cleanup"]
     assert fuzz.main([*argv, "--target-pass", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "pattern twice_is_plus_two rewrote 0 of 40 programs: it was never exercised" in out
     assert fuzz.main(argv) == 1
     out = capsys.readouterr().out
     assert "pass-directed: cleanup; favouring ops ['mul'], numbers [2]" in out
@@ -137,3 +139,15 @@ def test_pattern_targets_are_those_of_the_loaded_patterns_only():
         assert pass_targets("cleanup") == (("mul",), (2,)) and directs("cleanup")
         assert fuzz.targeted_passes("discharge,cleanup", None) == ["cleanup"]
     assert not directs("cleanup")
+
+
+def test_a_correct_patterns_rewrites_are_counted_where_cleanup_runs_before_the_pipeline(capsys):
+    """Chapter 15's ``x * 2 -> x + x``: the discharge and cleanup before the pipeline already
+    apply it, so the pipeline's ``cleanup`` changes nothing; the pattern's own line says it
+    was exercised."""
+    chapter = Path(__file__).parents[2] / "examples" / "ch15_patterns.py"
+    argv = ["--seed", "0", "--count", "10", "--batch", "10", "--max-stmts", "8", *NO_CLOCK]
+    assert fuzz.main([*argv, "--load", str(chapter), "--pass-pipeline", "cleanup"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("pattern ")]
+    assert line.startswith("pattern double_is_add rewrote ") and line.endswith(" of 10 programs")
+    assert line != "pattern double_is_add rewrote 0 of 10 programs"
