@@ -261,6 +261,8 @@ def closeness(
     message = compare(want, got, ulps)
     if message is None or way not in XLA_WAYS or message.startswith("type"):
         return message, None
+    if report.upstream_runs is not None:  # op by op in interpret mode, no envelope: bits decide
+        return message, None
     if not is_float(np.asarray(want)):
         return message, None
     env = numerics_envelope(report)
