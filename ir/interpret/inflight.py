@@ -16,10 +16,10 @@ program (``checks=True``) and for programs run together (``programs``) alike:
    access, and the wait that left the copy in flight with the other copies that could have
    satisfied it.
 
-A remote copy's send side (the importer's copy of the source onto itself on the send semaphore,
-``interop/importer/dma.py``: a copy whose source and destination are one window, right after a
-copy from that window) holds the source until ``wait_send`` takes it back; the receive side then
-holds only its destination, until the target's receive wait.
+A copy onto itself writes what it reads: it holds only its source. So does a remote copy's send
+side (the importer's copy of the source onto itself on the send semaphore,
+``interop/importer/dma.py``, right after the copy from that window), until ``wait_send`` takes it
+back; the receive side then holds only its destination, until the target's receive wait.
 """
 
 from __future__ import annotations
@@ -61,13 +61,10 @@ class InFlight:
 
     def start(self, semaphore: int, copy: Copy) -> None:
         last = self._last.get(copy.program)
-        if (
-            last is not None
-            and np.array_equal(copy.src, copy.dst)
-            and np.array_equal(last.src, copy.src)
-            and any(c is last for cs in self.by_semaphore.values() for c in cs)
-        ):  # a send side: it holds the source from now on
-            copy.dst, last.src, copy.sends = _NONE, _NONE, last
+        if np.array_equal(copy.src, copy.dst):  # onto itself: it only holds its source
+            copy.dst = _NONE
+            if last is not None and np.array_equal(last.src, copy.src):  # a send side
+                last.src, copy.sends = _NONE, last
         self._last[copy.program] = copy
         self.by_semaphore.setdefault(semaphore, []).append(copy)
         self.owed[semaphore] = self.owed.get(semaphore, 0) + copy.count

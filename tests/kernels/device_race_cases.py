@@ -69,6 +69,15 @@ def write_source_before_send_wait(x_ref, o_ref, send_sem, recv_sem):
     copy.wait_recv()
 
 
+def read_source_before_send_wait(x_ref, o_ref, scratch, send_sem, recv_sem):
+    """Reading a copy's source while it is sent is fine: only writing it races."""
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, _right())
+    copy.start()
+    scratch[...] = x_ref[...] * 2.0
+    copy.wait()
+    o_ref[...] = o_ref[...] + scratch[...]
+
+
 def wait_with_another_dtype(x_ref, o_ref, scratch, send_sem, recv_sem):
     """Item 2: the receive wait is written with a bf16[16, 128] descriptor, as many bytes as the
     f32[8, 128] copy that arrives but twice its elements: bytes satisfy it, as on the chip."""
@@ -186,6 +195,9 @@ def cases():
     two = [DMA, DMA]
     f = _on_devices(write_source_before_send_wait, (8, 128), two)
     yield "write_source_before_send_wait", SCHEDULES, lambda s: (_run(f, x, s), None)
+    r = _on_devices(read_source_before_send_wait, (8, 128), [pltpu.VMEM((8, 128), F32), *two])
+    summed = (np.roll(shards, 1, axis=0) + 2.0 * shards).reshape(x.shape)
+    yield "read_source_before_send_wait", [*SCHEDULES, 2, 3], lambda s: (_run(r, x, s), summed)
     g = _on_devices(wait_with_another_dtype, (8, 128), [pltpu.VMEM((16, 128), jnp.bfloat16), *two])
     yield "wait_with_another_dtype", SCHEDULES, lambda s: (_run(g, x, s), rolled)
     upstream = _on_devices(wait_with_another_dtype, (8, 128),

@@ -63,6 +63,13 @@ def test_a_write_to_a_source_before_its_send_wait_names_the_copy_the_write_and_b
         assert "writes" in v["text"] and "the source" in v["text"] and "wait_send" in v["text"]
 
 
+def test_reading_a_source_before_its_send_wait_is_fine_under_every_schedule(verdicts):
+    """The send side holds the source for writes only, even where the target's receive wait
+    ran between the copy's start and its send side's."""
+    runs = verdicts["read_source_before_send_wait"]
+    assert len(runs) == 5 and all(v.get("ok") is True for v in runs), runs
+
+
 def test_a_dma_semaphore_counts_bytes_as_upstream_interpret_mode_does(verdicts):
     """A receive wait written with a bf16[16, 128] descriptor (2048 elements, 4096 bytes) after
     an f32[8, 128] copy (1024 elements, 4096 bytes): by bytes it is satisfied, by elements it
