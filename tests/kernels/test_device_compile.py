@@ -1,6 +1,7 @@
 """Kernels that span devices compiled to XLA collectives (issue 47): ``jax.jit(mp.on_devices(f))``
 for a ``jax.shard_map`` over a ``pallas_call`` with remote copies gives the simulator's bits
-and numpy's result on 4 and on 8 CPU devices, each remote copy a ``collective-permute`` (or an
+and numpy's result on 4 and on 8 CPU devices (upstream's shipped ``ops/tpu/all_gather.py`` and
+a kernel with a grid among them), each remote copy a ``collective-permute`` (or an
 ``all-gather`` where the target is computed from loop indices) in a program XLA runs on every
 device, with no loop over the devices; communication that depends on data is refused with the
 reason and runs in the simulator.
@@ -25,8 +26,10 @@ from minipallas.ir.interpret import interpret
 from minipallas.ir.parser import parse_module
 
 CASES = Path(__file__).with_name("device_compile_cases.py")
-STRAIGHT = ["right_permute", "shift_two_logical", "permute_along_y"]  # no loop of their own
-LOOPED = ["ring_all_gather", "ring_all_reduce"]  # one fori_loop over the ring's steps
+# no loop of their own (upstream's shipped all-gather unrolls its ring in Python)
+STRAIGHT = ["right_permute", "shift_two_logical", "permute_along_y", "upstream_all_gather"]
+# one loop: a fori_loop over the ring's steps, or the kernel's grid
+LOOPED = ["ring_all_gather", "ring_all_reduce", "chunked_permute"]
 
 
 @pytest.fixture(scope="module", params=[4, 8], ids=["4-devices", "8-devices"])

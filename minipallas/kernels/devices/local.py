@@ -83,7 +83,8 @@ class _Device:
         self.kind: dict[Value, int] = {}
         self.rowed: set[Value] = set()
         self.source: dict[Value, Value] = {}  # a region parameter -> the operand it receives
-        self.defs = {v: op for op in body.walk() for v in op.results}
+        functions = (body, *body.callees())
+        self.defs = {v: op for fn in functions for op in fn.walk() for v in op.results}
         self.enclosing: list[Op] = []
 
     def function(self) -> Function:
@@ -143,6 +144,8 @@ class _Device:
             return self.remote_copy(op)
         if op.name == "semaphore_signal" and isinstance(self.env[op.operands[0]], Remote):
             return []  # a remote signal carries no data (module doc, 3)
+        if op.name == "call":
+            return self.call(op)
         operands = tuple(self.value(v, op) for v in op.operands)
         regions = self.regions(op)
         attrs = dict(op.attrs)
@@ -155,6 +158,25 @@ class _Device:
         kind = max((self.kind.get(v, DATA) for v in op.operands), default=STATIC)
         for r in op.results:
             self.kind[r] = STATIC if op.name == "axis_index" else kind if pure else DATA
+        return self.made(op, new)
+
+    def call(self, op: Op) -> list[Op]:
+        """A ``call`` with its callee rebuilt for this call's operands (a grid kernel's body
+        takes the device's position and rows; ``jnp.where`` is a call too): its parameters get
+        the operands' rows and what they depend on, its results what the callee's do."""
+        callee = op.attrs["callee"]
+        operands = tuple(self.value(v, op) for v in op.operands)
+        params = []
+        for p, old, new in zip(callee.body.params, op.operands, operands, strict=True):
+            self.source[p], self.kind[p] = old, self.kind.get(old, DATA)
+            if old in self.rowed:
+                self.rowed.add(p)
+            params.append(Value(new.type))
+        attrs = {**op.attrs, "callee": Function(callee.name, self.block(callee.body, params))}
+        types = infer_result_types("call", [v.type for v in operands], attrs, (), op.loc)
+        new = Op("call", operands, tuple(Value(t) for t in types), attrs, (), op.loc)
+        for r, v in zip(op.results, callee.body.results, strict=True):
+            self.kind[r] = self.kind.get(v, DATA)
         return self.made(op, new)
 
     def made(self, old: Op, new: Op) -> list[Op]:
