@@ -283,6 +283,140 @@ def _prefetched_reference(shards):
     return out
 
 
+# --- upstream's distributed tests (tests/pallas/tpu_pallas_distributed_test.py), ported -----
+
+
+def _ready_then_copy(target, id_type=MESH, barrier=False):
+    """Upstream's pattern: signal the target's ready semaphore (a pl.run_scoped allocation),
+    wait for one's own, then copy the shard to the target and wait both ends."""
+
+    def kernel(x_ref, o_ref):
+        def body(ready, send, recv):
+            to = target()
+            if barrier:  # first a barrier-semaphore handshake with the target
+                pl.semaphore_signal(pltpu.get_barrier_semaphore(), 1, device_id=to)
+                pl.semaphore_wait(pltpu.get_barrier_semaphore(), 1)
+            pl.semaphore_signal(ready, 1, device_id=to, device_id_type=id_type)
+            pl.semaphore_wait(ready, 1)
+            copy = pltpu.async_remote_copy(x_ref, o_ref, send, recv, device_id=to,
+                                           device_id_type=id_type)  # fmt: skip
+            copy.wait_send()
+            copy.wait_recv()
+
+        pl.run_scoped(body, REGULAR, DMA, DMA)
+
+    return kernel
+
+
+def _vmem_call(kernel, collective_id=None, varying=False):
+    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
+    vma = jax.sharding.ManualAxisType(varying=frozenset({"x"})) if varying else None
+    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                          out_shape=jax.ShapeDtypeStruct((8, 128), F32, manual_axis_type=vma),
+                          compiler_params=params)  # fmt: skip
+
+
+def _neighbour(step):
+    def target():
+        me, n = lax.axis_index("x"), lax.axis_size("x")
+        to = lax.rem(me + step, n)
+        return jnp.where(to < 0, to + n, to)
+
+    return target
+
+
+def signal_every_device(x_ref, o_ref):
+    """Every device signals every device's barrier semaphore (itself too), then copies."""
+    barrier = pltpu.get_barrier_semaphore()
+    for d in range(N):
+        pl.semaphore_signal(barrier, 1, device_id=d)
+    pl.semaphore_wait(barrier, N)
+    pltpu.sync_copy(x_ref, o_ref)
+
+
+def zero_then_receive(x_ref, o_ref, send_sem, recv_sem):
+    """Upstream's interpret-mode ppermute test: each device zeroes its output while its left
+    neighbour's copy may already be landing there (a race upstream's test does not see)."""
+    o_ref[...] = jnp.zeros_like(o_ref)
+    right = lax.rem(lax.axis_index("x") + 1, N)
+    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=right,
+                                        device_id_type=LOGICAL)  # fmt: skip
+    copy.start()
+    copy.wait()
+
+
+def joint_axes_copy(x_ref, o_ref):
+    """A dict device_id whose key names both axes of a 2x2 mesh: the row-major next device."""
+
+    def body(send, recv):
+        nxt = lax.rem(lax.axis_index(("x", "y")) + 1, N)
+        pltpu.async_remote_copy(x_ref, o_ref, send, recv, device_id={("x", "y"): nxt}).wait()
+
+    pl.run_scoped(body, DMA, DMA)
+
+
+def barrier_in_regions(x_ref, o_ref, send_sem, recv_sem):
+    """The barrier semaphore asked for inside pl.when, a fori_loop and a while loop."""
+    me = lax.axis_index("x")
+    right, left = lax.rem(me + 1, N), lax.rem(me + N - 1, N)
+
+    def handshake():
+        barrier = pltpu.get_barrier_semaphore()
+        pl.semaphore_signal(barrier, 1, device_id=(right,))
+        pl.semaphore_signal(barrier, 1, device_id=(left,))
+        pl.semaphore_wait(barrier, 2)
+
+    pl.when(me >= 0)(handshake)
+    lax.fori_loop(0, 2, lambda i, c: handshake() or c, 0)  # a for loop
+    lax.fori_loop(0, me * 0 + 2, lambda i, c: handshake() or c, 0)  # a while: a traced bound
+    right_permute(x_ref, o_ref, send_sem, recv_sem)
+
+
+def _upstream_distributed_cases(x):
+    """(name, function, input, numpy's result or None for a kernel with a bug)."""
+    shards = x.reshape(N, 8, 128)
+    two = _mesh((2,))
+    for space, name in ((pltpu.VMEM, "vmem"), (pl.ANY, "any")):
+        kernel = _ready_then_copy(lambda: 1 - lax.axis_index("x"), LOGICAL)
+        call = pl.pallas_call(
+            kernel,
+            in_specs=[pl.BlockSpec(memory_space=space)],
+            out_specs=pl.BlockSpec(memory_space=space),
+            out_shape=jax.ShapeDtypeStruct(
+                (8, 128), F32, manual_axis_type=jax.sharding.ManualAxisType(varying=frozenset("x"))
+            ),
+        )
+        f = _shard_map(call, mesh=two, check_vma=True)
+        half = x[:16]
+        yield f"upstream_basic_remote_{name}", f, half, np.concatenate([half[8:], half[:8]])
+    for step, name in ((1, "right"), (-1, "left")):
+        f = _shard_map(_vmem_call(_ready_then_copy(_neighbour(step))))
+        yield f"upstream_axis_index_{name}", f, x, np.roll(shards, step, axis=0).reshape(x.shape)
+    yx = _mesh((2, 2), ("y", "x"))
+    f = _shard_map(_vmem_call(_ready_then_copy(lambda: (lax.axis_index("y"), _neighbour(1)()))),
+                   mesh=yx, in_specs=P("x", None), out_specs=P("x", None))  # fmt: skip
+    half = x[:16]
+    yield "upstream_axis_index_2d", f, half, np.concatenate([half[8:], half[:8]])
+    f = _shard_map(_vmem_call(_ready_then_copy(_neighbour(1), barrier=True), collective_id=0))
+    yield "upstream_barrier_semaphore", f, x, np.roll(shards, 1, axis=0).reshape(x.shape)
+    f = _shard_map(_vmem_call(signal_every_device, collective_id=0))
+    yield "upstream_signal_every_device", f, x, x
+    wide = x.reshape(8, N * 128)
+    spec = pltpu.PrefetchScalarGridSpec(num_scalar_prefetch=0, scratch_shapes=[DMA] * 2,
+                                        in_specs=[pl.BlockSpec(memory_space=pl.ANY)])  # fmt: skip
+    call = pl.pallas_call(zero_then_receive, grid_spec=spec,
+                          out_shape=jax.ShapeDtypeStruct((8, 128), F32))  # fmt: skip
+    f = _shard_map(call, in_specs=P(None, "x"), out_specs=P(None, "x"))
+    yield "upstream_zero_then_receive", f, wide, None
+    f = _shard_map(_vmem_call(joint_axes_copy), mesh=_mesh((2, 2), ("x", "y")),
+                   in_specs=P("x", "y"), out_specs=P("x", "y"))  # fmt: skip
+    y = x.reshape(16, 256)
+    blocks = y.reshape(2, 8, 2, 128).transpose(0, 2, 1, 3).reshape(N, 8, 128)  # row-major
+    moved = np.roll(blocks, 1, axis=0).reshape(2, 2, 8, 128).transpose(0, 2, 1, 3)
+    yield "upstream_joint_axes_dict", f, y, moved.reshape(16, 256)
+
+
 def _upstream_all_gather():
     """Upstream's shipped all-gather, as its own test calls it: jit over a 4-device mesh."""
     from jax.experimental.pallas.ops.tpu import all_gather
@@ -351,6 +485,13 @@ def cases():
     prefetch = _shard_map(prefetched)
     yield "scalar_prefetch", lambda s: (_run(prefetch, x, s),
                                         _prefetched_reference(shards).reshape(x.shape))  # fmt: skip
+    for name, f, a, want in _upstream_distributed_cases(x):
+        yield name, lambda s, f=f, a=a, want=want: (_run(f, a, s), want)
+    regions = _shard_map(_call(barrier_in_regions, collective_id=0))
+    yield (
+        "barrier_in_regions",
+        lambda s: (_run(regions, x, s), np.roll(shards, 1, axis=0).reshape(x.shape)),
+    )
     carried = _shard_map(_signal_then_wait(0, 0))  # the second kernel takes the first's signal
     yield "barrier_signal_carried_by_collective_id", lambda s: (_run(carried, x, s), x)
     apart = _shard_map(_signal_then_wait(0, 1))  # another id: another semaphore, never signalled

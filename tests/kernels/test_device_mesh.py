@@ -58,6 +58,16 @@ def verdicts() -> dict:
         "barrier_signal_carried_by_collective_id",  # one barrier semaphore per collective_id
         "grid_and_blocks",  # a blocked kernel over a grid, then remote copies over a grid
         "scalar_prefetch",  # index maps reading scalar-prefetch operands computed in the body
+        "barrier_in_regions",  # get_barrier_semaphore inside pl.when, a for and a while loop
+        # upstream's distributed tests (tests/pallas/tpu_pallas_distributed_test.py), ported
+        "upstream_basic_remote_vmem",  # 2 devices, run_scoped semaphores, check_vma=True
+        "upstream_basic_remote_any",
+        "upstream_axis_index_right",
+        "upstream_axis_index_left",
+        "upstream_axis_index_2d",  # mesh ("y", "x"), P("x", None): replicated along y
+        "upstream_barrier_semaphore",
+        "upstream_signal_every_device",
+        "upstream_joint_axes_dict",  # device_id={("x", "y"): n}
     ],
 )
 def test_correct_kernels_give_numpys_result_under_every_schedule(verdicts, case):
@@ -104,6 +114,14 @@ def test_upstreams_shipped_all_gather_imports_and_gives_numpys_result_or_names_i
     Its two copies per direction share one receive semaphore: the simulator may name that."""
     for v in verdicts["upstream_all_gather"]:
         assert v.get("ok") is True or (v["error"] == "RaceError" and "semaphore" in v["text"]), v
+
+
+def test_upstreams_interpret_ppermute_test_kernel_is_a_race(verdicts):
+    """It zeroes its output while its left neighbour's copy may be landing there: upstream's
+    test passes because its interpret mode runs the copy late; the simulator names it."""
+    for v in verdicts["upstream_zero_then_receive"]:
+        assert v["error"] == "RaceError", v
+        assert "dma_start" in v["text"] and "swap" in v["text"]  # the copy and the zeroing
 
 
 def test_a_barrier_semaphore_of_another_collective_id_is_never_signalled(verdicts):

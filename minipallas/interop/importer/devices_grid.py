@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.devices_threading import thread
 from minipallas.interop.importer.engine import ImportScope, closed_parts
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
@@ -125,7 +126,7 @@ def _body(
     devices.barrier = extra[0] if extra else None  # the caller restores it
     inner.run(jaxpr, params)
     name = importer.unique_name(str(jaxpr.debug_info.func_name if jaxpr.debug_info else "body"))
-    return Function(name, inner.builder.block([*params, *extra], []))
+    return Function(name, thread(inner.builder.block([*params, *extra], []), extra))
 
 
 def _index_map(scope: ImportScope, bm: object, n_grid: int, prefetch: Sequence[Value]) -> Function:

@@ -20,8 +20,9 @@ kernel's body:
    mesh axis is the device's position; a remote copy writes the *target's* row of its
    destination and signals the target's row of its receive semaphore, a remote signal signals
    the target's row (``target_row``). A ``device_id`` is read as upstream reads it: with
-   ``DeviceIdType.MESH`` one index per mesh axis (a tuple, or a dict naming some axes: the
-   others keep the device's own position); with ``LOGICAL`` the device's row-major number.
+   ``DeviceIdType.MESH`` one index per mesh axis (a tuple, or a dict naming some axes, a key
+   of several axes by their row-major number: the others keep the device's own position);
+   with ``LOGICAL`` the device's row-major number.
 
 A kernel over whole shards (no grid, every block its whole operand) imports into the
 program directly; one with a grid, blocks or scalar prefetch runs its grid as a loop
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices_grid import check_blocks, is_whole, run_grid
+from minipallas.interop.importer.devices_threading import thread
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.kernel_call import _candidates, _check_supported
 from minipallas.ir.core import Value
@@ -136,6 +138,8 @@ def device_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
     buffered = [k for k, s in enumerate(slots[n_in:]) if s[0] == "buffer"]
     results = [read_own(inner, refs[n_in + k]) for k in buffered]
     block = inner.builder.block([*made, *params], results)
+    if barrier is not None:  # into the regions that ask for it (pl.when, loops, run_scoped)
+        block = thread(block, [params[barrier]])
     op = scope.emit_op("run_scoped", outer, [block], collective_axes=devices.mesh[0])
     outs: list[Value | None] = [None] * len(eqn.outvars)
     for k, value in zip(buffered, op.results, strict=True):
@@ -160,35 +164,43 @@ def device_indices(
         if logical:
             raise scope.error(f"{what}: a dict device_id with DeviceIdType.LOGICAL",
                               fix="give a LOGICAL device id as one int")  # fmt: skip
-        given = {str(a): i for a, i in device_id.items()}
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise scope.error(f"{what}: device_id names axes {unknown}, not axes of the mesh "
-                              f"{names}", fix=f"name axes of {names}")  # fmt: skip
-        return [
-            scope.read(given[a]) if a in given else mesh_rules._axis_index(scope, a) for a in names
-        ]
+        size, given = dict(zip(names, sizes, strict=True)), {}
+        for key, index in device_id.items():
+            axes = tuple(map(str, key)) if isinstance(key, tuple) else (str(key),)
+            unknown = [a for a in axes if a not in size]
+            if unknown:
+                raise scope.error(f"{what}: device_id names axes {unknown}, not axes of the "
+                                  f"mesh {names}", fix=f"name axes of {names}")  # fmt: skip
+            positions = _unflatten(scope, scope.read(index), [size[a] for a in axes])
+            given.update(zip(axes, positions, strict=True))
+        return [given[a] if a in given else mesh_rules._axis_index(scope, a) for a in names]
     ids = list(device_id) if isinstance(device_id, tuple | list) else [device_id]
     if logical:
         if len(ids) != 1:
             raise scope.error(f"{what}: a LOGICAL device_id is one int, got {len(ids)}",
                               fix="use DeviceIdType.MESH for one index per mesh axis")  # fmt: skip
-        linear, out = scope.read(ids[0]), []
-        for k in range(len(names)):
-            stride = 1
-            for n in sizes[k + 1 :]:
-                stride *= n
-            pos = linear
-            if k + 1 < len(names):
-                pos = scope.emit("div", [linear, scope.constant(stride, "int32")])
-            out.append(scope.emit("rem", [pos, scope.constant(sizes[k], "int32")]))
-        return out
+        return _unflatten(scope, scope.read(ids[0]), sizes)
     if len(ids) != len(names):
         raise scope.error(
             f"{what}: a MESH device_id gives one index per mesh axis {names}, got {len(ids)}",
             fix="pass a tuple with one index per mesh axis, or a dict naming the axes",
         )
     return [scope.read(i) for i in ids]
+
+
+def _unflatten(scope: ImportScope, linear: Value, sizes: Sequence[int]) -> list[Value]:
+    """The position along each of several axes of the row-major number ``linear`` (upstream's
+    LOGICAL id, or a dict key naming several axes)."""
+    out = []
+    for k, n in enumerate(sizes):
+        stride = 1
+        for m in sizes[k + 1 :]:
+            stride *= m
+        pos = linear
+        if stride != 1:
+            pos = scope.emit("div", [linear, scope.constant(stride, "int32")])
+        out.append(pos if k == 0 else scope.emit("rem", [pos, scope.constant(n, "int32")]))
+    return out
 
 
 def target_row(scope: ImportScope, atom: jax_core.Atom, indices: list[Value], what: str) -> Value:
