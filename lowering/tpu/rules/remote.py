@@ -19,12 +19,16 @@ its own row, at the same address on every device, so (``DeviceContext``):
    ``source_semaphore`` and the target's ``device_id``, emitted at the send side;
 5. a wait of a buffer onto itself is a remote copy's wait: on a send semaphore ``wait_send``,
    ``tpu.wait_dma2`` with device and core 0 (upstream's ``insert_dummy_device``); on a receive
-   semaphore ``wait_recv``, with the device id of the copy that counts on it where the start is
-   in the same block (upstream names the copy's target; the import keeps none at the wait);
+   semaphore ``wait_recv``, with the copy's device id. The import keeps the waited buffer
+   alone, so the wait names the buffers and device of the copy started on its semaphore in the
+   same block, as upstream's descriptor does (elsewhere, in a loop whose start is in another
+   block, its own buffer twice and no device: the chip waits on the semaphore alike);
 6. a signal of another device's row is ``tpu.sem_signal ... device_id``
    (``semaphore``'s rule reads ``remote_device``). A signal or a copy whose target is the
    device itself imports as an access to its own row: a local signal (the chip counts it the
-   same); a copy keeps its device id, as upstream's.
+   same); a copy keeps its device id, as upstream's;
+7. a kernel's own ``pl.run_scoped`` allocates a row per device: each device allocates its row
+   in the ``tpu.region`` (``scoped.scoped_region``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.indexing import Dyn, Int, full
 from minipallas.ir.rules import RuleTable
-from minipallas.ir.types import SEMAPHORE
+from minipallas.ir.types import SEMAPHORE, RefType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, unsupported
@@ -71,8 +75,7 @@ class DeviceContext(LoweringContext):
         self.positions: list[list[ir.Value]] = [[] for _ in self.sizes]
         self.send_side: dict[Op, Op] = {}  # a remote start -> its send side
         self.started: dict[Op, tuple[MemRef, MemRef, MemRef]] = {}
-        self.send_sems: list[ir.Value] = []  # root memrefs of send semaphores
-        self.recv_sems: list[tuple[ir.Value, ir.Block, ir.Value]] = []  # root, block, device
+        self.copies: list[_Copy] = []  # the remote copies started so far
 
     def lower_body(self, fn: Function, args: Sequence[Bound]) -> list[Bound]:
         """The body's parameters past ``args`` hold the barrier semaphore (step 3)."""
@@ -190,14 +193,29 @@ def view(ctx: DeviceContext, op: Op, ref: MemRef) -> Sequence[Bound]:
 
 @device_rule("run_scoped")
 def run_scoped(ctx: DeviceContext, op: Op, *args: Bound) -> Sequence[Bound]:
-    if op.attrs.get("collective_axes"):
-        raise unsupported(
-            op,
-            "a run_scoped allocation with a row per device in a kernel that spans devices has "
-            "no Mosaic lowering in minipallas yet",
-            fix="allocate the buffers with the pallas_call's scratch_shapes",
-        )
-    return scoped.run_scoped(ctx, op, *args)
+    """A kernel's own ``pl.run_scoped`` allocations have a row per device: each device
+    allocates its own row."""
+    axes = tuple(op.attrs.get("collective_axes", ()))
+    if axes and axes != ctx.names:
+        raise unsupported(op, f"a run_scoped over mesh axes {axes} of a mesh {ctx.names}",
+                          fix="allocate over every mesh axis, or none")  # fmt: skip
+    rows = len(ctx.sizes) if axes else 0
+    types = [p.type for p in op.param_group("allocs")]
+    types = [RefType(t.shape[rows:], t.dtype, t.memory_space) for t in types]
+    return scoped.scoped_region(ctx, op, args, types)
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """A remote copy as emitted: its buffers, the root memrefs of its send and receive
+    semaphores, the MLIR block of its start, and its device id."""
+
+    source: ir.Value
+    target: ir.Value
+    send: ir.Value
+    recv: ir.Value
+    block: ir.Block
+    device: ir.Value | None
 
 
 @device_rule("dma_start")
@@ -213,39 +231,49 @@ def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef)
         return list(dma.dma_start(ctx, op, src, dst, sem))
     source, target, recv = ctx.started.pop(start)
     device = target.device if isinstance(target, DeviceRef) else None
+    copy = _Copy(
+        dma.buffer(start, source),
+        dma.buffer(start, target),
+        _root(sem.value),
+        _root(recv.value),
+        ir.InsertionPoint.current.block,
+        device,
+    )
     tpu.enqueue_dma(
-        source=dma.buffer(start, source),
-        target=dma.buffer(start, target),
+        source=copy.source,
+        target=copy.target,
         target_semaphore=recv.value,
         source_semaphore=sem.value,
         device_id=device,
         priority=0,
     )
-    ctx.send_sems.append(_root(sem.value))
-    ctx.recv_sems.append((_root(recv.value), ir.InsertionPoint.current.block, device))
+    ctx.copies.append(copy)
     return []
 
 
 @device_rule("dma_wait")
 def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) -> list:
+    """A remote copy's wait names the buffers and device of the copy started in the same block
+    on its semaphore, as upstream's descriptor does; else its own buffer (step 5)."""
     if op.operands[0] is not op.operands[1]:
         return list(dma.dma_wait(ctx, op, src, dst, sem))
     buffer, root = dma.buffer(op, dst), _root(sem.value)
-    if _has(ctx.send_sems, root):  # wait_send (step 5)
-        zero = emit.i32(0)
-        tpu.wait_dma2(sem.value, buffer, buffer, device_id=zero, core_id=zero)
-        return []
-    here = ir.InsertionPoint.current.block
-    found = [(block, d) for r, block, d in ctx.recv_sems if r == root]
-    if not found:
+    sends = [c for c in ctx.copies if c.send == root]
+    recvs = [c for c in ctx.copies if c.recv == root]
+    if not sends and not recvs:
         raise unsupported(
             op,
             "the wait of a remote copy comes before any start that counts on its semaphore",
             fix="start the copy before its wait in the kernel's text (Mosaic's lowering pairs "
             "them in program order)",
         )
-    device = next((d for block, d in reversed(found) if block == here), None)
-    tpu.wait_dma2(sem.value, buffer, buffer, device_id=device)
+    here = ir.InsertionPoint.current.block
+    copy = next((c for c in reversed(sends or recvs) if c.block == here), None)
+    if sends:  # wait_send: the target first, as upstream swaps them; device and core 0
+        zero = emit.i32(0)
+        first, second = (buffer, buffer) if copy is None else (copy.target, copy.source)
+        tpu.wait_dma2(sem.value, first, second, device_id=zero, core_id=zero)
+        return []
+    first, second = (buffer, buffer) if copy is None else (copy.source, copy.target)
+    tpu.wait_dma2(sem.value, first, second, device_id=None if copy is None else copy.device)
     return []
-
-

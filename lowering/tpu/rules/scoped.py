@@ -33,10 +33,18 @@ def allocate(t: RefType) -> MemRef:
 
 @rule("run_scoped")
 def run_scoped(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
+    return scoped_region(ctx, op, args, [p.type for p in op.param_group("allocs")])
+
+
+def scoped_region(
+    ctx: LoweringContext, op: Op, args: Sequence[Bound], types: Sequence[RefType]
+) -> Sequence[Bound]:
+    """``op``'s body in a ``tpu.region`` over fresh buffers of ``types`` (one device's rows of
+    a kernel's allocations that span devices: ``remote``)."""
     (body,) = op.regions
     region = tpu.RegionOp([emit.value_type(r.type) for r in op.results])
     with ir.InsertionPoint(region.body):
-        buffers = [allocate(p.type) for p in op.param_group("allocs")]
+        buffers = [allocate(t) for t in types]
         tpu.YieldOp(ctx.lower_block(body, [*buffers, *args]))
     return list(region.results)
 

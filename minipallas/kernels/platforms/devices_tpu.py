@@ -33,6 +33,7 @@ from jax.sharding import PartitionSpec as P
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices import device_shard_map
+from minipallas.interop.importer.devices_grid import is_whole
 from minipallas.interop.importer.devices_kernel import collective_id
 from minipallas.interop.importer.engine import Importer, ImportScope
 from minipallas.ir.core import Block, Function, Op, Value
@@ -85,14 +86,7 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     axes = tuple(mesh.axis_names)
     spec = P(axes)
     n = int(np.prod([mesh.shape[a] for a in axes]))
-    for v in (*call.invars, *call.outvars):
-        if not v.aval.shape:
-            raise MiniPallasError(
-                "on_tpu runs a kernel that spans devices over operands of rank 1 or more, got "
-                f"{v.aval.str_short()}",
-                op="pallas_call",
-                fix="reshape the scalar to shape (1,) around the kernel",
-            )
+    _check_whole(call)
 
     def alone(*shards: Any) -> Any:
         return call.primitive.bind(*shards, **call.params)
@@ -111,6 +105,34 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     names = (tuple(op.attrs["axes"]), tuple(op.attrs["shape"]))
     (inner,) = [e for e in equations(eqn.params["jaxpr"]) if e.primitive.name == "pallas_call"]
     return _one_device(op, inner, names), names
+
+
+def _check_whole(call: jax_core.JaxprEqn) -> None:
+    """On the chip, a kernel that spans devices runs over whole shards of rank 1 or more, with
+    no grid (its device's program is one Mosaic kernel without windows)."""
+    gm = call.params["grid_mapping"]
+    blocks = gm.block_mappings[: gm.num_inputs + gm.num_outputs]
+    scalar = next((v for v in (*call.invars, *call.outvars) if not v.aval.shape), None)
+    if scalar is not None:
+        raise MiniPallasError(
+            "on_tpu runs a kernel that spans devices over operands of rank 1 or more, got "
+            f"{scalar.aval.str_short()}",
+            op="pallas_call",
+            fix="reshape the scalar to shape (1,) around the kernel",
+        )
+    if (
+        any(int(n) != 1 for n in gm.grid)
+        or gm.num_index_operands
+        or not all(is_whole(bm) for bm in blocks)
+    ):
+        raise MiniPallasError(
+            f"on_tpu runs a kernel that spans devices over whole shards without a grid or "
+            f"scalar prefetch, got grid {tuple(gm.grid)}",
+            op="pallas_call",
+            fix="give the kernel whole-shard blocks (BlockSpec(memory_space=...)) and copy "
+            "windows with make_async_copy; the simulator runs the gridded kernel "
+            "(collectives='simulate')",
+        )
 
 
 def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
@@ -260,7 +282,7 @@ def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, 
     }
     if not modules:
         return rules
-    other = rules["pallas_call"]
+    other = rules.get("pallas_call", _bound)
 
     def run(call: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
         if id(call) not in modules:
@@ -270,6 +292,11 @@ def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, 
         return run_module(kernel, params, ins, [v.aval.dtype for v in call.outvars], module)
 
     return {**rules, "pallas_call": run}
+
+
+def _bound(call: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
+    """A ``pallas_call`` bound as it is (rules that run none of their own)."""
+    return list(call.primitive.bind(*ins, **call.params))
 
 
 def _mosaic_params(params: Any) -> Any:

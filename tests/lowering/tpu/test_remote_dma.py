@@ -96,6 +96,22 @@ def permute_along_y(x_ref, o_ref, send_sem, recv_sem):
     copy.wait()
 
 
+def scoped_permute(x_ref, o_ref):
+    """The right permute with its semaphores and a staging buffer from ``pl.run_scoped``."""
+
+    def body(stage, send_sem, recv_sem, local_sem):
+        right = lax.rem(lax.axis_index("x") + 1, 4)
+        local = pltpu.make_async_copy(x_ref, stage, local_sem)
+        local.start()
+        local.wait()
+        copy = pltpu.make_async_remote_copy(stage, o_ref, send_sem, recv_sem,
+                                            device_id=(right,), device_id_type=MESH)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    pl.run_scoped(body, pltpu.VMEM((8, 128), F32), DMA, DMA, DMA)
+
+
 def to_itself(x_ref, o_ref, send_sem, recv_sem):
     """A copy to the device itself, behind a signal of its own barrier semaphore."""
     me = lax.axis_index("x")
@@ -148,6 +164,7 @@ CASES = {
         (32, 128),
     ),
     "to_itself": (lambda m: on_mesh(to_itself, m, collective_id=0), ((1,), ("x",)), (8, 128)),
+    "scoped_permute": (lambda m: on_mesh(scoped_permute, m, scratch=0), ((4,), ("x",)), (32, 128)),
 }
 
 
@@ -179,8 +196,8 @@ CHECK: %[[ME:.+]] = arith.remsi %[[ID]], %c4_i32
 CHECK: %[[NEXT:.+]] = arith.addi %[[ME]], %c1_i32
 CHECK: %[[RIGHT:.+]] = arith.remsi %[[NEXT]], %c4_i32
 CHECK: tpu.enqueue_dma source(%arg0 : {{.*}}) target(%arg1 : {{.*}}) source_semaphore(%arg2 : {{.*}}) target_semaphore(%arg3 : {{.*}}) device_id(%[[RIGHT]])
-CHECK: tpu.wait_dma2 semaphore(%arg2 : {{.*}}) device_id(%c0_i32) core_id(%c0_i32)
-CHECK: tpu.wait_dma2 semaphore(%arg3 : {{.*}}) device_id(%[[RIGHT]])
+CHECK: tpu.wait_dma2 semaphore(%arg2 : {{.*}}) src(%arg1 : {{.*}}) dst(%arg0 : {{.*}}) device_id(%c0_i32) core_id(%c0_i32)
+CHECK: tpu.wait_dma2 semaphore(%arg3 : {{.*}}) src(%arg0 : {{.*}}) dst(%arg1 : {{.*}}) device_id(%[[RIGHT]])
 CHECK-NOT: core_id
 """,
     "shift_two_logical": """
@@ -201,6 +218,13 @@ CHECK-COUNT-3: tpu.enqueue_dma source(%{{.+}} : memref<8x128xf32, #tpu.memory_sp
     "permute_along_y": """
 CHECK: %[[ID:.+]] = tpu.device_id
 CHECK: tpu.enqueue_dma {{.*}} device_id(%{{.+}})
+""",
+    "scoped_permute": """
+CHECK: tpu.region
+CHECK-DAG: memref.alloca() : memref<8x128xf32, #tpu.memory_space<vmem>>
+CHECK-DAG: tpu.sem_alloc : memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>
+CHECK: tpu.enqueue_dma source(%arg0 : {{.*}}) target(%{{.+}} : memref<8x128xf32, #tpu.memory_space<vmem>>)
+CHECK: tpu.enqueue_dma source(%{{.+}} : memref<8x128xf32, #tpu.memory_space<vmem>>) target(%arg1 : {{.*}}) source_semaphore(%{{.+}}) target_semaphore(%{{.+}}) device_id(%{{.+}})
 """,
     "to_itself": """
 CHECK: tpu.sem_barrier
@@ -257,6 +281,30 @@ def test_on_tpu_looks_inside_shard_map():
     text = _traced(lambda x: lax.cond(x[0, 0] > 0, double, lambda v: v, double(x)))
     assert "shard_map" in text and "cond" in text and "pallas_call" not in text
     assert text.count("tpu_custom_call") == 2
+
+
+def test_a_gridded_kernel_that_spans_devices_is_refused_on_the_chip():
+    """Its device's program is a loop over blocks of HBM rows: refused with a fix naming
+    whole-shard blocks (the simulator runs it)."""
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        right = lax.rem(lax.axis_index("x") + 1, 4)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
+                                            device_id=(right,), device_id_type=MESH)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    call = pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((16, 128), F32),
+        grid=(2,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        scratch_shapes=[DMA, DMA],
+    )
+    with pytest.raises(MiniPallasError, match="without a grid") as info:
+        _traced(call)
+    assert "whole-shard blocks" in info.value.fix
 
 
 # --- against upstream, and libtpu ahead of time --------------------------------------------
