@@ -38,24 +38,13 @@ from minipallas.difftest.device_corpus.case import (
     ints,
     mesh,
 )
-
-
-def _barrier_with_neighbours(left: Any, right: Any) -> None:
-    barrier_sem = pltpu.get_barrier_semaphore()
-    pl.semaphore_signal(barrier_sem, inc=1, device_id=(left,), device_id_type=MESH)
-    pl.semaphore_signal(barrier_sem, inc=1, device_id=(right,), device_id_type=MESH)
-    pl.semaphore_wait(barrier_sem, 2)
-
-
-def _neighbours(n: int) -> tuple:
-    me = lax.axis_index("x")
-    return me, lax.rem(me + n - 1, jnp.int32(n)), lax.rem(me + 1, jnp.int32(n))
+from minipallas.difftest.device_corpus.rings import barrier, remote, ring, signal
 
 
 def _right_permute(n: int) -> Build:
     def kernel(input_ref: Ref, output_ref: Ref, send_sem: Ref, recv_sem: Ref) -> None:
-        _, left, right = _neighbours(n)
-        _barrier_with_neighbours(left, right)
+        _, left, right = ring(n)
+        barrier([left, right])
         copy = pltpu.make_async_remote_copy(
             input_ref, output_ref, send_sem, recv_sem, device_id=(right,), device_id_type=MESH
         )
@@ -93,12 +82,12 @@ def _all_gather(n: int) -> Build:
         input_ref: Ref, output_ref: Ref, local_copy_sem: Ref, send_sem: Ref, recv_sems: Ref
     ) -> None:
         step = pl.program_id(0)
-        me, left, right = _neighbours(n)
+        me, left, right = ring(n)
         slot = lax.rem(me - step + n, jnp.int32(n))
 
         @pl.when(step == 0)
         def _() -> None:
-            _barrier_with_neighbours(left, right)
+            barrier([left, right])
             local = pltpu.make_async_copy(input_ref, output_ref.at[me], local_copy_sem)
             local.start()
             local.wait()
@@ -156,11 +145,11 @@ def _all_reduce(n: int) -> Build:
         step = pl.program_id(0)
         working = lax.rem(step, jnp.int32(2))
         receiving = 1 - working
-        _, left, right = _neighbours(n)
+        _, left, right = ring(n)
 
         @pl.when(step == 0)
         def _() -> None:
-            _barrier_with_neighbours(left, right)
+            barrier([left, right])
             o_ref[...] = jnp.zeros_like(o_ref)
             receive_scratch[...] = jnp.zeros_like(receive_scratch)
             initial = pltpu.make_async_remote_copy(
@@ -226,9 +215,6 @@ def _reduce_scatter(n: int) -> Build:
     rows = 16
     half = rows // 2
 
-    def signal(to: Any, sem: Ref) -> None:
-        pl.semaphore_signal(sem, inc=1, device_id=(to,), device_id_type=MESH)
-
     def kernel(
         x_ref: Ref,
         o_ref: Ref,
@@ -247,16 +233,11 @@ def _reduce_scatter(n: int) -> Build:
         last = step == pl.num_programs(0) - 1
         working = lax.rem(step, jnp.int32(2))
         receiving = 1 - working
-        me, left, right = _neighbours(n)
+        me, left, right = ring(n)
         left_copy_device = lax.rem(me + step + 1 + n, jnp.int32(n))
         right_copy_device = lax.rem(me - step - 1 + 2 * n, jnp.int32(n))
         left_slice, right_slice = pl.ds(0, half), pl.ds(half, half)
         phase_slice = pl.ds(phase * half, half)
-
-        def remote(src: Ref, dst: Ref, send: Ref, recv: Ref, to: Any) -> Ref:
-            return pltpu.make_async_remote_copy(
-                src, dst, send, recv, device_id=(to,), device_id_type=MESH
-            )
 
         initial_left = remote(
             x_ref.at[me, left_slice],
@@ -289,14 +270,14 @@ def _reduce_scatter(n: int) -> Build:
 
         @pl.when(is_start)
         def _() -> None:
-            _barrier_with_neighbours(left, right)
+            barrier([left, right])
             o_ref[...] = jnp.zeros_like(o_ref[...])
             accum_scratch[...] = jnp.zeros_like(accum_scratch[...])
             initial_left.start()
             initial_left.wait()
             initial_right.start()
-            signal(left, right_capacity_sem)
-            signal(right, left_capacity_sem)
+            signal(right_capacity_sem, left)
+            signal(left_capacity_sem, right)
 
         @pl.when(~is_start)
         def _() -> None:
@@ -341,12 +322,12 @@ def _reduce_scatter(n: int) -> Build:
             @pl.when(phase == 0)
             def _() -> None:
                 right_copy.wait()
-                signal(left, right_capacity_sem)
+                signal(right_capacity_sem, left)
 
             @pl.when(phase == 1)
             def _() -> None:
                 left_copy.wait()
-                signal(right, left_capacity_sem)
+                signal(left_capacity_sem, right)
 
         @pl.when(last)
         def _() -> None:

@@ -142,6 +142,14 @@ def correct() -> list[Case]:
             _stencil,
         ),
         Case(
+            "permute_reading_source",
+            f"{OWN}: a permute that reads what it sends before the send wait",
+            (4,),
+            rings.permute_reading_source(4),
+            lambda: ints(77, (32, 128)),
+            lambda x: np.roll(x, 8, axis=0) + x,
+        ),
+        Case(
             "dissemination_barrier",
             f"{OWN}: remote semaphore signals only, a dissemination barrier",
             (8,),

@@ -63,8 +63,10 @@ def _basic_remote_dma(space: Any) -> Fn:
     return jax.shard_map(body, mesh=mesh((2,), ("x",)), in_specs=P("x"), out_specs=P("x"))
 
 
-def _axis_index(direction: str) -> Fn:
-    """test_pallas_call_axis_index: a permute to one side, ids from axis_index and axis_size."""
+def _axis_index(direction: str, two_d: bool) -> Fn:
+    """test_pallas_call_axis_index: a permute to one side, ids from axis_index and axis_size;
+    with ``two_d`` (test_pallas_call_axis_index_2d_mesh) along "x" of a ("y", "x") mesh, the
+    id a tuple ``(y, neighbour)``."""
 
     def kernel(x_ref: Ref, y_ref: Ref) -> None:
         def body(ready_sem: Ref, send_sem: Ref, recv_sem: Ref) -> None:
@@ -74,9 +76,10 @@ def _axis_index(direction: str) -> Fn:
             else:
                 neighbor = lax.rem(me - 1, n)
                 neighbor = jnp.where(neighbor < 0, neighbor + n, neighbor)
-            pl.semaphore_signal(ready_sem, device_id=neighbor)
+            device_id = (lax.axis_index("y"), neighbor) if two_d else neighbor
+            pl.semaphore_signal(ready_sem, device_id=device_id)
             pl.semaphore_wait(ready_sem)
-            done = pltpu.async_remote_copy(x_ref, y_ref, send_sem, recv_sem, device_id=neighbor)
+            done = pltpu.async_remote_copy(x_ref, y_ref, send_sem, recv_sem, device_id=device_id)
             done.wait_send()
             done.wait_recv()
 
@@ -88,7 +91,7 @@ def _axis_index(direction: str) -> Fn:
 def _permute(
     n: int, direction: str, *, mesh_shape: Any = None, names: Any = ("x",), in_spec: Any = None
 ) -> Build:
-    kernel = _axis_index(direction) if mesh_shape is None else _axis_index_2d(direction)
+    kernel = _axis_index(direction, two_d=mesh_shape is not None)
 
     def build() -> Fn:
         def body(x: Any) -> Any:
@@ -104,30 +107,6 @@ def _permute(
         return jax.shard_map(body, mesh=m, in_specs=spec, out_specs=spec, check_vma=False)
 
     return build
-
-
-def _axis_index_2d(direction: str) -> Fn:
-    """test_pallas_call_axis_index_2d_mesh: the permute along "x" of a ("y", "x") mesh."""
-
-    def kernel(x_ref: Ref, y_ref: Ref) -> None:
-        def body(ready_sem: Ref, send_sem: Ref, recv_sem: Ref) -> None:
-            me, other, n = lax.axis_index("x"), lax.axis_index("y"), lax.axis_size("x")
-            if direction == "right":
-                neighbor = lax.rem(me + 1, n)
-            else:
-                neighbor = lax.rem(me - 1, n)
-                neighbor = jnp.where(neighbor < 0, neighbor + n, neighbor)
-            pl.semaphore_signal(ready_sem, device_id=(other, neighbor))
-            pl.semaphore_wait(ready_sem)
-            done = pltpu.async_remote_copy(
-                x_ref, y_ref, send_sem, recv_sem, device_id=(other, neighbor)
-            )
-            done.wait_send()
-            done.wait_recv()
-
-        pl.run_scoped(body, REGULAR, DMA, DMA)
-
-    return kernel
 
 
 def _barrier_semaphore(x_ref: Ref, y_ref: Ref) -> None:

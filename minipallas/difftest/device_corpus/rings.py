@@ -307,6 +307,24 @@ def halo_exchange(n: int, *, early_read: bool = False) -> Build:
     )
 
 
+def permute_reading_source(n: int) -> Build:
+    """A right permute that adds the shard it sends to the one it received before its send wait:
+    reading a copy's source while the copy is in flight is allowed (only a write races)."""
+
+    def kernel(x_ref: Ref, o_ref: Ref, send_sem: Ref, recv_sem: Ref) -> None:
+        _, left, right = ring(n)
+        barrier([left, right])
+        copy = remote(x_ref, o_ref, send_sem, recv_sem, right)
+        copy.start()
+        copy.wait_recv()
+        o_ref[...] += x_ref[...]
+        copy.wait_send()
+
+    return lambda: on_mesh(
+        kernel, mesh((n,), ("x",)), shape(8, 128), P("x"), P("x"), scratch=[DMA, DMA]
+    )
+
+
 def short_wait(n: int) -> Build:
     """A right permute whose receive wait names half the copy: the semaphore keeps the other
     half's count at exit."""
