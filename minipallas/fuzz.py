@@ -49,7 +49,7 @@ from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
-from minipallas.passes.pipeline import split_pipeline
+from minipallas.passes.pipeline import parse_pipeline, split_pipeline
 from minipallas.passes.registry import PassError
 from minipallas.progress import Progress, print_summary
 from minipallas.user_passes import (
@@ -226,7 +226,7 @@ def report(failure: Failure, number: int, save: Path | None) -> None:
 def replay(path: Path) -> int:
     """Re-checks a saved failure; 0 if it now passes."""
 
-    text = path.read_text()
+    text = read_saved(path)
     header = dict(
         line[2:].split(": ", 1)
         for line in text.splitlines()
@@ -239,10 +239,11 @@ def replay(path: Path) -> int:
         if p.strip()
     ]
     args = inputs(fn, int(header["input seed"]))
+    pipeline = saved_pipeline(header.get("pipeline", ""), path)
     try:
         check_all_modes(fn, args, partial)
-        if header.get("pipeline"):
-            check_pipeline(fn, args, header["pipeline"])
+        if pipeline:
+            check_pipeline(fn, args, pipeline)
     except PropertyFailure as e:
         print(e)
         return 1
@@ -272,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, pipeline: str) -> int:
     if args.replay:
-        return replay(args.replay)
+        try:
+            return replay(args.replay)
+        except MiniPallasError as e:
+            print(f"python -m minipallas.fuzz: {e}", file=sys.stderr)
+            return 2
 
     try:
         targets = targeted_passes(pipeline, args.target_pass)
@@ -329,6 +334,32 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
         return 0
     print(f"{len(campaign.failures)} failures: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
     return 1
+
+
+def read_saved(path: Path) -> str:
+    """The text of a saved failure (``--replay``'s); a file that cannot be read is a
+    ``PassError`` (a usage error)."""
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise PassError(
+            f"cannot read {path}: {e.strerror}", fix="give --replay a file --save wrote"
+        ) from None
+
+
+def saved_pipeline(pipeline: str, path: Path) -> str:
+    """The pipeline a saved failure's header names, checked: one naming a pass no ``--load``
+    file of this command registered is a ``PassError`` saying what to load (it read as the
+    pass's own failure: 'it raised PassError: unknown pass')."""
+    try:
+        if pipeline:
+            parse_pipeline(pipeline)
+    except PassError as e:
+        raise PassError(
+            f"{path} was saved with the pipeline '{pipeline}': {e.message}",
+            fix="give --replay the --load files that register its passes, as the run that saved it",
+        ) from None
+    return pipeline
 
 
 def add_target_argument(parser: argparse.ArgumentParser) -> None:

@@ -51,11 +51,13 @@ from minipallas.fuzz import (
     batch_settings,
     directed_choices,
     directed_note,
+    read_saved,
+    saved_pipeline,
     targeted_passes,
 )
 from minipallas.generate import Config, inputs, programs
 from minipallas.ir.core import Function
-from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
 from minipallas.passes.cleanup import cleanup
@@ -217,14 +219,15 @@ def summary(campaign: Campaign, elapsed: float) -> str:
 def replay(path: Path) -> Report:
     """Runs a saved finding's generated program again; returns the harness's report."""
 
-    text = path.read_text()
+    text = read_saved(path)
     seed = re.search(r"^# input seed: (\d+)$", text, re.M)
     pipeline = re.search(r"^# pipeline: (.+)$", text, re.M)
     if REFERENCE_HEADER not in text or seed is None:
-        raise ValueError(f"{path} is not a saved finding of this fuzzer")
+        raise PassError(f"{path} is not a saved finding of this fuzzer",
+                        fix="give --replay a file its --save wrote")  # fmt: skip
     program = text.split(REFERENCE_HEADER, 1)[1].split("\n--- ", 1)[0]  # the IR after it is not
     fn = parse_module(program).entry
-    passes = pipeline.group(1) if pipeline else ""
+    passes = saved_pipeline(pipeline.group(1) if pipeline else "", path)
     return run(case_for(fn, int(seed.group(1)), path.stem, passes))
 
 
@@ -252,7 +255,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, passes: str) -> int:
     if args.replay:
-        found = replay(args.replay)
+        try:
+            found = replay(args.replay)
+        except MiniPallasError as e:
+            print(f"python -m minipallas.difftest.fuzz_upstream: {e}", file=sys.stderr)
+            return 2
         print(found.text())
         return 0 if found.ok else 1
 

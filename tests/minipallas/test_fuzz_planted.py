@@ -168,3 +168,20 @@ def test_a_correct_patterns_rewrites_are_counted_where_cleanup_runs_before_the_p
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("pattern ")]
     assert line.startswith("pattern double_is_add rewrote ") and line.endswith(" of 10 programs")
     assert line != "pattern double_is_add rewrote 0 of 10 programs"
+
+
+def test_a_replay_without_its_passes_or_its_file_is_a_usage_error(tmp_path, capsys):
+    """Replayed without the ``--load`` that registers its pass, a saved failure read as the
+    pass's own ('it raised PassError: unknown pass'); a missing file was a traceback."""
+    saved = tmp_path / "failure-001-pass-add-to-sub.mir"
+    header = "# stage: pass add-to-sub\n# should_discharge (partial mode): [True]\n"
+    header += "# input seed: 0\n# pipeline: add-to-sub\n"
+    saved.write_text(header + "func @f(%0: f32[4]) -> (f32[4]) {\n  %1 = add %0, %0 : f32[4]\n"
+                     "  return %1\n}\n")  # fmt: skip
+    assert fuzz.main(["--replay", str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert f"{saved} was saved with the pipeline 'add-to-sub': unknown pass" in err
+    assert "fix: give --replay the --load files that register its passes" in err
+    assert fuzz.main(["--replay", str(saved), "--load", PLANTED]) == 1
+    assert fuzz.main(["--replay", str(tmp_path / "none.mir")]) == 2
+    assert "cannot read" in capsys.readouterr().err
