@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements.lock
 
-.PHONY: demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-check tpu-params tpu-bench tpu-difftest bench mutate clean
+.PHONY: bench-devices demo test test-explore test-latest lock lint docs docs-serve fuzz fuzz-upstream fuzz-kernels fuzz-tpu tpu-check tpu-params tpu-bench tpu-difftest bench mutate clean
 
 # Every package pinned by the lock, nothing resolved afresh: --no-deps installs exactly the
 # list, --no-build-isolation builds minipallas with the locked setuptools, pip check proves
@@ -84,6 +84,11 @@ bench: $(STAMP)
 	$(PY) -m bench.benchmarks.discharge_bench
 	$(PY) -m bench.benchmarks.vs_upstream
 	$(PY) -m bench.benchmarks.kernels_bench
+
+# Kernels that span devices, on 8 CPU devices of this process: upstream's TPU interpret mode,
+# minipallas's simulator and its XLA collectives, timed in one run (issue 47).
+bench-devices: $(STAMP)
+	$(PY) -m bench.benchmarks.devices_bench $(BENCH_ARGS)
 
 # On a TPU machine (jax, libtpu, numpy there; minipallas from a wheel on PYTHONPATH, see the
 # docs/guides/tpu.md, "Running kernels on a TPU"): no .venv, the machine's python.

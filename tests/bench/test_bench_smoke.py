@@ -1,8 +1,13 @@
 """The benchmarks run at a tiny size and print the rows they should: one per size, whose op
 counts are those of the generated (and discharged, cleaned) programs, and a ratio row."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
+import bench
 from bench import common
 from bench.benchmarks import cleanup_counts, collectives_bench, discharge_bench, ir_bench
 from minipallas.passes.cleanup import cleanup
@@ -83,3 +88,19 @@ def test_call_overhead_prints_each_layer_of_a_call_and_its_ratio_to_jit(capsys):
     python, dispatch, run, total, jit_run, jit, ratio = map(float, rows[0][1:])
     assert min(run, total, jit_run, jit) > 0 and min(python, dispatch) >= 0
     assert ratio == pytest.approx(total / jit, rel=0.01, abs=0.01)
+
+
+def test_devices_bench_times_a_kernel_three_ways_with_the_same_bits():
+    """Kernels that span devices need 8 CPU devices, set before jax starts: a process of its own."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.benchmarks.devices_bench", "--repeat", "1",
+         "--cases", "guide_right_permute"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=bench.ROOT, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    row = next(line.split() for line in run.stdout.splitlines()[::-1]
+               if line.strip().startswith("guide_right_permute"))  # fmt: skip
+    assert row[1] == "4" and row[-1] == "same"
+    assert all(float(cell) > 0 for cell in row[2:7])
+    assert "upstream/compiled over 1 kernels" in run.stdout

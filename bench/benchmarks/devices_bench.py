@@ -1,0 +1,120 @@
+"""Kernels that span devices, timed three ways in one run (issue 47 item 7).
+
+The correct kernels of the device corpus (``minipallas.difftest.device_corpus``: upstream's
+distributed tests, the guide's kernels, our own rings, collective matmuls and attention step)
+in ``jax.shard_map`` over 4 and 8 CPU devices of this process:
+
+- ``upstream``: upstream's TPU interpret mode (``pltpu.force_tpu_interpret_mode()``, its default
+  ``InterpretParams``, race detector off) under ``jax.jit``: the only way upstream runs these
+  kernels off a TPU;
+- ``simulate``: minipallas's simulator (``mp.interpret(..., collectives="simulate")``, the
+  lockstep schedule, race checks on), the imported program built once before timing;
+- ``compiled``: ``jax.jit(mp.on_devices(f))``, each remote copy an XLA collective
+  (``kernels/devices/compiled.py``); kernels whose communication depends on data have none.
+
+Each way is warmed up once (compilation, tracing) and then timed ``--repeat`` times; the table
+gives the best in ms, the ratios upstream/compiled and upstream/simulate (above 1 minipallas is
+faster), and whether the compiled bits equal the simulator's and numpy's. The goal line: the
+least and the geometric mean of upstream/compiled (goal >= 10) and of upstream/simulate (goal
+>= 1: the simulator no slower than upstream's interpret mode).
+
+    python -m bench.benchmarks.devices_bench [--repeat 3] [--cases right_permute_4,...]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+
+import minipallas as mp  # noqa: E402
+from bench.common import table  # noqa: E402
+from minipallas.difftest.device_corpus import CASES, Case  # noqa: E402
+
+HEADER = ("kernel", "devices", "upstream", "simulate", "compiled", "up/comp", "up/sim", "bits")
+
+
+def best_ms(call: Callable[[], Any], repeat: int) -> float:
+    """The best of ``repeat`` timed calls after one warm-up call, in ms."""
+    jax.block_until_ready(call())
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        jax.block_until_ready(call())
+        times.append(time.perf_counter() - start)
+    return min(times) * 1e3
+
+
+def measure(case: Case, repeat: int) -> tuple:
+    x = case.inputs()
+    with pltpu.force_tpu_interpret_mode():
+        upstream = jax.jit(case.build())
+        up_ms = best_ms(lambda: upstream(*x), repeat)
+    fn = mp.from_jaxpr(jax.make_jaxpr(jax.jit(case.build()))(*x))
+    simulated: list = []
+    sim_ms = best_ms(
+        lambda: simulated.append(mp.interpret(fn, *x, collectives="simulate")[0]), repeat
+    )
+    want = np.asarray(case.reference(*x))
+    sim = np.asarray(simulated[-1])
+    if not case.compilable:
+        bits = "simulate = numpy" if np.array_equal(sim, want) else "simulate != numpy"
+        return case.name, case.devices, up_ms, sim_ms, "-", "-", up_ms / sim_ms, bits
+    compiled = jax.jit(mp.on_devices(case.build()))
+    comp_ms = best_ms(lambda: compiled(*x), repeat)
+    got = np.asarray(compiled(*x))
+    same = np.array_equal(got, sim) and np.array_equal(got, want)
+    bits = "same" if same else "DIFFER"
+    return case.name, case.devices, up_ms, sim_ms, comp_ms, up_ms / comp_ms, up_ms / sim_ms, bits
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cases", type=lambda s: s.split(","), default=None)
+    options = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    chosen = [c for c in CASES if c.expect == "ok" and c.devices in (4, 8)]
+    if options.cases:
+        chosen = [c for c in chosen if c.name in options.cases]
+    rows = []
+    for case in chosen:
+        try:
+            rows.append(measure(case, options.repeat))
+        except mp.MiniPallasError as e:  # a case minipallas cannot run yet: said, not hidden
+            rows.append((case.name, case.devices, "-", "-", "-", "-", "-",
+                         f"refused: {str(e).splitlines()[0][:60]}"))  # fmt: skip
+        print(table(HEADER, rows[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(f"ms per call, best of {options.repeat} after a warm-up; jax {jax.__version__}, "
+          f"{jax.device_count()} CPU devices")  # fmt: skip
+    print(table(HEADER, rows))
+    comp = [r[5] for r in rows if isinstance(r[5], float)]
+    sim = [r[6] for r in rows if isinstance(r[6], float)]
+    if comp:
+        print(f"upstream/compiled over {len(comp)} kernels: geometric mean "
+              f"{_geomean(comp):.1f}, least {min(comp):.1f} (goal >= 10)")  # fmt: skip
+    if sim:
+        print(f"upstream/simulate over {len(sim)} kernels: geometric mean "
+              f"{_geomean(sim):.2f}, least {min(sim):.2f} (goal >= 1)")  # fmt: skip
+    return 0 if all(r[-1] in ("same", "simulate = numpy") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
