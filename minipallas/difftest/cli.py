@@ -48,7 +48,7 @@ from typing import TextIO
 from minipallas.difftest.devices import UPSTREAM_SECONDS, use_cpu_devices
 from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
-from minipallas.difftest.report import Case, Report
+from minipallas.difftest.report import SCHEDULE_WAYS, Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
 from minipallas.lowering.libtpu import quiet_libtpu
 from minipallas.user_passes import add_arguments, main_with_passes
@@ -84,6 +84,7 @@ def progress(done: int, total: int, label: str, out: TextIO) -> None:
     out.flush()
 
 
+DEVICE_WAYS = (*SCHEDULE_WAYS, "on-devices")
 SAID = ("case-error", "kernel-bug")  # findings whose detail the table prints: what to fix
 
 
@@ -92,6 +93,9 @@ def table(reports: Sequence[Report]) -> str:
     run on a TPU, the TPU ways' times and verdict)."""
     on_tpu = any(r.tpu is not None for r in reports)
     ways = ("upstream", "interpret", "discharge", "compile", *(TPU_WAYS if on_tpu else ()))
+    # cases that span devices: the simulator's other schedules, and the compiled way if it ran
+    spans = [w for w in DEVICE_WAYS if any(w in r.outcomes for r in reports)]
+    ways = (*ways, *spans)
     head = ("case", "finding", "expected", *(f"{w} ms" for w in ways), "checks ms")
     rows = [(*head, "on the TPU") if on_tpu else head]
     for r in reports:

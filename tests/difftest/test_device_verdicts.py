@@ -53,14 +53,15 @@ def test_a_correct_right_permute_agrees_with_upstream_in_every_run(verdicts):
     v = verdicts["right_permute"]
     assert (v["kind"], v["expected"], v["upstream_ok"]) == ("agree", True, True), v
     assert v["upstream_equal"] == [True] * 5 and v["races"] is False  # 2 plain, 3 detecting
-    assert {"interpret", "schedule-0", "schedule-1", "upstream"} <= set(v["ways"])
+    assert set(v["ways"]) == {"interpret", "schedule-0", "schedule-1", "on-devices", "upstream"}
 
 
 def test_upstreams_own_all_gather_is_a_race_its_own_detector_names(verdicts):
     """Its two copies from one neighbour share a receive semaphore, so a wait can be satisfied
-    by the later copy: upstream's interpreter shows it as NaNs that vary between runs, and its
-    race detector names the copy's line. The finding is the kernel's race, not upstream's
-    mistake: a chip may deliver the copies in either order too."""
+    by the later copy: the simulator names it under a seeded schedule, upstream's interpreter
+    shows it as NaNs that vary between runs, and its race detector names the copy's line. The
+    finding is the kernel's race, not upstream's mistake: a chip may deliver the copies in
+    either order too."""
     v = verdicts["upstream_all_gather"]
     assert (v["kind"], v["name"]) == ("kernel-bug", "race"), v
     assert v["races"] is True and "all_gather.py:" in v["detail"]
