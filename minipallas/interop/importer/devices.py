@@ -35,9 +35,10 @@ device*: its body, run by every device at once.
    difference).
 
 So ``collectives="simulate"`` runs the devices together (``ir/interpret/programs.py``) with
-races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a mesh
-kernel (``pl.kernel``, ``core_map``: cores within each device) anywhere in the body, and a
-``pallas_call`` inside a loop, a branch or a custom-derivative call of the body.
+races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a
+shard_map inside the body, a mesh kernel (``pl.kernel``, ``core_map``: cores within each
+device) anywhere in the body, and a ``pallas_call`` inside a loop, a branch or a
+custom-derivative call of the body.
 """
 
 from __future__ import annotations
@@ -98,9 +99,15 @@ class Devices:
 
 def device_shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     """A ``shard_map`` over several devices as a ``mesh_call`` (module doc)."""
+    if scope.importer.devices is not None:
+        raise scope.error(
+            "a shard_map inside the body of a shard_map over several devices cannot be imported",
+            fix="make the outer shard_map's mesh axes manual in one shard_map",
+        )
     names, sizes = mesh_rules.mesh_axes(scope, eqn.params["mesh"])
-    manual = eqn.params.get("manual_axes", names)
-    auto = [a for a in names if a not in {str(m) for m in manual}]
+    manual = eqn.params.get("newly_manual_axes", eqn.params.get("manual_axes", names))
+    auto = [a for a, n in zip(names, sizes, strict=True) if a not in {str(m) for m in manual}
+            and n != 1]  # fmt: skip
     if auto:
         raise scope.error(
             f"a shard_map over several devices with automatic axes {auto} cannot be imported",
