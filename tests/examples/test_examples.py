@@ -145,6 +145,19 @@ def test_grid_steps_chapter_fuses_fuzzes_and_keeps_the_bits():
     assert "fuse-pairs     1.274 ms   1.76x upstream, same bits: True" in out
 
 
+def test_devices_chapter_finds_the_race_fixes_it_and_compiles_with_the_same_bits():
+    out = _run("ch20_devices.py")
+    racy, fixed = out.split("== 2. Fixed")
+    assert 'mesh_call @kernel_device(%1), mesh ("x") (4)' in racy
+    assert "the simulator names the race:" in racy and "program (0,)" in racy
+    assert racy.count("ch20_devices.py:") >= 2  # both accesses' lines
+    assert fixed.count("every device holds the sum of all shards: True") == 4
+    assert "collective-permutes in XLA's program: 3" in fixed
+    assert "the compiled kernel gives the simulator's bits: True" in fixed
+    assert "upstream's TPU interpret mode gives numpy's result: True" in fixed
+    assert "upstream/compiled " in fixed  # timed, never asserted on
+
+
 def test_patterns_chapter_rewrites_inside_the_loop_too():
     """A pattern registered after cleanup was imported is tried, in regions as well."""
     out = _run("ch15_patterns.py")
