@@ -30,40 +30,22 @@ RUNNER = Path(__file__).with_name("device_corpus_run.py")
 BY_NAME = {c.name: c for c in CASES}
 
 # What minipallas cannot do yet, with the first line of what it says (its location left off).
-_BARRIER = (
-    "VerificationError: 'ref.at': operand 0 (Ref{i32[4], semaphore}) is defined outside this "
-    "region (the barrier semaphore taken inside a pl.when or pl.run_scoped)"
-)
 _DYNAMIC = "'dma_wait': a slice of dynamic size cannot be imported"
 _SELECT = (
     "'dma_start': variable (Var(...), Var(...)) is used before it is defined (a copy whose "
     "source is a pl.select_ref)"
 )
-_COUNT = "no error: a regular semaphore left non-zero at kernel exit is not reported"
-_SOURCE_READ = (
-    "RaceError under schedule 0, a false positive: 'get' of a copy's source before its send wait "
-    "is called a read of the destination of the copy's send side, still in flight"
-)
 NOT_YET = {
-    "barrier_semaphore": _BARRIER,
     "no_barrier_semaphore": "'pallas_call': building 'get': a semaphore ref is not memory (a "
     "semaphore as a pallas_call's result)",
-    "dict_id_joint_axis_non_pow2": "'semaphore_signal': a remote semaphore_signal: device_id "
-    "names axes [\"('y', 'x')\"], not axes of the mesh ('y', 'x')",
     "select_ref_remote_dma": _SELECT,
     "select_ref_smem_index": _SELECT,
     "shard_map_of_core_map": "'run_state': a core_map inside run_state in a shard_map body over "
     "several devices cannot be imported",
-    "guide_all_gather": _BARRIER,
-    "guide_all_reduce": _BARRIER,
-    "guide_reduce_scatter": _BARRIER,
     "race_detection_ring": _DYNAMIC,
     "race_detection_racing_writes": _DYNAMIC,
-    "collective_matmul_8": _SOURCE_READ,
-    "ring_attention": _SOURCE_READ,
-    "halo_exchange": _SOURCE_READ,
-    "permute_reading_source": _SOURCE_READ,
-    "token_ring_extra_token": _COUNT,
+    "token_ring_extra_token": "no error: a regular semaphore left non-zero at kernel exit is "
+    "not reported",
 }
 
 
