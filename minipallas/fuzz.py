@@ -50,7 +50,7 @@ from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.passes.pipeline import parse_pipeline, split_pipeline
-from minipallas.passes.registry import PassError
+from minipallas.passes.registry import PASSES, PassError
 from minipallas.progress import Progress, print_summary
 from minipallas.user_passes import (
     PassCoverage,
@@ -280,6 +280,7 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
             return 2
 
     try:
+        function_pipeline(pipeline)
         targets = targeted_passes(pipeline, args.target_pass)
     except MiniPallasError as e:
         print(f"python -m minipallas.fuzz: {e}", file=sys.stderr)
@@ -334,6 +335,20 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
         return 0
     print(f"{len(campaign.failures)} failures: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
     return 1
+
+
+def function_pipeline(pipeline: str) -> None:
+    """Refuses a pipeline holding a kernel pass (``subject="kernel"``): the program fuzzers
+    draw functions, on which it cannot run (each program was its failure, 'it raised
+    PassError', or, in ``fuzz_upstream``'s cases, it never ran)."""
+    for step in split_pipeline(pipeline):
+        name = step.partition("{")[0].strip()
+        if PASSES[name].subject == "kernel":
+            raise PassError(
+                f"pass '{name}' transforms a kernel (its grid and block specs), and this fuzzer "
+                "draws programs, not kernels",
+                fix="fuzz it with python -m minipallas.difftest.fuzz_kernels (or fuzz_tpu)",
+            )
 
 
 def read_saved(path: Path) -> str:

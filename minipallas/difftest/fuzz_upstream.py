@@ -51,6 +51,7 @@ from minipallas.fuzz import (
     batch_settings,
     directed_choices,
     directed_note,
+    function_pipeline,
     read_saved,
     saved_pipeline,
     targeted_passes,
@@ -264,6 +265,7 @@ def _main(args: argparse.Namespace, passes: str) -> int:
         return 0 if found.ok else 1
 
     try:
+        function_pipeline(passes)
         targets = targeted_passes(passes, args.target_pass)
     except MiniPallasError as e:
         print(f"python -m minipallas.difftest.fuzz_upstream: {e}", file=sys.stderr)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import minipallas.fuzz as fuzz
+from minipallas.difftest import fuzz_upstream
 from minipallas.generate.check import PropertyFailure
 from minipallas.ir.errors import MiniPallasError
 from minipallas.passes.cleanup_patterns import PATTERNS
@@ -185,3 +186,12 @@ def test_a_replay_without_its_passes_or_its_file_is_a_usage_error(tmp_path, caps
     assert fuzz.main(["--replay", str(saved), "--load", PLANTED]) == 1
     assert fuzz.main(["--replay", str(tmp_path / "none.mir")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("main", [fuzz.main, fuzz_upstream.main])
+def test_a_kernel_pass_in_a_program_fuzzer_is_a_usage_error(main, capsys):
+    """Each program was a failure of the pass (``python -m minipallas.fuzz``: 'it raised
+    PassError ... runs on a function'), or it never ran (``fuzz_upstream``)."""
+    assert main(["--count", "1", "--pass-pipeline", "cleanup,fuse-grid-steps"]) == 2
+    err = capsys.readouterr().err
+    assert "pass 'fuse-grid-steps' transforms a kernel" in err and "fuzz_kernels" in err
