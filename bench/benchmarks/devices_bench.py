@@ -59,9 +59,7 @@ def best_ms(call: Callable[[], Any], repeat: int) -> float:
 
 def measure(case: Case, repeat: int) -> tuple:
     x = case.inputs()
-    with pltpu.force_tpu_interpret_mode():
-        upstream = jax.jit(case.build())
-        up_ms = best_ms(lambda: upstream(*x), repeat)
+    up_ms = _upstream_ms(case, x, repeat)
     fn = mp.from_jaxpr(jax.make_jaxpr(jax.jit(case.build()))(*x))
     simulated: list = []
     sim_ms = best_ms(
@@ -71,13 +69,27 @@ def measure(case: Case, repeat: int) -> tuple:
     sim = np.asarray(simulated[-1])
     if not case.compilable:
         bits = "simulate = numpy" if np.array_equal(sim, want) else "simulate != numpy"
-        return case.name, case.devices, up_ms, sim_ms, "-", "-", up_ms / sim_ms, bits
+        return case.name, case.devices, up_ms, sim_ms, "-", "-", _ratio(up_ms, sim_ms), bits
     compiled = jax.jit(mp.on_devices(case.build()))
     comp_ms = best_ms(lambda: compiled(*x), repeat)
     got = np.asarray(compiled(*x))
     same = np.array_equal(got, sim) and np.array_equal(got, want)
-    bits = "same" if same else "DIFFER"
-    return case.name, case.devices, up_ms, sim_ms, comp_ms, up_ms / comp_ms, up_ms / sim_ms, bits
+    return (case.name, case.devices, up_ms, sim_ms, comp_ms, _ratio(up_ms, comp_ms),
+            _ratio(up_ms, sim_ms), "same" if same else "DIFFER")  # fmt: skip
+
+
+def _upstream_ms(case: Case, x: tuple, repeat: int) -> float | str:
+    """Upstream's interpret mode, or "refused" where it has no rule for the kernel (the
+    corpus's ``upstream`` field says which and why)."""
+    if case.upstream_kinds[0] == "error":
+        return "refused"
+    with pltpu.force_tpu_interpret_mode():
+        upstream = jax.jit(case.build())
+        return best_ms(lambda: upstream(*x), repeat)
+
+
+def _ratio(up: float | str, ours: float) -> float | str:
+    return up / ours if isinstance(up, float) else "-"
 
 
 def _geomean(values: list[float]) -> float:
