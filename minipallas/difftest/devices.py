@@ -266,12 +266,16 @@ class UpstreamWorker:
 def run_ways(report: Report, devices: int, seconds: float) -> None:
     """Upstream's runs (``report.upstream_runs``; the first is the ``upstream`` way) and
     minipallas's ways of a case that spans ``devices`` devices (module docstring)."""
-    worker = UpstreamWorker(report.case, devices)
+    case = report.case
+    worker = UpstreamWorker(case, devices) if os.path.isfile(case.origin) else None
     try:
         simulate(report)
         compiled_way(report)
     finally:
-        found = worker.collect(seconds)
+        found = worker.collect(seconds) if worker is not None else UpstreamRuns(devices, seconds)
+    if worker is None:  # made in a REPL or by ``python -c``: nothing the worker can load
+        error = _rebuilt("CaseNotFound", f"the case {case.name!r} was not made in a file", ())
+        found.runs.append(Outcome("loading the case", error=error, stage="load"))
     report.upstream_runs = found
     first, up = found.runs[0], report.outcomes["upstream"]  # ``up`` holds the trace's time
     up.outputs, up.error, up.stage = first.outputs, first.error, first.stage

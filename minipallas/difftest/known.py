@@ -273,10 +273,10 @@ CASE_ERRORS: dict[str, CaseError] = {
     "case-not-found": CaseError(
         "load",
         "CaseNotFound",
-        r"defines no case",
+        r"defines no case|was not made in a file",
         "upstream runs a case that spans devices in a worker process, which finds the case by "
-        "name in the file that made it: define the Case at module level there (or in a list "
-        "or tuple there), under a name no other case of the file has",
+        "name in the file that made it: define the Case at module level of a file (or in a "
+        "list or tuple there), under a name no other case of the file has",
     ),
 }
 # the kernel bugs a simulation of a mesh kernel's cores finds (``collectives="simulate"``)

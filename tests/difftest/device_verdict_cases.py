@@ -93,8 +93,12 @@ def hidden() -> Case:
     return Case("hidden", CASES[0].fn, (X,), expect="case-not-found")
 
 
+# as if typed at a prompt: no file to load it from
+NOWHERE = Case("nowhere", CASES[0].fn, (X,), expect="case-not-found", origin="<stdin>")
+
+
 def main(seconds: float, names: list[str]) -> None:
-    cases = {c.name: c for c in [*CASES, hidden()]}
+    cases = {c.name: c for c in [*CASES, hidden(), NOWHERE]}
     for name in names:
         case = cases[name]
         report = run(case, upstream_seconds=seconds)

@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import minipallas
+from minipallas import MiniPallasError
 from minipallas.difftest import Case, classify
-from minipallas.difftest.devices import UpstreamHang, UpstreamRuns
+from minipallas.difftest.devices import UpstreamHang, UpstreamRuns, compiled_way
 from minipallas.difftest.report import Outcome, Report, first_difference
 
 CASES = Path(__file__).with_name("device_verdict_cases.py")
@@ -27,7 +29,7 @@ SECONDS = 20
 PLAIN = ["InterpretParams()", "InterpretParams() again"]  # the worker's first two runs
 
 
-NAMES = ["right_permute", "upstream_all_gather", "permute_read_early", "hidden"]
+NAMES = ["right_permute", "upstream_all_gather", "permute_read_early", "hidden", "nowhere"]
 
 
 def _start(command: list[str], **env: str) -> subprocess.Popen:
@@ -87,10 +89,23 @@ def test_a_token_ring_is_a_deadlock_and_upstream_hangs_in_its_time_box(verdicts)
     assert table.count("waits at semaphore_wait") == 3  # every blocked device
 
 
-def test_a_case_the_worker_cannot_find_is_a_case_error_with_its_fix(verdicts):
-    v = verdicts["hidden"]
+@pytest.mark.parametrize("case", ["hidden", "nowhere"])
+def test_a_case_the_worker_cannot_find_is_a_case_error_with_its_fix(verdicts, case):
+    v = verdicts[case]
     assert (v["kind"], v["name"], v["expected"]) == ("case-error", "case-not-found", True), v
     assert "define the Case at module level" in v["detail"]
+
+
+def test_the_compiled_way_refusing_a_kernel_is_a_note_not_a_failed_way(monkeypatch):
+    def refuse(fn):
+        raise MiniPallasError("a copy's target depends on data", fix="run it simulated")
+
+    monkeypatch.setattr(minipallas, "on_devices", refuse, raising=False)
+    report = Report(Case("refused", lambda x: x, (X,)))
+    compiled_way(report)
+    assert "on-devices" not in report.outcomes
+    assert report.check_notes == ["on-devices: not compiled: a copy's target depends on data\n"
+                                  "  fix: run it simulated"]  # fmt: skip
 
 
 # -- the verdicts on given upstream runs ---------------------------------------------------
