@@ -15,6 +15,16 @@ watchdog ends the process, with the table so far, after ``--timeout`` seconds.
     python -m bench.chip.tpu_remote --out tpu_remote_v5e.txt   # on a TPU machine
     python -m bench.chip.tpu_remote --aot                      # no chip: both sides compiled
                                                                # for a v5e:1x1 with libtpu
+    python -m bench.chip.tpu_remote --corpus                   # no chip: the corpus of kernels
+                                                               # that span devices, compiled
+                                                               # for a v5e:2x2 or v5e:2x4
+
+``--corpus`` takes every correct case of ``minipallas.difftest.device_corpus`` (2 to 8 devices)
+onto a slice of v5e chips of its size, compiles both sides ahead of time, and compares the
+remote ops of minipallas's module with upstream's (``remote_ops``: each kind's ops in order,
+their memref operands and which of ``device_id``, ``core_id``, ``source_semaphore`` they have).
+The corpus builds its meshes from ``jax.devices()``; here its ``mesh`` helper is pointed at the
+slice's compile-only devices while it runs (``_corpus_meshes``).
 
 The TPU machine has jax, libtpu and numpy but not minipallas: install its wheel on PYTHONPATH
 as docs/guides/tpu.md says ("Running kernels on a TPU").
@@ -23,6 +33,7 @@ as docs/guides/tpu.md says ("Running kernels on a TPU").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import statistics
 import sys
@@ -193,14 +204,147 @@ def run_case(name: str, mesh: Any, aot: bool, repeats: int) -> tuple[str, ...]:
     return (name, *sides, equal, *times)
 
 
+REMOTE_OPS = (
+    "tpu.sem_barrier",
+    "tpu.sem_signal",
+    "tpu.sem_wait",
+    "tpu.enqueue_dma",
+    "tpu.wait_dma2",
+)
+CORPUS_HEADER = ("case", "mesh", "upstream", "minipallas", "remote ops")
+
+
+def remote_ops(module: Any) -> dict[str, list]:
+    """Each remote op kind's ops of ``module`` in order: the types of their memref operands and
+    their operand segment sizes (which optional operands they have)."""
+    out: dict[str, list] = {}
+    for op in _walk(module.operation):
+        if op.name in REMOTE_OPS:
+            attrs = op.attributes
+            segments = (
+                list(attrs["operandSegmentSizes"]) if "operandSegmentSizes" in attrs else None
+            )
+            types = [str(v.type) for v in op.operands if "memref" in str(v.type)]
+            out.setdefault(op.name, []).append((types, segments))
+    return out
+
+
+def _walk(op: Any) -> Any:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+def slice_devices(n: int) -> list[Any]:
+    """``n`` compile-only devices of the smallest v5e slice libtpu describes that has them."""
+    from minipallas.lowering.libtpu import topology_devices
+
+    topology = next(t for t, size in (("v5e:1x1", 1), ("v5e:2x2", 4), ("v5e:2x4", 8)) if n <= size)
+    return list(topology_devices(topology)[:n])
+
+
+@contextlib.contextmanager
+def _corpus_meshes() -> Any:
+    """The corpus's ``mesh`` helper, in each module that took it, over a v5e slice's devices."""
+    import jax
+
+    from minipallas.difftest import device_corpus
+
+    def mesh(shape: Any, axes: Any) -> Any:
+        devices = slice_devices(int(np.prod(shape)))
+        return jax.sharding.Mesh(np.array(devices).reshape(tuple(shape)), tuple(axes))
+
+    modules = [m for m in vars(device_corpus).values() if hasattr(m, "mesh")]
+    modules.append(sys.modules["minipallas.difftest.device_corpus.case"])
+    old = [m.mesh for m in modules]
+    try:
+        for m in modules:
+            m.mesh = mesh
+        yield
+    finally:
+        for m, f in zip(modules, old, strict=True):
+            m.mesh = f
+
+
+def corpus_row(case: Any) -> tuple[str, ...]:
+    """One case of the corpus compiled both ways for its v5e slice, its remote ops compared."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from minipallas.difftest.mosaic import _capture
+    from minipallas.kernels.platforms.devices_tpu import device_kernel, equations, spans_devices
+    from minipallas.kernels.platforms.mesh_tpu import on_tpu
+    from minipallas.lowering.jaxlib_shim import canonicalize
+    from minipallas.lowering.tpu.devices import lower_device_kernel
+
+    f = case.build()
+    devices = slice_devices(case.devices)
+    mesh = jax.sharding.Mesh(np.array(devices), ("all",))
+    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, P()))
+             for x in case.inputs()]  # fmt: skip
+    row = [case.name, "x".join(map(str, case.mesh))]
+    theirs: list = []
+    for side in (f, on_tpu(f)):
+        try:
+            with _capture() as modules:
+                jax.jit(lambda *xs, side=side: side(*xs)).lower(*specs).compile()
+            theirs = theirs or modules
+            row.append("compiles")
+        except Exception as e:  # a refusal, whatever its class: upstream's or minipallas's
+            row.append(_first_line(e))
+    if row[2:] != ["compiles", "compiles"]:
+        return (*row, "-")
+    mine = []
+    for eqn in equations(jax.make_jaxpr(f)(*specs)):
+        for call in equations(eqn.params["jaxpr"]) if eqn.primitive.name == "shard_map" else ():
+            if call.primitive.name == "pallas_call" and spans_devices(call):
+                kernel, names = device_kernel(call, eqn.params["mesh"])
+                mine.append(lower_device_kernel(kernel, names).module)
+    for module in (*mine, *theirs):
+        canonicalize(module)
+    same = [remote_ops(m) for m in mine] == [remote_ops(m) for m in theirs]
+    return (*row, "same as upstream's" if same else "differ")
+
+
+def corpus(out: Path | None) -> int:
+    """The ``--corpus`` table; the number of cases whose remote ops differ from upstream's."""
+    from minipallas.difftest.device_corpus import CASES
+
+    lines = [
+        "| " + " | ".join(CORPUS_HEADER) + " |",
+        "| " + " | ".join("---" for _ in CORPUS_HEADER) + " |",
+    ]
+    differ = 0
+    with _corpus_meshes():
+        for case in (c for c in CASES if c.expect == "ok"):
+            row = corpus_row(case)
+            differ += row[-1] == "differ"
+            lines.append("| " + " | ".join(row) + " |")
+            print(lines[-1], flush=True)
+    same = sum(line.endswith("| same as upstream's |") for line in lines)
+    summary = (
+        f"{len(lines) - 2} correct cases, {same} compiled both ways with upstream's remote ops"
+    )
+    if out:
+        out.write_text("\n".join([*lines, "", summary]) + "\n")
+    print(summary)
+    return differ
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aot", action="store_true", help="compile for a v5e:1x1, no chip")
+    parser.add_argument("--corpus", action="store_true", help="the device corpus, ahead of time")
     parser.add_argument("--kernels", help="comma-separated names (default: all)")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.corpus:
+        return 1 if corpus(args.out) else 0
     import jax
 
     from minipallas.lowering.libtpu import topology_devices

@@ -81,20 +81,22 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     """The ``Kernel`` each device of ``mesh`` (a ``jax.sharding`` mesh) runs for ``call``, a
     ``pallas_call`` equation of a ``shard_map``'s body (module doc, 1), and the mesh's axis
     names and sizes. The kernel is imported alone, in a ``shard_map`` of its own over ``mesh``
-    whose operands and results are its own, split along every axis: the ops around it in the
-    body need no import."""
+    whose operands and results are its own, split along every axis (a scalar replicated): the
+    ops around it in the body need no import."""
     axes = tuple(mesh.axis_names)
-    spec = P(axes)
     n = int(np.prod([mesh.shape[a] for a in axes]))
-    _check_whole(call)
+    _check_chip(call)
 
     def alone(*shards: Any) -> Any:
         return call.primitive.bind(*shards, **call.params)
 
-    whole = [jax.ShapeDtypeStruct((v.aval.shape[0] * n, *v.aval.shape[1:]), v.aval.dtype)
-             for v in call.invars]  # fmt: skip
-    specs = (spec,) * len(call.invars), [spec] * len(call.outvars)
-    f = jax.shard_map(alone, mesh=mesh, in_specs=specs[0], out_specs=specs[1], check_vma=False)
+    def spec(v: jax_core.Var) -> P:
+        return P(axes) if v.aval.shape else P()
+
+    whole = [jax.ShapeDtypeStruct((v.aval.shape[0] * n, *v.aval.shape[1:]) if v.aval.shape
+                                  else (), v.aval.dtype) for v in call.invars]  # fmt: skip
+    ins, outs = tuple(spec(v) for v in call.invars), [spec(v) for v in call.outvars]
+    f = jax.shard_map(alone, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False)
     (eqn,) = [e for e in jax.make_jaxpr(f)(*whole).jaxpr.eqns if e.primitive.name == "shard_map"]
     scope = ImportScope(Importer())
     for k, v in enumerate(eqn.invars):
@@ -107,19 +109,21 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     return _one_device(op, inner, names), names
 
 
-def _check_whole(call: jax_core.JaxprEqn) -> None:
-    """On the chip, a kernel that spans devices runs over whole shards of rank 1 or more, with
-    no grid (its device's program is one Mosaic kernel without windows)."""
+def _check_chip(call: jax_core.JaxprEqn) -> None:
+    """On the chip, a kernel that spans devices runs over whole shards of arrays, with no grid
+    (its device's program is one Mosaic kernel without windows), and names a collective_id
+    only when it uses the barrier semaphore (or allows it without)."""
     gm = call.params["grid_mapping"]
     blocks = gm.block_mappings[: gm.num_inputs + gm.num_outputs]
-    scalar = next((v for v in (*call.invars, *call.outvars) if not v.aval.shape), None)
-    if scalar is not None:
-        raise MiniPallasError(
-            "on_tpu runs a kernel that spans devices over operands of rank 1 or more, got "
-            f"{scalar.aval.str_short()}",
-            op="pallas_call",
-            fix="reshape the scalar to shape (1,) around the kernel",
-        )
+    for v in (*call.invars, *call.outvars):
+        if getattr(v.aval.dtype, "kind", "") not in tuple("biuf"):
+            raise MiniPallasError(
+                "on_tpu runs a kernel that spans devices over arrays, got an operand or result "
+                f"{v.aval.str_short()}",
+                op="pallas_call",
+                fix="allocate semaphores in the kernel (scratch_shapes); a semaphore passed "
+                "from one kernel to the next runs in the simulator (collectives='simulate')",
+            )
     if (
         any(int(n) != 1 for n in gm.grid)
         or gm.num_index_operands
@@ -132,6 +136,20 @@ def _check_whole(call: jax_core.JaxprEqn) -> None:
             fix="give the kernel whole-shard blocks (BlockSpec(memory_space=...)) and copy "
             "windows with make_async_copy; the simulator runs the gridded kernel "
             "(collectives='simulate')",
+        )
+    params = _mosaic_params(call.params.get("compiler_params"))
+    uses = {e.primitive.name for e in equations(call.params["jaxpr"])}
+    if (
+        collective_id(call) is not None
+        and "get_barrier_semaphore" not in uses
+        and not getattr(params, "allow_collective_id_without_custom_barrier", False)
+    ):
+        raise MiniPallasError(
+            "collective_id has to be unspecified or None when not using a custom barrier (jax's "
+            "tpu_custom_call says so of upstream's lowering of this kernel too)",
+            op="pallas_call",
+            fix="drop collective_id from the compiler params, or use the barrier semaphore "
+            "(pltpu.get_barrier_semaphore())",
         )
 
 
