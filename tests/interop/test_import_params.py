@@ -365,6 +365,9 @@ def collectives_on_two_devices():
 
     def body(v):
         s = lax.psum(v, "x") + lax.pmax(v, "x") - lax.pmin(v, "x")
+        s = lax.all_to_all(
+            lax.psum_scatter(s, "x", scatter_dimension=1, tiled=True), "x", 1, 1, tiled=True
+        )
         return lax.all_gather(lax.ppermute(s, "x", perm=[(0, 1), (1, 0)]), "x", tiled=True)
 
     mesh = jax.sharding.AbstractMesh((2,), ("x",))

@@ -188,6 +188,17 @@ def _collectives_reference(shards):
     return np.tile(d, (N, 1)), shards.max(0), shards.min(0)
 
 
+def scatter_and_all_to_all(a):
+    """psum_scatter and all_to_all, tiled and not (upstream's jax.jit is the reference)."""
+    four = a[:4]
+    return (
+        lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True),
+        lax.psum_scatter(four, "x", scatter_dimension=0),
+        lax.all_to_all(a, "x", 1, 0, tiled=True),
+        lax.all_to_all(four, "x", 0, 1),
+    )
+
+
 def two_handshakes(a):
     """Two kernels, each a shift by two behind a barrier handshake: ``collective_id`` 0 both."""
     return _call(shift_two_logical, collective_id=0)(_call(shift_two_logical, collective_id=0)(a))
@@ -467,6 +478,8 @@ def cases():
             f"collectives_check_vma_{vma}",
             lambda s, body=body: (_run(body, x, s), _collectives_reference(shards)),
         )
+    scatter = _shard_map(scatter_and_all_to_all, out_specs=(SPLIT,) * 4)
+    yield "psum_scatter_and_all_to_all", lambda s: (_run(scatter, x, s), tuple(jax.jit(scatter)(x)))
     replicated = _shard_map(_call(right_permute), out_specs=P())
     yield "replicated_result", lambda s: (_run(replicated, x, s), shards[N - 1])
     half = _shard_map(_call(permute_along_y), out_specs=P(None, "y"), mesh=grid,

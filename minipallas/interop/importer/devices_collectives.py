@@ -1,6 +1,6 @@
 """Import rules for lax's collectives in the program of a device (``devices``): ``psum``,
-``pmax``, ``pmin``, ``psum_invariant`` (``check_vma=True``'s psum), ``ppermute`` and
-``all_gather``.
+``pmax``, ``pmin``, ``psum_invariant`` (``check_vma=True``'s psum), ``ppermute``,
+``all_gather``, ``psum_scatter`` (``reduce_scatter``) and ``all_to_all``.
 
 In one device's program a collective is an exchange through memory every device sees: a
 ``run_scoped`` collective over every mesh axis allocates a buffer with a row per device, each
@@ -12,9 +12,11 @@ collective gives it, and all meet again before the buffer is freed. What a devic
   sums can differ in the last bit);
 - ``ppermute``: the row of the device the permutation sends to it, zeros when none does (as
   upstream);
-- ``all_gather``: those rows stacked at ``all_gather_dimension`` (merged into it when tiled).
+- ``all_gather``: those rows stacked at ``all_gather_dimension`` (merged into it when tiled);
+- ``psum_scatter``: its own chunk of each of those rows, summed; ``all_to_all``: its own chunk
+  of each, concatenated in device order.
 
-Refused: ``axis_index_groups``, and ``ppermute``/``all_gather`` over several axes at once.
+Refused: ``axis_index_groups``, and all but the reductions over several axes at once.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.params import READ, Only
+from minipallas.interop.importer.params import READ, NoEffect, Only
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice, full
 from minipallas.ir.types import RefType
@@ -148,19 +150,91 @@ def all_gather(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     dim, tiled = int(eqn.params["all_gather_dimension"]), bool(eqn.params["tiled"])
 
     def read(inner: ImportScope, rows: Value) -> Value:
-        got = _rows_along(inner, rows, (axis,), {})  # (n, *shard)
-        rank = got.type.ndim - 1
-        perm = (*range(1, dim + 1), 0, *range(dim + 1, rank + 1))
-        if perm != tuple(range(rank + 1)):
-            got = inner.emit("transpose", [got], permutation=perm)
-        if not tiled:
-            return got
-        shape = list(got.type.shape)
-        shape[dim : dim + 2] = [shape[dim] * shape[dim + 1]]
-        return inner.emit("reshape", [got], shape=tuple(shape))
+        return _stack(inner, _rows_along(inner, rows, (axis,), {}), dim, tiled)
 
     (x,) = eqn.invars
     return [_exchange(scope, scope.read(x), read, "all_gather")]
+
+
+def _stack(scope: ImportScope, got: Value, dim: int, merge: bool) -> Value:
+    """``got``'s leading (device) dimension moved to ``dim``, merged into the next when
+    ``merge`` (device-major)."""
+    rank = got.type.ndim - 1
+    perm = (*range(1, dim + 1), 0, *range(dim + 1, rank + 1))
+    if perm != tuple(range(rank + 1)):
+        got = scope.emit("transpose", [got], permutation=perm)
+    if not merge:
+        return got
+    shape = list(got.type.shape)
+    shape[dim : dim + 2] = [shape[dim] * shape[dim + 1]]
+    return scope.emit("reshape", [got], shape=tuple(shape))
+
+
+def _my_chunk(scope: ImportScope, got: Value, axis: str, dim: int) -> Value:
+    """The device's chunk of every device's value (``got``: device first) along ``dim``."""
+    n = got.type.shape[0]
+    chunk = got.type.shape[dim + 1] // n
+    start = scope.emit("mul", [mesh_rules._axis_index(scope, axis), scope.constant(chunk, "int32")])
+    indexer = tuple(
+        Slice(Dyn(0), chunk, 1) if d == dim + 1 else Slice(0, size, 1)
+        for d, size in enumerate(got.type.shape)
+    )
+    return scope.emit("dynamic_slice", [got, start], indexer=indexer)
+
+
+@rule(
+    "reduce_scatter",
+    params={
+        "axis_name": READ,
+        "scatter_dimension": READ,
+        "axis_size": READ,  # the mesh axis's size, as the mesh says
+        "tiled": READ,
+        "axis_index_groups": _GROUPS,
+    },
+)
+def reduce_scatter(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """``lax.psum_scatter``: the sum over the devices of each one's chunk ``i`` along
+    ``scatter_dimension``, on device ``i`` (its dimension dropped unless ``tiled``)."""
+    (axis,) = _single(scope, eqn.params["axis_name"], "psum_scatter")
+    dim, tiled = int(eqn.params["scatter_dimension"]), bool(eqn.params["tiled"])
+
+    def read(inner: ImportScope, rows: Value) -> Value:
+        part = _my_chunk(inner, _rows_along(inner, rows, (axis,), {}), axis, dim)
+        total = inner.emit("reduce_sum", [part], axes=(0,))
+        if tiled:
+            return total
+        shape = tuple(n for d, n in enumerate(total.type.shape) if d != dim)
+        return inner.emit("reshape", [total], shape=shape)
+
+    (x,) = eqn.invars
+    return [_exchange(scope, scope.read(x), read, "psum_scatter")]
+
+
+@rule(
+    "all_to_all",
+    params={
+        "axis_name": READ,
+        "split_axis": READ,
+        "concat_axis": READ,
+        "tiled": NoEffect(
+            "how lax.all_to_all shaped the operand: the primitive always splits split_axis "
+            "into a chunk per device and concatenates along concat_axis"
+        ),
+        "axis_index_groups": _GROUPS,
+    },
+)
+def all_to_all(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
+    """Chunk ``i`` along ``split_axis`` of device ``j``'s value lands on device ``i``, at
+    place ``j`` along ``concat_axis``."""
+    (axis,) = _single(scope, eqn.params["axis_name"], "all_to_all")
+    split, concat = int(eqn.params["split_axis"]), int(eqn.params["concat_axis"])
+
+    def read(inner: ImportScope, rows: Value) -> Value:
+        part = _my_chunk(inner, _rows_along(inner, rows, (axis,), {}), axis, split)
+        return _stack(inner, part, concat, True)
+
+    (x,) = eqn.invars
+    return [_exchange(scope, scope.read(x), read, "all_to_all")]
 
 
 def _single(scope: ImportScope, names: object, what: str) -> tuple[str]:
