@@ -40,8 +40,9 @@ SHARD = (8, 128)
 
 
 def on_mesh(kernel, shard_out, scratch, *, space=pl.ANY, shape=(N,), names=("x",), spec=None,
-            collective_id=None, grid=()):  # fmt: skip
-    """``jax.shard_map`` of a whole-shard ``pallas_call`` over the first devices."""
+            collective_id=None, grid=(), body=None):  # fmt: skip
+    """``jax.shard_map`` over the first devices of a whole-shard ``pallas_call`` (or of
+    ``body(call)``, the call with ops around it)."""
     devices = np.array(jax.devices()[: int(np.prod(shape))]).reshape(shape)
     mesh = jax.sharding.Mesh(devices, names)
     params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
@@ -55,7 +56,8 @@ def on_mesh(kernel, shard_out, scratch, *, space=pl.ANY, shape=(N,), names=("x",
         grid=grid,
     )
     spec = P(names[0]) if spec is None else spec
-    return jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+    return jax.shard_map(call if body is None else body(call), mesh=mesh, in_specs=spec,
+                         out_specs=spec, check_vma=False)  # fmt: skip
 
 
 def _copy(src, dst, send, recv, to, id_type=MESH):
@@ -152,6 +154,13 @@ def chunked_permute(x_ref, o_ref, send_sem, recv_sem):
     copy.wait()
 
 
+def lax_around(call):
+    """lax collectives in the shard_map's body around the kernel (a right permute)."""
+    return lambda a: (
+        call(lax.psum(a, "x") + lax.axis_index("x").astype(F32)) * 2.0 + lax.pmax(a, "x")
+    )
+
+
 def target_from_data(x_ref, o_ref, send_sem, recv_sem):
     """The target is read from the input (to the right: each shard's first element is a
     multiple of N): refused by the compiler, run by the simulator."""
@@ -201,6 +210,10 @@ def cases():
     z = np.arange(N * N * 8 * 128, dtype=np.float32).reshape(N * N, *SHARD)
     yield ("all_to_all", a2a, z,
            z.reshape(N, N, *SHARD).transpose(1, 0, 2, 3).reshape(z.shape))  # fmt: skip
+    around = on_mesh(right_permute, SHARD, two, body=lax_around)
+    b = blocks.sum(0) + np.arange(N, dtype=np.float32)[:, None, None]  # exact: small integers
+    yield ("lax_around", around, x,
+           (np.roll(b, 1, axis=0) * 2.0 + blocks.max(0)).reshape(x.shape))  # fmt: skip
     chunked = on_mesh(chunked_permute, SHARD, two, grid=(2,))
     yield "chunked_permute", chunked, x, np.roll(blocks, 1, axis=0).reshape(x.shape)
     wide = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)

@@ -67,6 +67,12 @@ def test_a_target_computed_from_the_loop_index_is_an_all_gather(verdicts):
     assert v["all_gather"] and not v["permute"] and v["loops"] == 1, v
 
 
+def test_lax_collectives_around_the_kernel_read_every_devices_row_by_an_all_gather(verdicts):
+    v = verdicts["lax_around"]  # psum and pmax in the body: each an all-gather of the rows
+    assert v.get("simulated_numpy") is True and v["same_bits"] and v["numpy"], v
+    assert v["all_gather"] and v["permute"] and v["loops"] == 0, v
+
+
 def test_a_target_computed_from_loaded_values_is_refused_and_simulated(verdicts):
     v = verdicts["target_from_data"]
     assert v["simulated_numpy"] is True, v  # the simulator runs it
@@ -85,7 +91,9 @@ def test_a_remote_copy_under_a_device_condition_is_refused_with_why(verdicts):
 EXCHANGE = """func @f(%0: f32[4,8], %1: f32[8], %2: i32[], %3: i32[]) -> (f32[4,8], f32[4,8]) {
   %4 = exchange %0[%2, :], %1, axes ("x") (4), pairs (0, 1, 1, 2, 2, 3, 3, 0) : f32[4,8]
   %5 = exchange %0[%2, :], %1, to (%3), axes ("x") (4) : f32[4,8]
-  return %4, %5
+  %6 = gather_rows %1, axes ("x") (4) : f32[4,8]
+  %7 = add %4, %6 : f32[4,8]
+  return %7, %5
 }"""
 
 

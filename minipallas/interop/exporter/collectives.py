@@ -8,6 +8,8 @@
   every device writes, sender by sender in device order, each window sent to it (in a
   race-free kernel at most one sender writes any element), selecting the old value elsewhere.
 
+``gather_rows`` is ``lax.all_gather`` over the mesh's axes, its rows laid out as the mesh.
+
 The window is written as ``dynamic_update_slice`` writes it (``indexing.write_window``), so
 its indices are clamped as everywhere else in ``to_jax``.
 """
@@ -60,3 +62,9 @@ def exchange(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     for j in range(int(np.prod(sizes))):
         out = jnp.where(to[j] == me, put(out, sent[j], [i[j] for i in at]), out)
     return [out]
+
+
+@rule("gather_rows")
+def gather_rows(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    rows = lax.all_gather(jnp.asarray(args[0]), tuple(op.attrs["axes"]))
+    return [lax.reshape(rows, op.result.type.shape)]

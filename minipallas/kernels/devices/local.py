@@ -16,7 +16,10 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    device at compile time when it is a function of the device's position only (a permutation
    then: ``lax.ppermute``); computed from loop indices, it travels with the payload
    (``lax.all_gather`` and a select on the receiver);
-3. remote signals and ``barrier``s go; local semaphores and the send side of a copy stay for
+3. a read of other devices' rows (the importer's ``psum``, ``ppermute`` and ``all_gather`` of
+   the body read so, between barriers) is a ``gather_rows`` of every device's own row, then
+   the rows read from it;
+4. remote signals and ``barrier``s go; local semaphores and the send side of a copy stay for
    discharge (counters no one reads). Semaphores carry no data: in a race-free kernel they only
    order accesses that the collective already orders (every device reaches each ``exchange``
    together; a read of the destination before its wait, or a write of it racing the copy, is a
@@ -29,7 +32,7 @@ Refused, each with a reason and ``collectives='simulate'`` as the fix: communica
 depends on data (a target, window or enclosing loop's trip count computed from loaded values,
 a ``while`` loop around a remote copy), a remote copy under a condition (each device must take
 part in every collective; moving a copy out of its ``cond`` with a per-device mask is not built),
-and any other use of another device's row (a read, a plain write, a remote source).
+and any other use of another device's row (a plain write, a remote source).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class Remote:
     its indexer over ``base``, its dynamic indices (rebuilt) and what they depend on."""
 
     base: Value
-    targets: tuple[Value, ...]
+    targets: tuple[Value | None, ...]  # None: the rows of every device along that axis
     indexer: indexing.Indexer
     dyn: tuple[Value, ...]
     kind: int
@@ -135,15 +138,17 @@ class _Device:
             name = {"name": self.axes[op.attrs["axis"]]}
             return self.made(op, Op("axis_index", (), (Value(result.type),), name, (), op.loc))
         if op.name == "barrier":
-            return []  # every device reaches each collective together (module doc, 3)
+            return []  # every device reaches each collective together (module doc, 4)
         if op.name == "ref.at" and op.operands[0] in self.rowed:
             return self.row_view(op)
         if op.name == "ref.at" and isinstance(self.env[op.operands[0]], Remote):
             return self.sub_view(op, self.env[op.operands[0]])
+        if op.name == "get" and isinstance(self.env[op.operands[0]], Remote):
+            return self.remote_read(op, self.env[op.operands[0]])
         if op.name == "dma_start" and isinstance(self.env[op.operands[1]], Remote):
             return self.remote_copy(op)
         if op.name == "semaphore_signal" and isinstance(self.env[op.operands[0]], Remote):
-            return []  # a remote signal carries no data (module doc, 3)
+            return []  # a remote signal carries no data (module doc, 4)
         if op.name == "call":
             return self.call(op)
         operands = tuple(self.value(v, op) for v in op.operands)
@@ -260,18 +265,13 @@ class _Device:
         ref, dyn = op.operands[0], op.operands[1:]
         n = len(self.axes)
         rows, rest = op.attrs["indexer"][:n], op.attrs["indexer"][n:]
-        targets: list[Value] = []
-        for entry in rows:
-            if not isinstance(entry, Int):
-                raise self.refuse(op, "takes a slice of the rows of several devices")
-            targets.append(dyn[entry.index.pos] if isinstance(entry.index, Dyn) else
-                           self.constant(entry.index))  # fmt: skip
+        targets = [self.row(op, e, n, dyn) for e, n in zip(rows, self.sizes, strict=True)]
         dyn_positions = indexing.dyn_positions(rest)
         renumber = {p: k for k, p in enumerate(dyn_positions)}
         entries = tuple(_renumber(e, renumber) for e in rest)
         old_dyn = tuple(dyn[p] for p in dyn_positions)
         base = self.value(ref, op)
-        own = all(self.is_position(t, a) for a, t in enumerate(targets))
+        own = all(t is not None and self.is_position(t, a) for a, t in enumerate(targets))
         if not own:
             new_dyn = tuple(self.value(v, op) for v in old_dyn)
             kind = max((self.kind.get(v, DATA) for v in old_dyn), default=STATIC)
@@ -286,8 +286,14 @@ class _Device:
         return self.made(op, Op("ref.at", operands, (Value(types[0]),), attrs, (), op.loc))
 
     def sub_view(self, op: Op, remote: Remote) -> list[Op]:
-        """``ref.at`` of a ``Remote`` view: one window over the target's row, each start the
-        outer window's plus the inner one's (``add`` ops, computed on the sender)."""
+        """``ref.at`` of a ``Remote`` view: a ``Remote`` view of the window within it."""
+        ops, self.env[op.result] = self.compose(op, remote)
+        return ops
+
+    def compose(self, op: Op, remote: Remote) -> tuple[list[Op], Remote]:
+        """The window ``op`` (a ``ref.at`` or ``get``) takes of a ``Remote`` view, as one window
+        over the target's row: each start the outer window's plus the inner one's (``add``
+        ops, computed by the device that takes it)."""
         inner, inner_dyn = op.attrs["indexer"], op.operands[1:]
         kind = max([remote.kind, *(self.kind.get(v, DATA) for v in inner_dyn)])
         ops: list[Op] = []
@@ -299,13 +305,15 @@ class _Device:
             dyn.append(at)
             return Dyn(len(dyn) - 1)
 
-        def read(at: int | Dyn, values: Sequence[Value]) -> int | Value:
-            return self.value(values[at.pos], op) if isinstance(at, Dyn) else at
+        def outer(at: int | Dyn) -> int | Value:
+            return remote.dyn[at.pos] if isinstance(at, Dyn) else at
 
         entries, inner_entries = [], iter(inner)
+        targets = [self.row(op, next(inner_entries), n, inner_dyn) if t is None else t
+                   for t, n in zip(remote.targets, self.sizes, strict=True)]  # fmt: skip
         for e in remote.indexer:
             if isinstance(e, Int):
-                entries.append(Int(place(read(e.index, remote.dyn))))
+                entries.append(Int(place(outer(e.index))))
                 continue
             e2 = next(inner_entries)
             if (
@@ -314,12 +322,49 @@ class _Device:
                 or (isinstance(e2, Slice) and e2.stride != 1)
             ):
                 raise self.refuse(op, "takes a strided or gathered window of another device's row")
-            offset = read(e2.index if isinstance(e2, Int) else e2.start, inner_dyn)
-            start = _sum(read(e.start, remote.dyn), offset, ops, op)
+            at = e2.index if isinstance(e2, Int) else e2.start
+            offset = self.value(inner_dyn[at.pos], op) if isinstance(at, Dyn) else at
+            start = _sum(outer(e.start), offset, ops, op)
             entries.append(Int(place(start)) if isinstance(e2, Int) else
                            Slice(place(start), e2.size, 1))  # fmt: skip
-        self.env[op.result] = Remote(remote.base, remote.targets, tuple(entries), tuple(dyn), kind)
+        return ops, Remote(remote.base, tuple(targets), tuple(entries), tuple(dyn), kind)
+
+    def remote_read(self, op: Op, remote: Remote) -> list[Op]:
+        """``get`` of other devices' rows: every device's own row gathered (``gather_rows``,
+        which every device reaches together), then the window read from it. In a race-free
+        kernel the rows read hold, when every device gathers, what the reader would read."""
+        self.check_around(op)
+        ops, remote = self.compose(op, remote)
+        full = {"indexer": indexing.full(remote.base.type.shape)}
+        ops.append(_op("get", (remote.base,), full, op))
+        ops.append(_op("gather_rows", (ops[-1].result,), {"axes": self.axes,
+                                                          "shape": self.sizes}, op))  # fmt: skip
+        rows: list[indexing.Entry] = []
+        at: list[Value] = []
+        for t, n in zip(remote.targets, self.sizes, strict=True):
+            if t is None:
+                rows.append(Slice(0, n, 1))
+                continue
+            if t not in self.env:  # a row given as a static int (``constant``)
+                ops.append(self.defs[t])
+                self.env[t] = t
+            at.append(self.value(t, op))
+            rows.append(Int(Dyn(len(at) - 1)))
+        shift = {p: p + len(at) for p in range(len(remote.dyn))}
+        entries = (*rows, *(_renumber(e, shift) for e in remote.indexer))
+        name = "slice" if indexing.is_static(entries) else "dynamic_slice"
+        ops.append(_op(name, (ops[-1].result, *at, *remote.dyn), {"indexer": entries}, op))
+        self.kind[op.result] = DATA
+        self.env[op.result] = ops[-1].result
         return ops
+
+    def row(self, op: Op, entry: indexing.Entry, size: int, dyn: Sequence[Value]) -> Value | None:
+        """The row an indexer entry on a mesh axis picks (an old value), or None for all."""
+        if isinstance(entry, Slice) and entry == Slice(0, size, 1):
+            return None
+        if not isinstance(entry, Int):
+            raise self.refuse(op, "takes part of the rows of several devices")
+        return dyn[entry.index.pos] if isinstance(entry.index, Dyn) else self.constant(entry.index)
 
     def is_position(self, v: Value, axis: int) -> bool:
         while v in self.source:
@@ -343,6 +388,8 @@ class _Device:
         src, remote = self.value(op.operands[0], op), self.env[op.operands[1]]
         assert isinstance(remote, Remote)
         self.check_around(op)
+        if None in remote.targets:
+            raise self.refuse(op, "copies into the rows of several devices at once")
         if remote.kind == DATA:
             raise self.refuse(op, "writes a window computed from loaded values")
         target_kind = max(self.kind.get(v, DATA) for v in remote.targets)
