@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -81,7 +83,15 @@ def plan() -> Iterator[tuple[str, Any]]:
             return
 
 
+def orphaned() -> None:
+    """Ends this process when its parent's end of stdin closes (the parent died without killing
+    it): a run upstream waits in forever must not outlive the difftest."""
+    sys.stdin.read()
+    os._exit(3)
+
+
 def main(path: str, name: str, out: str) -> int:
+    threading.Thread(target=orphaned, daemon=True).start()
     loaded: tuple[str, Any] | None = None
     for k, (label, params) in enumerate(plan()):
         try:

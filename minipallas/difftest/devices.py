@@ -175,7 +175,8 @@ class UpstreamWorker:
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
         command = [sys.executable, "-m", "minipallas.difftest.device_worker", case.origin,
                    case.name, self.folder.name]  # fmt: skip
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+        # its stdin stays open while this process lives: the worker ends when it closes
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
         self.events: queue.Queue = queue.Queue()
         self.loaded = False
@@ -208,11 +209,16 @@ class UpstreamWorker:
                 if not self._take(found, event):
                     break
         finally:
-            if self.process.poll() is None:
-                self.process.kill()  # the worker this object started
-            self.process.wait()
-            self.folder.cleanup()
+            self.close()
         return found
+
+    def close(self) -> None:
+        """Kills the worker (this object started it) if it still runs, and cleans up."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.process.stdin.close()
+        self.folder.cleanup()
 
     def _hung(self, found: UpstreamRuns, seconds: float) -> None:
         label = self.label
@@ -271,8 +277,11 @@ def run_ways(report: Report, devices: int, seconds: float) -> None:
     try:
         simulate(report)
         compiled_way(report)
-    finally:
-        found = worker.collect(seconds) if worker is not None else UpstreamRuns(devices, seconds)
+    except BaseException:  # interrupted: no waiting for the worker
+        if worker is not None:
+            worker.close()
+        raise
+    found = worker.collect(seconds) if worker is not None else UpstreamRuns(devices, seconds)
     if worker is None:  # made in a REPL or by ``python -c``: nothing the worker can load
         error = _rebuilt("CaseNotFound", f"the case {case.name!r} was not made in a file", ())
         found.runs.append(Outcome("loading the case", error=error, stage="load"))
