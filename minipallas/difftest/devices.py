@@ -6,8 +6,9 @@ copies to and signals its neighbours (issue 47).
 1. ``upstream``: upstream's TPU interpret mode in a worker process (``device_worker``), given as
    many CPU devices as this process has (``XLA_FLAGS=--xla_force_host_platform_device_count``,
    set before the worker starts), time-boxed: the worker runs the case twice with
-   ``InterpretParams()`` and once with ``detect_races=True``, and a run that gives no result
-   within ``seconds`` of the one before is a hang (``UpstreamHang``; the worker is killed). The
+   ``InterpretParams()``, then with ``detect_races=True`` until upstream's detector names a
+   race (``DETECT_TRIES`` at most), and a run that gives no result within ``seconds`` of the
+   event before it is a hang (``UpstreamHang``; the worker is killed). The
    worker loads the case from the file that made it (``Case.origin``): a case that spans devices
    is defined at module level there, or in a list or tuple there.
 2. minipallas's ways: the simulator (``interpret(..., collectives="simulate")``) under the
