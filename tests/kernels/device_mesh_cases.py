@@ -199,6 +199,17 @@ def scatter_and_all_to_all(a):
     )
 
 
+def bump(x_ref, o_ref):
+    o_ref[...] = o_ref[...] + 1.0  # the output starts as its aliased input
+
+
+def aliased(a):
+    """input_output_aliases: on a value made in the body, and on the shard_map's operand."""
+    inc = pl.pallas_call(bump, out_shape=jax.ShapeDtypeStruct((8, 128), F32),
+                         input_output_aliases={0: 0})  # fmt: skip
+    return inc(a * 3.0), inc(a)
+
+
 def two_handshakes(a):
     """Two kernels, each a shift by two behind a barrier handshake: ``collective_id`` 0 both."""
     return _call(shift_two_logical, collective_id=0)(_call(shift_two_logical, collective_id=0)(a))
@@ -480,6 +491,8 @@ def cases():
         )
     scatter = _shard_map(scatter_and_all_to_all, out_specs=(SPLIT,) * 4)
     yield "psum_scatter_and_all_to_all", lambda s: (_run(scatter, x, s), tuple(jax.jit(scatter)(x)))
+    bumped = _shard_map(aliased, out_specs=(SPLIT, SPLIT))
+    yield "aliased_outputs", lambda s: (_run(bumped, x, s), (x * 3.0 + 1.0, x + 1.0))
     replicated = _shard_map(_call(right_permute), out_specs=P())
     yield "replicated_result", lambda s: (_run(replicated, x, s), shards[N - 1])
     half = _shard_map(_call(permute_along_y), out_specs=P(None, "y"), mesh=grid,
