@@ -170,9 +170,9 @@ class UpstreamWorker:
     def __init__(self, case: Case, devices: int) -> None:
         self.devices = devices
         self.folder = tempfile.TemporaryDirectory(prefix="minipallas-devices-")
-        flags = (
-            f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
-        )
+        # as many as this process has: the case's file may build meshes of other cases too
+        count = f"--xla_force_host_platform_device_count={len(jax.devices('cpu'))}"
+        flags = f"{os.environ.get('XLA_FLAGS', '')} {count}"
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
         command = [sys.executable, "-m", "minipallas.difftest.device_worker", case.origin,
                    case.name, self.folder.name]  # fmt: skip
