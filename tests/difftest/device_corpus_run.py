@@ -1,6 +1,7 @@
 """Runs the device corpus (``minipallas.difftest.device_corpus``) both ways, in a process of its
 own: jax sees 8 CPU devices only when ``XLA_FLAGS`` says so before it starts. Prints one JSON
-line a case: its upstream verdict and minipallas's for each schedule.
+line a case: its upstream verdict, minipallas's simulator's for each schedule and, for a
+correct kernel, what ``on_devices`` compiles.
 
 Run as ``python tests/difftest/device_corpus_run.py [CASE ...]``.
 """
@@ -31,6 +32,8 @@ def main(names: list[str]) -> None:
             "upstream": run.upstream(case),
             "minipallas": run.minipallas(case, SCHEDULES),
         }
+        if case.expect == "ok":
+            line["compiled"] = run.compiled(case)
         line["seconds"] = round(time.perf_counter() - start, 2)
         print(json.dumps(line), flush=True)
 

@@ -10,7 +10,10 @@ case as a JSON line. The checks:
 - minipallas (``mp.from_jaxpr`` of the jitted function, ``mp.interpret(...,
   collectives="simulate")`` under two schedules) gives the reference, or names the planted
   bug: ``RaceError`` naming two devices, ``DeadlockError`` naming every device. What it cannot
-  import or run yet is ``NOT_YET``, a strict xfail: it turns into a failure the day it works.
+  import or run yet is ``NOT_YET``, a strict xfail: it turns into a failure the day it works;
+- ``jax.jit(mp.on_devices(f))`` (remote copies as XLA collectives) gives every correct
+  data-independent case's reference, and refuses a data-dependent one with a
+  ``MiniPallasError``; what it cannot compile yet is ``NOT_COMPILED``, a strict xfail too.
 """
 
 from __future__ import annotations
@@ -46,6 +49,20 @@ NOT_YET = {
     "race_detection_racing_writes": _DYNAMIC,
     "token_ring_extra_token": "no error: a regular semaphore left non-zero at kernel exit is "
     "not reported",
+}
+# What on_devices cannot compile yet (the first line of what it says, its location left off).
+_CONDITION = (
+    "'pallas_call': a remote copy of a kernel that spans devices does not compile to XLA "
+    "collectives: it is under a condition"
+)
+NOT_COMPILED = {
+    "no_barrier_semaphore": NOT_YET["no_barrier_semaphore"],
+    "select_ref_remote_dma": _SELECT,
+    "select_ref_smem_index": _SELECT,
+    "shard_map_of_core_map": "a raw ValueError from upstream, 'Only interpret mode is supported "
+    "on CPU backend.': the core_map inside the shard_map is left to upstream's CPU lowering",
+    "guide_all_reduce": _CONDITION,
+    "guide_reduce_scatter": _CONDITION,
 }
 
 
@@ -121,6 +138,20 @@ def test_minipallas_gives_the_reference_or_names_the_planted_bug(verdicts, case)
             assert all(p in v["text"] for p in _positions(case)), v["text"]
     if case.expect == "race":
         assert any(v["kind"] == "race" for v in runs), runs
+
+
+def _compiled_params():
+    for case in CORRECT:
+        marks = ()
+        if case.name in NOT_COMPILED:
+            marks = pytest.mark.xfail(strict=True, reason=NOT_COMPILED[case.name])
+        yield pytest.param(case, marks=marks, id=case.name)
+
+
+@pytest.mark.parametrize("case", list(_compiled_params()))
+def test_on_devices_compiles_each_data_independent_kernel_to_the_reference(verdicts, case):
+    got = verdicts[case.name]["compiled"]
+    assert got["kind"] == ("ok" if case.compilable else "refused"), got
 
 
 def test_the_corpus_holds_what_issue_47_asks():

@@ -3,7 +3,9 @@
 Upstream: the kernel in upstream's TPU interpret mode (``pltpu.force_tpu_interpret_mode``) with
 its race detector on; a kernel that deadlocks is never run there (it hangs with no report).
 minipallas: ``mp.from_jaxpr`` of the jitted function's jaxpr, then ``mp.interpret(...,
-collectives="simulate", schedule=s)`` for each schedule. Each verdict is ``{"kind": ...,
+collectives="simulate", schedule=s)`` for each schedule; compiled: ``jax.jit(mp.on_devices(f))``,
+each remote copy an XLA collective (a kernel whose communication depends on data is refused).
+Each verdict is ``{"kind": ...,
 "detail": ...}``; the kinds:
 
 - ``ok``: the reference's values (exactly, or within the case's ``atol``);
@@ -12,7 +14,8 @@ collectives="simulate", schedule=s)`` for each schedule. Each verdict is ``{"kin
   or ``DeadlockError`` (the detail is the error's first line);
 - ``wrong-count``: upstream printed a semaphore left non-zero at kernel exit;
 - ``not-run``: a deadlock, never run upstream;
-- ``refused``: minipallas's importer refused the program (a ``MiniPallasError``);
+- ``refused``: minipallas's importer (or ``on_devices``) refused the program with a
+  ``MiniPallasError``;
 - ``error``: upstream raised, or minipallas's simulator raised another ``MiniPallasError``;
 - ``crash``: minipallas raised something not a ``MiniPallasError`` (a bug of minipallas).
 """
@@ -94,6 +97,18 @@ def minipallas(case: Case, schedules: Sequence[int | str]) -> list[dict]:
     except Exception as e:  # noqa: BLE001  (a crash is a finding, reported, not raised)
         return [{"schedule": s, "kind": "crash", "detail": _first_line(e)} for s in schedules]
     return [{"schedule": s, **_simulate(case, fn, x, s)} for s in schedules]
+
+
+def compiled(case: Case) -> dict:
+    """What ``jax.jit(mp.on_devices(f))`` gives: the kernel's remote copies as XLA collectives."""
+    x = case.inputs()
+    try:
+        got = jax.jit(mp.on_devices(case.build()))(*x)
+    except mp.MiniPallasError as e:
+        return {"kind": "refused", "detail": _first_line(e)}
+    except Exception as e:  # noqa: BLE001
+        return {"kind": "crash", "detail": _first_line(e)}
+    return compare(case, got, x)
 
 
 def _simulate(case: Case, fn: mp.Function, x: Sequence[np.ndarray], schedule: Any) -> dict:
