@@ -109,7 +109,7 @@ def dma_start(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     if dst.written is not None:
         write(dst.written, target, True)
     counter, count = counter_at(sem, _ONE), _count(interp, op)
-    give(interp, counter, count)
+    give(interp, op, counter, count)
     flights = _flights(interp)
     if flights is not None:
         copy = Copy(op, interp.program or 0, reads, writes, count)

@@ -136,6 +136,7 @@ class Programs:
         self.events: list[tuple] | None = None
         self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
         self._semaphores: dict[int, np.ndarray] = {}  # address -> the clocks its signals held
+        self._signalled: dict[int, tuple] = {}  # address -> (its counter, last signal, program)
         self._cv = threading.Condition()
         self._turn: int | None = None
         self._abort = False
@@ -184,14 +185,15 @@ class Programs:
         program.waiting = _Wait(op, axes=axes)
         self._yield(program, "barrier")
 
-    def signal(self, interp: Interpreter, counter: np.ndarray) -> None:
-        """Before a signal adds to ``counter``: a switch point, and (shared) the program's own
+    def signal(self, interp: Interpreter, op: Op, counter: np.ndarray) -> None:
+        """Before ``op`` adds to ``counter``: a switch point, and (shared) the program's own
         counter advances, then its clock joins the semaphore's: a waiter is ordered after what
         the program did before the signal, not after what it does next."""
         key = self._shared_semaphore(counter)
         if key is None:
             return
         p = interp.program
+        self._signalled[key] = (counter, op, p)
         self._yield(self.programs[p], "ready")
         self._note(self.programs[p], "signal", key)
         self.clocks[p, p] += 1
@@ -271,7 +273,31 @@ class Programs:
                 t.join()
         self._check_skipped()
         self._check_landed()
+        self._check_counts()
         return [p.results for p in self.programs]
+
+    def _check_counts(self) -> None:
+        """A semaphore with a row per program (a kernel that spans devices: its scratch and
+        barrier semaphores) must be back at 0 when every program has finished: on the chip the
+        next kernel to get it would start from what is left (upstream's interpret mode reports
+        it too). Semaphores a group shares die with their ``run_scoped``, unchecked."""
+        for counter, op, p in self._signalled.values():
+            buffer = self.races.buffer_of(counter)
+            if int(counter) == 0 or buffer.array.shape[: len(self.grid)] != self.grid:
+                continue
+            element = (counter.__array_interface__["data"][0] - buffer.start) // 4
+            shape = buffer.array.shape
+            position = [int(i) for i in np.unravel_index(element, shape)]
+            raise InterpretError(
+                f"the semaphore at {position} of a shared int32[{','.join(map(str, shape))}] "
+                f"semaphore buffer holds {int(counter)} when every program has finished (last "
+                f"signalled here, by program {program_name(self.programs[p].ids)}): on the chip "
+                "the next kernel to use it starts from that count",
+                op=op.name,
+                loc=op.loc,
+                fix="wait every semaphore back down to 0 before the kernel ends: each signal "
+                "needs a wait that takes it (and each copy a wait for its whole size)",
+            )
 
     def _check_landed(self) -> None:
         """A copy still in flight when every program has finished was never waited for: on

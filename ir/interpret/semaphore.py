@@ -36,10 +36,10 @@ def _counter(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple[np.ndarr
     return counter, args[indices.stop :]
 
 
-def give(interp: Interpreter, counter: np.ndarray, inc: Any) -> None:
-    """Adds ``inc`` to ``counter`` (a 0-d view of a semaphore's storage)."""
+def give(interp: Interpreter, op: Op, counter: np.ndarray, inc: Any) -> None:
+    """``op`` adds ``inc`` to ``counter`` (a 0-d view of a semaphore's storage)."""
     if interp.together is not None:
-        interp.together.signal(interp, counter)
+        interp.together.signal(interp, op, counter)
     counter[...] = counter + np.int32(inc)
 
 
@@ -65,7 +65,7 @@ def take(
 @rule("semaphore_signal")
 def semaphore_signal(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     counter, (inc,) = _counter(interp, op, args)
-    give(interp, counter, inc)
+    give(interp, op, counter, inc)
     return ()
 
 

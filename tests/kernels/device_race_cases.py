@@ -181,6 +181,19 @@ def receive_never_waited(x_ref, o_ref, send_sem, recv_sem):
     copy.wait_send()
 
 
+def token_left_over(x_ref, o_ref, sem):
+    """Device 0 passes its right neighbour two tokens; one wait takes one of them."""
+    me = lax.axis_index("x")
+    pl.semaphore_signal(sem, 1, device_id=(_right(),), device_id_type=MESH)
+
+    @pl.when(me == 0)
+    def _():
+        pl.semaphore_signal(sem, 1, device_id=(_right(),), device_id_type=MESH)  # the extra one
+
+    pl.semaphore_wait(sem, 1)
+    o_ref[...] = x_ref[...]
+
+
 def _run(fn, x, schedule):
     imported = mp.from_jaxpr(jax.make_jaxpr(jax.jit(fn))(x))
     (out,) = mp.interpret(imported, x, collectives="simulate", schedule=schedule)
@@ -229,6 +242,8 @@ def cases():
     yield "odd_ones_receive", SCHEDULES, lambda s: (_run(odd, x, s), None)
     unreceived = _on_devices(receive_never_waited, (8, 128), two)
     yield "receive_never_waited", SCHEDULES, lambda s: (_run(unreceived, x, s), None)
+    left_over = _on_devices(token_left_over, (8, 128), [REGULAR])
+    yield "token_left_over", SCHEDULES, lambda s: (_run(left_over, x, s), None)
     never = _on_devices(never_signalled, (8, 128), [REGULAR])
     yield "never_signalled", SCHEDULES, lambda s: (_run(never, x, s), None)
 

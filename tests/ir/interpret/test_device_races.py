@@ -147,6 +147,15 @@ def test_a_copy_the_kernel_ends_with_in_flight_is_an_error_at_its_start(verdicts
         assert "copy.wait_recv()" in v["text"]
 
 
+def test_a_semaphore_left_above_zero_when_every_device_finished_is_an_error(verdicts):
+    signal = _line_of("# the extra one")
+    for v in verdicts["token_left_over"]:
+        assert v["error"] == "InterpretError", v
+        assert v["text"].startswith(f"{CASES}:{signal}: 'semaphore_signal': the semaphore at [1]")
+        assert "holds 1 when every program has finished" in v["text"]
+        assert "by program (0,)" in v["text"]
+
+
 def test_results_that_depend_on_the_schedule_are_named_with_two_schedules_and_an_element(
     verdicts,
 ):
