@@ -170,6 +170,20 @@ def target_from_data(x_ref, o_ref, send_sem, recv_sem):
     copy.wait()
 
 
+def trips_from_data(x_ref, o_ref, send_sem, recv_sem):
+    """A right permute repeated a number of times read from the input (once: each shard's
+    first element is a multiple of N): the trip count is computed, so the compiler refuses."""
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
+    trips = lax.rem(x_ref[0, 0].astype(jnp.int32), 2) + 1
+
+    def step(s, carry):
+        copy.start()
+        copy.wait()
+        return carry
+
+    lax.fori_loop(0, trips, step, 0)
+
+
 def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
     """A remote copy under a condition on the device: refused by the compiler with why."""
     me = lax.axis_index("x")
@@ -219,6 +233,8 @@ def cases():
     wide = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)
     yield "upstream_all_gather", _upstream_all_gather(), wide, wide
     yield ("target_from_data", on_mesh(target_from_data, SHARD, two, space=None), x,
+           np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
+    yield ("trips_from_data", on_mesh(trips_from_data, SHARD, two, space=None), x,
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
     zero = on_mesh(only_device_zero_sends, (2, *SHARD), two, space=None)
     yield "only_device_zero_sends", zero, x, None

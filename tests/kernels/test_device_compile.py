@@ -81,6 +81,13 @@ def test_a_target_computed_from_loaded_values_is_refused_and_simulated(verdicts)
     assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
 
 
+def test_a_remote_copy_in_a_loop_whose_trip_count_is_read_is_refused_and_simulated(verdicts):
+    v = verdicts["trips_from_data"]
+    assert v["simulated_numpy"] is True, v
+    assert v["error"] == "MiniPallasError" and "trip count is computed" in v["text"], v
+    assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
+
+
 def test_a_remote_copy_under_a_device_condition_is_refused_with_why(verdicts):
     v = verdicts["only_device_zero_sends"]
     assert v["error"] == "MiniPallasError", v
