@@ -210,6 +210,12 @@ def aliased(a):
     return inc(a * 3.0), inc(a)
 
 
+def collectives_in_a_loop(a):
+    ring = [(k, (k + 1) % N) for k in range(N)]
+    step = lambda i, v: lax.psum(v, "x") * 0.25 + lax.ppermute(v, "x", ring)  # noqa: E731
+    return lax.fori_loop(0, 3, step, a)
+
+
 def two_handshakes(a):
     """Two kernels, each a shift by two behind a barrier handshake: ``collective_id`` 0 both."""
     return _call(shift_two_logical, collective_id=0)(_call(shift_two_logical, collective_id=0)(a))
@@ -491,6 +497,8 @@ def cases():
         )
     scatter = _shard_map(scatter_and_all_to_all, out_specs=(SPLIT,) * 4)
     yield "psum_scatter_and_all_to_all", lambda s: (_run(scatter, x, s), tuple(jax.jit(scatter)(x)))
+    looped = _shard_map(collectives_in_a_loop)
+    yield "collectives_in_a_loop", lambda s: (_run(looped, x, s), np.asarray(jax.jit(looped)(x)))
     bumped = _shard_map(aliased, out_specs=(SPLIT, SPLIT))
     yield "aliased_outputs", lambda s: (_run(bumped, x, s), (x * 3.0 + 1.0, x + 1.0))
     replicated = _shard_map(_call(right_permute), out_specs=P())

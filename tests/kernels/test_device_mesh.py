@@ -53,6 +53,7 @@ def verdicts() -> dict:
         "collectives_check_vma_True",
         "psum_scatter_and_all_to_all",  # against upstream's jax.jit on the 4 CPU devices
         "aliased_outputs",  # input_output_aliases on a computed value and on an operand
+        "collectives_in_a_loop",  # psum and ppermute in a fori_loop, against jax.jit
         "replicated_result",  # out_specs=P(): device 0's row, as upstream takes it
         "replicated_along_x",  # P(None, "y") on a 2x2 mesh: the row at x = 0
         "same_collective_id",  # two kernels, each a barrier handshake, collective_id 0 both
