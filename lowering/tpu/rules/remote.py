@@ -79,7 +79,7 @@ class DeviceContext(LoweringContext):
 
     def lower_body(self, fn: Function, args: Sequence[Bound]) -> list[Bound]:
         """The body's parameters past ``args`` hold the barrier semaphore (step 3)."""
-        for block in _blocks(fn.body):
+        for block in (b for g in (fn, *fn.callees()) for b in _blocks(g.body)):
             self.send_side.update(_send_sides(block))
         barrier = fn.body.params[len(args) :]
         used = {v for op in fn.body.ops for v in op.operands}

@@ -113,6 +113,16 @@ def scoped_permute(x_ref, o_ref):
     pl.run_scoped(body, pltpu.VMEM((8, 128), F32), DMA, DMA, DMA)
 
 
+def via_helper(x_ref, o_ref, send_sem, recv_sem):
+    """The right permute's copy in a ``jax.jit`` helper the kernel calls (imported inline)."""
+
+    @jax.jit
+    def send(x_ref, o_ref, send_sem, recv_sem):
+        right_permute(4)(x_ref, o_ref, send_sem, recv_sem)
+
+    send(x_ref, o_ref, send_sem, recv_sem)
+
+
 def to_itself(x_ref, o_ref, send_sem, recv_sem):
     """A copy to the device itself, behind a signal of its own barrier semaphore."""
     me = lax.axis_index("x")
@@ -166,20 +176,19 @@ CASES = {
     ),
     "to_itself": (lambda m: on_mesh(to_itself, m, collective_id=0), ((1,), ("x",)), (8, 128)),
     "scoped_permute": (lambda m: on_mesh(scoped_permute, m, scratch=0), ((4,), ("x",)), (32, 128)),
+    "via_helper": (lambda m: on_mesh(via_helper, m), ((4,), ("x",)), (32, 128)),
 }
-
-
-def _shard_map_eqn(name, mesh=None):
-    make, (shape, names), x = CASES[name]
-    f = make(mesh or AbstractMesh(shape, names))
-    jaxpr = jax.make_jaxpr(f)(jax.ShapeDtypeStruct(x, F32))
-    (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "shard_map"]
-    return eqn
 
 
 def ours(name, mesh=None):
     """Our module of the case's one kernel, as text."""
-    eqn = _shard_map_eqn(name, mesh)
+    return _module_text(*CASES[name], mesh)
+
+
+def _module_text(make, mesh_shape, x, mesh=None):
+    f = make(mesh or AbstractMesh(*mesh_shape))
+    jaxpr = jax.make_jaxpr(f)(jax.ShapeDtypeStruct(x, F32))
+    (eqn,) = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "shard_map"]
     (call,) = [e for e in eqn.params["jaxpr"].eqns if e.primitive.name == "pallas_call"]
     kernel, devices = device_kernel(call, eqn.params["mesh"])
     return str(lower_device_kernel(kernel, devices).module)
@@ -227,6 +236,11 @@ CHECK-DAG: tpu.sem_alloc : memref<!tpu.dma_semaphore, #tpu.memory_space<semaphor
 CHECK: tpu.enqueue_dma source(%arg0 : {{.*}}) target(%{{.+}} : memref<8x128xf32, #tpu.memory_space<vmem>>)
 CHECK: tpu.enqueue_dma source(%{{.+}} : memref<8x128xf32, #tpu.memory_space<vmem>>) target(%arg1 : {{.*}}) source_semaphore(%{{.+}}) target_semaphore(%{{.+}}) device_id(%{{.+}})
 """,
+    "via_helper": """
+CHECK: func.func @via_helper(
+CHECK: tpu.enqueue_dma {{.*}} source_semaphore(%{{.+}}) target_semaphore(%{{.+}}) device_id(%{{.+}})
+CHECK: tpu.wait_dma2 {{.*}} device_id(%c0_i32) core_id(%c0_i32)
+""",
     "to_itself": """
 CHECK: tpu.sem_barrier
 CHECK: tpu.sem_signal %{{.+}}, %c1_i32 :
@@ -251,12 +265,8 @@ def test_wait_before_start_is_refused():
         copy.start()
         copy.wait_send()
 
-    CASES["wait_first"] = (lambda m: on_mesh(kernel, m), ((4,), ("x",)), (32, 128))
-    try:
-        with pytest.raises(MiniPallasError, match="comes before any start") as info:
-            ours("wait_first")
-    finally:
-        del CASES["wait_first"]
+    with pytest.raises(MiniPallasError, match="comes before any start") as info:
+        _module_text(lambda m: on_mesh(kernel, m), ((4,), ("x",)), (32, 128))
     assert info.value.op == "dma_wait" and "test_remote_dma.py" in str(info.value.loc)
 
 
