@@ -87,14 +87,35 @@ def _cpu():
     return jax.devices("cpu")[0]
 
 
-def test_the_bench_times_the_three_ways_and_rates_them(tmp_path):
+def test_the_bench_times_the_three_ways_and_rates_them(tmp_path, capsys):
     out = tmp_path / "bench.json"
     tpu_bench.main(["--cpu", "--kernels", "softmax,matmul_f32", "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert [r["kernel"] for r in rows] == ["matmul_f32", "softmax"]
     for r in rows:
         assert all(r[f"{k}_ms"] > 0 for k in ("minipallas", "upstream", "jit"))
+        assert r["jit_over_minipallas"] == round(r["jit_ms"] / r["minipallas_ms"], 3)
         assert r["same_bits"] is True
+    printed = capsys.readouterr().out
+    assert "jit/mp" in printed.splitlines()[1]
+    assert printed.splitlines()[-1].startswith("2 kernels: jit/minipallas geometric mean ")
     assert rows[0]["rate"].endswith("TFLOP/s") and rows[1]["rate"].endswith("GB/s")
     softmax = tpu_bench.benches(small=True)[2]
     assert softmax.bytes_moved() == 2 * 64 * 256 * 4
+
+
+def test_the_goal_lines_take_the_geometric_means_and_name_the_least_rows():
+    """From made-up rows: upstream/minipallas over the kernels of 256+ steps only,
+    jit/minipallas over all, each line naming its least row."""
+
+    def row(name, grid, up, jit):
+        return {"kernel": name, "grid": grid, "upstream_over_minipallas": up,
+                "jit_over_minipallas": jit, "same_bits": True}  # fmt: skip
+
+    rows = [row("a", [16, 16], 4.0, 0.5), row("b", [4], 1.0, 2.0), row("c", [512], 1.0, 4.0)]
+    first, second = tpu_bench.goal(rows).splitlines()
+    assert first == (
+        "2 kernels of >= 256 steps: upstream/minipallas geometric mean 2.00; "
+        "least over all 1.00 (b); same bits as upstream 3/3"
+    )
+    assert second == "3 kernels: jit/minipallas geometric mean 1.59; least 0.50 (a)"
