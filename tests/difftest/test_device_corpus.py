@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from minipallas.difftest.device_corpus import CASES, Case
@@ -47,8 +48,6 @@ NOT_YET = {
     "several devices cannot be imported",
     "race_detection_ring": _DYNAMIC,
     "race_detection_racing_writes": _DYNAMIC,
-    "token_ring_extra_token": "no error: a regular semaphore left non-zero at kernel exit is "
-    "not reported",
 }
 # What on_devices cannot compile yet (the first line of what it says, its location left off).
 _CONDITION = (
@@ -108,8 +107,6 @@ def _programs(text: str) -> set[str]:
 
 def _positions(case: Case) -> list[str]:
     """How the simulator names each device: its mesh position, ``(1,)`` or ``(0, 1)``."""
-    import numpy as np  # noqa: PLC0415  (only here)
-
     return [str(tuple(int(i) for i in p)) for p in np.ndindex(*case.mesh)]
 
 

@@ -1,5 +1,5 @@
 """The corpus's own communication kernels: rings, exchanges and barriers as a Pallas user writes
-them, each with the flag that plants its classic bug (``planted.py`` makes those cases).
+them, each with the flag that plants its classic bug (``own.py`` makes the cases).
 
 Every kernel starts behind the barrier semaphore (each device signals the devices that will
 write into it, then waits for as many signals), as a TPU kernel must before its first remote
@@ -38,14 +38,14 @@ def ring(n: int, axis: str = "x") -> tuple:
     return me, lax.rem(me + n - 1, n), lax.rem(me + 1, n)
 
 
+def _device_id(to: Any, kind: Any) -> Any:
+    """``to`` as upstream takes it: a LOGICAL number or a dict as is, a 1-D position as a tuple."""
+    return to if kind == LOGICAL or isinstance(to, dict) else (to,)
+
+
 def signal(sem: Ref, to: Any, inc: int = 1, kind: Any = MESH) -> None:
     """Signal ``sem`` on device ``to`` (a mesh position or dict, or a LOGICAL number)."""
-    pl.semaphore_signal(
-        sem,
-        inc,
-        device_id=to if kind == LOGICAL or isinstance(to, dict) else (to,),
-        device_id_type=kind,
-    )
+    pl.semaphore_signal(sem, inc, device_id=_device_id(to, kind), device_id_type=kind)
 
 
 def barrier(targets: Any, kind: Any = MESH, wait: int | None = None) -> None:
@@ -58,9 +58,8 @@ def barrier(targets: Any, kind: Any = MESH, wait: int | None = None) -> None:
 
 def remote(src: Ref, dst: Ref, send_sem: Ref, recv_sem: Ref, to: Any, kind: Any = MESH) -> Ref:
     """A remote copy of ``src`` into ``dst`` on device ``to``."""
-    device_id = to if kind == LOGICAL or isinstance(to, dict) else (to,)
     return pltpu.make_async_remote_copy(
-        src, dst, send_sem, recv_sem, device_id=device_id, device_id_type=kind
+        src, dst, send_sem, recv_sem, device_id=_device_id(to, kind), device_id_type=kind
     )
 
 

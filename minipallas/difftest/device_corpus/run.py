@@ -42,7 +42,7 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def compare(case: Case, got: Any, x: Sequence[np.ndarray]) -> dict:  # noqa: ANN401
+def compare(case: Case, got: Any, x: Sequence[np.ndarray]) -> dict:
     """``ok`` or ``wrong`` against the case's reference (``-0.0`` equals ``0.0``)."""
     got = np.asarray(got)
     want = np.asarray(case.reference(*x))
@@ -72,7 +72,7 @@ def upstream(case: Case) -> dict:
     try:
         with contextlib.redirect_stdout(printed), pltpu.force_tpu_interpret_mode(params):
             got = np.asarray(jax.jit(case.build())(*x))
-    except Exception as e:  # noqa: BLE001  (upstream's own failure is what we report)
+    except Exception as e:  # upstream's own failure is what we report
         upstream_interpret.reset_tpu_interpret_mode_state()
         return {"kind": "error", "detail": _first_line(e)}
     seconds = round(time.perf_counter() - start, 2)
@@ -94,7 +94,7 @@ def minipallas(case: Case, schedules: Sequence[int | str]) -> list[dict]:
         fn = mp.from_jaxpr(jax.make_jaxpr(jax.jit(case.build()))(*x))
     except mp.MiniPallasError as e:
         return [{"schedule": s, "kind": "refused", "detail": _first_line(e)} for s in schedules]
-    except Exception as e:  # noqa: BLE001  (a crash is a finding, reported, not raised)
+    except Exception as e:  # a crash is a finding: reported, not raised
         return [{"schedule": s, "kind": "crash", "detail": _first_line(e)} for s in schedules]
     return [{"schedule": s, **_simulate(case, fn, x, s)} for s in schedules]
 
@@ -106,7 +106,7 @@ def compiled(case: Case) -> dict:
         got = jax.jit(mp.on_devices(case.build()))(*x)
     except mp.MiniPallasError as e:
         return {"kind": "refused", "detail": _first_line(e)}
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # a crash: reported
         return {"kind": "crash", "detail": _first_line(e)}
     return compare(case, got, x)
 
@@ -120,7 +120,7 @@ def _simulate(case: Case, fn: mp.Function, x: Sequence[np.ndarray], schedule: An
         return {"kind": "deadlock", "detail": _first_line(e), "text": str(e)}
     except mp.MiniPallasError as e:
         return {"kind": "error", "detail": _first_line(e), "text": str(e)}
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # a crash: reported
         return {"kind": "crash", "detail": _first_line(e)}
     if case.reference is None:
         return {"kind": "ok", "detail": "no reference to compare with"}

@@ -34,7 +34,7 @@ from minipallas.difftest.device_corpus.case import (
 )
 
 
-def _permute_kernel(axis: Any, size: Any) -> Fn:  # noqa: ANN401
+def _permute_kernel(axis: Any, size: Any) -> Fn:
     """A permute to the right neighbour along ``axis``, its device id ``{axis: neighbour}``."""
 
     def kernel(x_ref: Ref, y_ref: Ref) -> None:
@@ -58,7 +58,7 @@ def _dict_permute(shape: tuple[int, int], joint: bool) -> Build:
     size = shape[0] * shape[1] if joint else shape[1]
 
     def build() -> Fn:
-        def body(x: Any) -> Any:  # noqa: ANN401
+        def body(x: Any) -> Any:
             return pl.pallas_call(
                 _permute_kernel(axis, size),
                 in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
@@ -87,7 +87,7 @@ def _select_ref(num_refs: int) -> Build:
             pl.semaphore_wait(ready_sem)
 
             @pl.loop(0, num_refs)
-            def _(i: Any) -> None:  # noqa: ANN401
+            def _(i: Any) -> None:
                 done = pltpu.async_remote_copy(
                     pl.select_ref(i, *x_refs),
                     y_ref.at[pl.ds(8 * i, 8)],
@@ -102,7 +102,7 @@ def _select_ref(num_refs: int) -> Build:
         pl.run_scoped(body, REGULAR, DMA(2), DMA(2))
 
     def build() -> Fn:
-        def body(x: Any) -> Any:  # noqa: ANN401
+        def body(x: Any) -> Any:
             return pl.pallas_call(
                 kernel,
                 in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)] * num_refs,
@@ -135,7 +135,7 @@ def _select_ref_smem() -> Build:
         pl.run_scoped(body, REGULAR, DMA, DMA)
 
     def build() -> Fn:
-        def body(idx: Any, x0: Any, x1: Any) -> Any:  # noqa: ANN401
+        def body(idx: Any, x0: Any, x1: Any) -> Any:
             spaces = (pltpu.SMEM, pltpu.VMEM, pltpu.VMEM)
             return pl.pallas_call(
                 kernel,
@@ -164,8 +164,8 @@ def _core_map(n: int, cores: int) -> Build:
     def build() -> Fn:
         core_mesh = pltpu.create_tensorcore_mesh("core", num_cores=cores)
 
-        def f(x: Any) -> Any:  # noqa: ANN401
-            def inner(refs: Any) -> None:  # noqa: ANN401
+        def f(x: Any) -> Any:
+            def inner(refs: Any) -> None:
                 x_ref, y_ref = refs
 
                 @pl.core_map(core_mesh)
