@@ -4,7 +4,9 @@ Plain random kernels rarely hold what one pass rewrites: a pass that fires on on
 twenty is exercised on five of a hundred, and "no disagreements" then says little. Directed at
 some passes of a pipeline (``fuzz.targeted_passes``), ``Director.next`` draws a kernel so:
 
-1. draw up to ``CANDIDATES`` specs, each fresh or, once a targeted pass has fired on a kernel,
+1. draw up to ``CANDIDATES`` specs (``HOPELESS`` once ``GIVE_UP`` were drawn and none fired:
+   the campaign then runs near plain generation's speed, and says the pass was never
+   exercised), each fresh or, once a targeted pass has fired on a kernel,
    every other one a mutation of such a kernel (its recorded decisions replayed, each drawn
    afresh with chance ``MUTATION``: ``Replay``);
 2. trace each in minipallas (milliseconds; upstream is not asked) and run the pipeline on it
@@ -39,6 +41,7 @@ from minipallas.user_passes import (
 CANDIDATES = 32  # specs drawn for one kernel, at most
 MUTATION = 0.1  # the chance that a replayed decision is drawn afresh
 POOL = 16  # kernels a targeted pass fired on, kept to mutate (the latest)
+GIVE_UP, HOPELESS = 4 * CANDIDATES, 4  # after GIVE_UP candidates none fired on, HOPELESS each
 
 Draw = Callable[[Choices, Choices], KernelSpec]  # (the kernel's choices, its parameters') -> spec
 
@@ -88,6 +91,7 @@ class Director:
     pipeline: str = ""
     targets: Sequence[str] = ()
     pool: list[tuple[list[int], list[int]]] = field(default_factory=list)
+    tried: int = 0  # candidates drawn
 
     def next(self, rng: random.Random, params: random.Random) -> Drawn:
         """The next kernel, its decisions from ``rng`` and its parameters' from ``params``."""
@@ -97,7 +101,9 @@ class Director:
         rewrites = Counter(REWRITES)  # the candidates' are not the campaign's (PassCoverage)
         best: tuple[int, Drawn] | None = None
         try:
-            for k in range(CANDIDATES):
+            hopeful = bool(self.pool) or self.tried < GIVE_UP
+            for k in range(CANDIDATES if hopeful else HOPELESS):
+                self.tried += 1
                 parent = self.pool[rng.randrange(len(self.pool))] if self.pool and k % 2 else None
                 c, d = (Replay(rng), Replay(params)) if parent is None else (
                     Replay(rng, parent[0], MUTATION), Replay(params, parent[1], MUTATION)

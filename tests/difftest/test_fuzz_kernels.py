@@ -203,3 +203,23 @@ def test_a_pass_that_fires_on_every_kernel_is_given_the_plain_kernels():
     with loaded(argparse.Namespace(load=[planted], pass_pipeline="add-to-sub")) as passes:
         draw = lambda c, d: random_kernel(c, params=d)  # noqa: E731
         assert first_five(Director(draw, passes, ["add-to-sub"])) == first_five(Director(draw))
+
+
+def test_a_pass_that_never_fires_costs_few_candidates_after_a_while():
+    """``noop`` changes nothing: 32 candidates for each of the first 4 kernels, then 4."""
+    planted = str(Path(__file__).parents[1] / "minipallas" / "fuzz_planted_passes.py")
+    drawn: list = []
+
+    def draw(c, d):
+        drawn.append(None)
+        return random_kernel(c, params=d)
+
+    with loaded(argparse.Namespace(load=[planted], pass_pipeline="noop")) as passes:
+        director = Director(draw, passes, ["noop"])
+        rng, params = random.Random(0), kernel_params.generator(0)
+        counts = []
+        for _ in range(6):
+            before = len(drawn)
+            director.next(rng, params)
+            counts.append(len(drawn) - before)
+    assert counts == [32, 32, 32, 32, 4, 4]
