@@ -185,10 +185,15 @@ def trips_from_data(x_ref, o_ref, send_sem, recv_sem):
 
 
 def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
-    """A remote copy under a condition on the device: refused by the compiler with why."""
+    """Remote copies under a condition on the device (``pl.when(me == 0)``): compiled as a
+    collective every device takes part in, sent by device 0 only."""
     me = lax.axis_index("x")
     o_ref[0] = x_ref[...]
     copy = _copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+
+    @pl.when(me != 1)
+    def _():
+        o_ref[1] = jnp.full(SHARD, -1.0, F32)
 
     @pl.when(me == 0)
     def _():
@@ -198,6 +203,16 @@ def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
     @pl.when(me == 1)
     def _():
         copy.wait_recv()
+
+
+def when_from_data(x_ref, o_ref, send_sem, recv_sem):
+    """A remote copy under a condition read from the input: refused by the compiler."""
+    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
+
+    @pl.when(x_ref[0, 0] >= 0)
+    def _():
+        copy.start()
+        copy.wait()
 
 
 def cases():
@@ -237,7 +252,12 @@ def cases():
     yield ("trips_from_data", on_mesh(trips_from_data, SHARD, two, space=None), x,
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
     zero = on_mesh(only_device_zero_sends, (2, *SHARD), two, space=None)
-    yield "only_device_zero_sends", zero, x, None
+    second = np.full((N, *SHARD), -1.0, np.float32)
+    second[1] = blocks[0]
+    yield ("only_device_zero_sends", zero, x,
+           np.stack([blocks, second], axis=1).reshape(N * 2, *SHARD))  # fmt: skip
+    yield ("when_from_data", on_mesh(when_from_data, SHARD, two, space=None), x,
+           np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
 
 
 def _upstream_all_gather():

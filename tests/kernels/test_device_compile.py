@@ -88,11 +88,20 @@ def test_a_remote_copy_in_a_loop_whose_trip_count_is_read_is_refused_and_simulat
     assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
 
 
-def test_a_remote_copy_under_a_device_condition_is_refused_with_why(verdicts):
-    v = verdicts["only_device_zero_sends"]
+def test_a_remote_copy_under_a_condition_on_the_device_is_sent_by_the_devices_that_take_it(
+    verdicts,
+):
+    v = verdicts["only_device_zero_sends"]  # pl.when(me == 0): pairs ((0, 1),), every device
+    assert v.get("simulated_numpy") is True and v["same_bits"] and v["numpy"], v
+    assert v["permute"] and v["loops"] == 0, v
+
+
+def test_a_remote_copy_under_a_condition_read_from_the_input_is_refused_with_why(verdicts):
+    v = verdicts["when_from_data"]
+    assert v["simulated_numpy"] is True, v
     assert v["error"] == "MiniPallasError", v
-    assert "under a condition" in v["text"] and "every device takes part" in v["text"]
-    assert "device_compile_cases.py:" in v["text"]
+    assert "under a condition that is computed from loaded values" in v["text"]
+    assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
 
 
 EXCHANGE = """func @f(%0: f32[4,8], %1: f32[8], %2: i32[], %3: i32[]) -> (f32[4,8], f32[4,8]) {

@@ -15,7 +15,10 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    there when it reaches the same copy in its own program. The target is evaluated for each
    device at compile time when it is a function of the device's position only (a permutation
    then: ``lax.ppermute``); computed from loop indices, it travels with the payload
-   (``lax.all_gather`` and a select on the receiver);
+   (``lax.all_gather`` and a select on the receiver). Every device must take part in each
+   collective, so a copy under a condition on the device's position alone (``pl.when(me ==
+   0)``) runs on every device, sent only by those the condition picks (evaluated at compile
+   time), where the condition's branches do nothing else with memory (``masked_cond``);
 3. a read of other devices' rows (the importer's ``psum``, ``ppermute`` and ``all_gather`` of
    the body read so, between barriers) is a ``gather_rows`` of every device's own row, then
    the rows read from it;
@@ -29,10 +32,10 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    hands a window over later, by semaphores alone, should be checked against the simulator.
 
 Refused, each with a reason and ``collectives='simulate'`` as the fix: communication that
-depends on data (a target, window or enclosing loop's trip count computed from loaded values,
-a ``while`` loop around a remote copy), a remote copy under a condition (each device must take
-part in every collective; moving a copy out of its ``cond`` with a per-device mask is not built),
-and any other use of another device's row (a plain write, a remote source).
+depends on data (a target, window, condition or enclosing loop's trip count computed from
+loaded values, a ``while`` loop around a remote copy), a remote copy under a condition whose
+branches also read or write memory, and any other use of another device's row (a plain write,
+a remote source).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class _Device:
         functions = (body, *body.callees())
         self.defs = {v: op for fn in functions for op in fn.walk() for v in op.results}
         self.enclosing: list[Op] = []
+        self.senders: set[int] | None = None  # in a masked cond: the devices that take it
 
     def function(self) -> Function:
         params = tuple(Value(self.local(p.type)) for p in self.body.params)
@@ -147,10 +151,16 @@ class _Device:
             return self.remote_read(op, self.env[op.operands[0]])
         if op.name == "dma_start" and isinstance(self.env[op.operands[1]], Remote):
             return self.remote_copy(op)
+        local_copy = op.name == "dma_start" and op.operands[0] is not op.operands[1]
+        if self.senders is not None and local_copy:
+            raise self.refuse(op, "copies within the device under a condition on the device, "
+                              "whose branches every device runs")  # fmt: skip
         if op.name == "semaphore_signal" and isinstance(self.env[op.operands[0]], Remote):
             return []  # a remote signal carries no data (module doc, 4)
         if op.name == "call":
             return self.call(op)
+        if op.name == "cond" and self.maskable(op):
+            return self.masked_cond(op)
         operands = tuple(self.value(v, op) for v in op.operands)
         regions = self.regions(op)
         attrs = dict(op.attrs)
@@ -183,6 +193,36 @@ class _Device:
         for r, v in zip(op.results, callee.body.results, strict=True):
             self.kind[r] = self.kind.get(v, DATA)
         return self.made(op, new)
+
+    def maskable(self, op: Op) -> bool:
+        """A ``cond`` on the device's position alone, with no results, whose branches copy to
+        other devices and do nothing else with memory (module doc, 2)."""
+        ops = [o for region in op.regions for o in region.walk()]
+        simple = all(o.name in _SIMPLE or (OPS[o.name].pure and not o.regions) for o in ops)
+        copies = any(o.name == "dma_start" for o in ops)
+        static = self.kind.get(op.operands[0], DATA) == STATIC and self.senders is None
+        return simple and copies and static and not op.results
+
+    def masked_cond(self, op: Op) -> list[Op]:
+        """Every branch run by every device, each remote copy in it sent only by the devices
+        that take the branch (the index evaluated for each device at compile time)."""
+        last = len(op.regions) - 1
+        taken = [min(max(self.values_at(op.operands[:1], d)[0], 0), last) for d in self.devices()]
+        ops: list[Op] = []
+        for k, branch in enumerate(op.regions):
+            for i, (_, operand) in self.fed(op, k, branch).items():
+                p = branch.params[i]
+                self.env[p], self.source[p] = self.env[operand], operand
+                self.kind[p] = self.kind.get(operand, DATA)
+                if operand in self.rowed:
+                    self.rowed.add(p)
+            self.senders = {d for d, t in enumerate(taken) if t == k}
+            try:
+                for inner in branch.ops:
+                    ops += self.op(inner)
+            finally:
+                self.senders = None
+        return ops
 
     def made(self, old: Op, new: Op) -> list[Op]:
         self.env.update(zip(old.results, new.results, strict=True))
@@ -399,6 +439,12 @@ class _Device:
         targets: tuple[Value, ...] = ()
         if target_kind == STATIC:
             pairs = self.pairs(op, remote.targets)
+        if self.senders is not None:
+            if target_kind != STATIC:
+                raise self.refuse(op, "is under a condition and targets a device computed "
+                                  "from loop indices")  # fmt: skip
+            if not pairs:
+                return []  # no device takes this branch
         ops = [
             _op("get", (src,), {"indexer": indexing.full(src.type.shape)}, op),
             _op("get", (remote.base,), {"indexer": indexing.full(remote.base.type.shape)}, op),
@@ -425,8 +471,9 @@ class _Device:
             if around.name == "cond":
                 raise self.refuse(
                     op,
-                    "is under a condition: every device takes part in each collective, and "
-                    "moving a copy out of its condition with a per-device mask is not built",
+                    "is under a condition that is computed from loaded values or loop indices, "
+                    "or whose branches also read or write memory: every device takes part in "
+                    "each collective, so a copy runs under a condition only masked by device",
                 )
             if around.name == "for":
                 if self.bounds_kind(around) != STATIC:
@@ -443,6 +490,8 @@ class _Device:
         position; empty when two devices send to one (then it travels as data)."""
         out = []
         for d, position in enumerate(self.devices()):
+            if self.senders is not None and d not in self.senders:
+                continue
             at = self.values_at(targets, position)
             if not all(0 <= t < n for t, n in zip(at, self.sizes, strict=True)):
                 raise MiniPallasError(
@@ -454,7 +503,11 @@ class _Device:
                 )
             out.append((d, int(np.ravel_multi_index(at, self.sizes))))
         receivers = [r for _, r in out]
-        return tuple(out) if len(set(receivers)) == len(receivers) else ()
+        if len(set(receivers)) == len(receivers):
+            return tuple(out)
+        if self.senders is not None:
+            raise self.refuse(op, "is under a condition and copies from two devices to one")
+        return ()
 
     def devices(self) -> list[tuple[int, ...]]:
         return [tuple(int(i) for i in p) for p in np.ndindex(*self.sizes)]
@@ -485,6 +538,12 @@ class _Device:
         results = tuple(visit(v) for v in values)
         fn = Function("static", Block((), tuple(ops), results))
         return [int(np.asarray(r)) for r in interpret(fn)]
+
+
+# ops a masked cond's branches may hold besides pure ones: views, copies (remote ones and their
+# send side only, ``op``), waits and signals on semaphores, the device's position
+_SIMPLE = frozenset({"ref.at", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
+                     "program_id", "axis_index", "yield"})  # fmt: skip
 
 
 def _renumber(entry: indexing.Entry, renumber: dict[int, int]) -> indexing.Entry:
