@@ -269,11 +269,13 @@ def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) 
         )
     here = ir.InsertionPoint.current.block
     copy = next((c for c in reversed(sends or recvs) if c.block == here), None)
+    waited = None if copy is None else copy.source if sends else copy.target
+    pair = (buffer, buffer)  # a wait for another window than the copy's: its own
+    if waited is not None and waited.type == buffer.type:
+        pair = (copy.target, copy.source) if sends else (copy.source, copy.target)
     if sends:  # wait_send: the target first, as upstream swaps them; device and core 0
         zero = emit.i32(0)
-        first, second = (buffer, buffer) if copy is None else (copy.target, copy.source)
-        tpu.wait_dma2(sem.value, first, second, device_id=zero, core_id=zero)
+        tpu.wait_dma2(sem.value, *pair, device_id=zero, core_id=zero)
         return []
-    first, second = (buffer, buffer) if copy is None else (copy.source, copy.target)
-    tpu.wait_dma2(sem.value, first, second, device_id=None if copy is None else copy.device)
+    tpu.wait_dma2(sem.value, *pair, device_id=None if copy is None else copy.device)
     return []
