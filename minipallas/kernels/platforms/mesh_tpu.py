@@ -271,9 +271,11 @@ def run_pallas_call_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any], passes: str 
 
 def on_tpu(f: Callable[..., Any]) -> Callable[..., Any]:
     """``f`` with each kernel it makes (``pl.kernel``: an ``mpmd_map`` equation, and each
-    ``pallas_call``, inside ``jit`` and custom-derivative calls too) run as minipallas's Mosaic
-    module (``run_mesh_eqn``, ``run_pallas_call_eqn``), the rest of its jaxpr as it is:
-    ``jax.jit(on_tpu(f))(x)`` runs on the chip, and gives what ``f`` gives (forward only)."""
+    ``pallas_call``, inside ``jit`` and custom-derivative calls, ``shard_map`` bodies and the
+    jaxprs other equations carry too) run as minipallas's Mosaic module (``run_mesh_eqn``,
+    ``run_pallas_call_eqn``; one that spans devices as one device's program,
+    ``devices_tpu``), the rest of its jaxpr as it is: ``jax.jit(on_tpu(f))(x)`` runs on the
+    chip, and gives what ``f`` gives (forward only)."""
 
     def run(*args: Any) -> Any:
         closed, shapes = jax.make_jaxpr(f, return_shape=True)(*args)
