@@ -382,8 +382,9 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-pass",
         metavar="NAME",
-        help="draw programs this pass of the pipeline rewrites (default: every loaded pass in "
-        "it; 'none': plain generation)",
+        help="draw programs (kernels) this pass of the pipeline rewrites (default: each pass in "
+        "it a --load file registered, or whose @pattern rewrites it applies; 'none': plain "
+        "generation)",
     )
 
 

@@ -354,6 +354,7 @@ def campaign(
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     parser = campaign_parser(__doc__.splitlines()[0])
+    parser.prog = "python -m minipallas.difftest.fuzz_kernels"
     add_target_argument(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
