@@ -51,8 +51,8 @@ NOT_YET = {
 }
 # What on_devices cannot compile yet (the first line of what it says, its location left off).
 _CONDITION = (
-    "'pallas_call': a remote copy of a kernel that spans devices does not compile to XLA "
-    "collectives: it is under a condition"
+    "'dma_start': this dma_start of a kernel that spans devices does not compile to XLA "
+    "collectives: it is under a condition (the guide's first grid step starts the ring)"
 )
 NOT_COMPILED = {
     "no_barrier_semaphore": NOT_YET["no_barrier_semaphore"],
