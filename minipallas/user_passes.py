@@ -66,7 +66,8 @@ def argv_of(args: argparse.Namespace) -> list[str]:
 @contextlib.contextmanager
 def loaded(args: argparse.Namespace) -> Iterator[str]:
     """Registers the passes of ``args.load`` and yields ``args.pass_pipeline``, checked; the
-    passes the files registered are removed on the way out."""
+    ``@pattern`` rewrites the files registered count their rewrites (``PassCoverage``). What
+    the files registered, passes and patterns, is removed on the way out."""
     provide_all()  # the deferred passes stay registered after the command
     before = set(PASSES)
     patterns = {name: list(fns) for name, fns in PATTERNS.items()}
