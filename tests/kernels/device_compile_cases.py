@@ -85,15 +85,17 @@ def shift_two_logical(x_ref, o_ref, send_sem, recv_sem):
     copy.wait()
 
 
-def ring_all_gather(x_ref, o_ref, send_sem, recv_sem):
-    """A ring all-gather in a loop: at step s each device passes on the block it got last."""
+def ring_all_gather(x_ref, o_ref, send_sem, recv_sems):
+    """A ring all-gather in a loop: at step s each device passes on the block it got last, its
+    copy counted on a receive semaphore of the step's own (one shared by every step would let
+    a wait be satisfied by the next step's copy: the simulator names that race)."""
     me = lax.axis_index("x")
     right = (lax.rem(me + 1, N),)
     o_ref[me] = x_ref[...]
 
     def step(s, carry):
         slot = lax.rem(me + N - s, N)
-        copy = _copy(o_ref.at[slot], o_ref.at[slot], send_sem, recv_sem, right)
+        copy = _copy(o_ref.at[slot], o_ref.at[slot], send_sem, recv_sems.at[s], right)
         copy.start()
         copy.wait()
         return carry
@@ -224,7 +226,7 @@ def cases():
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
     yield ("shift_two_logical", on_mesh(shift_two_logical, SHARD, two, collective_id=0), x,
            np.roll(blocks, 2, axis=0).reshape(x.shape))  # fmt: skip
-    gather = on_mesh(ring_all_gather, (N, *SHARD), two, space=None)
+    gather = on_mesh(ring_all_gather, (N, *SHARD), [DMA, DMA((N,))], space=None)
     yield "ring_all_gather", gather, x, np.tile(blocks, (N, 1, 1))
     y = np.arange(N * 8 * 128, dtype=np.float32).reshape(N // 2 * 8, 2 * 128)
     along = on_mesh(permute_along_y, SHARD, two, shape=(N // 2, 2), names=("x", "y"),

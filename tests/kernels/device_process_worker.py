@@ -50,7 +50,8 @@ def main() -> None:
     reduce = cases.on_mesh(cases.ring_all_reduce, shard, scratch, space=None)
     want = cases._ring_sums(x.reshape(n, *shard)).reshape(x.shape)
     run("ring_all_reduce", reduce, x, want, cases.P("x"))
-    gather = cases.on_mesh(cases.ring_all_gather, (n, *shard), [cases.DMA] * 2, space=None)
+    sems = [cases.DMA, cases.DMA((n,))]
+    gather = cases.on_mesh(cases.ring_all_gather, (n, *shard), sems, space=None)
     run("ring_all_gather", gather, x, np.tile(x.reshape(n, *shard), (n, 1, 1)), cases.P("x"))
     jax.distributed.shutdown()
 
