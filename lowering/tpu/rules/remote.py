@@ -20,9 +20,9 @@ its own row, at the same address on every device, so (``DeviceContext``):
 5. a wait of a buffer onto itself is a remote copy's wait: on a send semaphore ``wait_send``,
    ``tpu.wait_dma2`` with device and core 0 (upstream's ``insert_dummy_device``); on a receive
    semaphore ``wait_recv``, with the copy's device id. The import keeps the waited buffer
-   alone, so the wait names the buffers and device of the copy started on its semaphore in the
-   same block, as upstream's descriptor does (elsewhere, in a loop whose start is in another
-   block, its own buffer twice and no device: the chip waits on the semaphore alike);
+   alone, so the wait names the buffers and device of the last copy started on its semaphore,
+   as upstream's descriptor does, where they are in scope (where not, say a copy started in a
+   branch, its own buffer twice and no device: the chip waits on the semaphore alike);
 6. a signal of another device's row is ``tpu.sem_signal ... device_id``
    (``semaphore``'s rule reads ``remote_device``). A signal or a copy whose target is the
    device itself imports as an access to its own row: a local signal (the chip counts it the
@@ -208,13 +208,12 @@ def run_scoped(ctx: DeviceContext, op: Op, *args: Bound) -> Sequence[Bound]:
 @dataclass(frozen=True)
 class _Copy:
     """A remote copy as emitted: its buffers, the root memrefs of its send and receive
-    semaphores, the MLIR block of its start, and its device id."""
+    semaphores, and its device id."""
 
     source: ir.Value
     target: ir.Value
     send: ir.Value
     recv: ir.Value
-    block: ir.Block
     device: ir.Value | None
 
 
@@ -236,7 +235,6 @@ def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef)
         dma.buffer(start, target),
         _root(sem.value),
         _root(recv.value),
-        ir.InsertionPoint.current.block,
         device,
     )
     tpu.enqueue_dma(
@@ -253,8 +251,9 @@ def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef)
 
 @device_rule("dma_wait")
 def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) -> list:
-    """A remote copy's wait names the buffers and device of the copy started in the same block
-    on its semaphore, as upstream's descriptor does; else its own buffer (step 5)."""
+    """A remote copy's wait names the buffers and device of the last copy started on its
+    semaphore, where they are in scope, as upstream's descriptor does; else its own buffer
+    (step 5)."""
     if op.operands[0] is not op.operands[1]:
         return list(dma.dma_wait(ctx, op, src, dst, sem))
     buffer, root = dma.buffer(op, dst), _root(sem.value)
@@ -267,15 +266,35 @@ def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) 
             fix="start the copy before its wait in the kernel's text (Mosaic's lowering pairs "
             "them in program order)",
         )
-    here = ir.InsertionPoint.current.block
-    copy = next((c for c in reversed(sends or recvs) if c.block == here), None)
+    seen = _blocks_above(ir.InsertionPoint.current.block)
+    copy = next((c for c in reversed(sends or recvs) if _visible(c.target, seen)), None)
     waited = None if copy is None else copy.source if sends else copy.target
     pair = (buffer, buffer)  # a wait for another window than the copy's: its own
-    if waited is not None and waited.type == buffer.type:
+    if waited is not None and waited.type == buffer.type and _visible(copy.source, seen):
         pair = (copy.target, copy.source) if sends else (copy.source, copy.target)
     if sends:  # wait_send: the target first, as upstream swaps them; device and core 0
         zero = emit.i32(0)
         tpu.wait_dma2(sem.value, *pair, device_id=zero, core_id=zero)
         return []
-    tpu.wait_dma2(sem.value, *pair, device_id=None if copy is None else copy.device)
+    device = copy.device if copy is not None and _visible(copy.device, seen) else None
+    tpu.wait_dma2(sem.value, *pair, device_id=device)
     return []
+
+
+def _blocks_above(block: ir.Block) -> list[ir.Block]:
+    """``block`` and the blocks around it, innermost first."""
+    out, op = [block], block.owner.operation
+    while op.name != "func.func":
+        out.append(op.block)
+        op = op.block.owner.operation
+    return out
+
+
+def _visible(value: ir.Value | None, blocks: Sequence[ir.Block]) -> bool:
+    """Whether ``value``, emitted before, can be used in the innermost of ``blocks``: it is
+    defined in one of them (emission follows the program's order)."""
+    if value is None:
+        return False
+    owner = value.owner
+    block = owner if isinstance(owner, ir.Block) else owner.operation.block
+    return any(block == b for b in blocks)

@@ -110,9 +110,10 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
 
 
 def _check_chip(call: jax_core.JaxprEqn) -> None:
-    """On the chip, a kernel that spans devices runs over whole shards of arrays, with no grid
-    (its device's program is one Mosaic kernel without windows), and names a collective_id
-    only when it uses the barrier semaphore (or allows it without)."""
+    """On the chip, a kernel that spans devices runs over whole shards of arrays (its device's
+    program is one Mosaic kernel without windows; a grid over whole blocks is the loop the
+    import makes of it), and names a collective_id only when it uses the barrier semaphore (or
+    allows it without)."""
     gm = call.params["grid_mapping"]
     blocks = gm.block_mappings[: gm.num_inputs + gm.num_outputs]
     for v in (*call.invars, *call.outvars):
@@ -124,17 +125,14 @@ def _check_chip(call: jax_core.JaxprEqn) -> None:
                 fix="allocate semaphores in the kernel (scratch_shapes); a semaphore passed "
                 "from one kernel to the next runs in the simulator (collectives='simulate')",
             )
-    if (
-        any(int(n) != 1 for n in gm.grid)
-        or gm.num_index_operands
-        or not all(is_whole(bm) for bm in blocks)
-    ):
+    if gm.num_index_operands or not all(is_whole(bm) for bm in blocks):
         raise MiniPallasError(
-            f"on_tpu runs a kernel that spans devices over whole shards without a grid or "
-            f"scalar prefetch, got grid {tuple(gm.grid)}",
+            "on_tpu runs a kernel that spans devices over whole shards (each block its whole "
+            f"operand) without scalar prefetch, got grid {tuple(gm.grid)} with blocks "
+            f"{[tuple(bm.block_shape) for bm in blocks]}",
             op="pallas_call",
             fix="give the kernel whole-shard blocks (BlockSpec(memory_space=...)) and copy "
-            "windows with make_async_copy; the simulator runs the gridded kernel "
+            "windows with make_async_copy; the simulator runs the blocked kernel "
             "(collectives='simulate')",
         )
     params = _mosaic_params(call.params.get("compiler_params"))

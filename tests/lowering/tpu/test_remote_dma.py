@@ -294,9 +294,10 @@ def test_on_tpu_looks_inside_shard_map():
     assert text.count("tpu_custom_call") == 2
 
 
-def test_a_gridded_kernel_that_spans_devices_is_refused_on_the_chip():
+def test_a_blocked_kernel_that_spans_devices_is_refused_on_the_chip():
     """Its device's program is a loop over blocks of HBM rows: refused with a fix naming
-    whole-shard blocks (the simulator runs it)."""
+    whole-shard blocks (the simulator runs it). A grid over whole blocks runs: the guide's
+    gridded all-gather and all-reduce are in the corpus table."""
 
     def kernel(x_ref, o_ref, send_sem, recv_sem):
         right = lax.rem(lax.axis_index("x") + 1, 4)
@@ -313,7 +314,7 @@ def test_a_gridded_kernel_that_spans_devices_is_refused_on_the_chip():
         out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
         scratch_shapes=[DMA, DMA],
     )
-    with pytest.raises(MiniPallasError, match="without a grid") as info:
+    with pytest.raises(MiniPallasError, match="over whole shards") as info:
         _traced(call)
     assert "whole-shard blocks" in info.value.fix
 
