@@ -61,6 +61,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
+from minipallas.lowering.libtpu import quiet_libtpu
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.progress import Progress
@@ -233,6 +234,7 @@ def replay(path: Path) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
+    quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     parser = argparse.ArgumentParser(
         prog="python -m minipallas.difftest.fuzz_upstream", description=__doc__.split("\n")[0]
     )
