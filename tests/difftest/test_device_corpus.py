@@ -9,7 +9,9 @@ case as a JSON line. The checks:
   wrong is skipped with what upstream does), and does with every case what the case records;
 - minipallas (``mp.from_jaxpr`` of the jitted function, ``mp.interpret(...,
   collectives="simulate")`` under two schedules) gives the reference, or names the planted
-  bug: ``RaceError`` naming two devices, ``DeadlockError`` naming every device. What it cannot
+  bug: ``RaceError`` naming both accesses' lines and their devices (under at least one
+  schedule: the other may run the racing accesses apart), ``DeadlockError`` naming every
+  device, a ``MiniPallasError`` about a semaphore for a wrong count. What it cannot
   import or run yet is ``NOT_YET``, a strict xfail: it turns into a failure the day it works;
 - ``jax.jit(mp.on_devices(f))`` (remote copies as XLA collectives) gives every correct
   data-independent case's reference, and refuses a data-dependent one with a
@@ -110,15 +112,15 @@ def _positions(case: Case) -> list[str]:
     return [str(tuple(int(i) for i in p)) for p in np.ndindex(*case.mesh)]
 
 
-def _minipallas_params():
-    for case in CASES:
-        marks = ()
-        if case.name in NOT_YET:
-            marks = pytest.mark.xfail(strict=True, reason=NOT_YET[case.name])
-        yield pytest.param(case, marks=marks, id=case.name)
+def _params(cases: list[Case], known: dict[str, str]) -> list:
+    """The cases, those in ``known`` as strict xfails with its reason."""
+    xfail = {name: pytest.mark.xfail(strict=True, reason=why) for name, why in known.items()}
+    return [
+        pytest.param(c, marks=[xfail[c.name]] if c.name in xfail else [], id=c.name) for c in cases
+    ]
 
 
-@pytest.mark.parametrize("case", list(_minipallas_params()))
+@pytest.mark.parametrize("case", _params(list(CASES), NOT_YET))
 def test_minipallas_gives_the_reference_or_names_the_planted_bug(verdicts, case):
     runs = verdicts[case.name]["minipallas"]
     assert len(runs) == 2
@@ -137,15 +139,7 @@ def test_minipallas_gives_the_reference_or_names_the_planted_bug(verdicts, case)
         assert any(v["kind"] == "race" for v in runs), runs
 
 
-def _compiled_params():
-    for case in CORRECT:
-        marks = ()
-        if case.name in NOT_COMPILED:
-            marks = pytest.mark.xfail(strict=True, reason=NOT_COMPILED[case.name])
-        yield pytest.param(case, marks=marks, id=case.name)
-
-
-@pytest.mark.parametrize("case", list(_compiled_params()))
+@pytest.mark.parametrize("case", _params(CORRECT, NOT_COMPILED))
 def test_on_devices_compiles_each_data_independent_kernel_to_the_reference(verdicts, case):
     got = verdicts[case.name]["compiled"]
     assert got["kind"] == ("ok" if case.compilable else "refused"), got
