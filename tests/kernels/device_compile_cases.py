@@ -147,6 +147,21 @@ def all_to_all(x_ref, o_ref, send_sems, recv_sems):
     lax.fori_loop(1, N, lambda s, c: (copy(s).wait(), c)[1], 0)
 
 
+def all_to_all_2d(x_ref, o_ref, send_sems, recv_sems):
+    """``all_to_all`` over a (N/2, 2) mesh, the target a MESH id on both axes computed from the
+    loop index (an all_gather over both axes, compiled)."""
+    me = lax.axis_index("x") * 2 + lax.axis_index("y")
+    o_ref[me] = x_ref[me]
+
+    def copy(s):
+        to = lax.rem(me + s, N)
+        return _copy(x_ref.at[to], o_ref.at[me], send_sems.at[s], recv_sems.at[s],
+                     (to // 2, lax.rem(to, 2)))  # fmt: skip
+
+    lax.fori_loop(1, N, lambda s, c: (copy(s).start(), c)[1], 0)
+    lax.fori_loop(1, N, lambda s, c: (copy(s).wait(), c)[1], 0)
+
+
 def chunked_permute(x_ref, o_ref, send_sem, recv_sem):
     """A kernel with a grid: grid step ``c`` sends rows ``4c:4c+4`` to the right neighbour."""
     rows = pl.ds(pl.program_id(0) * 4, 4)
@@ -240,6 +255,11 @@ def cases():
     a2a = on_mesh(all_to_all, (N, *SHARD), [pltpu.SemaphoreType.DMA((N,))] * 2, space=None)
     z = np.arange(N * N * 8 * 128, dtype=np.float32).reshape(N * N, *SHARD)
     yield ("all_to_all", a2a, z,
+           z.reshape(N, N, *SHARD).transpose(1, 0, 2, 3).reshape(z.shape))  # fmt: skip
+    sems = [pltpu.SemaphoreType.DMA((N,))] * 2
+    a2a_2d = on_mesh(all_to_all_2d, (N, *SHARD), sems, space=None, shape=(N // 2, 2),
+                     names=("x", "y"), spec=P(("x", "y")))  # fmt: skip
+    yield ("all_to_all_2d", a2a_2d, z,
            z.reshape(N, N, *SHARD).transpose(1, 0, 2, 3).reshape(z.shape))  # fmt: skip
     around = on_mesh(right_permute, SHARD, two, body=lax_around)
     b = blocks.sum(0) + np.arange(N, dtype=np.float32)[:, None, None]  # exact: small integers

@@ -47,7 +47,7 @@ def verdicts(request) -> dict:
     return out
 
 
-@pytest.mark.parametrize("case", [*STRAIGHT, *LOOPED, "all_to_all"])
+@pytest.mark.parametrize("case", [*STRAIGHT, *LOOPED, "all_to_all", "all_to_all_2d"])
 def test_compiled_kernels_give_the_simulators_bits_and_numpys_result(verdicts, case):
     v = verdicts[case]
     if case == "upstream_all_gather" and v.get("simulate_error"):  # upstream's own bug
@@ -66,8 +66,9 @@ def test_a_static_target_is_a_collective_permute_with_no_loop_over_devices(verdi
     assert v["loops"] == (1 if case in LOOPED else 0), v  # the kernel's own loop, no other
 
 
-def test_a_target_computed_from_the_loop_index_is_an_all_gather(verdicts):
-    v = verdicts["all_to_all"]
+@pytest.mark.parametrize("case", ["all_to_all", "all_to_all_2d"])
+def test_a_target_computed_from_the_loop_index_is_an_all_gather(verdicts, case):
+    v = verdicts[case]
     assert v["all_gather"] and not v["permute"] and v["loops"] == 1, v
 
 
