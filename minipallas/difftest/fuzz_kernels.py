@@ -34,7 +34,8 @@ reference interpreter's: such kernels are checked to 2 ulps rather than to the b
 
 The campaign runs until ``--count`` kernels or ``--seconds`` have passed and ends with a
 summary: kernels checked, how many ran batched, disagreements, kernels/second. The exit code
-is 1 if any kernel disagreed.
+is 1 if any kernel disagreed. A disagreement names its kernel and how to check it alone
+again (``--seed S --skip N --count 1``, with the same ``--load`` and ``--pass-pipeline``).
 
 ``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a user's
 pipeline on every kernel minipallas traces (``pallas_call(..., passes=PIPE)``: kernel passes
@@ -323,16 +324,22 @@ def campaign(
     progress: Progress | None = None,
     passes: str = "",
     targets: Sequence[str] = (),
+    skip: int = 0,
 ) -> Summary:
     """Up to ``count`` kernels for ``seconds``, ``passes`` run on minipallas's side, the kernels
-    drawn so the passes ``targets`` rewrite them (``generate.directed_kernels``)."""
+    drawn so the passes ``targets`` rewrite them (``generate.directed_kernels``), from kernel
+    ``skip`` of the campaign on (those before it drawn, not checked)."""
     rng, params = random.Random(seed), kernel_params.generator(seed)
     director = Director(lambda c, d: random_kernel(c, params=d), passes, targets)
+    for _ in range(skip):
+        director.next(rng, params)
+        rng.randrange(2**16)
     summary = Summary(passes=PassCoverage(passes, "kernels") if passes else None)
     deadline = time.monotonic() + seconds
     while summary.kernels < count and time.monotonic() < deadline:
         drawn = director.next(rng, params)
         spec, seed_of_inputs = drawn.spec, rng.randrange(2**16)
+        index = skip + summary.kernels
         outcome = check(spec, seed_of_inputs, passes)
         if summary.passes is not None:
             texts = drawn.texts
@@ -345,7 +352,8 @@ def campaign(
         summary.coverage.add(kernel_params.parameters(spec), outcome.verdict)
         if outcome.problem:
             summary.disagreements.append(outcome.problem)
-            print(f"DISAGREEMENT: {outcome.problem}", file=out or sys.stdout)
+            again = f"kernel {index}; again: --seed {seed} --skip {index} --count 1"
+            print(f"DISAGREEMENT ({again}): {outcome.problem}", file=out or sys.stdout)
         if progress is not None:
             progress.update(disagreements=len(summary.disagreements))
     return summary
@@ -355,6 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     parser = campaign_parser(__doc__.splitlines()[0])
     parser.prog = "python -m minipallas.difftest.fuzz_kernels"
+    parser.add_argument(
+        "--skip", type=int, default=0, help="start at kernel N of the campaign (a disagreement's)"
+    )
     add_target_argument(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -372,7 +383,7 @@ def _main(args: argparse.Namespace, passes: str) -> int:
     start = time.monotonic()
     with Progress("fuzz-kernels", args.count, args.seconds, unit="kernel") as bar:
         s = campaign(args.count, args.seconds, args.seed, progress=bar, passes=passes,
-                     targets=targets)  # fmt: skip
+                     targets=targets, skip=args.skip)  # fmt: skip
     elapsed = time.monotonic() - start
     print(
         f"{s.kernels} kernels ({s.batched} ran batched), {len(s.disagreements)} disagreements, "
