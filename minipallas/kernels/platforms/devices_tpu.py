@@ -2,19 +2,20 @@
 with remote copies, remote signals or the barrier semaphore, run by ``on_tpu`` as minipallas's
 own Mosaic module on every device, the shard_map kept around it.
 
-Where the device's kernel comes from: the importer's ``mesh_call`` of the shard_map
-(``interop/importer/devices.py``), the program every device runs over buffers with a row per
-device, which the simulator runs too; not the ``pallas_call`` equation imported alone:
-minipallas's IR has no remote copy of its own, and the importer reads one as a write into the
-target's row. The Mosaic rules for one device (``lowering/tpu/rules/remote.py``) read those
-rows back into upstream's remote ops. So:
+Where the device's kernel comes from: the importer's ``mesh_call`` of a shard_map
+(``interop/importer/devices.py``, ``devices_kernel.py``), the program every device runs over
+buffers with a row per device, which the simulator runs too; not the ``pallas_call`` imported
+as a kernel of its own (``kernel_from_eqn``): minipallas's IR has no remote copy, and the
+importer reads one as a write into the target's row. The Mosaic rules for one device
+(``lowering/tpu/rules/remote.py``) read those rows back into upstream's remote ops. So:
 
 1. ``device_kernel(call, mesh)`` imports a ``pallas_call`` of the body, alone in a shard_map
-   over the mesh, as that ``mesh_call``, and makes the ``Kernel`` of one device: no grid;
-   its operands the shards, whole blocks in the memory space the pallas_call gives them (VMEM
-   when it names none, as upstream); its scratch the kernel's ``scratch_shapes``; its body the
-   kernel's part of the ``mesh_call``'s body, over row-per-device refs, with the barrier
-   semaphore last; upstream's ``mesh_axes`` metadata (the mesh axes the kernel names);
+   over the mesh, as that ``mesh_call``, and makes the ``Kernel`` of one device: no grid (a
+   grid over whole blocks is the loop the import makes of it); its operands the shards, whole
+   blocks in the memory space the pallas_call gives them (VMEM when it names none, as
+   upstream); its scratch the kernel's ``scratch_shapes``; its body the kernel's part of the
+   ``mesh_call``'s body, over row-per-device refs, with the barrier semaphore last; upstream's
+   ``mesh_axes`` metadata (the mesh axes the kernel names);
 2. ``shard_map_rules(eqn, rules)``: the rules ``on_tpu`` runs a shard_map's body with: a
    ``pallas_call`` that spans devices (``spans_devices``) as that kernel's module, made once
    (``lower_device_kernel``), in the custom call of its compiler params (``collective_id``
