@@ -4,11 +4,11 @@ Plain random kernels rarely hold what one pass rewrites: a pass that fires on on
 twenty is exercised on five of a hundred, and "no disagreements" then says little. Directed at
 some passes of a pipeline (``fuzz.targeted_passes``), ``Director.next`` draws a kernel so:
 
-1. draw up to ``CANDIDATES`` specs (``HOPELESS`` once ``GIVE_UP`` were drawn and none fired:
-   the campaign then runs near plain generation's speed, and says the pass was never
-   exercised), each fresh or, once a targeted pass has fired on a kernel,
-   every other one a mutation of such a kernel (its recorded decisions replayed, each drawn
-   afresh with chance ``MUTATION``: ``Replay``);
+1. draw up to ``CANDIDATES`` specs, each fresh or, once a targeted pass has fired on a
+   kernel, every other one a mutation of such a kernel (its recorded decisions replayed, each
+   drawn afresh with chance ``MUTATION``: ``Replay``); once ``GIVE_UP`` were drawn and none
+   fired, ``HOPELESS`` (the campaign then runs near plain generation's speed, and its summary
+   says the pass was never exercised);
 2. trace each in minipallas (milliseconds; upstream is not asked) and run the pipeline on it
    (``user_passes.pipeline_texts``);
 3. take the first on which a targeted pass changes the kernel (for a pass applying the
@@ -93,11 +93,14 @@ class Director:
     pool: list[tuple[list[int], list[int]]] = field(default_factory=list)
     tried: int = 0  # candidates drawn
 
+    def __post_init__(self) -> None:
+        self.ops = {op for name in self.targets for op in pass_targets(name)[0]}
+        self.patterned = {name for name in self.targets if applies_patterns(name)}
+
     def next(self, rng: random.Random, params: random.Random) -> Drawn:
         """The next kernel, its decisions from ``rng`` and its parameters' from ``params``."""
         if not self.targets:
             return Drawn(self.draw(RandomChoices(rng), RandomChoices(params)))
-        ops = {op for name in self.targets for op in pass_targets(name)[0]}
         rewrites = Counter(REWRITES)  # the candidates' are not the campaign's (PassCoverage)
         best: tuple[int, Drawn] | None = None
         try:
@@ -112,7 +115,7 @@ class Director:
                 if self._fired(drawn):
                     self.pool = [*self.pool, (c.drawn, d.drawn)][-POOL:]
                     return drawn
-                held = len(ops & drawn.ops)
+                held = len(self.ops & drawn.ops)
                 if best is None or held > best[0]:
                     best = (held, drawn)
         finally:
@@ -134,9 +137,8 @@ class Director:
         maps = [s.index_map for s in (*kernel.in_specs, *kernel.out_specs)]
         fns = (*kernel.body.callees(), kernel.body, *maps)
         drawn.ops = {op.name for f in fns for op in f.walk()}
-        patterned = [name for name in self.targets if applies_patterns(name)]
-        if patterned and sum(REWRITES.values()) != before:
+        if self.patterned and sum(REWRITES.values()) != before:
             return True
         fired = PassCoverage(self.pipeline).fired(drawn.texts)
         steps = {step.partition("{")[0].strip() for step in fired}
-        return bool(steps & (set(self.targets) - set(patterned)))
+        return bool(steps & (set(self.targets) - self.patterned))
