@@ -222,6 +222,31 @@ def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
         copy.wait_recv()
 
 
+def late_handoff(x_ref, o_ref, send_sem, recv_sem, ready):
+    """Device 0 copies into device 1's ``o[1]`` only after device 1 says it has written it
+    (a handshake only device 0 waits on). Race-free, and device 1 keeps device 0's shard; a
+    copy compiled to land where device 1 reaches the copy would land before the write, so the
+    compiler refuses."""
+    me = lax.axis_index("x")
+    copy = _copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+    o_ref[0] = x_ref[...]
+
+    @pl.when(me == 0)
+    def _():
+        pl.semaphore_wait(ready, 1)
+        copy.start()
+        copy.wait_send()
+
+    @pl.when(me != 0)
+    def _():
+        o_ref[1] = jnp.full(SHARD, -1.0, F32)
+
+    @pl.when(me == 1)
+    def _():
+        pl.semaphore_signal(ready, 1, device_id=(0,), device_id_type=MESH)
+        copy.wait_recv()
+
+
 def when_from_data(x_ref, o_ref, send_sem, recv_sem):
     """A remote copy under a condition read from the input: refused by the compiler."""
     copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
@@ -278,6 +303,8 @@ def cases():
     second[1] = blocks[0]
     yield ("only_device_zero_sends", zero, x,
            np.stack([blocks, second], axis=1).reshape(N * 2, *SHARD))  # fmt: skip
+    late = on_mesh(late_handoff, (2, *SHARD), [DMA, DMA, REGULAR], space=None)
+    yield "late_handoff", late, x, None
     yield ("when_from_data", on_mesh(when_from_data, SHARD, two, space=None), x,
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
 

@@ -101,6 +101,14 @@ def test_a_remote_copy_under_a_condition_on_the_device_is_sent_by_the_devices_th
     assert v["permute"] and v["loops"] == 0, v
 
 
+def test_a_copy_after_a_handshake_only_some_devices_wait_on_is_refused(verdicts):
+    v = verdicts["late_handoff"]  # race-free, so the simulator runs it
+    assert "simulate_error" not in v and "simulate_s" in v, v
+    assert v["error"] == "MiniPallasError", v
+    assert "semaphore_wait" in v["text"] and "only some devices make" in v["text"], v
+    assert v["text"].count("device_compile_cases.py:") == 2  # the copy's line and the wait's
+
+
 def test_a_remote_copy_under_a_condition_read_from_the_input_is_refused_with_why(verdicts):
     v = verdicts["when_from_data"]
     assert v["simulated_numpy"] is True, v

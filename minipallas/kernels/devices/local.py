@@ -93,12 +93,47 @@ class _Device:
         self.defs = {v: op for fn in functions for op in fn.walk() for v in op.results}
         self.enclosing: list[Op] = []
         self.senders: set[int] | None = None  # in a masked cond: the devices that take it
+        # program order: waits that only some devices make, and remote copies, with the loops
+        # around each (``check_handshakes``)
+        self.seq = 0
+        self.waits: list[tuple[int, tuple[Op, ...], Op]] = []
+        self.copies: list[tuple[int, tuple[Op, ...], Op]] = []
 
     def function(self) -> Function:
         params = tuple(Value(self.local(p.type)) for p in self.body.params)
         self.rowed.update(self.body.params)
         block = self.block(self.body.body, params)
+        self.check_handshakes()
         return Function(self.body.name + "_on_device", block)
+
+    def check_handshakes(self) -> None:
+        """A compiled copy lands where the receiver reaches it in its program; the copy it
+        stands for lands between the sender's start and the receiver's wait. They agree in a
+        race-free kernel whose devices all wait alike: for one device to start a copy only
+        after another has gone past that point (a handshake), it must wait where the other
+        does not, under a condition on the device or for a count that differs by device. So a
+        remote copy after such a wait, or in a loop with one, is refused."""
+        for seq, loops, copy in self.copies:
+            for wait_seq, wait_loops, wait in self.waits:
+                if wait_seq < seq or set(loops) & set(wait_loops):
+                    where = f" at {wait.loc}" if wait.loc is not None else ""
+                    raise self.refuse(
+                        copy,
+                        f"may start after a {wait.name}{where} that only some devices make: "
+                        "its data could land after the receiver reached the copy",
+                    )
+
+    def note_order(self, op: Op) -> None:
+        """Records ``op`` for ``check_handshakes`` when it is a wait only some devices make."""
+        conditional = self.senders is not None or any(o.name == "cond" for o in self.enclosing)
+        if op.name == "semaphore_wait":
+            count = self.defs.get(op.operands[op.slices()["value"]][0])
+            conditional = conditional or count is None or count.name != "constant"
+        if op.name in ("semaphore_wait", "dma_wait") and conditional:
+            self.waits.append((self.seq, self._loops(), op))
+
+    def _loops(self) -> tuple[Op, ...]:
+        return tuple(o for o in self.enclosing if o.name in ("for", "while"))
 
     def local(self, t: RefType) -> RefType:
         n = len(self.axes)
@@ -136,6 +171,8 @@ class _Device:
     # --- ops ---------------------------------------------------------------------------------
 
     def op(self, op: Op) -> list[Op]:
+        self.seq += 1
+        self.note_order(op)
         if op.name == "program_id":
             (result,) = op.results
             self.kind[result] = STATIC
@@ -428,6 +465,7 @@ class _Device:
         src, remote = self.value(op.operands[0], op), self.env[op.operands[1]]
         assert isinstance(remote, Remote)
         self.check_around(op)
+        self.copies.append((self.seq, self._loops(), op))
         if None in remote.targets:
             raise self.refuse(op, "copies into the rows of several devices at once")
         if remote.kind == DATA:
