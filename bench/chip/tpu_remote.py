@@ -273,10 +273,9 @@ def corpus_row(case: Any) -> tuple[str, ...]:
     from jax.sharding import PartitionSpec as P
 
     from minipallas.difftest.mosaic import _capture
-    from minipallas.kernels.platforms.devices_tpu import device_kernel, equations, spans_devices
+    from minipallas.kernels.platforms.devices_tpu import device_module, equations, spans_devices
     from minipallas.kernels.platforms.mesh_tpu import on_tpu
     from minipallas.lowering.jaxlib_shim import canonicalize
-    from minipallas.lowering.tpu.devices import lower_device_kernel
 
     f = case.build()
     devices = slice_devices(case.devices)
@@ -299,8 +298,7 @@ def corpus_row(case: Any) -> tuple[str, ...]:
     for eqn in equations(jax.make_jaxpr(f)(*specs)):
         for call in equations(eqn.params["jaxpr"]) if eqn.primitive.name == "shard_map" else ():
             if call.primitive.name == "pallas_call" and spans_devices(call):
-                kernel, names = device_kernel(call, eqn.params["mesh"])
-                mine.append(lower_device_kernel(kernel, names).module)
+                mine.append(device_module(call, eqn.params["mesh"])[1].module)
     for module in (*mine, *theirs):
         canonicalize(module)
     ours, upstream = [remote_ops(m) for m in mine], [remote_ops(m) for m in theirs]

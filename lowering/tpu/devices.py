@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import partial
 
 from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.location import Location
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu import _module
 from minipallas.lowering.tpu.rules.remote import DeviceContext, Mesh
@@ -23,11 +24,16 @@ from minipallas.lowering.tpu.semantics import dimension_semantics
 __all__ = ["lower_device_kernel"]
 
 
-def lower_device_kernel(kernel: Kernel, mesh: Mesh) -> Lowered:
+def lower_device_kernel(
+    kernel: Kernel, mesh: Mesh, remote_signals: frozenset[Location] = frozenset()
+) -> Lowered:
     """The Mosaic module of ``kernel`` on each device of ``mesh`` (names, sizes): ``kernel``
     has no grid, its operands and scratch are one device's shards, and its body takes them with
-    a row per device, the barrier semaphore (a row per device too) as its last parameter."""
+    a row per device, the barrier semaphore (a row per device too) as its last parameter.
+    ``remote_signals``: the user lines where the kernel's text signals another device (a
+    signal there of the device's own row names the device, as upstream's)."""
     semantics = dimension_semantics(kernel)
-    module = _module(kernel, kernel.body, semantics, partial(DeviceContext, mesh=mesh))
+    context = partial(DeviceContext, mesh=mesh, remote_signals=remote_signals)
+    module = _module(kernel, kernel.body, semantics, context)
     info = {"dimension_semantics": semantics, "promotion": None}
     return Lowered("tpu", module, kernel.body, info=info)

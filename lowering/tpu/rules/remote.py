@@ -23,10 +23,11 @@ its own row, at the same address on every device, so (``DeviceContext``):
    alone, so the wait names the buffers and device of the last copy started on its semaphore,
    as upstream's descriptor does, where they are in scope (where not, say a copy started in a
    branch, its own buffer twice and no device: the chip waits on the semaphore alike);
-6. a signal of another device's row is ``tpu.sem_signal ... device_id``
-   (``semaphore``'s rule reads ``remote_device``). A signal or a copy whose target is the
-   device itself imports as an access to its own row: a local signal (the chip counts it the
-   same); a copy keeps its device id, as upstream's;
+6. a signal of another device's row is ``tpu.sem_signal ... device_id`` (``semaphore``'s rule
+   asks ``signal_device``). A signal whose target is the device itself imports as a signal of
+   its own row, like a local one: it names the device when the kernel's text has a remote
+   signal at its line (``remote_signals``, the user lines the caller read from the kernel's
+   jaxpr), as upstream's does; a copy to the device itself keeps its device id;
 7. a kernel's own ``pl.run_scoped`` allocates a row per device: each device allocates its row
    in the ``tpu.region`` (``scoped.scoped_region``).
 """
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.indexing import Dyn, Int, full
+from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import SEMAPHORE, RefType
 from minipallas.lowering.jaxlib_shim import arith, ir, tpu
@@ -65,13 +67,28 @@ def remote_device(ref: Bound) -> ir.Value | None:
     return ref.device if isinstance(ref, DeviceRef) and not ref.own else None
 
 
+def signal_device(ctx: LoweringContext, op: Op, ref: Bound) -> ir.Value | None:
+    """The device a ``semaphore_signal`` of ``ref`` names (step 6): another device's, or its
+    own where the kernel's text signals remotely at the op's line."""
+    remote = isinstance(ctx, DeviceContext) and op.loc in ctx.remote_signals
+    return ref.device if isinstance(ref, DeviceRef) and (remote or not ref.own) else None
+
+
 class DeviceContext(LoweringContext):
     """One device's lowering: the mesh (names, sizes), the device's position values, and the
     remote copies in flight between their start and send side (module doc)."""
 
-    def __init__(self, grid: Sequence[int], ranges: dict[Value, Interval], *, mesh: Mesh):
+    def __init__(
+        self,
+        grid: Sequence[int],
+        ranges: dict[Value, Interval],
+        *,
+        mesh: Mesh,
+        remote_signals: frozenset[Location] = frozenset(),
+    ):
         super().__init__(grid, ranges)
         self.names, self.sizes = mesh
+        self.remote_signals = remote_signals
         self.positions: list[list[ir.Value]] = [[] for _ in self.sizes]
         self.send_side: dict[Op, Op] = {}  # a remote start -> its send side
         self.started: dict[Op, tuple[MemRef, MemRef, MemRef]] = {}

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
-from minipallas.lowering.tpu.rules.remote import remote_device
+from minipallas.lowering.tpu.rules.remote import signal_device
 from minipallas.lowering.tpu.rules.views import sliced
 
 
@@ -40,7 +40,7 @@ def _semaphore(ctx: LoweringContext, op: Op, args: Sequence[Bound]) -> tuple[Mem
 @rule("semaphore_signal")
 def semaphore_signal(ctx: LoweringContext, op: Op, *args: Bound) -> Sequence[Bound]:
     sem, (inc,) = _semaphore(ctx, op, args)
-    tpu.sem_signal(sem.value, inc, device_id=remote_device(args[0]))
+    tpu.sem_signal(sem.value, inc, device_id=signal_device(ctx, op, args[0]))
     return []
 
 

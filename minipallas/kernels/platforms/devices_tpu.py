@@ -18,7 +18,7 @@ importer reads one as a write into the target's row. The Mosaic rules for one de
    ``mesh_axes`` metadata (the mesh axes the kernel names);
 2. ``shard_map_rules(eqn, rules)``: the rules ``on_tpu`` runs a shard_map's body with: a
    ``pallas_call`` that spans devices (``spans_devices``) as that kernel's module, made once
-   (``lower_device_kernel``), in the custom call of its compiler params (``collective_id``
+   (``device_module``), in the custom call of its compiler params (``collective_id``
    among them), any other by ``rules``.
 """
 
@@ -36,7 +36,7 @@ from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices import device_shard_map
 from minipallas.interop.importer.devices_grid import is_whole
 from minipallas.interop.importer.devices_kernel import collective_id
-from minipallas.interop.importer.engine import Importer, ImportScope
+from minipallas.interop.importer.engine import Importer, ImportScope, location
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
@@ -44,10 +44,11 @@ from minipallas.ir.types import TPU_VMEM, MemorySpace, RefType
 from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu.devices import lower_device_kernel
 from minipallas.lowering.tpu.rules.remote import Mesh
 
-__all__ = ["device_kernel", "equations", "shard_map_rules", "spans_devices"]
+__all__ = ["device_kernel", "device_module", "equations", "shard_map_rules", "spans_devices"]
 
 # what makes a kernel's body reach other devices (a copy's or signal's device_id, too)
 _DEVICE_PRIMITIVES = ("get_barrier_semaphore", "axis_index")
@@ -108,6 +109,19 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     names = (tuple(op.attrs["axes"]), tuple(op.attrs["shape"]))
     (inner,) = [e for e in equations(eqn.params["jaxpr"]) if e.primitive.name == "pallas_call"]
     return _one_device(op, inner, names), names
+
+
+def device_module(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Lowered]:
+    """``device_kernel(call, mesh)``'s kernel and its Mosaic module (``lower_device_kernel``),
+    told the user lines where ``call``'s kernel signals another device."""
+    kernel, names = device_kernel(call, mesh)
+    signals = frozenset(
+        location(e)
+        for e in equations(call.params["jaxpr"])
+        if e.primitive.name == "semaphore_signal"
+        and e.params["args_tree"].unflatten(e.invars)[3] is not None
+    )
+    return kernel, lower_device_kernel(kernel, names, signals)
 
 
 def _check_chip(call: jax_core.JaxprEqn) -> None:
@@ -292,10 +306,9 @@ def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, 
     that span devices are imported and lowered here, before the body is traced (a shard_map
     of one's own cannot be traced inside another over the same mesh)."""
     modules = {
-        id(call): (kernel, lower_device_kernel(kernel, names).module)
+        id(call): device_module(call, eqn.params["mesh"])
         for call in equations(eqn.params["jaxpr"])
         if call.primitive.name == "pallas_call" and spans_devices(call)
-        for kernel, names in [device_kernel(call, eqn.params["mesh"])]
     }
     if not modules:
         return rules
@@ -304,9 +317,10 @@ def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, 
     def run(call: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
         if id(call) not in modules:
             return other(call, ins)
-        kernel, module = modules[id(call)]
+        kernel, lowered = modules[id(call)]
         params = _mosaic_params(call.params.get("compiler_params"))
-        return run_module(kernel, params, ins, [v.aval.dtype for v in call.outvars], module)
+        dtypes = [v.aval.dtype for v in call.outvars]
+        return run_module(kernel, params, ins, dtypes, lowered.module)
 
     return {**rules, "pallas_call": run}
 
