@@ -62,7 +62,9 @@ BUDGETS = {
     # 9750 for issue 47 item 3: the exchange and gather_rows ops, how the devices of a
     # compiled kernel talk (~190)
     "ir": 9750,
-    "passes": 4000,  # passes/ less the core
+    # passes/ less the core; raised from 4000 for issue 49 item 1: fuse-grid-steps widens the
+    # outer grid axes too (passes/grid_fusion/widen.py, ~370)
+    "passes": 4300,
     # raised from 8750 for issue 47 item 5: one device's Mosaic module of a kernel that spans
     # devices (lowering/tpu/rules/remote.py, lowering/tpu/devices.py, ~310)
     "lowering": 9050,

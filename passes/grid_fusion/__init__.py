@@ -1,4 +1,4 @@
-"""Grid-step fusion: run ``c`` consecutive steps of a kernel's innermost grid axis as one step.
+"""Grid-step fusion: run ``c`` steps of a grid axis as one step, over every axis it can.
 
 On a TPU every grid step pays a fixed cost (about 0.2-0.35 µs on a v5e: the pipeline's DMA
 bookkeeping and the step's prologue) on top of moving its blocks. A kernel written with small
@@ -6,7 +6,9 @@ blocks (8 rows, 1024 elements, 128³ matmul tiles) spends most of its time there
 each step move ``c`` blocks as one window and run the old body over them ``c`` times, in the
 old order, each sub-step seeing its old ``program_id`` (``substeps``): the same ops on the same
 elements in the same order, so the results are the old ones bit for bit, while the grid is
-``c`` times shorter.
+``c`` times shorter. Along the other axes, whose steps are independent rows of work, a step runs
+the old body once over blocks ``c`` times wider instead (``widen``): one 512-row dot where there
+were four of 128 rows, each output element's ops still the same and in the same order.
 
 Algorithm:
 1. Leave the kernel alone when its grid has a dynamic axis or fewer than ``min_steps`` steps,
@@ -16,18 +18,21 @@ Algorithm:
    chained through VMEM stores and loads of that state; a blocked matmul (one accumulator)
    runs 1.8-3.9x fused. Or when an input aliased to an output does not pick the same block
    at every step.
-2. Take the innermost axis longer than one (every later axis has one step, so its consecutive
+2. Widen each axis but the innermost longer than one (``widen``), until the blocks that move
+   along it are ``wide_block`` long in that dimension, within ``vmem_budget``: the largest
+   divisor of the axis's length that keeps that.
+3. Take the innermost axis longer than one (every later axis has one step, so its consecutive
    steps are consecutive in the whole grid's order). Every block spec must follow it
    (``index_maps.motion``): its block stays put, or advances one block a step in one
    dimension.
-3. Choose ``c``: enough steps that one fused step moves about ``target_bytes`` of blocks that
+4. Choose ``c``: enough steps that one fused step moves about ``target_bytes`` of blocks that
    change, at most ``max_unroll`` old steps in one (counting earlier fusions), windows no longer
    than their arrays, a factor of every moving index's other terms, and the double-buffered
    windows plus scratch within ``vmem_budget``. Prefer a divisor of the axis's length; else
    the sub-steps past its end are skipped.
-4. Build the fused kernel: window block specs (``index_maps.window_spec``), the axis ``c``
+5. Build the fused kernel: window block specs (``index_maps.window_spec``), the axis ``c``
    times shorter, the body of sub-steps (``substeps.fused_body``). Then try the next axis out
-   (step 2), until nothing is left to gain.
+   (step 3), until nothing is left to gain.
 """
 
 from __future__ import annotations
@@ -42,9 +47,10 @@ from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
 from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, motion, window_spec
 from minipallas.passes.grid_fusion.substeps import fused_body
+from minipallas.passes.grid_fusion.widen import widen_axis, widths
 from minipallas.passes.registry import INT, Option, register
 
-__all__ = ["fuse_axis", "fuse_grid_steps"]
+__all__ = ["fuse_axis", "fuse_grid_steps", "widen_axis"]
 
 # chosen from bench/benchmarks/fusion_sweep.py on a v5e (docs/guides/optimizations.md has the table)
 MAX_UNROLL = 32
@@ -52,6 +58,7 @@ TARGET_BYTES = 4 << 20
 VMEM_BUDGET = 8 << 20  # half of a v5e's default 16 MiB scoped VMEM
 MIN_STEPS = 64
 MAX_CARRIED = 1
+WIDE_BLOCK = 512  # the 2048 matmul in 512-blocks ran 2x its 128-block form fused (issue 49)
 
 
 @register(
@@ -61,7 +68,8 @@ MAX_CARRIED = 1
     Option("vmem_budget", INT, "the most bytes the double-buffered windows and scratch take"),
     Option("min_steps", INT, "grids with fewer steps are left as they are"),
     Option("max_carried", INT, "kernels handing more scratch buffers step to step are left"),
-    doc="consecutive steps of the innermost grid axis run as one step over a window, bit exact",
+    Option("wide_block", INT, "widen outer axes' moving blocks up to this long (1: never)"),
+    doc="steps of every grid axis run as one step over a window, bit exact",
     subject="kernel",
 )
 def fuse_grid_steps(
@@ -72,6 +80,7 @@ def fuse_grid_steps(
     vmem_budget: int = VMEM_BUDGET,
     min_steps: int = MIN_STEPS,
     max_carried: int = MAX_CARRIED,
+    wide_block: int = WIDE_BLOCK,
 ) -> Kernel:
     """``kernel`` with runs of its innermost grid steps fused (module doc); ``kernel`` itself
     when nothing is fused."""
@@ -79,6 +88,7 @@ def fuse_grid_steps(
         return kernel
     if _carried(kernel) > max_carried or not _aliases_move_together(kernel):
         return kernel
+    kernel = _widen(kernel, wide_block, vmem_budget)
     unrolled = 1
     while (axis := _innermost(kernel.grid)) is not None:
         moves = _moves(kernel, axis)
@@ -89,6 +99,29 @@ def fuse_grid_steps(
             break
         kernel = fuse_axis(kernel, axis, moves, factor)
         unrolled *= factor
+    return kernel
+
+
+def _widen(kernel: Kernel, wide_block: int, budget: int) -> Kernel:
+    """Step 2."""
+    inner = _innermost(kernel.grid)
+    for axis, size in enumerate(kernel.grid):
+        if axis == inner or size == 1:
+            continue
+        found = widths(kernel, axis)
+        if found is None:
+            continue
+        moves, dims = found
+        specs = (*kernel.in_specs, *kernel.out_specs)
+        moving = [(s, m) for s, m in zip(specs, moves, strict=True) if m.dim is not None]
+        for c in range(size, 1, -1):
+            fits = size % c == 0 and all(m.allows(c) for _, m in moving)
+            fits = fits and all(
+                s.block_shape[m.dim] * c <= min(wide_block, s.array.shape[m.dim]) for s, m in moving
+            )
+            if fits and _fits(kernel, specs, moves, c, budget, widened=dims):
+                kernel = widen_axis(kernel, axis, moves, dims, c)
+                break
     return kernel
 
 
@@ -148,12 +181,26 @@ def _factor(
     return divisors[0] if divisors and 2 * divisors[0] >= fits[0] else fits[0]
 
 
-def _fits(kernel: Kernel, specs: tuple, moves: list[Motion], c: int, budget: int) -> bool:
+def _fits(
+    kernel: Kernel,
+    specs: tuple,
+    moves: list[Motion],
+    c: int,
+    budget: int,
+    widened: dict | None = None,
+) -> bool:
+    """Whether ``c`` blocks a window (double-buffered) and the scratch fit in ``budget``;
+    ``widened``: the widened dimension of each body value, the scratch widened too."""
     windows = sum(
         _bytes(s.ref_type) * (c if m.dim is not None else 1)
         for s, m in zip(specs, moves, strict=True)
     )
-    return 2 * windows + sum(_bytes(t) for t in kernel.scratch_types) <= budget
+    first = len(kernel.body.params) - len(kernel.scratch_types)
+    scratch = sum(
+        _bytes(t) * (c if widened is not None and widened.get(p) is not None else 1)
+        for p, t in zip(kernel.body.params[first:], kernel.scratch_types, strict=True)
+    )
+    return 2 * windows + scratch <= budget
 
 
 def _bytes(t: RefType) -> int:

@@ -68,7 +68,7 @@ def test_realistic_kernels_fuse_by_default_on_the_tpu_and_keep_their_bits(case):
 def test_matmul_fuses_k_then_j():
     (case,) = [c for c in realistic_cases() if c.name == "matmul_1024"]
     _, kernel = _traced(case)
-    fused = fuse_grid_steps(kernel)
+    fused = fuse_grid_steps(kernel, wide_block=1)  # widening: test_grid_fusion_axes.py
     assert fused.grid == (8, 2, 1)  # all 8 k steps, then 4 j steps: 32 at most
     x, y = fused.in_specs
     assert (x.block_shape, y.block_shape) == ((128, 1024), (1024, 512))

@@ -1,0 +1,118 @@
+"""``fuse-grid-steps`` over every grid axis: outer axes widened to bigger blocks (``widen``).
+
+A matmul written in 128-blocks runs in 512-blocks, bit for bit the unfused kernel's and
+upstream's interpret mode's; the Mosaic module it emits is compiled by libtpu after the test
+(``tests/mosaic_compile.py``). Kernels whose steps along an axis are not independent rows
+(scratch carried across the axis, a body that asks its position) are left unwidened.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minipallas.ir.types import TPU_VMEM
+from minipallas.lowering import TARGETS
+from minipallas.passes.grid_fusion import fuse_grid_steps
+from minipallas.passes.pipeline import run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "kernels"))
+from suite import Case, inputs, matmul, normal  # noqa: E402
+
+WIDEN_ONLY = "fuse-grid-steps{max_unroll=1}"
+
+
+def _matmul(n: int, block: int = 128, kernel=matmul) -> Case:
+    spec = (block, block)
+    return Case(
+        f"matmul_{n}",
+        kernel,
+        ((n, n), "float32"),
+        inputs(normal(n, n), normal(n, n)),
+        grid=(n // block,) * 3,
+        in_specs=[(spec, lambda i, j, k: (i, k)), (spec, lambda i, j, k: (k, j))],
+        out_specs=(spec, lambda i, j, k: (i, j)),
+        scratch=((spec, "float32"),),
+    )
+
+
+def _kernel(case: Case, **options):
+    """The kernel the TPU runs: its default passes, or ``fuse-grid-steps`` with ``options``."""
+    kernel = case.minipallas().trace(*case.inputs(), memory_space=TPU_VMEM)
+    if options:
+        return fuse_grid_steps(kernel, **options)
+    return run(kernel, TARGETS["tpu"].pipeline_for(kernel))
+
+
+def _bytes(x) -> bytes:
+    return np.asarray(x).tobytes()
+
+
+@pytest.mark.parametrize("passes", ["", WIDEN_ONLY])
+def test_the_128_block_matmul_runs_in_512_blocks_with_upstreams_bits(passes):
+    case = _matmul(512)
+    ran = _kernel(case, **({"max_unroll": 1} if passes else {}))
+    assert ran.grid == ((1, 1, 1) if not passes else (1, 1, 4))
+    x, y = ran.in_specs
+    k = 512 if not passes else 128  # the k axis fused too, or widening alone
+    assert (x.block_shape, y.block_shape) == ((512, k), (k, 512))
+    assert ran.out_specs[0].block_shape == (512, 512)
+    assert [t.shape for t in ran.scratch_types] == [(512, 512)]
+    args = case.inputs()
+    fused = _bytes(case.minipallas(passes=passes or "fuse-grid-steps")(*args))
+    assert fused == _bytes(case.minipallas()(*args))
+    assert fused == _bytes(case.upstream()(*args))
+    if not passes:  # the default pipeline's module
+        module = str(case.minipallas().lower(*args, target="tpu"))
+        assert "iteration_bounds = array<i64: 1, 1, 1>" in module
+
+
+def test_the_2048_matmul_in_128_blocks_runs_as_its_512_block_form():
+    """The chip bench's kernel (``tpu_bench --large``): 16x16x16 steps -> 4x4x4 windows."""
+    ran = _kernel(_matmul(2048))
+    assert ran.grid == (4, 4, 4)
+    assert [s.block_shape for s in (*ran.in_specs, *ran.out_specs)] == [(512, 512)] * 3
+    case = _matmul(2048)  # its module, compiled by libtpu after the test
+    assert "iteration_bounds = array<i64: 4, 4, 4>" in str(
+        case.minipallas().lower(*case.inputs(), target="tpu")
+    )
+
+
+def test_blocks_already_wide_are_left_as_they_are():
+    assert _kernel(_matmul(1024, block=512)).grid == (2, 2, 2)
+
+
+def carried_over_rows(ns, x_ref, y_ref, o_ref, acc_ref):
+    """The accumulator is reset only at the very first step: every row block adds to the
+    previous one's sum, so the steps along i are not independent."""
+
+    @ns.when((ns.program_id(0) == 0) & (ns.program_id(2) == 0))
+    def _():
+        acc_ref[...] = ns.np.zeros(acc_ref.shape, ns.np.float32)
+
+    acc_ref[...] += ns.np.dot(x_ref[...], y_ref[...], preferred_element_type=ns.np.float32)
+    o_ref[...] = acc_ref[...]
+
+
+def row_offset(ns, x_ref, y_ref, o_ref, acc_ref):
+    """A body that asks its row block's index."""
+    acc_ref[...] = ns.np.dot(x_ref[...], y_ref[...], preferred_element_type=ns.np.float32)
+    o_ref[...] = acc_ref[...] + ns.program_id(0).astype(ns.np.float32)
+
+
+@pytest.mark.parametrize("kernel", [carried_over_rows, row_offset], ids=lambda k: k.__name__)
+def test_steps_that_are_not_independent_rows_are_not_widened(kernel):
+    case = _matmul(512, kernel=kernel)
+    widened = _kernel(case, max_unroll=1)
+    assert widened.grid[:2] == (4, 4)
+    args = case.inputs()
+    assert _bytes(case.minipallas(passes="fuse-grid-steps")(*args)) == _bytes(
+        case.minipallas()(*args)
+    )
+
+
+def test_wide_block_1_keeps_the_innermost_fusion_alone():
+    case = _matmul(1024)
+    assert _kernel(case, wide_block=1).grid == (8, 2, 1)
+    assert _kernel(case).grid == (2, 2, 2)
