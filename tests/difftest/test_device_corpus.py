@@ -46,8 +46,6 @@ NOT_YET = {
     "semaphore as a pallas_call's result)",
     "select_ref_remote_dma": _SELECT,
     "select_ref_smem_index": _SELECT,
-    "shard_map_of_core_map": "'run_state': a core_map inside run_state in a shard_map body over "
-    "several devices cannot be imported",
     "race_detection_ring": _DYNAMIC,
     "race_detection_racing_writes": _DYNAMIC,
 }

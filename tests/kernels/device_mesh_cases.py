@@ -452,6 +452,71 @@ def _upstream_all_gather():
     return functools.partial(all_gather.all_gather, mesh=_mesh(), axis_name="x")
 
 
+# --- mesh kernels of cores in the body (interop/importer/devices_cores.py) --------------------
+
+CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)
+
+
+def _halves_kernel(core_barrier: bool):
+    """Each core sends its half of the shard to the right neighbour's output (the same half),
+    waits for its own half to land, meets the other core at a core barrier, then writes the
+    other core's half plus one: without the barrier, a read of a half still in flight."""
+
+    def kernel(x_ref, o_ref, p_ref):
+        core = lax.axis_index("core")
+        right = lax.rem(lax.axis_index("x") + 1, N)
+        half = pl.ds(core * 4, 4)
+
+        def body(send, recv, sync):
+            copy = pltpu.make_async_remote_copy(x_ref.at[half], o_ref.at[half], send, recv,
+                                                device_id=(right,),
+                                                device_id_type=MESH)  # fmt: skip
+            copy.start()
+            copy.wait()
+            if core_barrier:
+                pltpu.core_barrier(sync, core_axis_name="core")
+            p_ref[half] = o_ref[pl.ds((1 - core) * 4, 4)] + 1.0
+
+        pl.run_scoped(body, DMA, DMA, REGULAR)
+
+    return kernel
+
+
+def core_halves(core_barrier: bool):
+    """A 2-core pl.kernel on every device, a psum among the devices after it."""
+
+    def body(x):
+        out = jax.ShapeDtypeStruct((8, 128), F32)
+        o, p = pl.kernel(_halves_kernel(core_barrier), out_type=(out, out), mesh=CORES)(x)
+        return o, p * 2.0 + lax.psum(x, "x")
+
+    return _shard_map(body, out_specs=(SPLIT, SPLIT))
+
+
+def _core_halves_reference(shards):
+    o = np.roll(shards, 1, axis=0)
+    swapped = np.concatenate([o[:, 4:], o[:, :4]], axis=1)
+    p = (swapped + 1.0) * 2.0 + shards.sum(axis=0)
+    return o.reshape(-1, 128), p.reshape(-1, 128)
+
+
+def _upstream_core_map_cases():
+    """Upstream's test_shard_map_of_core_map (the corpus's case: 2 devices of 2 cores, a
+    core_map inside run_state), and the same kernel on 4 devices of one core."""
+    from minipallas.difftest.device_corpus import upstream_head
+
+    case = next(c for c in upstream_head.cases() if c.name == "shard_map_of_core_map")
+    (x,) = case.inputs()
+    yield "upstream_shard_map_of_core_map", case.build(), x, case.reference(x)
+    x = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)
+    yield (
+        "core_map_one_core",
+        upstream_head._core_map(N, 1)(),
+        x,
+        upstream_head._plus_positions(x, N, 1),
+    )
+
+
 def cases():
     x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
     shards = x.reshape(N, 8, 128)
@@ -530,6 +595,15 @@ def cases():
     yield "barrier_signal_carried_by_collective_id", lambda s: (_run(carried, x, s), x)
     apart = _shard_map(_signal_then_wait(0, 1))  # another id: another semaphore, never signalled
     yield "barrier_of_another_collective_id", lambda s: (_run(apart, x, s), None)
+    for name, f, a, want in _upstream_core_map_cases():
+        yield name, lambda s, f=f, a=a, want=want: (_run(f, a, s), want)
+    halves = core_halves(True)
+    yield (
+        "core_kernel_remote_halves",
+        lambda s: (_run(halves, x, s), _core_halves_reference(shards)),
+    )
+    unsynced = core_halves(False)
+    yield "core_kernel_without_core_barrier", lambda s: (_run(unsynced, x, s), None)
 
 
 def main() -> None:

@@ -71,6 +71,10 @@ def verdicts() -> dict:
         "upstream_barrier_semaphore",
         "upstream_signal_every_device",
         "upstream_joint_axes_dict",  # device_id={("x", "y"): n}
+        # mesh kernels of cores in the body (interop/importer/devices_cores.py)
+        "upstream_shard_map_of_core_map",  # 2 devices of 2 cores: core_map inside run_state
+        "core_map_one_core",  # the same kernel, 4 devices of one core
+        "core_kernel_remote_halves",  # a 2-core pl.kernel: remote copies, a core barrier, psum
     ],
 )
 def test_correct_kernels_give_numpys_result_under_every_schedule(verdicts, case):
@@ -169,14 +173,48 @@ def test_element_blocks_in_the_body_are_refused_with_a_fix():
     assert e.value.op == "pallas_call" and "Blocked" in e.value.fix
 
 
-def test_a_mesh_kernel_in_the_body_is_refused_with_a_fix():
-    mesh = pltpu.create_tensorcore_mesh("core", num_cores=2)
+def test_a_read_of_the_other_cores_half_without_a_core_barrier_is_a_race(verdicts):
+    """Programs are (device, core): the race names a device's two cores, or a core and the
+    neighbour's copy still in flight into its half."""
+    for v in verdicts["core_kernel_without_core_barrier"]:
+        assert v["error"] == "RaceError", v
+        assert re.search(r"program \(\d, [01]\)", v["text"]), v["text"]
+        assert v["text"].count("device_mesh_cases.py:") == 2
+
+
+_CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)
+_OUT = jax.ShapeDtypeStruct((8, 128), np.float32)
+
+
+def test_a_pallas_call_beside_a_mesh_kernel_is_refused_with_a_fix():
+    def body(x):
+        return _CALL(pl.kernel(_kernel, out_type=_OUT, mesh=_CORES)(x))
+
+    e = _refusal(body, "beside a mesh kernel")
+    assert e.op == "pallas_call" and "two shard_maps" in e.fix
+
+
+def test_mesh_kernels_over_different_core_meshes_are_refused_with_a_fix():
+    one = pltpu.create_tensorcore_mesh("core", num_cores=1)
 
     def body(x):
-        return pl.kernel(_kernel, out_type=jax.ShapeDtypeStruct((8, 128), np.float32), mesh=mesh)(x)
+        y = pl.kernel(_kernel, out_type=_OUT, mesh=_CORES)(x)
+        return pl.kernel(_kernel, out_type=_OUT, mesh=one)(y)
 
-    e = _refusal(body, "mesh kernel")
-    assert "pallas_call" in e.fix
+    e = _refusal(body, "different core meshes")
+    assert "one pltpu.create_tensorcore_mesh" in e.fix
+
+
+def test_a_barrier_semaphore_in_a_mesh_kernel_is_refused_with_a_fix():
+    def kernel(x_ref, o_ref):
+        pl.semaphore_signal(pltpu.get_barrier_semaphore(), 1)
+        o_ref[...] = x_ref[...]
+
+    def body(x):
+        return pl.kernel(kernel, out_type=_OUT, mesh=_CORES)(x)
+
+    e = _refusal(body, "barrier semaphore")
+    assert e.op == "mpmd_map" and "pallas_call" in e.fix
 
 
 def test_automatic_mesh_axes_are_refused_with_a_fix():

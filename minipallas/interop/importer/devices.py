@@ -46,13 +46,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from minipallas.interop.importer import devices_cores
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices_kernel import (
     collective_id,
     device_kernel,
     read_own,
-    write_own,
 )
 from minipallas.interop.importer.engine import RULES, ImportScope, closed_parts
 from minipallas.ir.core import Function, Value
@@ -75,6 +75,7 @@ class Devices:
     refs: dict = field(default_factory=dict)  # jaxpr var -> a ref with a row per device
     results: dict = field(default_factory=dict)  # body outvar -> the mesh_call's result ref
     barriers: dict[int, Value] = field(default_factory=dict)
+    cores: tuple = ((), ())  # the core mesh of the body's mesh kernels (``devices_cores``)
     kernel: bool = False
     barrier: Value | None = None
 
@@ -115,6 +116,7 @@ def device_shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Val
         )
     jaxpr, consts = closed_parts(eqn.params["jaxpr"])
     mesh = (names, sizes)
+    cores = devices_cores.core_axes(scope, list(_equations(jaxpr)), mesh)
     stacked = [
         _split(scope, scope.read(a), spec, v.aval.shape, mesh)
         for a, spec, v in zip(eqn.invars, eqn.params["in_specs"], jaxpr.invars, strict=True)
@@ -124,8 +126,9 @@ def device_shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Val
         t = type_of(v.aval, f"result {k}")
         outs.append(RefType((*sizes, *t.shape), t.dtype))
     name = scope.importer.unique_name(_name(jaxpr) + "_device")
-    body = _program(scope, name, jaxpr, consts, [v.type for v in stacked], outs, mesh)
-    op = scope.emit_op("mesh_call", stacked, callee=body, axes=names, shape=sizes, aliases=())
+    body = _program(scope, name, jaxpr, consts, [v.type for v in stacked], outs, mesh, cores)
+    op = scope.emit_op("mesh_call", stacked, callee=body, axes=(*names, *cores[0]),
+                       shape=(*sizes, *cores[1]), aliases=())  # fmt: skip
     return [_join(scope, r, s, mesh) for r, s in zip(op.results, eqn.params["out_specs"],
                                                       strict=True)]  # fmt: skip
 
@@ -155,16 +158,18 @@ def _program(
     in_types: list,
     out_types: list,
     mesh: tuple,
+    cores: tuple,
 ) -> Function:
-    """``@name(*in_rows, *out_rows)``: the body as one device's program (module doc, 2)."""
+    """``@name(*in_rows, *out_rows)``: the body as one device's program (module doc, 2), run
+    by each of its cores when the body holds mesh kernels (``devices_cores``)."""
     importer = scope.importer
     io = [Value(RefType(t.shape, t.dtype)) for t in (*in_types, *out_types)]
     ids = sorted({c for e in _equations(jaxpr) if e.primitive.name == "pallas_call"
                   for c in [collective_id(e)] if c is not None})  # fmt: skip
-    devices = Devices(mesh)
+    devices = Devices(mesh, cores=cores)
     outer = ImportScope(importer)
     enclosing = importer.mesh, importer.devices
-    importer.mesh, importer.devices = mesh, devices
+    importer.mesh, importer.devices = (mesh[0] + cores[0], mesh[1] + cores[1]), devices
     try:
         if not ids:
             _run(outer, devices, jaxpr, consts, io, len(in_types))
@@ -199,7 +204,7 @@ def _run(
     _walk(scope, devices, jaxpr)
     for var, ref in zip(jaxpr.outvars, refs[n_in:], strict=True):
         if devices.ref_of(var) is not ref:
-            write_own(scope, ref, devices.value(scope, var))
+            devices_cores.store_own(scope, ref, devices.value(scope, var))
 
 
 def _walk(scope: ImportScope, devices: Devices, jaxpr: jax_core.Jaxpr) -> None:
@@ -214,6 +219,12 @@ def _walk(scope: ImportScope, devices: Devices, jaxpr: jax_core.Jaxpr) -> None:
                 _alias(scope, devices, a, v)
         elif name == "pallas_call":
             with scope.located(eqn):
+                if devices.cores[0]:
+                    raise scope.error(
+                        "a pallas_call beside a mesh kernel (pl.kernel, core_map) in a "
+                        "shard_map body over several devices cannot be imported",
+                        fix="call the pallas_call and the mesh kernel in two shard_maps",
+                    )
                 for var, value in zip(eqn.outvars, device_kernel(scope, eqn), strict=True):
                     if value is not None:
                         scope.bind(var, value)
@@ -227,14 +238,12 @@ def _walk(scope: ImportScope, devices: Devices, jaxpr: jax_core.Jaxpr) -> None:
             _walk(scope, devices, sub)
             for a, v in zip(sub.outvars, eqn.outvars, strict=True):
                 _alias(scope, devices, a, v)
-        elif name in _KERNELS:  # pl.kernel / core_map: a mesh of cores on every device
-            with scope.located(eqn):
-                raise scope.error(
-                    f"a mesh kernel ({name}) in a shard_map body over several devices cannot "
-                    "be imported",
-                    fix="write the kernel as a pallas_call in the body, or call pl.kernel "
-                    "outside the shard_map",
-                )
+        elif name in devices_cores.MESH_KERNELS or _holds_kernel(eqn, "run_state"):
+            with scope.located(eqn):  # the cores of every device (``devices_cores``)
+                scope.check_params(eqn, RULES)
+                outs = _mesh_kernel(scope, devices, eqn)
+            for var, value in zip(eqn.outvars, outs, strict=True):
+                scope.bind(var, value)
         else:
             _refuse_nested_kernel(scope, eqn)
             for a in eqn.invars:
@@ -249,6 +258,29 @@ def _alias(scope: ImportScope, devices: Devices, atom: jax_core.Atom, var: jax_c
         devices.refs[var] = ref
     if not isinstance(atom, jax_core.Var) or atom in scope.env:
         scope.bind(var, scope.read(atom))
+
+
+def _holds_kernel(eqn: jax_core.JaxprEqn, name: str) -> bool:
+    return eqn.primitive.name == name and any(
+        e.primitive.name in _KERNELS for sub in jax_core.jaxprs_in_params(eqn.params)
+        for e in _equations(sub)
+    )  # fmt: skip
+
+
+def _mesh_kernel(scope: ImportScope, devices: Devices, eqn: jax_core.JaxprEqn) -> list[Value]:
+    """A mesh kernel, or a ``run_state`` around one, run by the cores of every device."""
+
+    def value(atom: jax_core.Atom) -> Value:
+        return devices.value(scope, atom)
+
+    if eqn.primitive.name == "mpmd_map":
+        return devices_cores.device_mesh_kernel(scope, eqn, value)
+    if eqn.primitive.name == "core_map":
+        devices_cores.device_core_map(scope, eqn)
+        return []
+    return devices_cores.device_run_state(
+        scope, eqn, value, lambda inner, jaxpr: _walk(inner, devices, jaxpr)
+    )
 
 
 def _refuse_nested_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> None:

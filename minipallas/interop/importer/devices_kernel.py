@@ -158,7 +158,7 @@ def device_indices(
 ) -> list[Value]:
     """The target device's position along each mesh axis, from an op's ``device_id`` as
     upstream reads it under ``device_id_type`` (module doc, 3)."""
-    names, sizes = scope.importer.mesh
+    names, sizes = scope.importer.devices.mesh
     logical = "LOGICAL" in str(id_type).upper()
     if isinstance(device_id, dict):
         if logical:
@@ -204,14 +204,17 @@ def _unflatten(scope: ImportScope, linear: Value, sizes: Sequence[int]) -> list[
 
 
 def target_row(scope: ImportScope, atom: jax_core.Atom, indices: list[Value], what: str) -> Value:
-    """The target device's row of the per-device allocation or operand ``atom``."""
+    """The target device's row of the per-device allocation or operand ``atom``; of memory
+    each core has its own of (a mesh kernel's, ``devices_cores``), the same core's row."""
     value = scope.read(atom)
-    if not mesh_rules.has_rows(scope, atom, value):
+    axes = mesh_rules.row_axes(scope, atom, value)
+    if axes is None:
         raise scope.error(
             f"{what} targets a ref with no row per device",
             fix="copy into the kernel's operands or scratch (scratch_shapes, run_scoped)",
         )
-    return mesh_rules._row(scope, value, indices)
+    core = [mesh_rules._axis_index(scope, a) for a in axes[len(indices) :]]
+    return mesh_rules._row(scope, value, [*indices, *core])
 
 
 @rule("get_barrier_semaphore", params={})

@@ -261,13 +261,17 @@ def collective_axes(scope: ImportScope, axes: tuple[str, ...], types: Sequence[T
 
 def allocation_type(scope: ImportScope, t: Type, collective: bool) -> Type:
     """The type of a ``run_scoped`` allocation: in a mesh kernel, a collective one in memory
-    each core has its own of gets a row per core (the mesh's dims in front)."""
+    each core has its own of gets a row per core (the mesh's dims in front); in a kernel that
+    spans devices, any other a row per device (``devices_cores``: its cores share it)."""
     mesh = scope.importer.mesh
     if mesh is None or not collective or not isinstance(t, RefType):
         return t
-    if t.memory_space not in PER_CORE and not in_device_kernel(scope):
+    if t.memory_space in PER_CORE:
+        return RefType((*mesh[1], *t.shape), t.dtype, t.memory_space)
+    if not in_device_kernel(scope):
         return t
-    return RefType((*mesh[1], *t.shape), t.dtype, t.memory_space)
+    devices = scope.importer.devices.mesh[1]  # the device's memory, shared by its cores
+    return RefType((*devices, *t.shape), t.dtype, t.memory_space)
 
 
 def in_device_kernel(scope: ImportScope) -> bool:
@@ -276,42 +280,63 @@ def in_device_kernel(scope: ImportScope) -> bool:
     return devices is not None and devices.kernel
 
 
-def has_rows(scope: ImportScope, atom: object, value: Value) -> bool:
-    """Whether ``value`` (what ``atom`` is bound to) holds a row per core of what ``atom`` is."""
+def row_axes(scope: ImportScope, atom: object, value: Value) -> tuple[str, ...] | None:
+    """The mesh axes along which ``value`` (what ``atom`` is bound to) holds a row of what
+    ``atom`` is: every axis of the mesh (a row per core), the devices' axes only (a device's
+    memory, shared by its cores: ``devices_cores``), or None."""
     mesh = scope.importer.mesh
     shape = getattr(getattr(atom, "aval", None), "shape", None)
     if mesh is None or shape is None or not isinstance(value.type, RefType):
-        return False
-    return value.type.shape == (*mesh[1], *shape)
+        return None
+    devices = scope.importer.devices
+    for names, sizes in (mesh, devices.mesh if devices is not None else mesh):
+        if value.type.shape == (*sizes, *shape):
+            return names
+    return None
+
+
+def has_rows(scope: ImportScope, atom: object, value: Value) -> bool:
+    return row_axes(scope, atom, value) is not None
 
 
 def own_row(scope: ImportScope, atom: jax_core.Atom) -> Value:
     """The ref ``atom`` names as an op acting on it sees it: on a mesh's core, its own row of
-    an allocation every core has a row of; else the ref itself."""
+    an allocation every core (or every device) has a row of; else the ref itself."""
     value = scope.read(atom)
-    if not has_rows(scope, atom, value):
+    axes = row_axes(scope, atom, value)
+    if axes is None:
         return value
-    return _row(scope, value, [_axis_index(scope, a) for a in scope.importer.mesh[0]])
+    return _row(scope, value, [_axis_index(scope, a) for a in axes])
+
+
+def _core_names(scope: ImportScope) -> tuple[str, ...]:
+    """The mesh's axes of cores: all of them, or in a kernel that spans devices those after
+    the devices' axes (``devices_cores``)."""
+    mesh, devices = scope.importer.mesh, scope.importer.devices
+    names = mesh[0] if mesh else ()
+    return names[len(devices.mesh[0]) :] if devices is not None else names
 
 
 def core_row(scope: ImportScope, atom: jax_core.Atom, core: jax_core.Atom) -> Value:
-    """Core ``core``'s row of the per-core allocation ``atom`` (a signal to another core)."""
+    """Core ``core``'s row of the per-core allocation ``atom`` (a signal to another core of
+    the same device)."""
     value = scope.read(atom)
-    names = scope.importer.mesh[0] if scope.importer.mesh else ()
-    if not has_rows(scope, atom, value) or len(names) != 1:
+    names, cores = scope.importer.mesh[0] if scope.importer.mesh else (), _core_names(scope)
+    if row_axes(scope, atom, value) != names or len(cores) != 1:
         raise scope.error(
             "a signal to another core (core_index) needs a semaphore allocated by "
             "run_scoped(..., collective_axes=...) in a kernel over a one-axis core mesh",
             fix="allocate the semaphore with pl.run_scoped(..., collective_axes='core')",
         )
-    return _row(scope, value, [scope.read(core)])
+    device = [_axis_index(scope, a) for a in names[: len(names) - 1]]
+    return _row(scope, value, [*device, scope.read(core)])
 
 
 def core_axis(scope: ImportScope, device_id: dict) -> str | None:
     """The mesh axis a ``device_id={axis: i}`` names, when it names only the one axis of the
     kernel's core mesh: a signal to core ``i`` (as ``core_index=i``)."""
-    mesh = scope.importer.mesh
-    if mesh is None or len(mesh[0]) != 1 or set(map(str, device_id)) != {mesh[0][0]}:
+    cores = _core_names(scope)
+    if len(cores) != 1 or set(map(str, device_id)) != {cores[0]}:
         return None
     return next(iter(device_id))
 
@@ -369,18 +394,25 @@ def _axis_size(scope: ImportScope, name: str) -> Value:
 
 def core_barrier(scope: ImportScope, eqns: Sequence[jax_core.JaxprEqn]) -> bool:
     """``pltpu.core_barrier``'s ``"sync_cores"`` equations as one ``barrier`` (module doc):
-    when they end in a wait for ``cores - 1`` in a kernel over a one-axis mesh."""
-    mesh = scope.importer.mesh
-    last = eqns[-1]
-    if mesh is None or len(mesh[0]) != 1 or last.primitive.name != "semaphore_wait":
+    when they end in a wait for ``cores - 1`` in a kernel over a one-axis mesh of cores (in a
+    kernel that spans devices, a barrier of each device's cores)."""
+    cores, last = _core_names(scope), eqns[-1]
+    if len(cores) != 1 or last.primitive.name != "semaphore_wait":
         return False
     value = scope.static(last.invars[-2])
-    if value is None or int(value) != mesh[1][0] - 1:
+    if value is None or int(value) != dict(zip(*scope.importer.mesh, strict=True))[cores[0]] - 1:
         return False
-    scope.emit_op("barrier", [], axes=mesh[0])
+    scope.emit_op("barrier", [], axes=cores)
     return True
 
 
 NAMED_SCOPES["sync_cores"] = core_barrier
 
-__all__ = ["JaxprImportError", "allocation_type", "core_row", "mesh_axes", "own_row"]
+__all__ = [
+    "JaxprImportError",
+    "allocation_type",
+    "core_row",
+    "mesh_axes",
+    "own_row",
+    "row_axes",
+]
