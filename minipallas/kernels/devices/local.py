@@ -5,7 +5,8 @@ The importer (``interop/importer/devices.py``) gives a ``shard_map`` over severa
 result, scratch buffer and semaphore: ``ref.at %r[%pid, ...]``, with ``program_id`` of each
 mesh axis as the row's indices, is the device's own row; any other row is a target's, written
 by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on it).
-``device_program`` rebuilds that body as the program every device runs under ``jax.shard_map``:
+``device_program`` rebuilds that body as the program every device runs under ``jax.shard_map``
+(the rules for other devices' rows, 2 and 3, are in ``rows``):
 
 1. the rows go: a ref with a row per device becomes the device's own shard, its own-row views
    plain views, ``program_id`` of mesh axis ``a`` becomes ``axis_index ("a")``, and the
@@ -41,37 +42,17 @@ a remote source).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.ir import indexing
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
-from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.interpret import interpret
 from minipallas.ir.literal import Literal
 from minipallas.ir.opdef import OPS
-from minipallas.ir.types import ArrayType, RefType
-
-# How a value depends on what: the device's position and constants only; loop indices too;
-# anything else (a loaded value, a loop's carry, a semaphore's count).
-STATIC, LOOP, DATA = 0, 1, 2
-SIMULATE = "run it with collectives='simulate' (mp.interpret(fn, x, collectives='simulate'))"
-
-
-@dataclass(frozen=True)
-class Remote:
-    """A view of another device's row: ``base`` (the device's own shard of the same buffer,
-    rebuilt), the target's position per mesh axis (old values), and the window in the row:
-    its indexer over ``base``, its dynamic indices (rebuilt) and what they depend on."""
-
-    base: Value
-    targets: tuple[Value | None, ...]  # None: the rows of every device along that axis
-    indexer: indexing.Indexer
-    dyn: tuple[Value, ...]
-    kind: int
+from minipallas.ir.types import RefType
+from minipallas.kernels.devices.rows import DATA, LOOP, SIMULATE, STATIC, Remote, Rows
 
 
 def device_program(body: Function, axes: Sequence[str], sizes: Sequence[int]) -> Function:
@@ -79,7 +60,7 @@ def device_program(body: Function, axes: Sequence[str], sizes: Sequence[int]) ->
     return _Device(body, tuple(axes), tuple(sizes)).function()
 
 
-class _Device:
+class _Device(Rows):
     """The rebuild: old values to new ones (or ``Remote`` views), what each old value depends
     on (``kind``), which old refs have a row per device, and the region ops around."""
 
@@ -334,173 +315,6 @@ class _Device:
         bounds = (*op.operands[where["lower"]], *op.operands[where["upper"]])
         return max(self.kind.get(v, DATA) for v in bounds)
 
-    # --- rows --------------------------------------------------------------------------------
-
-    def row_view(self, op: Op) -> list[Op]:
-        """``ref.at`` of a ref with a row per device: the device's own row is its shard, any
-        other row a ``Remote`` view of the target's."""
-        ref, dyn = op.operands[0], op.operands[1:]
-        n = len(self.axes)
-        rows, rest = op.attrs["indexer"][:n], op.attrs["indexer"][n:]
-        targets = [self.row(op, e, n, dyn) for e, n in zip(rows, self.sizes, strict=True)]
-        dyn_positions = indexing.dyn_positions(rest)
-        renumber = {p: k for k, p in enumerate(dyn_positions)}
-        entries = tuple(_renumber(e, renumber) for e in rest)
-        old_dyn = tuple(dyn[p] for p in dyn_positions)
-        base = self.value(ref, op)
-        own = all(t is not None and self.is_position(t, a) for a, t in enumerate(targets))
-        if not own:
-            new_dyn = tuple(self.value(v, op) for v in old_dyn)
-            kind = max((self.kind.get(v, DATA) for v in old_dyn), default=STATIC)
-            self.env[op.result] = Remote(base, tuple(targets), entries, new_dyn, kind)
-            return []
-        if entries == indexing.full(base.type.shape):
-            self.env[op.result] = base
-            return []
-        operands = (base, *(self.value(v, op) for v in old_dyn))
-        attrs = {"indexer": entries}
-        types = infer_result_types("ref.at", [v.type for v in operands], attrs, (), op.loc)
-        return self.made(op, Op("ref.at", operands, (Value(types[0]),), attrs, (), op.loc))
-
-    def sub_view(self, op: Op, remote: Remote) -> list[Op]:
-        """``ref.at`` of a ``Remote`` view: a ``Remote`` view of the window within it."""
-        ops, self.env[op.result] = self.compose(op, remote)
-        return ops
-
-    def compose(self, op: Op, remote: Remote) -> tuple[list[Op], Remote]:
-        """The window ``op`` (a ``ref.at`` or ``get``) takes of a ``Remote`` view, as one window
-        over the target's row: each start the outer window's plus the inner one's (``add``
-        ops, computed by the device that takes it)."""
-        inner, inner_dyn = op.attrs["indexer"], op.operands[1:]
-        kind = max([remote.kind, *(self.kind.get(v, DATA) for v in inner_dyn)])
-        ops: list[Op] = []
-        dyn: list[Value] = []
-
-        def place(at: int | Value) -> int | Dyn:
-            if isinstance(at, int):
-                return at
-            dyn.append(at)
-            return Dyn(len(dyn) - 1)
-
-        def outer(at: int | Dyn) -> int | Value:
-            return remote.dyn[at.pos] if isinstance(at, Dyn) else at
-
-        entries, inner_entries = [], iter(inner)
-        targets = [self.row(op, next(inner_entries), n, inner_dyn) if t is None else t
-                   for t, n in zip(remote.targets, self.sizes, strict=True)]  # fmt: skip
-        for e in remote.indexer:
-            if isinstance(e, Int):
-                entries.append(Int(place(outer(e.index))))
-                continue
-            e2 = next(inner_entries)
-            if (
-                not (isinstance(e, Slice) and e.stride == 1)
-                or isinstance(e2, indexing.Array)
-                or (isinstance(e2, Slice) and e2.stride != 1)
-            ):
-                raise self.refuse(op, "takes a strided or gathered window of another device's row")
-            at = e2.index if isinstance(e2, Int) else e2.start
-            offset = self.value(inner_dyn[at.pos], op) if isinstance(at, Dyn) else at
-            start = _sum(outer(e.start), offset, ops, op)
-            entries.append(Int(place(start)) if isinstance(e2, Int) else
-                           Slice(place(start), e2.size, 1))  # fmt: skip
-        return ops, Remote(remote.base, tuple(targets), tuple(entries), tuple(dyn), kind)
-
-    def remote_read(self, op: Op, remote: Remote) -> list[Op]:
-        """``get`` of other devices' rows: every device's own row gathered (``gather_rows``,
-        which every device reaches together), then the window read from it. In a race-free
-        kernel the rows read hold, when every device gathers, what the reader would read."""
-        self.check_around(op)
-        ops, remote = self.compose(op, remote)
-        full = {"indexer": indexing.full(remote.base.type.shape)}
-        ops.append(_op("get", (remote.base,), full, op))
-        ops.append(_op("gather_rows", (ops[-1].result,), {"axes": self.axes,
-                                                          "shape": self.sizes}, op))  # fmt: skip
-        rows: list[indexing.Entry] = []
-        at: list[Value] = []
-        for t, n in zip(remote.targets, self.sizes, strict=True):
-            if t is None:
-                rows.append(Slice(0, n, 1))
-                continue
-            if t not in self.env:  # a row given as a static int (``constant``)
-                ops.append(self.defs[t])
-                self.env[t] = t
-            at.append(self.value(t, op))
-            rows.append(Int(Dyn(len(at) - 1)))
-        shift = {p: p + len(at) for p in range(len(remote.dyn))}
-        entries = (*rows, *(_renumber(e, shift) for e in remote.indexer))
-        name = "slice" if indexing.is_static(entries) else "dynamic_slice"
-        ops.append(_op(name, (ops[-1].result, *at, *remote.dyn), {"indexer": entries}, op))
-        self.kind[op.result] = DATA
-        self.env[op.result] = ops[-1].result
-        return ops
-
-    def row(self, op: Op, entry: indexing.Entry, size: int, dyn: Sequence[Value]) -> Value | None:
-        """The row an indexer entry on a mesh axis picks (an old value), or None for all."""
-        if isinstance(entry, Slice) and entry == Slice(0, size, 1):
-            return None
-        if not isinstance(entry, Int):
-            raise self.refuse(op, "takes part of the rows of several devices")
-        return dyn[entry.index.pos] if isinstance(entry.index, Dyn) else self.constant(entry.index)
-
-    def is_position(self, v: Value, axis: int) -> bool:
-        while v in self.source:
-            v = self.source[v]
-        op = self.defs.get(v)
-        if op is not None and op.name == "axis_index":
-            return op.attrs["name"] == self.axes[axis]
-        return op is not None and op.name == "program_id" and op.attrs["axis"] == axis
-
-    def constant(self, n: int) -> Value:
-        v = Value(ArrayType((), "int32"))
-        self.kind[v] = STATIC
-        self.defs[v] = Op("constant", (), (v,), {"value": Literal.of(n, "int32")})
-        return v
-
-    # --- remote copies -----------------------------------------------------------------------
-
-    def remote_copy(self, op: Op) -> list[Op]:
-        """``dma_start`` into a target's row as an ``exchange`` (module doc, 2): read the source,
-        exchange it into the destination shard, write that back."""
-        src, remote = self.value(op.operands[0], op), self.env[op.operands[1]]
-        assert isinstance(remote, Remote)
-        self.check_around(op)
-        self.copies.append((self.seq, self._loops(), op))
-        if None in remote.targets:
-            raise self.refuse(op, "copies into the rows of several devices at once")
-        if remote.kind == DATA:
-            raise self.refuse(op, "writes a window computed from loaded values")
-        target_kind = max(self.kind.get(v, DATA) for v in remote.targets)
-        if target_kind == DATA:
-            raise self.refuse(op, "targets a device computed from loaded values")
-        pairs: tuple[tuple[int, int], ...] = ()
-        targets: tuple[Value, ...] = ()
-        if target_kind == STATIC:
-            pairs = self.pairs(op, remote.targets)
-        if self.senders is not None:
-            if target_kind != STATIC:
-                raise self.refuse(op, "is under a condition and targets a device computed "
-                                  "from loop indices")  # fmt: skip
-            if not pairs:
-                return []  # no device takes this branch
-        ops = [
-            _op("get", (src,), {"indexer": indexing.full(src.type.shape)}, op),
-            _op("get", (remote.base,), {"indexer": indexing.full(remote.base.type.shape)}, op),
-        ]
-        if not pairs:  # computed from loop indices, or several senders to one receiver
-            for v in remote.targets:
-                if v not in self.env:  # a row given as a static int (``constant``)
-                    ops.append(self.defs[v])
-                    self.env[v] = v
-            targets = tuple(self.value(v, op) for v in remote.targets)
-        payload, old = ops[0].result, ops[1].result  # the source as of the copy's start
-        attrs = {"indexer": remote.indexer, "axes": self.axes, "shape": self.sizes,
-                 "pairs": pairs, "n_targets": len(targets)}  # fmt: skip
-        ops.append(_op("exchange", (old, *remote.dyn, payload, *targets), attrs, op))
-        full = {"indexer": indexing.full(remote.base.type.shape)}
-        ops.append(_op("swap", (remote.base, ops[-1].result), full, op))
-        return ops
-
     def check_around(self, op: Op) -> None:
         """Every device must reach each collective the same number of times."""
         for around in self.enclosing:
@@ -522,30 +336,6 @@ class _Device:
                 trips = {tuple(self.values_at(bounds, d)) for d in self.devices()}
                 if len(trips) != 1:
                     raise self.refuse(op, "is inside a loop whose trip count differs by device")
-
-    def pairs(self, op: Op, targets: Sequence[Value]) -> tuple[tuple[int, int], ...]:
-        """(sender, receiver) device numbers of a target that is a function of the device's
-        position; empty when two devices send to one (then it travels as data)."""
-        out = []
-        for d, position in enumerate(self.devices()):
-            if self.senders is not None and d not in self.senders:
-                continue
-            at = self.values_at(targets, position)
-            if not all(0 <= t < n for t, n in zip(at, self.sizes, strict=True)):
-                raise MiniPallasError(
-                    f"device {position} copies to device {tuple(at)}, outside the mesh "
-                    f"{dict(zip(self.axes, self.sizes, strict=True))}",
-                    op=op.name,
-                    loc=op.loc,
-                    fix="take the target modulo the mesh axis' size (lax.rem)",
-                )
-            out.append((d, int(np.ravel_multi_index(at, self.sizes))))
-        receivers = [r for _, r in out]
-        if len(set(receivers)) == len(receivers):
-            return tuple(out)
-        if self.senders is not None:
-            raise self.refuse(op, "is under a condition and copies from two devices to one")
-        return ()
 
     def devices(self) -> list[tuple[int, ...]]:
         return [tuple(int(i) for i in p) for p in np.ndindex(*self.sizes)]
@@ -582,38 +372,3 @@ class _Device:
 # send side only, ``op``), waits and signals on semaphores, the device's position
 _SIMPLE = frozenset({"ref.at", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
                      "program_id", "axis_index", "yield"})  # fmt: skip
-
-
-def _renumber(entry: indexing.Entry, renumber: dict[int, int]) -> indexing.Entry:
-    if isinstance(entry, Int) and isinstance(entry.index, Dyn):
-        return Int(Dyn(renumber[entry.index.pos]))
-    if isinstance(entry, Slice) and isinstance(entry.start, Dyn):
-        return Slice(Dyn(renumber[entry.start.pos]), entry.size, entry.stride)
-    return entry
-
-
-def _sum(a: int | Value, b: int | Value, ops: list[Op], at: Op) -> int | Value:
-    """``a + b``, folded where either is a static 0 or both are static; else an ``add`` (in
-    ``int32``) appended to ``ops``."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a + b
-    if isinstance(a, int) or isinstance(b, int):
-        n, v = (a, b) if isinstance(a, int) else (b, a)
-        if n == 0:
-            return v
-    values = []
-    for x in (a, b):
-        if isinstance(x, int):
-            ops.append(_op("constant", (), {"value": Literal.of(x, "int32")}, at))
-            x = ops[-1].result
-        elif x.type.dtype != "int32":
-            ops.append(_op("convert", (x,), {"dtype": "int32"}, at))
-            x = ops[-1].result
-        values.append(x)
-    ops.append(_op("add", tuple(values), {}, at))
-    return ops[-1].result
-
-
-def _op(name: str, operands: tuple[Value, ...], attrs: dict, at: Op) -> Op:
-    types = infer_result_types(name, [v.type for v in operands], attrs, (), at.loc)
-    return Op(name, operands, tuple(Value(t) for t in types), attrs, (), at.loc)
