@@ -281,8 +281,8 @@ def _traced(body):
 def test_on_tpu_looks_inside_shard_map():
     """``on_tpu`` keeps the shard_map and runs its kernels as minipallas's modules (it raised
     ``KeyError: 'subfuns'``): one that spans devices as its device's program beside a plain one
-    (both imported with the body), and plain ones in a ``cond`` of the body (its branches
-    traced again) as any pallas_call."""
+    (both imported with the body), and plain ones in a ``cond`` of the body, a ``fori_loop``
+    and a ``scan`` (the jaxprs they carry traced again) as any pallas_call."""
     double = pl.pallas_call(_plain, out_shape=jax.ShapeDtypeStruct((8, 128), F32))
     text = _traced(lambda x: remote_call(right_permute(4))(double(x)))
     assert "shard_map" in text and "pallas_call" not in text
@@ -290,6 +290,10 @@ def test_on_tpu_looks_inside_shard_map():
     text = _traced(lambda x: lax.cond(x[0, 0] > 0, double, lambda v: v, double(x)))
     assert "shard_map" in text and "cond" in text and "pallas_call" not in text
     assert text.count("tpu_custom_call") == 2
+    for loop in (lambda x: lax.fori_loop(0, 3, lambda i, v: double(v), x),
+                 lambda x: lax.scan(lambda c, _: (double(c), None), x, None, length=2)[0]):  # fmt: skip
+        text = str(jax.make_jaxpr(on_tpu(loop))(jax.ShapeDtypeStruct((8, 128), F32)))
+        assert "pallas_call" not in text and text.count("tpu_custom_call") == 1
 
 
 def test_a_blocked_kernel_that_spans_devices_is_refused_on_the_chip():
