@@ -96,11 +96,23 @@ def minipallas(case: Case, schedules: Sequence[int | str]) -> list[dict]:
         return [{"schedule": s, "kind": "refused", "detail": _first_line(e)} for s in schedules]
     except Exception as e:  # a crash is a finding: reported, not raised
         return [{"schedule": s, "kind": "crash", "detail": _first_line(e)} for s in schedules]
-    return [{"schedule": s, **_simulate(case, fn, x, s)} for s in schedules]
+    return [{"schedule": s, **_timed(_simulate, case, fn, x, s)} for s in schedules]
 
 
 def compiled(case: Case) -> dict:
-    """What ``jax.jit(mp.on_devices(f))`` gives: the kernel's remote copies as XLA collectives."""
+    """What ``jax.jit(mp.on_devices(f))`` gives: the kernel's remote copies as XLA collectives
+    (its seconds count the first call: tracing, import, XLA's compile and the run)."""
+    return _timed(_compiled, case)
+
+
+def _timed(way: Any, *args: Any) -> dict:
+    """``way(*args)``'s verdict with the seconds it took."""
+    start = time.perf_counter()
+    verdict = way(*args)
+    return {**verdict, "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _compiled(case: Case) -> dict:
     x = case.inputs()
     try:
         got = jax.jit(mp.on_devices(case.build()))(*x)
