@@ -34,11 +34,14 @@ device*: its body, run by every device at once.
    with a barrier over every device: a kernel whose handshake leaves the count at 0 sees no
    difference).
 
+A body with mesh kernels (``pl.kernel``, ``core_map``: cores within each device) runs on every
+core of every device: the ``mesh_call``'s axes are the mesh's then the cores'
+(``devices_cores``).
+
 So ``collectives="simulate"`` runs the devices together (``ir/interpret/programs.py``) with
 races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a
-shard_map inside the body, a mesh kernel (``pl.kernel``, ``core_map``: cores within each
-device) anywhere in the body, and a ``pallas_call`` inside a loop, a branch or a
-custom-derivative call of the body.
+shard_map inside the body, and a kernel inside a loop, a branch or a custom-derivative call
+of the body.
 """
 
 from __future__ import annotations
@@ -238,7 +241,7 @@ def _walk(scope: ImportScope, devices: Devices, jaxpr: jax_core.Jaxpr) -> None:
             _walk(scope, devices, sub)
             for a, v in zip(sub.outvars, eqn.outvars, strict=True):
                 _alias(scope, devices, a, v)
-        elif name in devices_cores.MESH_KERNELS or _holds_kernel(eqn, "run_state"):
+        elif name in devices_cores.MESH_KERNELS or _holds_mesh_kernel(eqn, "run_state"):
             with scope.located(eqn):  # the cores of every device (``devices_cores``)
                 scope.check_params(eqn, RULES)
                 outs = _mesh_kernel(scope, devices, eqn)
@@ -260,11 +263,12 @@ def _alias(scope: ImportScope, devices: Devices, atom: jax_core.Atom, var: jax_c
         scope.bind(var, scope.read(atom))
 
 
-def _holds_kernel(eqn: jax_core.JaxprEqn, name: str) -> bool:
+def _holds_mesh_kernel(eqn: jax_core.JaxprEqn, name: str) -> bool:
+    subs = jax_core.jaxprs_in_params(eqn.params)
+    kernels = devices_cores.MESH_KERNELS
     return eqn.primitive.name == name and any(
-        e.primitive.name in _KERNELS for sub in jax_core.jaxprs_in_params(eqn.params)
-        for e in _equations(sub)
-    )  # fmt: skip
+        e.primitive.name in kernels for sub in subs for e in _equations(sub)
+    )
 
 
 def _mesh_kernel(scope: ImportScope, devices: Devices, eqn: jax_core.JaxprEqn) -> list[Value]:
