@@ -1,5 +1,4 @@
-"""Chapter 20: a kernel that spans devices, written, simulated, its race found and fixed,
-compiled to XLA collectives and timed.
+"""Chapter 20: a kernel across devices: its race found and fixed, compiled to XLA, timed.
 
 When one chip is not enough, a Pallas TPU kernel runs on every device of a mesh inside
 ``jax.shard_map`` and talks to its neighbours itself: ``pltpu.make_async_remote_copy(src, dst,
