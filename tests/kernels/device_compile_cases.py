@@ -290,6 +290,10 @@ def cases():
     b = blocks.sum(0) + np.arange(N, dtype=np.float32)[:, None, None]  # exact: small integers
     yield ("lax_around", around, x,
            (np.roll(b, 1, axis=0) * 2.0 + blocks.max(0)).reshape(x.shape))  # fmt: skip
+    plain = jax.shard_map(lambda a: lax.ppermute(a, "x", [(d, (d + 1) % N) for d in range(N)]),
+                          mesh=jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",)),
+                          in_specs=P("x"), out_specs=P("x"))  # fmt: skip
+    yield "plain_ppermute", plain, x, np.roll(blocks, 1, axis=0).reshape(x.shape)
     chunked = on_mesh(chunked_permute, SHARD, two, grid=(2,))
     yield "chunked_permute", chunked, x, np.roll(blocks, 1, axis=0).reshape(x.shape)
     wide = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)

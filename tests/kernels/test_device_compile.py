@@ -26,8 +26,10 @@ from minipallas.ir.interpret import interpret
 from minipallas.ir.parser import parse_module
 
 CASES = Path(__file__).with_name("device_compile_cases.py")
-# no loop of their own (upstream's shipped all-gather unrolls its ring in Python)
-STRAIGHT = ["right_permute", "shift_two_logical", "permute_along_y", "upstream_all_gather"]
+# no loop of their own (upstream's shipped all-gather unrolls its ring in Python; a shard_map
+# with no kernel keeps its own body, a lax.ppermute)
+STRAIGHT = ["right_permute", "shift_two_logical", "permute_along_y", "upstream_all_gather",
+            "plain_ppermute"]  # fmt: skip
 # one loop: a fori_loop over the ring's steps, or the kernel's grid
 LOOPED = ["ring_all_gather", "ring_all_reduce", "chunked_permute"]
 
