@@ -113,9 +113,11 @@ def dma_start(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     flights = _flights(interp)
     if flights is not None:
         copy = Copy(op, interp.program or 0, reads, writes, count)
-        if interp.together is not None:
+        if interp.together is None:
+            flights.start(_key(counter), copy)
+        else:
             copy.target = interp.together.row_of(dst.data, target)
-        flights.start(_key(counter), copy)
+            interp.together.started(interp, counter, copy)
     return ()
 
 
@@ -125,9 +127,10 @@ def dma_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
            "per start, with a destination of the started copy's size")  # fmt: skip
     counter, count = counter_at(args[2], _ONE), _count(interp, op)
     take(interp, op, counter, count, True, fix)
-    flights = interp.together.flights if interp.together is not None else interp.copies
-    if flights is not None:
-        flights.wait(_key(counter), count, op, interp.program or 0)
+    if interp.together is not None:
+        interp.together.waited(interp, op, counter, count)
+    elif interp.copies is not None:
+        interp.copies.wait(_key(counter), count, op, 0)
     if interp.together is not None:  # the copy lands any time up to here: checked here too
         for ref, kind in ((args[0], READ), (args[1], WRITE)):
             whole = through(ref, Access(tuple(slice(None) for _ in ref.shape), True))

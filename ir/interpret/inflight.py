@@ -14,7 +14,14 @@ program (``checks=True``) and for programs run together (``programs``) alike:
 3. while a copy is in flight, an access to its destination, or a write to its source, is an
    error (``busy``): among programs run together a ``RaceError`` naming the copy's start, the
    access, and the wait that left the copy in flight with the other copies that could have
-   satisfied it.
+   satisfied it;
+4. among programs run together, a wait that landed every copy on its semaphore is remembered
+   (``Landed``) until the next wait there, with the first access since to a destination of
+   those copies. A copy started there meanwhile that nothing orders after the wait (its program
+   is not the waiter's, and has not synchronized with anything the waiter did after it) could
+   have arrived first under another schedule and satisfied the wait: the landed copies are in
+   flight again, as in 2, and an access already made to one is the race (``rival``). So the
+   schedule that let the waiter finish first names the race as well as one that did not.
 
 A copy onto itself writes what it reads: it holds only its source. So does a remote copy's send
 side (the importer's copy of the source onto itself on the send semaphore,
@@ -24,6 +31,7 @@ back; the receive side then holds only its destination, until the target's recei
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +59,21 @@ class Copy:
     others: list[Copy] = field(default_factory=list)  # what else was in flight at that wait
 
 
+@dataclass(eq=False)
+class Landed:
+    """The copies a wait landed (module doc, 4): the wait, its program and that program's own
+    clock then, what it took and what was owed, and the first access to their destinations
+    since, as ``(copy, byte, access)``."""
+
+    op: Op
+    program: int
+    time: int
+    copies: list[Copy]
+    taken: int
+    owed: int
+    access: tuple | None = None
+
+
 class InFlight:
     """The copies in flight, by semaphore (its counter's address), with what each owes."""
 
@@ -58,6 +81,7 @@ class InFlight:
         self.by_semaphore: dict[int, list[Copy]] = {}
         self.owed: dict[int, int] = {}
         self._last: dict[int, Copy] = {}  # program -> the last copy it started
+        self.landed: dict[int, Landed] = {}  # semaphore -> its last wait's, among programs
 
     def start(self, semaphore: int, copy: Copy) -> None:
         last = self._last.get(copy.program)
@@ -69,14 +93,20 @@ class InFlight:
         self.by_semaphore.setdefault(semaphore, []).append(copy)
         self.owed[semaphore] = self.owed.get(semaphore, 0) + copy.count
 
-    def wait(self, semaphore: int, count: int, op: Op, program: int) -> None:
-        """A wait took ``count`` from ``semaphore`` (module doc, 2)."""
+    def wait(
+        self, semaphore: int, count: int, op: Op, program: int, time: int | None = None
+    ) -> None:
+        """A wait took ``count`` from ``semaphore`` (module doc, 2); ``time``: the waiting
+        program's own clock, to remember what it lands (module doc, 4), or None."""
+        self.landed.pop(semaphore, None)
         copies = self.by_semaphore.get(semaphore)
         if not copies:
             return
         owed = self.owed[semaphore]
         if owed - count <= 0:
             del self.by_semaphore[semaphore], self.owed[semaphore]
+            if time is not None:
+                self.landed[semaphore] = Landed(op, program, time, copies, count, owed)
             return
         self.owed[semaphore] = owed - count
         for c in copies:
@@ -96,6 +126,30 @@ class InFlight:
                     if hit.any():
                         return copy, what, int(touched[np.argmax(hit)])
         return None
+
+    def note(self, touched: np.ndarray, access: tuple) -> None:
+        """Remembers the first access to a destination of copies a wait landed (``Landed``)."""
+        for landed in self.landed.values():
+            for copy in landed.copies if landed.access is None else ():
+                hit = np.isin(touched, copy.dst)
+                if hit.any():
+                    landed.access = (copy, int(touched[np.argmax(hit)]), access)
+                    break
+
+    def rival(
+        self, semaphore: int, copy: Copy, ordered: Callable[[int, Landed], bool]
+    ) -> tuple | None:
+        """After ``copy`` started on ``semaphore``: when the copies its last wait landed could
+        have been overtaken by it (``ordered(program, landed)`` is false), they are in flight
+        again, and the first access to one since that wait is returned (module doc, 4)."""
+        landed = self.landed.get(semaphore)
+        if landed is None or copy.program == landed.program or ordered(copy.program, landed):
+            return None
+        del self.landed[semaphore]
+        for c in landed.copies:
+            c.wait, c.others = (landed.op, landed.program, landed.taken, landed.owed), [copy]
+        self.by_semaphore[semaphore] = [*landed.copies, *self.by_semaphore[semaphore]]
+        return landed.access
 
     def pending(self) -> Copy | None:
         """A copy still in flight (at the end of a program: one never waited for)."""

@@ -46,7 +46,7 @@ import numpy as np
 from minipallas.ir.core import Function, Op
 from minipallas.ir.errors import DeadlockError, InterpretError, MiniPallasError, RaceError
 from minipallas.ir.interpret.engine import Interpreter, Ref
-from minipallas.ir.interpret.inflight import InFlight, addresses
+from minipallas.ir.interpret.inflight import Copy, InFlight, Landed, addresses
 from minipallas.ir.interpret.races import RaceDetector, element_ids
 from minipallas.ir.interpret.windows import Access
 from minipallas.ir.types import RefType
@@ -156,14 +156,39 @@ class Programs:
         self._yield(self.programs[interp.program], "ready")
         if self.detect_races:
             p = interp.program
-            if self.flights.by_semaphore and op.name != "dma_wait":  # a wait's own copies land
-                found = self.flights.busy(addresses(data, access, mask), kind)
+            if (self.flights.by_semaphore or self.flights.landed) and op.name != "dma_wait":
+                touched = addresses(data, access, mask)  # (a wait's own copies land)
+                found = self.flights.busy(touched, kind)
                 if found is not None:
                     raise self.races.in_flight(op, kind, p, buffer, *found)
+                self.flights.note(touched, (op, kind, p, buffer))
             try:
                 self.races.access(op, buffer, data, access, kind, p, self.clocks[p], mask)
             except RaceError as race:
                 raise self._skipped_barrier(self.programs[p], op, race) from None
+
+    def started(self, interp: Interpreter, counter: np.ndarray, copy: Copy) -> None:
+        """A copy started on the semaphore ``counter`` (``inflight``); on a shared one, raises
+        when it could have overtaken copies the last wait there landed, accessed since."""
+        key = counter.__array_interface__["data"][0]
+        self.flights.start(key, copy)
+        if self._shared_semaphore(counter) is None or not self.detect_races:
+            return
+        found = self.flights.rival(key, copy, self._after)
+        if found is not None:
+            landed, byte, (op, kind, p, buffer) = found
+            raise self.races.in_flight(op, kind, p, buffer, landed, "destination", byte)
+
+    def _after(self, q: int, landed: Landed) -> bool:
+        """Whether program ``q`` now is ordered after the wait ``landed`` (``races``)."""
+        return bool(self.clocks[q, landed.program] > landed.time)
+
+    def waited(self, interp: Interpreter, op: Op, counter: np.ndarray, count: int) -> None:
+        """A DMA wait took ``count`` from ``counter`` (``inflight``); what it lands is kept
+        for ``started`` only on a shared semaphore (a private one's address may be reused)."""
+        p, key = interp.program, counter.__array_interface__["data"][0]
+        shared = self._shared_semaphore(counter) is not None
+        self.flights.wait(key, count, op, p, int(self.clocks[p, p]) if shared else None)
 
     def row_of(self, data: np.ndarray, access: Access) -> int | None:
         """The program whose row of shared memory the window starts in, where the memory has

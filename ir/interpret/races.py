@@ -197,12 +197,21 @@ class RaceDetector:
                 f"the copy program {self.names[o.program]} started at {o.start.loc}"
                 for o in copy.others
             )
-            why = (
+            head += (
                 f"the wait at {wait.loc} ('{wait.name}') of program {self.names[waiter]} took "
-                f"{taken} from its semaphore while {owed} were in flight there, so it may have "
-                f"been satisfied by {rivals or 'part of this copy'} instead (a DMA semaphore "
-                "counts what lands, from any copy on it, in pieces)"
+                f"{taken} from its semaphore "
             )
+            if owed > taken:
+                why = (
+                    f"while {owed} were in flight there, so it may have been satisfied by "
+                    f"{rivals or 'part of this copy'} instead"
+                )
+            else:  # predicted (``inflight``, 4)
+                why = (
+                    f"when only this copy was in flight there, but {rivals}, which nothing "
+                    "orders after that wait, could have arrived first and satisfied it"
+                )
+            why += " (a DMA semaphore counts what lands, from any copy on it, in pieces)"
             fix = ("give each copy that may be in flight at once its own semaphore "
                    "(sem.at[slot]), or make sure the sender starts the next copy only after "
                    "the receiver's wait (a handshake)")  # fmt: skip

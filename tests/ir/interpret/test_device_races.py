@@ -97,21 +97,23 @@ def test_the_same_kernel_with_a_receive_semaphore_per_copy_gives_numpys_result(v
     assert len(runs) == 3 and all(v.get("ok") is True for v in runs), runs
 
 
-def test_a_ring_all_gather_on_one_receive_semaphore_races_where_the_sender_runs_ahead(verdicts):
+def test_a_ring_all_gather_on_one_receive_semaphore_races_under_every_schedule(verdicts):
     """The left neighbour's next copy may land first and satisfy the wait (upstream's TPU
-    interpret mode gives NaNs here, run to run): seeds that let the sender run a step ahead name
-    it; lockstep, where no device runs ahead, gives numpy's result. A semaphore per step gives
-    numpy's result under every schedule, and upstream's interpret mode agrees."""
-    lockstep, *seeded = verdicts["ring_all_gather_one_receive_semaphore"]
-    assert "error" not in lockstep, lockstep
+    interpret mode gives NaNs here, run to run). Seeds that let the sender run a step ahead find
+    both copies in flight at the wait; lockstep, where it does not, finds the next copy started
+    with nothing ordering it after the wait. A semaphore per step gives numpy's result under
+    every schedule, and upstream's interpret mode agrees."""
+    runs = verdicts["ring_all_gather_one_receive_semaphore"]
     copy, wait = _line_of("# the ring's copy"), _line_of("# the ring's wait")
-    for v in seeded:
+    assert len(runs) == 3
+    for v in runs:
         assert v["error"] == "RaceError", v
         reader = int(re.search(r"program \((\d),\) reads", v["text"]).group(1))
         assert {int(d) for d in re.findall(r"copy program \((\d),\) started", v["text"])} == {
             (reader - 1) % 4
         }
         assert {int(n) for n in LINE.findall(v["text"])} == {copy, wait}
+    assert "could have arrived first and satisfied it" in runs[0]["text"]  # lockstep: predicted
     for v in verdicts["ring_all_gather_per_step"] + verdicts["ring_all_gather_per_step_upstream"]:
         assert v.get("ok") is True, v
 
