@@ -3,7 +3,8 @@
 (``ir/opset/exchange.py``), a remote copy, is one collective:
 
 - a static target (``pairs``) is ``lax.ppermute`` of the payload and the window's indices;
-  a device that no one sends to keeps its ``dst`` (ppermute gives it zeros, not kept);
+  a device that no one sends to keeps its ``dst`` (ppermute gives it zeros, not kept: a
+  select, left out where every device receives);
 - a target computed at run time is ``lax.all_gather`` of payload, indices and target, then
   every device writes, sender by sender in device order, each window sent to it (in a
   race-free kernel at most one sender writes any element), selecting the old value elsewhere.
@@ -53,6 +54,8 @@ def exchange(op: Op, args: Sequence[Any]) -> Sequence[Any]:
         got, *at = lax.ppermute((payload, *indices), axes, perm=pairs)
         receives = np.zeros(int(np.prod(sizes)), bool)
         receives[[r for _, r in pairs]] = True
+        if receives.all():  # a permutation of every device: no one keeps its dst
+            return [put(dst, got, at)]
         return [jnp.where(jnp.asarray(receives)[me], put(dst, got, at), dst)]
     linear = targets[0]
     for t, n in zip(targets[1:], sizes[1:], strict=True):
