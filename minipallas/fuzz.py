@@ -22,8 +22,9 @@ pipeline, which ``--replay`` runs again (give the same ``--load``).
 
 With a pipeline, the summary says how many programs each pass changed (its IR after differs
 from its IR before, printed), and that a pass was never exercised when it changed none.
-Generation is pass-directed by default at the loaded passes of the pipeline, and at a pass
-that applies the ``@pattern`` rewrites a ``--load`` file registered (``cleanup``);
+Generation is pass-directed by default at the user's passes of the pipeline (registered by a
+``--load`` file or a script, not by minipallas), and at a pass that applies the ``@pattern``
+rewrites a ``--load`` file registered (``cleanup``);
 ``--target-pass NAME`` picks one, ``--target-pass none`` turns it off. The op names and
 numbers the pass's code and patterns name (``user_passes.pass_targets``) are drawn more often,
 and hypothesis is told how many passes changed each program (``hypothesis.target``), so it
@@ -383,15 +384,15 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
         "--target-pass",
         metavar="NAME",
         help="draw programs (kernels) this pass of the pipeline rewrites (default: each pass in "
-        "it a --load file registered, or whose @pattern rewrites it applies; 'none': plain "
-        "generation)",
+        "it that is yours, not minipallas's, or that applies your @pattern rewrites; 'none': "
+        "plain generation)",
     )
 
 
 def targeted_passes(pipeline: str, chosen: str | None) -> list[str]:
     """The passes generation is directed at: ``chosen`` (a pass of ``pipeline``; ``none``: no
-    pass), by default every pass of the pipeline a ``--load`` file registered or whose
-    ``@pattern`` rewrites it applies (``user_passes.directs``)."""
+    pass), by default every pass of the pipeline that is the user's or applies the user's
+    ``@pattern`` rewrites (``user_passes.directs``)."""
     names = [step.partition("{")[0].strip() for step in split_pipeline(pipeline)]
     if chosen == "none":
         return []

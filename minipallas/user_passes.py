@@ -295,10 +295,11 @@ def pass_targets(step: str) -> tuple[tuple[str, ...], tuple[float, ...]]:
 
 
 def directs(step: str) -> bool:
-    """Whether fuzzing directs generation at the pass ``step`` names by default: a ``--load``
-    file registered it, or it applies ``@pattern`` rewrites one registered."""
-    run = PASSES[step.partition("{")[0].strip()].run
-    return getattr(run, "__module__", None) == LOADED or applies_patterns(step)
+    """Whether fuzzing directs generation at the pass ``step`` names by default: it is the
+    user's (a ``--load`` file or a script registered it, not minipallas), or it applies
+    ``@pattern`` rewrites a ``--load`` file registered."""
+    module = getattr(PASSES[step.partition("{")[0].strip()].run, "__module__", None) or ""
+    return module.partition(".")[0] != "minipallas" or applies_patterns(step)
 
 
 def applies_patterns(step: str) -> bool:

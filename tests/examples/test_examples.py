@@ -142,6 +142,9 @@ def test_grid_steps_chapter_fuses_fuzzes_and_keeps_the_bits():
     assert after.count("call @softmax_substep(") == 2 and "ref.at %0[8:16, :]" in after
     assert "as upstream's interpret mode: True" in out
     assert "6 kernels" in out and "0 disagreements" in out
+    # the chapter's own pass, registered by the script, directs the kernels (it changed 1 of 6
+    # plain ones)
+    assert "pass-directed: fuse-pairs" in out and "pass fuse-pairs changed 6 of 6 kernels" in out
     assert "fuse-pairs     1.274 ms   1.76x upstream, same bits: True" in out
 
 
