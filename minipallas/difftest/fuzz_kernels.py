@@ -43,7 +43,7 @@ on the kernel, function passes on its body), so both of minipallas's ways run it
 disagreement then names the pass after which those two ways' outputs first change
 (``first_bad_pass``) and prints the kernel before and after it. The summary says how many
 kernels each pass changed, and that a pass was never exercised when it changed none; kernels
-are drawn so the loaded passes rewrite them (``generate.directed_kernels``; ``--target-pass
+are drawn so the user's passes rewrite them (``generate.directed_kernels``; ``--target-pass
 NAME`` directs at one pass, ``none`` draws plain kernels).
 """
 

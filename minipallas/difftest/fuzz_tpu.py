@@ -44,7 +44,7 @@ also run on the CPU with and without the pipeline (``fuzz_kernels.pipeline_blame
 that changes values is found without a chip. A finding the pipeline causes is ``pass-bug``
 (and a refusal ``minipallas-refuses``), naming the pass after which it appears, with the
 kernel before and after it. As in ``fuzz_kernels``, the summary says how many kernels each
-pass changed, and kernels are drawn so the loaded passes rewrite them (``--target-pass``).
+pass changed, and kernels are drawn so the user's passes rewrite them (``--target-pass``).
 
 A finding is shrunk: each simplification of its spec (one option back to its plainest value,
 a grid axis of size 1, one input fewer) that keeps the same class is kept, until none does;

@@ -24,7 +24,7 @@ the ``compile`` way lowers it (``--no-compile`` skips it with that way). A findi
 is ``pass-bug``, named after the pass, saved with its IR before and after; it counts for the
 exit code as a ``minipallas-bug`` does. ``--replay`` runs the saved pipeline again (give the
 same ``--load``). As ``python -m minipallas.fuzz``, it prints how many programs each pass
-changed, and generation is directed at the loaded passes (``--target-pass``).
+changed, and generation is directed at the user's passes (``--target-pass``).
 
 ``--seconds`` bounds the whole run: a shrink ends at ``--shrink-seconds`` or there, whichever
 comes first.
