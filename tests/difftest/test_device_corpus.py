@@ -60,6 +60,9 @@ NOT_COMPILED = {
     "select_ref_smem_index": _SELECT,
     "shard_map_of_core_map": "a raw ValueError from upstream, 'Only interpret mode is supported "
     "on CPU backend.': the core_map inside the shard_map is left to upstream's CPU lowering",
+    "guide_all_gather": "'dma_start': this dma_start of a kernel that spans devices does not "
+    "compile to XLA collectives: it may start after a semaphore_wait ... that only some devices "
+    "make (the barrier's wait under pl.when(step == 0), which every device makes)",
     "guide_all_reduce": _CONDITION,
     "guide_reduce_scatter": _CONDITION,
 }
