@@ -42,6 +42,8 @@ from minipallas.difftest.device_corpus.rings import barrier, remote, ring, signa
 
 
 def _right_permute(n: int) -> Build:
+    """Each device sends its shard to its right neighbour, behind a barrier with both."""
+
     def kernel(input_ref: Ref, output_ref: Ref, send_sem: Ref, recv_sem: Ref) -> None:
         _, left, right = ring(n)
         barrier([left, right])
@@ -391,7 +393,7 @@ def _race_detection(n: int, table: list[list[int]]) -> Build:
             src_id, dst_id = ids[i, 0], ids[i, 1]
 
             @pl.when(src_id == me)
-            def _(dst_id: Ref = dst_id) -> None:
+            def _(dst_id: Any = dst_id) -> None:
                 dma = pltpu.make_async_remote_copy(
                     x_ref, o_ref, send_sem, recv_sem, device_id=(dst_id,), device_id_type=MESH
                 )
