@@ -1,7 +1,8 @@
 """One of the two processes of ``test_device_processes.py``: jax's distributed runtime over two
-processes on this machine, 2 CPU devices each, JAX's CPU collectives over gloo; a compiled ring
-kernel (``mp.on_devices``) runs across the 4 global devices, and this process checks the shards
-it holds against numpy, bit for bit. Prints one JSON line per shard.
+processes on this machine, 2 CPU devices each, JAX's CPU collectives over gloo; compiled
+kernels (``mp.on_devices``: ring all-reduce and all-gather, an all-to-all, lax collectives
+around a kernel) run across the 4 global devices, and this process checks the shards it holds
+against numpy, bit for bit. Prints one JSON line per shard.
 
 Run as ``python tests/kernels/device_process_worker.py PROCESS_ID PORT``.
 """
@@ -42,17 +43,14 @@ def run(name: str, f, x: np.ndarray, want: np.ndarray, spec) -> None:
               flush=True)  # fmt: skip
 
 
+CASES = ("ring_all_reduce", "ring_all_gather", "all_to_all", "lax_around")
+
+
 def main() -> None:
     assert len(jax.devices()) == 4 and len(jax.local_devices()) == 2
-    n, shard = cases.N, cases.SHARD
-    x = np.random.default_rng(0).standard_normal((n * 8, 128)).astype(np.float32)
-    scratch = [cases.pltpu.VMEM((2, *shard), cases.F32), cases.DMA, cases.DMA, cases.REGULAR]
-    reduce = cases.on_mesh(cases.ring_all_reduce, shard, scratch, space=None)
-    want = cases._ring_sums(x.reshape(n, *shard)).reshape(x.shape)
-    run("ring_all_reduce", reduce, x, want, cases.P("x"))
-    sems = [cases.DMA, cases.DMA((n,))]
-    gather = cases.on_mesh(cases.ring_all_gather, (n, *shard), sems, space=None)
-    run("ring_all_gather", gather, x, np.tile(x.reshape(n, *shard), (n, 1, 1)), cases.P("x"))
+    for name, f, x, want in cases.cases():  # built over the 4 global devices
+        if name in CASES:
+            run(name, f, x, want, cases.P("x"))
     jax.distributed.shutdown()
 
 

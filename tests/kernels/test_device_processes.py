@@ -1,8 +1,9 @@
 """A kernel that spans devices, compiled (``mp.on_devices``), across two processes (issue 47):
 two processes on this machine join jax's distributed runtime
 (``jax.distributed.initialize``, a coordinator on a free local port), 2 CPU devices each, with
-JAX's CPU collectives over gloo, and run a compiled ring all-reduce and ring all-gather over the
-4 global devices; each process checks the shards it holds against numpy, bit for bit
+JAX's CPU collectives over gloo, and run compiled kernels over the 4 global devices (a ring
+all-reduce and all-gather: collective-permutes; an all-to-all and lax collectives around a
+kernel: all-gathers); each process checks the shards it holds against numpy, bit for bit
 (``device_process_worker.py``). A process that hangs is killed at its timeout, which fails the
 test.
 """
@@ -49,7 +50,7 @@ def test_a_compiled_ring_kernel_runs_across_two_processes_with_numpys_bits():
                 p.kill()
     shards = [json.loads(line) for out in outputs for line in out.splitlines()
               if line.startswith("{")]  # fmt: skip
-    for case in ("ring_all_reduce", "ring_all_gather"):
+    for case in ("ring_all_reduce", "ring_all_gather", "all_to_all", "lax_around"):
         mine = [s for s in shards if s["case"] == case]
         assert sorted((s["process"], s["device"]) for s in mine) == [
             (0, 0),
