@@ -460,14 +460,15 @@ CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)
 def _halves_kernel(core_barrier: bool):
     """Each core sends its half of the shard to the right neighbour's output (the same half),
     waits for its own half to land, meets the other core at a core barrier, then writes the
-    other core's half plus one: without the barrier, a read of a half still in flight."""
+    other core's half plus one (through its VMEM: HBM is copied, not read): without the
+    barrier, a read of a half still in flight."""
 
     def kernel(x_ref, o_ref, p_ref):
         core = lax.axis_index("core")
         right = lax.rem(lax.axis_index("x") + 1, N)
-        half = pl.ds(core * 4, 4)
+        half, other = pl.ds(core * 4, 4), pl.ds((1 - core) * 4, 4)
 
-        def body(send, recv, sync):
+        def body(send, recv, sync, local, vmem):
             copy = pltpu.make_async_remote_copy(x_ref.at[half], o_ref.at[half], send, recv,
                                                 device_id=(right,),
                                                 device_id_type=MESH)  # fmt: skip
@@ -475,19 +476,23 @@ def _halves_kernel(core_barrier: bool):
             copy.wait()
             if core_barrier:
                 pltpu.core_barrier(sync, core_axis_name="core")
-            p_ref[half] = o_ref[pl.ds((1 - core) * 4, 4)] + 1.0
+            pltpu.async_copy(o_ref.at[other], vmem, local).wait()
+            vmem[...] = vmem[...] + 1.0
+            pltpu.async_copy(vmem, p_ref.at[half], local).wait()
 
-        pl.run_scoped(body, DMA, DMA, REGULAR)
+        pl.run_scoped(body, DMA, DMA, REGULAR, DMA, pltpu.VMEM((4, 128), F32))
 
     return kernel
 
 
-def core_halves(core_barrier: bool):
+def core_halves(core_barrier: bool, **kernel_params):
     """A 2-core pl.kernel on every device, a psum among the devices after it."""
 
     def body(x):
         out = jax.ShapeDtypeStruct((8, 128), F32)
-        o, p = pl.kernel(_halves_kernel(core_barrier), out_type=(out, out), mesh=CORES)(x)
+        kernel = pl.kernel(_halves_kernel(core_barrier), out_type=(out, out), mesh=CORES,
+                           **kernel_params)  # fmt: skip
+        o, p = kernel(x)
         return o, p * 2.0 + lax.psum(x, "x")
 
     return _shard_map(body, out_specs=(SPLIT, SPLIT))
@@ -498,6 +503,18 @@ def _core_halves_reference(shards):
     swapped = np.concatenate([o[:, 4:], o[:, :4]], axis=1)
     p = (swapped + 1.0) * 2.0 + shards.sum(axis=0)
     return o.reshape(-1, 128), p.reshape(-1, 128)
+
+
+@functools.cache
+def _upstream_core_halves(core_barrier: bool):
+    """Upstream's TPU interpret mode on the same kernel, its race detection on: its results,
+    and whether it found a race (the model's check: which rows a remote copy reaches)."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as upstream
+
+    params = pltpu.InterpretParams(detect_races=True)
+    x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
+    outs = jax.jit(core_halves(core_barrier, interpret=params))(x)
+    return tuple(np.asarray(o) for o in outs), bool(upstream.races.races_found)
 
 
 def _upstream_core_map_cases():
@@ -597,13 +614,12 @@ def cases():
     yield "barrier_of_another_collective_id", lambda s: (_run(apart, x, s), None)
     for name, f, a, want in _upstream_core_map_cases():
         yield name, lambda s, f=f, a=a, want=want: (_run(f, a, s), want)
-    halves = core_halves(True)
-    yield (
-        "core_kernel_remote_halves",
-        lambda s: (_run(halves, x, s), _core_halves_reference(shards)),
-    )
+    halves, halved = core_halves(True), _core_halves_reference(shards)
+    yield "core_kernel_remote_halves", lambda s: (_run(halves, x, s), halved)
     unsynced = core_halves(False)
     yield "core_kernel_without_core_barrier", lambda s: (_run(unsynced, x, s), None)
+    yield "upstream_interpret_core_halves", lambda s: (_upstream_core_halves(True)[0], halved)
+    yield "upstream_interpret_core_halves_race", lambda s: (_upstream_core_halves(False)[1], True)
 
 
 def main() -> None:
