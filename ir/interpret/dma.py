@@ -130,7 +130,7 @@ def dma_wait(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     if interp.together is not None:
         interp.together.waited(interp, op, counter, count)
     elif interp.copies is not None:
-        interp.copies.wait(_key(counter), count, op, 0)
+        interp.copies.wait(_key(counter), count, op, 0)  # no time: alone, nothing overtakes
     if interp.together is not None:  # the copy lands any time up to here: checked here too
         for ref, kind in ((args[0], READ), (args[1], WRITE)):
             whole = through(ref, Access(tuple(slice(None) for _ in ref.shape), True))
