@@ -64,7 +64,7 @@ def test_fuzz_kernels_keeps_its_stdout_and_adds_a_table_on_stderr(capsys, monkey
     assert "kernels        1" in err and "disagreements  0" in err
 
 
-def _one_kernel(count, seconds, seed, progress=None, passes=""):
+def _one_kernel(count, seconds, seed, progress=None, **options):  # passes, targets, skip
     summary = fuzz_kernels.Summary()
     summary.kernels, summary.batched = 1, 1
     if progress is not None:
