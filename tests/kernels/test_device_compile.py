@@ -24,6 +24,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.ir.parser import parse_module
+from minipallas.kernels.devices import device_program
 
 CASES = Path(__file__).with_name("device_compile_cases.py")
 # no loop of their own (upstream's shipped all-gather unrolls its ring in Python; a shard_map
@@ -140,3 +141,44 @@ def test_exchange_run_by_one_program_alone_is_refused_with_a_fix():
     with pytest.raises(MiniPallasError, match="exchange") as e:
         interpret(fn, *[np.zeros(t.shape, dtypes.to_numpy(t.dtype)) for t in fn.param_types])
     assert "collectives='simulate'" in e.value.fix
+
+
+# A right permute's mesh_call body, as the importer gives it: a row per device of every ref.
+PERMUTE = """func @k(%0: Ref{f32[4,8]}, %1: Ref{f32[4,8]}) -> () {
+  run_scoped(%0, %1) collective_axes ("x") {
+  ^(%2: Ref{i32[4], dma_semaphore}, %3: Ref{i32[4], dma_semaphore}, %4: Ref{f32[4,8]}, %5: Ref{f32[4,8]}):
+    %6 = program_id axis 0 : i32[]
+    %7 = constant 1 : i32[]
+    %8 = add %6, %7 : i32[]
+    %9 = constant 4 : i32[]
+    %10 = rem %8, %9 : i32[]
+    %11 = ref.at %4[%6, :] : Ref{f32[8]}
+    %12 = ref.at %5[%10, :] : Ref{f32[8]}
+    %13 = ref.at %3[%10] : Ref{i32[], dma_semaphore}
+    dma_start %11, %12, %13
+    %14 = ref.at %5[%6, :] : Ref{f32[8]}
+    %15 = ref.at %3[%6] : Ref{i32[], dma_semaphore}
+    dma_wait %14, %14, %15
+    yield
+  }
+  return
+}"""  # noqa: E501
+
+
+def test_a_devices_program_has_its_shards_its_position_and_each_remote_copy_an_exchange():
+    (fn,) = parse_module(PERMUTE).functions
+    text = str(device_program(fn, ("x",), (4,)))
+    assert "func @k_on_device(%0: Ref{f32[8]}, %1: Ref{f32[8]})" in text  # the shards
+    assert 'axis_index ("x")' in text and "program_id" not in text
+    assert "collective_axes" not in text and "dma_start" not in text
+    assert 'exchange %12[:], %11, axes ("x") (4), pairs (0, 1, 1, 2, 2, 3, 3, 0)' in text
+
+
+def test_a_target_loaded_from_memory_is_refused_naming_the_copy():
+    row = "%16 = ref.at %2[%6] : Ref{i32[]}\n    %10 = get %16[] : i32[]"
+    loaded = PERMUTE.replace("%10 = rem %8, %9 : i32[]", row).replace(
+        "Ref{i32[4], dma_semaphore}, %3", "Ref{i32[4]}, %3"
+    )  # %2, a buffer of ints; the target, a value read from its own row
+    (fn,) = parse_module(loaded).functions
+    with pytest.raises(MiniPallasError, match="targets a device computed from loaded values"):
+        device_program(fn, ("x",), (4,))
