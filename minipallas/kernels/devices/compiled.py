@@ -1,15 +1,17 @@
 """``on_devices(f)``: a kernel that spans devices, compiled to XLA collectives (issue 47).
 
-``f`` is upstream code: a ``jax.shard_map`` over a mesh of devices whose body is one
-``pallas_call`` with remote copies (``pltpu.make_async_remote_copy``) and semaphores. The
+``f`` is upstream code: a ``jax.shard_map`` over a mesh of devices whose body holds
+``pallas_call``s with remote copies (``pltpu.make_async_remote_copy``) and semaphores, and ops
+and lax collectives around them (what ``interop/importer/devices.py`` imports). The
 simulator runs such a kernel with every device's program together and names its races and
 deadlocks (``collectives="simulate"``); ``on_devices`` gives the same bits at XLA's speed:
 ``jax.jit(on_devices(f))(x)`` runs a ``jax.shard_map`` over ``f``'s mesh whose per-device body
 is the device's program (``local.device_program``: rows gone, each remote copy an
-``exchange``), discharged to arrays and evaluated with ``jax.lax`` (``interop.to_jax``), so
-each remote copy is a ``lax.ppermute`` or an ``all_gather`` inside the shard_map and XLA runs
-it on whatever devices the mesh holds: several CPU devices of one process, or devices of
-several processes after ``jax.distributed.initialize``.
+``exchange``, each read of other rows a ``gather_rows``), discharged to arrays and evaluated
+with ``jax.lax`` (``interop.to_jax``), so each remote copy is a ``lax.ppermute`` or an
+``all_gather`` inside the shard_map and XLA runs it on whatever devices the mesh holds:
+several CPU devices of one process, or devices of several processes after
+``jax.distributed.initialize``.
 
 The rest of ``f``'s jaxpr runs as it is (``platforms.mesh_tpu.evaluate_kernels``); a
 ``shard_map`` with no ``pallas_call`` in it is rebuilt with its own body. Kernels whose
