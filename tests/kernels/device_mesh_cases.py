@@ -505,6 +505,23 @@ def _core_halves_reference(shards):
     return o.reshape(-1, 128), p.reshape(-1, 128)
 
 
+def swap_through_shared(x_ref, o_ref, shared, sem, sync):
+    """Each core copies its half of the shard into the device's VMEM_SHARED scratch, meets the
+    other core, and copies the other core's half out: VMEM_SHARED has a row per device."""
+    core = lax.axis_index("core")
+    half, other = pl.ds(core * 4, 4), pl.ds((1 - core) * 4, 4)
+    pltpu.async_copy(x_ref.at[half], shared.at[half], sem).wait()
+    pltpu.core_barrier(sync, core_axis_name="core")
+    pltpu.async_copy(shared.at[other], o_ref.at[half], sem).wait()
+
+
+def shared_scratch(x):
+    scratch = [pltpu.VMEM_SHARED((8, 128), F32), DMA, REGULAR]
+    kernel = pl.kernel(swap_through_shared, out_type=jax.ShapeDtypeStruct((8, 128), F32),
+                       mesh=CORES, scratch_types=scratch)  # fmt: skip
+    return kernel(x) + lax.axis_index("x").astype(F32)
+
+
 @functools.cache
 def _upstream_core_halves(core_barrier: bool):
     """Upstream's TPU interpret mode on the same kernel, its race detection on: its results,
@@ -618,6 +635,10 @@ def cases():
     yield "core_kernel_remote_halves", lambda s: (_run(halves, x, s), halved)
     unsynced = core_halves(False)
     yield "core_kernel_without_core_barrier", lambda s: (_run(unsynced, x, s), None)
+    swapped = np.concatenate([shards[:, 4:], shards[:, :4]], axis=1)
+    swapped += np.arange(N, dtype=np.float32)[:, None, None]
+    shared = _shard_map(shared_scratch)
+    yield "core_kernel_vmem_shared", lambda s: (_run(shared, x, s), swapped.reshape(x.shape))
     yield "upstream_interpret_core_halves", lambda s: (_upstream_core_halves(True)[0], halved)
     yield "upstream_interpret_core_halves_race", lambda s: (_upstream_core_halves(False)[1], True)
 

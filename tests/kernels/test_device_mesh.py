@@ -75,6 +75,7 @@ def verdicts() -> dict:
         "upstream_shard_map_of_core_map",  # 2 devices of 2 cores: core_map inside run_state
         "core_map_one_core",  # the same kernel, 4 devices of one core
         "core_kernel_remote_halves",  # a 2-core pl.kernel: remote copies, a core barrier, psum
+        "core_kernel_vmem_shared",  # scratch_types: VMEM_SHARED shared by a device's cores
         "upstream_interpret_core_halves",  # upstream's TPU interpret mode agrees (no race)
         "upstream_interpret_core_halves_race",  # and finds a race without the core barrier
     ],
