@@ -62,8 +62,10 @@ from minipallas.difftest.known import (
     CASE_ERRORS,
     KINDS,
     KNOWN,
+    KNOWN_ON_DEVICES,
     SCHEDULE_DEPENDENT,
     SIMULATED_BUGS,
+    SIMULATED_MESSAGES,
     Known,
 )
 from minipallas.difftest.outputs import interpret_outputs
@@ -92,7 +94,7 @@ class Finding:
 
     @property
     def reason(self) -> str:
-        known = KNOWN.get(self.name)
+        known = KNOWN.get(self.name) or KNOWN_ON_DEVICES.get(self.name)
         return known.reason if known else self.detail
 
     def __str__(self) -> str:
@@ -123,9 +125,10 @@ def _function_names(error: BaseException) -> set[str]:
 
 
 def recognize_crash(stage: str, error: BaseException) -> str | None:
-    """The ``KNOWN`` upstream crash that ``error`` (raised at ``stage``) is, or None."""
+    """The ``KNOWN`` (or ``KNOWN_ON_DEVICES``) upstream crash that ``error`` (raised at
+    ``stage``) is, or None."""
     names = None
-    for name, k in KNOWN.items():
+    for name, k in {**KNOWN, **KNOWN_ON_DEVICES}.items():
         if k.kind != "upstream-crash" or stage not in k.stages:
             continue
         if k.error and type(error).__name__ != k.error:
@@ -255,7 +258,7 @@ def _simulated_bug(report: Report) -> Finding | None:
     upstream = "" if runs is None else f"\n{runs.text()}"
     for way in ("interpret", "discharge", *SCHEDULE_WAYS):
         o = report.outcomes.get(way)
-        kind = SIMULATED_BUGS.get(type(o.error).__name__) if o is not None else None
+        kind = _simulated_kind(o.error) if o is not None else None
         if kind is not None:
             detail = f"{way}: {type(o.error).__name__}: {o.error}{upstream}"
             return Finding("kernel-bug", kind, detail)
@@ -266,6 +269,16 @@ def _simulated_bug(report: Report) -> Finding | None:
                   f"{runs.first_race()}\nminipallas's simulator: {status}{upstream}")  # fmt: skip
         return Finding("kernel-bug", "race", detail)
     return None
+
+
+def _simulated_kind(error: BaseException | None) -> str | None:
+    """The kernel-bug kind of what a simulated way raised (``SIMULATED_BUGS`` by class,
+    ``SIMULATED_MESSAGES`` by message), or None."""
+    kind = SIMULATED_BUGS.get(type(error).__name__)
+    if kind is None and isinstance(error, InterpretError):
+        found = (k for pattern, k in SIMULATED_MESSAGES if re.search(pattern, str(error)))
+        kind = next(found, None)
+    return kind
 
 
 def _upstream_on_devices(report: Report) -> Finding | None:

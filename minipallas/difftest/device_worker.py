@@ -1,22 +1,23 @@
-"""The process that runs a case that spans devices upstream (``devices.UpstreamWorker`` starts it).
+"""The process that runs cases that span devices upstream (``devices.UpstreamWorker`` starts it).
 
-``python -m minipallas.difftest.device_worker FILE CASE OUT`` runs the ``Case`` named CASE that
-FILE defines (at module level, or in a list or tuple there: ``cli.cases_in``) in upstream's TPU
-interpret mode (``plan``): twice with ``InterpretParams()`` (does it give the same result
-twice?), then with ``detect_races=True`` (does upstream's race detector name a race?). jax must
-see the case's devices: the parent sets ``XLA_FLAGS`` before this one starts.
+``python -m minipallas.difftest.device_worker FILE OUT`` reads case names from stdin, one a line,
+and runs each ``Case`` of that name that FILE defines (at module level, or in a list or tuple
+there: ``cli.cases_in``) in upstream's TPU interpret mode (``plan``): twice with
+``InterpretParams()`` (does it give the same result twice?), then with ``detect_races=True``
+(does upstream's race detector name a race?). jax must see the case's devices: the parent sets
+``XLA_FLAGS`` before this one starts. It serves the file's cases until stdin closes, loading the
+file once for each interpret mode, so only the first case pays for starting jax.
 
 Why a process of its own: upstream's interpret mode waits forever on a kernel that deadlocks,
 and only a process can be stopped from outside; the parent kills this one when a run outlives
-its time box. A ``pallas_call`` reads its interpret mode when it is made, so the file runs again
+its time box. A ``pallas_call`` reads its interpret mode when it is made, so the file runs
 under ``pltpu.force_tpu_interpret_mode`` for each mode, and the function is called under it.
 
 Each event is one line on stdout, ``devices.PREFIX`` then JSON (upstream's own prints, such as
-its race reports, are captured and sent in the events): ``loaded`` (the file ran), ``started``
-(a run, by its label), ``ran`` (run K's outputs are in OUT/run-K.npz, as unsigned integers of
-their width, their dtypes named in the event), ``failed`` (the exception's class, message and
-the functions on its traceback, which ``classify.recognize_crash`` reads), ``no-case``,
-``done``.
+its race reports, are captured and sent in the events): ``started`` (a run, by its label),
+``ran`` (run K's outputs are in OUT/run-K.npz, as unsigned integers of their width, their dtypes
+named in the event), ``failed`` (the exception's class, message and the functions on its
+traceback, which ``classify.recognize_crash`` reads), ``no-case``; ``done`` ends each case.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import contextlib
 import io
 import json
 import os
+import queue
 import sys
 import threading
 import time
@@ -45,12 +47,6 @@ from minipallas.lowering.jax_private import pallas_tpu_interpret
 
 def emit(event: str, **fields: Any) -> None:  # noqa: ANN401
     print(PREFIX + json.dumps({"event": event, **fields}), flush=True)
-
-
-def load(path: str, name: str, params: Any) -> Any:  # noqa: ANN401
-    """The case ``name`` of ``path``, its file run under upstream's interpret ``params``."""
-    with pltpu.force_tpu_interpret_mode(params):
-        return next((c for c in cases_in(Path(path)) if c.name == name), None)
 
 
 def run_once(case: Any, params: Any) -> tuple[list[np.ndarray], str]:  # noqa: ANN401
@@ -83,40 +79,53 @@ def plan() -> Iterator[tuple[str, Any]]:
             return
 
 
-def orphaned() -> None:
-    """Ends this process when its parent's end of stdin closes (the parent died without killing
-    it): a run upstream waits in forever must not outlive the difftest."""
-    sys.stdin.read()
-    os._exit(3)
+def requests(names: queue.Queue) -> None:
+    """The parent's requests, a case name a line, into ``names``; ends this process when stdin
+    closes: the parent is done, or died without killing it (a run upstream waits in forever
+    must not outlive the difftest)."""
+    for line in sys.stdin:
+        names.put(line.strip())
+    os._exit(0)
 
 
-def main(path: str, name: str, out: str) -> int:
-    threading.Thread(target=orphaned, daemon=True).start()
-    loaded: tuple[str, Any] | None = None
-    for k, (label, params) in enumerate(plan()):
+def serve(path: str, name: str, out: str, files: dict[str, dict[str, Any]], k: int) -> int:
+    """Runs the case ``name`` (``plan``), its file's cases loaded once for each interpret mode
+    (``files``); returns the next run's number (numbered across cases: OUT/run-K.npz)."""
+    for label, params in plan():
         try:
-            if loaded is None or loaded[0] != repr(params):
-                loaded = (repr(params), load(path, name, params))
-                if loaded[1] is None:
-                    emit("no-case", file=path, case=name)
-                    return 0
-                emit("loaded")
+            if repr(params) not in files:
+                with pltpu.force_tpu_interpret_mode(params):
+                    files[repr(params)] = {c.name: c for c in cases_in(Path(path))}
+            case = files[repr(params)].get(name)
+            if case is None:
+                emit("no-case", file=path, case=name)
+                return k
             emit("started", label=label)
             start = time.perf_counter()
-            outputs, printed = run_once(loaded[1], params)
+            outputs, printed = run_once(case, params)
         except Exception as e:  # upstream's crash is the way's outcome, reported to the parent
-            stage = "load" if loaded is None or loaded[1] is None else "eval"
+            stage = "load" if repr(params) not in files else "eval"
             emit("failed", label=label, stage=stage, error=type(e).__name__, message=str(e),
                  where=_functions(e))  # fmt: skip
-            return 0
+            return k
         races = pallas_tpu_interpret.races
         np.savez(Path(out) / f"run-{k}.npz", *(o.view(f"u{o.dtype.itemsize}") for o in outputs))
         emit("ran", run=k, label=label, seconds=time.perf_counter() - start,
              dtypes=[str(o.dtype) for o in outputs], printed=printed[-4000:],
              races=bool(races.races_found) if params.detect_races else None)  # fmt: skip
-    emit("done")
-    return 0
+        k += 1
+    return k
+
+
+def main(path: str, out: str) -> int:
+    names: queue.Queue = queue.Queue()
+    threading.Thread(target=requests, args=(names,), daemon=True).start()
+    files: dict[str, dict[str, Any]] = {}
+    k = 0
+    while True:
+        k = serve(path, names.get(), out, files, k)
+        emit("done")
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:3]))

@@ -10,7 +10,8 @@ copies to and signals its neighbours (issue 47).
    race (``DETECT_TRIES`` at most), and a run that gives no result within ``seconds`` of the
    event before it is a hang (``UpstreamHang``; the worker is killed). The
    worker loads the case from the file that made it (``Case.origin``): a case that spans devices
-   is defined at module level there, or in a list or tuple there.
+   is defined at module level there, or in a list or tuple there. One worker serves every case
+   of its file (``WORKERS``), so only the first pays for starting jax.
 2. minipallas's ways: the simulator (``interpret(..., collectives="simulate")``) under the
    lockstep schedule (``interpret``) and ``SCHEDULES`` seeded ones, and, where minipallas has
    ``on_devices``, the kernel compiled to XLA collectives (``on-devices``), each a way compared
@@ -95,11 +96,12 @@ def use_cpu_devices(n: int) -> None:
 
 
 JAXPRS = (jax_core.Jaxpr, jax_core.ClosedJaxpr)  # the parameters of an equation that hold code
+KERNELS = ("pallas_call", "core_map")  # a Pallas kernel: pl.pallas_call, pl.kernel / core_map
 
 
 def spanned(jaxpr: Any) -> int:  # noqa: ANN401
     """How many devices the largest ``shard_map`` of ``jaxpr`` (a ``ClosedJaxpr``) spans that
-    holds a ``pallas_call``; 0 when none spans more than one."""
+    holds a Pallas kernel (``KERNELS``); 0 when none spans more than one."""
     most = 0
     for eqn in jaxpr.jaxpr.eqns if hasattr(jaxpr, "jaxpr") else jaxpr.eqns:
         inner = [p for p in eqn.params.values() if isinstance(p, JAXPRS)]
@@ -113,7 +115,7 @@ def spanned(jaxpr: Any) -> int:  # noqa: ANN401
 def _has_kernel(jaxpr: Any) -> bool:  # noqa: ANN401
     eqns = jaxpr.jaxpr.eqns if hasattr(jaxpr, "jaxpr") else jaxpr.eqns
     return any(
-        eqn.primitive.name == "pallas_call"
+        eqn.primitive.name in KERNELS
         or any(_has_kernel(p) for p in eqn.params.values() if isinstance(p, JAXPRS))
         for eqn in eqns
     )
@@ -164,28 +166,32 @@ def _status(o: Outcome) -> str:
 
 
 class UpstreamWorker:
-    """The worker process running ``case`` upstream (``device_worker``), started at once;
-    ``collect`` waits for its runs, each within the time box."""
+    """A worker process (``device_worker``) running the cases of one file upstream, one at a
+    time (``ask``, then ``collect``), kept for the file's next case unless a run hung."""
 
-    def __init__(self, case: Case, devices: int) -> None:
-        self.devices = devices
+    def __init__(self, origin: str, count: int) -> None:
+        self.key = (origin, count)
         self.folder = tempfile.TemporaryDirectory(prefix="minipallas-devices-")
-        # as many as this process has: the case's file may build meshes of other cases too
-        count = f"--xla_force_host_platform_device_count={len(jax.devices('cpu'))}"
-        flags = f"{os.environ.get('XLA_FLAGS', '')} {count}"
+        flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={count}"
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
-        command = [sys.executable, "-m", "minipallas.difftest.device_worker", case.origin,
-                   case.name, self.folder.name]  # fmt: skip
+        command = [sys.executable, "-m", "minipallas.difftest.device_worker", origin,
+                   self.folder.name]  # fmt: skip
         # its stdin stays open while this process lives: the worker ends when it closes
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
         self.events: queue.Queue = queue.Queue()
-        self.loaded = False
+        self.loaded = False  # the file has loaded: the time box applies from now on
         self.label = "loading the case"  # the run under way
         self.stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
         errors = self.process.stderr
         threading.Thread(target=self.stderr.extend, args=(errors,), daemon=True).start()
+
+    def ask(self, name: str) -> None:
+        """Asks for the case ``name``'s runs."""
+        self.label = "loading the case"
+        self.process.stdin.write(name + "\n")
+        self.process.stdin.flush()
 
     def _read(self) -> None:
         """Each event with the moment it arrived; None when the worker's stdout closes."""
@@ -194,11 +200,11 @@ class UpstreamWorker:
                 self.events.put((time.monotonic(), json.loads(line[len(PREFIX) :])))
         self.events.put((time.monotonic(), None))
 
-    def collect(self, seconds: float) -> UpstreamRuns:
-        """Every run's outcome, a hang when one gives nothing within ``seconds`` of the event
-        before it (the worker then killed); the worker is gone when this returns."""
-        found = UpstreamRuns(self.devices, seconds)
-        deadline = time.monotonic() + STARTUP_SECONDS
+    def collect(self, seconds: float, devices: int) -> UpstreamRuns:
+        """Every run's outcome of the case asked for (on ``devices`` devices), a hang when one
+        gives nothing within ``seconds`` of the event before it (the worker then killed)."""
+        found = UpstreamRuns(devices, seconds)
+        deadline = time.monotonic() + (seconds if self.loaded else STARTUP_SECONDS)
         try:
             while True:
                 try:
@@ -209,17 +215,23 @@ class UpstreamWorker:
                 deadline = at + seconds
                 if not self._take(found, event):
                     break
-        finally:
+        except BaseException:
+            self.close()
+            raise
+        if found.hung or self.process.poll() is not None:
             self.close()
         return found
 
     def close(self) -> None:
-        """Kills the worker (this object started it) if it still runs, and cleans up."""
+        """Kills the worker (this object started it) if it still runs, cleans up, and forgets
+        it (``WORKERS``)."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
         self.process.stdin.close()
         self.folder.cleanup()
+        if WORKERS.get(self.key) is self:
+            del WORKERS[self.key]
 
     def _hung(self, found: UpstreamRuns, seconds: float) -> None:
         label = self.label
@@ -229,31 +241,29 @@ class UpstreamWorker:
             found.runs.append(Outcome(label, error=error, stage="load"))
             return
         error = UpstreamHang(
-            f"upstream's TPU interpret mode ({label}, {self.devices} devices) gave no result "
+            f"upstream's TPU interpret mode ({label}, {found.devices} devices) gave no result "
             f"within the time box of {seconds:g} s; the worker was killed"
         )
         found.runs.append(Outcome(label, error=error, stage="eval", seconds=seconds))
         found.hung = True
 
     def _take(self, found: UpstreamRuns, event: dict | None) -> bool:
-        """Records ``event``; False when no more will come."""
+        """Records ``event``; False when the case is done (or the worker gone)."""
         if event is None:  # the worker ended before its runs did
             tail = "".join(self.stderr)[-2000:]
             error = _rebuilt("WorkerExit", f"the worker ended early: {tail}", ())
             found.runs.append(Outcome(self.label, error=error, stage="load"))
             return False
         kind = event["event"]
-        self.loaded = self.loaded or kind == "loaded"
+        self.loaded = True
         self.label = event.get("label", self.label)
         if kind == "no-case":
             message = f"{event['file']} defines no case {event['case']!r} at module level"
             error = _rebuilt("CaseNotFound", message, ())
             found.runs.append(Outcome(self.label, error=error, stage="load"))
-            return False
         if kind == "failed":
             error = _rebuilt(event["error"], event["message"], event["where"])
             found.runs.append(Outcome(event["label"], error=error, stage=event["stage"]))
-            return False
         if kind == "ran":
             found.runs.append(self._outputs(event))
             if event["races"] is not None and not found.races:  # the first race named stays
@@ -267,6 +277,20 @@ class UpstreamWorker:
         return Outcome(event["label"], outputs=outputs, seconds=event["seconds"])
 
 
+# the workers, by (file, device count): one serves every case of its file, one after another
+WORKERS: dict[tuple[str, int], UpstreamWorker] = {}
+
+
+def _worker(case: Case) -> UpstreamWorker:
+    """A worker running ``case`` upstream: its file's, or a new one (with as many CPU devices
+    as this process has: the file may build the meshes of other cases too)."""
+    key = (case.origin, len(jax.devices("cpu")))
+    if key not in WORKERS or WORKERS[key].process.poll() is not None:
+        WORKERS[key] = UpstreamWorker(*key)
+    WORKERS[key].ask(case.name)
+    return WORKERS[key]
+
+
 # -- the ways --------------------------------------------------------------------------------
 
 
@@ -274,7 +298,7 @@ def run_ways(report: Report, devices: int, seconds: float) -> None:
     """Upstream's runs (``report.upstream_runs``; the first is the ``upstream`` way) and
     minipallas's ways of a case that spans ``devices`` devices (module docstring)."""
     case = report.case
-    worker = UpstreamWorker(case, devices) if os.path.isfile(case.origin) else None
+    worker = _worker(case) if os.path.isfile(case.origin) else None
     try:
         simulate(report)
         compiled_way(report)
@@ -282,7 +306,9 @@ def run_ways(report: Report, devices: int, seconds: float) -> None:
         if worker is not None:
             worker.close()
         raise
-    found = worker.collect(seconds) if worker is not None else UpstreamRuns(devices, seconds)
+    found = UpstreamRuns(devices, seconds)
+    if worker is not None:
+        found = worker.collect(seconds, devices)
     if worker is None:  # made in a REPL or by ``python -c``: nothing the worker can load
         error = _rebuilt("CaseNotFound", f"the case {case.name!r} was not made in a file", ())
         found.runs.append(Outcome("loading the case", error=error, stage="load"))

@@ -242,6 +242,44 @@ KNOWN: dict[str, Known] = {
     ),
 }
 
+# Upstream defects only a case that spans devices shows (upstream's TPU interpret mode on
+# several devices): apart from ``KNOWN``, whose every entry has a case in the single-device
+# corpus (tests/difftest/corpus.py); these have theirs in tests/difftest/device_verdict_cases.py
+KNOWN_ON_DEVICES: dict[str, Known] = {
+    "interpret-vma-mismatch": _crash(
+        "upstream's TPU interpret mode evaluates a kernel that spans devices in a shard_map with "
+        "check_vma=True, and mixes a device-varying value (axis_index) with an invariant one "
+        "in its own index arithmetic: 'Primitive sub requires varying manual axes to match' "
+        "(the message asks for an issue, and for check_vma=False meanwhile)",
+        "def k(x, o, s, r): right = lax.rem(lax.axis_index('x') + 1, 4); ...  # right permute "
+        "in jax.shard_map(pl.pallas_call(k, ...), check_vma=True)",
+        stages=("eval",),
+        error="ValueError",
+        message=r"requires varying manual axes to match",
+    ),
+    "interpret-select-ref": _crash(
+        "upstream's TPU interpret mode (jax 0.10.2) has no rule for a ref chosen with "
+        "pl.select_ref (a SelectTransform): 'Unsupported transform: SelectTransform', or the "
+        "transform's class as the whole message",
+        "src = pl.select_ref((a_ref, b_ref), i); pltpu.make_async_remote_copy(src, ...)",
+        stages=("eval",),
+        error="NotImplementedError",
+        message=r"SelectTransform",
+    ),
+    "interpret-semaphore-output": _crash(
+        "upstream's TPU interpret mode cannot run a pallas_call whose output is a semaphore "
+        "(out_specs in pltpu.SEMAPHORE, made by one kernel for the next): it starts every "
+        "buffer at an uninitialized value, which get_uninitialized_value knows for floats and "
+        "integers only ('nan + semaphore')",
+        "pl.pallas_call(alloc, out_specs=pl.BlockSpec(memory_space=pltpu.SEMAPHORE), "
+        "out_shape=pltpu.SemaphoreType.REGULAR(()))()",
+        stages=("eval",),
+        error="NotImplementedError",
+        message=r"nan \+ semaphore",
+        where="get_uninitialized_value",
+    ),
+}
+
 
 # The user's mistakes in a case, which no way of either side can run: the finding's name, the
 # upstream error that shows it (stage, exception class, message regex), and the fix.
@@ -281,6 +319,13 @@ CASE_ERRORS: dict[str, CaseError] = {
 }
 # the kernel bugs a simulation of a mesh kernel's cores finds (``collectives="simulate"``)
 SIMULATED_BUGS = {"RaceError": "race", "DeadlockError": "deadlock"}
+# what else the simulator raises (an ``InterpretError``) that is a kernel's bug, by its message
+# (the checks' kinds, ``checks.BUG_KINDS``): a copy the kernel ends with in flight halts the
+# chip (``dma``); a semaphore not back at 0 when the kernel ends, the next kernel inherits
+SIMULATED_MESSAGES = (
+    (r"never waited for", "dma"),
+    (r"semaphore buffer holds -?\d+ when every program has finished", "semaphore"),
+)
 # a kernel whose results differ between the simulator's schedules with no race named
 SCHEDULE_DEPENDENT = "schedule-dependent"
 OTHER_NAMES = (
@@ -301,8 +346,8 @@ NAMED_FORMS = (
 
 def verdicts() -> list[str]:
     """Every word a ``Case.expect`` may hold: a kind, or the name of a finding of one."""
-    names = (*KINDS, *OTHER_NAMES, *KNOWN, *CASE_ERRORS, *BUG_KINDS, *SIMULATED_BUGS.values(),
-             SCHEDULE_DEPENDENT)  # fmt: skip
+    names = (*KINDS, *OTHER_NAMES, *KNOWN, *KNOWN_ON_DEVICES, *CASE_ERRORS, *BUG_KINDS,
+             *SIMULATED_BUGS.values(), SCHEDULE_DEPENDENT)  # fmt: skip
     return list(dict.fromkeys(names))
 
 

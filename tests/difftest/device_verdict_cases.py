@@ -29,15 +29,17 @@ DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
 RIGHT = pl.DeviceIdType.MESH
 
 
-def _on_devices(kernel, scratch, space=pl.ANY):
+def _on_devices(kernel, scratch, space=pl.ANY, check_vma=False):
+    # with check_vma=True, upstream asks how the kernel's result varies: along the mesh axis
+    varying = jax.sharding.ManualAxisType(varying=frozenset({"x"})) if check_vma else None
     call = pl.pallas_call(
         kernel,
-        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32, manual_axis_type=varying),
         in_specs=[pl.BlockSpec(memory_space=space)],
         out_specs=pl.BlockSpec(memory_space=space),
         scratch_shapes=scratch,
     )
-    return jax.shard_map(call, mesh=MESH, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    return jax.shard_map(call, mesh=MESH, in_specs=P("x"), out_specs=P("x"), check_vma=check_vma)
 
 
 def _copy_right(x_ref, o_ref, send_sem, recv_sem):
@@ -86,6 +88,12 @@ CASES = [
         expect="race",
     ),  # fmt: skip
     Case("token_ring", _on_devices(token_ring, [REGULAR], space=None), (X,), expect="deadlock"),
+    Case(
+        "right_permute_check_vma",
+        _on_devices(right_permute, [DMA, DMA], check_vma=True),
+        (X,),
+        expect="interpret-vma-mismatch",
+    ),  # fmt: skip
 ]
 
 

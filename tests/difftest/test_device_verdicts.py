@@ -21,15 +21,18 @@ import pytest
 import minipallas
 from minipallas import MiniPallasError
 from minipallas.difftest import Case, classify
-from minipallas.difftest.devices import UpstreamHang, UpstreamRuns, compiled_way
+from minipallas.difftest.classify import recognize_crash
+from minipallas.difftest.devices import UpstreamHang, UpstreamRuns, _rebuilt, compiled_way
 from minipallas.difftest.report import Outcome, Report, first_difference
+from minipallas.ir.errors import InterpretError
 
 CASES = Path(__file__).with_name("device_verdict_cases.py")
 SECONDS = 20
 PLAIN = ["InterpretParams()", "InterpretParams() again"]  # the worker's first two runs
 
 
-NAMES = ["right_permute", "upstream_all_gather", "permute_read_early", "hidden", "nowhere"]
+NAMES = ["right_permute", "upstream_all_gather", "permute_read_early", "hidden", "nowhere",
+         "right_permute_check_vma"]  # fmt: skip
 
 
 def _start(command: list[str], **env: str) -> subprocess.Popen:
@@ -87,6 +90,15 @@ def test_a_token_ring_is_a_deadlock_and_upstream_hangs_in_its_time_box(verdicts)
         f"(InterpretParams(), 4 devices) gave no result within the time box of {SECONDS} s" in table
     )
     assert table.count("waits at semaphore_wait") == 3  # every blocked device
+
+
+def test_upstream_crashing_on_check_vma_is_a_known_upstream_defect(verdicts):
+    """Upstream's interpret mode fails on right permute in a shard_map with check_vma=True,
+    which the simulator runs to numpy's result."""
+    v = verdicts["right_permute_check_vma"]
+    assert (v["kind"], v["name"], v["expected"]) == (
+        "upstream-crash", "interpret-vma-mismatch", True), v  # fmt: skip
+    assert "requires varying manual axes to match" in v["detail"]
 
 
 @pytest.mark.parametrize("case", ["hidden", "nowhere"])
@@ -167,3 +179,43 @@ def test_the_compiled_way_disagreeing_with_the_simulator_is_a_minipallas_bug():
     report.difference = first_difference(report, 0)
     found = classify(report)
     assert (found.kind, found.name) == ("minipallas-bug", "on-devices disagrees with interpret")
+
+
+@pytest.mark.parametrize(
+    "message, kind",
+    [
+        ("program (0,) starts an async copy here, and this copy into program (1,)'s row is "
+         "never waited for: the kernel ends with it in flight", "dma"),
+        ("the semaphore at [2] of a shared int32[4] semaphore buffer holds 1 when every "
+         "program has finished", "semaphore"),
+    ],
+)  # fmt: skip
+def test_what_else_the_simulator_raises_at_a_kernels_end_is_its_bug(message, kind):
+    """The simulator's end-of-kernel checks raise a plain ``InterpretError``; the difftest
+    reads its kind from the message (``known.SIMULATED_MESSAGES``)."""
+    report = _report(X, X, X)
+    report.outcomes["schedule-0"] = Outcome("schedule-0", error=InterpretError(message))
+    report.difference = first_difference(report, 0)
+    found = classify(report)
+    assert (found.kind, found.name) == ("kernel-bug", kind)
+    assert found.detail.startswith("schedule-0: InterpretError: ")
+
+
+@pytest.mark.parametrize(
+    "error, message, where, name",
+    [
+        ("NotImplementedError", "Unsupported transform: SelectTransform(idx=...)", "",
+         "interpret-select-ref"),
+        ("NotImplementedError", "<class 'jax._src.state.types.SelectTransform'>", "",
+         "interpret-select-ref"),
+        ("NotImplementedError", "nan + semaphore", "get_uninitialized_value",
+         "interpret-semaphore-output"),
+        ("NotImplementedError", "nan + semaphore", "elsewhere", None),
+    ],
+)  # fmt: skip
+def test_upstream_crashes_only_devices_show_are_recognized(error, message, where, name):
+    """As the corpus's kernels raise them (minipallas/difftest/device_corpus: select_ref_*,
+    no_barrier_semaphore), rebuilt from the worker's report of them."""
+    crash = _rebuilt(error, message, [where])
+    assert recognize_crash("eval", crash) == name
+    assert type(crash).__name__ == error
