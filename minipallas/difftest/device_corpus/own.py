@@ -71,6 +71,14 @@ def correct() -> list[Case]:
                 lambda x, n=n: _all_to_all(x, n),
             ),
             Case(
+                f"reduce_scatter_matmul_{n}",
+                f"{OWN}: matmul with a reduce-scatter over its contraction",
+                (n,),
+                compute.reduce_scatter_matmul(n),
+                lambda n=n: ints(100 + n, (8 * n, 128 * n), (128 * n, 128)),
+                lambda x, w: x @ w,
+            ),
+            Case(
                 f"collective_matmul_{n}",
                 f"{OWN}: all-gather matmul overlapping the ring",
                 (n,),
@@ -105,16 +113,8 @@ def correct() -> list[Case]:
             f"{OWN}: bidirectional ring reduce-scatter",
             (4,),
             rings.bidirectional_reduce_scatter(4),
-            lambda: ints(70, (16, 8, 128)),
+            lambda: ints(69, (16, 8, 128)),
             lambda x: _reduce_scatter(x, 4),
-        ),
-        Case(
-            "reduce_scatter_matmul",
-            f"{OWN}: matmul with a reduce-scatter over its contraction",
-            (4,),
-            compute.reduce_scatter_matmul(4),
-            lambda: ints(71, (32, 512), (512, 128)),
-            lambda x, w: x @ w,
         ),
         Case(
             "ring_attention",
