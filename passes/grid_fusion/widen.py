@@ -234,15 +234,13 @@ class _Widths:
     def _cond(self, op: Op, got: list[int | None]) -> list[int | None]:
         if got[0] is not None:
             raise _Refused
-        results: list[int | None] = [None] * len(op.results)
         for region in op.regions:
             for p, v, d in zip(region.params, op.operands[1:], got[1:], strict=True):
                 self.dims[p] = d
                 self.origin[p] = v
             self._block(region)
-            for i, v in enumerate(region.results):
-                results[i] = results[i] if self.dims.get(v) is None else self.dims[v]
-        return results
+        yielded = zip(*(region.results for region in op.regions), strict=True)
+        return [self._same(vs, [self.dims.get(v) for v in vs]) for vs in yielded]
 
 
 def _ref_of_window(indexer: indexing.Indexer, dim: int) -> int:
