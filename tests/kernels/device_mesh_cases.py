@@ -506,12 +506,14 @@ def _core_halves_reference(shards):
 
 
 def swap_through_shared(x_ref, o_ref, shared, sem, sync):
-    """Each core copies its half of the shard into the device's VMEM_SHARED scratch, meets the
-    other core, and copies the other core's half out: VMEM_SHARED has a row per device."""
+    """Each core copies its half of the shard into the device's VMEM_SHARED scratch, signals
+    the other core (a device_id dict naming the core axis: that core of this device), waits
+    for its signal, and copies the other core's half out: VMEM_SHARED has a row per device."""
     core = lax.axis_index("core")
     half, other = pl.ds(core * 4, 4), pl.ds((1 - core) * 4, 4)
     pltpu.async_copy(x_ref.at[half], shared.at[half], sem).wait()
-    pltpu.core_barrier(sync, core_axis_name="core")
+    pl.semaphore_signal(sync, 1, device_id={"core": 1 - core})
+    pl.semaphore_wait(sync, 1)
     pltpu.async_copy(shared.at[other], o_ref.at[half], sem).wait()
 
 

@@ -157,23 +157,26 @@ def device_indices(
     scope: ImportScope, device_id: object, id_type: object, what: str
 ) -> list[Value]:
     """The target device's position along each mesh axis, from an op's ``device_id`` as
-    upstream reads it under ``device_id_type`` (module doc, 3)."""
+    upstream reads it under ``device_id_type`` (module doc, 3); then, where a dict names an
+    axis of the body's mesh kernel, the target core's along each core axis (``target_row``)."""
     names, sizes = scope.importer.devices.mesh
     logical = "LOGICAL" in str(id_type).upper()
     if isinstance(device_id, dict):
         if logical:
             raise scope.error(f"{what}: a dict device_id with DeviceIdType.LOGICAL",
                               fix="give a LOGICAL device id as one int")  # fmt: skip
-        size, given = dict(zip(names, sizes, strict=True)), {}
+        every = scope.importer.mesh[0]
+        size, given = dict(zip(*scope.importer.mesh, strict=True)), {}
         for key, index in device_id.items():
             axes = tuple(map(str, key)) if isinstance(key, tuple) else (str(key),)
             unknown = [a for a in axes if a not in size]
             if unknown:
                 raise scope.error(f"{what}: device_id names axes {unknown}, not axes of the "
-                                  f"mesh {names}", fix=f"name axes of {names}")  # fmt: skip
+                                  f"mesh {every}", fix=f"name axes of {every}")  # fmt: skip
             positions = _unflatten(scope, scope.read(index), [size[a] for a in axes])
             given.update(zip(axes, positions, strict=True))
-        return [given[a] if a in given else mesh_rules._axis_index(scope, a) for a in names]
+        axes = every if any(a not in names for a in given) else names
+        return [given[a] if a in given else mesh_rules._axis_index(scope, a) for a in axes]
     ids = list(device_id) if isinstance(device_id, tuple | list) else [device_id]
     if logical:
         if len(ids) != 1:
@@ -205,7 +208,9 @@ def _unflatten(scope: ImportScope, linear: Value, sizes: Sequence[int]) -> list[
 
 def target_row(scope: ImportScope, atom: jax_core.Atom, indices: list[Value], what: str) -> Value:
     """The target device's row of the per-device allocation or operand ``atom``; of memory
-    each core has its own of (a mesh kernel's, ``devices_cores``), the same core's row."""
+    each core has its own of (a mesh kernel's, ``devices_cores``), the row of the core
+    ``indices`` name after the device's (a ``device_id`` dict naming a core axis), else of the
+    same core."""
     value = scope.read(atom)
     axes = mesh_rules.row_axes(scope, atom, value)
     if axes is None:
@@ -213,8 +218,9 @@ def target_row(scope: ImportScope, atom: jax_core.Atom, indices: list[Value], wh
             f"{what} targets a ref with no row per device",
             fix="copy into the kernel's operands or scratch (scratch_shapes, run_scoped)",
         )
-    core = [mesh_rules._axis_index(scope, a) for a in axes[len(indices) :]]
-    return mesh_rules._row(scope, value, [*indices, *core])
+    n = len(scope.importer.devices.mesh[0])
+    core = indices[n:] or [mesh_rules._axis_index(scope, a) for a in axes[n:]]
+    return mesh_rules._row(scope, value, [*indices[:n], *core][: len(axes)])
 
 
 @rule("get_barrier_semaphore", params={})
