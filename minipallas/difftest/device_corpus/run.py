@@ -30,11 +30,11 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax._src.pallas.mosaic.interpret import interpret_pallas_call as upstream_interpret
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.difftest.device_corpus.case import Case
+from minipallas.lowering.jax_private import pallas_tpu_interpret as upstream_interpret
 
 
 def _first_line(e: BaseException) -> str:
