@@ -10,7 +10,8 @@ core mesh's axes (``core_axes``), and memory gets rows as it is shared:
 1. the device's memory (the kernel's operands and outputs, ``run_state``'s refs, ``VMEM_SHARED``
    scratch) has a row per device, shared by its cores; memory of which each core has its own
    a row per (device, core) (``mesh.allocation_type``). A remote copy or signal lands in the
-   target device's row, and, for per-core memory, its row of the same core
+   target device's row, and, for per-core memory, its row of the same core, or of the core a
+   ``device_id`` dict names along the core axis, as upstream's lowering reads it
    (``devices_kernel.target_row``); ``core_index`` names a core of the same device;
 2. the body's ops outside kernels are run by every core of a device: pure ops compute the same
    values on each, lax collectives exchange among the devices' same-numbered cores (their
