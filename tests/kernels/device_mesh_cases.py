@@ -15,6 +15,7 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
 
+import device_core_cases  # noqa: E402  (a sibling: this folder is on the path)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -452,107 +453,6 @@ def _upstream_all_gather():
     return functools.partial(all_gather.all_gather, mesh=_mesh(), axis_name="x")
 
 
-# --- mesh kernels of cores in the body (interop/importer/devices_cores.py) --------------------
-
-CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)
-
-
-def _halves_kernel(core_barrier: bool):
-    """Each core sends its half of the shard to the right neighbour's output (the same half),
-    waits for its own half to land, meets the other core at a core barrier, then writes the
-    other core's half plus one (through its VMEM: HBM is copied, not read): without the
-    barrier, a read of a half still in flight."""
-
-    def kernel(x_ref, o_ref, p_ref):
-        core = lax.axis_index("core")
-        right = lax.rem(lax.axis_index("x") + 1, N)
-        half, other = pl.ds(core * 4, 4), pl.ds((1 - core) * 4, 4)
-
-        def body(send, recv, sync, local, vmem):
-            copy = pltpu.make_async_remote_copy(x_ref.at[half], o_ref.at[half], send, recv,
-                                                device_id=(right,),
-                                                device_id_type=MESH)  # fmt: skip
-            copy.start()
-            copy.wait()
-            if core_barrier:
-                pltpu.core_barrier(sync, core_axis_name="core")
-            pltpu.async_copy(o_ref.at[other], vmem, local).wait()
-            vmem[...] = vmem[...] + 1.0
-            pltpu.async_copy(vmem, p_ref.at[half], local).wait()
-
-        pl.run_scoped(body, DMA, DMA, REGULAR, DMA, pltpu.VMEM((4, 128), F32))
-
-    return kernel
-
-
-def core_halves(core_barrier: bool, **kernel_params):
-    """A 2-core pl.kernel on every device, a psum among the devices after it."""
-
-    def body(x):
-        out = jax.ShapeDtypeStruct((8, 128), F32)
-        kernel = pl.kernel(_halves_kernel(core_barrier), out_type=(out, out), mesh=CORES,
-                           **kernel_params)  # fmt: skip
-        o, p = kernel(x)
-        return o, p * 2.0 + lax.psum(x, "x")
-
-    return _shard_map(body, out_specs=(SPLIT, SPLIT))
-
-
-def _core_halves_reference(shards):
-    o = np.roll(shards, 1, axis=0)
-    swapped = np.concatenate([o[:, 4:], o[:, :4]], axis=1)
-    p = (swapped + 1.0) * 2.0 + shards.sum(axis=0)
-    return o.reshape(-1, 128), p.reshape(-1, 128)
-
-
-def swap_through_shared(x_ref, o_ref, shared, sem, sync):
-    """Each core copies its half of the shard into the device's VMEM_SHARED scratch, signals
-    the other core (a device_id dict naming the core axis: that core of this device), waits
-    for its signal, and copies the other core's half out: VMEM_SHARED has a row per device."""
-    core = lax.axis_index("core")
-    half, other = pl.ds(core * 4, 4), pl.ds((1 - core) * 4, 4)
-    pltpu.async_copy(x_ref.at[half], shared.at[half], sem).wait()
-    pl.semaphore_signal(sync, 1, device_id={"core": 1 - core})
-    pl.semaphore_wait(sync, 1)
-    pltpu.async_copy(shared.at[other], o_ref.at[half], sem).wait()
-
-
-def shared_scratch(x):
-    scratch = [pltpu.VMEM_SHARED((8, 128), F32), DMA, REGULAR]
-    kernel = pl.kernel(swap_through_shared, out_type=jax.ShapeDtypeStruct((8, 128), F32),
-                       mesh=CORES, scratch_types=scratch)  # fmt: skip
-    return kernel(x) + lax.axis_index("x").astype(F32)
-
-
-@functools.cache
-def _upstream_core_halves(core_barrier: bool):
-    """Upstream's TPU interpret mode on the same kernel, its race detection on: its results,
-    and whether it found a race (the model's check: which rows a remote copy reaches)."""
-    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as upstream
-
-    params = pltpu.InterpretParams(detect_races=True)
-    x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
-    outs = jax.jit(core_halves(core_barrier, interpret=params))(x)
-    return tuple(np.asarray(o) for o in outs), bool(upstream.races.races_found)
-
-
-def _upstream_core_map_cases():
-    """Upstream's test_shard_map_of_core_map (the corpus's case: 2 devices of 2 cores, a
-    core_map inside run_state), and the same kernel on 4 devices of one core."""
-    from minipallas.difftest.device_corpus import upstream_head
-
-    case = next(c for c in upstream_head.cases() if c.name == "shard_map_of_core_map")
-    (x,) = case.inputs()
-    yield "upstream_shard_map_of_core_map", case.build(), x, case.reference(x)
-    x = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)
-    yield (
-        "core_map_one_core",
-        upstream_head._core_map(N, 1)(),
-        x,
-        upstream_head._plus_positions(x, N, 1),
-    )
-
-
 def cases():
     x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
     shards = x.reshape(N, 8, 128)
@@ -631,18 +531,7 @@ def cases():
     yield "barrier_signal_carried_by_collective_id", lambda s: (_run(carried, x, s), x)
     apart = _shard_map(_signal_then_wait(0, 1))  # another id: another semaphore, never signalled
     yield "barrier_of_another_collective_id", lambda s: (_run(apart, x, s), None)
-    for name, f, a, want in _upstream_core_map_cases():
-        yield name, lambda s, f=f, a=a, want=want: (_run(f, a, s), want)
-    halves, halved = core_halves(True), _core_halves_reference(shards)
-    yield "core_kernel_remote_halves", lambda s: (_run(halves, x, s), halved)
-    unsynced = core_halves(False)
-    yield "core_kernel_without_core_barrier", lambda s: (_run(unsynced, x, s), None)
-    swapped = np.concatenate([shards[:, 4:], shards[:, :4]], axis=1)
-    swapped += np.arange(N, dtype=np.float32)[:, None, None]
-    shared = _shard_map(shared_scratch)
-    yield "core_kernel_vmem_shared", lambda s: (_run(shared, x, s), swapped.reshape(x.shape))
-    yield "upstream_interpret_core_halves", lambda s: (_upstream_core_halves(True)[0], halved)
-    yield "upstream_interpret_core_halves_race", lambda s: (_upstream_core_halves(False)[1], True)
+    yield from device_core_cases.cases(_run)
 
 
 def main() -> None:

@@ -71,7 +71,7 @@ def verdicts() -> dict:
         "upstream_barrier_semaphore",
         "upstream_signal_every_device",
         "upstream_joint_axes_dict",  # device_id={("x", "y"): n}
-        # mesh kernels of cores in the body (interop/importer/devices_cores.py)
+        # mesh kernels of cores in the body (devices_cores.py; device_core_cases.py)
         "upstream_shard_map_of_core_map",  # 2 devices of 2 cores: core_map inside run_state
         "core_map_one_core",  # the same kernel, 4 devices of one core
         "core_kernel_remote_halves",  # a 2-core pl.kernel: remote copies, a core barrier, psum
@@ -182,7 +182,7 @@ def test_a_read_of_the_other_cores_half_without_a_core_barrier_is_a_race(verdict
     for v in verdicts["core_kernel_without_core_barrier"]:
         assert v["error"] == "RaceError", v
         assert re.search(r"program \(\d, [01]\)", v["text"]), v["text"]
-        assert v["text"].count("device_mesh_cases.py:") == 2
+        assert v["text"].count("device_core_cases.py:") == 2
 
 
 _CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)
