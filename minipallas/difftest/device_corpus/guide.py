@@ -436,10 +436,17 @@ def _race_detection(n: int, table: list[list[int]]) -> Build:
     return build
 
 
-def _shipped_all_gather(n: int) -> Build:
+def _shipped_all_gather(
+    shape: tuple[int, ...],
+    names: tuple[str, ...] = ("x",),
+    axis: str = "x",
+    space: Any = pltpu.VMEM,
+) -> Build:
+    """Upstream's shipped all-gather along ``axis`` of a mesh (its ``memory_space``)."""
+
     def build() -> Fn:
-        m = mesh((n,), ("x",))
-        return lambda x: shipped.all_gather(x, mesh=m, axis_name="x")
+        m = mesh(shape, names)
+        return lambda x: shipped.all_gather(x, mesh=m, axis_name=axis, memory_space=space)
 
     return build
 
@@ -522,7 +529,7 @@ def cases() -> list[Case]:
             "shipped_all_gather",
             SHIPPED,
             (4,),
-            _shipped_all_gather(4),
+            _shipped_all_gather((4,)),
             lambda: ints(18, (4 * 8, 128)),
             lambda x: x,
             expect="race",
@@ -534,11 +541,23 @@ def cases() -> list[Case]:
             "shipped_all_gather_8",
             f"{SHIPPED} (8 devices)",
             (8,),
-            _shipped_all_gather(8),
+            _shipped_all_gather((8,)),
             lambda: ints(19, (8 * 8, 128)),
             lambda x: x,
             expect="race",
             upstream="race|wrong|ok: its race detector's report in 7 runs of 7; may vary as on 4 "
             "devices",
+        ),
+        Case(
+            "shipped_all_gather_2d_int32",
+            "upstream tests/pallas/tpu_all_gather_test.py::test_all_gather_2d_mesh (axis y of a "
+            "2x4 mesh, int32, ANY)",
+            (2, 4),
+            _shipped_all_gather((2, 4), ("x", "y"), "y", pl.ANY),
+            lambda: tuple(a.astype(np.int32) for a in ints(20, (4 * 16, 128))),
+            lambda x: x,
+            expect="race",
+            upstream="race|wrong|ok: its race detector's report in 7 runs of 7 (values wrong); "
+            "may vary as on 4 devices of one axis",
         ),
     ]
