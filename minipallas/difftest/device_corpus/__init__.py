@@ -25,7 +25,8 @@ The corpus (``CASES``):
   ``tpu_pallas_interpret_distributed_test.py`` runs it: right permute (4 and 8 devices), the
   gridded all-gather, all-reduce and bidirectional reduce-scatter, the race-detection test
   (a table in SMEM names the copies: data-dependent) with its racing table; upstream's shipped
-  ``ops/tpu/all_gather`` (two copies in flight on one receive semaphore: a race);
+  ``ops/tpu/all_gather`` on 4 and 8 devices and, as ``tpu_all_gather_test`` runs it, along one
+  axis of a 2x4 mesh (two copies in flight on one receive semaphore: a race);
 - ``own.py`` over ``rings.py`` and ``compute.py``, written here: a double-buffered ring
   all-reduce, all-to-all, an all-gather matmul (collective matmul), a reduce-scatter matmul, a
   ring-attention step, a bidirectional reduce-scatter, a bidirectional all-gather, a halo
