@@ -124,8 +124,38 @@ def _upstream_core_map_cases():
     )
 
 
-def cases(run):
-    """``run(fn, x, schedule)``: ``fn`` imported and simulated (``device_mesh_cases._run``)."""
+def doubled_halves(x_ref, o_ref, vmem, sem):
+    """Each core doubles its half of the shard (through its VMEM) and adds its number."""
+    core = lax.axis_index("core")
+    half = pl.ds(core * 4, 4)
+    pltpu.async_copy(x_ref.at[half], vmem, sem).wait()
+    vmem[...] = vmem[...] * 2.0 + core.astype(F32)
+    pltpu.async_copy(vmem, o_ref.at[half], sem).wait()
+
+
+def _around(permute):
+    """``permute`` (a pallas_call of remote copies) before and after a 2-core kernel, one of
+    its results a shard_map result, the other's only used in the body."""
+
+    def body(x):
+        scratch = [pltpu.VMEM((4, 128), F32), DMA]
+        out = jax.ShapeDtypeStruct((8, 128), F32)
+        y = permute(x + 1.0)
+        z = pl.kernel(doubled_halves, out_type=out, mesh=CORES, scratch_types=scratch)(y)
+        return permute(z), z + 0.0 * y
+
+    return _shard_map(body, out_specs=(P("x"), P("x")))
+
+
+def _around_reference(shards):
+    y = np.roll(shards + 1.0, 1, axis=0)
+    z = y * 2.0 + np.repeat(np.arange(2, dtype=np.float32), 4)[None, :, None]
+    return np.roll(z, 1, axis=0).reshape(-1, 128), z.reshape(-1, 128)
+
+
+def cases(run, permute):
+    """``run(fn, x, schedule)``: ``fn`` imported and simulated (``device_mesh_cases._run``);
+    ``permute``: a pallas_call sending each (8, 128) shard to the right neighbour."""
     x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
     shards = x.reshape(N, 8, 128)
     for name, f, a, want in _upstream_core_map_cases():
@@ -140,3 +170,6 @@ def cases(run):
     yield "core_kernel_vmem_shared", lambda s: (run(shared, x, s), swapped.reshape(x.shape))
     yield "upstream_interpret_core_halves", lambda s: (_upstream_core_halves(True)[0], halved)
     yield "upstream_interpret_core_halves_race", lambda s: (_upstream_core_halves(False)[1], True)
+    around = _around(permute)
+    yield "pallas_calls_around_a_core_kernel", lambda s: (run(around, x, s),
+                                                          _around_reference(shards))  # fmt: skip

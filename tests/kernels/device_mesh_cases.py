@@ -531,7 +531,7 @@ def cases():
     yield "barrier_signal_carried_by_collective_id", lambda s: (_run(carried, x, s), x)
     apart = _shard_map(_signal_then_wait(0, 1))  # another id: another semaphore, never signalled
     yield "barrier_of_another_collective_id", lambda s: (_run(apart, x, s), None)
-    yield from device_core_cases.cases(_run)
+    yield from device_core_cases.cases(_run, _call(right_permute))
 
 
 def main() -> None:

@@ -77,6 +77,7 @@ def verdicts() -> dict:
         "core_map_one_core",  # the same kernel, 4 devices of one core
         "core_kernel_remote_halves",  # a 2-core pl.kernel: remote copies, a core barrier, psum
         "core_kernel_vmem_shared",  # scratch_types: VMEM_SHARED shared by a device's cores
+        "pallas_calls_around_a_core_kernel",  # a pallas_call runs on each device's first core
         "upstream_interpret_core_halves",  # upstream's TPU interpret mode agrees (no race)
         "upstream_interpret_core_halves_race",  # and finds a race without the core barrier
     ],
@@ -188,14 +189,6 @@ def test_a_read_of_the_other_cores_half_without_a_core_barrier_is_a_race(verdict
 
 _CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)
 _OUT = jax.ShapeDtypeStruct((8, 128), np.float32)
-
-
-def test_a_pallas_call_beside_a_mesh_kernel_is_refused_with_a_fix():
-    def body(x):
-        return _CALL(pl.kernel(_kernel, out_type=_OUT, mesh=_CORES)(x))
-
-    e = _refusal(body, "beside a mesh kernel")
-    assert e.op == "pallas_call" and "two shard_maps" in e.fix
 
 
 def test_mesh_kernels_over_different_core_meshes_are_refused_with_a_fix():

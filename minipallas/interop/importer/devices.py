@@ -222,13 +222,11 @@ def _walk(scope: ImportScope, devices: Devices, jaxpr: jax_core.Jaxpr) -> None:
                 _alias(scope, devices, a, v)
         elif name == "pallas_call":
             with scope.located(eqn):
-                if devices.cores[0]:
-                    raise scope.error(
-                        "a pallas_call beside a mesh kernel (pl.kernel, core_map) in a "
-                        "shard_map body over several devices cannot be imported",
-                        fix="call the pallas_call and the mesh kernel in two shard_maps",
-                    )
-                for var, value in zip(eqn.outvars, device_kernel(scope, eqn), strict=True):
+                if devices.cores[0]:  # beside mesh kernels: the first core's
+                    outs = devices_cores.first_core_kernel(scope, eqn, device_kernel)
+                else:
+                    outs = device_kernel(scope, eqn)
+                for var, value in zip(eqn.outvars, outs, strict=True):
                     if value is not None:
                         scope.bind(var, value)
         elif name in _CALLS:

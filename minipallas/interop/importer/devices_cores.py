@@ -20,13 +20,14 @@ core mesh's axes (``core_axes``), and memory gets rows as it is shared:
    its buffers, ``run_state``'s initial values, the shard_map's results) is written by the
    device's first core only (``first_core``: a ``cond`` on the core's position), and a barrier
    over the core axes orders it before the kernel; another after the kernel orders the
-   kernel's writes before every core reads its results.
+   kernel's writes before every core reads its results. A ``pallas_call`` beside mesh kernels
+   runs on the first core only (``first_core_kernel``), as it runs without cores.
 
 Why not a nested ``mesh_call`` of cores in each device's program: the simulator would run a
 device's cores to their end before another device moves, so a copy waiting for a neighbour's
 copy would never be satisfied; programs over (device, core) run together, as the chip's cores do.
-Refused, with a fix: two different core meshes in one body, a ``pallas_call`` beside a mesh
-kernel (``devices``), and a barrier semaphore (``collective_id``) in a mesh kernel.
+Refused, with a fix: two different core meshes in one body, and a barrier semaphore
+(``collective_id``) in a mesh kernel.
 """
 
 from __future__ import annotations
@@ -80,15 +81,20 @@ def first_core(scope: ImportScope, operands: Sequence[Value],
                body: Callable[[ImportScope, list[Value]], None]) -> None:  # fmt: skip
     """``body`` run by the device's first core only (module doc, 2): a ``cond`` whose index is
     the sum of the core's positions (0 on the first core; ``cond`` clamps the others to 1)."""
-    names = scope.importer.devices.cores[0]
-    index = mesh_rules._axis_index(scope, names[0])
-    for a in names[1:]:
-        index = scope.emit("add", [index, mesh_rules._axis_index(scope, a)])
     params, skipped = [Value(v.type) for v in operands], [Value(v.type) for v in operands]
     inner = scope.child()
     body(inner, params)
     branches = [inner.builder.block(params, []), scope.child().builder.block(skipped, [])]
-    scope.emit_op("cond", [index, *operands], branches)
+    scope.emit_op("cond", [_first_core_index(scope), *operands], branches)
+
+
+def _first_core_index(scope: ImportScope) -> Value:
+    """The sum of the core's positions: 0 on a device's first core only."""
+    names = scope.importer.devices.cores[0]
+    index = mesh_rules._axis_index(scope, names[0])
+    for a in names[1:]:
+        index = scope.emit("add", [index, mesh_rules._axis_index(scope, a)])
+    return index
 
 
 def store_own(scope: ImportScope, ref: Value, value: Value) -> None:
@@ -253,3 +259,55 @@ def device_run_state(
         return [read_own(inner, r) for r in made]
 
     return _shared(scope, operands, [(k, k) for k in range(len(operands))], allocs, body)
+
+
+def first_core_kernel(
+    scope: ImportScope,
+    eqn: jax_core.JaxprEqn,
+    kernel: Callable[[ImportScope, jax_core.JaxprEqn], list],
+) -> list:
+    """A ``pallas_call`` beside mesh kernels: ``kernel(scope, eqn)`` (``devices_kernel``) run by
+    each device's first core only, one program per device as in a body without cores (its
+    allocations grouped along the device axes; a chip runs a ``pallas_call`` with no parallel
+    grid on one core), between core barriers. The other cores take zeros for its values:
+    nothing they compute from them reaches memory (module doc, 2: what the body writes is the
+    first core's), and what it writes to the device's memory they read after the barrier."""
+    importer, devices = scope.importer, scope.importer.devices
+    outer: list[Value] = []
+    bound = {}  # atom -> outer value the branch takes as a parameter
+    for atom in eqn.invars:
+        if isinstance(atom, jax_core.Var) and devices.ref_of(atom) is None:
+            bound[atom] = devices.value(scope, atom)
+    held = [devices.ref_of(a) for a in eqn.invars] + [devices.result_ref(v) for v in eqn.outvars]
+    for v in [*bound.values(), *(r for r in held if r is not None), *devices.barriers.values()]:
+        if not any(v is o for o in outer):
+            outer.append(v)
+    params = [Value(v.type) for v in outer]
+    into = {id(o): p for o, p in zip(outer, params, strict=True)}
+    back = {id(p): o for o, p in zip(outer, params, strict=True)}
+    saved = devices.refs, devices.results, devices.barriers, importer.mesh
+    devices.refs = {k: into.get(id(v), v) for k, v in saved[0].items()}
+    devices.results = {k: into.get(id(v), v) for k, v in saved[1].items()}
+    devices.barriers = {k: into[id(v)] for k, v in saved[2].items()}
+    importer.mesh = devices.mesh
+    inner = scope.child()
+    for atom, value in bound.items():
+        inner.bind(atom, into[id(value)])
+    try:
+        outs = kernel(inner, eqn)
+    finally:
+        wrote = devices.refs
+        devices.refs, devices.results, devices.barriers, importer.mesh = saved
+    for k, v in wrote.items():
+        if k not in devices.refs and id(v) in back:  # an output held in the shard_map's result
+            devices.refs[k] = back[id(v)]
+    values = [v for v in outs if v is not None]
+    skip = scope.child()
+    zeros = [skip.constant(0, v.type.dtype, v.type.shape) for v in values]
+    branches = [inner.builder.block(params, values), skip.builder.block(
+        [Value(v.type) for v in outer], zeros)]  # fmt: skip
+    sync_cores(scope)  # what the other cores read before it is read; what it writes, after
+    op = scope.emit_op("cond", [_first_core_index(scope), *outer], branches)
+    sync_cores(scope)
+    results = iter(op.results)
+    return [None if v is None else next(results) for v in outs]
