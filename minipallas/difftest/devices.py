@@ -306,10 +306,10 @@ def run_ways(report: Report, devices: int, seconds: float) -> None:
         if worker is not None:
             worker.close()
         raise
-    found = UpstreamRuns(devices, seconds)
     if worker is not None:
         found = worker.collect(seconds, devices)
-    if worker is None:  # made in a REPL or by ``python -c``: nothing the worker can load
+    else:  # made in a REPL or by ``python -c``: nothing the worker can load
+        found = UpstreamRuns(devices, seconds)
         error = _rebuilt("CaseNotFound", f"the case {case.name!r} was not made in a file", ())
         found.runs.append(Outcome("loading the case", error=error, stage="load"))
     report.upstream_runs = found

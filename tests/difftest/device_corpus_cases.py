@@ -1,0 +1,22 @@
+"""The device corpus (``minipallas.difftest.device_corpus``) as difftest cases, for
+``minipallas-difftest --devices 8 tests/difftest/device_corpus_cases.py`` (issue 47 item 4).
+
+Each corpus kernel becomes a ``Case`` at module level (the upstream worker loads this file
+again), expecting what the corpus says it does: agreement for a correct kernel, its race or
+deadlock, a kernel bug of some kind for a wrong semaphore count, and an upstream crash where
+the corpus records that upstream's interpret mode fails on it. Every way is compared bit for
+bit (ring attention's exponentials, compiled by XLA, are not: a finding).
+"""
+
+from minipallas.difftest import Case
+from minipallas.difftest.device_corpus import CASES as CORPUS
+
+EXPECT = {"ok": None, "race": "race", "deadlock": "deadlock", "wrong-count": "kernel-bug"}
+
+
+def _expect(kernel) -> str | None:
+    crashes = kernel.expect == "ok" and kernel.upstream.startswith("error")
+    return "upstream-crash" if crashes else EXPECT[kernel.expect]
+
+
+CASES = [Case(k.name, k.build(), k.inputs(), expect=_expect(k)) for k in CORPUS]
