@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from minipallas.interop.importer import devices_cores
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.devices_cores import equations as _equations
 from minipallas.interop.importer.devices_kernel import (
     collective_id,
     device_kernel,
@@ -143,14 +144,6 @@ def _name(jaxpr: jax_core.Jaxpr) -> str:
             debug = getattr(e.params["jaxpr"], "debug_info", None)
             return str(e.params.get("name") or getattr(debug, "func_name", "") or "kernel")
     return "shard_map"
-
-
-def _equations(jaxpr: jax_core.Jaxpr):
-    """The equations of ``jaxpr`` and of every jaxpr in their parameters."""
-    for e in jaxpr.eqns:
-        yield e
-        for sub in jax_core.jaxprs_in_params(e.params):
-            yield from _equations(sub)
 
 
 def _program(

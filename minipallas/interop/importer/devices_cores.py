@@ -32,7 +32,7 @@ Refused, with a fix: two different core meshes in one body, and a barrier semaph
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
@@ -48,7 +48,15 @@ ValueOf = Callable[[jax_core.Atom], Value]  # an atom's value on this device
 _FIX = "call every mesh kernel of the body over one pltpu.create_tensorcore_mesh"
 
 
-def kernel_mesh(eqn: jax_core.JaxprEqn) -> object:
+def equations(jaxpr: jax_core.Jaxpr) -> Iterator[jax_core.JaxprEqn]:
+    """The equations of ``jaxpr`` and of every jaxpr in their parameters."""
+    for e in jaxpr.eqns:
+        yield e
+        for sub in jax_core.jaxprs_in_params(e.params):
+            yield from equations(sub)
+
+
+def _kernel_mesh(eqn: jax_core.JaxprEqn) -> object:
     """The core mesh a mesh kernel's equation runs over."""
     if eqn.primitive.name == "core_map":
         return eqn.params["mesh"]
@@ -65,7 +73,7 @@ def core_axes(scope: ImportScope, eqns: Sequence[jax_core.JaxprEqn], devices: tu
                 if eqn.primitive.name == "mpmd_map" and len(eqn.params["meshes"]) != 1:
                     raise scope.error("a kernel over several meshes cannot be imported",
                                       fix="write one body over one mesh")  # fmt: skip
-                found.add(mesh_rules.mesh_axes(scope, kernel_mesh(eqn)))
+                found.add(mesh_rules.mesh_axes(scope, _kernel_mesh(eqn)))
     if len(found) > 1:
         raise scope.error(f"mesh kernels over different core meshes {sorted(found)} in a "
                           "shard_map body over several devices", fix=_FIX)  # fmt: skip
@@ -148,7 +156,7 @@ def _kernel_body(scope: ImportScope, eqn: jax_core.JaxprEqn, jaxpr: jax_core.Jax
     """The kernel's body on the cores of the device, its scratch allocated around it."""
     devices = scope.importer.devices
     if collective_id(eqn) is not None or any(
-        e.primitive.name == "get_barrier_semaphore" for e in _equations(jaxpr)
+        e.primitive.name == "get_barrier_semaphore" for e in equations(jaxpr)
     ):
         raise scope.error(
             f"a barrier semaphore (collective_id) in a mesh kernel ({eqn.primitive.name}) in a "
@@ -175,13 +183,6 @@ def _kernel_body(scope: ImportScope, eqn: jax_core.JaxprEqn, jaxpr: jax_core.Jax
 
 def _is_ref(value: Value) -> bool:
     return isinstance(value.type, RefType)
-
-
-def _equations(jaxpr: jax_core.Jaxpr):
-    for e in jaxpr.eqns:
-        yield e
-        for sub in jax_core.jaxprs_in_params(e.params):
-            yield from _equations(sub)
 
 
 def device_mesh_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn, value: ValueOf) -> list[Value]:
