@@ -12,27 +12,27 @@ were four of 128 rows, each output element's ops still the same and in the same 
 
 Algorithm:
 1. Leave the kernel alone when its grid has a dynamic axis or fewer than ``min_steps`` steps,
-   or when its body hands more than ``max_carried`` scratch buffers from one step to the next
-   (reads and writes them). Measured on a v5e: flash attention (running max, sum and output
-   in three scratch buffers) with 128-row blocks runs 0.77x fused at any factor, its sub-steps
-   chained through VMEM stores and loads of that state; a blocked matmul (one accumulator)
-   runs 1.8-3.9x fused. Or when an input aliased to an output does not pick the same block
-   at every step.
+   or when an input aliased to an output does not pick the same block at every step.
 2. Widen each axis but the innermost longer than one (``widen``), until the blocks that move
    along it are ``wide_block`` long in that dimension, within ``vmem_budget``: the largest
    divisor of the axis's length that keeps that.
-3. Take the innermost axis longer than one (every later axis has one step, so its consecutive
+3. Stop there when the body hands more than ``max_carried`` scratch buffers from one step to
+   the next (reads and writes them). Measured on a v5e: flash attention (running max, sum and
+   output in three scratch buffers) with 128-row blocks runs 0.77x in sub-steps at any factor,
+   chained through VMEM stores and loads of that state; a blocked matmul (one accumulator)
+   runs 1.8-3.9x fused. Widening chains nothing: it runs the body once per step.
+4. Take the innermost axis longer than one (every later axis has one step, so its consecutive
    steps are consecutive in the whole grid's order). Every block spec must follow it
    (``index_maps.motion``): its block stays put, or advances one block a step in one
    dimension.
-4. Choose ``c``: enough steps that one fused step moves about ``target_bytes`` of blocks that
+5. Choose ``c``: enough steps that one fused step moves about ``target_bytes`` of blocks that
    change, at most ``max_unroll`` old steps in one (counting earlier fusions), windows no longer
    than their arrays, a factor of every moving index's other terms, and the double-buffered
    windows plus scratch within ``vmem_budget``. Prefer a divisor of the axis's length; else
    the sub-steps past its end are skipped.
-5. Build the fused kernel: window block specs (``index_maps.window_spec``), the axis ``c``
+6. Build the fused kernel: window block specs (``index_maps.window_spec``), the axis ``c``
    times shorter, the body of sub-steps (``substeps.fused_body``). Then try the next axis out
-   (step 3), until nothing is left to gain.
+   (step 4), until nothing is left to gain.
 """
 
 from __future__ import annotations
@@ -86,9 +86,11 @@ def fuse_grid_steps(
     when nothing is fused."""
     if kernel.dynamic_axes or math.prod(kernel.grid) < min_steps:
         return kernel
-    if _carried(kernel) > max_carried or not _aliases_move_together(kernel):
+    if not _aliases_move_together(kernel):
         return kernel
     kernel = _widen(kernel, wide_block, vmem_budget)
+    if _carried(kernel) > max_carried:
+        return kernel
     unrolled = 1
     while (axis := _innermost(kernel.grid)) is not None:
         moves = _moves(kernel, axis)

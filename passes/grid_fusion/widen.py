@@ -13,10 +13,12 @@ Algorithm:
    over the axis). The body must not ask for its position along the axis.
 2. Find the widened dimension of every value and ref of the body (``_Widths``): the moving
    operands' dimension, carried through one rule per op (elementwise ops keep it, a dot keeps
-   its lhs rows or rhs columns, a reduction must not reduce it, a ``get`` of a whole dimension
-   keeps it). Scratch buffers and broadcasts take the dimension their uses ask of them. An op
-   without a rule, or one that would mix rows (a reduction over the widened dimension, a
-   non-scalar value without it beside one with it), leaves the axis alone.
+   its lhs rows or rhs columns, a ``get`` of a whole dimension keeps it, a max or min must not
+   reduce it, and a float sum or product must not see it at all: XLA:CPU orders a sum's terms
+   by its operand's whole shape). Scratch buffers and broadcasts take the dimension their
+   uses ask of them. An op without a rule, or one that would mix rows (a reduction over the
+   widened dimension, a non-scalar value without it beside one with it), leaves the axis
+   alone.
 3. A scratch buffer the body reads must be overwritten whole at the start of every run of a
    later axis (``pl.when(program_id(k) == 0)``): then no step reads what a step with another
    index along the widened axis wrote, and one copy per widened row keeps every row's
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from minipallas.ir import indexing
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.kernel_spec import Kernel
@@ -103,7 +105,8 @@ def widen_axis(
 
 class _Widths:
     """Step 2: one forward walk per round; a use that asks an unknown ref or a broadcast for
-    a dimension fixes it and starts a new round, until a round fixes nothing."""
+    a dimension fixes it and starts a new round, until a round fixes nothing (a refusal in a
+    round that fixed something is not final)."""
 
     def __init__(self, axis: int, fixed: dict[Value, int | None]) -> None:
         self.axis, self.fixed = axis, fixed
@@ -114,7 +117,11 @@ class _Widths:
             self.origin: dict[Value, Value] = {}  # a region's ref parameter -> the ref passed
             self.free: dict[Value, Op] = {}  # broadcasts and gets a use may widen
             self.changed = False
-            self._block(body.body)
+            try:
+                self._block(body.body)
+            except _Refused:
+                if not self.changed:  # else an op met a value not yet known: walk again
+                    raise
             if not self.changed:
                 return self.dims
         raise _Refused
@@ -159,9 +166,11 @@ class _Widths:
             return [self._broadcast(op, got[0])]
         if name in REDUCTIONS:
             (d,) = got
-            if d is not None and d in op.attrs["axes"]:
+            if d is not None and (d in op.attrs["axes"] or _sums_floats(op)):
                 raise _Refused
             return [None if d is None else d - sum(a < d for a in op.attrs["axes"])]
+        if name == "reshape":
+            return [self._reshape(op, got[0])]
         if name == "transpose":
             (d,) = got
             return [None if d is None else tuple(op.attrs["permutation"]).index(d)]
@@ -196,6 +205,17 @@ class _Widths:
         if wide in dims and shape[dims.index(wide)] != 1:
             raise _Refused
         return wide
+
+    def _reshape(self, op: Op, d: int | None) -> int | None:
+        """Only a reshape that adds or drops dimensions of size 1 (``keepdims``) keeps rows."""
+        if d is None:
+            return None
+        old, new = op.operands[0].type.shape, tuple(op.attrs["shape"])
+        kept = [i for i, n in enumerate(old) if n != 1]
+        placed = [i for i, n in enumerate(new) if n != 1]
+        if [old[i] for i in kept] != [new[i] for i in placed] or d not in kept:
+            raise _Refused
+        return placed[kept.index(d)]
 
     def _dot(self, op: Op, got: list[int | None]) -> int | None:
         (lhs, rhs), rank = got, len(op.operands[0].type.shape)
@@ -241,6 +261,12 @@ class _Widths:
             self._block(region)
         yielded = zip(*(region.results for region in op.regions), strict=True)
         return [self._same(vs, [self.dims.get(v) for v in vs]) for vs in yielded]
+
+
+def _sums_floats(op: Op) -> bool:
+    """A float sum or product: XLA:CPU orders its terms by the operand's whole shape (a row sum
+    of 16 rows and one of 64 round apart), so a wider operand may change a row's bits."""
+    return op.name in ("reduce_sum", "reduce_prod") and dtypes.is_float(op.operands[0].type.dtype)
 
 
 def _ref_of_window(indexer: indexing.Indexer, dim: int) -> int:
@@ -316,7 +342,7 @@ class _Rebuild:
         b = Builder()
         for op in block.ops:
             attrs = dict(op.attrs)
-            if op.name == "broadcast_in_dim" and self.found.get(op.result) is not None:
+            if op.name in ("broadcast_in_dim", "reshape") and self.found.get(op.result) is not None:
                 attrs["shape"] = self._type(op.result).shape
             r = self.found.get(op.operands[0]) if op.name in WINDOWED else None
             if r is not None:

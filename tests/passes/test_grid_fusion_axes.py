@@ -1,9 +1,10 @@
 """``fuse-grid-steps`` over every grid axis: outer axes widened to bigger blocks (``widen``).
 
 A matmul written in 128-blocks runs in 512-blocks, bit for bit the unfused kernel's and
-upstream's interpret mode's; the Mosaic module it emits is compiled by libtpu after the test
+upstream's interpret mode's; the Mosaic modules it emits are compiled by libtpu after the test
 (``tests/mosaic_compile.py``). Kernels whose steps along an axis are not independent rows
-(scratch carried across the axis, a body that asks its position) are left unwidened.
+(scratch carried across the axis, a body that asks its position, a float sum that sees the
+widened rows) are left unwidened.
 """
 
 import sys
@@ -18,7 +19,9 @@ from minipallas.passes.grid_fusion import fuse_grid_steps
 from minipallas.passes.pipeline import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "kernels"))
-from suite import Case, inputs, matmul, normal  # noqa: E402
+from suite import KERNELS, Case, inputs, matmul, normal  # noqa: E402
+
+from bench.realistic_kernels import realistic_cases  # noqa: E402
 
 WIDEN_ONLY = "fuse-grid-steps{max_unroll=1}"
 
@@ -77,6 +80,16 @@ def test_the_2048_matmul_in_128_blocks_runs_as_its_512_block_form():
     assert "iteration_bounds = array<i64: 4, 4, 4>" in str(
         case.minipallas().lower(*case.inputs(), target="tpu")
     )
+
+
+def test_a_float_sum_over_the_other_dimension_keeps_the_rows_apart():
+    """Flash attention sums each query row's probabilities (``p.sum(axis=1)``) and the suite's
+    row_sum its rows: XLA:CPU orders such a sum by the operand's whole shape (row_sum in 64-row
+    blocks rounds otherwise than in 16-row ones), so neither is widened."""
+    (flash,) = [c for c in realistic_cases() if c.name == "flash_attention"]
+    assert _kernel(flash, max_carried=9, max_unroll=1).grid == flash.grid
+    (row_sum,) = [c for c in KERNELS if c.name == "row_sum"]
+    assert _kernel(row_sum, min_steps=1, max_unroll=1).grid == row_sum.grid
 
 
 def test_blocks_already_wide_are_left_as_they_are():
