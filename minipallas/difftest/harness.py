@@ -15,7 +15,8 @@ input, in order) every way there is:
    (the fuzzer's generated program), that function interpreted;
 6. a case whose ``shard_map`` spans several devices runs its own ways instead
    (``devices``): ``upstream`` is upstream's TPU interpret mode in a worker process,
-   time-boxed, run three times; minipallas's ways are the simulator under several schedules;
+   time-boxed, run twice and then with its race detector; minipallas's ways are the simulator
+   under several schedules and the kernel compiled to XLA collectives (``on-devices``);
 7. with ``device="tpu"``: ``upstream-tpu``, ``tpu`` and ``xla-tpu`` on the chip, judged apart
    (``tpu``: bit for bit between the two Pallas lowerings, within the chip's envelope of the
    interpreter). On a machine without a TPU, libtpu compiles both sides ahead of time for a
