@@ -29,6 +29,7 @@ from jax import lax
 
 from minipallas.interop.exporter import to_jax
 from minipallas.interop.importer.avals import type_of
+from minipallas.interop.importer.devices import _KERNELS as KERNELS
 from minipallas.interop.importer.devices import _equations, device_shard_map
 from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts
 from minipallas.ir import dtypes
@@ -64,7 +65,15 @@ def device_function(eqn: jax_core.JaxprEqn) -> Function:
             scope.bind(v, Value(type_of(v.aval, f"operand {k}")))
     with scope.located(eqn):
         device_shard_map(scope, eqn)
-    (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
+        (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
+        cores = op.attrs["axes"][len(eqn.params["mesh"].axis_names) :]
+        if cores:  # the programs are (device, core) pairs: the cores share the device's memory
+            raise scope.error(
+                f"a shard_map whose body holds mesh kernels of cores {cores} (pl.kernel, "
+                "core_map) does not compile to XLA collectives",
+                fix="run it with collectives='simulate' (mp.interpret(fn, x, "
+                "collectives='simulate'))",
+            )
     return device_program(op.attrs["callee"], op.attrs["axes"], op.attrs["shape"])
 
 
@@ -73,7 +82,7 @@ def run_device_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
     device's program (``device_function``), each result starting as the simulator's does (the
     fill value); one with no kernel in it keeps its own body."""
     jaxpr, consts = closed_parts(eqn.params["jaxpr"])
-    if any(e.primitive.name == "pallas_call" for e in _equations(jaxpr)):
+    if any(e.primitive.name in KERNELS for e in _equations(jaxpr)):
         program = to_jax(device_function(eqn))
 
         def body(*shards: Any) -> tuple[Any, ...]:
