@@ -223,15 +223,17 @@ def run(
     refusals = None
     if devices:  # remote copies and semaphores are the simulator's to check, not one chip's
         report.check_notes.append("kernels that span devices: checked by the simulator")
+        if device == "tpu":  # a one-chip v5e compile would refuse the mesh: no kernel bug
+            report.check_notes.append("device='tpu': the TPU ways run one chip's kernels, not "
+                                      "a case that spans devices")  # fmt: skip
     elif report.jaxpr is not None:
         run_checks(report)
-    if report.jaxpr is not None:
         if device == "tpu" and not chip:
             refusals = compile_ahead(report)
             bug = compile_bug(refusals)
             report.kernel_bugs += [bug] if bug is not None else []
     report.finding = classify(report)
-    if device == "tpu":
+    if device == "tpu" and not devices:
         report.tpu = _tpu_verdict(report, chip, refusals)
     return report
 

@@ -4,7 +4,8 @@ in processes of their own: jax must see 4 CPU devices, which it is told before i
 ``run`` runs each case's upstream in a worker that loads this file again, so the cases are at
 module level (but ``hidden``'s, made in a function: the worker cannot find it).
 
-``python tests/difftest/device_verdict_cases.py SECONDS CASE...``: one JSON line per case.
+``python tests/difftest/device_verdict_cases.py SECONDS CASE...``: one JSON line per case
+(``CASE@tpu``: run with ``device="tpu"``).
 """
 
 import json
@@ -107,9 +108,10 @@ NOWHERE = Case("nowhere", CASES[0].fn, (X,), expect="case-not-found", origin="<s
 
 def main(seconds: float, names: list[str]) -> None:
     cases = {c.name: c for c in [*CASES, hidden(), NOWHERE]}
-    for name in names:
-        case = cases[name]
-        report = run(case, upstream_seconds=seconds)
+    for name in names:  # NAME@tpu: run(..., device="tpu")
+        case = cases[name.removesuffix("@tpu")]
+        device = "tpu" if name.endswith("@tpu") else "cpu"
+        report = run(case, upstream_seconds=seconds, device=device)
         runs, ours = report.upstream_runs, report.outcomes["interpret"]
         same = [
             bool(np.array_equal(r.outputs[0], ours.outputs[0], equal_nan=True))
@@ -117,7 +119,8 @@ def main(seconds: float, names: list[str]) -> None:
             for r in runs.runs
         ]  # fmt: skip
         print(json.dumps({
-            "case": case.name, "kind": report.finding.kind, "name": report.finding.name,
+            "case": name, "kind": report.finding.kind, "notes": report.check_notes,
+            "tpu": str(report.tpu), "name": report.finding.name,
             "detail": report.finding.detail, "expected": report.expected,
             "hung": runs.hung, "races": runs.races, "varies": runs.varies(),
             "runs": [[r.way, r.ok] for r in runs.runs], "ways": sorted(report.outcomes),

@@ -32,7 +32,7 @@ PLAIN = ["InterpretParams()", "InterpretParams() again"]  # the worker's first t
 
 
 NAMES = ["right_permute", "upstream_all_gather", "permute_read_early", "hidden", "nowhere",
-         "right_permute_check_vma"]  # fmt: skip
+         "right_permute_check_vma", "right_permute@tpu"]  # fmt: skip
 
 
 def _start(command: list[str], **env: str) -> subprocess.Popen:
@@ -59,6 +59,13 @@ def test_a_correct_right_permute_agrees_with_upstream_in_every_run(verdicts):
     assert (v["kind"], v["expected"], v["upstream_ok"]) == ("agree", True, True), v
     assert v["upstream_equal"] == [True] * 5 and v["races"] is False  # 2 plain, 3 detecting
     assert set(v["ways"]) == {"interpret", "schedule-0", "schedule-1", "on-devices", "upstream"}
+
+
+def test_device_tpu_leaves_a_case_that_spans_devices_to_its_own_ways(verdicts):
+    """The TPU ways (and libtpu's one-chip compile, which would refuse the mesh) skip it."""
+    v = verdicts["right_permute@tpu"]
+    assert (v["kind"], v["tpu"]) == ("agree", "None"), v
+    assert "device='tpu': the TPU ways run one chip's kernels" in v["notes"][-1]
 
 
 def test_upstreams_own_all_gather_is_a_race_its_own_detector_names(verdicts):
