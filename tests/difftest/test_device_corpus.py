@@ -58,8 +58,8 @@ NOT_COMPILED = {
     "no_barrier_semaphore": NOT_YET["no_barrier_semaphore"],
     "select_ref_remote_dma": _SELECT,
     "select_ref_smem_index": _SELECT,
-    "shard_map_of_core_map": "a raw ValueError from upstream, 'Only interpret mode is supported "
-    "on CPU backend.': the core_map inside the shard_map is left to upstream's CPU lowering",
+    "shard_map_of_core_map": "'core_map': a shard_map whose body holds mesh kernels of cores "
+    "('core',) (pl.kernel, core_map) does not compile to XLA collectives",
     "guide_all_gather": "'dma_start': this dma_start of a kernel that spans devices does not "
     "compile to XLA collectives: it may start after a semaphore_wait ... that only some devices "
     "make (the barrier's wait under pl.when(step == 0), which every device makes)",
