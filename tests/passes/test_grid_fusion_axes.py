@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from minipallas.ir.types import TPU_VMEM
+from minipallas.ir.verifier import verify
 from minipallas.lowering import TARGETS
 from minipallas.passes.grid_fusion import fuse_grid_steps
 from minipallas.passes.pipeline import run
@@ -129,3 +130,12 @@ def test_wide_block_1_keeps_the_innermost_fusion_alone():
     case = _matmul(1024)
     assert _kernel(case, wide_block=1).grid == (8, 2, 1)
     assert _kernel(case).grid == (2, 2, 2)
+
+
+def test_widening_builds_a_verified_kernel_and_leaves_its_input_alone():
+    kernel = _matmul(1024).minipallas().trace(*_matmul(1024).inputs(), memory_space=TPU_VMEM)
+    before = str(kernel)
+    widened = fuse_grid_steps(kernel, max_unroll=1)
+    assert widened.grid == (2, 2, 8)
+    verify(widened.body)
+    assert str(kernel) == before
