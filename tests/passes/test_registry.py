@@ -136,6 +136,7 @@ def test_every_builtin_option_is_declared_with_the_function_default():
             "vmem_budget": 8 << 20,
             "min_steps": 64,
             "max_carried": 1,
+            "wide_block": 512,
         },
         "hoist-invariant": {"grid": REQUIRED, "inputs": REQUIRED},
         "promote-scratch": {"budget": 131072},
