@@ -181,7 +181,8 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="run this Python file first, so the passes it registers (@register) can be named "
-        "in --pass-pipeline; may be given several times",
+        "in --pass-pipeline and the rewrites it registers (@pattern) join every cleanup; may "
+        "be given several times",
     )
 
 

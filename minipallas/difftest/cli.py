@@ -2,27 +2,31 @@
 
 ``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show] [--device tpu]`` runs every
 ``Case`` that the files define (at module level, or in a list or tuple there, such as
-``CASES``), each through ``minipallas.difftest.run``, with a progress bar, then prints a
-summary table: one row per case with its finding, whether that is the finding the case
-expects, and each way's time, then the count of each kind (exact agreement and agreement
-within the numerics envelope apart). ``--show`` prints the full report (both programs) of
-every case whose finding is not the expected one (the table itself prints, under it, the
-detail of a ``case-error``, the case's own mistake with its fix, and of a ``kernel-bug``).
-The exit code is 1 if any case's finding is not the one it expects (a finding), 2 for a usage
-error (a file that cannot be read or defines no case, an unknown pass or option), as every
-minipallas command's. Every case's TPU kernels also go through the kernel checks
-(``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and the
-table gives the checks' time. ``--device tpu`` adds the TPU ways
-(``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case
-whose verdict is not good counts as not as expected; on a machine without a TPU it adds what
-needs no chip (libtpu's compile of both sides, the verdict ``no-chip``).
+``CASES``), each through ``minipallas.difftest.run``, with a progress bar on a terminal
+(``minipallas.progress``: none in logs), then prints a summary table: one row per case with its
+finding, whether that is the finding the case expects, and each way's time, then the count of
+each kind (exact agreement and agreement within the numerics envelope apart). ``--show`` prints
+the full report (both programs) of every case whose finding is not the expected one (the table
+itself prints, under it, the detail of a ``case-error``, the case's own mistake with its fix,
+and of a ``kernel-bug``). The exit code is 1 if any case's finding is not the one it expects (a
+finding), 2 for a usage error (a file that cannot be read or defines no case, an unknown pass or
+option), as every minipallas command's. Every case's TPU kernels also go through the kernel
+checks (``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``,
+and the table gives the checks' time. ``--device tpu`` adds the TPU ways
+(``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case whose
+verdict is not good counts as not as expected; on a machine without a TPU it adds what needs no
+chip (libtpu's compile of both sides, the verdict ``no-chip``).
 
 ``--load FILE.py`` (repeatable) and ``--pass-pipeline PIPE`` put a researcher's passes under the
 difftest: every case runs with ``Case.passes=PIPE`` (``user_pipeline``: on each kernel, as
 ``pallas_call(..., passes=PIPE)``; a case without kernels, on its program after discharge and
 cleanup, before ``compile`` lowers it). A finding the pipeline causes is ``pass-bug``, named
 after the pass, and ``--show`` prints its IR before and after; with a pipeline, ``--show``
-prints every case, with the IR after the pipeline.
+prints every case, with the IR after the pipeline. Under the table, as the fuzzers do
+(``user_passes.PassCoverage``), a line a pass says on how many of the cases it ran on it
+changed the IR (``pass P changed 0 of 3 cases: it was never exercised``: agreement then
+proves nothing about it), a line a ``@pattern`` of the ``--load`` files how many it rewrote an
+op in, and a line names the cases the pipeline did not run on.
 
 A case whose ``jax.shard_map`` spans several devices (``devices``) needs that many devices in
 this process too: ``--devices N`` makes jax see N CPU devices (``jax_num_cpu_devices``, set
@@ -43,15 +47,16 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
 
+from minipallas.difftest import user_pipeline
 from minipallas.difftest.devices import UPSTREAM_SECONDS, use_cpu_devices
 from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import SCHEDULE_WAYS, Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
 from minipallas.lowering.libtpu import quiet_libtpu
-from minipallas.user_passes import add_arguments, main_with_passes
+from minipallas.progress import Progress
+from minipallas.user_passes import PassCoverage, add_arguments, main_with_passes
 
 
 def cases_in(path: Path) -> list[Case]:
@@ -70,18 +75,6 @@ def cases_in(path: Path) -> list[Case]:
             if isinstance(item, Case):
                 found.setdefault(id(item), item)
     return list(found.values())
-
-
-def progress(done: int, total: int, label: str, out: TextIO) -> None:
-    """A one-line progress bar, redrawn in place on a terminal, one line per step elsewhere."""
-    width = 30
-    filled = width * done // max(total, 1)
-    bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label}"
-    if out.isatty():
-        out.write("\r" + bar[:100].ljust(100) + ("\n" if done == total else ""))
-    else:
-        out.write(bar + "\n")
-    out.flush()
 
 
 DEVICE_WAYS = (*SCHEDULE_WAYS, "on-devices")
@@ -132,6 +125,30 @@ def _gloss(kind: str, reports: Sequence[Report]) -> str:
     return ""
 
 
+def _count(coverage: PassCoverage, report: Report) -> bool:
+    """Counts the passes (and loaded patterns) that changed the case's IR; False if the
+    pipeline did not run on the case."""
+    texts = user_pipeline.texts(report)
+    fired = coverage.fired(texts)  # also the patterns' rewrites since the last case
+    if texts:
+        coverage.count(fired)
+    return bool(texts)
+
+
+def _not_reached(missed: Sequence[Report], total: int) -> list[str]:
+    """The cases the pipeline did not run on, which the counts of ``PassCoverage`` leave out,
+    and why."""
+    if not missed:
+        return []
+    why = [
+        "no kernel for its kernel pass" if r.program is not None and not user_pipeline.ways(r)
+        else "it failed before the pipeline"
+        for r in missed
+    ]  # fmt: skip
+    cases = "; ".join(f"{r.case.name} ({w})" for r, w in zip(missed, why, strict=True))
+    return [f"the pipeline did not run on {len(missed)} of {total} cases: {cases}"]
+
+
 def run_files(
     paths: Sequence[Path],
     keyword: str | None,
@@ -154,12 +171,18 @@ def run_files(
         where = ", ".join(map(str, paths)) + (f" with -k {keyword}" if keyword else "")
         print(f"minipallas-difftest: no cases found in {where}", file=sys.stderr)
         return 2
-    reports = []
-    for k, case in enumerate(cases):
-        progress(k, len(cases), case.name, sys.stderr)
-        reports.append(run(case, device=device, upstream_seconds=upstream_seconds))
-    progress(len(cases), len(cases), "done", sys.stderr)
+    coverage = PassCoverage(passes, "cases") if passes else None
+    reports, missed = [], []  # missed: the cases the pipeline did not run on
+    with Progress("difftest", len(cases), unit="case") as bar:
+        for case in cases:
+            report = run(case, device=device, upstream_seconds=upstream_seconds)
+            reports.append(report)
+            if coverage is not None and not _count(coverage, report):
+                missed.append(report)
+            bar.update(unexpected=sum(not _as_expected(r) for r in reports))
     print(table(reports))
+    if coverage is not None:
+        print("\n".join(["", *coverage.lines(), *_not_reached(missed, len(reports))]))
     if show:
         for r in reports:
             if passes or not _as_expected(r):

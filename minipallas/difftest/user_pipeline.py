@@ -21,6 +21,10 @@ interpreter's outputs of the program change, or that raises (``user_passes.first
 for a ``compile`` difference the interpreter does not show, on the first pass after which the
 compiled outputs leave the numerics envelope. The finding is then ``pass-bug``, named after the
 pass, and the report shows the IR before and after it (for kernels, its text, ``str(kernel)``).
+
+Whether the pipeline did anything is said too: ``texts`` is the IR it ran on before it and
+after each of its passes, which ``minipallas-difftest`` counts per pass over its cases
+(``user_passes.PassCoverage``), so a pass that never fired reads as such, not as agreement.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from minipallas.ir.core import Function
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.registry import PASSES
-from minipallas.user_passes import Blame, first_bad_pass
+from minipallas.user_passes import Blame, first_bad_pass, pipeline_texts
 
 KERNEL_WAYS = ("discharge", "compile", "tpu", "xla-tpu")  # a kernel case's pipeline's ways
 PROGRAM_WAYS = ("discharge", "compile", "xla-tpu")  # a program's
@@ -82,6 +86,23 @@ def pipeline_ir(report: Report) -> str:
     return str(report.pipeline_program) if report.pipeline_program is not None else "(none)"
 
 
+def texts(report: Report) -> list[str]:
+    """The IR the case's pipeline runs on before it and after each of its passes, as far as
+    they run (each kernel's text, joined; or the program after discharge and cleanup), for
+    ``PassCoverage``; empty when the pipeline did not run on the case (``ways``, or the import
+    failed)."""
+    if not ways(report) or report.program is None:
+        return []
+    passes = report.case.passes
+    try:
+        if not on_kernels(report):
+            return pipeline_texts(_cleaned(report), passes)
+        each = [pipeline_texts(kernel_from_eqn(e), passes) for e in _eqns(report)]
+    except Exception:  # the ways report the failure; nothing here to count
+        return []
+    return ["\n".join(t[k] for t in each) for k in range(min(map(len, each)))]
+
+
 def blame(report: Report) -> Blame | None:
     """The pass of the case's pipeline a finding in its ways comes from (module doc)."""
     mode, args = report.case.collectives, report.case.args
@@ -96,7 +117,7 @@ def blame(report: Report) -> Blame | None:
 
         inputs: Sequence[Any] = args
     else:
-        base = run_pipeline(report.program, f"discharge{{collectives={mode}}},cleanup")
+        base = _cleaned(report)
 
         def program(prefix: str) -> Function:
             return run_pipeline(base, prefix, verify=True)
@@ -136,6 +157,12 @@ def _bits(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
         if message is not None:
             return f"output {k} (interpreted): {message}"
     return None
+
+
+def _cleaned(report: Report) -> Function:
+    """The import discharged and cleaned up: what a case without kernels runs its pipeline on."""
+    discharge = f"discharge{{collectives={report.case.collectives}}}"
+    return run_pipeline(report.program, f"{discharge},cleanup")
 
 
 def _eqns(report: Report) -> list[Any]:

@@ -76,6 +76,10 @@ def test_a_correct_pass_gives_no_finding_and_show_prints_the_ir_after_it(passes,
     after = out.split(f"--- minipallas IR after the pipeline 'noop,{FUSE}' (each kernel) ---")[1]
     assert after.splitlines()[1] == "kernel plus_one: grid (1,)"
     assert "(not run: the case has no kernel, and the pipeline has a kernel pass)" in out
+    assert "pass noop changed 0 of 1 cases: it was never exercised" in out
+    assert f"pass {FUSE} changed 1 of 1 cases\n" in out
+    missed = "the pipeline did not run on 1 of 2 cases: program (no kernel for its kernel pass)"
+    assert missed in out
 
 
 def _scale_add(r):
@@ -121,6 +125,89 @@ def test_a_wrong_pass_is_named_with_its_ir_before_and_after(passes, cases, capsy
         after = report.split("--- IR after pass 'add-to-sub' ---")[1].split("\ncase ")[0]
         assert " = add " in before and " = sub " not in before and " = sub " in after
     assert "kernel plus_one: grid (4,)" in out.split("case kernel:")[1]  # the kernel, as text
+    assert "pass noop changed 0 of 2 cases: it was never exercised" in out
+    assert "pass add-to-sub changed 2 of 2 cases\n" in out
+
+
+# The trap of issue 48: a pass that matches the divisor ``constant 2.0`` itself never fires on
+# a traced kernel, which divides by its broadcast, and the case still read as "1 agree".
+DIV_PASSES = textwrap.dedent(
+    """
+    import numpy as np
+
+    from minipallas.ir.core import Block, Function, Op, Value
+    from minipallas.ir.literal import Literal
+    from minipallas.passes.registry import register
+
+
+    def _halved(block, splats):
+        defs, ops = {}, []
+        for op in block.ops:
+            d = defs.get(op.operands[1]) if op.name == "div" else None
+            b = d if splats and d is not None and d.name == "broadcast_in_dim" else None
+            c = defs.get(b.operands[0]) if b is not None else d
+            if c is not None and c.name == "constant" and np.all(c.attrs["value"].array() == 2):
+                t = c.results[0].type
+                half = Op("constant", (), (Value(t),), {"value": Literal.of(0.5, t.dtype)})
+                ops.append(half)
+                y = half.results[0]
+                if b is not None:
+                    ops.append(b.replace(operands=(y,), results=(Value(b.results[0].type),)))
+                    y = ops[-1].results[0]
+                op = op.replace(name="mul", operands=(op.operands[0], y))
+            defs.update((r, op) for r in op.results)
+            ops.append(op)
+        return Block(block.params, tuple(ops), block.results)
+
+
+    @register("div-to-mul", doc="x / 2.0 -> x * 0.5, the divisor a constant")
+    def div_to_mul(fn):
+        return Function(fn.name, _halved(fn.body, splats=False))
+
+
+    @register("div-to-mul-splat", doc="the same, the divisor a constant or its broadcast")
+    def div_to_mul_splat(fn):
+        return Function(fn.name, _halved(fn.body, splats=True))
+    """
+)
+HALVE = textwrap.dedent(
+    """
+    import jax
+    import numpy as np
+    from jax.experimental import pallas as pl
+
+    from minipallas.difftest import Case
+
+    def halve(x_ref, o_ref):
+        o_ref[...] = x_ref[...] / 2.0
+
+    def kernel(x):
+        return pl.pallas_call(halve, jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+
+    CASES = [Case("halve", kernel, (np.arange(8 * 128, dtype=np.float32).reshape(8, 128),))]
+    """
+)
+
+
+def test_the_difftest_says_when_a_pass_never_fired(tmp_path, capsys):
+    """Both passes agree; only the counts under the table tell the one that did nothing."""
+    (tmp_path / "my_pass.py").write_text(DIV_PASSES)
+    (tmp_path / "halve_cases.py").write_text(HALVE)
+    argv = [str(tmp_path / "halve_cases.py"), "--load", str(tmp_path / "my_pass.py")]
+    assert cli.main([*argv, "--pass-pipeline=div-to-mul,div-to-mul-splat", "--show"]) == 0
+    out = capsys.readouterr().out
+    assert "1 agree (bit for bit)" in out
+    assert "pass div-to-mul changed 0 of 1 cases: it was never exercised" in out
+    assert "pass div-to-mul-splat changed 1 of 1 cases\n" in out
+    after = out.split("--- minipallas IR after the pipeline")[1]
+    assert " = div " not in after and " = mul " in after
+
+
+def test_the_difftest_counts_the_loaded_patterns(cases, capsys):
+    """A ``@pattern`` (``x * 2.0 -> x + 2.0``, wrong) is counted on the case it rewrites in."""
+    patterns = str(Path(__file__).parent.parent / "minipallas" / "fuzz_planted_patterns.py")
+    cli.main([cases, "-k", "program", "--load", patterns, "--pass-pipeline=cleanup"])
+    assert "pattern twice_is_plus_two rewrote 1 of 1 cases\n" in capsys.readouterr().out
 
 
 def test_every_tool_takes_the_flags_and_checks_the_pipeline_first(passes, capsys):
