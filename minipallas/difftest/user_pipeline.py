@@ -21,6 +21,9 @@ interpreter's outputs of the program change, or that raises (``user_passes.first
 for a ``compile`` difference the interpreter does not show, on the first pass after which the
 compiled outputs leave the numerics envelope. The finding is then ``pass-bug``, named after the
 pass, and the report shows the IR before and after it (for kernels, its text, ``str(kernel)``).
+A ``@pattern`` of the ``--load`` files is applied by the cleanup before the pipeline too, where
+no pass is to blame: when none is, the first such pattern without which the pipeline's outputs
+are the ``interpret`` way's is (``pass-bug (pass pattern NAME)``, the IR without and with it).
 
 Whether the pipeline did anything is said too: ``texts`` is the IR it ran on before it and
 after each of its passes, which ``minipallas-difftest`` counts per pass over its cases
@@ -29,7 +32,7 @@ after each of its passes, which ``minipallas-difftest`` counts per pass over its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,10 +44,11 @@ from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
 from minipallas.difftest.report import Report, closeness, compare
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.core import Function
+from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.registry import PASSES
-from minipallas.user_passes import Blame, first_bad_pass, pipeline_texts
+from minipallas.user_passes import LOADED, Blame, first_bad_pass, pipeline_texts
 
 KERNEL_WAYS = ("discharge", "compile", "tpu", "xla-tpu")  # a kernel case's pipeline's ways
 PROGRAM_WAYS = ("discharge", "compile", "xla-tpu")  # a program's
@@ -117,10 +121,9 @@ def blame(report: Report) -> Blame | None:
 
         inputs: Sequence[Any] = args
     else:
-        base = _cleaned(report)
 
-        def program(prefix: str) -> Function:
-            return run_pipeline(base, prefix, verify=True)
+        def program(prefix: str) -> Function:  # anew each time: a pattern may be set aside
+            return run_pipeline(_cleaned(report), prefix, verify=True)
 
         def text(prefix: str) -> str:
             return str(program(prefix))
@@ -129,11 +132,6 @@ def blame(report: Report) -> Blame | None:
 
     def interpreted(prefix: str) -> list[np.ndarray]:
         return interpret_outputs(program(prefix), inputs, collectives=mode)
-
-    found = first_bad_pass(report.case.passes, interpreted, text, _bits)
-    d = report.difference
-    if found is not None or d is None or d.way != "compile":
-        return found
 
     def compiled(prefix: str) -> list[np.ndarray]:
         return [np.asarray(x) for x in compile_fn(program(prefix))(*initial(inputs))]
@@ -145,8 +143,71 @@ def blame(report: Report) -> Blame | None:
                 return f"compiled, {report.labels[k]}: {message}"
         return None
 
-    want = report.outcomes["interpret"].outputs
-    return first_bad_pass(report.case.passes, compiled, text, enveloped, want)
+    passes, base = report.case.passes, report.outcomes.get("interpret")
+    want = None if base is None else base.outputs
+    d = report.difference
+    tries = [(interpreted, _bits)]
+    if d is not None and d.way == "compile":  # a difference the interpreter may not show
+        tries.append((compiled, enveloped))
+    for outputs, differs in tries:
+        found = first_bad_pass(passes, outputs, text, differs, None if differs is _bits else want)
+        if found is None and want is not None:
+            found = _loaded_pattern(passes, outputs, text, differs, want)
+        if found is not None:
+            return found
+    return None
+
+
+class PatternBlame(Blame):
+    """A ``@pattern`` of the ``--load`` files that a finding comes from: ``step`` is
+    ``pattern NAME``; ``before`` is the IR after the pipeline without it, ``after`` with it."""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.step} (a @pattern of the --load files, which every cleanup applies, before "
+            f"the pipeline '{self.pipeline}' too): {self.why}"
+        )
+
+    def text(self) -> str:
+        after = self.after if self.after is not None else "(its result fails: no IR)"
+        return "\n".join(
+            [f"the pattern: {self}", f"--- IR after the pipeline without {self.step} ---"]
+            + [self.before, f"--- IR after the pipeline with {self.step} ---", after]
+        )
+
+
+def _loaded_pattern(
+    passes: str,
+    outputs: Callable[[str], Sequence[np.ndarray]],
+    text: Callable[[str], str],
+    differs: Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], str | None],
+    want: Sequence[np.ndarray],
+) -> Blame | None:
+    """The first ``@pattern`` of the ``--load`` files without which the pipeline's outputs are
+    ``want`` (the ``interpret`` way's), while with it they differ; ``first_bad_pass`` cannot
+    see it, since the cleanup before the pipeline applies it too."""
+    for fns in list(PATTERNS.values()):
+        for f in [f for f in fns if getattr(f, "__module__", None) == LOADED]:
+            try:
+                why = differs(want, outputs(passes))
+                after = text(passes)
+            except Exception as e:  # with it the pipeline's result fails
+                why, after = f"its result fails: {type(e).__name__}: {e}", None
+            if why is None:
+                continue
+            k = fns.index(f)
+            del fns[k]  # set aside for one run, put back whatever happens
+            try:
+                cured = differs(want, outputs(passes)) is None
+                before = text(passes)
+            except Exception:  # without it the result fails too: not this pattern's doing
+                cured = False
+            finally:
+                fns.insert(k, f)
+            if cured:
+                step = f"pattern {f.__name__}"
+                return PatternBlame(passes, step, 0, f"the outputs change: {why}", before, after)
+    return None
 
 
 def _bits(want: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> str | None:
