@@ -26,7 +26,10 @@ prints every case, with the IR after the pipeline. Under the table, as the fuzze
 (``user_passes.PassCoverage``), a line a pass says on how many of the cases it ran on it
 changed the IR (``pass P changed 0 of 3 cases: it was never exercised``: agreement then
 proves nothing about it), a line a ``@pattern`` of the ``--load`` files how many it rewrote an
-op in, and a line names the cases the pipeline did not run on.
+op in, and a line names the cases the pipeline did not run on. A difference a loaded
+``@pattern`` causes is ``pass-bug (pass pattern NAME)``; without ``--pass-pipeline``, files that
+register patterns run with ``--pass-pipeline=cleanup``, so that their rewrites are counted and
+blamed (every cleanup applies them anyway).
 
 A case whose ``jax.shard_map`` spans several devices (``devices``) needs that many devices in
 this process too: ``--devices N`` makes jax see N CPU devices (``jax_num_cpu_devices``, set
@@ -55,8 +58,9 @@ from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import SCHEDULE_WAYS, Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
 from minipallas.lowering.libtpu import quiet_libtpu
+from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.progress import Progress
-from minipallas.user_passes import PassCoverage, add_arguments, main_with_passes
+from minipallas.user_passes import LOADED, PassCoverage, add_arguments, main_with_passes
 
 
 def cases_in(path: Path) -> list[Case]:
@@ -236,9 +240,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.prog,
         args,
         lambda passes: run_files(
-            args.files, args.keyword, args.show, args.device, passes, args.upstream_seconds
+            args.files,
+            args.keyword,
+            args.show,
+            args.device,
+            passes or _for_patterns(),
+            args.upstream_seconds,
         ),  # fmt: skip
     )
+
+
+def _for_patterns() -> str:
+    """``cleanup`` when the ``--load`` files register ``@pattern`` rewrites and no pipeline is
+    given: every cleanup applies them, and as a pipeline they are counted and blamed."""
+    loaded = any(getattr(f, "__module__", None) == LOADED for fns in PATTERNS.values() for f in fns)
+    if loaded:
+        print("minipallas-difftest: the --load files' @pattern rewrites run as --pass-pipeline="
+              "cleanup", file=sys.stderr)  # fmt: skip
+    return "cleanup" if loaded else ""
 
 
 if __name__ == "__main__":

@@ -216,6 +216,11 @@ def test_a_wrong_loaded_pattern_is_counted_and_blamed(cases, capsys):
     without = out.split("--- IR after the pipeline without pattern twice_is_plus_two ---")[1]
     without, with_it = without.split("--- IR after the pipeline with pattern twice_is_plus_two ---")
     assert " = mul " in without and " = mul " not in with_it
+    # without a pipeline, files that register patterns run under cleanup, and are blamed too
+    assert cli.main(argv[:5]) == 1
+    out, err = capsys.readouterr()
+    assert "program  pass-bug (pass pattern twice_is_plus_two)  NO" in out.splitlines()[2]
+    assert "@pattern rewrites run as --pass-pipeline=cleanup" in err
 
 
 def test_every_tool_takes_the_flags_and_checks_the_pipeline_first(passes, capsys):
