@@ -186,27 +186,30 @@ def _loaded_pattern(
     """The first ``@pattern`` of the ``--load`` files without which the pipeline's outputs are
     ``want`` (the ``interpret`` way's), while with it they differ; ``first_bad_pass`` cannot
     see it, since the cleanup before the pipeline applies it too."""
-    for fns in list(PATTERNS.values()):
-        for f in [f for f in fns if getattr(f, "__module__", None) == LOADED]:
-            try:
-                why = differs(want, outputs(passes))
-                after = text(passes)
-            except Exception as e:  # with it the pipeline's result fails
-                why, after = f"its result fails: {type(e).__name__}: {e}", None
-            if why is None:
-                continue
-            k = fns.index(f)
-            del fns[k]  # set aside for one run, put back whatever happens
-            try:
-                cured = differs(want, outputs(passes)) is None
-                before = text(passes)
-            except Exception:  # without it the result fails too: not this pattern's doing
-                cured = False
-            finally:
-                fns.insert(k, f)
-            if cured:
-                step = f"pattern {f.__name__}"
-                return PatternBlame(passes, step, 0, f"the outputs change: {why}", before, after)
+    loaded = [
+        (fns, f) for fns in PATTERNS.values() for f in fns if getattr(f, "__module__", "") == LOADED
+    ]
+    if not loaded:
+        return None
+    try:
+        why, after = differs(want, outputs(passes)), text(passes)
+    except Exception as e:  # with them the pipeline's result fails
+        why, after = f"its result fails: {type(e).__name__}: {e}", None
+    if why is None:
+        return None
+    for fns, f in loaded:
+        k = fns.index(f)
+        del fns[k]  # set aside for one run, put back whatever happens
+        try:
+            cured = differs(want, outputs(passes)) is None
+            before = text(passes)
+        except Exception:  # without it the result fails too: not this pattern's doing
+            cured = False
+        finally:
+            fns.insert(k, f)
+        if cured:
+            step = f"pattern {f.__name__}"
+            return PatternBlame(passes, step, 0, f"the outputs change: {why}", before, after)
     return None
 
 
