@@ -69,7 +69,6 @@ _PUBLIC = {
     # kernels
     "pallas_call": "minipallas.kernels.pallas_call",
     "on_devices": "minipallas.kernels.devices",
-    "on_devices": "minipallas.kernels.devices",
     "BlockSpec": "minipallas.ir.kernel_spec",
     "Element": "minipallas.ir.kernel_spec",
     "Buffered": "minipallas.ir.kernel_spec",
