@@ -6,11 +6,13 @@ for bit with XLA on CPU.
   bit with XLA, except float32 ``rsqrt`` (within 2 ulps); sqrt is IEEE's, exact. Ops upstream
   lowers as a formula (``asin``, ``sinh``, ``erf_inv``, ...) run it step by step
   (``decompositions``); rounding, ``nextafter``, shifts and bit counts are exact (``bits``).
-- Reductions: integer sums wrap (exact in any order); float32 sums use numpy's pairwise order
-  and bfloat16/float16 sums accumulate in float32 and round once, so float sums match XLA only
-  to rounding (XLA reduces in its own tree order). Over an empty axis a reduction gives its
-  identity. A float max of zeros is +0.0 if any +0.0 was reduced (min: -0.0), and a NaN
-  propagates, except in a max or min XLA hands YNNPACK, which follows its orders (``extremes``).
+- Reductions: integer sums wrap (exact in any order); bfloat16/float16 sums accumulate in
+  float32 and round once. A float sum over one dimension of at most 32 elements (under 4096 in
+  all) adds in XLA:CPU's order, bit for bit (``sum_order``); longer ones use numpy's pairwise
+  order, so they match XLA only to rounding (XLA reduces in its own tree order). Over an empty
+  axis a reduction gives its identity. A float max of zeros is +0.0 if any +0.0 was reduced
+  (min: -0.0), and a NaN propagates, except in a max or min XLA hands YNNPACK, which follows
+  its orders (``extremes``).
 - ``dot`` converts both operands to its result dtype (as ``convert``), then multiplies and
   accumulates in that dtype (float32 for bfloat16/float16, rounded once); float ``dot``
   matches XLA only to rounding, except bfloat16 into float32, summed in XLA:CPU's own order
@@ -29,7 +31,14 @@ from minipallas.ir.conversions import round_float, to_dtype
 from minipallas.ir.core import Op
 from minipallas.ir.interpret import bits
 from minipallas.ir.interpret.engine import Interpreter, rule
-from minipallas.ir.interpret.xla import decompositions, dot_order, numerics, special, transcendental
+from minipallas.ir.interpret.xla import (
+    decompositions,
+    dot_order,
+    numerics,
+    special,
+    sum_order,
+    transcendental,
+)
 from minipallas.ir.interpret.xla.extremes import extreme, offloaded
 from minipallas.ir.interpret.xla.numerics import F32, float_math, flush, widen
 
@@ -254,8 +263,10 @@ def reduce_sum(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     dtype = op.operands[0].type.dtype
     np_dtype, axes = dtypes.to_numpy(dtype), op.attrs["axes"]
     if dtypes.is_float(dtype):
-        total = flush(np.add.reduce(flush(widen(args[0], dtype)), axis=axes))
-        return (round_float(total, dtype),)
+        x = flush(widen(args[0], dtype))
+        if sum_order.in_order(np.shape(x), tuple(axes)):  # XLA's own order (``sum_order``)
+            return (round_float(sum_order.ordered_sum(x, axes[0]), dtype),)
+        return (round_float(flush(np.add.reduce(x, axis=axes)), dtype),)
     return (np.add.reduce(np.asarray(args[0]), axis=axes, dtype=np_dtype),)
 
 

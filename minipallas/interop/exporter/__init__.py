@@ -5,6 +5,7 @@
 of ops each: ``indexing`` (windows, gathers, scatters), ``structural`` (``reverse``, ``pad``,
 scans, ``sort``...), ``lanes`` (the TPU's vector ops), ``debug`` (``debug_print``), ``collectives``
 (``axis_index``, ``exchange``: programs on every device of a mesh, under ``jax.shard_map``).
+``roundings`` keeps XLA from merging the interpreter's roundings (``to_jax(fn, exact=True)``).
 """
 
 from minipallas.interop.exporter import (  # noqa: F401  (each registers its rules)

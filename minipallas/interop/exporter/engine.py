@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from minipallas.interop.exporter import roundings
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import MiniPallasError, PassError
@@ -72,14 +73,18 @@ def _apply(op: Op, args: list[Any]) -> Sequence[Any]:
             loc=op.loc,
             fix="program_id / num_programs need a kernel backend; other ops are a bug",
         )
-    return fn(op, args)
+    outs = fn(op, args)
+    if op.name == "mul":
+        return [roundings.product(outs[0], _dtype(op))]
+    return outs
 
 
-def to_jax(fn: Function) -> Callable[..., tuple[jax.Array, ...]]:
+def to_jax(fn: Function, *, exact: bool = False) -> Callable[..., tuple[jax.Array, ...]]:
     """A function of JAX arrays computing ``fn`` (discharged); works under ``jax.jit``.
 
     The returned function is named like ``fn`` and keeps the discharged, cleaned program it
-    evaluates as its ``function`` attribute.
+    evaluates as its ``function`` attribute. With ``exact``, XLA may not merge two of the
+    interpreter's roundings into one (no FMA, no division by an inverse: ``roundings``).
     """
     if not isinstance(fn, Function):
         raise PassError(f"to_jax takes a minipallas Function, got {type(fn).__name__}")
@@ -90,7 +95,9 @@ def to_jax(fn: Function) -> Callable[..., tuple[jax.Array, ...]]:
         if len(args) != len(types):
             raise MiniPallasError(f"@{pure.name} takes {len(types)} arguments, got {len(args)}")
         arrays = [_argument(pure, i, types[i], a) for i, a in enumerate(args)]
-        return tuple(jnp.asarray(v) for v in evaluate(pure.body, arrays))  # a constant is numpy
+        with roundings.exact(exact):
+            outs = evaluate(pure.body, arrays)
+        return tuple(jnp.asarray(v) for v in outs)  # a constant is numpy
 
     run.__name__ = run.__qualname__ = pure.name
     run.__doc__ = f"minipallas @{pure.name} as JAX, on ({', '.join(map(str, types))})"
@@ -196,7 +203,7 @@ def div_rem(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     kind = lax.div if op.name == "div" else lax.rem
     dtype = _dtype(op)
     if dtypes.is_float(dtype):
-        return [kind(x, y)]
+        return [kind(x, roundings.divisor(y) if op.name == "div" else y)]
     by_zero = lax.eq(y, _like(0, y))
     trap = by_zero
     if dtypes.is_signed(dtype):

@@ -83,7 +83,7 @@ def run_device_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
     fill value); one with no kernel in it keeps its own body."""
     jaxpr, consts = closed_parts(eqn.params["jaxpr"])
     if any(e.primitive.name in KERNELS for e in _equations(jaxpr)):
-        program = to_jax(device_function(eqn))
+        program = to_jax(device_function(eqn), exact=True)
 
         def body(*shards: Any) -> tuple[Any, ...]:
             outs = [_filled(v.aval, k) for k, v in enumerate(jaxpr.outvars)]
