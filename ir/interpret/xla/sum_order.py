@@ -10,8 +10,10 @@ numpy's pairwise order (what the interpreter used) differs in most rows of 8 or 
 Measured against ``jax.jit`` of ``lax.reduce_sum`` (jaxlib 0.10.2, AMD EPYC, AVX-512), normal
 values: rows of 7 to 32 along the last dimension, a middle one or the first (``(8,8)``,
 ``(16,32)``, ``(32,16)`` over 0, ``(4,17,9)`` over 0 and 2, ``(2,3,32,5)`` over 2, ``(120,9)``,
-``(9,120)`` over 0, ``(31,)``, ``(32,)``): every bit. Longer windows (33 or 100 elements) and
-sums over several dimensions are added in another order not modelled here: those keep numpy's.
+``(9,120)`` over 0, ``(31,)``, ``(32,)``): every bit; bfloat16 and float16 sums (a float32
+sum between converts, rounded once) of four of those shapes too. Longer windows (33 or 100
+elements) and sums over several dimensions are added in another order not modelled here: those
+keep numpy's.
 """
 
 from __future__ import annotations
