@@ -339,7 +339,7 @@ OTHER_NAMES = (
 NAMED_FORMS = (
     re.compile(r"[\w-]+ disagrees with interpret"),
     re.compile(r"[\w-]+ crash at \w+"),
-    re.compile(r"pass \S+"),
+    re.compile(r"pass (pattern )?\S+"),  # a pass, or a loaded @pattern (user_pipeline.blame)
     re.compile(r"unrecognized \w+ crash"),
 )
 
