@@ -21,6 +21,7 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -37,57 +38,17 @@ from minipallas.difftest.device_corpus.own import (  # noqa: E402
     _attention_inputs as own_attention_inputs,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
+import device_cases  # noqa: E402
+from device_cases import mesh_of, on_mesh, permute_along_y, remote_copy  # noqa: E402
+
 warnings.simplefilter("ignore", DeprecationWarning)
-MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
+MESH = pl.DeviceIdType.MESH
 DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
 F32 = jnp.float32
 SHARD = (8, 128)
-
-
-def on_mesh(kernel, shard_out, scratch, *, space=pl.ANY, shape=(N,), names=("x",), spec=None,
-            collective_id=None, grid=(), body=None):  # fmt: skip
-    """``jax.shard_map`` over the first devices of a whole-shard ``pallas_call`` (or of
-    ``body(call)``, the call with ops around it)."""
-    devices = np.array(jax.devices()[: int(np.prod(shape))]).reshape(shape)
-    mesh = jax.sharding.Mesh(devices, names)
-    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
-    call = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct(shard_out, F32),
-        in_specs=[pl.BlockSpec(memory_space=space)],
-        out_specs=pl.BlockSpec(memory_space=space),
-        scratch_shapes=scratch,
-        compiler_params=params,
-        grid=grid,
-    )
-    spec = P(names[0]) if spec is None else spec
-    return jax.shard_map(call if body is None else body(call), mesh=mesh, in_specs=spec,
-                         out_specs=spec, check_vma=False)  # fmt: skip
-
-
-def _copy(src, dst, send, recv, to, id_type=MESH):
-    return pltpu.make_async_remote_copy(src, dst, send, recv, device_id=to,
-                                        device_id_type=id_type)  # fmt: skip
-
-
-def right_permute(x_ref, o_ref, send_sem, recv_sem):
-    """Upstream's guide: each device sends its shard to its right neighbour."""
-    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
-    copy.start()
-    copy.wait()
-
-
-def shift_two_logical(x_ref, o_ref, send_sem, recv_sem):
-    """A shift by two with LOGICAL ids, behind a barrier-semaphore handshake."""
-    me = lax.axis_index("x")
-    to, frm = lax.rem(me + 2, N), lax.rem(me + N - 2, N)
-    barrier = pltpu.get_barrier_semaphore()
-    pl.semaphore_signal(barrier, 1, device_id=to, device_id_type=LOGICAL)
-    pl.semaphore_signal(barrier, 1, device_id=frm, device_id_type=LOGICAL)
-    pl.semaphore_wait(barrier, 2)
-    copy = _copy(x_ref, o_ref, send_sem, recv_sem, to, LOGICAL)
-    copy.start()
-    copy.wait()
+right_permute = device_cases.right_permute(N)
+shift_two_logical = device_cases.shift_two_logical(N)
 
 
 def ring_all_gather(x_ref, o_ref, send_sem, recv_sems):
@@ -100,19 +61,12 @@ def ring_all_gather(x_ref, o_ref, send_sem, recv_sems):
 
     def step(s, carry):
         slot = lax.rem(me + N - s, N)
-        copy = _copy(o_ref.at[slot], o_ref.at[slot], send_sem, recv_sems.at[s], right)
+        copy = remote_copy(o_ref.at[slot], o_ref.at[slot], send_sem, recv_sems.at[s], right)
         copy.start()
         copy.wait()
         return carry
 
     lax.fori_loop(0, N - 1, step, 0)
-
-
-def permute_along_y(x_ref, o_ref, send_sem, recv_sem):
-    """A (N/2, 2) mesh: each device sends to its neighbour along "y" (a dict device_id)."""
-    copy = _copy(x_ref, o_ref, send_sem, recv_sem, {"y": 1 - lax.axis_index("y")})
-    copy.start()
-    copy.wait()
 
 
 def ring_all_reduce(x_ref, o_ref, buf_ref, send_sem, recv_sem, ready_sem):
@@ -129,7 +83,7 @@ def ring_all_reduce(x_ref, o_ref, buf_ref, send_sem, recv_sem, ready_sem):
         slot = lax.rem(s, 2)
         pl.semaphore_signal(ready_sem, 1, device_id=left, device_id_type=MESH)
         pl.semaphore_wait(ready_sem, 1)
-        copy = _copy(buf_ref.at[slot], buf_ref.at[1 - slot], send_sem, recv_sem, right)
+        copy = remote_copy(buf_ref.at[slot], buf_ref.at[1 - slot], send_sem, recv_sem, right)
         copy.start()
         copy.wait()
         o_ref[...] += buf_ref[1 - slot]
@@ -146,7 +100,7 @@ def all_to_all(x_ref, o_ref, send_sems, recv_sems):
 
     def copy(s):
         to = lax.rem(me + s, N)
-        return _copy(x_ref.at[to], o_ref.at[me], send_sems.at[s], recv_sems.at[s], (to,))
+        return remote_copy(x_ref.at[to], o_ref.at[me], send_sems.at[s], recv_sems.at[s], (to,))
 
     lax.fori_loop(1, N, lambda s, c: (copy(s).start(), c)[1], 0)
     lax.fori_loop(1, N, lambda s, c: (copy(s).wait(), c)[1], 0)
@@ -160,7 +114,7 @@ def all_to_all_2d(x_ref, o_ref, send_sems, recv_sems):
 
     def copy(s):
         to = lax.rem(me + s, N)
-        return _copy(x_ref.at[to], o_ref.at[me], send_sems.at[s], recv_sems.at[s],
+        return remote_copy(x_ref.at[to], o_ref.at[me], send_sems.at[s], recv_sems.at[s],
                      (to // 2, lax.rem(to, 2)))  # fmt: skip
 
     lax.fori_loop(1, N, lambda s, c: (copy(s).start(), c)[1], 0)
@@ -170,7 +124,7 @@ def all_to_all_2d(x_ref, o_ref, send_sems, recv_sems):
 def chunked_permute(x_ref, o_ref, send_sem, recv_sem):
     """A kernel with a grid: grid step ``c`` sends rows ``4c:4c+4`` to the right neighbour."""
     rows = pl.ds(pl.program_id(0) * 4, 4)
-    copy = _copy(x_ref.at[rows], o_ref.at[rows], send_sem, recv_sem,
+    copy = remote_copy(x_ref.at[rows], o_ref.at[rows], send_sem, recv_sem,
                  (lax.rem(lax.axis_index("x") + 1, N),))  # fmt: skip
     copy.start()
     copy.wait()
@@ -187,7 +141,7 @@ def target_from_data(x_ref, o_ref, send_sem, recv_sem):
     """The target is read from the input (to the right: each shard's first element is a
     multiple of N): refused by the compiler, run by the simulator."""
     to = lax.rem(lax.axis_index("x") + 1 + x_ref[0, 0].astype(jnp.int32), N)
-    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (to,))
+    copy = remote_copy(x_ref, o_ref, send_sem, recv_sem, (to,))
     copy.start()
     copy.wait()
 
@@ -195,7 +149,7 @@ def target_from_data(x_ref, o_ref, send_sem, recv_sem):
 def trips_from_data(x_ref, o_ref, send_sem, recv_sem):
     """A right permute repeated a number of times read from the input (once: each shard's
     first element is a multiple of N): the trip count is computed, so the compiler refuses."""
-    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
+    copy = remote_copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
     trips = lax.rem(x_ref[0, 0].astype(jnp.int32), 2) + 1
 
     def step(s, carry):
@@ -211,7 +165,7 @@ def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
     collective every device takes part in, sent by device 0 only."""
     me = lax.axis_index("x")
     o_ref[0] = x_ref[...]
-    copy = _copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+    copy = remote_copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
 
     @pl.when(me != 1)
     def _():
@@ -233,7 +187,7 @@ def late_handoff(x_ref, o_ref, send_sem, recv_sem, ready):
     copy compiled to land where device 1 reaches the copy would land before the write, so the
     compiler refuses."""
     me = lax.axis_index("x")
-    copy = _copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+    copy = remote_copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
     o_ref[0] = x_ref[...]
 
     @pl.when(me == 0)
@@ -254,7 +208,7 @@ def late_handoff(x_ref, o_ref, send_sem, recv_sem, ready):
 
 def when_from_data(x_ref, o_ref, send_sem, recv_sem):
     """A remote copy under a condition read from the input: refused by the compiler."""
-    copy = _copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
+    copy = remote_copy(x_ref, o_ref, send_sem, recv_sem, (lax.rem(lax.axis_index("x") + 1, N),))
 
     @pl.when(x_ref[0, 0] >= 0)
     def _():
@@ -274,7 +228,7 @@ def cases():
     gather = on_mesh(ring_all_gather, (N, *SHARD), [DMA, DMA((N,))], space=None)
     yield "ring_all_gather", gather, x, np.tile(blocks, (N, 1, 1))
     y = np.arange(N * 8 * 128, dtype=np.float32).reshape(N // 2 * 8, 2 * 128)
-    along = on_mesh(permute_along_y, SHARD, two, shape=(N // 2, 2), names=("x", "y"),
+    along = on_mesh(permute_along_y, SHARD, two, mesh=mesh_of((N // 2, 2), ("x", "y")),
                     spec=P("x", "y"))  # fmt: skip
     yield ("permute_along_y", along, y,
            y.reshape(N // 2, 8, 2, 128)[:, :, ::-1, :].reshape(y.shape))  # fmt: skip
@@ -287,8 +241,8 @@ def cases():
     yield ("all_to_all", a2a, z,
            z.reshape(N, N, *SHARD).transpose(1, 0, 2, 3).reshape(z.shape))  # fmt: skip
     sems = [pltpu.SemaphoreType.DMA((N,))] * 2
-    a2a_2d = on_mesh(all_to_all_2d, (N, *SHARD), sems, space=None, shape=(N // 2, 2),
-                     names=("x", "y"), spec=P(("x", "y")))  # fmt: skip
+    a2a_2d = on_mesh(all_to_all_2d, (N, *SHARD), sems, space=None,
+                     mesh=mesh_of((N // 2, 2), ("x", "y")), spec=P(("x", "y")))  # fmt: skip
     yield ("all_to_all_2d", a2a_2d, z,
            z.reshape(N, N, *SHARD).transpose(1, 0, 2, 3).reshape(z.shape))  # fmt: skip
     around = on_mesh(right_permute, SHARD, two, body=lax_around)
@@ -296,7 +250,7 @@ def cases():
     yield ("lax_around", around, x,
            (np.roll(b, 1, axis=0) * 2.0 + blocks.max(0)).reshape(x.shape))  # fmt: skip
     plain = jax.shard_map(lambda a: lax.ppermute(a, "x", [(d, (d + 1) % N) for d in range(N)]),
-                          mesh=jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",)),
+                          mesh=mesh_of((N,)),
                           in_specs=P("x"), out_specs=P("x"))  # fmt: skip
     yield "plain_ppermute", plain, x, np.roll(blocks, 1, axis=0).reshape(x.shape)
     chunked = on_mesh(chunked_permute, SHARD, two, grid=(2,))
@@ -327,8 +281,7 @@ def _upstream_all_gather():
     a reshape after the kernel, out_specs=P(None))."""
     from jax.experimental.pallas.ops.tpu import all_gather
 
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",))
-    return functools.partial(all_gather.all_gather, mesh=mesh, axis_name="x")
+    return functools.partial(all_gather.all_gather, mesh=mesh_of((N,)), axis_name="x")
 
 
 def _ring_sums(blocks: np.ndarray) -> np.ndarray:

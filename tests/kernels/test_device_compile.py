@@ -11,16 +11,13 @@ jax sees several CPU devices only when ``XLA_FLAGS`` says so before it starts, s
 its verdict as a JSON line.
 """
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from device_cases import run_cases
 
 from minipallas.interop import from_jaxpr, to_jax
 from minipallas.ir import dtypes
@@ -40,16 +37,10 @@ LOOPED = ["ring_all_gather", "ring_all_reduce", "chunked_permute"]
 
 @pytest.fixture(scope="module", params=[4, 8], ids=["4-devices", "8-devices"])
 def verdicts(request) -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    run = subprocess.run([sys.executable, str(CASES), str(request.param)], capture_output=True,
-                         text=True, timeout=300, env=env, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
     out = {}
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            v = json.loads(line)
-            assert v["devices"] == request.param
-            out[v["case"]] = v
+    for v in run_cases(CASES, str(request.param)):
+        assert v["devices"] == request.param
+        out[v["case"]] = v
     return out
 
 

@@ -13,10 +13,12 @@ custom-call config. The chip run (one v5e, a copy to itself) is ``bench/tpu_remo
 
 import re
 
+import device_cases
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from device_cases import permute_along_y, right_permute, shift_two_logical, whole_call
 from filecheck_util import filecheck
 from jax import lax
 from jax.experimental import pallas as pl
@@ -34,35 +36,6 @@ MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
 DMA = pltpu.SemaphoreType.DMA
 F32 = jnp.float32
 needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
-
-
-def right_permute(n):
-    def kernel(x_ref, o_ref, send_sem, recv_sem):
-        right = lax.rem(lax.axis_index("x") + 1, n)
-        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
-                                            device_id=(right,), device_id_type=MESH)  # fmt: skip
-        copy.start()
-        copy.wait()
-
-    return kernel
-
-
-def shift_two_logical(n):
-    """A shift by two with LOGICAL ids behind a barrier-semaphore handshake."""
-
-    def kernel(x_ref, o_ref, send_sem, recv_sem):
-        me = lax.axis_index("x")
-        to, frm = lax.rem(me + 2, n), lax.rem(me + n - 2, n)
-        barrier = pltpu.get_barrier_semaphore()
-        pl.semaphore_signal(barrier, 1, device_id=to, device_id_type=LOGICAL)
-        pl.semaphore_signal(barrier, 1, device_id=frm, device_id_type=LOGICAL)
-        pl.semaphore_wait(barrier, 2)
-        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=to,
-                                            device_id_type=LOGICAL)  # fmt: skip
-        copy.start()
-        copy.wait()
-
-    return kernel
 
 
 def ring_all_gather(n):
@@ -85,15 +58,6 @@ def ring_all_gather(n):
             copy.wait_recv()
 
     return kernel
-
-
-def permute_along_y(x_ref, o_ref, send_sem, recv_sem):
-    """A (2, 2) mesh: each device sends to its neighbour along "y" (a dict device_id)."""
-    other = 1 - lax.axis_index("y")
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
-                                        device_id={"y": other}, device_id_type=MESH)  # fmt: skip
-    copy.start()
-    copy.wait()
 
 
 def scoped_permute(x_ref, o_ref):
@@ -136,23 +100,14 @@ def to_itself(x_ref, o_ref, send_sem, recv_sem):
 
 def remote_call(kernel, *, out=(8, 128), scratch=2, collective_id=None):
     """``kernel`` over whole shards in HBM."""
-    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
-    return pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct(out, F32),
-        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-        out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        scratch_shapes=[DMA] * scratch,
-        compiler_params=params,
-    )
+    return whole_call(kernel, out, [DMA] * scratch, collective_id=collective_id)
 
 
-def on_mesh(kernel, mesh, *, spec=None, **options):
-    """``remote_call(kernel, **options)`` in a ``shard_map`` over ``mesh``, split along "x"
+def on_mesh(kernel, mesh, *, spec=None, out=(8, 128), scratch=2, collective_id=None):
+    """``remote_call(kernel, ...)`` in a ``shard_map`` over ``mesh``, split along "x"
     (``spec``)."""
-    spec = P("x") if spec is None else spec
-    call = remote_call(kernel, **options)
-    return jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+    return device_cases.on_mesh(kernel, out, [DMA] * scratch, mesh=mesh, spec=spec,
+                                collective_id=collective_id)  # fmt: skip
 
 
 # name -> (the function over a mesh, the mesh's shape and names, the global input shape)
