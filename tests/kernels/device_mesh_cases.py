@@ -14,6 +14,7 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import device_core_cases  # noqa: E402  (a sibling: this folder is on the path)
 import jax  # noqa: E402
@@ -26,59 +27,18 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import minipallas as mp  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
+import device_cases  # noqa: E402
+from device_cases import mesh_of, on_mesh, permute_along_y, whole_call  # noqa: E402
+
 warnings.simplefilter("ignore", DeprecationWarning)
 N = 4
 MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
 DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
 F32 = jnp.float32
 SPLIT = P("x")
-
-
-def _mesh(shape=(N,), names=("x",)):
-    devices = np.array(jax.devices()[: int(np.prod(shape))]).reshape(shape)
-    return jax.sharding.Mesh(devices, names)
-
-
-def _on_devices(kernel, shard_out, scratch, *, space=pl.ANY, spec=None, mesh=None,
-                collective_id=None, check_vma=False):  # fmt: skip
-    spec = P("x") if spec is None else spec
-    mesh = mesh or _mesh()
-    # with check_vma=True, upstream asks how the kernel's result varies: along every axis
-    varying = jax.sharding.ManualAxisType(varying=frozenset(mesh.axis_names)) if check_vma else None
-    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
-    call = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct(shard_out, F32, manual_axis_type=varying),
-        in_specs=[pl.BlockSpec(memory_space=space)],
-        out_specs=pl.BlockSpec(memory_space=space),
-        scratch_shapes=scratch,
-        compiler_params=params,
-    )
-    return jax.shard_map(call, mesh=mesh, in_specs=spec, out_specs=spec,
-                         check_vma=check_vma)  # fmt: skip
-
-
-def right_permute(x_ref, o_ref, send_sem, recv_sem):
-    """Upstream's guide: each device sends its shard to its right neighbour."""
-    right = lax.rem(lax.axis_index("x") + 1, N)
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(right,),
-                                        device_id_type=MESH)  # fmt: skip
-    copy.start()
-    copy.wait()
-
-
-def shift_two_logical(x_ref, o_ref, send_sem, recv_sem):
-    """A shift by two with LOGICAL ids, behind a barrier-semaphore handshake."""
-    me = lax.axis_index("x")
-    to, frm = lax.rem(me + 2, N), lax.rem(me + N - 2, N)
-    barrier = pltpu.get_barrier_semaphore()
-    pl.semaphore_signal(barrier, 1, device_id=to, device_id_type=LOGICAL)
-    pl.semaphore_signal(barrier, 1, device_id=frm, device_id_type=LOGICAL)
-    pl.semaphore_wait(barrier, 2)
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=to,
-                                        device_id_type=LOGICAL)  # fmt: skip
-    copy.start()
-    copy.wait()
+right_permute = device_cases.right_permute(N)
+shift_two_logical = device_cases.shift_two_logical(N)
 
 
 def _ring_all_gather(wait_recv: bool):
@@ -118,15 +78,6 @@ def all_to_device_zero(x_ref, o_ref, send_sem, recv_sem):
     copy.wait_send()
 
 
-def permute_along_y(x_ref, o_ref, send_sem, recv_sem):
-    """A (2, 2) mesh: each device sends to its neighbour along "y" (a dict device_id)."""
-    other = 1 - lax.axis_index("y")
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
-                                        device_id={"y": other}, device_id_type=MESH)  # fmt: skip
-    copy.start()
-    copy.wait()
-
-
 _IMPORTED: dict = {}  # each case's function imported once, run under every schedule
 
 
@@ -141,21 +92,13 @@ def _run(fn, x, schedule="lockstep"):
 
 
 def _call(kernel, shape=(8, 128), collective_id=None, scratch=2, varying=False):
-    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
     # under check_vma=True upstream asks how the result varies: along "x"
-    vma = jax.sharding.ManualAxisType(varying=frozenset({"x"})) if varying else None
-    return pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct(shape, F32, manual_axis_type=vma),
-        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
-        out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        scratch_shapes=[DMA] * scratch,
-        compiler_params=params,
-    )
+    return whole_call(kernel, shape, [DMA] * scratch, collective_id=collective_id,
+                      varying=("x",) if varying else ())  # fmt: skip
 
 
 def _shard_map(body, out_specs=SPLIT, mesh=None, check_vma=False, in_specs=SPLIT):
-    return jax.shard_map(body, mesh=mesh or _mesh(), in_specs=in_specs, out_specs=out_specs,
+    return jax.shard_map(body, mesh=mesh or mesh_of(), in_specs=in_specs, out_specs=out_specs,
                          check_vma=check_vma)  # fmt: skip
 
 
@@ -337,13 +280,8 @@ def _ready_then_copy(target, id_type=MESH, barrier=False):
     return kernel
 
 
-def _vmem_call(kernel, collective_id=None, varying=False):
-    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
-    vma = jax.sharding.ManualAxisType(varying=frozenset({"x"})) if varying else None
-    return pl.pallas_call(kernel, in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
-                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
-                          out_shape=jax.ShapeDtypeStruct((8, 128), F32, manual_axis_type=vma),
-                          compiler_params=params)  # fmt: skip
+def _vmem_call(kernel, collective_id=None):
+    return whole_call(kernel, scratch=(), space=pltpu.VMEM, collective_id=collective_id)
 
 
 def _neighbour(step):
@@ -405,7 +343,7 @@ def barrier_in_regions(x_ref, o_ref, send_sem, recv_sem):
 def _upstream_distributed_cases(x):
     """(name, function, input, numpy's result or None for a kernel with a bug)."""
     shards = x.reshape(N, 8, 128)
-    two = _mesh((2,))
+    two = mesh_of((2,))
     for space, name in ((pltpu.VMEM, "vmem"), (pl.ANY, "any")):
         kernel = _ready_then_copy(lambda: 1 - lax.axis_index("x"), LOGICAL)
         call = pl.pallas_call(
@@ -422,7 +360,7 @@ def _upstream_distributed_cases(x):
     for step, name in ((1, "right"), (-1, "left")):
         f = _shard_map(_vmem_call(_ready_then_copy(_neighbour(step))))
         yield f"upstream_axis_index_{name}", f, x, np.roll(shards, step, axis=0).reshape(x.shape)
-    yx = _mesh((2, 2), ("y", "x"))
+    yx = mesh_of((2, 2), ("y", "x"))
     f = _shard_map(_vmem_call(_ready_then_copy(lambda: (lax.axis_index("y"), _neighbour(1)()))),
                    mesh=yx, in_specs=P("x", None), out_specs=P("x", None))  # fmt: skip
     half = x[:16]
@@ -438,7 +376,7 @@ def _upstream_distributed_cases(x):
                           out_shape=jax.ShapeDtypeStruct((8, 128), F32))  # fmt: skip
     f = _shard_map(call, in_specs=P(None, "x"), out_specs=P(None, "x"))
     yield "upstream_zero_then_receive", f, wide, None
-    f = _shard_map(_vmem_call(joint_axes_copy), mesh=_mesh((2, 2), ("x", "y")),
+    f = _shard_map(_vmem_call(joint_axes_copy), mesh=mesh_of((2, 2), ("x", "y")),
                    in_specs=P("x", "y"), out_specs=P("x", "y"))  # fmt: skip
     y = x.reshape(16, 256)
     blocks = y.reshape(2, 8, 2, 128).transpose(0, 2, 1, 3).reshape(N, 8, 128)  # row-major
@@ -450,34 +388,34 @@ def _upstream_all_gather():
     """Upstream's shipped all-gather, as its own test calls it: jit over a 4-device mesh."""
     from jax.experimental.pallas.ops.tpu import all_gather
 
-    return functools.partial(all_gather.all_gather, mesh=_mesh(), axis_name="x")
+    return functools.partial(all_gather.all_gather, mesh=mesh_of(), axis_name="x")
 
 
 def cases():
     x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
     shards = x.reshape(N, 8, 128)
     two = [DMA, DMA]
-    permute = _on_devices(right_permute, (8, 128), two)
+    permute = on_mesh(right_permute, (8, 128), two)
     yield "right_permute", lambda s: (_run(permute, x, s),
                                       np.roll(shards, 1, axis=0).reshape(x.shape))  # fmt: skip
-    shift = _on_devices(shift_two_logical, (8, 128), two, collective_id=0)
+    shift = on_mesh(shift_two_logical, (8, 128), two, collective_id=0)
     yield "shift_two_logical", lambda s: (_run(shift, x, s),
                                           np.roll(shards, 2, axis=0).reshape(x.shape))  # fmt: skip
     per_step = [DMA, DMA((N - 1,))]
-    gather = _on_devices(_ring_all_gather(True), (N, 8, 128), per_step, space=None)
+    gather = on_mesh(_ring_all_gather(True), (N, 8, 128), per_step, space=None)
     yield "ring_all_gather", lambda s: (_run(gather, x, s), np.tile(shards, (N, 1, 1)))
-    racy = _on_devices(_ring_all_gather(False), (N, 8, 128), per_step, space=None)
+    racy = on_mesh(_ring_all_gather(False), (N, 8, 128), per_step, space=None)
     yield "all_gather_without_wait_recv", lambda s: (_run(racy, x, s), None)
-    checked = _on_devices(right_permute, (8, 128), two, check_vma=True)
+    checked = on_mesh(right_permute, (8, 128), two, check_vma=True)
     rolled = np.roll(shards, 1, axis=0).reshape(x.shape)
     yield "right_permute_check_vma", lambda s: (_run(checked, x, s), rolled)
-    ring = _on_devices(token_ring, (8, 128), [REGULAR], space=None)
+    ring = on_mesh(token_ring, (8, 128), [REGULAR], space=None)
     yield "token_ring", lambda s: (_run(ring, x, s), None)
-    zero = _on_devices(all_to_device_zero, (8, 128), two)
+    zero = on_mesh(all_to_device_zero, (8, 128), two)
     yield "all_to_device_zero", lambda s: (_run(zero, x, s), None)
     y = np.arange(4 * 8 * 128, dtype=np.float32).reshape(2 * 8, 2 * 128)
-    grid = _mesh((2, 2), ("x", "y"))
-    along_y = _on_devices(permute_along_y, (8, 128), two, spec=P("x", "y"), mesh=grid)
+    grid = mesh_of((2, 2), ("x", "y"))
+    along_y = on_mesh(permute_along_y, (8, 128), two, spec=P("x", "y"), mesh=grid)
     blocks = y.reshape(2, 8, 2, 128)
     yield "permute_along_y", lambda s: (_run(along_y, y, s),
                                         blocks[:, :, ::-1, :].reshape(y.shape))  # fmt: skip

@@ -14,6 +14,7 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 import json  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -21,9 +22,11 @@ import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 from jax.experimental.pallas import tpu as pltpu  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import minipallas as mp  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
+from device_cases import on_mesh  # noqa: E402
 
 warnings.simplefilter("ignore", DeprecationWarning)
 N = 4
@@ -31,21 +34,6 @@ MESH = pl.DeviceIdType.MESH
 DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
 F32 = jnp.float32
 SCHEDULES = ["lockstep", 0, 1]
-
-
-def _on_devices(kernel, shard_out, scratch, *, space=pl.ANY, collective_id=None, interpret=False):
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",))
-    params = None if collective_id is None else pltpu.CompilerParams(collective_id=collective_id)
-    call = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct(shard_out, F32),
-        in_specs=[pl.BlockSpec(memory_space=space)],
-        out_specs=pl.BlockSpec(memory_space=space),
-        scratch_shapes=scratch,
-        compiler_params=params,
-        interpret=pltpu.InterpretParams() if interpret else False,
-    )
-    return jax.shard_map(call, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
 
 
 def _copy(src, dst, send, recv, to):
@@ -206,45 +194,45 @@ def cases():
     shards = x.reshape(N, 8, 128)
     rolled = np.roll(shards, 1, axis=0).reshape(x.shape)
     two = [DMA, DMA]
-    f = _on_devices(write_source_before_send_wait, (8, 128), two)
+    f = on_mesh(write_source_before_send_wait, (8, 128), two)
     yield "write_source_before_send_wait", SCHEDULES, lambda s: (_run(f, x, s), None)
-    r = _on_devices(read_source_before_send_wait, (8, 128), [pltpu.VMEM((8, 128), F32), *two])
+    r = on_mesh(read_source_before_send_wait, (8, 128), [pltpu.VMEM((8, 128), F32), *two])
     summed = (np.roll(shards, 1, axis=0) + 2.0 * shards).reshape(x.shape)
     yield "read_source_before_send_wait", [*SCHEDULES, 2, 3], lambda s: (_run(r, x, s), summed)
-    g = _on_devices(wait_with_another_dtype, (8, 128), [pltpu.VMEM((16, 128), jnp.bfloat16), *two])
+    g = on_mesh(wait_with_another_dtype, (8, 128), [pltpu.VMEM((16, 128), jnp.bfloat16), *two])
     yield "wait_with_another_dtype", SCHEDULES, lambda s: (_run(g, x, s), rolled)
-    upstream = _on_devices(wait_with_another_dtype, (8, 128),
+    upstream = on_mesh(wait_with_another_dtype, (8, 128),
                            [pltpu.VMEM((16, 128), jnp.bfloat16), *two], interpret=True)  # fmt: skip
     yield "wait_with_another_dtype_upstream", ["upstream"], lambda s: (
         np.asarray(jax.jit(upstream)(x)), rolled)  # fmt: skip
     both = [DMA((2,)), DMA((2,))]
     want = np.stack([np.roll(shards, 1, 0), np.roll(shards, -1, 0)], axis=1)
     want = np.concatenate([want, want[:, :1] + 1.0, want[:, 1:]], axis=1).reshape(N * 4, 8, 128)
-    racy = _on_devices(_both_ways(True), (4, 8, 128), both, collective_id=0)
+    racy = on_mesh(_both_ways(True), (4, 8, 128), both, collective_id=0)
     yield "two_copies_one_receive_semaphore", SCHEDULES, lambda s: (_run(racy, x, s), None)
-    fixed = _on_devices(_both_ways(False), (4, 8, 128), both, collective_id=0)
+    fixed = on_mesh(_both_ways(False), (4, 8, 128), both, collective_id=0)
     yield "two_copies_two_receive_semaphores", SCHEDULES, lambda s: (_run(fixed, x, s),
                                                                      want)  # fmt: skip
     gather = np.tile(shards, (N, 1, 1))
-    ring = _on_devices(_ring_all_gather(False), (N, 8, 128), two, space=None)
+    ring = on_mesh(_ring_all_gather(False), (N, 8, 128), two, space=None)
     yield "ring_all_gather_one_receive_semaphore", SCHEDULES, lambda s: (_run(ring, x, s), None)
     per_step = [DMA, DMA((N - 1,))]
-    fixed_ring = _on_devices(_ring_all_gather(True), (N, 8, 128), per_step, space=None)
+    fixed_ring = on_mesh(_ring_all_gather(True), (N, 8, 128), per_step, space=None)
     yield "ring_all_gather_per_step", SCHEDULES, lambda s: (_run(fixed_ring, x, s), gather)
-    upstream_ring = _on_devices(_ring_all_gather(True), (N, 8, 128), per_step, space=None,
+    upstream_ring = on_mesh(_ring_all_gather(True), (N, 8, 128), per_step, space=None,
                                 interpret=True)  # fmt: skip
     yield "ring_all_gather_per_step_upstream", ["upstream"], lambda s: (
         np.asarray(jax.jit(upstream_ring)(x)), gather)  # fmt: skip
-    counted = _on_devices(arrivals_counted, (8, 128), [REGULAR])
+    counted = on_mesh(arrivals_counted, (8, 128), [REGULAR])
     yield "arrivals_counted", [[0, 1, 2, 3, 4, 5]], lambda s: (_run(counted, x, s), None)
     yield "arrivals_counted_one_schedule", [[0, 0]], lambda s: (_run(counted, x, s), None)
-    odd = _on_devices(odd_ones_receive, (8, 128), two)
+    odd = on_mesh(odd_ones_receive, (8, 128), two)
     yield "odd_ones_receive", SCHEDULES, lambda s: (_run(odd, x, s), None)
-    unreceived = _on_devices(receive_never_waited, (8, 128), two)
+    unreceived = on_mesh(receive_never_waited, (8, 128), two)
     yield "receive_never_waited", SCHEDULES, lambda s: (_run(unreceived, x, s), None)
-    left_over = _on_devices(token_left_over, (8, 128), [REGULAR])
+    left_over = on_mesh(token_left_over, (8, 128), [REGULAR])
     yield "token_left_over", SCHEDULES, lambda s: (_run(left_over, x, s), None)
-    never = _on_devices(never_signalled, (8, 128), [REGULAR])
+    never = on_mesh(never_signalled, (8, 128), [REGULAR])
     yield "never_signalled", SCHEDULES, lambda s: (_run(never, x, s), None)
 
 

@@ -8,16 +8,13 @@ jax sees several CPU devices only when ``XLA_FLAGS`` says so before it starts, s
 the module; each case prints its verdict as a JSON line.
 """
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from device_cases import by_case, run_cases
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
@@ -29,16 +26,7 @@ CASES = Path(__file__).with_name("device_mesh_cases.py")
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    run = subprocess.run([sys.executable, str(CASES)], capture_output=True, text=True,
-                         timeout=300, env=env, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    out: dict = {}
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            v = json.loads(line)
-            out.setdefault(v["case"], []).append(v)
-    return out
+    return by_case(run_cases(CASES))
 
 
 @pytest.mark.parametrize(

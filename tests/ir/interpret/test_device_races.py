@@ -8,15 +8,12 @@ when ``XLA_FLAGS`` says so before it starts: they run in a process of their own
 (``tests/kernels/device_race_cases.py``), once for the module, each printing a JSON verdict.
 """
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from device_cases import by_case, run_cases
 
 import minipallas as mp
 
@@ -26,16 +23,7 @@ LINE = re.compile(r"device_race_cases\.py:(\d+)")
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    run = subprocess.run([sys.executable, str(CASES)], capture_output=True, text=True,
-                         timeout=300, env=env, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-3000:]
-    out: dict = {}
-    for line in run.stdout.splitlines():
-        if line.startswith("{"):
-            v = json.loads(line)
-            out.setdefault(v["case"], []).append(v)
-    return out
+    return by_case(run_cases(CASES))
 
 
 def _programs(text: str) -> set[str]:
