@@ -11,36 +11,25 @@ module level (but ``hidden``'s, made in a function: the worker cannot find it).
 import json
 import sys
 import warnings
+from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas.ops.tpu.all_gather import all_gather
-from jax.sharding import PartitionSpec as P
 
 from minipallas.difftest import Case, run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
+from device_cases import on_mesh  # noqa: E402
 
 warnings.simplefilter("ignore", DeprecationWarning)
 N = 4
 MESH = jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",))
-DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
+REGULAR = pltpu.SemaphoreType.REGULAR
 RIGHT = pl.DeviceIdType.MESH
-
-
-def _on_devices(kernel, scratch, space=pl.ANY, check_vma=False):
-    # with check_vma=True, upstream asks how the kernel's result varies: along the mesh axis
-    varying = jax.sharding.ManualAxisType(varying=frozenset({"x"})) if check_vma else None
-    call = pl.pallas_call(
-        kernel,
-        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32, manual_axis_type=varying),
-        in_specs=[pl.BlockSpec(memory_space=space)],
-        out_specs=pl.BlockSpec(memory_space=space),
-        scratch_shapes=scratch,
-    )
-    return jax.shard_map(call, mesh=MESH, in_specs=P("x"), out_specs=P("x"), check_vma=check_vma)
 
 
 def _copy_right(x_ref, o_ref, send_sem, recv_sem):
@@ -75,7 +64,7 @@ def token_ring(x_ref, o_ref, sem):
 
 X = np.random.default_rng(0).standard_normal((N * 8, 128)).astype(np.float32)
 CASES = [
-    Case("right_permute", _on_devices(right_permute, [DMA, DMA]), (X,)),
+    Case("right_permute", on_mesh(right_permute, mesh=MESH), (X,)),
     Case(
         "upstream_all_gather",
         lambda x: all_gather(x, mesh=MESH, axis_name="x"),
@@ -84,14 +73,19 @@ CASES = [
     ),  # fmt: skip
     Case(
         "permute_read_early",
-        _on_devices(permute_read_early, [DMA, DMA], space=None),
+        on_mesh(permute_read_early, mesh=MESH, space=None),
         (X,),
         expect="race",
     ),  # fmt: skip
-    Case("token_ring", _on_devices(token_ring, [REGULAR], space=None), (X,), expect="deadlock"),
+    Case(
+        "token_ring",
+        on_mesh(token_ring, scratch=[REGULAR], mesh=MESH, space=None),
+        (X,),
+        expect="deadlock",
+    ),
     Case(
         "right_permute_check_vma",
-        _on_devices(right_permute, [DMA, DMA], check_vma=True),
+        on_mesh(right_permute, mesh=MESH, check_vma=True),
         (X,),
         expect="interpret-vma-mismatch",
     ),  # fmt: skip

@@ -171,20 +171,22 @@ def test_an_upstream_hang_where_the_simulator_finishes_is_upstream_hangs():
     assert "time box 20 s a run" in found.detail and "minipallas: ran" in found.detail
 
 
-def test_schedules_that_disagree_without_a_named_race_are_a_kernel_bug():
+def _one_way_off(way: str):
+    """The verdict where ``way`` alone gives ``X + 1``, beside upstream and the simulator."""
     report = _report(X, X, X)
-    report.outcomes["schedule-1"] = Outcome("schedule-1", [X + 1])
+    report.outcomes[way] = Outcome(way, [X + 1])
     report.difference = first_difference(report, 0)
-    found = classify(report)
+    return classify(report)
+
+
+def test_schedules_that_disagree_without_a_named_race_are_a_kernel_bug():
+    found = _one_way_off("schedule-1")
     assert (found.kind, found.name) == ("kernel-bug", "schedule-dependent")
     assert "schedule-1 vs interpret" in found.detail
 
 
 def test_the_compiled_way_disagreeing_with_the_simulator_is_a_minipallas_bug():
-    report = _report(X, X, X)
-    report.outcomes["on-devices"] = Outcome("on-devices", [X + 1])
-    report.difference = first_difference(report, 0)
-    found = classify(report)
+    found = _one_way_off("on-devices")
     assert (found.kind, found.name) == ("minipallas-bug", "on-devices disagrees with interpret")
 
 
