@@ -2,7 +2,7 @@
 when ``XLA_FLAGS`` says so before it starts, so a test module runs its cases script in a process
 of its own (``run_cases``) and reads one JSON line per verdict; the scripts build their
 ``jax.shard_map`` of a whole-shard ``pallas_call`` with ``on_mesh`` and share the plain kernels
-here. A script adds ``tests/`` to its path and imports this module after setting ``XLA_FLAGS``.
+here.
 """
 
 import json
@@ -23,9 +23,17 @@ MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
 DMA = pltpu.SemaphoreType.DMA
 
 
-def run_cases(script: Path, *args: str) -> list[dict]:
-    """The JSON lines ``python script args...`` prints, on CPU; fails with its stderr's tail."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+TESTS = Path(__file__).parent
+
+
+def run_cases(script: Path, *args: str, devices: int = 4) -> list[dict]:
+    """The JSON lines ``python script args...`` prints, run with ``tests/`` on its path on
+    ``devices`` CPU devices (set here: jax reads ``XLA_FLAGS`` as it starts); fails with its
+    stderr's tail."""
+    # the checkout first: its packages, not tests/' folders of the same names (tests/minipallas)
+    path = [str(TESTS.parent), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": os.pathsep.join(path),
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}  # fmt: skip
     run = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
                          timeout=300, env=env, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]

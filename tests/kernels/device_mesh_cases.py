@@ -1,35 +1,26 @@
-"""Kernels that span devices (issue 47), run by ``test_device_mesh.py`` in a process of its own:
-jax must see several CPU devices (``--xla_force_host_platform_device_count``), set before it
-starts. Each case prints one JSON line: its name, and ``ok`` or the error's kind and text.
-
-Run as ``python tests/kernels/device_mesh_cases.py``.
+"""Kernels that span devices (issue 47), run by ``test_device_mesh.py`` in a process of its own
+with 4 CPU devices (``run_cases`` in ``tests/device_cases.py``: jax sees them only when
+``XLA_FLAGS`` says so before it starts). Each case prints one JSON line: its name, and ``ok`` or
+the error's kind and text.
 """
 
-import os
+import functools
+import json
+import sys
+import warnings
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-os.environ["JAX_PLATFORMS"] = "cpu"
+import device_cases
+import device_core_cases  # a sibling: this folder is on the path
+import jax
+import jax.numpy as jnp
+import numpy as np
+from device_cases import mesh_of, on_mesh, permute_along_y, whole_call
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import PartitionSpec as P
 
-import functools  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import device_core_cases  # noqa: E402  (a sibling: this folder is on the path)
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax import lax  # noqa: E402
-from jax.experimental import pallas as pl  # noqa: E402
-from jax.experimental.pallas import tpu as pltpu  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
-
-import minipallas as mp  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
-import device_cases  # noqa: E402
-from device_cases import mesh_of, on_mesh, permute_along_y, whole_call  # noqa: E402
+import minipallas as mp
 
 warnings.simplefilter("ignore", DeprecationWarning)
 N = 4

@@ -1,32 +1,23 @@
 """Races, deadlocks and schedule dependence of kernels that span devices (issue 47, item 2), run
-by ``tests/ir/interpret/test_device_races.py`` in a process of its own: jax must see several CPU
-devices (``--xla_force_host_platform_device_count``), set before it starts. Each case prints one
-JSON line per schedule: its name, and ``ok`` (numpy's result) or the error's kind and text.
-
-Run as ``python tests/kernels/device_race_cases.py``.
+by ``tests/ir/interpret/test_device_races.py`` in a process of its own with 4 CPU devices
+(``run_cases`` in ``tests/device_cases.py``: jax sees them only when ``XLA_FLAGS`` says so before
+it starts). Each case prints one JSON line per schedule: its name, and ``ok`` (numpy's result)
+or the error's kind and text.
 """
 
-import os
+import json
+import sys
+import warnings
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-os.environ["JAX_PLATFORMS"] = "cpu"
+import jax
+import jax.numpy as jnp
+import numpy as np
+from device_cases import on_mesh
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax import lax  # noqa: E402
-from jax.experimental import pallas as pl  # noqa: E402
-from jax.experimental.pallas import tpu as pltpu  # noqa: E402
-
-import minipallas as mp  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
-from device_cases import on_mesh  # noqa: E402
+import minipallas as mp
 
 warnings.simplefilter("ignore", DeprecationWarning)
 N = 4

@@ -38,7 +38,7 @@ LOOPED = ["ring_all_gather", "ring_all_reduce", "chunked_permute"]
 @pytest.fixture(scope="module", params=[4, 8], ids=["4-devices", "8-devices"])
 def verdicts(request) -> dict:
     out = {}
-    for v in run_cases(CASES, str(request.param)):
+    for v in run_cases(CASES, str(request.param), devices=request.param):
         assert v["devices"] == request.param
         out[v["case"]] = v
     return out
