@@ -19,6 +19,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
+import minipallas as mp
+
 MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
 DMA = pltpu.SemaphoreType.DMA
 
@@ -46,6 +48,19 @@ def by_case(lines: list[dict]) -> dict[str, list[dict]]:
     for v in lines:
         out.setdefault(v["case"], []).append(v)
     return out
+
+
+def print_verdicts(cases, judge) -> None:
+    """Runs each ``(name, schedules, case)`` under each schedule and prints one JSON line:
+    ``judge(*case(schedule))``'s fields (``case`` gives what it got and what it wants), or the
+    kind and text of the ``MiniPallasError`` it raised."""
+    for name, schedules, case in cases:
+        for schedule in schedules:
+            try:
+                verdict = judge(*case(schedule))
+            except mp.MiniPallasError as e:
+                verdict = {"error": type(e).__name__, "text": str(e)}
+            print(json.dumps({"case": name, "schedule": schedule, **verdict}), flush=True)
 
 
 def whole_call(kernel, shard_out=(8, 128), scratch=(DMA, DMA), *, space=pl.ANY,

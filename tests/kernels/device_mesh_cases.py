@@ -5,8 +5,6 @@ the error's kind and text.
 """
 
 import functools
-import json
-import sys
 import warnings
 
 import device_cases
@@ -14,7 +12,7 @@ import device_core_cases  # a sibling: this folder is on the path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from device_cases import mesh_of, on_mesh, permute_along_y, whole_call
+from device_cases import mesh_of, on_mesh, permute_along_y, print_verdicts, whole_call
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -463,19 +461,15 @@ def cases():
     yield from device_core_cases.cases(_run, _call(right_permute))
 
 
+def _judge(got, want) -> dict:
+    gots, wants = (list(got), want) if isinstance(want, tuple) else ([got], [want])
+    equal = [np.array_equal(g, w) for g, w in zip(gots, wants, strict=True)]
+    return {"ok": want is not None and all(equal)}
+
+
 def main() -> None:
     schedules = ["lockstep", 0, 1]
-    for name, case in cases():
-        for schedule in schedules:
-            try:
-                got, want = case(schedule)
-                gots, wants = (list(got), want) if isinstance(want, tuple) else ([got], [want])
-                equal = [np.array_equal(g, w) for g, w in zip(gots, wants, strict=True)]
-                verdict = {"ok": want is not None and all(equal)}
-            except mp.MiniPallasError as e:
-                verdict = {"error": type(e).__name__, "text": str(e)}
-            print(json.dumps({"case": name, "schedule": schedule, **verdict}), flush=True)
-    sys.exit(0)
+    print_verdicts(((name, schedules, case) for name, case in cases()), _judge)
 
 
 if __name__ == "__main__":

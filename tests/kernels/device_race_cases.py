@@ -5,14 +5,12 @@ it starts). Each case prints one JSON line per schedule: its name, and ``ok`` (n
 or the error's kind and text.
 """
 
-import json
-import sys
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from device_cases import on_mesh
+from device_cases import on_mesh, print_verdicts
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -227,17 +225,13 @@ def cases():
     yield "never_signalled", SCHEDULES, lambda s: (_run(never, x, s), None)
 
 
+def _judge(got, want) -> dict:
+    ok = want is not None and np.array_equal(got, want)
+    return {"ok": ok, "got": None if ok else np.asarray(got).ravel()[:4].tolist()}
+
+
 def main() -> None:
-    for name, schedules, case in cases():
-        for schedule in schedules:
-            try:
-                got, want = case(schedule)
-                ok = want is not None and np.array_equal(got, want)
-                verdict = {"ok": ok, "got": None if ok else np.asarray(got).ravel()[:4].tolist()}
-            except mp.MiniPallasError as e:
-                verdict = {"error": type(e).__name__, "text": str(e)}
-            print(json.dumps({"case": name, "schedule": schedule, **verdict}), flush=True)
-    sys.exit(0)
+    print_verdicts(cases(), _judge)
 
 
 if __name__ == "__main__":
