@@ -18,7 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from device_cases import permute_along_y, right_permute, shift_two_logical, whole_call
+from device_cases import (
+    permute_along_y,
+    remote_copy,
+    right_permute,
+    shift_two_logical,
+    whole_call,
+)
 from filecheck_util import filecheck
 from jax import lax
 from jax.experimental import pallas as pl
@@ -26,13 +32,14 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import AbstractMesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from bench.chip.tpu_remote import kernels as chip_kernels
 from bench.chip.tpu_remote import remote_ops
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.platforms.devices_tpu import device_module
 from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering.libtpu import libtpu_available
 
-MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
+MESH = pl.DeviceIdType.MESH
 DMA = pltpu.SemaphoreType.DMA
 F32 = jnp.float32
 needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
@@ -86,18 +93,6 @@ def via_helper(x_ref, o_ref, send_sem, recv_sem):
     send(x_ref, o_ref, send_sem, recv_sem)
 
 
-def to_itself(x_ref, o_ref, send_sem, recv_sem):
-    """A copy to the device itself, behind a signal of its own barrier semaphore."""
-    me = lax.axis_index("x")
-    barrier = pltpu.get_barrier_semaphore()
-    pl.semaphore_signal(barrier, 1, device_id=(me,), device_id_type=MESH)
-    pl.semaphore_wait(barrier, 1)
-    copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=(me,),
-                                        device_id_type=MESH)  # fmt: skip
-    copy.start()
-    copy.wait()
-
-
 def remote_call(kernel, *, out=(8, 128), scratch=2, collective_id=None):
     """``kernel`` over whole shards in HBM."""
     return whole_call(kernel, out, [DMA] * scratch, collective_id=collective_id)
@@ -109,6 +104,8 @@ def on_mesh(kernel, mesh, *, spec=None, out=(8, 128), scratch=2, collective_id=N
     return device_cases.on_mesh(kernel, out, [DMA] * scratch, mesh=mesh, spec=spec,
                                 collective_id=collective_id)  # fmt: skip
 
+
+TO_ITSELF = chip_kernels()["to_itself"][0]  # a copy to itself, as on the chip
 
 # name -> (the function over a mesh, the mesh's shape and names, the global input shape)
 CASES = {
@@ -128,7 +125,7 @@ CASES = {
         ((2, 2), ("x", "y")),
         (32, 128),
     ),
-    "to_itself": (lambda m: on_mesh(to_itself, m, collective_id=0), ((1,), ("x",)), (8, 128)),
+    "to_itself": (lambda m: on_mesh(TO_ITSELF, m, collective_id=0), ((1,), ("x",)), (8, 128)),
     "scoped_permute": (lambda m: on_mesh(scoped_permute, m, scratch=0), ((4,), ("x",)), (32, 128)),
     "via_helper": (lambda m: on_mesh(via_helper, m), ((4,), ("x",)), (32, 128)),
 }
@@ -211,9 +208,8 @@ def test_wait_before_start_is_refused():
     """Mosaic's rules pair a remote copy's wait with its start in program order."""
 
     def kernel(x_ref, o_ref, send_sem, recv_sem):
-        right = lax.rem(lax.axis_index("x") + 1, 4)
-        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
-                                            device_id=(right,), device_id_type=MESH)  # fmt: skip
+        right = (lax.rem(lax.axis_index("x") + 1, 4),)
+        copy = remote_copy(x_ref, o_ref, send_sem, recv_sem, right)
         copy.wait_recv()
         copy.start()
         copy.wait_send()
@@ -255,16 +251,8 @@ def test_a_blocked_kernel_that_spans_devices_is_refused_on_the_chip():
     """Its device's program is a loop over blocks of HBM rows: refused with a fix naming
     whole-shard blocks (the simulator runs it). A grid over whole blocks runs: the guide's
     gridded all-gather and all-reduce are in the corpus table."""
-
-    def kernel(x_ref, o_ref, send_sem, recv_sem):
-        right = lax.rem(lax.axis_index("x") + 1, 4)
-        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem,
-                                            device_id=(right,), device_id_type=MESH)  # fmt: skip
-        copy.start()
-        copy.wait()
-
     call = pl.pallas_call(
-        kernel,
+        right_permute(4),
         out_shape=jax.ShapeDtypeStruct((16, 128), F32),
         grid=(2,),
         in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
