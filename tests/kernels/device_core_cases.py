@@ -8,6 +8,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from device_cases import mesh_of
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -20,9 +21,9 @@ F32 = jnp.float32
 
 
 def _shard_map(body, out_specs=None):
-    mesh = jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",))
     out_specs = P("x") if out_specs is None else out_specs
-    return jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=out_specs, check_vma=False)
+    return jax.shard_map(body, mesh=mesh_of((N,)), in_specs=P("x"), out_specs=out_specs,
+                         check_vma=False)  # fmt: skip
 
 
 CORES = pltpu.create_tensorcore_mesh("core", num_cores=2)

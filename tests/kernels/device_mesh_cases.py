@@ -335,15 +335,7 @@ def _upstream_distributed_cases(x):
     two = mesh_of((2,))
     for space, name in ((pltpu.VMEM, "vmem"), (pl.ANY, "any")):
         kernel = _ready_then_copy(lambda: 1 - lax.axis_index("x"), LOGICAL)
-        call = pl.pallas_call(
-            kernel,
-            in_specs=[pl.BlockSpec(memory_space=space)],
-            out_specs=pl.BlockSpec(memory_space=space),
-            out_shape=jax.ShapeDtypeStruct(
-                (8, 128), F32, manual_axis_type=jax.sharding.ManualAxisType(varying=frozenset("x"))
-            ),
-        )
-        f = _shard_map(call, mesh=two, check_vma=True)
+        f = on_mesh(kernel, scratch=(), mesh=two, space=space, check_vma=True)
         half = x[:16]
         yield f"upstream_basic_remote_{name}", f, half, np.concatenate([half[8:], half[:8]])
     for step, name in ((1, "right"), (-1, "left")):
