@@ -43,8 +43,9 @@ NO_BOOL = {
     *("atomic_min", "atomic_cas"),  # atomics refuse bool refs
 }
 # ops that cannot run alone: a wait for a copy never started deadlocks (dma_start's variants
-# copy bools, and a wait only counts)
-NOT_ALONE = {"dma_wait"}
+# copy bools, and a wait only counts); a device's exchange and gather_rows mean something only
+# where every device of a shard_map runs them together (XLA's collectives move bytes as they are)
+NOT_ALONE = {"dma_wait", "exchange", "gather_rows"}
 REGION_OPS = {"for", "while", "cond", "call", "mesh_call", "run_scoped"}
 
 

@@ -402,6 +402,22 @@ func @mesh(%x: f32[8]) -> (f32[8]) {
     ).entry
 
 
+def exchange() -> Function:
+    """exchange (static pairs, computed targets) and gather_rows: a compiled kernel's devices
+    talking (issue 47)."""
+    from minipallas.ir.parser import parse_module
+
+    return parse_module(
+        """func @f(%d: f32[4,8], %p: f32[8], %i: i32[], %t: i32[]) -> (f32[4,8], f32[4,8]) {
+  %a = exchange %d[%i, :], %p, axes ("x") (4), pairs (0, 1, 1, 2, 2, 3, 3, 0) : f32[4,8]
+  %b = exchange %d[%i, :], %p, to (%t), axes ("x") (4) : f32[4,8]
+  %g = gather_rows %p, axes ("x") (4) : f32[4,8]
+  %s = add %a, %g : f32[4,8]
+  return %s, %b
+}"""
+    ).entry
+
+
 ALL = [
     state_ops,
     views,
@@ -419,4 +435,5 @@ ALL = [
     lanes,
     dma,
     atomics,
+    exchange,
 ]
