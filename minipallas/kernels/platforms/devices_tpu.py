@@ -221,12 +221,12 @@ class _Slots:
             block = region
         scoped = _only_scope(block)
         region = scoped.regions[0]
-        n_made = len(region.params) - len(scoped.operands)
+        made = scoped.param_group("allocs")  # the scratch and semaphores the scope makes
         slot: dict[int, Value] = {}
         incoming: dict[Value, int] = {}  # a region parameter holding an input's value
         reads = _own_reads(block, held)
         self.barrier: list[Value] = []
-        for p, o in zip(region.params[n_made:], scoped.operands, strict=True):
+        for p, o in zip(scoped.param_group("args"), scoped.operands, strict=True):
             if o in held:
                 slot[held[o]] = p
             elif o in reads:
@@ -253,7 +253,7 @@ class _Slots:
             )
         n_scratch = len(call.params["jaxpr"].invars) - n_io - gm.num_index_operands
         self.io = [slot[k] for k in range(n_io)]
-        self.scratch = list(region.params[n_made - n_scratch : n_made])
+        self.scratch = list(made[len(made) - n_scratch :])
         self.params = (*self.io, *self.scratch, *self.barrier)
         self.ops = tuple(o for o in region.ops if o not in dropped)
 
