@@ -105,7 +105,7 @@ def _module(
     semantics: DimensionSemantics,
     context: Callable[..., LoweringContext] = LoweringContext,
 ) -> ir.Module:
-    """The module of ``body``, emitted in a ``context`` (one device's, ``rules.remote``)."""
+    """The module of ``body``, emitted in a ``context`` (one device's, ``device_context``)."""
     ctx = context(kernel.grid, int_ranges(body.body, kernel.grid))
     ctx.fuse_transposed_lhs = kernel.fuse_transposed_lhs
     with ctx.mlir, ir.Location.unknown():

@@ -3,8 +3,9 @@
 A kernel in a ``jax.shard_map`` runs on every device of the mesh; minipallas imports it as
 the program of one device over buffers with a row per device
 (``kernels.platforms.devices_tpu``). ``lower_device_kernel`` emits that program as the module
-each device runs, in the context of one device of the mesh (``rules.remote``): its rows are the
-device's memrefs, another device's row a remote copy's or signal's target.
+each device runs, in the context of one device of the mesh (``device_context``; its rules are
+``rules.remote``): its rows are the device's memrefs, another device's row a remote copy's or
+signal's target.
 
 Not the ``tpu`` row's pipeline: the kernel has no grid to fuse, its scratch is its own, and
 the collective-axes check would refuse the rows the body is written over.
@@ -18,7 +19,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.location import Location
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu import _module
-from minipallas.lowering.tpu.rules.remote import DeviceContext, Mesh
+from minipallas.lowering.tpu.device_context import DeviceContext, Mesh
 from minipallas.lowering.tpu.semantics import dimension_semantics
 
 __all__ = ["lower_device_kernel"]

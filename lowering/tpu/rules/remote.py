@@ -34,143 +34,27 @@ its own row, at the same address on every device, so (``DeviceContext``):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.core import Op
 from minipallas.ir.indexing import Dyn, Int, full
-from minipallas.ir.location import Location
-from minipallas.ir.rules import RuleTable
-from minipallas.ir.types import SEMAPHORE, RefType
-from minipallas.lowering.jaxlib_shim import arith, ir, tpu
+from minipallas.ir.types import RefType
+from minipallas.lowering.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
-from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, unsupported
-from minipallas.lowering.tpu.ranges import Interval
+from minipallas.lowering.tpu.context import Bound, MemRef, unsupported
+from minipallas.lowering.tpu.device_context import (
+    DEVICE_RULES,
+    Copy,
+    DeviceContext,
+    DeviceRef,
+    holds,
+    remote_device,
+    view_root,
+)
 from minipallas.lowering.tpu.rules import dma, scoped, views
 
-Mesh = tuple[tuple[str, ...], tuple[int, ...]]
-_VIEWS = ("tpu.memref_slice", "tpu.memref_squeeze", "tpu.memref_reshape", "tpu.memref_bitcast")
 
-
-@dataclass(frozen=True)
-class DeviceRef(MemRef):
-    """A device's row of a row-per-device ref: its memref, the row's logical device id, and
-    whether the row is the device's own."""
-
-    device: ir.Value | None = None
-    own: bool = True
-
-
-def remote_device(ref: Bound) -> ir.Value | None:
-    """The logical id of the device ``ref`` lives on, when that is not the device itself."""
-    return ref.device if isinstance(ref, DeviceRef) and not ref.own else None
-
-
-def signal_device(ctx: LoweringContext, op: Op, ref: Bound) -> ir.Value | None:
-    """The device a ``semaphore_signal`` of ``ref`` names (step 6): another device's, or its
-    own where the kernel's text signals remotely at the op's line."""
-    remote = isinstance(ctx, DeviceContext) and op.loc in ctx.remote_signals
-    return ref.device if isinstance(ref, DeviceRef) and (remote or not ref.own) else None
-
-
-class DeviceContext(LoweringContext):
-    """One device's lowering: the mesh (names, sizes), the device's position values, and the
-    remote copies in flight between their start and send side (module doc)."""
-
-    def __init__(
-        self,
-        grid: Sequence[int],
-        ranges: dict[Value, Interval],
-        *,
-        mesh: Mesh,
-        remote_signals: frozenset[Location] = frozenset(),
-    ):
-        super().__init__(grid, ranges)
-        self.names, self.sizes = mesh
-        self.remote_signals = remote_signals
-        self.positions: list[list[ir.Value]] = [[] for _ in self.sizes]
-        self.send_side: dict[Op, Op] = {}  # a remote start -> its send side
-        self.started: dict[Op, tuple[MemRef, MemRef, MemRef]] = {}
-        self.copies: list[_Copy] = []  # the remote copies started so far
-
-    def lower_body(self, fn: Function, args: Sequence[Bound]) -> list[Bound]:
-        """The body's parameters past ``args`` hold the barrier semaphore (step 3)."""
-        for block in (b for g in (fn, *fn.callees()) for b in _blocks(g.body)):
-            self.send_side.update(_send_sides(block))
-        barrier = fn.body.params[len(args) :]
-        used = {v for op in fn.body.ops for v in op.operands}
-        bound = [self.barrier() if p in used else None for p in barrier]
-        out = super().lower_body(fn, [*args, *bound])
-        if self.started:
-            op = next(iter(self.started))
-            raise unsupported(op, "a remote copy's start has no send side after it",
-                              fix="this is a bug in minipallas's import of the copy")  # fmt: skip
-        return out
-
-    def barrier(self) -> DeviceRef:
-        t = emit.memref_type((), "int32", SEMAPHORE)
-        return DeviceRef(tpu.sem_barrier(t), "int32", SEMAPHORE, ())
-
-    def lower_op(self, op: Op, args: Sequence[Bound]) -> Sequence[Bound]:
-        rule = DEVICE_RULES.get(op.name)
-        if rule is None:
-            return super().lower_op(op, args)
-        with self.op_location(op):
-            return rule(self, op, *args)
-
-    def position(self, axis: int) -> ir.Value:
-        """The device's position along mesh axis ``axis`` (step 2)."""
-        stride = math.prod(self.sizes[axis + 1 :])
-        here = arith.divsi(tpu.device_id(), emit.i32(stride))
-        value = arith.remsi(here, emit.i32(self.sizes[axis]))
-        self.positions[axis].append(value)
-        return value
-
-    def logical(self, indices: Sequence[ir.Value]) -> ir.Value:
-        """The logical id of the device at ``indices`` (step 1)."""
-        total = emit.i32(0)
-        for k, index in enumerate(indices):
-            stride = emit.i32(math.prod(self.sizes[k + 1 :]))
-            total = arith.addi(total, arith.muli(index, stride))
-        return total
-
-
-def _blocks(block: Block) -> list[Block]:
-    return [block, *(b for op in block.ops for r in op.regions for b in _blocks(r))]
-
-
-def _send_sides(block: Block) -> dict[Op, Op]:
-    """Each remote start of ``block`` and its send side: a copy of a source onto itself after
-    the start from that source (the importer emits them together, views between)."""
-    pairs, last = {}, {}
-    for op in block.ops:
-        if op.name != "dma_start":
-            continue
-        src, dst, _ = op.operands
-        if src is dst and src in last:
-            pairs[last.pop(src)] = op
-        else:
-            last[src] = op
-    return pairs
-
-
-def _root(value: ir.Value) -> ir.Value:
-    """The memref a view was made from (through slices, squeezes, reshapes, bitcasts)."""
-    while not isinstance(value.owner, ir.Block) and value.owner.name in _VIEWS:
-        value = value.owner.operands[0]
-    return value
-
-
-def _has(values: Sequence[ir.Value], value: ir.Value) -> bool:
-    return any(v == value for v in values)
-
-
-DEVICE_RULES: RuleTable = RuleTable("Mosaic TPU rule for a device's program")
-device_rule = DEVICE_RULES.register
-
-
-@device_rule("program_id")
+@DEVICE_RULES.register("program_id")
 def program_id(ctx: DeviceContext, op: Op) -> Sequence[Bound]:
     axis = op.attrs["axis"]
     if axis >= len(ctx.sizes):
@@ -179,7 +63,7 @@ def program_id(ctx: DeviceContext, op: Op) -> Sequence[Bound]:
     return [ctx.position(axis)]
 
 
-@device_rule("ref.at")
+@DEVICE_RULES.register("ref.at")
 def at(ctx: DeviceContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Bound]:
     rows = len(op.operands[0].type.shape) - len(ref.shape)
     if rows == 0:  # a view of a row
@@ -191,7 +75,7 @@ def at(ctx: DeviceContext, op: Op, ref: MemRef, *dyn: ir.Value) -> Sequence[Boun
         raise unsupported(op, "a view of a row-per-device ref other than one device's whole row",
                           fix="take the device's row first (ref.at %r[%i, ..., :]), "
                           "then a window of it")  # fmt: skip
-    own = all(_has(ctx.positions[k], i) for k, i in enumerate(dyn[:rows]))
+    own = all(holds(ctx.positions[k], i) for k, i in enumerate(dyn[:rows]))
     return [DeviceRef(ref.value, ref.dtype, ref.space, ref.squeezed, ctx.logical(dyn[:rows]), own)]
 
 
@@ -202,13 +86,13 @@ def _like(ref: MemRef, view: MemRef) -> MemRef:
     return DeviceRef(view.value, view.dtype, view.space, view.squeezed, ref.device, ref.own)
 
 
-@device_rule("ref.reshape", "ref.bitcast")
+@DEVICE_RULES.register("ref.reshape", "ref.bitcast")
 def view(ctx: DeviceContext, op: Op, ref: MemRef) -> Sequence[Bound]:
     (out,) = (views.reshape if op.name == "ref.reshape" else views.bitcast)(ctx, op, ref)
     return [_like(ref, out)]
 
 
-@device_rule("run_scoped")
+@DEVICE_RULES.register("run_scoped")
 def run_scoped(ctx: DeviceContext, op: Op, *args: Bound) -> Sequence[Bound]:
     """A kernel's own ``pl.run_scoped`` allocations have a row per device: each device
     allocates its own row."""
@@ -222,19 +106,7 @@ def run_scoped(ctx: DeviceContext, op: Op, *args: Bound) -> Sequence[Bound]:
     return scoped.scoped_region(ctx, op, args, types)
 
 
-@dataclass(frozen=True)
-class _Copy:
-    """A remote copy as emitted: its buffers, the root memrefs of its send and receive
-    semaphores, and its device id."""
-
-    source: ir.Value
-    target: ir.Value
-    send: ir.Value
-    recv: ir.Value
-    device: ir.Value | None
-
-
-@device_rule("dma_start")
+@DEVICE_RULES.register("dma_start")
 def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) -> list:
     if op in ctx.send_side:  # a remote start: emitted with its send side (step 4)
         ctx.started[op] = (src, dst, sem)
@@ -247,11 +119,11 @@ def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef)
         return list(dma.dma_start(ctx, op, src, dst, sem))
     source, target, recv = ctx.started.pop(start)
     device = target.device if isinstance(target, DeviceRef) else None
-    copy = _Copy(
+    copy = Copy(
         dma.buffer(start, source),
         dma.buffer(start, target),
-        _root(sem.value),
-        _root(recv.value),
+        view_root(sem.value),
+        view_root(recv.value),
         device,
     )
     tpu.enqueue_dma(
@@ -266,14 +138,14 @@ def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef)
     return []
 
 
-@device_rule("dma_wait")
+@DEVICE_RULES.register("dma_wait")
 def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) -> list:
     """A remote copy's wait names the buffers and device of the last copy started on its
     semaphore, where they are in scope, as upstream's descriptor does; else its own buffer
     (step 5)."""
     if op.operands[0] is not op.operands[1]:
         return list(dma.dma_wait(ctx, op, src, dst, sem))
-    buffer, root = dma.buffer(op, dst), _root(sem.value)
+    buffer, root = dma.buffer(op, dst), view_root(sem.value)
     sends = [c for c in ctx.copies if c.send == root]
     recvs = [c for c in ctx.copies if c.recv == root]
     if not sends and not recvs:

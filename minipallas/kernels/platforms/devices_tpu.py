@@ -45,8 +45,8 @@ from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.lowered import Lowered
+from minipallas.lowering.tpu.device_context import Mesh
 from minipallas.lowering.tpu.devices import lower_device_kernel
-from minipallas.lowering.tpu.rules.remote import Mesh
 
 __all__ = ["device_kernel", "device_module", "equations", "shard_map_rules", "spans_devices"]
 
