@@ -14,6 +14,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
+from minipallas.lowering.jax_private import pallas_tpu_interpret
+
 N = 4
 MESH = pl.DeviceIdType.MESH
 DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
@@ -100,12 +102,10 @@ def shared_scratch(x):
 def _upstream_core_halves(core_barrier: bool):
     """Upstream's TPU interpret mode on the same kernel, its race detection on: its results,
     and whether it found a race (the model's check: which rows a remote copy reaches)."""
-    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as upstream
-
     params = pltpu.InterpretParams(detect_races=True)
     x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
     outs = jax.jit(core_halves(core_barrier, interpret=params))(x)
-    return tuple(np.asarray(o) for o in outs), bool(upstream.races.races_found)
+    return tuple(np.asarray(o) for o in outs), bool(pallas_tpu_interpret.races.races_found)
 
 
 def _upstream_core_map_cases():
