@@ -60,9 +60,6 @@ NOT_COMPILED = {
     "select_ref_smem_index": _SELECT,
     "shard_map_of_core_map": "'core_map': a shard_map whose body holds mesh kernels of cores "
     "('core',) (pl.kernel, core_map) does not compile to XLA collectives",
-    "guide_all_gather": "'dma_start': this dma_start of a kernel that spans devices does not "
-    "compile to XLA collectives: it may start after a semaphore_wait ... that only some devices "
-    "make (the barrier's wait under pl.when(step == 0), which every device makes)",
     "guide_all_reduce": _CONDITION,
     "guide_reduce_scatter": _CONDITION,
 }

@@ -77,6 +77,8 @@ class _Device(Rows):
         # program order: waits that only some devices make, and remote copies, with the loops
         # around each (``check_handshakes``)
         self.seq = 0
+        self.indices: set[Value] = set()  # the index of each for loop with static bounds
+        self.varying: dict[Value, bool] = {}  # ``varies``'s answers
         self.waits: list[tuple[int, tuple[Op, ...], Op]] = []
         self.copies: list[tuple[int, tuple[Op, ...], Op]] = []
 
@@ -106,12 +108,30 @@ class _Device(Rows):
 
     def note_order(self, op: Op) -> None:
         """Records ``op`` for ``check_handshakes`` when it is a wait only some devices make."""
-        conditional = self.senders is not None or any(o.name == "cond" for o in self.enclosing)
+        conditional = self.senders is not None or any(
+            o.name == "cond" and any(map(self.varies, o.group("index"))) for o in self.enclosing
+        )
         if op.name == "semaphore_wait":
             count = self.defs.get(op.operands[op.slices()["value"]][0])
             conditional = conditional or count is None or count.name != "constant"
         if op.name in ("semaphore_wait", "dma_wait") and conditional:
             self.waits.append((self.seq, self._loops(), op))
+
+    def varies(self, v: Value) -> bool:
+        """Whether old value ``v`` may differ between devices at one point of their programs:
+        it reads the device's position or data, or is a loop's carry (a static loop's index
+        runs alike on every device: ``pl.when(step == 0)`` is taken by all of them)."""
+        if v not in self.varying:
+            op = self.defs.get(v)
+            if self.kind.get(v, DATA) == DATA or op is not None and op.name == "program_id":
+                self.varying[v] = True
+            elif v in self.indices:
+                self.varying[v] = False
+            elif v in self.source:
+                self.varying[v] = self.varies(self.source[v])
+            else:
+                self.varying[v] = op is None or any(map(self.varies, op.operands))
+        return self.varying[v]
 
     def _loops(self) -> tuple[Op, ...]:
         return tuple(o for o in self.enclosing if o.name in ("for", "while"))
@@ -273,6 +293,7 @@ class _Device(Rows):
                     self.kind[p] = DATA
                     if op.name == "for" and i == 0 and self.bounds_kind(op) == STATIC:
                         self.kind[p] = LOOP
+                        self.indices.add(p)
                     params.append(Value(p.type))
             out.append(self.block(region, params))
         self.enclosing.pop()
