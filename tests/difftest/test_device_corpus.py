@@ -38,8 +38,8 @@ BY_NAME = {c.name: c for c in CASES}
 # What minipallas cannot do yet, with the first line of what it says (its location left off).
 _DYNAMIC = "'dma_wait': a slice of dynamic size cannot be imported"
 _SELECT = (
-    "'dma_start': variable (Var(...), Var(...)) is used before it is defined (a copy whose "
-    "source is a pl.select_ref)"
+    "'dma_start': a copy whose source, destination or semaphore is a pl.select_ref (one of "
+    "several refs picked at run time) cannot be imported"
 )
 NOT_YET = {
     "no_barrier_semaphore": "'pallas_call': building 'get': a semaphore ref is not memory (a "

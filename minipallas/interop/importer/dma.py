@@ -30,10 +30,24 @@ from minipallas.lowering.jax_private import core as jax_core
 from minipallas.lowering.jax_private import state_types
 
 
+def _check_one_ref(scope: ImportScope, leaf: object) -> None:
+    """``pl.select_ref`` picks one of several refs by a run-time index: minipallas's refs are
+    values of the program, one per name, so a copy's ref must be one of them."""
+    transforms = getattr(leaf, "transforms", ())
+    if any(isinstance(t, state_types.SelectTransform) for t in transforms):
+        raise scope.error(
+            "a copy whose source, destination or semaphore is a pl.select_ref (one of several "
+            "refs picked at run time) cannot be imported",
+            fix="stack the alternatives in one ref and index it (refs.at[i]), or branch "
+            "(pl.when / lax.cond) into one copy per ref",
+        )
+
+
 def _ref(scope: ImportScope, leaf: object) -> Value:
     """The ref a DMA operand names: a ref atom, or its view through the transforms."""
     if not isinstance(leaf, state_types.TransformedRef):
         return own_row(scope, leaf)  # type: ignore[arg-type]
+    _check_one_ref(scope, leaf)
     ref = own_row(scope, leaf.ref)
     for transform in leaf.transforms:
         ref = apply_view(scope, ref, transform)
@@ -42,6 +56,7 @@ def _ref(scope: ImportScope, leaf: object) -> Value:
 
 def _ref_at(scope: ImportScope, leaf: object, indices: list[Value], what: str) -> Value:
     """The target device's row of what a DMA operand names, its views applied."""
+    _check_one_ref(scope, leaf)
     atom = leaf.ref if isinstance(leaf, state_types.TransformedRef) else leaf
     ref = target_row(scope, atom, indices, what)
     for transform in getattr(leaf, "transforms", ()):
