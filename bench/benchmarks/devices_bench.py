@@ -87,6 +87,8 @@ def _bits(case: Case, got: np.ndarray, sim: np.ndarray, want: np.ndarray) -> str
     largest difference."""
     if np.array_equal(got, sim) and np.array_equal(got, want):
         return "same"
+    if np.array_equal(got, sim) and case.atol and np.allclose(got, want, rtol=0, atol=case.atol):
+        return f"same as simulate, numpy within {case.atol:g}"
     if case.atol and np.allclose(got, want, rtol=0, atol=case.atol):
         return f"within {case.atol:g} (max {np.abs(got - sim).max():.1e})"
     return "DIFFER"
