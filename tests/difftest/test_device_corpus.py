@@ -60,8 +60,6 @@ NOT_COMPILED = {
     "select_ref_smem_index": _SELECT,
     "shard_map_of_core_map": "'core_map': a shard_map whose body holds mesh kernels of cores "
     "('core',) (pl.kernel, core_map) does not compile to XLA collectives",
-    "guide_all_reduce": _CONDITION,
-    "guide_reduce_scatter": _CONDITION,
 }
 
 

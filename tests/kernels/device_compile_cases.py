@@ -216,6 +216,28 @@ def when_from_data(x_ref, o_ref, send_sem, recv_sem):
         copy.wait()
 
 
+def when_on_device_writes(x_ref, o_ref, send_sem, recv_sem):
+    """``only_device_zero_sends`` with a write in device 0's branch besides the copy: the
+    branch is not every device's, so the compiler refuses (the simulator runs it)."""
+    me = lax.axis_index("x")
+    o_ref[0] = x_ref[...]
+    copy = remote_copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+
+    @pl.when(me != 1)
+    def _():
+        o_ref[1] = jnp.full(SHARD, -1.0, F32)
+
+    @pl.when(me == 0)
+    def _():
+        o_ref[0, 0, 0] = 0.0
+        copy.start()
+        copy.wait_send()
+
+    @pl.when(me == 1)
+    def _():
+        copy.wait_recv()
+
+
 def cases():
     """(name, f, x, numpy's result or None)."""
     x = np.arange(N * 8 * 128, dtype=np.float32).reshape(N * 8, 128)
@@ -270,6 +292,10 @@ def cases():
     yield "late_handoff", late, x, None
     yield ("when_from_data", on_mesh(when_from_data, SHARD, two, space=None), x,
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
+    written = np.stack([blocks, second], axis=1)
+    written[0, 0, 0, 0] = 0.0
+    writes = on_mesh(when_on_device_writes, (2, *SHARD), two, space=None)
+    yield "when_on_device_writes", writes, x, written.reshape(N * 2, *SHARD)
     # the device corpus's ring attention (exp, an online softmax, a division): q @ k.T exact
     # (multiples of 1/8), the rest rounded as XLA rounds it; numpy's result within 1e-5
     q, k, v = own_attention_inputs(72, N)

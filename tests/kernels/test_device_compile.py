@@ -151,6 +151,14 @@ def test_a_remote_copy_under_a_condition_read_from_the_input_is_refused_with_why
     assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
 
 
+def test_a_remote_copy_under_a_condition_on_the_device_whose_branch_writes_is_refused(verdicts):
+    v = verdicts["when_on_device_writes"]  # pl.when(me == 0) around a write and the copy
+    assert v["simulated_numpy"] is True, v
+    assert v["error"] == "MiniPallasError", v
+    assert "on the device's position with branches that also read or write memory" in v["text"]
+    assert "device_compile_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
+
+
 EXCHANGE = """func @f(%0: f32[4,8], %1: f32[8], %2: i32[], %3: i32[]) -> (f32[4,8], f32[4,8]) {
   %4 = exchange %0[%2, :], %1, axes ("x") (4), pairs (0, 1, 1, 2, 2, 3, 3, 0) : f32[4,8]
   %5 = exchange %0[%2, :], %1, to (%3), axes ("x") (4) : f32[4,8]

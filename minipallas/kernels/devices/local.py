@@ -19,7 +19,9 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    (``lax.all_gather`` and a select on the receiver). Every device must take part in each
    collective, so a copy under a condition on the device's position alone (``pl.when(me ==
    0)``) runs on every device, sent only by those the condition picks (evaluated at compile
-   time), where the condition's branches do nothing else with memory (``masked_cond``);
+   time), where the condition's branches do nothing else with memory (``masked_cond``). A
+   condition every device takes alike (on a grid step or a static loop's index: ``varies``)
+   keeps its branches, collectives inside: every device takes the same branch at that point;
 3. a read of other devices' rows (the importer's ``psum``, ``ppermute`` and ``all_gather`` of
    the body read so, between barriers) is a ``gather_rows`` of every device's own row, then
    the rows read from it;
@@ -34,9 +36,9 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
 
 Refused, each with a reason and ``collectives='simulate'`` as the fix: communication that
 depends on data (a target, window, condition or enclosing loop's trip count computed from
-loaded values, a ``while`` loop around a remote copy), a remote copy under a condition whose
-branches also read or write memory, and any other use of another device's row (a plain write,
-a remote source).
+loaded values, a ``while`` loop around a remote copy), a remote copy under a condition that
+may differ by device whose branches also read or write memory, and any other use of another
+device's row (a plain write, a remote source).
 """
 
 from __future__ import annotations
@@ -341,12 +343,13 @@ class _Device(Rows):
         for around in self.enclosing:
             if around.name == "while":
                 raise self.refuse(op, "is inside a while loop, whose trip count is computed")
-            if around.name == "cond":
+            if around.name == "cond" and any(map(self.varies, around.group("index"))):
                 raise self.refuse(
                     op,
-                    "is under a condition that is computed from loaded values or loop indices, "
-                    "or whose branches also read or write memory: every device takes part in "
-                    "each collective, so a copy runs under a condition only masked by device",
+                    "is under a condition that is computed from loaded values or a loop's "
+                    "carry, or on the device's position with branches that also read or write "
+                    "memory: every device takes part in each collective, so under a condition "
+                    "that may differ by device a copy can only be masked by device",
                 )
             if around.name == "for":
                 if self.bounds_kind(around) != STATIC:
