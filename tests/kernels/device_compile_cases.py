@@ -130,6 +130,24 @@ def chunked_permute(x_ref, o_ref, send_sem, recv_sem):
     copy.wait()
 
 
+def first_step_sends(x_ref, o_ref, send_sem, recv_sem):
+    """A grid's first step sends rows 0:4 right and writes rows 4:8, its second adds to them:
+    every device takes each ``pl.when`` on the step alike, so the copy stays in its branch."""
+    step = pl.program_id(0)
+
+    @pl.when(step == 0)
+    def _():
+        o_ref[4:8] = x_ref[4:8] * 2.0
+        copy = remote_copy(x_ref.at[0:4], o_ref.at[0:4], send_sem, recv_sem,
+                           (lax.rem(lax.axis_index("x") + 1, N),))  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    @pl.when(step == 1)
+    def _():
+        o_ref[4:8] += 1.0
+
+
 def lax_around(call):
     """lax collectives in the shard_map's body around the kernel (a right permute)."""
     return lambda a: (
@@ -277,6 +295,10 @@ def cases():
     yield "plain_ppermute", plain, x, np.roll(blocks, 1, axis=0).reshape(x.shape)
     chunked = on_mesh(chunked_permute, SHARD, two, grid=(2,))
     yield "chunked_permute", chunked, x, np.roll(blocks, 1, axis=0).reshape(x.shape)
+    stepped = np.roll(blocks, 1, axis=0)
+    stepped[:, 4:8] = blocks[:, 4:8] * 2.0 + 1.0
+    first = on_mesh(first_step_sends, SHARD, two, grid=(2,))
+    yield "first_step_sends", first, x, stepped.reshape(x.shape)
     wide = np.arange(N * 16 * 128, dtype=np.float32).reshape(N * 16, 128)
     yield "upstream_all_gather", _upstream_all_gather(), wide, wide
     yield ("target_from_data", on_mesh(target_from_data, SHARD, two, space=None), x,

@@ -31,8 +31,9 @@ CASES = Path(__file__).with_name("device_compile_cases.py")
 # with no kernel keeps its own body, a lax.ppermute)
 STRAIGHT = ["right_permute", "shift_two_logical", "permute_along_y", "upstream_all_gather",
             "plain_ppermute"]  # fmt: skip
-# one loop: a fori_loop over the ring's steps, or the kernel's grid
-LOOPED = ["ring_all_gather", "ring_all_reduce", "chunked_permute"]
+# one loop: a fori_loop over the ring's steps, or the kernel's grid (first_step_sends: its
+# copy under pl.when on the grid step, a condition every device takes alike)
+LOOPED = ["ring_all_gather", "ring_all_reduce", "chunked_permute", "first_step_sends"]
 
 
 @pytest.fixture(scope="module", params=[4, 8], ids=["4-devices", "8-devices"])
