@@ -50,10 +50,6 @@ NOT_YET = {
     "race_detection_racing_writes": _DYNAMIC,
 }
 # What on_devices cannot compile yet (the first line of what it says, its location left off).
-_CONDITION = (
-    "'dma_start': this dma_start of a kernel that spans devices does not compile to XLA "
-    "collectives: it is under a condition (the guide's first grid step starts the ring)"
-)
 NOT_COMPILED = {
     "no_barrier_semaphore": NOT_YET["no_barrier_semaphore"],
     "select_ref_remote_dma": _SELECT,
