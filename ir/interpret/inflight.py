@@ -42,6 +42,7 @@ from minipallas.ir.interpret.races import READ
 from minipallas.ir.interpret.windows import Access
 
 _NONE = np.zeros(0, np.int64)
+_TOP = np.iinfo(np.int64).max  # an empty array's span is (_TOP, -1): it meets nothing
 
 
 @dataclass(eq=False)  # copies are told apart by identity
@@ -57,6 +58,7 @@ class Copy:
     sends: Copy | None = None  # for a send side: the copy whose source it holds
     wait: tuple[Op, int, int, int] | None = None  # (op, program, taken, owed): left in flight
     others: list[Copy] = field(default_factory=list)  # what else was in flight at that wait
+    spans: dict[str, tuple] = field(default_factory=dict)  # _overlap's: what -> (held, lo, hi)
 
 
 @dataclass(eq=False)
@@ -117,10 +119,11 @@ class InFlight:
     def busy(self, touched: np.ndarray, kind: str) -> tuple[Copy, str, int] | None:
         """The first copy in flight that an access of ``kind`` to the byte addresses ``touched``
         collides with: the copy, ``"destination"`` or ``"source"``, and the first such byte."""
+        lo, hi = touched.min(initial=_TOP), touched.max(initial=-1)
         for copies in self.by_semaphore.values():
             for copy in copies:
                 for what, held in (("destination", copy.dst), ("source", copy.src)):
-                    if (what == "source" and kind == READ) or held.size == 0:
+                    if (what == "source" and kind == READ) or not _overlap(copy, what, lo, hi):
                         continue
                     hit = np.isin(touched, held)
                     if hit.any():
@@ -129,10 +132,11 @@ class InFlight:
 
     def note(self, touched: np.ndarray, access: tuple) -> None:
         """Remembers the first access to a destination of copies a wait landed (``Landed``)."""
+        lo, hi = touched.min(initial=_TOP), touched.max(initial=-1)
         for landed in self.landed.values():
             for copy in landed.copies if landed.access is None else ():
-                hit = np.isin(touched, copy.dst)
-                if hit.any():
+                hit = _overlap(copy, "destination", lo, hi) and np.isin(touched, copy.dst)
+                if np.any(hit):
                     landed.access = (copy, int(touched[np.argmax(hit)]), access)
                     break
 
@@ -182,6 +186,16 @@ class InFlight:
                 "flight (its destination undefined, its semaphore not back at 0)",
                 fix="wait for every copy started (copy.wait()) before the kernel ends",
             )
+
+
+def _overlap(copy: Copy, what: str, lo: int, hi: int) -> bool:
+    """Whether the copy's ``what`` may hold a byte in ``lo..hi``: skips most ``np.isin``s (each
+    builds a table over its arrays' range). The span is kept with its array, which may change."""
+    held = copy.dst if what == "destination" else copy.src
+    kept = copy.spans.get(what)
+    if kept is None or kept[0] is not held:
+        kept = copy.spans[what] = (held, held.min(initial=_TOP), held.max(initial=-1))
+    return kept[1] <= hi and lo <= kept[2]
 
 
 def addresses(array: np.ndarray, access: Access, mask: Any = None) -> np.ndarray:

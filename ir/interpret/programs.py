@@ -137,8 +137,11 @@ class Programs:
         self._shared: dict[tuple, tuple[list[Ref], set[int], Op]] = {}
         self._semaphores: dict[int, np.ndarray] = {}  # address -> the clocks its signals held
         self._signalled: dict[int, tuple] = {}  # address -> (its counter, last signal, program)
-        self._cv = threading.Condition()
-        self._turn: int | None = None
+        # the baton: held locks (a program's, the scheduler's); a handoff wakes only the next
+        self._wake = [threading.Lock() for _ in self.programs]
+        self._back = threading.Lock()
+        for lock in (*self._wake, self._back):
+            lock.acquire()
         self._abort = False
         self._error: tuple[BaseException, _Program] | None = None
         self._order: dict[Op, tuple[int, int]] = {}  # op -> (function, pre-order position)
@@ -291,9 +294,6 @@ class Programs:
         try:
             self._schedule()
         finally:
-            with self._cv:
-                self._abort = self._abort or self._error is not None
-                self._cv.notify_all()
             for t in threads:
                 t.join()
         self._check_skipped()
@@ -357,12 +357,9 @@ class Programs:
         except _Aborted:
             return
         except BaseException as e:  # noqa: BLE001 - handed to the scheduler, raised there
-            with self._cv:
-                self._error = self._error or (e, program)
-        with self._cv:
-            program.state = "done"
-            self._turn = None
-            self._cv.notify_all()
+            self._error = self._error or (e, program)
+        program.state = "done"
+        self._back.release()
 
     def _schedule(self) -> None:
         last = -1
@@ -380,28 +377,25 @@ class Programs:
             else:
                 p = ready[int(self.rng.integers(len(ready)))]
             last = p.number
-            with self._cv:
-                p.state, self._turn = "running", p.number
-                self._cv.notify_all()
-                self._cv.wait_for(lambda: self._turn is None)
+            p.state = "running"
+            self._wake[p.number].release()
+            self._back.acquire()
 
     def _yield(self, program: _Program, state: str) -> None:
-        with self._cv:
-            program.state, self._turn = state, None
-            self._cv.notify_all()
+        program.state = state
+        self._back.release()
         self._wait_for_turn(program)
 
     def _wait_for_turn(self, program: _Program) -> None:
-        with self._cv:
-            self._cv.wait_for(lambda: self._turn == program.number or self._abort)
-            if self._abort:
-                raise _Aborted
+        self._wake[program.number].acquire()
+        if self._abort:
+            raise _Aborted
 
     def _fail(self) -> None:
         error, program = self._error
-        with self._cv:
-            self._abort = True
-            self._cv.notify_all()
+        self._abort = True
+        for wake in self._wake:  # all held: every program's thread sees _abort and unwinds
+            wake.release()
         if isinstance(error, MiniPallasError):
             error.add_note(f"in program {program_name(program.ids)} of grid {self.grid}")
         raise error
