@@ -178,25 +178,33 @@ def trips_from_data(x_ref, o_ref, send_sem, recv_sem):
     lax.fori_loop(0, trips, step, 0)
 
 
-def only_device_zero_sends(x_ref, o_ref, send_sem, recv_sem):
+def _device_zero_sends(writes_too: bool):
     """Remote copies under a condition on the device (``pl.when(me == 0)``): compiled as a
-    collective every device takes part in, sent by device 0 only."""
-    me = lax.axis_index("x")
-    o_ref[0] = x_ref[...]
-    copy = remote_copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
+    collective every device takes part in, sent by device 0 only. ``writes_too`` adds a write
+    in device 0's branch besides the copy: the branch is not every device's, so the compiler
+    refuses it (the simulator runs it)."""
 
-    @pl.when(me != 1)
-    def _():
-        o_ref[1] = jnp.full(SHARD, -1.0, F32)
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        me = lax.axis_index("x")
+        o_ref[0] = x_ref[...]
+        copy = remote_copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
 
-    @pl.when(me == 0)
-    def _():
-        copy.start()
-        copy.wait_send()
+        @pl.when(me != 1)
+        def _():
+            o_ref[1] = jnp.full(SHARD, -1.0, F32)
 
-    @pl.when(me == 1)
-    def _():
-        copy.wait_recv()
+        @pl.when(me == 0)
+        def _():
+            if writes_too:
+                o_ref[0, 0, 0] = 0.0
+            copy.start()
+            copy.wait_send()
+
+        @pl.when(me == 1)
+        def _():
+            copy.wait_recv()
+
+    return kernel
 
 
 def late_handoff(x_ref, o_ref, send_sem, recv_sem, ready):
@@ -232,28 +240,6 @@ def when_from_data(x_ref, o_ref, send_sem, recv_sem):
     def _():
         copy.start()
         copy.wait()
-
-
-def when_on_device_writes(x_ref, o_ref, send_sem, recv_sem):
-    """``only_device_zero_sends`` with a write in device 0's branch besides the copy: the
-    branch is not every device's, so the compiler refuses (the simulator runs it)."""
-    me = lax.axis_index("x")
-    o_ref[0] = x_ref[...]
-    copy = remote_copy(x_ref, o_ref.at[1], send_sem, recv_sem, (1,))
-
-    @pl.when(me != 1)
-    def _():
-        o_ref[1] = jnp.full(SHARD, -1.0, F32)
-
-    @pl.when(me == 0)
-    def _():
-        o_ref[0, 0, 0] = 0.0
-        copy.start()
-        copy.wait_send()
-
-    @pl.when(me == 1)
-    def _():
-        copy.wait_recv()
 
 
 def cases():
@@ -305,7 +291,7 @@ def cases():
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
     yield ("trips_from_data", on_mesh(trips_from_data, SHARD, two, space=None), x,
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
-    zero = on_mesh(only_device_zero_sends, (2, *SHARD), two, space=None)
+    zero = on_mesh(_device_zero_sends(False), (2, *SHARD), two, space=None)
     second = np.full((N, *SHARD), -1.0, np.float32)
     second[1] = blocks[0]
     yield ("only_device_zero_sends", zero, x,
@@ -316,7 +302,7 @@ def cases():
            np.roll(blocks, 1, axis=0).reshape(x.shape))  # fmt: skip
     written = np.stack([blocks, second], axis=1)
     written[0, 0, 0, 0] = 0.0
-    writes = on_mesh(when_on_device_writes, (2, *SHARD), two, space=None)
+    writes = on_mesh(_device_zero_sends(True), (2, *SHARD), two, space=None)
     yield "when_on_device_writes", writes, x, written.reshape(N * 2, *SHARD)
     # the device corpus's ring attention (exp, an online softmax, a division): q @ k.T exact
     # (multiples of 1/8), the rest rounded as XLA rounds it; numpy's result within 1e-5

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from minipallas.interop.importer import devices_cores
 from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices_cores import equations as _equations
+from minipallas.interop.importer.devices_cores import equations
 from minipallas.interop.importer.devices_kernel import (
     collective_id,
     device_kernel,
@@ -64,7 +64,7 @@ from minipallas.ir.indexing import Int, Slice
 from minipallas.ir.types import SEMAPHORE, RefType
 from minipallas.lowering.jax_private import core as jax_core
 
-_KERNELS = ("pallas_call", "mpmd_map", "core_map")
+KERNELS = ("pallas_call", *devices_cores.MESH_KERNELS)  # what a body may run on devices
 _CALLS = ("jit", "pjit", "closed_call")
 
 
@@ -120,7 +120,7 @@ def device_shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Val
         )
     jaxpr, consts = closed_parts(eqn.params["jaxpr"])
     mesh = (names, sizes)
-    cores = devices_cores.core_axes(scope, list(_equations(jaxpr)), mesh)
+    cores = devices_cores.core_axes(scope, list(equations(jaxpr)), mesh)
     stacked = [
         _split(scope, scope.read(a), spec, v.aval.shape, mesh)
         for a, spec, v in zip(eqn.invars, eqn.params["in_specs"], jaxpr.invars, strict=True)
@@ -139,7 +139,7 @@ def device_shard_map(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Val
 
 def _name(jaxpr: jax_core.Jaxpr) -> str:
     """The first kernel's name, else ``shard_map``."""
-    for e in _equations(jaxpr):
+    for e in equations(jaxpr):
         if e.primitive.name == "pallas_call":
             debug = getattr(e.params["jaxpr"], "debug_info", None)
             return str(e.params.get("name") or getattr(debug, "func_name", "") or "kernel")
@@ -160,7 +160,7 @@ def _program(
     by each of its cores when the body holds mesh kernels (``devices_cores``)."""
     importer = scope.importer
     io = [Value(RefType(t.shape, t.dtype)) for t in (*in_types, *out_types)]
-    ids = sorted({c for e in _equations(jaxpr) if e.primitive.name == "pallas_call"
+    ids = sorted({c for e in equations(jaxpr) if e.primitive.name == "pallas_call"
                   for c in [collective_id(e)] if c is not None})  # fmt: skip
     devices = Devices(mesh, cores=cores)
     outer = ImportScope(importer)
@@ -258,7 +258,7 @@ def _holds_mesh_kernel(eqn: jax_core.JaxprEqn, name: str) -> bool:
     subs = jax_core.jaxprs_in_params(eqn.params)
     kernels = devices_cores.MESH_KERNELS
     return eqn.primitive.name == name and any(
-        e.primitive.name in kernels for sub in subs for e in _equations(sub)
+        e.primitive.name in kernels for sub in subs for e in equations(sub)
     )
 
 
@@ -280,7 +280,7 @@ def _mesh_kernel(scope: ImportScope, devices: Devices, eqn: jax_core.JaxprEqn) -
 
 def _refuse_nested_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> None:
     for sub in jax_core.jaxprs_in_params(eqn.params):
-        inner = next((e for e in _equations(sub) if e.primitive.name in _KERNELS), None)
+        inner = next((e for e in equations(sub) if e.primitive.name in KERNELS), None)
         if inner is not None:
             with scope.located(eqn):
                 raise scope.error(

@@ -48,9 +48,9 @@ ValueOf = Callable[[jax_core.Atom], Value]  # an atom's value on this device
 _FIX = "call every mesh kernel of the body over one pltpu.create_tensorcore_mesh"
 
 
-def equations(jaxpr: jax_core.Jaxpr) -> Iterator[jax_core.JaxprEqn]:
-    """The equations of ``jaxpr`` and of every jaxpr in their parameters."""
-    for e in jaxpr.eqns:
+def equations(jaxpr: jax_core.Jaxpr | jax_core.ClosedJaxpr) -> Iterator[jax_core.JaxprEqn]:
+    """The equations of ``jaxpr`` (open or closed) and of every jaxpr in their parameters."""
+    for e in getattr(jaxpr, "jaxpr", jaxpr).eqns:
         yield e
         for sub in jax_core.jaxprs_in_params(e.params):
             yield from equations(sub)

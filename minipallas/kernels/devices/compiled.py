@@ -41,8 +41,8 @@ from jax import lax
 
 from minipallas.interop.exporter import to_jax
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices import _KERNELS as KERNELS
-from minipallas.interop.importer.devices import _equations, device_shard_map
+from minipallas.interop.importer.devices import KERNELS, device_shard_map
+from minipallas.interop.importer.devices_cores import equations
 from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function, Value
@@ -94,7 +94,7 @@ def run_device_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:
     device's program (``device_function``), each result starting as the simulator's does (the
     fill value); one with no kernel in it keeps its own body."""
     jaxpr, consts = closed_parts(eqn.params["jaxpr"])
-    if any(e.primitive.name in KERNELS for e in _equations(jaxpr)):
+    if any(e.primitive.name in KERNELS for e in equations(jaxpr)):
         program = to_jax(device_function(eqn), exact=True)
 
         def body(*shards: Any) -> tuple[Any, ...]:

@@ -25,7 +25,7 @@ importer reads one as a write into the target's row. The Mosaic rules for one de
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -34,6 +34,7 @@ from jax.sharding import PartitionSpec as P
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices import device_shard_map
+from minipallas.interop.importer.devices_cores import equations
 from minipallas.interop.importer.devices_grid import is_whole
 from minipallas.interop.importer.devices_kernel import collective_id
 from minipallas.interop.importer.engine import Importer, ImportScope, location
@@ -67,16 +68,6 @@ def spans_devices(call: jax_core.JaxprEqn) -> bool:
             if leaves[-1 if name != "semaphore_signal" else 3] is not None:
                 return True
     return False
-
-
-def equations(jaxpr: Any) -> Iterator[jax_core.JaxprEqn]:
-    """Every equation of ``jaxpr`` and of the jaxprs its equations carry."""
-    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
-        yield eqn
-        for value in eqn.params.values():
-            for inner in value if isinstance(value, tuple | list) else (value,):
-                if isinstance(inner, jax_core.Jaxpr | jax_core.ClosedJaxpr):
-                    yield from equations(inner)
 
 
 def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
