@@ -59,51 +59,29 @@ def pallas_call(
 ) -> PallasCall:
     """A kernel call: ``kernel(*in_refs, *out_refs, *scratch_refs)`` at every point of ``grid``.
 
-    ``out_shape`` is one array type (anything with ``shape`` and ``dtype``: an ``ArrayType``,
-    a ``jax.ShapeDtypeStruct``, an array) or a tuple/list of them; the call returns the same
-    structure. A missing spec means the whole array in one block. ``scratch_shapes`` are ref
-    types (``minipallas.tpu.VMEM((8, 128), f32)``) allocated once for the whole grid.
+    ``out_shape`` is one array type (anything with ``shape`` and ``dtype``) or a tuple/list of
+    them; the call returns the same structure. A missing spec means the whole array in one
+    block. ``scratch_shapes`` are ref types (``minipallas.tpu.VMEM((8, 128), f32)``) allocated
+    once for the whole grid; a grid size may be a traced integer under ``jax.jit``.
+    ``grid_spec=minipallas.tpu.PrefetchScalarGridSpec(num_scalar_prefetch=n, ...)`` gives those
+    four fields instead, the first ``n`` operands then scalar-prefetch arrays (index maps take
+    them after the grid indices, the kernel before its input refs).
 
-    On the CPU, results equal upstream ``pallas_call(..., interpret=True)`` bit for bit.
-    ``match_upstream=False`` trades that for speed: float reductions and dots of independent
-    grid points run batched, rounding as XLA does at the batched shape (``jax.jit``-like), and
-    a sequential axis that only accumulates is summed at once, its sums reassociated.
+    On the CPU, results equal upstream ``pallas_call(..., interpret=True)`` bit for bit:
+    ``match_upstream=False`` trades that for speed (independent grid points batched, rounding as
+    XLA does at the batched shape; an accumulating axis's sums reassociated). Under ``jax.jit`` it
+    runs where ``kernels/platforms`` says, ``backend="xla"`` the discharged program everywhere.
 
-    ``compiler_params`` (``minipallas.tpu.CompilerParams`` or ``minipallas.gpu.CompilerParams``,
-    or upstream's) go to the Mosaic/Triton emitters (``params``); ``debug=True`` prints the
-    kernel when traced and the module when lowered, as upstream prints its jaxpr and module.
-    ``input_output_aliases={input_index: output_index}``: that output starts as the input's
-    contents, as upstream's (``kernels/spec/aliases.py``; input indices count every operand, the
-    scalar-prefetch ones included, as upstream's).
-
-    ``grid_spec=minipallas.tpu.PrefetchScalarGridSpec(num_scalar_prefetch=n, grid=...,
-    in_specs=..., out_specs=..., scratch_shapes=...)`` gives those four fields instead, and
-    makes the call's first ``n`` operands scalar-prefetch arrays: index maps take them as refs
-    after the grid indices, the kernel before its input refs. A grid size may be a traced
-    integer under ``jax.jit`` (a dynamic grid); outside it, grid sizes are ints.
-
-    ``grid_names=("x", ...)`` names the grid axes (``axis_index("x")`` is ``program_id`` of
-    that axis). ``collectives="simulate"`` runs every program of the grid together in the
-    multi-program interpreter (``kernels/collective/simulate.py``): collective ``run_scoped``
-    scratch is
-    shared by each group, ``barrier`` works, races and deadlocks are reported; the default
-    ``"reject"`` keeps upstream's errors for collective axes.
-
-    Under ``jax.jit`` (or given JAX arrays) the call runs where the platform table says
-    (``kernels/platforms``): the discharged program as XLA ops on the CPU, the kernel's Triton
-    module on a GPU, its Mosaic module on a TPU. ``backend="xla"`` runs the discharged program
-    on every platform: the same call, a differential run away from the kernel.
-
-    ``passes="my-pass{opt=1},cleanup"``: a pipeline (``minipallas.passes.pipeline``) run on the
-    traced kernel before any platform sees it: kernel passes on the whole kernel, function
-    passes on its body (registered with ``minipallas.register``, or loaded as
-    ``minipallas-opt --load`` loads them). ``optimize=False`` turns off the target's exact
-    optimizations (``fuse-grid-steps`` on the TPU), for the module upstream would emit.
-
-    ``cost_estimate=minipallas.CostEstimate(flops=..., transcendentals=..., bytes_accessed=...)``
-    (or upstream's ``pl.CostEstimate``) and ``metadata={"key": "value"}`` go, as upstream's, to
-    the ``tpu_custom_call`` that runs the kernel on a TPU (its backend config and its
-    ``kernel_metadata``); ``vmap`` scales the estimate by the batch size, as upstream's.
+    ``compiler_params`` (minipallas's or upstream's, TPU or GPU) go to the Mosaic/Triton
+    emitters; ``debug=True`` prints the kernel when traced and the module when lowered.
+    ``input_output_aliases={input_index: output_index}`` starts that output as that input
+    (indices count scalar-prefetch operands, as upstream's). ``grid_names`` names the axes for
+    ``axis_index``; ``collectives="simulate"`` runs every program together (``simulate``), and
+    ``"reject"`` (the default) keeps upstream's errors for collective axes.
+    ``passes="my-pass{opt=1},cleanup"`` is a pipeline run on the traced kernel before any
+    platform sees it; ``optimize=False`` turns off the target's exact optimizations
+    (``fuse-grid-steps`` on the TPU). ``cost_estimate`` and ``metadata`` go to the
+    ``tpu_custom_call`` as upstream's; ``vmap`` scales the estimate by the batch size.
     """
     if not callable(kernel):
         raise checks.error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
@@ -114,15 +92,28 @@ def pallas_call(
         )
     static_grid, bounds = checks.grid_axes(grid)
     return PallasCall(
-        kernel, out_shape, static_grid, in_specs, out_specs, scratch_shapes,
-        dimension_semantics, name, match_upstream, compiler_params, debug,
-        input_output_aliases=input_output_aliases, num_scalar_prefetch=prefetch,
-        grid_bounds=bounds, grid_names=checks.grid_names(grid_names, len(static_grid)),
+        kernel,
+        out_shape,
+        static_grid,
+        in_specs,
+        out_specs,
+        scratch_shapes,
+        dimension_semantics,
+        name,
+        match_upstream,
+        compiler_params,
+        debug,
+        input_output_aliases=input_output_aliases,
+        num_scalar_prefetch=prefetch,
+        grid_bounds=bounds,
+        grid_names=checks.grid_names(grid_names, len(static_grid)),
         collectives=checks.collectives_mode(collectives, grid_names),
-        backend=checks.backend(backend), passes=checks.pipeline(passes),
-        optimize=bool(optimize), cost_estimate=kernel_params.cost_estimate(cost_estimate),
+        backend=checks.backend(backend),
+        passes=checks.pipeline(passes),
+        optimize=bool(optimize),
+        cost_estimate=kernel_params.cost_estimate(cost_estimate),
         metadata=kernel_params.metadata(metadata),
-    )  # fmt: skip
+    )
 
 
 class PallasCall:
