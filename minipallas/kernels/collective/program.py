@@ -34,9 +34,9 @@ both and compare bits).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
 
 import numpy as np
 
@@ -73,130 +73,191 @@ class _Segment:
     live_out: tuple[Value, ...]  # the values it gives to later ones
 
 
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What the program is built from (module doc, steps 1 and 2, and step 3's buffers)."""
+
+    kernel: Kernel
+    specs: tuple[TracedBlockSpec, ...]  # the inputs' then the outputs'
+    buffers: tuple[RefType, ...]  # each operand's padded buffer
+    segments: list[_Segment]
+    shared: list[Value]  # the shared allocations, free in the segments
+    along: list[int]  # the collective axes' positions in the grid
+    others: list[int]  # the other axes': one group per point of theirs
+    scratch: tuple[RefType, ...]  # each program's own scratch: a row per program of a group
+    spill_types: tuple[RefType, ...]  # a row per program for each value live across a barrier
+    row_of: dict[Value, int]  # a live value's spill buffer
+    orders: list | None  # semaphore handoffs: each epoch's programs in the order they ask for
+    epochs: list | None  # each segment batched over the group, or None to loop
+
+    @property
+    def sizes(self) -> list[int]:
+        return [self.kernel.grid[a] for a in self.along]
+
+
+@dataclass(frozen=True, eq=False)
+class _Group:
+    """One group's refs while its epochs run one program at a time."""
+
+    bufs: Sequence[TracedRef]
+    outer: list[TracedArray]  # the group's indices along the other axes
+    own: Sequence[TracedRef]  # each program's scratch rows
+    shared: Sequence[TracedRef]
+    spills: Sequence[TracedRef]
+
+
 def collective_program(
     kernel: Kernel, grid_names: tuple[str, ...], batched: bool = True
 ) -> Function:
     """``@<name>_collective(inputs...) -> outputs`` (module doc): each epoch of a group
     batched over the collective axes where it can (``collective.batched``), or with
     ``batched=False`` the group's programs one after another (same bits)."""
+    plan = _plan(kernel, grid_names, batched)
+
+    def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
+        return run_scoped(lambda *bufs: _run_groups(plan, inputs, bufs), *plan.buffers)
+
+    return trace(program, *(s.array for s in kernel.in_specs), name=f"{kernel.name}_collective")
+
+
+def _plan(kernel: Kernel, grid_names: tuple[str, ...], batched: bool) -> _Plan:
+    """Steps 1 and 2 of the module doc, the races the index arithmetic proves refused, and
+    the types of step 3's buffers."""
     if kernel.scalar_prefetch or kernel.dynamic_axes:
-        _refuse("no scalar prefetch or dynamic grids",
-                "pass the prefetched scalars as ordinary inputs, and a static grid")  # fmt: skip
+        _refuse(
+            "no scalar prefetch or dynamic grids",
+            "pass the prefetched scalars as ordinary inputs, and a static grid",
+        )
     body = bind_grid(kernel.body, kernel.grid)
-    n_grid = len(kernel.grid)
     ops, shared, axes, private = _inline_collective_scope(body)
-    used = {v for op in ops for o in (op, *(x for r in op.regions for x in r.walk()))
-            for v in o.operands}  # fmt: skip
+    inside = (o for op in ops for o in (op, *(x for r in op.regions for x in r.walk())))
+    used = {v for o in inside for v in o.operands}
     shared = [v for v in shared if v in used or not is_semaphore(v.type)]  # a core_barrier's
     along = [grid_names.index(a) for a in axes]
-    others = [a for a in range(n_grid) if a not in along]
     fixed = [*body.params, *private]  # grid indices, the block refs, each program's scratch
     segments = _segments(ops, fixed, shared)
-    orders = None  # semaphore handoffs: each epoch's programs in the order they ask for
+    orders = None
     if any(is_semaphore(v.type) for v in shared):
         orders = handoff_orders(kernel, grid_names, along, len(segments))
         batched = False
-    group = list(np.ndindex(*(kernel.grid[a] for a in along)))
-    for seg in segments:  # a race the index arithmetic proves is refused here
-        ps = seg.fn.params
-        check_static_races(
-            seg.fn, ps[:n_grid], ps[len(fixed) : len(fixed) + len(shared)], group, along
-        )
+    _check_races(kernel, segments, along, len(fixed), len(shared))
     specs = (*kernel.in_specs, *kernel.out_specs)
-    buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
-    sources = output_sources(kernel)
-    n_in = kernel.num_inputs
-    group_size = int(np.prod([kernel.grid[a] for a in along]))
-    # each program's own scratch_shapes: a row of one array per group (fresh for each group)
-    scratch = [RefType((group_size, *t.shape), t.dtype, t.memory_space)
-               for t in (*kernel.scratch_types, *(v.type for v in private))]  # fmt: skip
-    spilled = [v for s in segments for v in s.live_out]
-    spill_types = [RefType((group_size, *v.type.shape), v.type.dtype) for v in spilled]
-    row_of = {v: k for k, v in enumerate(spilled)}
-
     sizes = tuple(kernel.grid[a] for a in along)
+    group_size = int(np.prod(sizes))
+    own = (*kernel.scratch_types, *(v.type for v in private))
+    scratch = tuple(RefType((group_size, *t.shape), t.dtype, t.memory_space) for t in own)
+    buffers = tuple(RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs)
+    spilled = [v for s in segments for v in s.live_out]
     epochs = None
     if batched:
-        wholes = [_on_buffers(seg.fn, specs, buffers, scratch, n_grid, along, sizes)
-                  for seg in segments]  # fmt: skip
+        n_grid = len(kernel.grid)
+        wholes = [
+            _on_buffers(seg.fn, specs, buffers, scratch, n_grid, along, sizes) for seg in segments
+        ]
         epochs = batched_epochs(wholes, n_grid, along, sizes)
+    return _Plan(
+        kernel=kernel,
+        specs=specs,
+        buffers=buffers,
+        segments=segments,
+        shared=shared,
+        along=along,
+        others=[a for a in range(len(kernel.grid)) if a not in along],
+        scratch=scratch,
+        spill_types=tuple(RefType((group_size, *v.type.shape), v.type.dtype) for v in spilled),
+        row_of={v: k for k, v in enumerate(spilled)},
+        orders=orders,
+        epochs=epochs,
+    )
 
-    def batched_group(bufs: Sequence[TracedRef], outer: list[TracedArray]) -> None:
-        indices = _merge(outer, others, group_indices(sizes), along)
 
-        def with_shared(*refs: TracedRef) -> None:
-            fill_scratch(refs[: len(scratch)])
-            lives: dict[Value, TracedArray] = {}
-            for seg, epoch in zip(segments, epochs, strict=True):
-                ins = [lives[v] for v in seg.live_in]
-                outs = run_epoch(epoch, indices, [*bufs, *refs], ins)
-                lives.update(zip(seg.live_out, outs, strict=True))
+def _check_races(
+    kernel: Kernel, segments: list[_Segment], along: list[int], n_fixed: int, n_shared: int
+) -> None:
+    """A race the index arithmetic proves is refused here (``collective.races``)."""
+    n_grid = len(kernel.grid)
+    group = list(np.ndindex(*(kernel.grid[a] for a in along)))
+    for seg in segments:
+        ps = seg.fn.params
+        check_static_races(seg.fn, ps[:n_grid], ps[n_fixed : n_fixed + n_shared], group, along)
 
-        run_scoped(with_shared, *scratch, *(v.type for v in shared))
 
-    def program(*inputs: TracedArray) -> tuple[TracedArray, ...]:
-        def with_buffers(*bufs: TracedRef) -> tuple[TracedArray, ...]:
-            for k, (buf, spec) in enumerate(zip(bufs, specs, strict=True)):
-                out = k - n_in
-                source = inputs[k] if out < 0 else inputs[sources[out]] if out in sources else None
-                if source is None:
-                    buf[...] = fill_value(spec.array.dtype)
-                else:  # as the loop program does: padding filled, the array in its place
-                    copy_in(buf, spec, source)
+def _run_groups(
+    plan: _Plan, inputs: Sequence[TracedArray], bufs: Sequence[TracedRef]
+) -> tuple[TracedArray, ...]:
+    """Step 3: the buffers filled, each group run, the outputs cut from their buffers."""
+    kernel = plan.kernel
+    sources = output_sources(kernel)
+    for k, (buf, spec) in enumerate(zip(bufs, plan.specs, strict=True)):
+        out = k - kernel.num_inputs
+        source = inputs[k] if out < 0 else inputs[sources[out]] if out in sources else None
+        if source is None:
+            buf[...] = fill_value(spec.array.dtype)
+        else:  # as the loop program does: padding filled, the array in its place
+            copy_in(buf, spec, source)
+    others = tuple(kernel.grid[a] for a in plan.others)
+    loop_nest(others, [], lambda outer: _run_group(plan, bufs, outer))
+    return tuple(
+        buf[valid_region(spec)]
+        for buf, spec in zip(bufs[kernel.num_inputs :], kernel.out_specs, strict=True)
+    )
 
-            def per_group(outer: list[TracedArray]) -> None:
-                if epochs is not None:
-                    batched_group(bufs, outer)
-                    return
 
-                def with_shared(*refs: TracedRef) -> None:
-                    own, refs = refs[: len(scratch)], refs[len(scratch) :]
-                    shared_refs, spills = refs[: len(shared)], refs[len(shared) :]
-                    fill_scratch(own)
-                    for number, seg in enumerate(segments):
+def _run_group(plan: _Plan, bufs: Sequence[TracedRef], outer: list[TracedArray]) -> None:
+    """One group: its shared allocations and scratch rows, then its epochs in turn."""
+    shared_types = [v.type for v in plan.shared]
+    if plan.epochs is None:
 
-                        def step(inner: list[TracedArray], seg: _Segment = seg) -> None:
-                            indices = _merge(outer, others, inner, along)
-                            row = _row(inner, [kernel.grid[a] for a in along])
-                            views = [
-                                block_view(b, s, indices) for b, s in zip(bufs, specs, strict=True)
-                            ]
-                            views += [r.at[row] for r in own]
-                            lives = [spills[row_of[v]][row] for v in seg.live_in]
-                            outs = call(seg.fn, *indices, *views, *shared_refs, *lives)
-                            outs = (
-                                () if outs is None else outs if isinstance(outs, tuple) else (outs,)
-                            )
-                            for v, o in zip(seg.live_out, outs, strict=True):
-                                spills[row_of[v]][row] = o
+        def looped(*refs: TracedRef) -> None:
+            own, rest = refs[: len(plan.scratch)], refs[len(plan.scratch) :]
+            group = _Group(bufs, outer, own, rest[: len(plan.shared)], rest[len(plan.shared) :])
+            _looped_epochs(plan, group)
 
-                        sizes = [kernel.grid[a] for a in along]
-                        if orders is None:
-                            loop_nest(tuple(sizes), [], step)
-                            continue
-                        order = constant(np.array(orders[number], np.int32), "int32")
+        run_scoped(looped, *plan.scratch, *shared_types, *plan.spill_types)
+        return
+    indices = _merge(outer, plan.others, group_indices(plan.sizes), plan.along)
 
-                        def ordered(
-                            k: list,
-                            order: TracedArray = order,
-                            step: Any = step,
-                            sizes: list = sizes,
-                        ) -> None:
-                            step(_unravel(order[k[0]], sizes))  # the handoffs' order
+    def batched(*refs: TracedRef) -> None:
+        fill_scratch(refs[: len(plan.scratch)])
+        lives: dict[Value, TracedArray] = {}
+        for seg, epoch in zip(plan.segments, plan.epochs, strict=True):
+            ins = [lives[v] for v in seg.live_in]
+            outs = run_epoch(epoch, indices, [*bufs, *refs], ins)
+            lives.update(zip(seg.live_out, outs, strict=True))
 
-                        loop_nest((group_size,), [], ordered)
+    run_scoped(batched, *plan.scratch, *shared_types)
 
-                run_scoped(with_shared, *scratch, *(v.type for v in shared), *spill_types)
 
-            loop_nest(tuple(kernel.grid[a] for a in others), [], per_group)
-            return tuple(
-                buf[valid_region(spec)]
-                for buf, spec in zip(bufs[n_in:], kernel.out_specs, strict=True)
-            )
+def _looped_epochs(plan: _Plan, group: _Group) -> None:
+    """Each epoch as a loop over the group's programs, in grid order or in the order of their
+    semaphore handoffs."""
+    fill_scratch(group.own)
+    for number, seg in enumerate(plan.segments):
+        step = partial(_program_step, plan, group, seg)
+        if plan.orders is None:
+            loop_nest(tuple(plan.sizes), [], step)
+            continue
+        order = constant(np.array(plan.orders[number], np.int32), "int32")
+        n_programs = int(np.prod(plan.sizes))
+        loop_nest((n_programs,), [], partial(_in_order, step, order, plan.sizes))
 
-        return run_scoped(with_buffers, *buffers)
 
-    return trace(program, *(s.array for s in kernel.in_specs), name=f"{kernel.name}_collective")
+def _in_order(step: Callable[[list], None], order: TracedArray, sizes: list[int], k: list) -> None:
+    """``step`` for the ``k``-th program of the handoffs' order."""
+    step(_unravel(order[k[0]], sizes))
+
+
+def _program_step(plan: _Plan, group: _Group, seg: _Segment, inner: list[TracedArray]) -> None:
+    """One program's epoch: a call of the segment on its blocks, scratch row and spills."""
+    indices = _merge(group.outer, plan.others, inner, plan.along)
+    row = _row(inner, plan.sizes)
+    views = [block_view(b, s, indices) for b, s in zip(group.bufs, plan.specs, strict=True)]
+    views += [r.at[row] for r in group.own]
+    lives = [group.spills[plan.row_of[v]][row] for v in seg.live_in]
+    outs = call(seg.fn, *indices, *views, *group.shared, *lives)
+    outs = () if outs is None else outs if isinstance(outs, tuple) else (outs,)
+    for v, o in zip(seg.live_out, outs, strict=True):
+        group.spills[plan.row_of[v]][row] = o
 
 
 def _inline_collective_scope(
