@@ -36,7 +36,6 @@ RUNNER = Path(__file__).with_name("device_corpus_run.py")
 BY_NAME = {c.name: c for c in CASES}
 
 # What minipallas cannot do yet, with the first line of what it says (its location left off).
-_DYNAMIC = "'dma_wait': a slice of dynamic size cannot be imported"
 _SELECT = (
     "'dma_start': a copy whose source, destination or semaphore is a pl.select_ref (one of "
     "several refs picked at run time) cannot be imported"
@@ -46,8 +45,6 @@ NOT_YET = {
     "semaphore as a pallas_call's result)",
     "select_ref_remote_dma": _SELECT,
     "select_ref_smem_index": _SELECT,
-    "race_detection_ring": _DYNAMIC,
-    "race_detection_racing_writes": _DYNAMIC,
 }
 # What on_devices cannot compile yet (the first line of what it says, its location left off).
 NOT_COMPILED = {

@@ -14,10 +14,19 @@ row of the destination and counts it on the target's row of the receive semaphor
 copies the source onto itself on the device's send semaphore (what ``wait_send`` takes back;
 the source stays busy until then); each wait acts on the waiting device's own rows: the
 receive wait on its destination, the send wait on its source.
+
+A wait moves nothing: it takes its window's size back from the semaphore, and upstream's TPU
+interpret mode (as Mosaic) reads that size from the window, which may be a slice of dynamic
+size (``x_ref.at[pl.ds(0, 8 * n)]``, a descriptor made only to wait for ``n`` copies). minipallas's
+refs have static shapes, so such a wait imports as a ``for`` loop of ``prod(sizes)`` waits, each
+for one *piece*: the window with every dynamic size cut to 1 at its start. The pieces take what
+the one wait takes, and block until it is there: only the waiting program waits on its own
+semaphore, so nothing takes from it between them. A copy of dynamic size is still refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from minipallas.interop.importer.devices_kernel import device_indices, target_row
@@ -26,7 +35,9 @@ from minipallas.interop.importer.mesh import in_device_kernel, own_row
 from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.interop.importer.state import apply_view
 from minipallas.ir.core import Value
+from minipallas.ir.types import ArrayType
 from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import state_indexing as jax_indexing
 from minipallas.lowering.jax_private import state_types
 
 
@@ -71,8 +82,9 @@ def _remote(scope: ImportScope, eqn: jax_core.JaxprEqn) -> bool:
     return remote and in_device_kernel(scope)
 
 
-def _operands(scope: ImportScope, eqn: jax_core.JaxprEqn) -> list[Value]:
-    src, dst, sem, src_sem, device_id = eqn.params["tree"].unflatten(eqn.invars)
+def _operands(scope: ImportScope, eqn: jax_core.JaxprEqn, leaves: Sequence) -> list[Value]:
+    """A local copy's ``[src, dst, sem]`` from the leaves of its ``tree``."""
+    src, dst, sem, src_sem, device_id = leaves
     if device_id is not None or src_sem is not None:
         raise scope.error(
             f"a remote {eqn.primitive.name} (make_async_remote_copy, device_id) cannot be imported",
@@ -97,7 +109,8 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         raise scope.error(f"a dma_start with priority {eqn.params['priority']} cannot be "
                           "imported", fix="start the copy with priority 0")  # fmt: skip
     if not _remote(scope, eqn):
-        scope.emit_op("dma_start", _operands(scope, eqn))
+        leaves = eqn.params["tree"].unflatten(eqn.invars)
+        scope.emit_op("dma_start", _operands(scope, eqn, leaves))
         return []
     src, dst, recv, send, device_id = eqn.params["tree"].unflatten(eqn.invars)
     what = "a remote dma_start"
@@ -121,10 +134,61 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     },
 )
 def dma_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    if not _remote(scope, eqn):
-        scope.emit_op("dma_wait", _operands(scope, eqn))
+    src, mine, sem, *rest = eqn.params["tree"].unflatten(eqn.invars)  # wait_send swaps them
+    sizes = _dynamic_sizes(mine)  # what the wait counts: its second operand's window
+    src, mine = _unit(src), _unit(mine)
+    if _remote(scope, eqn):
+        own = _ref(scope, mine)
+        operands = [own, own, _ref(scope, sem)]
+    else:
+        operands = _operands(scope, eqn, (src, mine, sem, *rest))
+    if not sizes:
+        scope.emit_op("dma_wait", operands)
         return []
-    _, mine, sem, *_ = eqn.params["tree"].unflatten(eqn.invars)  # wait_send swaps src and dst
-    own = _ref(scope, mine)
-    scope.emit_op("dma_wait", [own, own, _ref(scope, sem)])
+    _wait_pieces(scope, operands, sizes)
     return []
+
+
+def _wait_pieces(scope: ImportScope, operands: list[Value], sizes: list) -> None:
+    """``for i in range(prod(sizes))``: a wait for one piece (module doc)."""
+    pieces = [scope.convert(scope.read(size), "int32") for size in sizes]
+    n = pieces[0]
+    for piece in pieces[1:]:
+        n = scope.emit("mul", [n, piece])
+    inner = scope.child()
+    params = [Value(v.type) for v in operands]
+    inner.emit_op("dma_wait", params)
+    body = inner.builder.block([Value(ArrayType((), "int32")), *params], [])
+    lower = scope.constant(0, "int32")
+    scope.emit_op("for", [lower, n, *operands], [body], num_consts=len(operands))
+
+
+def _dynamic_sizes(leaf: object) -> list:
+    """The dynamic sizes of the slices in a DMA operand's views (``x_ref.at[pl.ds(0, 8 * n)]``)."""
+    return [
+        entry.size
+        for transform in getattr(leaf, "transforms", ())
+        if isinstance(transform, jax_indexing.NDIndexer)
+        for entry in transform.indices
+        if isinstance(entry, jax_indexing.Slice) and not isinstance(entry.size, int)
+    ]
+
+
+def _unit(leaf: object) -> object:
+    """``leaf`` with each slice of dynamic size cut to one element at its start: one piece of
+    a wait of dynamic size (module doc)."""
+    if not _dynamic_sizes(leaf):
+        return leaf
+    transforms = tuple(
+        dataclasses.replace(t, indices=tuple(map(_unit_entry, t.indices)))
+        if isinstance(t, jax_indexing.NDIndexer)
+        else t
+        for t in leaf.transforms  # type: ignore[attr-defined]
+    )
+    return state_types.TransformedRef(leaf.ref, transforms)  # type: ignore[attr-defined]
+
+
+def _unit_entry(entry: object) -> object:
+    if isinstance(entry, jax_indexing.Slice) and not isinstance(entry.size, int):
+        return jax_indexing.Slice(entry.start, 1, 1)
+    return entry
