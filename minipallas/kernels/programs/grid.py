@@ -39,6 +39,7 @@ The program still holds refs and calls; ``minipallas.compile`` discharges and lo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from minipallas.frontend.control import call, fori_loop, run_scoped
@@ -78,67 +79,25 @@ def grid_program(
     (``ir.collectives``, context ``"cpu_kernel"``). ``after_each`` sees the bound body as the
     stage ``bind-grid``."""
     check_collective_axes(kernel.body, "cpu_kernel")
-    if kernel.input_output_aliases and any(
-        s.padding for s in (*kernel.in_specs, *kernel.out_specs)
-    ):
-        raise TraceError(
-            f"Padding with aliasing not supported (kernel '{kernel.name}': upstream interpret "
-            "mode refuses Element padding in a call with input_output_aliases)",
-            op="pallas_call",
-            loc=user_location(),
-            fix="pad the aliased arrays before the call (jnp.pad) and use unpadded Elements",
-        )
+    _refuse_padding_with_aliases(kernel)
     body = bind_grid(kernel.body, kernel.grid)
     if after_each is not None:
         after_each("bind-grid", body)
-    specs = (*kernel.in_specs, *kernel.out_specs)
-    buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in specs]
+    buffers = [RefType(padded_shape(s), s.array.dtype, s.memory_space) for s in _specs(kernel)]
     read_out = _marked(kernel, body, buffers[kernel.num_inputs :], loc or user_location())
-    n_in, sources = kernel.num_inputs, output_sources(kernel)
+    run = _GridRun(kernel, body, read_out, fill, _writes_prefetch(kernel))
     n_dyn, n_pre = len(kernel.dynamic_axes), len(kernel.scalar_prefetch)
-    rewritten = _writes_prefetch(kernel)
-    pad = fill_value if fill is None else fill
 
     def program(*operands: TracedArray) -> tuple[TracedArray, ...]:
-        sizes, scalars, inputs = (
-            operands[:n_dyn],
-            operands[n_dyn : n_dyn + n_pre],
-            operands[n_dyn + n_pre :],
-        )
+        sizes, scalars = operands[:n_dyn], operands[n_dyn : n_dyn + n_pre]
+        inputs = operands[n_dyn + n_pre :]
         grid = _sizes(kernel.grid, sizes)
-
-        def with_buffers(*refs: TracedRef) -> tuple[TracedArray, ...]:
-            prefetch, refs = refs[:n_pre], refs[n_pre:]
-            for ref, x in zip(prefetch, scalars, strict=True):
-                ref[...] = x
-            bufs, scratch = refs[: len(specs)], refs[len(specs) :]
-            for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
-                copy_in(buf, spec, x, pad)
-            for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
-                if k in sources:  # an aliased output starts as its input (kernels/spec/aliases.py)
-                    copy_in(buf, spec, inputs[sources[k]], pad)
-                elif fill is None:  # unwritten: the allocation holds upstream's fill
-                    fill_padding(buf, spec, pad)
-                else:
-                    buf[...] = fill(buf.type.dtype)
-            if fill is not None:
-                fill_scratch(scratch, fill)
-
-            def step(indices: list[TracedArray]) -> None:
-                if rewritten:  # upstream hands each step the operands as they came in
-                    for ref, x in zip(prefetch, scalars, strict=True):
-                        ref[...] = x
-                views = [
-                    block_view(buf, spec, [*indices, *prefetch])
-                    for buf, spec in zip(bufs, specs, strict=True)
-                ]
-                call(body, *indices, *sizes, *prefetch, *views, *scratch)
-
-            loop_nest(grid, [], step)
-            outs = call(read_out, *bufs[n_in:])
-            return () if outs is None else outs if isinstance(outs, tuple) else (outs,)
-
-        return run_scoped(with_buffers, *kernel.scalar_prefetch, *buffers, *kernel.scratch_types)
+        return run_scoped(
+            lambda *refs: _with_buffers(run, grid, sizes, scalars, inputs, refs),
+            *kernel.scalar_prefetch,
+            *buffers,
+            *kernel.scratch_types,
+        )
 
     name = f"{kernel.name}_grid" if name is None else name
     operand_types = (
@@ -147,6 +106,86 @@ def grid_program(
         *(s.array for s in kernel.in_specs),
     )
     return trace(program, *operand_types, name=name)
+
+
+@dataclass(frozen=True, eq=False)
+class _GridRun:
+    """What every step of the grid program reads."""
+
+    kernel: Kernel
+    body: Function  # bound to the grid (``bind_grid``)
+    read_out: Function  # the outputs' valid regions, marked for the interpreter
+    fill: Callable[[str], Any] | None  # grid_program's ``fill``
+    rewritten: bool  # the body writes a scalar-prefetch operand (``_writes_prefetch``)
+
+
+def _specs(kernel: Kernel) -> tuple[TracedBlockSpec, ...]:
+    return (*kernel.in_specs, *kernel.out_specs)
+
+
+def _refuse_padding_with_aliases(kernel: Kernel) -> None:
+    if kernel.input_output_aliases and any(s.padding for s in _specs(kernel)):
+        raise TraceError(
+            f"Padding with aliasing not supported (kernel '{kernel.name}': upstream interpret "
+            "mode refuses Element padding in a call with input_output_aliases)",
+            op="pallas_call",
+            loc=user_location(),
+            fix="pad the aliased arrays before the call (jnp.pad) and use unpadded Elements",
+        )
+
+
+def _with_buffers(
+    run: _GridRun,
+    grid: tuple,
+    sizes: Sequence[TracedArray],
+    scalars: Sequence[TracedArray],
+    inputs: Sequence[TracedArray],
+    refs: Sequence[TracedRef],
+) -> tuple[TracedArray, ...]:
+    """Steps 1 to 4 of the module doc, given the refs of the prefetched scalars, the operands'
+    buffers and the scratch."""
+    kernel, n_pre, n_bufs = run.kernel, len(run.kernel.scalar_prefetch), len(_specs(run.kernel))
+    prefetch, bufs, scratch = refs[:n_pre], refs[n_pre : n_pre + n_bufs], refs[n_pre + n_bufs :]
+    for ref, x in zip(prefetch, scalars, strict=True):
+        ref[...] = x
+    _fill_buffers(run, bufs, scratch, inputs)
+
+    def step(indices: list[TracedArray]) -> None:
+        if run.rewritten:  # upstream hands each step the operands as they came in
+            for ref, x in zip(prefetch, scalars, strict=True):
+                ref[...] = x
+        views = [
+            block_view(buf, spec, [*indices, *prefetch])
+            for buf, spec in zip(bufs, _specs(kernel), strict=True)
+        ]
+        call(run.body, *indices, *sizes, *prefetch, *views, *scratch)
+
+    loop_nest(grid, [], step)
+    outs = call(run.read_out, *bufs[kernel.num_inputs :])
+    return () if outs is None else outs if isinstance(outs, tuple) else (outs,)
+
+
+def _fill_buffers(
+    run: _GridRun,
+    bufs: Sequence[TracedRef],
+    scratch: Sequence[TracedRef],
+    inputs: Sequence[TracedArray],
+) -> None:
+    """Step 1: inputs copied in, padding and (with ``fill``) outputs and scratch filled."""
+    kernel, fill = run.kernel, run.fill
+    pad = fill_value if fill is None else fill
+    n_in, sources = kernel.num_inputs, output_sources(kernel)
+    for buf, spec, x in zip(bufs[:n_in], kernel.in_specs, inputs, strict=True):
+        copy_in(buf, spec, x, pad)
+    for k, (buf, spec) in enumerate(zip(bufs[n_in:], kernel.out_specs, strict=True)):
+        if k in sources:  # an aliased output starts as its input (kernels/spec/aliases.py)
+            copy_in(buf, spec, inputs[sources[k]], pad)
+        elif fill is None:  # unwritten: the allocation holds upstream's fill
+            fill_padding(buf, spec, pad)
+        else:
+            buf[...] = fill(buf.type.dtype)
+    if fill is not None:
+        fill_scratch(scratch, fill)
 
 
 def _marked(kernel: Kernel, body: Function, outputs: Sequence[RefType], loc: Location) -> Function:
