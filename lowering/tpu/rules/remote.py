@@ -12,7 +12,9 @@ its own row, at the same address on every device, so (``DeviceContext``):
    imports as its mesh indices, so the sum gives it back), and whether the indices are the
    device's own position (``program_id`` of each mesh axis, in order);
 2. ``program_id`` of mesh axis ``k`` is the device's position, ``(tpu.device_id / stride) %
-   size``, as upstream lowers ``lax.axis_index`` of a mesh axis;
+   size``, as upstream lowers ``lax.axis_index`` of a mesh axis; a kernel with a grid takes
+   its grid point from axes ``0..len(grid)-1`` and the mesh's after them (Mosaic runs the
+   grid and moves the blocks, as upstream's pipeline: ``devices_tpu._grid_step``);
 3. the barrier semaphore is ``tpu.sem_barrier``, emitted at the top when the body uses it;
 4. a remote copy is its start followed by the send side the importer keeps (a copy of the
    source onto itself on the send semaphore): one ``tpu.enqueue_dma`` with the
@@ -51,16 +53,20 @@ from minipallas.lowering.tpu.device_context import (
     remote_device,
     view_root,
 )
-from minipallas.lowering.tpu.rules import dma, scoped, views
+from minipallas.lowering.tpu.rules import dma, kernel, scoped, views
 
 
 @DEVICE_RULES.register("program_id")
 def program_id(ctx: DeviceContext, op: Op) -> Sequence[Bound]:
+    """Axes ``0..len(grid)-1`` are the kernel's grid, those after it the mesh's (step 2)."""
     axis = op.attrs["axis"]
-    if axis >= len(ctx.sizes):
-        raise unsupported(op, f"asks for axis {axis} of a mesh of {len(ctx.sizes)} axes",
-                          fix="a kernel that spans devices has no grid of its own")  # fmt: skip
-    return [ctx.position(axis)]
+    if axis < len(ctx.grid):
+        return kernel.program_id(ctx, op)
+    if axis >= len(ctx.grid) + len(ctx.sizes):
+        raise unsupported(op, f"asks for axis {axis} of a grid {tuple(ctx.grid)} and a mesh of "
+                          f"{len(ctx.sizes)} axes", fix="this is a bug in minipallas's import "
+                          "of the kernel")  # fmt: skip
+    return [ctx.position(axis - len(ctx.grid))]
 
 
 @DEVICE_RULES.register("ref.at")

@@ -24,27 +24,31 @@ importer reads one as a write into the target's row. The Mosaic rules for one de
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices import device_shard_map
 from minipallas.interop.importer.devices_cores import equations
-from minipallas.interop.importer.devices_grid import is_whole
 from minipallas.interop.importer.devices_kernel import collective_id
 from minipallas.interop.importer.engine import Importer, ImportScope, location
+from minipallas.interop.importer.kernel_call import _spec
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
-from minipallas.ir.types import TPU_VMEM, MemorySpace, RefType
+from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.jax_private import tpu_custom_call
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu.device_context import Mesh
 from minipallas.lowering.tpu.devices import lower_device_kernel
@@ -53,6 +57,7 @@ __all__ = ["device_kernel", "device_module", "equations", "shard_map_rules", "sp
 
 # what makes a kernel's body reach other devices (a copy's or signal's device_id, too)
 _DEVICE_PRIMITIVES = ("get_barrier_semaphore", "axis_index")
+_I32 = ArrayType((), "int32")
 
 
 def spans_devices(call: jax_core.JaxprEqn) -> bool:
@@ -80,15 +85,20 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     n = int(np.prod([mesh.shape[a] for a in axes]))
     _check_chip(call)
 
+    params, sems = _semaphores_as_scratch(call)
+    n_in = call.params["grid_mapping"].num_inputs
+    invars = [v for k, v in enumerate(call.invars) if k not in sems]
+    outvars = [v for k, v in enumerate(call.outvars) if k + n_in not in sems]
+
     def alone(*shards: Any) -> Any:
-        return call.primitive.bind(*shards, **call.params)
+        return call.primitive.bind(*shards, **params)
 
     def spec(v: jax_core.Var) -> P:
         return P(axes) if v.aval.shape else P()
 
     whole = [jax.ShapeDtypeStruct((v.aval.shape[0] * n, *v.aval.shape[1:]) if v.aval.shape
-                                  else (), v.aval.dtype) for v in call.invars]  # fmt: skip
-    ins, outs = tuple(spec(v) for v in call.invars), [spec(v) for v in call.outvars]
+                                  else (), v.aval.dtype) for v in invars]  # fmt: skip
+    ins, outs = tuple(spec(v) for v in invars), [spec(v) for v in outvars]
     f = jax.shard_map(alone, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False)
     (eqn,) = [e for e in jax.make_jaxpr(f)(*whole).jaxpr.eqns if e.primitive.name == "shard_map"]
     scope = ImportScope(Importer())
@@ -99,7 +109,37 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
     names = (tuple(op.attrs["axes"]), tuple(op.attrs["shape"]))
     (inner,) = [e for e in equations(eqn.params["jaxpr"]) if e.primitive.name == "pallas_call"]
-    return _one_device(op, inner, names), names
+    return _one_device(op, inner, names, sems, n_in), names
+
+
+def _semaphores_as_scratch(call: jax_core.JaxprEqn) -> tuple[dict, list[int]]:
+    """``call``'s params with its semaphore operands and results (a semaphore passed between
+    kernels) made its first scratch, as the import takes them (a row per device, signalled by
+    the kernel's remote signals); and their places among its operands and results, where
+    ``_one_device`` puts them back (on the chip each is the device's int32 word in semaphore
+    memory, as upstream's custom call passes it)."""
+    gm, jaxpr = call.params["grid_mapping"], call.params["jaxpr"]
+    atoms = [*call.invars, *call.outvars]
+    sems = [k for k, v in enumerate(atoms) if _is_semaphore(v.aval)]
+    if not sems:
+        return call.params, []
+    n_io = len(atoms)
+    keep = [k for k in range(n_io) if k not in sems]
+    order = [*keep, *sems, *range(n_io, len(jaxpr.invars))]
+    grid = dataclasses.replace(
+        gm,
+        block_mappings=tuple(gm.block_mappings[k] for k in keep),
+        num_inputs=sum(k < gm.num_inputs for k in keep),
+        num_outputs=sum(k >= gm.num_inputs for k in keep),
+        scratch_avals=(*(jaxpr.invars[k].aval for k in sems), *gm.scratch_avals),
+    )
+    outs = [a for k, a in enumerate(call.params["out_avals"]) if k + gm.num_inputs in keep]
+    return {
+        **call.params,
+        "jaxpr": jaxpr.replace(invars=[jaxpr.invars[k] for k in order]),
+        "grid_mapping": grid,
+        "out_avals": tuple(outs),
+    }, sems
 
 
 def device_module(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Lowered]:
@@ -116,30 +156,17 @@ def device_module(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Lowered]:
 
 
 def _check_chip(call: jax_core.JaxprEqn) -> None:
-    """On the chip, a kernel that spans devices runs over whole shards of arrays (its device's
-    program is one Mosaic kernel without windows; a grid over whole blocks is the loop the
-    import makes of it), and names a collective_id only when it uses the barrier semaphore (or
-    allows it without)."""
+    """On the chip, a kernel that spans devices runs without scalar prefetch (its grid and
+    blocks are Mosaic's, ``_grid_step``), and names a collective_id only when it uses the
+    barrier semaphore (or allows it without)."""
     gm = call.params["grid_mapping"]
-    blocks = gm.block_mappings[: gm.num_inputs + gm.num_outputs]
-    for v in (*call.invars, *call.outvars):
-        if getattr(v.aval.dtype, "kind", "") not in tuple("biuf"):
-            raise MiniPallasError(
-                "on_tpu runs a kernel that spans devices over arrays, got an operand or result "
-                f"{v.aval.str_short()}",
-                op="pallas_call",
-                fix="allocate semaphores in the kernel (scratch_shapes); a semaphore passed "
-                "from one kernel to the next runs in the simulator (collectives='simulate')",
-            )
-    if gm.num_index_operands or not all(is_whole(bm) for bm in blocks):
+    if gm.num_index_operands:
         raise MiniPallasError(
-            "on_tpu runs a kernel that spans devices over whole shards (each block its whole "
-            f"operand) without scalar prefetch, got grid {tuple(gm.grid)} with blocks "
-            f"{[tuple(bm.block_shape) for bm in blocks]}",
+            "on_tpu runs a kernel that spans devices without scalar prefetch, got "
+            f"{gm.num_index_operands} scalar-prefetch operands",
             op="pallas_call",
-            fix="give the kernel whole-shard blocks (BlockSpec(memory_space=...)) and copy "
-            "windows with make_async_copy; the simulator runs the blocked kernel "
-            "(collectives='simulate')",
+            fix="pass the indices as an SMEM operand (BlockSpec(memory_space=SMEM)); the "
+            "simulator runs the kernel as it is (collectives='simulate')",
         )
     params = _mosaic_params(call.params.get("compiler_params"))
     uses = {e.primitive.name for e in equations(call.params["jaxpr"])}
@@ -157,11 +184,12 @@ def _check_chip(call: jax_core.JaxprEqn) -> None:
         )
 
 
-def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
+def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n_in: int) -> Kernel:
     """The kernel of one device for ``call``, imported alone as ``op`` (a ``mesh_call`` whose
     operands and results are the kernel's): the body of the collective ``run_scoped`` that holds
     the kernel (``_Slots``), over the operands' rows, then the scratch's, then the barrier
-    semaphore's."""
+    semaphore's. ``call``'s first scratch are the semaphores passed between kernels, put back
+    at their places ``sems`` among the ``n_in`` inputs and the outputs."""
     gm = call.params["grid_mapping"]
     name = call.params["jaxpr"].debug_info.func_name or "kernel"
     if call.params["input_output_aliases"]:
@@ -171,24 +199,84 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple) -> Kernel:
             fix="write the result into an output of its own",
         )
     slots = _Slots(op, call)
-    body = Function(name, Block(slots.params, slots.ops, ()))
-    rows = len(mesh[1])
+    rows, grid = len(mesh[1]), tuple(int(n) for n in gm.grid)
+    params, ops, blocked = _grid_step(slots, len(grid), rows) if grid else (
+        slots.params, slots.ops, frozenset())  # fmt: skip
+    importer = Importer()
     specs = [
-        _whole(p.type, rows, _space(bm.transformed_block_aval), f"{name} operand {k}")
+        _spec(importer, bm, TPU_VMEM, f"{name}_operand{k}", ())
+        if k in blocked
+        else _whole(
+            p.type, rows, _space(bm.transformed_block_aval), f"{name} operand {k}", len(grid)
+        )
         for k, (p, bm) in enumerate(zip(slots.io, gm.block_mappings, strict=True))
     ]
+    n_io, moved = len(specs), len(sems)
+    scratch = slots.scratch[moved:]
+    specs = _put_back(specs, [_whole(p.type, rows, p.type.memory_space, f"{name} semaphore",
+                                     len(grid)) for p in slots.scratch[:moved]], sems)  # fmt: skip
+    io = _put_back(params[:n_io], params[n_io : n_io + moved], sems)
+    body = Function(name, Block((*io, *params[n_io + moved :]), ops, ()))
     effects = call.params["jaxpr"].effects  # upstream reads the kernel's (its axis_index)
     axes = sorted({str(e.name) for e in effects if isinstance(e, jax_core.NamedAxisEffect)}
                   & set(mesh[0]))  # fmt: skip
     return Kernel(
         name=name,
         body=body,
-        grid=(),
-        in_specs=tuple(specs[: gm.num_inputs]),
-        out_specs=tuple(specs[gm.num_inputs :]),
-        scratch_types=tuple(_shard(p.type, rows) for p in slots.scratch),
+        grid=grid,
+        dimension_semantics=_semantics(call, len(grid)),
+        in_specs=tuple(specs[:n_in]),
+        out_specs=tuple(specs[n_in:]),
+        scratch_types=tuple(_shard(p.type, rows) for p in scratch),
         metadata=(("mesh_axes", json.dumps(axes)),) if axes else (),
     )
+
+
+def _put_back(items: Sequence[Any], moved: Sequence[Any], places: Sequence[int]) -> list:
+    """``items`` with each of ``moved`` inserted at its place among them (places ascending)."""
+    out = list(items)
+    for place, item in zip(places, moved, strict=True):
+        out.insert(place, item)
+    return out
+
+
+def _grid_step(
+    slots: _Slots, n_grid: int, n_mesh: int
+) -> tuple[tuple[Value, ...], tuple[Op, ...], frozenset[int]]:
+    """The body of one grid step, as Mosaic runs the grid and moves the blocks (upstream's
+    pipeline): the import's loop over grid points goes, and its step's call of the kernel's
+    body takes the device's position from ``program_id`` of axes ``n_grid`` on, the grid
+    point from axes ``0..n_grid-1``, and each blocked operand from a parameter of its block's
+    type (the window Mosaic gives it; its view of the row goes with the loop). Returns the
+    parameters, the ops, and which operands are blocked."""
+    (loop,) = [o for o in slots.ops if o.name == "for"]
+    step = loop.regions[0]
+    call = [o for o in step.ops if o.name == "call"][-1]
+    outer = dict(zip(loop.param_group("consts"), loop.group("consts"), strict=True))
+    ids = [Op("program_id", results=(Value(_I32),), attrs={"axis": a}, loc=call.loc)
+           for a in (*range(n_grid, n_grid + n_mesh), *range(n_grid))]  # fmt: skip
+    params, args, blocked = list(slots.params), [], set()
+    for k, a in enumerate(call.operands[n_mesh + n_grid :]):
+        if a in outer:
+            args.append(params[k] if k < len(slots.io) else outer[a])
+            continue
+        params[k] = Value(a.type)  # a block's view in the device's row
+        args.append(params[k])
+        blocked.add(k)
+    shifted = [o.replace(attrs={"axis": o.attrs["axis"] + n_grid}) if o.name == "program_id"
+               else o for o in slots.ops if o is not loop]  # fmt: skip
+    calls = Op("call", (*(i.results[0] for i in ids), *args), attrs=call.attrs, loc=call.loc)
+    return tuple(params), (*shifted, *ids, calls), frozenset(blocked)
+
+
+def _semantics(call: jax_core.JaxprEqn, n: int) -> tuple[str, ...]:
+    """The grid's dimension semantics: the compiler params', else upstream's default
+    (``arbitrary``: a step's remote copies and signals may meet another step's)."""
+    given = getattr(_mosaic_params(call.params.get("compiler_params")), "dimension_semantics",
+                    None)  # fmt: skip
+    if given is None:
+        return ("arbitrary",) * n
+    return tuple(str(getattr(v, "value", v)).lower() for v in given)
 
 
 class _Slots:
@@ -273,12 +361,12 @@ def _shard(t: RefType, rows: int, space: MemorySpace | None = None) -> RefType:
     return RefType(t.shape[rows:], t.dtype, t.memory_space if space is None else space)
 
 
-def _whole(t: RefType, rows: int, space: MemorySpace, what: str) -> TracedBlockSpec:
+def _whole(t: RefType, rows: int, space: MemorySpace, what: str, n_grid: int) -> TracedBlockSpec:
     shard = _shard(t, rows, space)
     return TracedBlockSpec(
         array=shard.value_type,
         block_shape=shard.shape,
-        index_map=trace_index_map(whole_array_map(shard.ndim), 0, shard.ndim, what),
+        index_map=trace_index_map(whole_array_map(shard.ndim), n_grid, shard.ndim, what),
         ref_type=shard,
     )
 
@@ -310,10 +398,21 @@ def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, 
             return other(call, ins)
         kernel, lowered = modules[id(call)]
         params = _mosaic_params(call.params.get("compiler_params"))
-        dtypes = [v.aval.dtype for v in call.outvars]
-        return run_module(kernel, params, ins, dtypes, lowered.module)
+        sems = [_is_semaphore(v.aval) for v in call.outvars]
+        dtypes = [np.int32 if s else v.aval.dtype for v, s in zip(call.outvars, sems, strict=True)]
+        semaphore = tpu_custom_call.MemorySpace.SEMAPHORE_MEM
+        spaces = tuple(semaphore if s else None for s in sems) if any(sems) else None
+        return run_module(kernel, params, ins, dtypes, lowered.module, spaces)
 
     return {**rules, "pallas_call": run}
+
+
+def _is_semaphore(aval: Any) -> bool:
+    """Whether ``aval`` is a semaphore (array) a kernel passes to another: on the chip an int32
+    word in semaphore memory, as upstream's custom call has it."""
+    return jax.dtypes.issubdtype(aval.dtype, pl.semaphore) or jax.dtypes.issubdtype(
+        aval.dtype, pltpu.dma_semaphore
+    )
 
 
 def _bound(call: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:

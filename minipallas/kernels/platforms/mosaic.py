@@ -182,11 +182,13 @@ def run_module(
     ins: Sequence[Any],
     dtypes: Sequence[Any],
     module: ir.Module | None = None,
+    output_memory_spaces: tuple | None = None,
 ) -> list:
     """``kernel``'s Mosaic module (``module``, else ``lower_to_mosaic``'s) run outside a
     lowering rule, in the ``tpu_custom_call`` upstream's lowering emits for it (``params``: its
     compiler params; aliases counted after the dynamic grid sizes and scalar prefetch; bools as
-    int32 words), its outputs as ``dtypes``.
+    int32 words), its outputs as ``dtypes`` (``output_memory_spaces``: upstream's, for a
+    semaphore result, which stays an int32 word).
     The call's config is built by jax's own ``_lower_to_custom_call_config`` with every field
     upstream passes: ``as_tpu_kernel`` drops ``skip_device_barrier`` and
     ``allow_collective_id_without_custom_barrier`` on the way."""
@@ -196,6 +198,7 @@ def run_module(
     config = tpu_custom_call._lower_to_custom_call_config(
         lower_to_mosaic(kernel).module if module is None else module,
         **{k: v for k, v in fields.items() if k in _CONFIG},
+        output_memory_spaces=output_memory_spaces,
     )
     call = tpu_custom_call._as_jax_callable(
         config,

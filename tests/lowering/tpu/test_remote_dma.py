@@ -247,10 +247,10 @@ def test_on_tpu_looks_inside_shard_map():
         assert "pallas_call" not in text and text.count("tpu_custom_call") == 1
 
 
-def test_a_blocked_kernel_that_spans_devices_is_refused_on_the_chip():
-    """Its device's program is a loop over blocks of HBM rows: refused with a fix naming
-    whole-shard blocks (the simulator runs it). A grid over whole blocks runs: the guide's
-    gridded all-gather and all-reduce are in the corpus table."""
+def test_a_remote_copy_into_another_devices_block_is_refused():
+    """A block is the window Mosaic moves for one device: a remote copy into another device's
+    block is refused by name with a fix (blocked kernels that copy into whole operands or
+    scratch compile: tests/lowering/tpu/test_remote_blocks.py)."""
     call = pl.pallas_call(
         right_permute(4),
         out_shape=jax.ShapeDtypeStruct((16, 128), F32),
@@ -259,9 +259,9 @@ def test_a_blocked_kernel_that_spans_devices_is_refused_on_the_chip():
         out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
         scratch_shapes=[DMA, DMA],
     )
-    with pytest.raises(MiniPallasError, match="over whole shards") as info:
+    with pytest.raises(MiniPallasError, match="targets a ref with no row per device") as info:
         _traced(call)
-    assert "whole-shard blocks" in info.value.fix
+    assert "scratch" in info.value.fix
 
 
 # --- against upstream, and libtpu ahead of time --------------------------------------------
