@@ -173,6 +173,18 @@ class TritonSemaphoreUnsupported(MiniPallasError, NotImplementedError):
     verbatim = True
 
 
+def check_mode(fn: Function, mode: str, context: str, error: type[MiniPallasError]) -> None:
+    """``collectives=mode`` on ``context``'s path: a mode not in ``COLLECTIVE_MODES`` is
+    ``error``; under ``"reject"`` the program's collective axes are checked (below)."""
+    if mode not in COLLECTIVE_MODES:
+        raise error(
+            f"collectives={mode!r} is not a mode",
+            fix=f"use one of {', '.join(map(repr, COLLECTIVE_MODES))}",
+        )
+    if mode == "reject":
+        check_collective_axes(fn, context)
+
+
 def check_collective_axes(fn: Function, context: str) -> None:
     """Raises upstream's error for the first ``run_scoped`` with collective axes on
     ``context``'s path (module doc); on Triton's, for the first semaphore op too."""

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir import dtypes
-from minipallas.ir.collectives import COLLECTIVE_MODES, check_collective_axes
+from minipallas.ir.collectives import check_mode
 from minipallas.ir.conversions import canonical_bools, to_dtype
 from minipallas.ir.core import Function
 from minipallas.ir.errors import InterpretError
@@ -32,74 +32,69 @@ def interpret(
 ) -> tuple[np.ndarray, ...]:
     """Evaluate ``fn`` with numpy; return its results as a tuple of arrays (empty if none).
 
-    ``Ref`` parameters take numpy arrays of exactly the ref's shape and dtype, which are
-    mutated in place, as references are. Array parameters take numpy arrays of exactly their
-    shape and dtype (copied); a 0-d parameter also takes a numpy scalar of its dtype or a Python
-    scalar: a bool for ``bool``, an int in range for an integer dtype, an int or float for a
-    float dtype (rounded to nearest). A bool array whose bytes are not 0 or 1 (numpy's
-    ``view(bool)`` allows any) is read by value: an argument as a canonical copy, a ref's buffer
-    canonicalized in place, so every bool the interpreter produces has the byte 0 or 1.
+    ``Ref`` parameters take numpy arrays of exactly the ref's shape and dtype, mutated in place
+    as references are; array parameters take numpy arrays of exactly their shape and dtype
+    (copied), a 0-d one also a numpy or Python scalar of its kind (an int in range for an
+    integer dtype, a float rounded to nearest). Bools are read by value: an argument's bytes
+    other than 0 and 1 as a canonical copy, a ref's canonicalized in place.
 
-    Each entry into a ``run_scoped`` body allocates fresh buffers. With
-    ``uninitialized="nan"`` (the default) they hold what upstream JAX's discharge gives them:
-    NaN for floats, the dtype's minimum for integers, False for bool. With
-    ``uninitialized="error"``, reading an element never written raises ``InterpretError`` at
-    the reading op's location.
+    Each entry into a ``run_scoped`` allocates fresh buffers holding upstream discharge's
+    values (NaN, the integer minimum, False) under ``uninitialized="nan"``; ``"error"`` raises
+    ``InterpretError`` at a read of an element never written. Out-of-range dynamic indices
+    follow upstream (slice starts and integer indices clamp, integer-array writes drop);
+    ``checks=True`` raises at any out-of-range index or uninitialized read instead. In a
+    kernel's loop program such errors name the grid point (``grid_steps``), and reading an
+    unwritten scratch or output block, an output element no grid point writes and an index
+    map's block outside its array are errors too; a partial block's padding reads as the fill.
 
-    Out-of-range dynamic indices follow upstream: dynamic slice starts and integer indices are
-    clamped into range (``lax.dynamic_slice``), integer-array reads clamp and writes drop the
-    out-of-range positions; masked loads and stores honour their masks. ``checks=True`` instead
-    raises ``InterpretError`` at the op's location for any out-of-range dynamic index, and for
-    any uninitialized read. In a kernel's loop program (an imported ``pallas_call``) scratch and
-    output blocks start unwritten, so reading one before a write is such a read, as is an
-    output element no grid point writes; an index map's block outside its array is an error
-    too. Each names the grid point (``grid_steps``). A partial block's padding reads as the fill
-    without error: only a result that depends on it is wrong, which no single run can see.
-
-    Arithmetic is XLA's on CPU (``xla.numerics``, ``arrays``): integers wrap, integer division by
-    zero is -1, float-to-int conversion saturates, bfloat16/float16 math is done in float32
+    Arithmetic is XLA's on CPU (``xla.numerics``, ``arrays``): integers wrap, integer division
+    by zero is -1, float-to-int conversion saturates, bfloat16/float16 math is done in float32
     and rounded once, float32/bfloat16 subnormals are flushed to zero by arithmetic.
-
     ``program_ids`` and ``grid`` (one int per grid axis) are what ``program_id`` and
-    ``num_programs`` return; using those ops without them is an error.
+    ``num_programs`` return. ``perturb`` (a ``RuleSet``) runs the program with its rule table
+    in place of ``RULES``: the difftest's ``Perturbation`` (``difftest.perturb``) and
+    ``OrderBound`` (``difftest.reorder``) take the freedoms a correct compiler has.
 
-    ``perturb`` (a ``RuleSet``: any object whose ``rules()`` is a rule table) runs the program
-    with that table in place of ``RULES``. The difftest's ``Perturbation``
-    (``minipallas.difftest.perturb``) runs float sums, dots, contractible adds, transcendentals
-    and bfloat16/float16 arithmetic with the freedoms a correct compiler has, drawn at random
-    from its seed; its numerics envelope is their spread. Its ``OrderBound``
-    (``minipallas.difftest.reorder``) instead moves one float sum or dot op's results by how
-    far another order may take them.
-
-    A ``run_scoped`` with collective axes is rejected before anything runs, as upstream
-    evaluates the same program: a kernel program (``program_ids`` or ``grid`` given) with the
-    error of upstream's interpret mode, any other with that of ``run_state``'s discharge or
-    lowering (``ir.collectives``).
-
-    A ``mesh_call`` (an upstream ``pl.kernel``, ``mesh``) runs its cores one after another;
-    ``collectives="simulate"`` without ``grid`` runs them together, as below.
-
-    ``collectives="simulate"`` (with ``grid`` and ``grid_names``, one name per axis) runs every
-    program of the grid together over the same arguments instead (``programs``): collective
-    ``run_scoped`` allocations are shared by each group, ``barrier`` waits for the group, and
-    races (``RaceError``) and deadlocks (``DeadlockError``) are reported; ``schedule`` is
-    "lockstep" or a seed for random interleavings. Each result then gains leading axes of the
-    grid's shape: the program at each grid point's own result. A list of schedules runs under
-    each and compares the bits (``schedules``): a ``ScheduleDependentError`` when they differ.
+    A ``run_scoped`` with collective axes is rejected before anything runs, with upstream's
+    error for the same program (``ir.collectives``). ``collectives="simulate"`` (with ``grid``
+    and ``grid_names``) runs every program of the grid together instead (``programs``): shared
+    allocations per group, ``barrier``, races (``RaceError``) and deadlocks reported; each
+    result gains leading axes of the grid's shape. A ``mesh_call`` runs its cores one after
+    another, or together under ``"simulate"``. ``schedule`` is "lockstep", a seed for random
+    interleavings, or a list of them whose bits must agree (``ScheduleDependentError``).
     """
     if not isinstance(schedule, str | int):
-        options = {
-            "uninitialized": uninitialized,
-            "checks": checks,
-            "program_ids": program_ids,
-            "grid": grid,
-            "perturb": perturb,
-            "grid_names": grid_names,
-            "collectives": collectives,
-        }
+        options = dict(
+            uninitialized=uninitialized,
+            checks=checks,
+            program_ids=program_ids,
+            grid=grid,
+            perturb=perturb,
+            grid_names=grid_names,
+            collectives=collectives,
+        )
         return across(
             lambda a, s: interpret(fn, *a, **options, schedule=s), args, check_schedules(schedule)
         )
+    _check_function(fn, perturb)
+    interp = Interpreter(
+        uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid"), perturb
+    )
+    _check_grid(interp.program_ids, interp.grid)
+    kernel = interp.program_ids is not None or interp.grid is not None
+    check_mode(fn, collectives, "cpu_kernel" if kernel else "interpreter", InterpretError)
+    bound = _bound(interp, fn, args)
+    interp.collectives, interp.schedule = collectives, schedule  # for mesh_call (``mesh``)
+    if collectives == "simulate" and (kernel or grid_names is not None or not _meshes(fn)):
+        return _simulate(fn, bound, interp, grid_names, schedule, (uninitialized, checks, perturb))
+    with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
+        results = interp.run(fn.body, bound)
+    if interp.copies is not None and interp.program_ids is None:  # not one step of a grid
+        interp.copies.finish(interp)
+    return tuple(_result(fn, i, r) for i, r in enumerate(results))
+
+
+def _check_function(fn: Any, perturb: Any) -> None:
     if not isinstance(fn, Function):
         raise InterpretError(
             f"expected a Function, got {type(fn).__name__}",
@@ -111,32 +106,16 @@ def interpret(
             f"{type(perturb).__name__}",
             fix="pass perturb=minipallas.difftest.perturb.Perturbation(seed)",
         )
-    interp = Interpreter(
-        uninitialized, checks, _axes(program_ids, "program_ids"), _axes(grid, "grid"), perturb
-    )
-    _check_grid(interp.program_ids, interp.grid)
-    if collectives not in COLLECTIVE_MODES:
-        raise InterpretError(
-            f"collectives={collectives!r} is not a mode",
-            fix=f"use one of {', '.join(map(repr, COLLECTIVE_MODES))}",
-        )
-    kernel = interp.program_ids is not None or interp.grid is not None
-    if collectives == "reject":
-        check_collective_axes(fn, "cpu_kernel" if kernel else "interpreter")
+
+
+def _bound(interp: Interpreter, fn: Function, args: Sequence[Any]) -> list[Any]:
+    """The arguments checked against ``fn``'s parameters, as the interpreter holds them."""
     if len(args) != len(fn.params):
         raise InterpretError(f"@{fn.name} takes {len(fn.params)} arguments, got {len(args)}")
-    bound = [
+    return [
         _bind(interp, f"argument {i} of @{fn.name}", p.type, a)
         for i, (p, a) in enumerate(zip(fn.params, args, strict=True))
     ]
-    interp.collectives, interp.schedule = collectives, schedule  # for mesh_call (``mesh``)
-    if collectives == "simulate" and (kernel or grid_names is not None or not _meshes(fn)):
-        return _simulate(fn, bound, interp, grid_names, schedule, (uninitialized, checks, perturb))
-    with np.errstate(all="ignore"):  # integers wrap and floats follow IEEE, silently
-        results = interp.run(fn.body, bound)
-    if interp.copies is not None and interp.program_ids is None:  # not one step of a grid
-        interp.copies.finish(interp)
-    return tuple(_result(fn, i, r) for i, r in enumerate(results))
 
 
 def _meshes(fn: Function) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from minipallas.ir.collectives import COLLECTIVE_MODES, check_collective_axes
+from minipallas.ir.collectives import COLLECTIVE_MODES, check_mode
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.types import RefType
@@ -78,11 +78,7 @@ def discharge(
     """
     if not isinstance(fn, Function):
         raise PassError(f"discharge expects a Function, got {type(fn).__name__}")
-    if collectives not in COLLECTIVE_MODES:
-        raise PassError(f"collectives={collectives!r} is not a mode",
-                        fix=f"use one of {', '.join(COLLECTIVE_MODES)}")  # fmt: skip
-    if collectives == "reject":
-        check_collective_axes(fn, "discharge")
+    check_mode(fn, collectives, "discharge", PassError)
     if isinstance(should_discharge, bool):
         mask = (should_discharge,) * len(fn.params)
     else:
