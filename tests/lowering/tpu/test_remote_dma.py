@@ -336,7 +336,7 @@ def test_the_chip_script_runs_ahead_of_time(tmp_path):
     rows = [
         line for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line
     ][1:]
-    assert len(rows) == len(tpu_remote.kernels())
+    assert len(rows) == len(tpu_remote.names())
     assert all(row.count("compiles (ahead of time)") == 2 for row in rows)
 
 

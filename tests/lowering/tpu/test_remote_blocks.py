@@ -1,0 +1,115 @@
+"""Kernels that span devices on the chip, past whole shards (issue 47, item 5): a grid over
+blocks smaller than the device's shard, and a semaphore one kernel makes and another signals.
+
+Each is compiled ahead of time by libtpu for the multi-chip slices libtpu 0.0.42 describes
+(``v5e:2x2``, ``v6e:2x2``, ``v4:2x2x1``), beside upstream's lowering of the same ``shard_map``:
+the modules have the same remote ops (``bench.chip.tpu_remote.remote_ops``), the same grid,
+windows and dimension semantics, and the custom calls the same config. The kernels are the
+chip run's (``bench/chip/tpu_remote.py``, ``BODIES``), over 4 devices here.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from bench.chip.tpu_remote import BODIES, remote_ops
+from minipallas.kernels.platforms.devices_tpu import device_module, equations, spans_devices
+from minipallas.kernels.platforms.mesh_tpu import on_tpu
+from minipallas.lowering.libtpu import libtpu_available
+
+pytestmark = pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
+TOPOLOGIES = ["v5e:2x2", "v6e:2x2", "v4:2x2x1"]
+WINDOW = ("dimension_semantics", "iteration_bounds", "window_params", "scratch_operands")
+
+
+def _case(name, topology):
+    """The case's shard_map over the slice's 4 devices, and its global input."""
+    from minipallas.lowering.libtpu import topology_devices
+
+    devices = topology_devices(topology)
+    mesh = jax.sharding.Mesh(np.array(devices), ("x",))
+    body, shape = BODIES[name]
+    f = jax.shard_map(body(len(devices)), mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                      check_vma=False)  # fmt: skip
+    spec = (shape[0] * len(devices), *shape[1:])
+    return f, jax.ShapeDtypeStruct(spec, jnp.float32, sharding=NamedSharding(mesh, P("x")))
+
+
+def _ours(f, x):
+    """Our modules of the shard_map's kernels that span devices, in order."""
+    (eqn,) = [e for e in jax.make_jaxpr(f)(x).jaxpr.eqns if e.primitive.name == "shard_map"]
+    calls = [c for c in equations(eqn.params["jaxpr"])
+             if c.primitive.name == "pallas_call" and spans_devices(c)]  # fmt: skip
+    return [device_module(c, eqn.params["mesh"])[1].module for c in calls]
+
+
+def _kernel_attrs(module):
+    """The kernel function's grid, windows and semantics, as text."""
+    fn = next(op for op in module.body.operations if "window_params" in op.attributes
+              or "dimension_semantics" in op.attributes)  # fmt: skip
+    return {k: str(fn.attributes[k]) for k in WINDOW if k in fn.attributes}
+
+
+def _config(lowered):
+    """Each tpu_custom_call's backend config without the module, and its kernel metadata."""
+    calls = re.findall(r"tpu_custom_call\(.*?\) (.*)", lowered.as_text())
+    return [re.sub(r"\\22body\\22: \\22[^\\]*\\22", "", c) for c in calls]
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_same_module_shape_as_upstream(name):
+    """Op for op where it counts: each kernel's remote ops, grid, windows, semantics."""
+    from minipallas.difftest.mosaic import _capture
+    from minipallas.lowering.jaxlib_shim import canonicalize
+
+    f, x = _case(name, "v5e:2x2")
+    with _capture() as theirs:
+        jax.jit(f).lower(x)
+    mine = _ours(f, x)
+    assert len(mine) == len(theirs) == (2 if name == "semaphore_between_kernels" else 1)
+    for m in (*mine, *theirs):
+        canonicalize(m)
+    assert [remote_ops(m) for m in mine] == [remote_ops(m) for m in theirs]
+    assert [_kernel_attrs(m) for m in mine] == [_kernel_attrs(m) for m in theirs]
+
+
+def test_the_blocked_kernel_is_windowed():
+    """The blocked input and output are (8, 128) windows Mosaic moves over a grid of 2; the
+    remote copy goes from the input's window to the ANY output's rows of the step."""
+    f, x = _case("blocked_to_itself", "v5e:2x2")
+    (text,) = [str(m) for m in _ours(f, x)]
+    assert "iteration_bounds = array<i64: 2>" in text
+    assert text.count("window_bounds = array<i64: 8, 128>") == 2
+    assert re.search(r"tpu.enqueue_dma source\(%arg1 : memref<8x128xf32, #tpu.memory_space"
+                     r"<vmem>>\) target\(%\d+ : memref<8x128xf32, #tpu.memory_space<any>>\)"
+                     r".*device_id", text)  # fmt: skip
+
+
+def test_the_semaphore_is_passed_in_semaphore_memory():
+    """The first kernel's result and the second's operand are one semaphore, an int32 word
+    in semaphore memory in the custom calls (``output_memory_space_colors``), as upstream's."""
+    f, x = _case("semaphore_between_kernels", "v5e:2x2")
+    make, use = [str(m) for m in _ours(f, x)]
+    assert re.search(r"func.func @make\(%arg0: memref<!tpu.semaphore, #tpu.memory_space"
+                     r"<semaphore_mem>>\)", make)  # fmt: skip
+    assert "tpu.sem_barrier" in make and "tpu.sem_barrier" not in use
+    assert "%arg1: memref<!tpu.semaphore, #tpu.memory_space<semaphore_mem>>" in use
+    mine = _config(jax.jit(on_tpu(f)).lower(x))
+    assert mine == _config(jax.jit(f).lower(x))
+    assert "output_memory_space_colors" in mine[0]
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_compiles_for_topology(name, topology):
+    """Both sides compile for the slice, with the same custom-call configs."""
+    f, x = _case(name, topology)
+    theirs, mine = jax.jit(f).lower(x), jax.jit(on_tpu(f)).lower(x)
+    assert _config(mine) == _config(theirs)
+    mine.compile()
+    theirs.compile()
