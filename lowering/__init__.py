@@ -30,15 +30,32 @@ from dataclasses import dataclass
 from string import Template
 from typing import Any
 
+import numpy as np
+
 from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, Kernel
 from minipallas.ir.types import TPU_VMEM, MemorySpace
 from minipallas.passes.pipeline import PASSES, run
 
-__all__ = ["TARGETS", "Target", "target"]
+__all__ = ["OPTIMIZE_LEVELS", "TARGETS", "Target", "optimize_level", "target"]
 
 AfterEach = Callable[[str, Function], None]
+# ``optimize``: none, the exact optimizations (the default), or those that may reorder float sums
+OPTIMIZE_LEVELS = (False, True, "fast")
+
+
+def optimize_level(value: Any) -> bool | str:
+    """``value`` as one of ``OPTIMIZE_LEVELS``; a ``PassError`` naming them for anything else
+    (an int or another word would be truthy, and silently the exact level)."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, str) and value == "fast":
+        return value
+    raise PassError(
+        f"optimize={value!r} is not an optimization level",
+        fix='give True (exact, the default), False (none) or "fast" (may reorder float sums)',
+    )
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,9 @@ class Target:
     """One backend. ``pipeline`` may name ``$operands``, a kernel's inputs and outputs (the
     parameters that stay refs when the scratch is discharged); ``optimizations`` are passes
     that keep the results bit for bit and only make the kernel faster (``fuse-grid-steps`` on
-    the TPU), run after the pipeline unless ``lower(..., optimize=False)``; ``option_passes``
+    the TPU), run after the pipeline unless ``lower(..., optimize=False)``; ``fast``, run in
+    their place at ``optimize="fast"``, may also reorder float sums (``reassociate-sums``), so
+    the bits move within the order bound of those sums (docs/numerics.md); ``option_passes``
     pairs an emitter option with the passes it appends to the pipeline when true
     (``promote_scratch=True``: ``promote-scratch``). ``emitter`` is
     ``"module:function"``, called as ``emitter(subject, body, **options)`` with the pipeline's
@@ -61,6 +80,7 @@ class Target:
     memory_space: MemorySpace = DEFAULT_MEMORY_SPACE  # of a kernel's blocks that name none
     option_passes: tuple[tuple[str, str], ...] = ()
     optimizations: str = ""
+    fast: str = ""
 
     def lower(
         self,
@@ -68,7 +88,7 @@ class Target:
         *,
         after_each: AfterEach | None = None,
         verify: bool | None = None,
-        optimize: bool = True,
+        optimize: bool | str = True,
         **options: Any,
     ) -> Any:
         """Runs the pipeline on ``subject``, then the emitter: ``emit(subject, body)``, the
@@ -99,15 +119,17 @@ class Target:
         subject: Function | Kernel,
         options: Mapping[str, Any] | None = None,
         *,
-        optimize: bool = True,
+        optimize: bool | str = True,
     ) -> str:
         """The pipeline run on ``subject``: the target's own, its ``optimizations`` when
-        ``optimize``, then the passes the emitter ``options`` ask for."""
+        ``optimize`` (its ``fast`` ones at ``"fast"``), then the passes the emitter
+        ``options`` ask for."""
         pipeline = self.pipeline
         if self.kernel:
             operands = len(subject.scalar_prefetch) + subject.num_inputs + subject.num_outputs
             pipeline = Template(pipeline).substitute(operands=operands)
-        optimizations = self.optimizations if optimize else ""
+        level = optimize_level(optimize)
+        optimizations = self.fast if level == "fast" else self.optimizations if level else ""
         extra = [passes for option, passes in self.option_passes if (options or {}).get(option)]
         return ",".join(p for p in (pipeline, optimizations, *extra) if p)
 
@@ -171,6 +193,7 @@ TARGETS: dict[str, Target] = {
             memory_space=TPU_VMEM,
             option_passes=(("promote_scratch", "promote-scratch"),),
             optimizations="fuse-grid-steps",
+            fast="reassociate-sums,fuse-grid-steps",
         ),
         Target(
             "gpu",

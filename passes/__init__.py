@@ -25,6 +25,7 @@ from minipallas.passes import (  # noqa: F401  (each registers its pass)
     discharge,
     grid_fusion,
     promote_scratch,
+    reassociate,  # optimize="fast": reorders float sums
     xla_cpu,  # registers batch, the generic batching with XLA:CPU's policy
 )
 from minipallas.passes.cleanup import count_ops

@@ -15,7 +15,9 @@ Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit_mosaic``):
    the location note);
 2. unless ``optimize=False``, ``fuse-grid-steps`` (``passes.grid_fusion``): a grid of many small
    steps runs as fewer steps over windows of blocks, each old step's ops unchanged, so the
-   results are upstream's bit for bit and the per-step cost is paid less often;
+   results are upstream's bit for bit and the per-step cost is paid less often; at
+   ``optimize="fast"``, ``reassociate-sums`` (``passes.reassociate``) first: a sum added into
+   an output every step is kept as partial sums, reduced at the last step (other bits);
 3. with ``promote_scratch=True``, ``promote-scratch`` (``passes.promote_scratch``): scoped
    scratch that fits in registers is discharged into SSA values; ``emit_mosaic`` reports the op
    counts with and without (``promote.PromotionReport``);
@@ -69,7 +71,7 @@ def lower_to_mosaic(
     *,
     promote_scratch: bool = False,
     after_each: AfterEach | None = None,
-    optimize: bool = True,
+    optimize: bool | str = True,
 ) -> Lowered:
     """The Mosaic TPU module of ``kernel``, verified and canonicalized: the table's ``tpu`` row,
     whose pipeline is steps 1-3, then ``emit_mosaic``."""

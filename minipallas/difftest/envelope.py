@@ -26,6 +26,10 @@ neither a spread that other freedoms made nor a wide ratio loosens an element pa
 bound. An output of one element (a grid-wide sum) has nothing to pool: its own samples judge
 it, as before.
 
+A program whose kernels ran at ``optimize="fast"`` (``reassociated``) summed some terms in an
+order no sample draws: each sum's bound then counts the terms of all its executions
+(``reorder.OrderBound``'s ``runs``), and that bound, ``orders``, is allowed as it is.
+
 The envelope starts from ``SAMPLES`` runs and takes ``SAMPLES`` more, up to ``MOST_SAMPLES``,
 while a value lies outside it (a sequential test: only suspect values pay for more runs).
 ``SAMPLES``, ``MOST_SAMPLES`` and ``SAFETY`` were chosen by measurement
@@ -43,7 +47,7 @@ import numpy as np
 from minipallas.difftest.chips import Chip
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.difftest.perturb import Perturbation, ordered, perturbable
-from minipallas.difftest.reorder import OrderBound, sites
+from minipallas.difftest.reorder import Executions, OrderBound, sites
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 
@@ -91,6 +95,7 @@ class Envelope:
     samples: int = 0
     orders: list[np.ndarray | None] | None = None
     chip: Chip | None = None  # a TPU's numerics (``minipallas/difftest/chips.py``), else XLA:CPU's
+    reassociated: bool = False  # kernels ran at optimize="fast" (module docstring)
 
     def allowed(self, k: int, ulps: int = 0) -> np.ndarray | None:
         """How many ulps each element of output ``k`` may differ (None: bit for bit): its
@@ -105,14 +110,18 @@ class Envelope:
             bounded = orders > 0
             ratio = float(np.max(spread[bounded] / orders[bounded]))
             pooled = np.minimum(orders, np.ceil(SAFETY * ratio * orders)).astype(np.int64)
-            allowed = np.maximum(allowed, pooled)
+            allowed = np.maximum(allowed, orders if self.reassociated else pooled)
         return np.minimum(allowed + self.floor + ulps, _FAR)
 
     def bound_orders(self) -> None:
         """The sum orders' bound: one run per float sum or dot op (``reorder``)."""
         self.orders = [None if s is None else np.zeros_like(s) for s in self.spreads]
+        runs = Executions()
+        if self.reassociated:
+            interpret_outputs(self.fn, self.args, perturb=runs)
         for site in sites(self.fn):
-            outputs = interpret_outputs(self.fn, self.args, perturb=OrderBound(site))
+            bound = OrderBound(site, runs.counts.get(id(site), 1))
+            outputs = interpret_outputs(self.fn, self.args, perturb=bound)
             for k, (b, o) in enumerate(zip(self.base, outputs, strict=True)):
                 if self.orders[k] is not None:
                     self.orders[k] = np.minimum(self.orders[k] + _moved(b, o), _FAR)
@@ -148,15 +157,18 @@ def envelope(
     samples: int = SAMPLES,
     seed: int = 0,
     chip: Chip | None = None,
+    reassociated: bool = False,
 ) -> Envelope:
     """The envelope of ``fn`` around its plain interpreter outputs ``base`` (harness order:
     results, then final ref values), from ``samples`` perturbed runs seeded ``seed``,
     ``seed + 1``, ..., and the sum orders' bound (neither when ``fn`` has nothing to
-    perturb). ``chip``: the runs model that TPU's numerics instead of XLA:CPU's."""
+    perturb). ``chip``: the runs model that TPU's numerics instead of XLA:CPU's;
+    ``reassociated``: its kernels ran at ``optimize="fast"``."""
     spreads: list[np.ndarray | None] = [
         np.zeros(np.shape(b), np.int64) if is_float(np.asarray(b)) else None for b in base
     ]
-    env = Envelope(fn, args, base, spreads, 1 if perturbable(fn, chip) else 0, seed, chip=chip)
+    floor = 1 if perturbable(fn, chip) else 0
+    env = Envelope(fn, args, base, spreads, floor, seed, chip=chip, reassociated=reassociated)
     if env.floor:
         env.bound_orders()
         env.sample(samples)

@@ -26,12 +26,17 @@ changed. The envelope runs it once per such op of a program (``sites``) and adds
 run's distance from the plain interpreter's outputs: a first-order bound of what those ops'
 orders can do to each output, however the program carries them there (a mean feeding a
 layer norm's centring, a dot accumulated across a K grid).
+
+A program whose kernels ran at ``optimize="fast"`` (``passes.reassociate``) may have summed the
+results of one op's every execution in another order (a block's sum each grid step, kept as
+partial sums and reduced once): ``OrderBound(site, runs)`` then bounds one sum of all those
+terms, ``runs`` times the op's own (``Executions`` counts the runs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -68,6 +73,7 @@ class OrderBound:
     moved up by its order bound. Pass as ``interpret(..., perturb=OrderBound(op))``."""
 
     site: Op
+    runs: int = 1  # the sum may join the terms of this many executions of the op
 
     def rules(self) -> dict[str, Rule]:
         """The interpreter's rule table with ``site`` 's rule moving its results."""
@@ -80,10 +86,31 @@ class OrderBound:
             if op is not self.site:
                 return out
             terms, total = magnitude(op, args)
-            return (_moved(out[0], bound(terms) * UNIT_ROUNDOFF * total, op),)
+            return (_moved(out[0], bound(terms * self.runs) * UNIT_ROUNDOFF * total, op),)
 
         table[name] = apply
         return table
+
+
+@dataclass(frozen=True)
+class Executions:
+    """The plain interpreter, counting in ``counts`` how many times each op of ``sites`` runs
+    (by ``id``). Pass as ``interpret(..., perturb=Executions())``."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+
+    def rules(self) -> dict[str, Rule]:
+        table: dict[str, Rule] = dict(RULES)
+        for name in SUMS:
+            table[name] = self._counting(RULES[name])
+        return table
+
+    def _counting(self, plain: Rule) -> Rule:
+        def apply(interp: Interpreter, op: Op, args: Sequence[Any]) -> Sequence[Any]:
+            self.counts[id(op)] = self.counts.get(id(op), 0) + 1
+            return plain(interp, op, args)
+
+        return apply
 
 
 def _moved(value: Any, by: np.ndarray, op: Op) -> np.ndarray:

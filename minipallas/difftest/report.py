@@ -4,7 +4,9 @@ Every way is compared with ``BASE`` (``interpret``) bit for bit (any NaN equals 
 ``ulps`` loosens the comparisons of the interpreter with XLA for programs with
 transcendentals), except that a float output of an XLA way (``compile``, ``upstream``) that
 differs in bits is judged by the numerics envelope (``envelope``), computed only then.
-``discharge`` and ``reference``, interpreted like ``interpret``, stay bit for bit. The
+``discharge`` and ``reference``, interpreted like ``interpret``, stay bit for bit, but for the
+ways a case at ``optimize="fast"`` ran its kernels' reassociating passes in, which the
+envelope judges as well (``Case.optimize``, ``reassociated``). The
 ``Report`` holds every outcome, the first difference (``first_difference``), and the
 ``Finding`` of ``classify``; ``Report.text()`` prints it with the upstream jaxpr and the
 minipallas IR.
@@ -28,6 +30,8 @@ from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float,
 from minipallas.difftest.known import check_expect
 from minipallas.difftest.machine import Machine
 from minipallas.ir.core import Function
+from minipallas.lowering import TARGETS, optimize_level
+from minipallas.passes.reassociate import reassociates
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
 # the simulator's seeded schedules, each a way of a case that spans devices (``devices``)
@@ -55,7 +59,9 @@ class Case:
     ``passes`` is a researcher's pipeline (passes registered with ``minipallas.register`` or
     loaded with ``passes.registry.load``), run on the case's kernels, or on its program after
     discharge and cleanup (``user_pipeline``); a finding it causes is ``pass-bug``, naming the
-    pass.
+    pass. ``optimize="fast"`` appends the TPU target's fast passes (``lowering.Target.fast``,
+    which may reorder float sums) to ``passes``: the ways they run in are then judged by the
+    numerics envelope, sum orders free across grid steps (``envelope``'s ``reassociated``).
     """
 
     name: str
@@ -73,10 +79,13 @@ class Case:
     # the file that made the case: a case that spans devices runs upstream in a worker process
     # that loads it from there by name (``devices``)
     origin: str = ""
+    optimize: bool | str = True
 
     def __post_init__(self) -> None:
         check_expect(self.expect, self.name)
         self.origin = self.origin or _maker()
+        if optimize_level(self.optimize) == "fast":
+            self.passes = ",".join(p for p in (self.passes, TARGETS["tpu"].fast) if p)
 
 
 def _maker() -> str:
@@ -139,6 +148,9 @@ class Report:
     difference: Difference | None = None
     finding: Any = None  # classify.Finding
     envelope: Envelope | None = None  # computed only when an XLA way's floats differ
+    # the same with sum orders free across grid steps, for the ways that ran a pipeline that
+    # reassociates (``reassociated``), computed only when one of those differs
+    fast_envelope: Envelope | None = None
     distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
     machine: Machine | None = None  # the CPU that ran the XLA ways
     tpu: Any = None  # tpu.TpuVerdict, when the case ran with device="tpu"
@@ -240,16 +252,27 @@ def compare(want: np.ndarray, got: np.ndarray, ulps: int = 0) -> str | None:
     )
 
 
-def numerics_envelope(report: Report) -> Envelope | None:
-    """The envelope of the import around ``BASE`` 's outputs, computed on first use (most
-    programs agree bit for bit and never need it); None if it cannot be computed."""
-    if report.envelope is None and report.program is not None:
+def numerics_envelope(report: Report, fast: bool = False) -> Envelope | None:
+    """The envelope of the import around ``BASE`` 's outputs (``fast``: with sum orders free
+    across grid steps), computed on first use (most programs agree bit for bit and never
+    need it); None if it cannot be computed."""
+    made = report.fast_envelope if fast else report.envelope
+    if made is None and report.program is not None:
         base = report.outcomes[BASE].outputs
         try:
-            report.envelope = envelope(report.program, report.case.args, base)
+            made = envelope(report.program, report.case.args, base, reassociated=fast)
         except Exception:  # a perturbed run failed: no envelope, so bits decide
             return None
-    return report.envelope
+        if fast:
+            report.fast_envelope = made
+        else:
+            report.envelope = made
+    return made
+
+
+def reassociated(report: Report, way: str) -> bool:
+    """Whether ``way`` ran the case's pipeline and it may reorder float sums."""
+    return way in report.pipeline_ways and reassociates(report.case.passes)
 
 
 def closeness(
@@ -259,13 +282,14 @@ def closeness(
     with ``ulps``, or, for an XLA way's float output, within the envelope), else why; and the
     distance when the envelope was consulted."""
     message = compare(want, got, ulps)
-    if message is None or way not in XLA_WAYS or message.startswith("type"):
+    judged = way in XLA_WAYS or reassociated(report, way)
+    if message is None or not judged or message.startswith("type"):
         return message, None
     if report.upstream_runs is not None:  # op by op in interpret mode, no envelope: bits decide
         return message, None
     if not is_float(np.asarray(want)):
         return message, None
-    env = numerics_envelope(report)
+    env = numerics_envelope(report, reassociated(report, way))
     d = None if env is None else env.judge(k, want, got, ulps)
     if d is None:
         return message, None

@@ -17,6 +17,7 @@ import numpy as np
 
 from minipallas import lowering
 from minipallas.ir.core import Function
+from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, CostEstimate, Kernel
 from minipallas.ir.types import MemorySpace, RefType
 from minipallas.kernels.collective.simulate import simulate
@@ -53,7 +54,7 @@ def pallas_call(
     collectives: str = "reject",
     backend: str | None = None,
     passes: str = "",
-    optimize: bool = True,
+    optimize: bool | str = True,
     cost_estimate: Any = None,
     metadata: Mapping[str, str] | None = None,
 ) -> PallasCall:
@@ -80,8 +81,9 @@ def pallas_call(
     ``"reject"`` (the default) keeps upstream's errors for collective axes.
     ``passes="my-pass{opt=1},cleanup"`` is a pipeline run on the traced kernel before any
     platform sees it; ``optimize=False`` turns off the target's exact optimizations
-    (``fuse-grid-steps`` on the TPU). ``cost_estimate`` and ``metadata`` go to the
-    ``tpu_custom_call`` as upstream's; ``vmap`` scales the estimate by the batch size.
+    (``fuse-grid-steps`` on the TPU), ``"fast"`` adds ones that may reorder float sums.
+    ``cost_estimate`` and ``metadata`` go to the ``tpu_custom_call`` as upstream's; ``vmap``
+    scales the estimate by the batch size.
     """
     if not callable(kernel):
         raise checks.error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
@@ -110,10 +112,18 @@ def pallas_call(
         collectives=checks.collectives_mode(collectives, grid_names),
         backend=checks.backend(backend),
         passes=checks.pipeline(passes),
-        optimize=bool(optimize),
+        optimize=checks_optimize(optimize),
         cost_estimate=kernel_params.cost_estimate(cost_estimate),
         metadata=kernel_params.metadata(metadata),
     )
+
+
+def checks_optimize(value: Any) -> bool | str:
+    """``optimize``, checked now: True, False or "fast" (``lowering.OPTIMIZE_LEVELS``)."""
+    try:
+        return lowering.optimize_level(value)
+    except PassError as e:
+        raise checks.error(f"pallas_call: {e.message}", fix=e.fix) from None
 
 
 class PallasCall:
@@ -139,7 +149,7 @@ class PallasCall:
         collectives: str = "reject",
         backend: str | None = None,
         passes: str = "",
-        optimize: bool = True,
+        optimize: bool | str = True,
         cost_estimate: CostEstimate | None = None,
         metadata: tuple[tuple[str, str], ...] = (),
     ) -> None:

@@ -40,9 +40,10 @@ class CallSpec:
     input_output_aliases: tuple[tuple[int, int], ...]  # operand indices, as upstream counts
     debug: bool
     # the user's passes, run on every traced kernel (so on every platform), and whether the
-    # lowering target's exact optimizations run (``Target.optimizations``)
+    # lowering target's optimizations run: exact (``Target.optimizations``), or at "fast" those
+    # that may reorder float sums (``Target.fast``)
     passes: str = ""
-    optimize: bool = True
+    optimize: bool | str = True
     # what the TPU's custom call carries (``Kernel.cost_estimate``, ``Kernel.metadata``)
     cost_estimate: CostEstimate | None = None
     metadata: tuple[tuple[str, str], ...] = ()

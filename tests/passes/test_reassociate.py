@@ -1,0 +1,186 @@
+"""``reassociate-sums`` and the ``optimize="fast"`` level it belongs to.
+
+A sum added into an output every grid step becomes a vector of partial sums reduced at the
+last step: within the order bound of one sum of every term against float64, verified after
+the pass, its Mosaic module compiled by libtpu; the difftest calls a case at the fast level
+``within-envelope`` (never ``minipallas-bug``), and at the default level its ways keep the
+interpreter's and upstream's bits. Kernels whose output is not only so accumulated are left.
+"""
+
+import numpy as np
+import pytest
+
+import minipallas as mp
+import minipallas.numpy as jnp
+from minipallas.difftest import Case, run
+from minipallas.difftest.reorder import UNIT_ROUNDOFF, bound
+from minipallas.ir.interpret import interpret
+from minipallas.lowering import TARGETS
+from minipallas.lowering.tpu.aot import compile_check, libtpu_available
+from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.passes.reassociate import reassociates
+
+STEPS, BLOCK = 64, 1024
+
+
+def sum_1d(x_ref, o_ref):
+    """The chip bench's reduce_1d: a scalar sum per step, added into one resident output."""
+
+    @mp.when(mp.program_id(0) == 0)
+    def _():
+        o_ref[...] = jnp.zeros(o_ref.shape, jnp.float32)
+
+    o_ref[...] += x_ref[...].sum(keepdims=True)
+
+
+def row_sums(x_ref, o_ref):
+    """Sums of rows over a K grid axis (2-d blocks, the sum not to a scalar)."""
+
+    @mp.when(mp.program_id(1) == 0)
+    def _():
+        o_ref[...] = jnp.zeros(o_ref.shape, jnp.float32)
+
+    o_ref[...] += x_ref[...].sum(axis=1)
+
+
+def overwrites(x_ref, o_ref):
+    """The output is written at every step as well: deferring the sum would change it."""
+    o_ref[...] = o_ref[...] * 0.5
+    o_ref[...] += x_ref[...].sum(keepdims=True)
+
+
+def _sum_call(kernel=sum_1d, optimize=True, steps=STEPS):
+    return mp.pallas_call(
+        kernel,
+        mp.ArrayType((1,), jnp.float32),
+        grid=(steps,),
+        in_specs=[mp.BlockSpec((BLOCK,), lambda i: (i,))],
+        out_specs=mp.BlockSpec((1,), lambda i: (0,)),
+        optimize=optimize,
+    )
+
+
+def _rows_call():
+    return mp.pallas_call(
+        row_sums,
+        mp.ArrayType((16,), jnp.float32),
+        grid=(2, 32),
+        in_specs=[mp.BlockSpec((8, 256), lambda i, k: (i, k))],
+        out_specs=mp.BlockSpec((8,), lambda i, k: (i,)),
+    )
+
+
+def _x(*shape):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def _reassociated(call, x):
+    kernel = call.trace(x)
+    return kernel, run_pipeline(kernel, "reassociate-sums", verify=True)
+
+
+def _within_order_bound(got, x, axis=None):
+    """``got`` (float32) lies within the order bound of one sum of all of ``x``'s terms."""
+    exact = x.astype(np.float64).sum(axis=axis)
+    terms = x.size if axis is None else x.shape[axis]
+    allowed = bound(terms) * UNIT_ROUNDOFF * np.abs(x.astype(np.float64)).sum(axis=axis)
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= allowed)
+
+
+def test_a_scalar_sum_per_step_becomes_a_vector_of_partial_sums():
+    x = _x(STEPS * BLOCK)
+    kernel, fast = _reassociated(_sum_call(), x)
+    assert [t.shape for t in fast.scratch_types] == [(BLOCK,)]
+    ops = [op.name for op in fast.body.body.ops]
+    assert "reduce_sum" not in ops  # only at the last step, inside its cond
+    out = _run(fast, x)
+    _within_order_bound(out, x)
+    assert out.tobytes() != _run(kernel, x).tobytes()  # another order: other bits, here
+
+
+def test_row_sums_over_a_k_axis_keep_one_partial_sum_per_element():
+    x = _x(16, 32 * 256)
+    kernel, fast = _reassociated(_rows_call(), x)
+    assert [t.shape for t in fast.scratch_types] == [(8, 256)]
+    _within_order_bound(_run(fast, x), x, axis=1)
+
+
+def _run(kernel, x):
+    """The kernel's grid run by the reference interpreter (``kernels.programs``)."""
+    from minipallas.kernels.programs.choose import cpu_program
+
+    return interpret(cpu_program(kernel, True, None), x)[0]
+
+
+@pytest.mark.parametrize("kernel", [overwrites])
+def test_an_output_written_otherwise_is_left_alone(kernel):
+    x = _x(STEPS * BLOCK)
+    traced, fast = _reassociated(_sum_call(kernel), x)
+    assert fast is traced
+
+
+def test_the_fast_level_runs_the_pass_and_the_default_does_not():
+    x = _x(STEPS * BLOCK)
+    kernel = _sum_call().trace(x, memory_space=TARGETS["tpu"].memory_space)
+    assert "reassociate-sums" in TARGETS["tpu"].pipeline_for(kernel, optimize="fast")
+    assert "reassociate" not in TARGETS["tpu"].pipeline_for(kernel)
+    assert reassociates(TARGETS["tpu"].fast) and not reassociates(TARGETS["tpu"].optimizations)
+    fast = _sum_call(optimize="fast").lower(x, target="tpu")
+    exact = _sum_call().lower(x, target="tpu")
+    assert "scratch_operands = 1" in str(fast) and "scratch_operands = 0" in str(exact)
+    if libtpu_available():
+        compile_check(kernel, fast)
+
+
+@pytest.mark.parametrize("level", ["faster", 1, None, "True"])
+def test_an_optimize_level_that_is_none_of_the_three_is_refused(level):
+    with pytest.raises(mp.MiniPallasError) as e:
+        _sum_call(optimize=level)
+    text = str(e.value)
+    assert "test_reassociate.py:" in text and "optimize=" in text
+    assert '"fast"' in text and "False" in text
+
+
+def _upstream_sum(steps):
+    import jax
+    import jax.numpy as jjnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jjnp.zeros(o_ref.shape, jjnp.float32)
+
+        o_ref[...] += x_ref[...].sum(keepdims=True)
+
+    def fn(x):
+        return pl.pallas_call(
+            kernel,
+            jax.ShapeDtypeStruct((1,), jjnp.float32),
+            grid=(steps,),
+            in_specs=[pl.BlockSpec((BLOCK,), lambda i: (i,))],
+            out_specs=pl.BlockSpec((1,), lambda i: (0,)),
+            interpret=True,
+        )(x)
+
+    return fn
+
+
+@pytest.mark.parametrize("steps", [16, 64])
+def test_the_difftest_calls_the_fast_level_within_the_envelope(steps):
+    """At ``optimize="fast"`` the ways that ran the pass differ from upstream in bits, by a
+    reorder of the sum: ``within-envelope``. At the default level the interpreted ways keep the
+    interpreter's bits and the compiled one upstream's (XLA's order, the same on both)."""
+    x = _x(steps * BLOCK)
+    fast = run(Case(f"sum_{steps}_fast", _upstream_sum(steps), (x,), optimize="fast"))
+    assert fast.finding.kind == "within-envelope", fast.text()
+    assert fast.distances["discharge"].ulps > 0 and fast.distances["discharge"].within
+    assert fast.finding.fraction < 1
+    # the envelope still has power: a result that lost one step's block lies outside it
+    wrong = fast.outcomes["interpret"].outputs[0] - x[-BLOCK:].sum(dtype=np.float32)
+    assert not fast.fast_envelope.judge(0, fast.outcomes["interpret"].outputs[0], wrong).within
+    exact = run(Case(f"sum_{steps}", _upstream_sum(steps), (x,)))
+    assert exact.finding.kind in ("agree", "within-envelope"), exact.text()
+    assert "discharge" not in exact.distances  # the interpreter's bits
+    (compiled,), (upstream,) = (exact.outcomes[w].outputs for w in ("compile", "upstream"))
+    assert compiled.tobytes() == upstream.tobytes()
