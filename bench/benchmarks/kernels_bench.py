@@ -65,6 +65,10 @@ def _blocked(case_name, shape_in, block, grid, *, extra=(), out=None, **changes)
 def bench_cases():
     """The suite's kernels resized to about a million elements."""
     n = 1024
+    return [*_elementwise(n), *_reductions_and_dots(n), *_layouts(n)]
+
+
+def _elementwise(n: int) -> list:
     add_small = _blocked(
         "add", (n, n), (8, 128), (n // 8, n // 128),
         extra=[((8, 128), lambda i, j: (i, j))], make_inputs=inputs(normal(n, n), normal(n, n)),
@@ -76,7 +80,7 @@ def bench_cases():
         in_specs=[((256, 512), lambda i, j: (i, j))] * 2,
         out_specs=((256, 512), lambda i, j: (i, j)),
     )
-    cases = [
+    return [
         dataclasses.replace(add_small, name="add_8x128"),
         add_large,
         _blocked(
@@ -87,6 +91,11 @@ def bench_cases():
             extra=[((1, 256), lambda i, j: (0, j))],
             make_inputs=inputs(normal(n, n), normal(1, n)),
         ),
+    ]
+
+
+def _reductions_and_dots(n: int) -> list:
+    return [
         _blocked("softmax", (n, n), (64, n), (16,), make_inputs=inputs(normal(n, n))),
         _blocked(
             "row_sum",
@@ -127,6 +136,11 @@ def bench_cases():
             extra=[((1, n), lambda i: (0, 0))],
             make_inputs=inputs(normal(1000, n), normal(1, n)),
         ),
+    ]
+
+
+def _layouts(n: int) -> list:
+    return [
         _blocked(
             "transpose_blocks",
             (n, n),
@@ -144,7 +158,6 @@ def bench_cases():
             make_inputs=inputs(normal(8, 256, 512)),
         ),
     ]
-    return cases
 
 
 def _layer_norm(jnp, x, g):
