@@ -36,6 +36,7 @@ UNARY = {  # name -> (jnp function, numpy float64 reference, input range)
     "div": ("div", None, (1e-3, 1e3)),
 }
 ROWS, LANES = 64, 1024
+EPS = float(np.finfo(np.float32).eps)
 
 
 def ulps(got: np.ndarray, want64: np.ndarray) -> np.ndarray:
@@ -64,14 +65,29 @@ def main(argv: list[str] | None = None) -> int:
     opts = args.parse_args(argv)
 
     import jax
-    import jax.numpy as jnp
-    from jax import lax
-    from jax.experimental import pallas as pl
-    from scipy import special  # noqa: F401  (erf reference, if scipy is there)
 
     print(f"devices: {jax.devices()}")
     rng = np.random.default_rng(0)
-    report: dict = {"device": str(jax.devices()[0].device_kind), "unary": {}, "dot": {}, "sum": {}}
+    report = {"device": str(jax.devices()[0].device_kind)}
+    report["unary"] = _unary(rng)
+    report["dot"] = _dots(rng)
+    report["sum"] = _sums(rng)
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(report, f, indent=1)
+    _print(report)
+    return 0
+
+
+def _unary(rng: np.random.Generator) -> dict:
+    """Each op of ``UNARY`` in a kernel and in XLA: its largest and 99th-percentile ulps."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from scipy import special
+
+    report: dict = {}
 
     def kernel_of(fn):
         def kernel(x_ref, y_ref, o_ref):
@@ -107,15 +123,25 @@ def main(argv: list[str] | None = None) -> int:
                 row[way] = {"max_ulps": int(d.max()), "p99_ulps": float(np.percentile(d, 99))}
             except Exception as e:  # noqa: BLE001 - a refusal is a finding, reported
                 row[way] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
-        report["unary"][name] = row
+        report[name] = row
 
+    return report
+
+
+def _dots(rng: np.random.Generator) -> dict:
+    """A 512-cube float32 dot at two precisions, in a kernel and in XLA."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+
+    report: dict = {}
     # dot: error relative to sum |a_i b_i| * eps32, per precision
     m = k = n = 512
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-    eps = float(np.finfo(np.float32).eps)
 
     def dot_kernel(precision):
         def kernel(x_ref, y_ref, o_ref):
@@ -134,14 +160,24 @@ def main(argv: list[str] | None = None) -> int:
         ):
             try:
                 got = np.asarray(run(jnp.asarray(a), jnp.asarray(b))).astype(np.float64)
-                rel = np.abs(got - exact) / (scale * eps)
-                report["dot"][f"{label}/{way}"] = {
+                rel = np.abs(got - exact) / (scale * EPS)
+                report[f"{label}/{way}"] = {
                     "max_err_in_eps_sum_abs": float(rel.max()),
                     "median": float(np.median(rel)),
                 }
             except Exception as e:  # noqa: BLE001
-                report["dot"][f"{label}/{way}"] = {"error": f"{type(e).__name__}: {e}"[:160]}
+                report[f"{label}/{way}"] = {"error": f"{type(e).__name__}: {e}"[:160]}
 
+    return report
+
+
+def _sums(rng: np.random.Generator) -> dict:
+    """Sums along lanes and along sublanes, in a kernel and in XLA."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    report: dict = {}
     # sums: along lanes and along sublanes, in a kernel and in XLA
     x = rng.standard_normal((256, 1024)).astype(np.float32)
     for axis in (0, 1):
@@ -162,14 +198,15 @@ def main(argv: list[str] | None = None) -> int:
         for way, run in runs.items():
             try:
                 got = np.asarray(run(jnp.asarray(x))).astype(np.float64)
-                rel = np.abs(got - exact_sum) / (abs_sum * eps)
-                report["sum"][f"axis{axis}/{way}"] = {"max_err_in_eps_sum_abs": float(rel.max())}
+                rel = np.abs(got - exact_sum) / (abs_sum * EPS)
+                report[f"axis{axis}/{way}"] = {"max_err_in_eps_sum_abs": float(rel.max())}
             except Exception as e:  # noqa: BLE001
-                report["sum"][f"axis{axis}/{way}"] = {"error": f"{type(e).__name__}: {e}"[:160]}
+                report[f"axis{axis}/{way}"] = {"error": f"{type(e).__name__}: {e}"[:160]}
 
-    if opts.json:
-        with open(opts.json, "w") as f:
-            json.dump(report, f, indent=1)
+    return report
+
+
+def _print(report: dict) -> None:
     print(f"{'op':<10} {'mosaic max ulps':>16} {'xla max ulps':>13}")
     for name, row in report["unary"].items():
         cells = [
@@ -179,7 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     for section in ("dot", "sum"):
         for key, value in report[section].items():
             print(f"{section} {key}: {value}")
-    return 0
 
 
 if __name__ == "__main__":
