@@ -81,8 +81,13 @@ SIZES = {False: (1024, 4096, 2048, 2**20, N_TANH), True: (2048, 32768, 8192, 2**
 def realistic_cases(large: bool = False) -> list[Case]:
     """The eight kernels (module doc); ``large``: the first six at ``SIZES[True]``."""
     n, rows, s, reduced, tanh = SIZES[large]
-    d = 64
-    made = [
+    made = [*_blocked_rows(n, rows), *_long_axes(s, reduced, tanh, large)]
+    return made if large else [*made, *_small()]
+
+
+def _blocked_rows(n: int, rows: int) -> list[Case]:
+    """The matmul, softmax and layer norm."""
+    return [
         Case(
             f"matmul_{n}",
             matmul,
@@ -111,6 +116,13 @@ def realistic_cases(large: bool = False) -> list[Case]:
             in_specs=[((16, 1024), lambda i: (i, 0)), ((1, 1024), lambda i: (0, 0))],
             out_specs=((16, 1024), lambda i: (i, 0)),
         ),
+    ]
+
+
+def _long_axes(s: int, reduced: int, tanh: int, large: bool) -> list[Case]:
+    """Flash attention over ``s`` positions, a sum and a masked tanh over long vectors."""
+    d = 64
+    return [
         Case(
             "flash_attention" if not large else f"flash_attention_d64_{s}",
             flash_attention,
@@ -144,10 +156,11 @@ def realistic_cases(large: bool = False) -> list[Case]:
             out_specs=((1024,), lambda i: (i,)),
         ),
     ]
-    if large:
-        return made
+
+
+def _small() -> list[Case]:
+    """Two small kernels, as a prototyping user calls them (module doc)."""
     return [
-        *made,
         Case(
             "matmul_small",
             matmul,
