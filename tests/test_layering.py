@@ -62,8 +62,10 @@ BUDGETS = {
     # 9750 for issue 47 item 3: the exchange and gather_rows ops, how the devices of a
     # compiled kernel talk (~190); to 9830 for issue 47 item 2: a copy started after a wait on
     # its semaphore that nothing orders after it could have satisfied it (inflight.py, ~70); to
-    # 9880 for issue 47 item 3: short float sums in XLA:CPU's order (xla/sum_order.py, ~50)
-    "ir": 9880,
+    # 9880 for issue 47 item 3: short float sums in XLA:CPU's order (xla/sum_order.py, ~50); to
+    # 9905 for issue 47: a semaphore_read of a DMA semaphore in flight is refused where the
+    # chip leaves it undefined (checks, the simulator: interpret/semaphore.py, ~25)
+    "ir": 9905,
     # passes/ less the core; raised from 4000 for issue 49 item 1: fuse-grid-steps widens the
     # outer grid axes too (passes/grid_fusion/widen.py, ~370); +250 for issue 49 item 4: the
     # optimize="fast" level's reassociate-sums (passes/reassociate.py, ~245)
@@ -94,8 +96,9 @@ BUDGETS = {
     # compiled ring attention has the simulator's bits (exporter/roundings.py, ~70); to 16990
     # for issue 47: on_devices refuses mesh kernels of cores, copies under a condition every
     # device takes alike compile, pl.select_ref copies are refused by name (~40); +15 for
-    # issue 49 item 4: pallas_call's optimize="fast", checked (~15)
-    "compiler": 17005,
+    # issue 49 item 4: pallas_call's optimize="fast", checked (~15); +60 for issue 47: a
+    # dma_wait of dynamic size imports as a loop of waits for one piece each (importer/dma.py)
+    "compiler": 17065,
     # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
     # pass changed, and the generator draws programs a loaded pass rewrites (~300); to 16500 for
     # issue 47 item 4: the difftest's verdicts on cases that span devices, upstream in a

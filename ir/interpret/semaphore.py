@@ -5,6 +5,11 @@ programs that run together (``programs``), a shared semaphore is how they synchr
 is a switch point, and a wait blocks its program until the count reaches its value. A wait
 that no program can ever satisfy (a program alone, or a private semaphore) is a
 ``DeadlockError`` at once: on hardware it would hang.
+
+A ``semaphore_read`` of a DMA semaphore holding a count (copies not yet waited for) has no one
+meaning: the chip's count grows as pieces land, upstream's ``interpret=True`` counts elements
+(as the interpreter alone does), its TPU interpret mode bytes (as ``programs`` does) and reads
+no semaphore at all. Under ``checks`` and among programs run together it is an error.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from minipallas.ir.core import Op
 from minipallas.ir.errors import DeadlockError
 from minipallas.ir.interpret.engine import Interpreter, Ref, rule
 from minipallas.ir.interpret.windows import Access, locate, through
+from minipallas.ir.types import DMA_SEMAPHORE
 
 
 def counter_at(ref: Ref, access: Access) -> np.ndarray:
@@ -83,4 +89,21 @@ def semaphore_read(interp: Interpreter, op: Op, args: Sequence[Any]) -> tuple:
     counter, _ = _counter(interp, op, args)
     if interp.together is not None:
         interp.together.peek(interp, counter)
+    if int(counter) and _undefined(interp, op):
+        unit = "bytes" if interp.together is not None else "elements"
+        raise interp.error(
+            op,
+            f"reads a DMA semaphore that holds {int(counter)} ({unit} of copies not yet waited "
+            "for): on the chip that count grows as the copies' pieces land, so the value is "
+            "undefined; upstream's TPU interpret mode has no rule for semaphore_read, and its "
+            "interpret=True counts elements where its TPU interpret mode counts bytes",
+            fix="read a DMA semaphore only after the waits for every copy on it (it holds 0 "
+            "then), or count arrivals on a REGULAR semaphore (semaphore_signal after each wait)",
+        )
     return (np.int32(counter),)
+
+
+def _undefined(interp: Interpreter, op: Op) -> bool:
+    """Whether a read of ``op``'s semaphore with a count is reported (module doc)."""
+    dma = op.operands[0].type.memory_space == DMA_SEMAPHORE
+    return dma and (interp.together is not None or interp.checks)

@@ -55,6 +55,23 @@ def _all_to_all_rows(extra: int):
     return kernel
 
 
+def _read_semaphores(in_flight: bool):
+    """A right permute that adds what its DMA semaphores hold to ``o[0, 0]``: read after both
+    waits (0), or the send semaphore read while the copy is in flight (undefined)."""
+
+    def kernel(x_ref, o_ref, send_sem, recv_sem):
+        to = (lax.rem(lax.axis_index("x") + 1, N),)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref, send_sem, recv_sem, device_id=to,
+                                            device_id_type=MESH)  # fmt: skip
+        copy.start()
+        held = pl.semaphore_read(send_sem) if in_flight else 0  # the read in flight
+        copy.wait()
+        held += pl.semaphore_read(send_sem) + pl.semaphore_read(recv_sem)
+        o_ref[0, 0] = o_ref[0, 0] + held.astype(jnp.float32)
+
+    return kernel
+
+
 def local_halves(n_ref, x_ref, o_ref, sem):
     """One device: two local copies into the halves of ``o``, then one wait for ``n_ref[0]``
     rows (both halves when it holds 8) on a descriptor made only to wait."""
@@ -109,6 +126,13 @@ def cases():
         np.asarray(jax.jit(mp.on_devices(fns[0]))(x)), want)  # fmt: skip
     yield "wait_one_piece_too_many", SCHEDULES, lambda s: (_run(fns[1], x, s), None)
     yield "wait_one_piece_too_few", SCHEDULES, lambda s: (_run(fns[-1], x, s), None)
+    rolled = np.roll(x.reshape(N, ROWS, 128), 1, axis=0).reshape(x.shape)
+    for in_flight in (False, True):
+        reads = on_mesh(_read_semaphores(in_flight), (ROWS, 128), space=None)
+        name = f"semaphore_read_{'in_flight' if in_flight else 'after_waits'}"
+        yield name, SCHEDULES, lambda s, f=reads: (_run(f, x, s), rolled)
+    upstream_reads = on_mesh(_read_semaphores(False), (ROWS, 128), space=None, interpret=True)
+    yield "semaphore_read_upstream", ["upstream"], lambda s: (_raised(upstream_reads, x), None)
     rows = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
     for n in (8, 4):
         counted = np.array([n], np.int32)
@@ -123,7 +147,18 @@ def cases():
         yield f"local_wait_of_{n}_rows", ["alone", "upstream"], alone
 
 
+def _raised(fn, *args) -> str | None:
+    """What ``jax.jit(fn)(*args)`` raises (its type and first line), None when it runs."""
+    try:
+        jax.jit(fn)(*args)
+    except Exception as e:  # upstream's refusal is what the test checks
+        return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    return None
+
+
 def _judge(got, want) -> dict:
+    if got is None or isinstance(got, str):
+        return {"ok": False, "raised": got}
     ok = want is not None and np.array_equal(got, want)
     return {"ok": ok, "got": None if ok else np.asarray(got).ravel()[:4].tolist()}
 
