@@ -5,6 +5,11 @@ The ways, timed in the same run:
 - ``minipallas``: ``jax.jit(pallas_call)``, its own Mosaic module (the platform table's ``tpu``
   row) with the target's exact optimizations (``fuse-grid-steps``) and ``--passes`` if given;
 - ``plain``: the same without them (``optimize=False``, no ``--passes``): upstream's module;
+- ``fast``: the same at ``optimize="fast"``, whose passes may reorder float sums
+  (``reassociate-sums``), its bits ``same`` as upstream's, or else within the ``envelope`` of
+  one sum of all the terms of each output element (``reorder.bound`` against a float64
+  evaluation of the kernel's plain equivalent: the fast level changes only kernels that sum
+  their inputs), or ``DIFF``;
 - ``upstream``: upstream's ``pallas_call(interpret=False)``;
 - ``jit``: the kernel's plain ``jnp`` equivalent under ``jax.jit``.
 A single synchronous call costs ~0.6 ms on a TPU VM however small, so each way is timed as
@@ -17,7 +22,8 @@ as a share of the chip's peak (v5e: 197 TFLOP/s bf16, 819 GB/s HBM): TFLOP/s for
 attention, GB/s (bytes read and written once) for the rest, and jit/minipallas (above 1,
 minipallas's kernel beats XLA's). Last, the goal lines: the geometric mean of upstream/minipallas
 over the kernels of 256 or more grid steps and the least ratio; the geometric mean of
-jit/minipallas over every kernel and the least row.
+jit/minipallas over every kernel and the least row; the same at the best level whose bits are
+``same`` or in the ``envelope`` (the default or ``fast``), and how many kernels reach 0.8.
 
     make tpu-bench [TPU_ARGS=--large] [PASSES='my-pass']   # on a TPU machine
     python -m bench.benchmarks.tpu_bench [--kernels softmax_8192] [--calls 50] [--repeat 5] \
@@ -47,6 +53,7 @@ from suite import BF16, Case, inputs, layer_norm, matmul, normal, softmax
 
 from bench.realistic_kernels import REFERENCES as REALISTIC
 from bench.realistic_kernels import flash_attention, realistic_cases
+from minipallas.difftest.reorder import UNIT_ROUNDOFF, bound
 from minipallas.passes.registry import load as load_passes
 
 PEAK_FLOPS = 197e12  # v5e, bf16
@@ -199,6 +206,7 @@ def ways(bench: Bench, options: argparse.Namespace) -> dict[str, Callable[..., A
     return {
         "minipallas": jax.jit(case.minipallas(passes=options.passes)),
         "plain": jax.jit(case.minipallas(optimize=False)),
+        "fast": jax.jit(case.minipallas(passes=options.passes, optimize="fast")),
         "upstream": case.upstream(interpret=options.cpu),
         "jit": jax.jit(bench.reference(jnp)),
     }
@@ -206,15 +214,17 @@ def ways(bench: Bench, options: argparse.Namespace) -> dict[str, Callable[..., A
 
 def grids(
     bench: Bench, options: argparse.Namespace, inputs: Sequence[np.ndarray]
-) -> tuple[tuple, tuple]:
-    """The kernel's grid as written and as minipallas runs it on the chip."""
+) -> tuple[tuple, tuple, bool]:
+    """The kernel's grid as written and as minipallas runs it on the chip, and whether the fast
+    level runs another kernel than the default."""
     from minipallas.lowering import TARGETS
     from minipallas.passes import run
 
     call = bench.case.minipallas(passes=options.passes)
     kernel = call.trace(*inputs, memory_space=TARGETS["tpu"].memory_space)
     ran = run(kernel, TARGETS["tpu"].pipeline_for(kernel))
-    return bench.case.grid, ran.grid
+    fast = run(kernel, TARGETS["tpu"].pipeline_for(kernel, optimize="fast"))
+    return bench.case.grid, ran.grid, str(fast) != str(ran)
 
 
 def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str, Any]:
@@ -238,7 +248,7 @@ def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str,
     else:
         moved = bench.bytes_moved(inputs)
         rate, share = f"{moved / seconds / 1e9:.0f} GB/s", moved / seconds / PEAK_BYTES
-    written, ran = grids(bench, options, inputs)
+    written, ran, fast_changed = grids(bench, options, inputs)
     return {
         "kernel": case.name,
         "grid": list(written),
@@ -247,8 +257,11 @@ def measure(bench: Bench, device: Any, options: argparse.Namespace) -> dict[str,
         "upstream_over_minipallas": round(best["upstream"] / best["minipallas"], 3),
         "plain_over_minipallas": round(best["plain"] / best["minipallas"], 3),
         "jit_over_minipallas": round(best["jit"] / best["minipallas"], 3),
+        "jit_over_fast": round(best["jit"] / best["fast"], 3),
         "same_bits": _same(outs["minipallas"], outs["upstream"]),
         "plain_same_bits": _same(outs["plain"], outs["upstream"]),
+        "fast_bits": fast_verdict(bench, inputs, outs["fast"], outs["upstream"]),
+        "fast_changed": fast_changed,  # else the fast level runs the default's kernel
         "rate": rate,
         "share_of_peak": round(share, 3),
     }
@@ -259,6 +272,28 @@ def _same(mine: np.ndarray, theirs: np.ndarray) -> bool:
         mine.dtype == theirs.dtype and mine.shape == theirs.shape
         and mine.tobytes() == theirs.tobytes()
     )  # fmt: skip
+
+
+def fast_verdict(
+    bench: Bench, inputs: Sequence[np.ndarray], fast: np.ndarray, upstream: np.ndarray
+) -> str:
+    """``same`` bits as upstream's; else ``envelope`` when each output element lies within the
+    order bound of one sum of all its terms (``reorder.bound(n) * u * sum|x_i|``, ``n`` the
+    inputs' elements per output element) of the float64 value of the kernel's plain
+    equivalent, evaluated by numpy; else ``DIFF``."""
+    if _same(fast, upstream):
+        return "same"
+    reference = bench.reference(np)
+    wide = [np.asarray(a, np.float64) for a in inputs]
+    try:
+        exact = np.asarray(reference(*wide), np.float64)
+        magnitude = np.asarray(reference(*[np.abs(a) for a in wide]), np.float64)
+    except Exception:  # not numpy-evaluable: no envelope, so bits decide
+        return "DIFF"
+    terms = sum(a.size for a in inputs) // max(exact.size, 1)
+    allowed = bound(terms) * UNIT_ROUNDOFF * magnitude
+    inside = exact.shape == fast.shape and np.all(np.abs(fast - exact) <= allowed)
+    return "envelope" if inside else "DIFF"
 
 
 def _geomean(xs: Sequence[float]) -> float:
@@ -278,13 +313,34 @@ def goal(rows: list[dict[str, Any]]) -> str:
         if chosen
         else "no kernel of 256 or more grid steps; "
     )
+    best = {r["kernel"]: best_level(r) for r in rows}
+    least_best = min(rows, key=lambda r: best[r["kernel"]][1])
+    reached = sum(ratio >= GOAL_RATIO for _, ratio in best.values())
+    fast = [k for k, (level, _) in best.items() if level == "fast"]
     return (
         f"{upstream}least over all {least['upstream_over_minipallas']:.2f} ({least['kernel']}); "
         f"same bits as upstream {same}/{len(rows)}\n"
         f"{len(rows)} kernels: jit/minipallas geometric mean "
         f"{_geomean([r['jit_over_minipallas'] for r in rows]):.2f}; "
-        f"least {slowest['jit_over_minipallas']:.2f} ({slowest['kernel']})"
+        f"least {slowest['jit_over_minipallas']:.2f} ({slowest['kernel']})\n"
+        f"at the best level whose bits are same or in the envelope: jit/minipallas geometric "
+        f"mean {_geomean([ratio for _, ratio in best.values()]):.2f}; least "
+        f"{best[least_best['kernel']][1]:.2f} ({least_best['kernel']}); {reached}/{len(rows)} "
+        f">= {GOAL_RATIO}; fast in {', '.join(fast) if fast else 'none'}"
     )
+
+
+GOAL_RATIO = 0.8  # issue 49: every kernel this close to jax.jit at its best level
+
+
+def best_level(row: dict[str, Any]) -> tuple[str, float]:
+    """The level (``default`` or ``fast``) with the higher jit/minipallas whose bits are
+    upstream's or within the envelope (``fast_bits``), and that ratio; ``fast`` only where it
+    runs another kernel (else the two times are one kernel's, apart by noise)."""
+    default = ("default", row["jit_over_minipallas"])
+    fast = ("fast", row.get("jit_over_fast", 0.0))
+    good = row.get("fast_changed") and row.get("fast_bits") in ("same", "envelope")
+    return fast if good and fast[1] > default[1] else default
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,8 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"on {device.device_kind}" + (f"; --passes '{options.passes}'" if options.passes else ""))
     print(
         f"{'kernel':24} {'grid':>12} {'run as':>12} {'minipallas':>10} {'plain':>7} "
-        f"{'upstream':>8} {'jit':>7} {'up/mp':>6} {'pl/mp':>6} {'jit/mp':>6} {'bits':>5}  "
-        "rate (share of peak)"
+        f"{'upstream':>8} {'jit':>7} {'up/mp':>6} {'pl/mp':>6} {'jit/mp':>6} {'bits':>5} "
+        f"{'fast':>7} {'jit/fast':>8} {'fast bits':>9}  rate (share of peak)"
     )
     for r in rows:
         bits = "same" if r["same_bits"] and r["plain_same_bits"] else "DIFF"
@@ -325,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{'x'.join(map(str, r['grid_run'])):>12} {r['minipallas_ms']:10.3f} "
             f"{r['plain_ms']:7.3f} {r['upstream_ms']:8.3f} {r['jit_ms']:7.3f} "
             f"{r['upstream_over_minipallas']:6.2f} {r['plain_over_minipallas']:6.2f} "
-            f"{r['jit_over_minipallas']:6.2f} {bits:>5}  "
+            f"{r['jit_over_minipallas']:6.2f} {bits:>5} {r['fast_ms']:7.3f} "
+            f"{r['jit_over_fast']:8.2f} {r['fast_bits']:>9}  "
             f"{r['rate']} ({r['share_of_peak']:.0%})"
         )
     print(goal(rows))

@@ -1,7 +1,7 @@
 """The chip's scripts run on the CPU (``--cpu``), so CI checks their machinery without a TPU:
 the hardware check compares both sides and the CPU, isolates a kernel that kills its worker and
 resumes after it, and judges a chip's one-pass bfloat16 dot within the chip's envelope; the
-speed bench times the three ways and rates them."""
+speed bench times the four ways (the fast level among them) and rates them."""
 
 import json
 
@@ -12,6 +12,7 @@ import pytest
 from bench.benchmarks import tpu_bench
 from bench.chip import tpu_check
 from bench.chip.tpu_check import KERNELS  # the suite's kernels, which the check runs
+from bench.realistic_kernels import realistic_cases
 from minipallas.difftest.chips import TPU_V5E
 
 
@@ -93,13 +94,16 @@ def test_the_bench_times_the_three_ways_and_rates_them(tmp_path, capsys):
     rows = json.loads(out.read_text())["rows"]
     assert [r["kernel"] for r in rows] == ["matmul_f32", "softmax"]
     for r in rows:
-        assert all(r[f"{k}_ms"] > 0 for k in ("minipallas", "upstream", "jit"))
+        assert all(r[f"{k}_ms"] > 0 for k in ("minipallas", "upstream", "jit", "fast"))
+        assert r["fast_bits"] == "same"  # on the CPU every level runs the discharged program
+        assert r["fast_changed"] is False  # nothing here for the fast level to reassociate
         # the ratio of the unrounded times; the ms fields are rounded to 4 places
         assert r["jit_over_minipallas"] == pytest.approx(r["jit_ms"] / r["minipallas_ms"], rel=0.01)
         assert r["same_bits"] is True
     printed = capsys.readouterr().out
-    assert "jit/mp" in printed.splitlines()[1]
-    assert printed.splitlines()[-1].startswith("2 kernels: jit/minipallas geometric mean ")
+    assert "jit/mp" in printed.splitlines()[1] and "fast bits" in printed.splitlines()[1]
+    assert printed.splitlines()[-2].startswith("2 kernels: jit/minipallas geometric mean ")
+    assert printed.splitlines()[-1].startswith("at the best level whose bits are same or in ")
     assert rows[0]["rate"].endswith("TFLOP/s") and rows[1]["rate"].endswith("GB/s")
     softmax = tpu_bench.benches(small=True)[2]
     assert softmax.bytes_moved() == 2 * 64 * 256 * 4
@@ -109,14 +113,42 @@ def test_the_goal_lines_take_the_geometric_means_and_name_the_least_rows():
     """From made-up rows: upstream/minipallas over the kernels of 256+ steps only,
     jit/minipallas over all, each line naming its least row."""
 
-    def row(name, grid, up, jit):
+    def row(name, grid, up, jit, fast=0.1, fast_bits="same", changed=True):
         return {"kernel": name, "grid": grid, "upstream_over_minipallas": up,
-                "jit_over_minipallas": jit, "same_bits": True}  # fmt: skip
+                "jit_over_minipallas": jit, "same_bits": True, "jit_over_fast": fast,
+                "fast_bits": fast_bits, "fast_changed": changed}  # fmt: skip
 
     rows = [row("a", [16, 16], 4.0, 0.5), row("b", [4], 1.0, 2.0), row("c", [512], 1.0, 4.0)]
-    first, second = tpu_bench.goal(rows).splitlines()
+    first, second, third = tpu_bench.goal(rows).splitlines()
     assert first == (
         "2 kernels of >= 256 steps: upstream/minipallas geometric mean 2.00; "
         "least over all 1.00 (b); same bits as upstream 3/3"
     )
     assert second == "3 kernels: jit/minipallas geometric mean 1.59; least 0.50 (a)"
+    assert third == (
+        "at the best level whose bits are same or in the envelope: jit/minipallas geometric "
+        "mean 1.59; least 0.50 (a); 2/3 >= 0.8; fast in none"
+    )
+    # a faster fast level counts when its bits are upstream's or in the envelope, not when
+    # DIFF, nor when it ran the default's kernel
+    rows[0] = row("a", [16, 16], 4.0, 0.5, fast=1.0, fast_bits="envelope")
+    rows[1] = row("b", [4], 1.0, 2.0, fast=8.0, fast_bits="DIFF")
+    rows[2] = row("c", [512], 1.0, 4.0, fast=9.0, changed=False)
+    assert tpu_bench.goal(rows).splitlines()[2] == (
+        "at the best level whose bits are same or in the envelope: jit/minipallas geometric "
+        "mean 2.00; least 1.00 (a); 3/3 >= 0.8; fast in a"
+    )
+
+
+def test_the_fast_verdict_is_same_bits_or_the_order_bound_of_one_sum():
+    """reduce_1d's sum of 2^16 floats: upstream's bits are ``same``; another order's float32
+    sum lies in the ``envelope``; a sum that lost one block is ``DIFF``."""
+    bench = tpu_bench.Bench(next(c for c in realistic_cases() if c.name == "reduce_8k"))
+    (x,) = bench.case.inputs()
+    upstream = x.sum(keepdims=True)
+    other = x.reshape(8, 1024).sum(axis=0).sum(keepdims=True)  # partial sums, then one sum
+    assert tpu_bench.fast_verdict(bench, [x], upstream, upstream) == "same"
+    assert other.tobytes() != upstream.tobytes()
+    assert tpu_bench.fast_verdict(bench, [x], other, upstream) == "envelope"
+    lost = x[1024:].sum(keepdims=True)
+    assert tpu_bench.fast_verdict(bench, [x], lost, upstream) == "DIFF"
