@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from minipallas.generate import Config, inputs, programs
+from minipallas.generate import Config, programs, random_inputs
 from minipallas.generate.check import PropertyFailure, check_all_modes, check_pipeline
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.parser import parse
@@ -163,9 +163,9 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
             campaign.shrink_runs += 1
         texts: list[str] = []  # the IR before the pipeline and after each pass
         try:
-            check_all_modes(fn, inputs(fn, input_seed), partial)
+            check_all_modes(fn, random_inputs(fn, input_seed), partial)
             if campaign.pipeline:
-                check_pipeline(fn, inputs(fn, input_seed), campaign.pipeline, texts)
+                check_pipeline(fn, random_inputs(fn, input_seed), campaign.pipeline, texts)
         except PropertyFailure as e:
             failed = True
             found = (
@@ -239,7 +239,7 @@ def replay(path: Path) -> int:
         for p in header["should_discharge (partial mode)"].strip("[]").split(",")
         if p.strip()
     ]
-    args = inputs(fn, int(header["input seed"]))
+    args = random_inputs(fn, int(header["input seed"]))
     pipeline = saved_pipeline(header.get("pipeline", ""), path)
     try:
         check_all_modes(fn, args, partial)

@@ -19,7 +19,7 @@ import numpy as np
 
 import minipallas as mp
 from bench.common import op_count, parse_args, per_op_us, repeats, sampled, table, timed
-from minipallas.generate import build, inputs
+from minipallas.generate import build, random_inputs
 from minipallas.ir.interpret import interpret
 from minipallas.ir.parser import parse
 from minipallas.ir.verifier import verify
@@ -72,7 +72,7 @@ def bench_generated(sizes, seed):
         times["print"], text = timed(lambda fn=fn: str(fn), repeats(n))
         times["parse"], _ = timed(lambda text=text: parse(text), repeats(n))
         times["verify"], _ = timed(lambda fn=fn: verify(fn), repeats(n))
-        args = inputs(fn, seed)
+        args = random_inputs(fn, seed)
 
         def run(fn=fn, args=args):
             with np.errstate(all="ignore"):

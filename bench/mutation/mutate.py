@@ -237,7 +237,7 @@ def _programs(seed: int, transcendental: bool):  # noqa: ANN202 - a generator of
 
 
 def _fuzz_discharge(count: int, deadline: float) -> tuple[int, str | None]:
-    from minipallas.generate import inputs
+    from minipallas.generate import random_inputs
     from minipallas.generate.check import PropertyFailure, check_all_modes
 
     n = 0
@@ -247,7 +247,7 @@ def _fuzz_discharge(count: int, deadline: float) -> tuple[int, str | None]:
         n += 1
         partial = [rng.random() < 0.5 for _ in fn.params]
         try:
-            check_all_modes(fn, inputs(fn, seed), partial)
+            check_all_modes(fn, random_inputs(fn, seed), partial)
         except PropertyFailure as e:
             return n, f"program {n}: {str(e).splitlines()[0]}"
     raise AssertionError("unreachable")

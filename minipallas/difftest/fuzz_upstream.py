@@ -56,7 +56,7 @@ from minipallas.fuzz import (
     saved_pipeline,
     targeted_passes,
 )
-from minipallas.generate import Config, inputs, programs
+from minipallas.generate import Config, programs, random_inputs
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.parser import parse_module
@@ -74,7 +74,7 @@ FAILING = ("minipallas-bug", "pass-bug")  # the kinds that make the exit code 1
 def case_for(fn: Function, seed: int, name: str = "generated", passes: str = "") -> Case:
     """The harness case for a generated program: its emission, inputs from ``seed``, the
     user's pipeline ``passes``."""
-    args = inputs(fn, seed)
+    args = random_inputs(fn, seed)
     wrapped = tuple(
         ref(a) if isinstance(t, RefType) else a for t, a in zip(fn.param_types, args, strict=True)
     )

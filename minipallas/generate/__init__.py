@@ -8,7 +8,7 @@ into a minipallas ``Function``. Keeping the abstract program separate lets anoth
 - ``random_program(rng, n_ops)``: a large program from a ``random.Random``, linear time;
 - ``programs(...)``: a hypothesis strategy of small programs that shrink well (needs the
   ``test`` extra; hypothesis is imported only when it is called);
-- ``inputs(fn, seed)``: numpy arguments for a function's parameters.
+- ``random_inputs(fn, seed)``: numpy arguments for a function's parameters.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from minipallas.generate.choices import RandomChoices
-from minipallas.generate.inputs import inputs
+from minipallas.generate.inputs import random_inputs
 from minipallas.generate.program import Program
 from minipallas.generate.sampler import Config, Sampler
 from minipallas.generate.to_ir import build
@@ -37,4 +37,4 @@ def programs(config: Config | None = None, **overrides: Any) -> Any:  # noqa: AN
     return strategy(config, **overrides)
 
 
-__all__ = ["Config", "Program", "build", "inputs", "programs", "random_program"]
+__all__ = ["Config", "Program", "build", "programs", "random_inputs", "random_program"]

@@ -10,7 +10,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.types import ArrayType, RefType
 
 
-def inputs(fn: Function, seed: int = 0) -> list[np.ndarray]:
+def random_inputs(fn: Function, seed: int = 0) -> list[np.ndarray]:
     """One fresh array per parameter, reproducible from ``seed``.
 
     Integer scalars are small (-2 to 8) because generated programs use them as dynamic indices

@@ -11,7 +11,7 @@ from interop_helpers import assert_all_same, interpreted
 
 import minipallas
 from minipallas.generate import random_program
-from minipallas.generate.inputs import inputs
+from minipallas.generate.inputs import random_inputs
 from minipallas.generate.sampler import Config
 from minipallas.interop import from_jaxpr, to_jax
 
@@ -77,7 +77,7 @@ def test_edge_semantics_match_the_interpreter_under_jit(i):
 @pytest.mark.parametrize("seed", range(24))
 def test_random_programs_match_the_interpreter_under_jit(seed):
     fn = random_program(random.Random(seed), 40, Config(transcendental=False))
-    args = inputs(fn, seed)
+    args = random_inputs(fn, seed)
     got = jax.jit(to_jax(fn))(*args)
     assert_all_same([np.asarray(g) for g in got], interpreted(fn, args), what=f"seed {seed}")
 
@@ -143,6 +143,6 @@ def test_round_trip_through_upstream_jaxprs(seed):
     # to_jax's output traced by upstream and imported back computes the same: this runs the
     # import rules on what jax.lax and jnp indexing emit (gathers, scatters, loops, switch)
     fn = random_program(random.Random(100 + seed), 40, Config(transcendental=False))
-    args = inputs(fn, seed)
+    args = random_inputs(fn, seed)
     back = from_jaxpr(jax.make_jaxpr(to_jax(fn))(*args))
     assert_all_same(list(minipallas.interpret(back, *args)), interpreted(fn, args))

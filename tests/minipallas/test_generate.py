@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 import minipallas as mp
-from minipallas.generate import Config, inputs, programs, random_program
+from minipallas.generate import Config, programs, random_inputs, random_program
 from minipallas.generate.check import same_bits
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import RefType
@@ -111,7 +111,7 @@ def test_config_switches_features_off():
 
 def test_inputs_match_parameter_types_and_are_reproducible():
     fn = random_program(random.Random(3), 200)
-    a, b = inputs(fn, seed=5), inputs(fn, seed=5)
+    a, b = random_inputs(fn, seed=5), random_inputs(fn, seed=5)
     for t, x, y in zip(fn.param_types, a, b, strict=True):
         assert x.shape == t.shape and x.dtype == mp.ir.dtypes.to_numpy(t.dtype)
         assert same_bits(x, y)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.generate import inputs, programs
+from minipallas.generate import programs, random_inputs
 from minipallas.generate.check import same_bits
 from minipallas.ir.interpret import interpret
 from minipallas.ir.verifier import verify
@@ -51,7 +51,7 @@ def _args(fn, layouts, sizes, seed):
     for k, (param, layout) in enumerate(zip(fn.params, layouts, strict=True)):
         present = [d for d in layout if d is not None]
         points = list(itertools.product(*(range(sizes[a]) for a in present)))
-        values = [inputs(fn, seed=seed + 7919 * n)[k] for n in range(len(points))]
+        values = [random_inputs(fn, seed=seed + 7919 * n)[k] for n in range(len(points))]
         stacked = np.stack(values).reshape((*(sizes[a] for a in present), *param.type.shape))
         where = [i for i, d in enumerate(layout) if d is not None]
         args.append(

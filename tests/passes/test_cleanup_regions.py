@@ -310,10 +310,10 @@ def test_random_programs_keep_their_meaning(seed):
     """Generated programs (every op family, nested regions, views), stateful and discharged."""
     import random
 
-    from minipallas.generate import inputs, random_program
+    from minipallas.generate import random_inputs, random_program
     from minipallas.passes.discharge import discharge
 
     fn = random_program(random.Random(seed), 60)
     for program in (fn, discharge(fn)):
-        out = cleaned(program, args=inputs(program, seed))
+        out = cleaned(program, args=random_inputs(program, seed))
         assert count_ops(out) <= count_ops(program)

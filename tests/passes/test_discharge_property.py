@@ -12,7 +12,7 @@ the same property as a long campaign.
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from minipallas.generate import inputs, programs
+from minipallas.generate import programs, random_inputs
 from minipallas.generate.check import check_all_modes, check_discharge
 
 settings.register_profile(
@@ -36,7 +36,7 @@ def test_full_and_partial_discharge_match_the_interpreter(data):
     note(str(fn))
     partial = _partial(data.draw, fn)
     note(f"should_discharge={partial}")
-    outs = check_all_modes(fn, inputs(fn, seed=data.draw(st.integers(0, 2**16))), partial)
+    outs = check_all_modes(fn, random_inputs(fn, seed=data.draw(st.integers(0, 2**16))), partial)
     for out in outs:
         note(str(out))
 
@@ -47,7 +47,7 @@ def test_deeply_nested_scopes_and_regions(data):
     """Bodies inside bodies: run_scoped, loops and conds nested three deep, closing over refs."""
     fn = data.draw(programs(max_stmts=12, max_depth=3, calls=False, max_rank=2))
     note(str(fn))
-    check_discharge(fn, inputs(fn, seed=1), True, clean=True)
+    check_discharge(fn, random_inputs(fn, seed=1), True, clean=True)
 
 
 @settings(CI, max_examples=100)
@@ -57,4 +57,4 @@ def test_views_and_indexers_on_every_dtype(data):
     fn = data.draw(programs(max_stmts=20, scoped=False, loops=False, conds=False, calls=False))
     note(str(fn))
     partial = _partial(data.draw, fn)
-    check_discharge(fn, inputs(fn, seed=2), partial, clean=data.draw(st.booleans()))
+    check_discharge(fn, random_inputs(fn, seed=2), partial, clean=data.draw(st.booleans()))
