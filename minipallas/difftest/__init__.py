@@ -20,7 +20,7 @@
 """
 
 from minipallas.difftest import jax_emit_structural  # noqa: F401  (registers its emission rules)
-from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known, classify
+from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known
 from minipallas.difftest.harness import Disagreement, check, run
 from minipallas.difftest.jax_emit import EmitError, emit, trace
 from minipallas.difftest.outputs import RefArg, ref
@@ -38,7 +38,6 @@ __all__ = [
     "RefArg",
     "Report",
     "check",
-    "classify",
     "compare",
     "emit",
     "ref",

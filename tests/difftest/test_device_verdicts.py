@@ -20,8 +20,8 @@ import pytest
 
 import minipallas
 from minipallas import MiniPallasError
-from minipallas.difftest import Case, classify
-from minipallas.difftest.classify import recognize_crash
+from minipallas.difftest import Case
+from minipallas.difftest.classify import classify, recognize_crash
 from minipallas.difftest.devices import UpstreamHang, UpstreamRuns, _rebuilt, compiled_way
 from minipallas.difftest.report import Outcome, Report, first_difference
 from minipallas.ir.errors import InterpretError
