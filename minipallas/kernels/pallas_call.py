@@ -87,11 +87,9 @@ def pallas_call(
     """
     if not callable(kernel):
         raise checks.error(f"pallas_call needs a kernel function, got {type(kernel).__name__}")
-    prefetch = 0
-    if grid_spec is not None:
-        grid, in_specs, out_specs, scratch_shapes, prefetch = checks.from_grid_spec(
-            grid_spec, grid, in_specs, out_specs, scratch_shapes
-        )
+    grid, in_specs, out_specs, scratch_shapes, prefetch = checks.from_grid_spec(
+        grid_spec, grid, in_specs, out_specs, scratch_shapes
+    )
     static_grid, bounds = checks.grid_axes(grid)
     return PallasCall(
         kernel,

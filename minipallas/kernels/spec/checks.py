@@ -80,7 +80,10 @@ def from_grid_spec(
 ) -> tuple[Any, Any, Any, Any, int]:
     """``grid``, ``in_specs``, ``out_specs``, ``scratch_shapes`` and ``num_scalar_prefetch``
     read from a grid spec (``minipallas.tpu.PrefetchScalarGridSpec``, or anything with those
-    fields); giving them beside it is an error, as upstream's."""
+    fields); giving them beside it is an error, as upstream's. Without a grid spec (None),
+    the four as given, and no prefetch."""
+    if spec is None:
+        return grid, in_specs, out_specs, scratch_shapes, 0
     if not hasattr(spec, "grid"):
         raise error(
             f"grid_spec must be a grid spec, got {spec!r}",
