@@ -181,8 +181,7 @@ def trips_from_data(x_ref, o_ref, send_sem, recv_sem):
 def _device_zero_sends(writes_too: bool):
     """Remote copies under a condition on the device (``pl.when(me == 0)``): compiled as a
     collective every device takes part in, sent by device 0 only. ``writes_too`` adds a write
-    in device 0's branch besides the copy: the branch is not every device's, so the compiler
-    refuses it (the simulator runs it)."""
+    in device 0's branch before the copy: it stays under the condition."""
 
     def kernel(x_ref, o_ref, send_sem, recv_sem):
         me = lax.axis_index("x")
@@ -342,35 +341,41 @@ def compiled(f, *xs):
     return out, hlo, time.perf_counter() - start
 
 
+def verdict(name, f, x, want, n: int) -> dict:
+    """One case's verdict (module doc) on ``n`` devices: the simulator's and the compiled
+    result, the bits compared, what the compiled HLO holds; or the error."""
+    out: dict = {"case": name, "devices": n}
+    xs = x if isinstance(x, tuple) else (x,)
+    sim = None
+    try:
+        start = time.perf_counter()
+        sim = simulate(f, *xs)
+        out["simulate_s"] = time.perf_counter() - start
+        out["simulated_numpy"] = want is not None and bool(np.array_equal(sim, want))
+    except mp.MiniPallasError as e:  # a race or deadlock the simulator names
+        out.update(simulate_error=type(e).__name__, simulate_text=str(e))
+    try:
+        got, hlo, seconds = compiled(f, *xs)
+        bits = None if sim is None else np.array_equal(got.view(np.uint32), sim.view(np.uint32))
+        out.update(
+            compiled_s=seconds,
+            same_bits=bits,
+            differing=None if sim is None else int((got != sim).sum()),
+            numpy=want is not None and bool(np.array_equal(got, want)),
+            numpy_abs=None if want is None else float(np.abs(got - want).max()),
+            permute="collective-permute(" in hlo,
+            all_gather="all-gather(" in hlo,
+            loops=hlo.count(" while("),
+            partitions=f"num_partitions={n}" in hlo,
+        )
+    except mp.MiniPallasError as e:
+        out.update(error=type(e).__name__, text=str(e))
+    return out
+
+
 def main() -> None:
     for name, f, x, want in cases():
-        verdict: dict = {"case": name, "devices": N}
-        xs = x if isinstance(x, tuple) else (x,)
-        sim = None
-        try:
-            start = time.perf_counter()
-            sim = simulate(f, *xs)
-            verdict["simulate_s"] = time.perf_counter() - start
-            verdict["simulated_numpy"] = want is not None and bool(np.array_equal(sim, want))
-        except mp.MiniPallasError as e:  # a race or deadlock the simulator names
-            verdict.update(simulate_error=type(e).__name__, simulate_text=str(e))
-        try:
-            out, hlo, seconds = compiled(f, *xs)
-            bits = None if sim is None else np.array_equal(out.view(np.uint32), sim.view(np.uint32))
-            verdict.update(
-                compiled_s=seconds,
-                same_bits=bits,
-                differing=None if sim is None else int((out != sim).sum()),
-                numpy=want is not None and bool(np.array_equal(out, want)),
-                numpy_abs=None if want is None else float(np.abs(out - want).max()),
-                permute="collective-permute(" in hlo,
-                all_gather="all-gather(" in hlo,
-                loops=hlo.count(" while("),
-                partitions=f"num_partitions={N}" in hlo,
-            )
-        except mp.MiniPallasError as e:
-            verdict.update(error=type(e).__name__, text=str(e))
-        print(json.dumps(verdict), flush=True)
+        print(json.dumps(verdict(name, f, x, want, N)), flush=True)
 
 
 if __name__ == "__main__":

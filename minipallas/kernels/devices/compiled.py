@@ -78,15 +78,8 @@ def device_function(eqn: jax_core.JaxprEqn) -> Function:
     with scope.located(eqn):
         device_shard_map(scope, eqn)
         (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
-        cores = op.attrs["axes"][len(eqn.params["mesh"].axis_names) :]
-        if cores:  # the programs are (device, core) pairs: the cores share the device's memory
-            raise scope.error(
-                f"a shard_map whose body holds mesh kernels of cores {cores} (pl.kernel, "
-                "core_map) does not compile to XLA collectives",
-                fix="run it with collectives='simulate' (mp.interpret(fn, x, "
-                "collectives='simulate'))",
-            )
-    return device_program(op.attrs["callee"], op.attrs["axes"], op.attrs["shape"])
+    devices = len(eqn.params["mesh"].axis_names)  # then the cores' axes, if any (``cores``)
+    return device_program(op.attrs["callee"], op.attrs["axes"], op.attrs["shape"], devices)
 
 
 def run_device_eqn(eqn: jax_core.JaxprEqn, ins: Sequence[Any]) -> list[Any]:

@@ -18,10 +18,11 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    then: ``lax.ppermute``); computed from loop indices, it travels with the payload
    (``lax.all_gather`` and a select on the receiver). Every device must take part in each
    collective, so a copy under a condition on the device's position alone (``pl.when(me ==
-   0)``) runs on every device, sent only by those the condition picks (evaluated at compile
-   time), where the condition's branches do nothing else with memory (``masked_cond``). A
-   condition every device takes alike (on a grid step or a static loop's index: ``varies``)
-   keeps its branches, collectives inside: every device takes the same branch at that point;
+   0)``, a ``lax.cond`` on the parity) runs on every device, sent only by those the condition
+   picks (evaluated at compile time), what its branch does with memory before it kept under
+   the condition (``masked``). A condition every device takes alike (on a grid step or a
+   static loop's index: ``varies``) keeps its branches, collectives inside: every device takes
+   the same branch at that point;
 3. a read of other devices' rows (the importer's ``psum``, ``ppermute`` and ``all_gather`` of
    the body read so, between barriers) is a ``gather_rows`` of every device's own row, then
    the rows read from it;
@@ -34,11 +35,16 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    of the copy to its receive wait (start, then wait: the kernels' usual shape). A kernel that
    hands a window over later, by semaphores alone, should be checked against the simulator.
 
+With mesh kernels of cores in the body, the mesh's last axes are the cores': their rows stay
+(each core's own memory), the core's position is an ``axis_index`` taken alike by every device
+(as a static loop's index), core barriers stay, and ``cores.in_sequence`` runs the cores in
+turn; a remote copy or signal must reach the same core of the target (``same_core``).
+
 Refused, each with a reason and ``collectives='simulate'`` as the fix: communication that
 depends on data (a target, window, condition or enclosing loop's trip count computed from
 loaded values, a ``while`` loop around a remote copy), a remote copy under a condition that
-may differ by device whose branches also read or write memory, and any other use of another
-device's row (a plain write, a remote source).
+may differ by device that is not at the top of its branch or whose branch touches memory after
+it (``masked``), and any other use of another device's row (a plain write, a remote source).
 """
 
 from __future__ import annotations
@@ -50,24 +56,47 @@ import numpy as np
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.indexing import Dyn, Int
 from minipallas.ir.interpret import interpret
 from minipallas.ir.literal import Literal
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import RefType
-from minipallas.kernels.devices.rows import DATA, LOOP, SIMULATE, STATIC, Remote, Rows
+from minipallas.kernels.devices.cores import in_sequence
+from minipallas.kernels.devices.masked import Masked
+from minipallas.kernels.devices.rows import (
+    DATA,
+    LOOP,
+    SIMULATE,
+    STATIC,
+    Mark,
+    Remote,
+    Rows,
+    fed,
+)
 
 
-def device_program(body: Function, axes: Sequence[str], sizes: Sequence[int]) -> Function:
-    """The program one device runs (module doc) of a device kernel's ``mesh_call`` body."""
-    return _Device(body, tuple(axes), tuple(sizes)).function()
+def device_program(
+    body: Function, axes: Sequence[str], sizes: Sequence[int], devices: int | None = None
+) -> Function:
+    """The program one device runs (module doc) of a device kernel's ``mesh_call`` body over
+    ``axes``, the first ``devices`` of them (all by default) the devices', the rest cores
+    (``cores``: each device's cores run in turn in its program)."""
+    n = len(axes) if devices is None else devices
+    cores = (tuple(axes[n:]), tuple(sizes[n:]))
+    device = _Device(body, tuple(axes[:n]), tuple(sizes[:n]), cores)
+    program = device.function()
+    return in_sequence(program, cores, (device.axes, device.sizes)) if cores[0] else program
 
 
-class _Device(Rows):
+class _Device(Rows, Masked):
     """The rebuild: old values to new ones (or ``Remote`` views), what each old value depends
     on (``kind``), which old refs have a row per device, and the region ops around."""
 
-    def __init__(self, body: Function, axes: tuple[str, ...], sizes: tuple[int, ...]) -> None:
-        self.body, self.axes, self.sizes = body, axes, sizes
+    def __init__(self, body: Function, axes: tuple[str, ...], sizes: tuple[int, ...],
+                 cores: tuple[tuple[str, ...], tuple[int, ...]]) -> None:  # fmt: skip
+        self.body, self.axes, self.sizes, self.cores = body, axes, sizes, cores
+        self.core_positions: dict[Value, int] = {}  # new axis_index of a core axis -> the axis
+        self.first_core = 0  # how many branches around run on each device's first core only
         self.env: dict[Value, Value | Remote] = {}
         self.kind: dict[Value, int] = {}
         self.rowed: set[Value] = set()
@@ -76,13 +105,16 @@ class _Device(Rows):
         self.defs = {v: op for fn in functions for op in fn.walk() for v in op.results}
         self.enclosing: list[Op] = []
         self.senders: set[int] | None = None  # in a masked cond: the devices that take it
+        self.branch: tuple[int, int] | None = None  # (the masked cond's id, the branch)
+        self.heads: set[int] = set()
         # program order: waits that only some devices make, and remote copies, with the loops
         # around each (``check_handshakes``)
         self.seq = 0
         self.indices: set[Value] = set()  # the index of each for loop with static bounds
         self.varying: dict[Value, bool] = {}  # ``varies``'s answers
-        self.waits: list[tuple[int, tuple[Op, ...], Op]] = []
-        self.copies: list[tuple[int, tuple[Op, ...], Op]] = []
+        self.waits: list[Mark] = []
+        self.copies: list[Mark] = []
+        self.reached: set[Value] = set()  # the semaphores other devices signal (old roots)
 
     def function(self) -> Function:
         params = tuple(Value(self.local(p.type)) for p in self.body.params)
@@ -97,15 +129,26 @@ class _Device(Rows):
         race-free kernel whose devices all wait alike: for one device to start a copy only
         after another has gone past that point (a handshake), it must wait where the other
         does not, under a condition on the device or for a count that differs by device. So a
-        remote copy after such a wait, or in a loop with one, is refused."""
-        for seq, loops, copy in self.copies:
-            for wait_seq, wait_loops, wait in self.waits:
-                if wait_seq < seq or set(loops) & set(wait_loops):
-                    where = f" at {wait.loc}" if wait.loc is not None else ""
+        remote copy after such a wait, or in a loop with one, is refused. Not such a wait: one
+        on a semaphore no other device signals (a local copy's), or one in another branch of
+        the copy's own masked cond (not on the sender's path, ``masked``)."""
+        for copy in self.copies:
+            for wait in self.waits:
+                if wait.root not in self.reached:
+                    continue  # no other device signals it: no handshake
+                if (
+                    copy.branch
+                    and wait.branch
+                    and copy.branch[0] == wait.branch[0]
+                    and (copy.branch != wait.branch)
+                ):
+                    continue  # a sibling branch
+                if wait.seq < copy.seq or set(copy.loops) & set(wait.loops):
+                    where = f" at {wait.op.loc}" if wait.op.loc is not None else ""
                     raise self.refuse(
-                        copy,
-                        f"may start after a {wait.name}{where} that only some devices make: "
-                        "its data could land after the receiver reached the copy",
+                        copy.op,
+                        f"may start after a {wait.op.name}{where} that only some devices "
+                        "make: its data could land after the receiver reached the copy",
                     )
 
     def note_order(self, op: Op) -> None:
@@ -117,7 +160,18 @@ class _Device(Rows):
             count = self.defs.get(op.operands[op.slices()["value"]][0])
             conditional = conditional or count is None or count.name != "constant"
         if op.name in ("semaphore_wait", "dma_wait") and conditional:
-            self.waits.append((self.seq, self._loops(), op))
+            sem = op.operands[0 if op.name == "semaphore_wait" else 2]
+            self.waits.append(Mark(self.seq, self._loops(), op, self.branch, self.root(sem)))
+
+    def root(self, v: Value) -> Value:
+        """The buffer old ref ``v`` views (through views and region parameters)."""
+        while True:
+            while v in self.source:
+                v = self.source[v]
+            op = self.defs.get(v)
+            if op is None or op.name != "ref.at":
+                return v
+            v = op.operands[0]
 
     def varies(self, v: Value) -> bool:
         """Whether old value ``v`` may differ between devices at one point of their programs:
@@ -125,10 +179,10 @@ class _Device(Rows):
         runs alike on every device: ``pl.when(step == 0)`` is taken by all of them)."""
         if v not in self.varying:
             op = self.defs.get(v)
-            if self.kind.get(v, DATA) == DATA or op is not None and op.name == "program_id":
-                self.varying[v] = True
-            elif v in self.indices:
+            if v in self.indices:  # a static loop's index, or a core's position
                 self.varying[v] = False
+            elif self.kind.get(v, DATA) == DATA or op is not None and op.name == "program_id":
+                self.varying[v] = True
             elif v in self.source:
                 self.varying[v] = self.varies(self.source[v])
             else:
@@ -176,13 +230,11 @@ class _Device(Rows):
     def op(self, op: Op) -> list[Op]:
         self.seq += 1
         self.note_order(op)
-        if op.name == "program_id":
-            (result,) = op.results
-            self.kind[result] = STATIC
-            name = {"name": self.axes[op.attrs["axis"]]}
-            return self.made(op, Op("axis_index", (), (Value(result.type),), name, (), op.loc))
-        if op.name == "barrier":
-            return []  # every device reaches each collective together (module doc, 4)
+        if op.name == "program_id" or op.name == "axis_index" and op.attrs["name"] in self.cores[0]:
+            return self.position(op)
+        if op.name == "barrier":  # every device reaches each collective together (doc, 4)
+            axes = tuple(a for a in op.attrs["axes"] if a in self.cores[0])
+            return [Op("barrier", (), (), {"axes": axes}, (), op.loc)] if axes else []
         if op.name == "ref.at" and op.operands[0] in self.rowed:
             return self.row_view(op)
         if op.name == "ref.at" and isinstance(self.env[op.operands[0]], Remote):
@@ -191,11 +243,9 @@ class _Device(Rows):
             return self.remote_read(op, self.env[op.operands[0]])
         if op.name == "dma_start" and isinstance(self.env[op.operands[1]], Remote):
             return self.remote_copy(op)
-        local_copy = op.name == "dma_start" and op.operands[0] is not op.operands[1]
-        if self.senders is not None and local_copy:
-            raise self.refuse(op, "copies within the device under a condition on the device, "
-                              "whose branches every device runs")  # fmt: skip
         if op.name == "semaphore_signal" and isinstance(self.env[op.operands[0]], Remote):
+            self.same_core(op, self.compose(op, self.env[op.operands[0]])[1])
+            self.reached.add(self.root(op.operands[0]))
             return []  # a remote signal carries no data (module doc, 4)
         if op.name == "call":
             return self.call(op)
@@ -215,6 +265,47 @@ class _Device(Rows):
             self.kind[r] = STATIC if op.name == "axis_index" else kind if pure else DATA
         return self.made(op, new)
 
+    def position(self, op: Op) -> list[Op]:
+        """The device's position along a mesh axis (static), or its core's: the same on
+        every device at each point of the program (``cores`` runs the cores in turn), as a
+        static loop's index."""
+        (result,) = op.results
+        names = (*self.axes, *self.cores[0])
+        axis = names.index(op.attrs["name"]) if op.name == "axis_index" else op.attrs["axis"]
+        new = Op("axis_index", (), (Value(result.type),), {"name": names[axis]}, (), op.loc)
+        self.kind[result] = STATIC if axis < len(self.axes) else LOOP
+        if axis >= len(self.axes):
+            self.indices.add(result)
+            self.core_positions[new.result] = axis - len(self.axes)
+        return self.made(op, new)
+
+    def same_core(self, op: Op, remote: Value | Remote) -> None:
+        """With cores, a remote copy or signal reaches the target device's core of the same
+        number (the semaphore's first rows the core's own position), or is sent by each
+        device's first core only (a ``pallas_call`` beside mesh kernels): the cores of every
+        device run in turn, so a copy lands while its core runs, before the cores after it."""
+        n = len(self.cores[0])
+        if not n or self.first_core:
+            return
+        rows = remote.indexer[:n] if isinstance(remote, Remote) else ()
+        own = len(rows) == n and all(
+            isinstance(e, Int) and isinstance(e.index, Dyn)
+            and self.core_positions.get(remote.dyn[e.index.pos]) == k
+            for k, e in enumerate(rows)
+        )  # fmt: skip
+        if not own:
+            raise self.refuse(op, "signals a semaphore of another core of the target device (or "
+                              "of none): compiled, each device's cores run in turn")  # fmt: skip
+
+    def core_sum(self, v: Value) -> bool:
+        """Whether old value ``v`` is a sum of core positions: 0 on a device's first core."""
+        while v in self.source:
+            v = self.source[v]
+        op = self.defs.get(v)
+        if op is not None and op.name == "add":
+            return all(map(self.core_sum, op.operands))
+        return v in self.indices and op is not None and op.name in ("program_id", "axis_index")
+
     def call(self, op: Op) -> list[Op]:
         """A ``call`` with its callee rebuilt for this call's operands (a grid kernel's body
         takes the device's position and rows; ``jnp.where`` is a call too): its parameters get
@@ -233,36 +324,6 @@ class _Device(Rows):
         for r, v in zip(op.results, callee.body.results, strict=True):
             self.kind[r] = self.kind.get(v, DATA)
         return self.made(op, new)
-
-    def maskable(self, op: Op) -> bool:
-        """A ``cond`` on the device's position alone, with no results, whose branches copy to
-        other devices and do nothing else with memory (module doc, 2)."""
-        ops = [o for region in op.regions for o in region.walk()]
-        simple = all(o.name in _SIMPLE or (OPS[o.name].pure and not o.regions) for o in ops)
-        copies = any(o.name == "dma_start" for o in ops)
-        static = self.kind.get(op.operands[0], DATA) == STATIC and self.senders is None
-        return simple and copies and static and not op.results
-
-    def masked_cond(self, op: Op) -> list[Op]:
-        """Every branch run by every device, each remote copy in it sent only by the devices
-        that take the branch (the index evaluated for each device at compile time)."""
-        last = len(op.regions) - 1
-        taken = [min(max(self.values_at(op.operands[:1], d)[0], 0), last) for d in self.devices()]
-        ops: list[Op] = []
-        for k, branch in enumerate(op.regions):
-            for i, (_, operand) in self.fed(op, k, branch).items():
-                p = branch.params[i]
-                self.env[p], self.source[p] = self.env[operand], operand
-                self.kind[p] = self.kind.get(operand, DATA)
-                if operand in self.rowed:
-                    self.rowed.add(p)
-            self.senders = {d for d, t in enumerate(taken) if t == k}
-            try:
-                for inner in branch.ops:
-                    ops += self.op(inner)
-            finally:
-                self.senders = None
-        return ops
 
     def made(self, old: Op, new: Op) -> list[Op]:
         self.env.update(zip(old.results, new.results, strict=True))
@@ -297,7 +358,10 @@ class _Device(Rows):
                         self.kind[p] = LOOP
                         self.indices.add(p)
                     params.append(Value(p.type))
+            first = k == 0 and op.name == "cond" and self.core_sum(op.operands[0])
+            self.first_core += first
             out.append(self.block(region, params))
+            self.first_core -= first
         self.enclosing.pop()
         return tuple(out)
 
@@ -316,22 +380,7 @@ class _Device(Rows):
         made = {v: o for o in region.ops for v in o.results}.get(other)
         return LOOP if made is not None and made.name == "constant" else DATA
 
-    @staticmethod
-    def fed(op: Op, region: int, block: Block) -> dict[int, tuple[str, Value]]:
-        """Which of region ``region``'s parameters receives which operand (by position), and
-        the operand group it comes from."""
-        opdef = OPS[op.name]
-        params = opdef.param_groups(region, len(op.operands), op.attrs, len(block.params))
-        groups = opdef.groups(len(op.operands), op.attrs)
-        found: dict[int, tuple[str, Value]] = {}
-        if params is None or groups is None:
-            return found
-        for name, where in params.items():
-            if name in groups:
-                operands = op.operands[groups[name]]
-                for i, v in zip(range(where.start, where.stop), operands, strict=True):
-                    found[i] = (name, v)
-        return found
+    fed = staticmethod(fed)
 
     def bounds_kind(self, op: Op) -> int:
         where = op.slices()
@@ -347,9 +396,9 @@ class _Device(Rows):
                 raise self.refuse(
                     op,
                     "is under a condition that is computed from loaded values or a loop's "
-                    "carry, or on the device's position with branches that also read or write "
-                    "memory: every device takes part in each collective, so under a condition "
-                    "that may differ by device a copy can only be masked by device",
+                    "carry, or on the device's position inside a loop or region of its branch: "
+                    "every device takes part in each collective, so a copy leaves a condition "
+                    "that may differ by device only from the top of its branch",
                 )
             if around.name == "for":
                 if self.bounds_kind(around) != STATIC:
@@ -390,9 +439,3 @@ class _Device(Rows):
         results = tuple(visit(v) for v in values)
         fn = Function("static", Block((), tuple(ops), results))
         return [int(np.asarray(r)) for r in interpret(fn)]
-
-
-# ops a masked cond's branches may hold besides pure ones: views, copies (remote ones and their
-# send side only, ``op``), waits and signals on semaphores, the device's position
-_SIMPLE = frozenset({"ref.at", "dma_start", "dma_wait", "semaphore_signal", "semaphore_wait",
-                     "program_id", "axis_index", "yield"})  # fmt: skip

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from minipallas.ir import indexing
 from minipallas.ir.builder import infer_result_types
-from minipallas.ir.core import Op, Value
+from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.literal import Literal
+from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType
 
 # How a value depends on what: the device's position and constants only; loop indices too;
@@ -47,9 +49,22 @@ class Remote:
     kind: int
 
 
+class Mark(NamedTuple):
+    """A remote copy, or a wait only some devices make, where the rebuild met it: its place
+    in program order, the loops around, its masked cond's branch (``masked``), and for a wait
+    the semaphore it waits on (``local._Device.check_handshakes``)."""
+
+    seq: int
+    loops: tuple[Op, ...]
+    op: Op
+    branch: tuple[int, int] | None
+    root: Value | None
+
+
 class Rows:
     """The rules for other devices' rows. The rebuild (``local._Device``) provides the state
-    below and ``value``, ``refuse``, ``made``, ``check_around``, ``values_at``, ``devices``."""
+    below and ``value``, ``refuse``, ``made``, ``check_around``, ``values_at``, ``devices``,
+    ``same_core``, ``_loops``, ``root``."""
 
     axes: tuple[str, ...]
     sizes: tuple[int, ...]
@@ -58,6 +73,9 @@ class Rows:
     defs: dict[Value, Op]
     source: dict[Value, Value]  # a region or callee parameter -> the operand it receives
     senders: set[int] | None  # in a masked cond: the devices that take the branch
+    branch: tuple[int, int] | None  # in a masked cond: (its id, the branch)
+    copies: list[Mark]
+    reached: set[Value]  # the semaphores other devices signal (old roots)
 
     def row_view(self, op: Op) -> list[Op]:
         """``ref.at`` of a ref with a row per device: the device's own row is its shard, any
@@ -188,7 +206,9 @@ class Rows:
         src, remote = self.value(op.operands[0], op), self.env[op.operands[1]]
         assert isinstance(remote, Remote)
         self.check_around(op)
-        self.copies.append((self.seq, self._loops(), op))
+        self.copies.append(Mark(self.seq, self._loops(), op, self.branch, None))
+        self.same_core(op, self.env[op.operands[2]])
+        self.reached.add(self.root(op.operands[2]))
         if None in remote.targets:
             raise self.refuse(op, "copies into the rows of several devices at once")
         if remote.kind == DATA:
@@ -247,6 +267,23 @@ class Rows:
         if self.senders is not None:
             raise self.refuse(op, "is under a condition and copies from two devices to one")
         return ()
+
+
+def fed(op: Op, region: int, block: Block) -> dict[int, tuple[str, Value]]:
+    """Which of region ``region``'s parameters receives which operand of ``op`` (by
+    position), and the operand group it comes from."""
+    opdef = OPS[op.name]
+    params = opdef.param_groups(region, len(op.operands), op.attrs, len(block.params))
+    groups = opdef.groups(len(op.operands), op.attrs)
+    found: dict[int, tuple[str, Value]] = {}
+    if params is None or groups is None:
+        return found
+    for name, where in params.items():
+        if name in groups:
+            operands = op.operands[groups[name]]
+            for i, v in zip(range(where.start, where.stop), operands, strict=True):
+                found[i] = (name, v)
+    return found
 
 
 def _renumber(entry: indexing.Entry, renumber: dict[int, int]) -> indexing.Entry:

@@ -1,0 +1,64 @@
+"""Kernels that span devices the compiler used to refuse (issue 47), compiled with
+``jax.jit(mp.on_devices(f))`` on 4 and 8 CPU devices with the simulator's bits and numpy's
+result (``device_cores_branches_cases.py``, a process of its own per device count):
+
+- mesh kernels of cores inside the shard_map: each device's cores run in turn
+  (``kernels/devices/cores.py``), their remote copies still ``collective-permute``s;
+- remote copies under a condition that may differ by device whose branches also read or write
+  memory: the copy leaves its branch as every device's collective, the rest stays under the
+  condition (``kernels/devices/masked.py``).
+
+What is not sound to compile so is still refused, with the reason, and runs in the simulator.
+"""
+
+from pathlib import Path
+
+import pytest
+from device_cases import run_cases
+
+CASES = Path(__file__).with_name("device_cores_branches_cases.py")
+CORES = ["core_rows_right", "core_ring_gather", "core_meeting_swap"]
+BRANCHES = ["cond_neighbours", "zero_broadcasts"]
+REFUSED = {  # case -> what the refusal says (besides the line and the simulator as the fix)
+    "core_handoff": "a semaphore another core signals, inside a loop or branch",
+    "core_to_other_core": "signals a semaphore of another core of the target device",
+    "writes_after_start": "reads or writes memory after a remote copy's start",
+    "loop_in_branch": "on the device's position inside a loop or region of its branch",
+}
+
+
+@pytest.fixture(scope="module", params=[4, 8], ids=["4-devices", "8-devices"])
+def verdicts(request) -> dict:
+    out = {}
+    for v in run_cases(CASES, str(request.param), devices=request.param):
+        assert v["devices"] == request.param
+        out[v["case"]] = v
+    return out
+
+
+@pytest.mark.parametrize("case", [*CORES, *BRANCHES])
+def test_compiled_with_the_simulators_bits_and_numpys_result(verdicts, case):
+    v = verdicts[case]
+    assert v.get("simulated_numpy") is True, v
+    assert v["same_bits"] and v["numpy"] and v["differing"] == 0, v
+    assert v["permute"] and not v["all_gather"] and v["partitions"], v
+
+
+def test_no_loop_over_cores_or_devices(verdicts):
+    """The cores are unrolled in each device's program: only the ring's own loop remains, one
+    per core."""
+    assert {c: verdicts[c]["loops"] for c in CORES} == {
+        "core_rows_right": 0,
+        "core_ring_gather": 2,
+        "core_meeting_swap": 0,
+    }
+    assert all(verdicts[c]["loops"] == 0 for c in BRANCHES)
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_is_not_sound_is_refused_with_why_and_simulated(verdicts, case):
+    v = verdicts[case]
+    assert v.get("simulated_numpy") is True, v  # the simulator runs it, numpy's result
+    assert v.get("error") == "MiniPallasError", v
+    assert REFUSED[case] in v["text"], v["text"]
+    assert "device_cores_branches_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
