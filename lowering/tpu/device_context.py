@@ -21,7 +21,7 @@ from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, unsu
 from minipallas.lowering.tpu.ranges import Interval
 
 Mesh = tuple[tuple[str, ...], tuple[int, ...]]
-_VIEWS = ("tpu.memref_slice", "tpu.memref_squeeze", "tpu.memref_reshape", "tpu.memref_bitcast")
+VIEWS = ("tpu.memref_slice", "tpu.memref_squeeze", "tpu.memref_reshape", "tpu.memref_bitcast")
 
 
 @dataclass(frozen=True)
@@ -48,13 +48,14 @@ def signal_device(ctx: LoweringContext, op: Op, ref: Bound) -> ir.Value | None:
 @dataclass(frozen=True)
 class Copy:
     """A remote copy as emitted: its buffers, the root memrefs of its send and receive
-    semaphores, and its device id."""
+    semaphores, its device id, and the block it was started in."""
 
     source: ir.Value
     target: ir.Value
     send: ir.Value
     recv: ir.Value
     device: ir.Value | None
+    block: ir.Block
 
 
 class DeviceContext(LoweringContext):
@@ -140,7 +141,7 @@ def _send_sides(block: Block) -> dict[Op, Op]:
 
 def view_root(value: ir.Value) -> ir.Value:
     """The memref a view was made from (through slices, squeezes, reshapes, bitcasts)."""
-    while not isinstance(value.owner, ir.Block) and value.owner.name in _VIEWS:
+    while not isinstance(value.owner, ir.Block) and value.owner.name in VIEWS:
         value = value.owner.operands[0]
     return value
 

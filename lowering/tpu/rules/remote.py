@@ -46,6 +46,7 @@ from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, MemRef, unsupported
 from minipallas.lowering.tpu.device_context import (
     DEVICE_RULES,
+    VIEWS,
     Copy,
     DeviceContext,
     DeviceRef,
@@ -131,6 +132,7 @@ def dma_start(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef)
         view_root(sem.value),
         view_root(recv.value),
         device,
+        ir.InsertionPoint.current.block,
     )
     tpu.enqueue_dma(
         source=copy.source,
@@ -162,18 +164,82 @@ def dma_wait(ctx: DeviceContext, op: Op, src: MemRef, dst: MemRef, sem: MemRef) 
             "them in program order)",
         )
     seen = _blocks_above(ir.InsertionPoint.current.block)
-    copy = next((c for c in reversed(sends or recvs) if _visible(c.target, seen)), None)
-    waited = None if copy is None else copy.source if sends else copy.target
+
+    here = _guards(seen)
+
+    def rank(k: int) -> tuple:  # waited buffer like the wait's; in scope; same branches; latest
+        copy = (sends or recvs)[k]
+        waited = copy.source if sends else copy.target
+        there = _guards(_blocks_above(copy.block))
+        shared = sum(any(g[1] == h[1] and _same(g[0], h[0]) for h in there) for g in here)
+        return (waited.type == buffer.type, _visible(copy.target, seen), shared, k)
+
+    copy = (sends or recvs)[max(range(len(sends or recvs)), key=rank)]
+    waited = copy.source if sends else copy.target
     pair = (buffer, buffer)  # a wait for another window than the copy's: its own
-    if waited is not None and waited.type == buffer.type and _visible(copy.source, seen):
-        pair = (copy.target, copy.source) if sends else (copy.source, copy.target)
+    source, target = _here(copy.source, seen), _here(copy.target, seen)
+    if waited.type == buffer.type and source is not None and target is not None:
+        pair = (target, source) if sends else (source, target)
     if sends:  # wait_send: the target first, as upstream swaps them; device and core 0
         zero = emit.i32(0)
         tpu.wait_dma2(sem.value, *pair, device_id=zero, core_id=zero)
         return []
-    device = copy.device if copy is not None and _visible(copy.device, seen) else None
-    tpu.wait_dma2(sem.value, *pair, device_id=device)
+    tpu.wait_dma2(sem.value, *pair, device_id=_here(copy.device, seen))
     return []
+
+
+# ops that read no memory: a value they make can be made again where a wait needs it
+_REMADE = ("arith.", "tpu.device_id", *VIEWS)
+
+
+def _here(value: ir.Value | None, seen: Sequence[ir.Block]) -> ir.Value | None:
+    """``value`` usable at the insertion point: itself where it is in scope (``seen``), else
+    its defining views and integer arithmetic emitted again here (a copy started in a branch:
+    upstream's wait names the descriptor's buffers and device, made where the descriptor is);
+    None when it comes from a block argument out of scope, or from another kind of op."""
+    if value is None or _visible(value, seen):
+        return value
+    owner = value.owner
+    if isinstance(owner, ir.Block) or not owner.operation.name.startswith(_REMADE):
+        return None
+    operands = [_here(v, seen) for v in owner.operation.operands]
+    if any(v is None for v in operands):
+        return None
+    clone = owner.operation.clone()
+    for k, v in enumerate(operands):
+        clone.operands[k] = v
+    return clone.results[ir.OpResult(value).result_number]
+
+
+def _guards(blocks: Sequence[ir.Block]) -> list[tuple[ir.Value, bool]]:
+    """The condition of each ``scf.if`` around the innermost of ``blocks`` (``_blocks_above``),
+    and whether it is in the ``then`` branch: a wait under the conditions its copy started
+    under is that copy's (the guide's reduce-scatter starts two copies to one buffer on one
+    semaphore, each under its own ``pl.when``, and waits for each under the same one)."""
+    out = []
+    for block in blocks:
+        op = block.owner.operation
+        if op.name == "scf.if":
+            out.append((op.operands[0], block == op.regions[0].blocks[0]))
+    return out
+
+
+def _same(a: ir.Value, b: ir.Value, depth: int = 8) -> bool:
+    """Whether ``a`` and ``b`` are one value, or made alike by ops of the same kind and
+    attributes from values that are the same (each ``pl.when`` emits its condition again)."""
+    if a == b:
+        return True
+    if depth == 0 or isinstance(a.owner, ir.Block) or isinstance(b.owner, ir.Block):
+        return False
+    x, y = a.owner.operation, b.owner.operation
+    return (
+        x.name == y.name
+        and ir.OpResult(a).result_number == ir.OpResult(b).result_number
+        and [(k, str(x.attributes[k])) for k in x.attributes]
+        == [(k, str(y.attributes[k])) for k in y.attributes]
+        and len(x.operands) == len(y.operands)
+        and all(_same(u, v, depth - 1) for u, v in zip(x.operands, y.operands, strict=True))
+    )
 
 
 def _blocks_above(block: ir.Block) -> list[ir.Block]:

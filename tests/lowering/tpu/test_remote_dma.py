@@ -342,15 +342,17 @@ def test_the_chip_script_runs_ahead_of_time(tmp_path):
 
 CORPUS = ("verification_ring_all_reduce", "dict_id_joint_axis_non_pow2", "shard_map_of_core_map",
           "ring_all_reduce_8", "all_gather_2d_2x4", "ring_attention", "token_ring",
-          "shipped_all_gather_8", "guide_all_gather")  # fmt: skip
+          "shipped_all_gather_8", "guide_all_gather", "guide_reduce_scatter",
+          "no_barrier_semaphore")  # fmt: skip
 
 
 @needs_libtpu
 def test_the_device_corpus_compiles_with_upstreams_remote_ops():
     """Kernels of the device corpus (2 to 8 devices, 1-D and 2-D meshes, fori_loop rings, dict
-    and LOGICAL ids, a core_map inside the shard_map, the guide's gridded all-gather, upstream's
-    shipped all-gather) compile both ways for a v5e slice of their
-    size, with upstream's remote ops; the token ring names a collective_id it never uses, which
+    and LOGICAL ids, a core_map inside the shard_map, the guide's gridded all-gather and
+    reduce-scatter (whose waits are for copies started under other pl.when branches), upstream's
+    shipped all-gather, a semaphore passed between kernels) compile both ways for a v5e slice of
+    their size, with upstream's remote ops; the token ring names a collective_id it never uses, which
     jax refuses for upstream's module too: minipallas refuses it first, with a fix
     (bench/results/tpu_remote_corpus_aot.txt is the whole corpus)."""
     from bench.chip import tpu_remote
