@@ -77,12 +77,12 @@ def _chosen(fn: Function, budget: int) -> set[RefType]:
             continue
         (region,) = op.regions
         for p in op.param_group("allocs"):
-            ok = fits(p.type, budget) and _static_uses(region, p)
+            ok = fits(p.type, budget) and static_uses(region, p)
             (good if ok else bad).add(p.type)
     return good - bad
 
 
-def _static_uses(block: Block, ref: Value) -> bool:
+def static_uses(block: Block, ref: Value) -> bool:
     """Every use of ``ref`` in ``block`` (regions and callees included) is a static access."""
     for op in block.ops:
         positions = [i for i, v in enumerate(op.operands) if v is ref]
@@ -93,13 +93,13 @@ def _static_uses(block: Block, ref: Value) -> bool:
                 return False
         elif op.name == "call":
             callee = op.attrs["callee"]
-            if not all(_static_uses(callee.body, callee.params[i]) for i in positions):
+            if not all(static_uses(callee.body, callee.params[i]) for i in positions):
                 return False
         elif op.regions:
             for k, region in enumerate(op.regions):
                 inner = {o: p for p, o in region_operand_map(op, k).items()}
                 for i in positions:
-                    if i in inner and not _static_uses(region, region.params[inner[i]]):
+                    if i in inner and not static_uses(region, region.params[inner[i]]):
                         return False
         else:  # a view, or anything else that hands the ref on
             return False

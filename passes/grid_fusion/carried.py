@@ -1,0 +1,100 @@
+"""Scratch carried from sub-step to sub-step, kept in values inside a fused grid step.
+
+Flash attention hands its running max, sum and accumulator from one grid step to the next in
+scratch. Fused (``substeps``), sub-step ``s + 1`` reads what sub-step ``s`` stored: a VMEM store
+and load per buffer per sub-step, on the chain that links the sub-steps. Partial discharge
+removes them, the project's own discharge used as an optimization:
+
+1. Pick the buffers (``threaded``): scratch the body both reads and writes, in VMEM, at most
+   ``budget`` bytes, every access a state op with a static window (``static_uses``; a DMA or
+   a dynamic index keeps a buffer in memory).
+2. Discharge each sub-step's body with respect to those buffers alone
+   (``discharge(step, mask)``): they become array parameters, their final values its results;
+   operand refs stay refs. A ``pl.when`` in the body becomes a ``cond`` returning the values.
+3. The fused step reads each buffer once, threads its value through the sub-steps' calls, and
+   writes it back once, for the next fused step.
+
+Discharge moves values and never computes, so each element's float ops are the old ones in
+the old order: the bits stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minipallas.ir import indexing
+from minipallas.ir.builder import Builder
+from minipallas.ir.core import Function, Value
+from minipallas.ir.effects import Accum, Read, Write, effects_with_swap_reads
+from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.types import RefType
+from minipallas.passes.discharge import discharge
+from minipallas.passes.promote_scratch import fits, static_uses
+
+# promote_scratch's half of the 64 vector registers: a v5e keeps flash attention's 128-row
+# max and sum there; its accumulator (32 KiB at d=64) fits too
+CARRIED_BYTES = 32 * 8 * 128 * 4
+
+
+def carried(kernel: Kernel) -> list[int]:
+    """The body parameters of the scratch buffers the body both reads and writes."""
+    first = len(kernel.body.params) - len(kernel.scratch_types)
+    found = effects_with_swap_reads(kernel.body)
+    return [
+        k
+        for k in range(first, len(kernel.body.params))
+        if Read(k) in found and (Write(k) in found or Accum(k) in found)
+    ]
+
+
+def threaded(kernel: Kernel, budget: int) -> tuple[bool, ...]:
+    """Per body parameter, whether the fused body keeps it in values (step 1)."""
+    body = kernel.body
+    chosen = {
+        k
+        for k in carried(kernel)
+        if isinstance(t := body.param_types[k], RefType)
+        and fits(t, budget)
+        and static_uses(body.body, body.params[k])
+    }
+    return tuple(k in chosen for k in range(len(body.params)))
+
+
+class Threading:
+    """The values of the threaded buffers through one fused body under construction."""
+
+    def __init__(self, mask: Sequence[bool]) -> None:
+        self.mask = tuple(mask)
+        self.positions = [k for k, m in enumerate(mask) if m]
+        self._discharged: dict[int, tuple[Function, Function]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.positions)
+
+    def step(self, fn: Function) -> Function:
+        """``fn`` taking and returning the threaded buffers' values (step 2); one discharged
+        copy per function, shared by the sub-steps that call it."""
+        if not self.positions:
+            return fn
+        if id(fn) not in self._discharged:  # fn kept alive with it, so its id stays its own
+            self._discharged[id(fn)] = (fn, discharge(fn, self.mask))
+        return self._discharged[id(fn)][1]
+
+    def load(self, b: Builder, refs: Sequence[Value]) -> list[Value]:
+        """Each threaded buffer read whole, at the start of the fused step."""
+        return [
+            b.create("get", [refs[k]], {"indexer": indexing.full(refs[k].type.shape)}).result
+            for k in self.positions
+        ]
+
+    def store(self, b: Builder, refs: Sequence[Value], values: Sequence[Value]) -> None:
+        """Each threaded buffer written whole with its last value, at the end."""
+        for k, value in zip(self.positions, values, strict=True):
+            b.create("swap", [refs[k], value], {"indexer": indexing.full(refs[k].type.shape)})
+
+    def arguments(self, views: Sequence[Value], values: Sequence[Value]) -> list[Value]:
+        """A sub-step's arguments: its views, each threaded buffer's current value instead."""
+        args = list(views)
+        for k, value in zip(self.positions, values, strict=True):
+            args[k] = value
+        return args
