@@ -23,12 +23,17 @@ import warnings  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from device_cases import mesh_of, on_mesh, remote_copy  # noqa: E402
+from device_cases import mesh_of, on_mesh, remote_copy, right_permute, whole_call  # noqa: E402
 from device_compile_cases import verdict  # noqa: E402
+from device_core_cases import doubled_halves  # noqa: E402
 from jax import lax  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
+
+from minipallas.interop.importer.devices_cores import equations  # noqa: E402
+from minipallas.ir.verifier import verify  # noqa: E402
+from minipallas.kernels.devices import device_function  # noqa: E402
 
 warnings.simplefilter("ignore", DeprecationWarning)
 DMA = pltpu.SemaphoreType.DMA
@@ -124,6 +129,16 @@ def on_cores(kernel, scratch, out=SHARD):
                      scratch_types=scratch)  # fmt: skip
     return jax.shard_map(call, mesh=mesh_of(), in_specs=P("x"), out_specs=P("x"),
                          check_vma=False)  # fmt: skip
+
+
+def around_core_kernel(x):
+    """A pallas_call of remote copies (a right permute, run by each device's first core)
+    before and after a 2-core kernel that doubles each core's half and adds its number."""
+    permute = whole_call(right_permute(N))
+    scratch = [pltpu.VMEM((4, 128), F32), DMA]
+    z = pl.kernel(doubled_halves, out_type=jax.ShapeDtypeStruct(SHARD, F32), mesh=CORES,
+                  scratch_types=scratch)(permute(x + 1.0))  # fmt: skip
+    return permute(z)
 
 
 # --- a condition that may differ by device, whose branches touch memory ----------------------
@@ -227,6 +242,10 @@ def cases():
     shared = [pltpu.VMEM_SHARED(SHARD, F32), DMA, DMA, DMA, pltpu.SemaphoreType.REGULAR]
     swapped = np.concatenate([rolled[:, 4:], rolled[:, :4]], axis=1).reshape(x.shape)
     yield "core_meeting_swap", on_cores(core_meeting_swap, shared), x, swapped
+    around = jax.shard_map(around_core_kernel, mesh=mesh_of(), in_specs=P("x"), out_specs=P("x"),
+                           check_vma=False)  # fmt: skip
+    doubled = np.roll(blocks + 1.0, 1, axis=0) * 2.0 + np.repeat([0.0, 1.0], 4)[:, None]
+    yield "around_core_kernel", around, x, np.roll(doubled, 1, axis=0).reshape(x.shape)
     handoff = [pltpu.VMEM_SHARED(SHARD, F32), DMA, pltpu.SemaphoreType.REGULAR]
     yield "core_handoff", on_cores(core_handoff, handoff), x, x
     yield "core_to_other_core", on_cores(core_to_other_core, two), x, swapped
@@ -249,9 +268,21 @@ def cases():
            np.tile(blocks[0], (N, 1)))  # fmt: skip
 
 
+def verified(f, x) -> bool:
+    """Whether each shard_map's device program (cores in turn, copies out of branches)
+    passes the verifier."""
+    for eqn in equations(jax.make_jaxpr(f)(x)):
+        if eqn.primitive.name == "shard_map":
+            verify(device_function(eqn))
+    return True
+
+
 def main() -> None:
     for name, f, x, want in cases():
-        print(json.dumps(verdict(name, f, x, want, N)), flush=True)
+        v = verdict(name, f, x, want, N)
+        if "error" not in v:
+            v["verified"] = verified(f, x)
+        print(json.dumps(v), flush=True)
 
 
 if __name__ == "__main__":

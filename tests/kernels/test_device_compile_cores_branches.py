@@ -17,7 +17,7 @@ import pytest
 from device_cases import run_cases
 
 CASES = Path(__file__).with_name("device_cores_branches_cases.py")
-CORES = ["core_rows_right", "core_ring_gather", "core_meeting_swap"]
+CORES = ["core_rows_right", "core_ring_gather", "core_meeting_swap", "around_core_kernel"]
 BRANCHES = ["cond_neighbours", "zero_broadcasts"]
 REFUSED = {  # case -> what the refusal says (besides the line and the simulator as the fix)
     "core_handoff": "a semaphore another core signals, inside a loop or branch",
@@ -42,6 +42,7 @@ def test_compiled_with_the_simulators_bits_and_numpys_result(verdicts, case):
     assert v.get("simulated_numpy") is True, v
     assert v["same_bits"] and v["numpy"] and v["differing"] == 0, v
     assert v["permute"] and not v["all_gather"] and v["partitions"], v
+    assert v["verified"], v  # the device's program passes the verifier
 
 
 def test_no_loop_over_cores_or_devices(verdicts):
@@ -51,6 +52,7 @@ def test_no_loop_over_cores_or_devices(verdicts):
         "core_rows_right": 0,
         "core_ring_gather": 2,
         "core_meeting_swap": 0,
+        "around_core_kernel": 0,
     }
     assert all(verdicts[c]["loops"] == 0 for c in BRANCHES)
 

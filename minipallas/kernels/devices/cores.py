@@ -41,6 +41,7 @@ from minipallas.kernels.devices.rows import SIMULATE, fed
 
 Mesh = tuple[tuple[str, ...], tuple[int, ...]]
 _SIGNALS = ("semaphore_signal", "semaphore_wait")
+_SEMAPHORE = {"semaphore_signal": 0, "semaphore_wait": 0, "dma_start": 2}  # its operand
 
 
 def in_sequence(fn: Function, cores: Mesh, devices: Mesh) -> Function:
@@ -56,21 +57,52 @@ class _Sequence:
                    for p in np.ndindex(*cores[1])]  # fmt: skip
         self.defs: dict[Value, Op] = {}
         self.source: dict[Value, Value] = {}  # a region or callee parameter -> its operand
-        for f in (fn, *fn.callees()):
-            for op in f.walk():
-                self.defs.update((r, op) for r in op.results)
-                for k, region in enumerate(op.regions):
-                    for i, (_, v) in fed(op, k, region).items():
-                        self.source[region.params[i]] = v
-                if op.name == "call":
-                    callee = op.attrs["callee"].body.params
-                    self.source.update(zip(callee, op.operands, strict=True))
-        semaphores = [o for f in (fn, *fn.callees()) for o in f.walk() if o.name in _SIGNALS]
-        crossing = {self.root(o) for o in semaphores
-                    if o.name == "semaphore_signal" and not self.own(o)}  # fmt: skip
-        self.told = [o for o in semaphores if self.root(o) in crossing]
+        self.parent: dict[int, tuple[Op, int]] = {}  # an op -> the op and region around it
+        self.semaphores: list[Op] = []
+        self.index(fn.body, None)
+        for op in self.semaphores:
+            if op.name == "dma_start" and not (self.own(op) or self.first_core_only(op)):
+                raise self.refuse(op, "copies within the device with another core's semaphore")
+        crossing = {self.root(o) for o in self.semaphores if o.name == "semaphore_signal"
+                    and not (self.own(o) or self.first_core_only(o))}  # fmt: skip
+        self.told = [o for o in self.semaphores
+                     if o.name in _SIGNALS and self.root(o) in crossing]  # fmt: skip
         self.meetings = {id(o) for o in self.told if o.name == "semaphore_wait"}
         self.splitting: dict[int, bool] = {}
+
+    def index(self, block: Block, parent: tuple[Op, int] | None) -> None:
+        """Records where each op of ``block`` (and of its regions and callees) is, what each
+        value is made by or receives, and the ops on semaphores."""
+        for op in block.ops:
+            if parent is not None:
+                self.parent[id(op)] = parent
+            self.defs.update((r, op) for r in op.results)
+            if op.name in _SEMAPHORE:
+                self.semaphores.append(op)
+            for k, region in enumerate(op.regions):
+                for i, (_, v) in fed(op, k, region).items():
+                    self.source[region.params[i]] = v
+                self.index(region, (op, k))
+            if op.name == "call":
+                callee = op.attrs["callee"].body
+                self.source.update(zip(callee.params, op.operands, strict=True))
+                self.index(callee, (op, -1))
+
+    def first_core_only(self, op: Op) -> bool:
+        """Whether only each device's first core runs ``op`` (a ``pallas_call`` beside mesh
+        kernels: branch 0 of a ``cond`` on the sum of the core's positions): it runs first in
+        each phase, so what it signals is there for every other core."""
+        while id(op) in self.parent:
+            op, k = self.parent[id(op)]
+            if op.name == "cond" and k == 0 and self.core_sum(op.operands[0]):
+                return True
+        return False
+
+    def core_sum(self, v: Value) -> bool:
+        op = self.defs.get(self.resolve(v))
+        if op is not None and op.name == "add":
+            return all(map(self.core_sum, op.operands))
+        return op is not None and op.name == "axis_index" and op.attrs["name"] in self.cores[0]
 
     def function(self) -> Function:
         top = {id(o) for o in self.chain(self.fn.body)}
@@ -95,7 +127,8 @@ class _Sequence:
     def views(self, op: Op) -> list[tuple[Op, Value]]:
         """The views from the semaphore's root to ``op`` (``ref.at``s, then ``op`` itself),
         each with the value it views."""
-        out, v = [(op, op.operands[0])], self.resolve(op.operands[0])
+        ref = op.operands[_SEMAPHORE[op.name]]
+        out, v = [(op, ref)], self.resolve(ref)
         while v in self.defs and self.defs[v].name == "ref.at":
             view = self.defs[v]
             out.append((view, view.operands[0]))
@@ -110,7 +143,7 @@ class _Sequence:
         are the core's positions."""
         first = self.views(op)[0][0]
         n = len(self.cores[0])
-        entries = first.attrs["indexer"][:n]
+        entries = first.attrs.get("indexer", ())[:n]
         return len(entries) == n and all(
             isinstance(e, Int) and isinstance(e.index, Dyn)
             and self.is_position(first.operands[1 + e.index.pos], k)
