@@ -51,8 +51,6 @@ NOT_COMPILED = {
     "no_barrier_semaphore": NOT_YET["no_barrier_semaphore"],
     "select_ref_remote_dma": _SELECT,
     "select_ref_smem_index": _SELECT,
-    "shard_map_of_core_map": "'core_map': a shard_map whose body holds mesh kernels of cores "
-    "('core',) (pl.kernel, core_map) does not compile to XLA collectives",
 }
 
 
