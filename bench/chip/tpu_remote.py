@@ -15,12 +15,12 @@ watchdog ends the process, with the table so far, after ``--timeout`` seconds.
     python -m bench.chip.tpu_remote --out tpu_remote_v5e.txt   # on a TPU machine
     python -m bench.chip.tpu_remote --aot                      # no chip: both sides compiled
                                                                # for a v5e:1x1 with libtpu
-    python -m bench.chip.tpu_remote --corpus                   # no chip: the corpus of kernels
-                                                               # that span devices, compiled
-                                                               # for a v5e:2x2 or v5e:2x4
+    python -m bench.chip.tpu_remote --corpus --chips v5e,v6e,v4  # no chip: the corpus of
+                                                               # kernels that span devices,
+                                                               # compiled for slices of each
 
 ``--corpus`` takes every case of ``minipallas.difftest.device_corpus`` (2 to 8 devices; the
-planted races, deadlocks and wrong counts compile too) onto a slice of v5e chips of its size,
+planted races, deadlocks and wrong counts compile too) onto a slice of each chip (``SLICES``),
 compiles both sides ahead of time, and compares the remote ops of minipallas's module with
 upstream's (``remote_ops``: each kind's ops in order, their memref operands and which of
 ``device_id``, ``core_id``, ``source_semaphore`` they have). The corpus builds its meshes from
@@ -331,23 +331,32 @@ def _walk(op: Any) -> Any:
                 yield from _walk(inner.operation)
 
 
-def slice_devices(n: int) -> list[Any]:
-    """``n`` compile-only devices of the smallest v5e slice libtpu describes that has them."""
+# chip -> the slices libtpu 0.0.42 describes, smallest first, and their devices
+SLICES = {
+    "v5e": (("v5e:1x1", 1), ("v5e:2x2", 4), ("v5e:2x4", 8)),
+    "v6e": (("v6e:2x2", 4), ("v6e:2x4", 8)),
+    "v4": (("v4:2x2x1", 8),),
+}
+
+
+def slice_devices(n: int, chip: str = "v5e") -> list[Any]:
+    """``n`` compile-only devices of the smallest slice of ``chip`` libtpu describes that has
+    them."""
     from minipallas.lowering.libtpu import topology_devices
 
-    topology = next(t for t, size in (("v5e:1x1", 1), ("v5e:2x2", 4), ("v5e:2x4", 8)) if n <= size)
+    topology = next(t for t, size in SLICES[chip] if n <= size)
     return list(topology_devices(topology)[:n])
 
 
 @contextlib.contextmanager
-def _corpus_meshes() -> Any:
-    """The corpus's ``mesh`` helper, in each module that took it, over a v5e slice's devices."""
+def _corpus_meshes(chip: str = "v5e") -> Any:
+    """The corpus's ``mesh`` helper, in each module that took it, over a slice of ``chip``."""
     import jax
 
     from minipallas.difftest import device_corpus
 
     def mesh(shape: Any, axes: Any) -> Any:
-        devices = slice_devices(int(np.prod(shape)))
+        devices = slice_devices(int(np.prod(shape)), chip)
         return jax.sharding.Mesh(np.array(devices).reshape(tuple(shape)), tuple(axes))
 
     modules = [m for m in vars(device_corpus).values() if hasattr(m, "mesh")]
@@ -362,8 +371,9 @@ def _corpus_meshes() -> Any:
             m.mesh = f
 
 
-def corpus_row(case: Any) -> tuple[str, ...]:
-    """One case of the corpus compiled both ways for its v5e slice, its remote ops compared."""
+def corpus_row(case: Any, chip: str = "v5e") -> tuple[str, ...]:
+    """One case of the corpus compiled both ways for its slice of ``chip`` (inside
+    ``_corpus_meshes(chip)``), its remote ops compared."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -374,7 +384,7 @@ def corpus_row(case: Any) -> tuple[str, ...]:
     from minipallas.lowering.jaxlib_shim import canonicalize
 
     f = case.build()
-    devices = slice_devices(case.devices)
+    devices = slice_devices(case.devices, chip)
     mesh = jax.sharding.Mesh(np.array(devices), ("all",))
     specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, P()))
              for x in case.inputs()]  # fmt: skip
@@ -405,40 +415,54 @@ def corpus_row(case: Any) -> tuple[str, ...]:
     return (*row, f"differ: {', '.join(kinds) or 'kernel count'}")
 
 
-def corpus(out: Path | None) -> int:
-    """The ``--corpus`` table; the number of cases whose remote ops differ from upstream's."""
+def corpus(out: Path | None, chips: list[str]) -> int:
+    """The ``--corpus`` table of each chip, and a summary line each; the number of rows whose
+    remote ops differ from upstream's."""
     from minipallas.difftest.device_corpus import CASES
 
-    lines = [
-        "| " + " | ".join(CORPUS_HEADER) + " |",
-        "| " + " | ".join("---" for _ in CORPUS_HEADER) + " |",
-    ]
-    differ = 0
-    with _corpus_meshes():
-        for case in CASES:
-            row = corpus_row(case)
-            differ += row[-1].startswith("differ")
-            lines.append("| " + " | ".join(row) + " |")
-            print(lines[-1], flush=True)
-    same = sum(line.endswith("| same as upstream's |") for line in lines)
-    summary = f"{len(lines) - 2} cases, {same} compiled both ways with upstream's remote ops"
+    text, differ = [], 0
+    for chip in chips:
+        lines = [
+            f"## {chip} ({', '.join(t for t, _ in SLICES[chip])})",
+            "| " + " | ".join(CORPUS_HEADER) + " |",
+            "| " + " | ".join("---" for _ in CORPUS_HEADER) + " |",
+        ]
+        rows = []
+        with _corpus_meshes(chip):
+            for case in CASES:
+                rows.append(corpus_row(case, chip))
+                lines.append("| " + " | ".join(rows[-1]) + " |")
+                print(lines[-1], flush=True)
+        differ += sum(row[-1].startswith("differ") for row in rows)
+        lines += ["", summary(chip, rows), ""]
+        print(lines[-2])
+        text += lines
     if out:
-        out.write_text("\n".join([*lines, "", summary]) + "\n")
-    print(summary)
+        out.write_text("\n".join(text))
     return differ
+
+
+def summary(chip: str, rows: list[tuple[str, ...]]) -> str:
+    """How many cases each side compiles, both, and with upstream's remote ops."""
+    up, mine = (sum(r[k] == "compiles" for r in rows) for k in (3, 4))
+    both = sum(r[3] == r[4] == "compiles" for r in rows)
+    same = sum(r[-1] == "same as upstream's" for r in rows)
+    return (f"{chip}: {len(rows)} cases; upstream compiles {up}, minipallas {mine}, both {both}; "
+            f"{same} with upstream's remote ops op for op")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aot", action="store_true", help="compile for a v5e:1x1, no chip")
     parser.add_argument("--corpus", action="store_true", help="the device corpus, ahead of time")
+    parser.add_argument("--chips", default="v5e", help="--corpus: chips, e.g. v5e,v6e,v4")
     parser.add_argument("--kernels", help="comma-separated names (default: all)")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if args.corpus:
-        return 1 if corpus(args.out) else 0
+        return 1 if corpus(args.out, args.chips.split(",")) else 0
     import jax
 
     from minipallas.lowering.libtpu import topology_devices

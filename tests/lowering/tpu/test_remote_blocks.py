@@ -113,3 +113,19 @@ def test_compiles_for_topology(name, topology):
     assert _config(mine) == _config(theirs)
     mine.compile()
     theirs.compile()
+
+
+@pytest.mark.parametrize("chip", ["v6e", "v4"])
+def test_corpus_kernels_on_other_chips(chip):
+    """Corpus kernels with a grid (the guide's all-gather and reduce-scatter, whose waits are
+    for copies started under other branches) and the semaphore passed between kernels compile
+    for v6e and v4 slices with upstream's remote ops (bench/results/tpu_remote_corpus_aot.txt:
+    the whole corpus on each chip), and the summary counts them."""
+    from bench.chip import tpu_remote
+    from minipallas.difftest.device_corpus import CASES
+
+    wanted = ("guide_all_gather", "guide_reduce_scatter", "no_barrier_semaphore")
+    with tpu_remote._corpus_meshes(chip):
+        rows = [tpu_remote.corpus_row(c, chip) for c in CASES if c.name in wanted]
+    assert [r[3:] for r in rows] == [("compiles", "compiles", "same as upstream's")] * 3
+    assert tpu_remote.summary(chip, rows).endswith("both 3; 3 with upstream's remote ops op for op")
