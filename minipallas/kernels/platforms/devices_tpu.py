@@ -10,12 +10,14 @@ importer reads one as a write into the target's row. The Mosaic rules for one de
 (``lowering/tpu/rules/remote.py``) read those rows back into upstream's remote ops. So:
 
 1. ``device_kernel(call, mesh)`` imports a ``pallas_call`` of the body, alone in a shard_map
-   over the mesh, as that ``mesh_call``, and makes the ``Kernel`` of one device: no grid (a
-   grid over whole blocks is the loop the import makes of it); its operands the shards, whole
-   blocks in the memory space the pallas_call gives them (VMEM when it names none, as
-   upstream); its scratch the kernel's ``scratch_shapes``; its body the kernel's part of the
-   ``mesh_call``'s body, over row-per-device refs, with the barrier semaphore last; upstream's
-   ``mesh_axes`` metadata (the mesh axes the kernel names);
+   over the mesh, as that ``mesh_call``, and makes the ``Kernel`` of one device: the call's
+   grid, Mosaic's to run (``_grid_step`` undoes the loop the import makes of it); its operands
+   the shards, a blocked one as its block's window, a whole one in the memory space the
+   pallas_call gives it (VMEM when it names none, as upstream), a semaphore passed from
+   another kernel in semaphore memory (``_semaphores_as_scratch``); its scratch the kernel's
+   ``scratch_shapes``; its body the kernel's part of the ``mesh_call``'s body, over
+   row-per-device refs, with the barrier semaphore last; upstream's ``mesh_axes`` metadata
+   (the mesh axes the kernel names);
 2. ``shard_map_rules(eqn, rules)``: the rules ``on_tpu`` runs a shard_map's body with: a
    ``pallas_call`` that spans devices (``spans_devices``) as that kernel's module, made once
    (``device_module``), in the custom call of its compiler params (``collective_id``
