@@ -129,3 +129,75 @@ def test_corpus_kernels_on_other_chips(chip):
         rows = [tpu_remote.corpus_row(c, chip) for c in CASES if c.name in wanted]
     assert [r[3:] for r in rows] == [("compiles", "compiles", "same as upstream's")] * 3
     assert tpu_remote.summary(chip, rows).endswith("both 3; 3 with upstream's remote ops op for op")
+
+
+def _signal_right(*refs):
+    """Signals the right neighbour's semaphore (the last ref), waits for the left's signal,
+    copies the block of x to o."""
+    from jax import lax
+    from jax.experimental import pallas as pl
+
+    x_ref, o_ref, sem = refs[-3:]
+    pl.semaphore_signal(sem, device_id=(lax.rem(lax.axis_index("x") + 1, 4),))
+    pl.semaphore_wait(sem)
+    o_ref[...] = x_ref[...]
+
+
+def _on_slice(call):
+    """``call`` in a shard_map over a v5e:2x2 slice, and its global input."""
+    from minipallas.lowering.libtpu import topology_devices
+
+    mesh = jax.sharding.Mesh(np.array(topology_devices("v5e:2x2")), ("x",))
+    f = jax.shard_map(call, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    return f, jax.ShapeDtypeStruct((64, 128), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+
+
+def test_given_dimension_semantics_are_upstreams():
+    """A grid's ``dimension_semantics`` from the compiler params reach the module, as
+    upstream's (its default, ``arbitrary``, is the blocked kernel's above)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from minipallas.difftest.mosaic import _capture
+
+    block = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    call = pl.pallas_call(
+        _signal_right,
+        out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32),
+        grid=(2,),
+        in_specs=[block],
+        out_specs=block,
+        scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
+    )
+    f, x = _on_slice(call)
+    with _capture() as theirs:
+        jax.jit(f).lower(x)
+    (mine,) = _ours(f, x)
+    assert _kernel_attrs(mine) == _kernel_attrs(theirs[0])
+    assert "parallel" in _kernel_attrs(mine)["dimension_semantics"]
+
+
+def test_scalar_prefetch_is_refused_with_a_fix():
+    """A kernel that spans devices with scalar prefetch is refused by name (the simulator
+    runs it)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from minipallas.ir.errors import MiniPallasError
+
+    block = pl.BlockSpec((8, 128), lambda i, idx: (idx[i], 0))
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1,
+        grid=(2,),
+        in_specs=[block],
+        out_specs=block,
+        scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+    )
+    call = pl.pallas_call(
+        _signal_right, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), grid_spec=spec
+    )
+    f, x = _on_slice(lambda v: call(jnp.arange(2, dtype=jnp.int32), v))
+    with pytest.raises(MiniPallasError, match="without scalar prefetch") as info:
+        _ours(f, x)
+    assert "collectives='simulate'" in info.value.fix
