@@ -32,7 +32,9 @@ device*: its body, run by every device at once.
    different ids do not (the chip's barrier semaphore belongs to its collective id; upstream's
    TPU interpret mode keeps one semaphore per id, and clears all its memory after each kernel,
    with a barrier over every device: a kernel whose handshake leaves the count at 0 sees no
-   difference).
+   difference). A semaphore a kernel returns (``out_shape=pltpu.SemaphoreType.REGULAR(())``,
+   upstream's ``test_no_barrier_semaphore``) is allocated there too, a row per device, and is
+   the ref a later kernel that takes it signals and waits on: its count lives across kernels.
 
 A body with mesh kernels (``pl.kernel``, ``core_map``: cores within each device) runs on every
 core of every device: the ``mesh_call``'s axes are the mesh's then the cores'
@@ -61,7 +63,7 @@ from minipallas.interop.importer.devices_kernel import (
 from minipallas.interop.importer.engine import RULES, ImportScope, closed_parts
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Int, Slice
-from minipallas.ir.types import SEMAPHORE, RefType
+from minipallas.ir.types import SEMAPHORE, RefType, is_semaphore
 from minipallas.lowering.jax_private import core as jax_core
 
 KERNELS = ("pallas_call", *devices_cores.MESH_KERNELS)  # what a body may run on devices
@@ -162,24 +164,44 @@ def _program(
     io = [Value(RefType(t.shape, t.dtype)) for t in (*in_types, *out_types)]
     ids = sorted({c for e in equations(jaxpr) if e.primitive.name == "pallas_call"
                   for c in [collective_id(e)] if c is not None})  # fmt: skip
+    made = _semaphore_results(jaxpr)
     devices = Devices(mesh, cores=cores)
     outer = ImportScope(importer)
     enclosing = importer.mesh, importer.devices
     importer.mesh, importer.devices = (mesh[0] + cores[0], mesh[1] + cores[1]), devices
     try:
-        if not ids:
+        if not ids and not made:
             _run(outer, devices, jaxpr, consts, io, len(in_types))
-        else:  # the barrier semaphores, around the whole program (module doc, 4)
+        else:  # barrier semaphores and kernels' semaphores, around the program (module doc, 4)
             allocs = [Value(RefType(tuple(mesh[1]), "int32", SEMAPHORE)) for _ in ids]
+            results = [Value(RefType((*mesh[1], *t.shape), t.dtype, t.memory_space))
+                       for t in made.values()]  # fmt: skip
             params = [Value(v.type) for v in io]
             inner = outer.child()
             devices.barriers = dict(zip(ids, allocs, strict=True))
+            devices.results.update(zip(made, results, strict=True))
+            allocs += results
             _run(inner, devices, jaxpr, consts, params, len(in_types))
             block = inner.builder.block([*allocs, *params], [])
             outer.emit_op("run_scoped", io, [block], collective_axes=mesh[0])
     finally:
         importer.mesh, importer.devices = enclosing
     return Function(name, outer.builder.block(io, []))
+
+
+def _semaphore_results(jaxpr: jax_core.Jaxpr) -> dict[jax_core.Var, RefType]:
+    """The body's ``pallas_call`` results that are semaphores, with the kernel's type of each
+    (a kernel that makes one for the next: module doc, 4)."""
+    found = {}
+    for e in equations(jaxpr):
+        if e.primitive.name != "pallas_call":
+            continue
+        refs = e.params["jaxpr"].invars[len(e.invars) :]
+        for var, ref in zip(e.outvars, refs, strict=False):
+            t = type_of(ref.aval, "a kernel's result")
+            if isinstance(t, RefType) and is_semaphore(t):
+                found[var] = t
+    return found
 
 
 def _run(

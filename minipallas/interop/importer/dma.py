@@ -22,6 +22,7 @@ refs have static shapes, so such a wait imports as a ``for`` loop of ``prod(size
 for one *piece*: the window with every dynamic size cut to 1 at its start. The pieces take what
 the one wait takes, and block until it is there: only the waiting program waits on its own
 semaphore, so nothing takes from it between them. A copy of dynamic size is still refused.
+A copy over a ``pl.select_ref`` is one copy per option under a ``cond`` (``dma_select``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from minipallas.interop.importer.devices_kernel import device_indices, target_row
+from minipallas.interop.importer.dma_select import with_selects
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.mesh import in_device_kernel, own_row
 from minipallas.interop.importer.params import READ, NoEffect
@@ -41,24 +43,10 @@ from minipallas.lowering.jax_private import state_indexing as jax_indexing
 from minipallas.lowering.jax_private import state_types
 
 
-def _check_one_ref(scope: ImportScope, leaf: object) -> None:
-    """``pl.select_ref`` picks one of several refs by a run-time index: minipallas's refs are
-    values of the program, one per name, so a copy's ref must be one of them."""
-    transforms = getattr(leaf, "transforms", ())
-    if any(isinstance(t, state_types.SelectTransform) for t in transforms):
-        raise scope.error(
-            "a copy whose source, destination or semaphore is a pl.select_ref (one of several "
-            "refs picked at run time) cannot be imported",
-            fix="stack the alternatives in one ref and index it (refs.at[i]), or branch "
-            "(pl.when / lax.cond) into one copy per ref",
-        )
-
-
 def _ref(scope: ImportScope, leaf: object) -> Value:
     """The ref a DMA operand names: a ref atom, or its view through the transforms."""
     if not isinstance(leaf, state_types.TransformedRef):
         return own_row(scope, leaf)  # type: ignore[arg-type]
-    _check_one_ref(scope, leaf)
     ref = own_row(scope, leaf.ref)
     for transform in leaf.transforms:
         ref = apply_view(scope, ref, transform)
@@ -67,7 +55,6 @@ def _ref(scope: ImportScope, leaf: object) -> Value:
 
 def _ref_at(scope: ImportScope, leaf: object, indices: list[Value], what: str) -> Value:
     """The target device's row of what a DMA operand names, its views applied."""
-    _check_one_ref(scope, leaf)
     atom = leaf.ref if isinstance(leaf, state_types.TransformedRef) else leaf
     ref = target_row(scope, atom, indices, what)
     for transform in getattr(leaf, "transforms", ()):
@@ -108,18 +95,22 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     if eqn.params.get("priority", 0) != 0:
         raise scope.error(f"a dma_start with priority {eqn.params['priority']} cannot be "
                           "imported", fix="start the copy with priority 0")  # fmt: skip
+    with_selects(scope, eqn, eqn.params["tree"].unflatten(eqn.invars),
+                 lambda inner, leaves: _start(inner, eqn, leaves))  # fmt: skip
+    return []
+
+
+def _start(scope: ImportScope, eqn: jax_core.JaxprEqn, leaves: Sequence) -> None:
     if not _remote(scope, eqn):
-        leaves = eqn.params["tree"].unflatten(eqn.invars)
         scope.emit_op("dma_start", _operands(scope, eqn, leaves))
-        return []
-    src, dst, recv, send, device_id = eqn.params["tree"].unflatten(eqn.invars)
+        return
+    src, dst, recv, send, device_id = leaves
     what = "a remote dma_start"
     target = device_indices(scope, device_id, eqn.params["device_id_type"], what)
     source = _ref(scope, src)
     scope.emit_op("dma_start", [source, _ref_at(scope, dst, target, what),
                                 _ref_at(scope, recv, target, what)])  # fmt: skip
     scope.emit_op("dma_start", [source, source, _ref(scope, send)])  # the send side
-    return []
 
 
 @rule(
@@ -134,7 +125,13 @@ def dma_start(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
     },
 )
 def dma_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
-    src, mine, sem, *rest = eqn.params["tree"].unflatten(eqn.invars)  # wait_send swaps them
+    with_selects(scope, eqn, eqn.params["tree"].unflatten(eqn.invars),
+                 lambda inner, leaves: _wait(inner, eqn, leaves))  # fmt: skip
+    return []
+
+
+def _wait(scope: ImportScope, eqn: jax_core.JaxprEqn, leaves: Sequence) -> None:
+    src, mine, sem, *rest = leaves  # wait_send swaps them
     sizes = _dynamic_sizes(mine)  # what the wait counts: its second operand's window
     src, mine = _unit(src), _unit(mine)
     if _remote(scope, eqn):
@@ -144,9 +141,8 @@ def dma_wait(scope: ImportScope, eqn: jax_core.JaxprEqn) -> Sequence[Value]:
         operands = _operands(scope, eqn, (src, mine, sem, *rest))
     if not sizes:
         scope.emit_op("dma_wait", operands)
-        return []
+        return
     _wait_pieces(scope, operands, sizes)
-    return []
 
 
 def _wait_pieces(scope: ImportScope, operands: list[Value], sizes: list) -> None:
