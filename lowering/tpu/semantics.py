@@ -40,6 +40,7 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.effects import Read, effects_with_swap_reads
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
+from minipallas.ir.opset.meanings import numpy_div_rem
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 
@@ -320,7 +321,8 @@ _EVAL = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
-    "div": lambda a, b: np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b)),  # truncating, as i32
+    "div": lambda a, b: numpy_div_rem("div", a, b),  # XLA's meaning, in int64
+    "rem": lambda a, b: numpy_div_rem("rem", a, b),
     "max": np.maximum,
     "min": np.minimum,
     "and": np.bitwise_and,
@@ -367,9 +369,6 @@ def evaluate(fn: Function, points: np.ndarray) -> np.ndarray | None:
                 out = args[0] != 0 if bool_out else args[0].astype(np.int64)
             elif op.name == "not":
                 out = ~args[0]
-            elif op.name in ("div", "rem") and not (args[1] == 0).any():
-                q = np.abs(args[0]) // np.abs(args[1]) * np.sign(args[0]) * np.sign(args[1])
-                out = q if op.name == "div" else args[0] - q * args[1]
             elif op.name in _EVAL:
                 out = _EVAL[op.name](*args)
             else:

@@ -27,6 +27,7 @@ import numpy as np
 from minipallas.ir.conversions import round_float
 from minipallas.ir.interpret.xla import special, transcendental
 from minipallas.ir.interpret.xla.numerics import F32, LOW_PRECISION, float_math, widen
+from minipallas.ir.opset.meanings import ERF_INV_COEFFICIENTS
 
 _LN2 = F32.type(np.log(2))
 
@@ -128,20 +129,6 @@ def sinh(x: Any) -> Any:
 @_in_float32
 def cosh(x: Any) -> Any:
     return _step(np.add, "float32", *_halves(x))
-
-
-# Giles' coefficients, highest first: (for w < 5, for w >= 5)
-ERF_INV_COEFFICIENTS = (
-    ("2.81022636e-08", "-0.000200214257"),
-    ("3.43273939e-07", "0.000100950558"),
-    ("-3.5233877e-06", "0.00134934322"),
-    ("-4.39150654e-06", "-0.00367342844"),
-    ("0.00021858087", "0.00573950773"),
-    ("-0.00125372503", "-0.0076224613"),
-    ("-0.00417768164", "0.00943887047"),
-    ("0.246640727", "1.00167406"),
-    ("1.50140941", "2.83297682"),
-)
 
 
 def erf_inv(x: Any, dtype: str) -> Any:

@@ -10,10 +10,9 @@ function here does what XLA does (values read off XLA on CPU, jaxlib 0.10.2):
   turns a subnormal result into one. Data movement, ``neg``/``abs``, ``sin``/``cos``/``tanh``,
   ``select`` and the other conversions keep subnormals, as XLA's do; ``rem`` is ``fmod`` but
   a subnormal divisor counts as zero (giving NaN).
-- Integer ``div`` truncates toward zero, ``x / 0`` is -1 (all bits set for unsigned),
-  ``INT_MIN / -1`` is ``INT_MIN``; ``rem`` has the dividend's sign, ``x % 0`` is ``x`` and
-  ``INT_MIN % -1`` is 0. Integer ``pow`` is XLA's six squaring steps (only the exponent's low
-  6 bits count); a negative exponent (signed view) gives 1 for base 1 and 0 otherwise.
+- Integer ``div`` and ``rem`` where C traps: as ``ir/opset/meanings.py`` says, for every path.
+  Integer ``pow`` is XLA's six squaring steps (only the exponent's low 6 bits count); a
+  negative exponent (signed view) gives 1 for base 1 and 0 otherwise.
 - Float ``max``/``min`` propagate NaN and order -0.0 below +0.0.
 - ``convert`` float -> int truncates, saturates at the integer range and maps NaN to 0;
   number -> bool is ``x != 0``; bool -> number is 0 or 1; int -> int wraps. Conversions to a
@@ -31,6 +30,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import int_to_float, round_float
+from minipallas.ir.opset.meanings import numpy_div_rem
 
 LOW_PRECISION = ("bfloat16", "float16")
 F32 = np.dtype(np.float32)
@@ -65,23 +65,14 @@ def float_math(fn: Callable[..., Any], dtype: str, *xs: Any, flushes: bool = Tru
     return round_float(out, dtype) if low else out
 
 
-def _trunc_div(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """In int64: dividend, divisor with zeros replaced by 1, where it was zero, quotient."""
-    a64, b64 = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    zero = b64 == 0
-    safe = np.where(zero, 1, b64)
-    quotient = np.abs(a64) // np.abs(safe) * (np.sign(a64) * np.sign(safe))
-    return a64, safe, zero, quotient
-
-
 def int_div(a: Any, b: Any, dtype: str) -> Any:
-    _, _, zero, quotient = _trunc_div(a, b)
-    return np.where(zero, -1, quotient).astype(dtypes.to_numpy(dtype))
+    np_dtype = dtypes.to_numpy(dtype)
+    return numpy_div_rem("div", np.asarray(a, np_dtype), np.asarray(b, np_dtype))
 
 
 def int_rem(a: Any, b: Any, dtype: str) -> Any:
-    a64, safe, zero, quotient = _trunc_div(a, b)
-    return np.where(zero, a64, a64 - quotient * safe).astype(dtypes.to_numpy(dtype))
+    np_dtype = dtypes.to_numpy(dtype)
+    return numpy_div_rem("rem", np.asarray(a, np_dtype), np.asarray(b, np_dtype))
 
 
 def int_pow(a: Any, b: Any, dtype: str) -> Any:

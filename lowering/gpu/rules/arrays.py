@@ -3,8 +3,8 @@
 
 The module means what the reference interpreter means, as the StableHLO rules do:
 
-- integer ``div`` by zero gives -1 (all ones for unsigned), ``rem`` by zero the dividend, and
-  ``INT_MIN / -1`` gives ``INT_MIN`` (``rem``: 0); the GPU would trap or return garbage;
+- integer ``div`` and ``rem`` where C traps, as ``ir/opset/meanings.py`` says (the GPU would
+  trap or return garbage);
 - float ``max``/``min`` propagate NaN (``arith.maximumf``), ``ne`` is unordered;
 - float-to-int ``convert`` rounds toward zero, saturates and maps NaN to 0;
 - transcendentals and division of bfloat16/float16 are computed in float32 and rounded once
@@ -40,7 +40,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
-from minipallas.ir.interpret.xla.decompositions import ERF_INV_COEFFICIENTS
+from minipallas.ir.opset.meanings import ERF_INV_COEFFICIENTS, IntegerOps, integer_div_rem
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import LoweringContext, rule
 from minipallas.lowering.gpu.emit import arith, ir, math, tt
@@ -153,17 +153,14 @@ def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[
         kind = arith.remsi if signed else arith.remui
     if emit.known_int(y) not in (None, 0, -1):  # a constant divisor cannot trap
         return [kind(x, y)]
-    by_zero = _compare("eq", dtype, y, emit.like(0, y, dtype))
-    trap = by_zero
-    if signed:
-        int_min = emit.like(np.iinfo(dtypes.to_numpy(dtype)).min, x, dtype)
-        overflow = arith.andi(
-            _compare("eq", dtype, x, int_min), _compare("eq", dtype, y, emit.like(-1, y, dtype))
-        )
-        trap = arith.ori(by_zero, overflow)
-    safe = kind(x, arith.select(trap, emit.like(1, y, dtype), y))
-    on_zero = emit.like(-1, x, dtype) if op.name == "div" else x
-    return [arith.select(by_zero, on_zero, safe)]
+    ints = IntegerOps(
+        constant=lambda value, like: emit.like(value, like, dtype),
+        eq=lambda a, b: _compare("eq", dtype, a, b),
+        both=arith.andi,
+        either=arith.ori,
+        select=arith.select,
+    )  # Triton's operations for integer division's meaning (ir/opset/meanings.py)
+    return [integer_div_rem(op.name, dtypes.to_numpy(dtype), x, y, ints, kind)]
 
 
 def _divf(x: ir.Value, y: ir.Value, dtype: str) -> ir.Value:

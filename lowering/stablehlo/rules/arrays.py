@@ -4,8 +4,7 @@ Most ops map one to one. Where StableHLO leaves a result implementation-defined,
 spells out the reference interpreter's choice with selects, so the module means the same on
 every backend:
 
-- integer ``div`` by zero gives -1 (all ones for unsigned), ``rem`` by zero gives the dividend,
-  and ``INT_MIN / -1`` gives ``INT_MIN`` (``rem``: 0), as XLA defines them;
+- integer ``div`` and ``rem`` where C traps, as ``ir/opset/meanings.py`` says (XLA's);
 - integer ``pow`` with a negative exponent gives 1 for base 1, else 0;
 - ``convert`` from a float to an integer rounds toward zero, saturates at the integer's range,
   and maps NaN to 0;
@@ -25,6 +24,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
+from minipallas.ir.opset.meanings import IntegerOps, integer_div_rem
 from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
@@ -180,18 +180,18 @@ def div_rem(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[
     kind = stablehlo.DivOp if op.name == "div" else stablehlo.RemOp
     if dtypes.is_float(dtype):
         return [kind(x, y).result]
-    by_zero = emit.compare(y, emit.like(0, y), "EQ")
-    trap = by_zero
-    if dtypes.is_signed(dtype):
-        int_min = emit.like(np.iinfo(dtypes.to_numpy(dtype)).min, x)
-        overflow = stablehlo.AndOp(
-            emit.compare(x, int_min, "EQ"), emit.compare(y, emit.like(-1, y), "EQ")
-        ).result
-        trap = stablehlo.OrOp(by_zero, overflow).result
-    # Divide by 1 where C would trap: x / 1 == x is INT_MIN / -1's answer, x % 1 == 0 its rem.
-    safe = kind(x, emit.select(trap, emit.like(1, y), y)).result
-    on_zero = emit.like(-1, x) if op.name == "div" else x
-    return [emit.select(by_zero, on_zero, safe)]
+    np_dtype = dtypes.to_numpy(dtype)
+    return [integer_div_rem(op.name, np_dtype, x, y, _INTEGERS, lambda a, b: kind(a, b).result)]
+
+
+# StableHLO's operations for integer division's meaning (ir/opset/meanings.py)
+_INTEGERS = IntegerOps(
+    constant=emit.like,
+    eq=lambda x, y: emit.compare(x, y, "EQ"),
+    both=lambda x, y: stablehlo.AndOp(x, y).result,
+    either=lambda x, y: stablehlo.OrOp(x, y).result,
+    select=emit.select,
+)
 
 
 @rule("select")

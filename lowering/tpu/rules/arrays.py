@@ -36,7 +36,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Op
-from minipallas.ir.interpret.xla.decompositions import ERF_INV_COEFFICIENTS
+from minipallas.ir.opset.meanings import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit

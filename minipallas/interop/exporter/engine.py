@@ -11,9 +11,9 @@ platform the module was emitted for; op-by-op evaluation uses only public ``jax.
 Each rule means what the reference interpreter and the StableHLO lowering mean, spelled out so
 it holds on every backend:
 
-- integer ``div`` by zero is -1 and ``rem`` by zero the dividend; ``INT_MIN / -1`` is
-  ``INT_MIN`` (``rem``: 0); integer ``pow`` is XLA's (square-and-multiply over the exponent's
-  low 6 bits; a negative exponent gives 1 for base 1, else 0);
+- integer ``div`` and ``rem`` where C traps as ``ir/opset/meanings.py`` says; integer ``pow``
+  is XLA's (square-and-multiply over the exponent's low 6 bits; a negative exponent gives 1
+  for base 1, else 0);
 - ``convert`` from float to integer truncates, saturates and maps NaN to 0;
 - bfloat16/float16 transcendentals are computed in float32 and rounded once; ``logistic`` is
   ``1 / (1 + exp(-x))`` with each step rounded to the dtype; bfloat16/float16 sums accumulate
@@ -44,6 +44,7 @@ from minipallas.interop.exporter import roundings
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import MiniPallasError, PassError
+from minipallas.ir.opset.meanings import IntegerOps, integer_div_rem
 from minipallas.ir.rules import RuleTable, run_block
 from minipallas.lowering import TARGETS
 from minipallas.passes.pipeline import run as run_pipeline
@@ -204,14 +205,17 @@ def div_rem(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     dtype = _dtype(op)
     if dtypes.is_float(dtype):
         return [kind(x, roundings.divisor(y) if op.name == "div" else y)]
-    by_zero = lax.eq(y, _like(0, y))
-    trap = by_zero
-    if dtypes.is_signed(dtype):
-        int_min = _like(np.iinfo(dtypes.to_numpy(dtype)).min, x)
-        trap = lax.bitwise_or(by_zero, lax.bitwise_and(lax.eq(x, int_min), lax.eq(y, _like(-1, y))))
-    safe = kind(x, lax.select(trap, _like(1, y), y))
-    on_zero = _like(-1, x) if op.name == "div" else x
-    return [lax.select(by_zero, on_zero, safe)]
+    return [integer_div_rem(op.name, dtypes.to_numpy(dtype), x, y, _INTEGERS, kind)]
+
+
+# lax's operations for integer division's meaning (ir/opset/meanings.py)
+_INTEGERS = IntegerOps(
+    constant=lambda value, like: _like(value, like),
+    eq=lax.eq,
+    both=lax.bitwise_and,
+    either=lax.bitwise_or,
+    select=lax.select,
+)
 
 
 @rule("pow")
