@@ -152,6 +152,39 @@ def blocked_permute(n: int) -> Any:
     return lambda x: jnp.concatenate(call(x))
 
 
+def blocked_by_prefetch(n: int) -> Any:
+    """The body of a ``shard_map`` over ``n`` devices along "x": a kernel with scalar prefetch
+    (``PrefetchScalarGridSpec``) whose step ``i`` reads block ``order[i]`` of x (the index map
+    reads the prefetched order, ``[1, 0]``) and sends it to rows ``8i..8i+7`` of the right
+    neighbour's output: the halves swapped."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(order_ref, x_ref, o_ref, send_sem, recv_sem):
+        del order_ref  # read by the index map
+        right = lax.rem(lax.axis_index("x") + 1, n)
+        copy = pltpu.make_async_remote_copy(x_ref, o_ref.at[pl.ds(pl.program_id(0) * 8, 8)],
+                                            send_sem, recv_sem, device_id=(right,),
+                                            device_id_type=pl.DeviceIdType.MESH)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1,
+        grid=(2,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i, order: (order[i], 0))],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.SemaphoreType.DMA] * 2,
+    )
+    call = pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), grid_spec=spec
+    )
+    return lambda x: call(jnp.array([1, 0], jnp.int32), x)
+
+
 def semaphore_between_kernels(n: int) -> Any:
     """The body of a ``shard_map`` over ``n`` devices along "x": upstream's
     test_no_barrier_semaphore, a kernel that makes a semaphore (behind a barrier handshake)
@@ -198,6 +231,7 @@ def semaphore_between_kernels(n: int) -> Any:
 # name -> (shard_map body over n devices, the shard's shape): kernels other than one pallas_call
 BODIES = {
     "blocked_to_itself": (blocked_permute, (16, 128)),
+    "blocked_by_prefetch": (blocked_by_prefetch, (16, 128)),
     "semaphore_between_kernels": (semaphore_between_kernels, (8, 128)),
 }
 
@@ -214,6 +248,7 @@ def _swap_halves(x: np.ndarray) -> np.ndarray:
 REFERENCE = {
     "logical_halves": _swap_halves,
     "blocked_to_itself": lambda x: np.concatenate([x, x * 2]),
+    "blocked_by_prefetch": _swap_halves,
     "semaphore_between_kernels": lambda x: x + 1,
 }
 

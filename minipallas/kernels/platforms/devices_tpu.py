@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import jax
@@ -46,7 +47,7 @@ from minipallas.interop.importer.kernel_call import _spec
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
-from minipallas.ir.types import TPU_VMEM, ArrayType, MemorySpace, RefType
+from minipallas.ir.types import TPU_SMEM, TPU_VMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.lowering.jax_private import core as jax_core
@@ -88,9 +89,8 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     _check_chip(call)
 
     params, sems = _semaphores_as_scratch(call)
-    n_in = call.params["grid_mapping"].num_inputs
     invars = [v for k, v in enumerate(call.invars) if k not in sems]
-    outvars = [v for k, v in enumerate(call.outvars) if k + n_in not in sems]
+    outvars = [v for k, v in enumerate(call.outvars) if k + len(call.invars) not in sems]
 
     def alone(*shards: Any) -> Any:
         return call.primitive.bind(*shards, **params)
@@ -111,7 +111,7 @@ def device_kernel(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Mesh]:
     (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
     names = (tuple(op.attrs["axes"]), tuple(op.attrs["shape"]))
     (inner,) = [e for e in equations(eqn.params["jaxpr"]) if e.primitive.name == "pallas_call"]
-    return _one_device(op, inner, names, sems, n_in), names
+    return _one_device(op, inner, names, sems, call.params["grid_mapping"].num_inputs), names
 
 
 def _semaphores_as_scratch(call: jax_core.JaxprEqn) -> tuple[dict, list[int]]:
@@ -125,17 +125,17 @@ def _semaphores_as_scratch(call: jax_core.JaxprEqn) -> tuple[dict, list[int]]:
     sems = [k for k, v in enumerate(atoms) if _is_semaphore(v.aval)]
     if not sems:
         return call.params, []
-    n_io = len(atoms)
+    n_io, n_pre, n_in = len(atoms), gm.num_index_operands, len(call.invars)
     keep = [k for k in range(n_io) if k not in sems]
     order = [*keep, *sems, *range(n_io, len(jaxpr.invars))]
     grid = dataclasses.replace(
         gm,
-        block_mappings=tuple(gm.block_mappings[k] for k in keep),
-        num_inputs=sum(k < gm.num_inputs for k in keep),
-        num_outputs=sum(k >= gm.num_inputs for k in keep),
+        block_mappings=tuple(gm.block_mappings[k - n_pre] for k in keep if k >= n_pre),
+        num_inputs=sum(n_pre <= k < n_in for k in keep),
+        num_outputs=sum(k >= n_in for k in keep),
         scratch_avals=(*(jaxpr.invars[k].aval for k in sems), *gm.scratch_avals),
     )
-    outs = [a for k, a in enumerate(call.params["out_avals"]) if k + gm.num_inputs in keep]
+    outs = [a for k, a in enumerate(call.params["out_avals"]) if k + n_in in keep]
     return {
         **call.params,
         "jaxpr": jaxpr.replace(invars=[jaxpr.invars[k] for k in order]),
@@ -158,18 +158,8 @@ def device_module(call: jax_core.JaxprEqn, mesh: Any) -> tuple[Kernel, Lowered]:
 
 
 def _check_chip(call: jax_core.JaxprEqn) -> None:
-    """On the chip, a kernel that spans devices runs without scalar prefetch (its grid and
-    blocks are Mosaic's, ``_grid_step``), and names a collective_id only when it uses the
+    """On the chip, a kernel that spans devices names a collective_id only when it uses the
     barrier semaphore (or allows it without)."""
-    gm = call.params["grid_mapping"]
-    if gm.num_index_operands:
-        raise MiniPallasError(
-            "on_tpu runs a kernel that spans devices without scalar prefetch, got "
-            f"{gm.num_index_operands} scalar-prefetch operands",
-            op="pallas_call",
-            fix="pass the indices as an SMEM operand (BlockSpec(memory_space=SMEM)); the "
-            "simulator runs the kernel as it is (collectives='simulate')",
-        )
     params = _mosaic_params(call.params.get("compiler_params"))
     uses = {e.primitive.name for e in equations(call.params["jaxpr"])}
     if (
@@ -191,7 +181,8 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n
     operands and results are the kernel's): the body of the collective ``run_scoped`` that holds
     the kernel (``_Slots``), over the operands' rows, then the scratch's, then the barrier
     semaphore's. ``call``'s first scratch are the semaphores passed between kernels, put back
-    at their places ``sems`` among the ``n_in`` inputs and the outputs."""
+    at their places ``sems`` among its operands (scalar prefetch, the ``n_in`` inputs) and
+    results."""
     gm = call.params["grid_mapping"]
     name = call.params["jaxpr"].debug_info.func_name or "kernel"
     if call.params["input_output_aliases"]:
@@ -204,19 +195,20 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n
     rows, grid = len(mesh[1]), tuple(int(n) for n in gm.grid)
     params, ops, blocked = _grid_step(slots, len(grid), rows) if grid else (
         slots.params, slots.ops, frozenset())  # fmt: skip
-    importer = Importer()
+    n_pre, importer = gm.num_index_operands, Importer()
+    pre = tuple(_shard(p.type, rows, TPU_SMEM) for p in slots.io[:n_pre])  # scalar prefetch
+    whole = partial(_whole, rows=rows, n_grid=len(grid), prefetch=pre)
     specs = [
-        _spec(importer, bm, TPU_VMEM, f"{name}_operand{k}", ())
-        if k in blocked
-        else _whole(
-            p.type, rows, _space(bm.transformed_block_aval), f"{name} operand {k}", len(grid)
-        )
-        for k, (p, bm) in enumerate(zip(slots.io, gm.block_mappings, strict=True))
+        _spec(importer, bm, TPU_VMEM, f"{name}_operand{k}", pre)
+        if k + n_pre in blocked
+        else whole(p.type, _space(bm.transformed_block_aval), f"{name} operand {k}")
+        for k, (p, bm) in enumerate(zip(slots.io[n_pre:], gm.block_mappings, strict=True))
     ]
-    n_io, moved = len(specs), len(sems)
+    n_io, moved = len(slots.io), len(sems)
     scratch = slots.scratch[moved:]
-    specs = _put_back(specs, [_whole(p.type, rows, p.type.memory_space, f"{name} semaphore",
-                                     len(grid)) for p in slots.scratch[:moved]], sems)  # fmt: skip
+    passed = [whole(p.type, p.type.memory_space, f"{name} semaphore")
+              for p in slots.scratch[:moved]]  # fmt: skip
+    specs = _put_back(specs, passed, [k - n_pre for k in sems])
     io = _put_back(params[:n_io], params[n_io : n_io + moved], sems)
     body = Function(name, Block((*io, *params[n_io + moved :]), ops, ()))
     effects = call.params["jaxpr"].effects  # upstream reads the kernel's (its axis_index)
@@ -230,6 +222,7 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n
         in_specs=tuple(specs[:n_in]),
         out_specs=tuple(specs[n_in:]),
         scratch_types=tuple(_shard(p.type, rows) for p in scratch),
+        scalar_prefetch=pre,
         metadata=(("mesh_axes", json.dumps(axes)),) if axes else (),
     )
 
@@ -290,7 +283,7 @@ class _Slots:
 
     def __init__(self, op: Op, call: jax_core.JaxprEqn) -> None:
         gm = call.params["grid_mapping"]
-        n_io = gm.num_inputs + gm.num_outputs
+        n_io = gm.num_index_operands + gm.num_inputs + gm.num_outputs
         callee: Function = op.attrs["callee"]
         block, held = callee.body, {p: k for k, p in enumerate(callee.body.params)}
         barrier = None
@@ -332,7 +325,7 @@ class _Slots:
                 op="pallas_call",
                 fix="this is a bug in minipallas; please report it with the kernel",
             )
-        n_scratch = len(call.params["jaxpr"].invars) - n_io - gm.num_index_operands
+        n_scratch = len(call.params["jaxpr"].invars) - n_io
         self.io = [slot[k] for k in range(n_io)]
         self.scratch = list(made[len(made) - n_scratch :])
         self.params = (*self.io, *self.scratch, *self.barrier)
@@ -363,12 +356,15 @@ def _shard(t: RefType, rows: int, space: MemorySpace | None = None) -> RefType:
     return RefType(t.shape[rows:], t.dtype, t.memory_space if space is None else space)
 
 
-def _whole(t: RefType, rows: int, space: MemorySpace, what: str, n_grid: int) -> TracedBlockSpec:
+def _whole(
+    t: RefType, space: MemorySpace, what: str, *, rows: int, n_grid: int, prefetch: tuple
+) -> TracedBlockSpec:
     shard = _shard(t, rows, space)
+    index_map = whole_array_map(shard.ndim)
     return TracedBlockSpec(
         array=shard.value_type,
         block_shape=shard.shape,
-        index_map=trace_index_map(whole_array_map(shard.ndim), n_grid, shard.ndim, what),
+        index_map=trace_index_map(index_map, n_grid, shard.ndim, what, scalar_prefetch=prefetch),
         ref_type=shard,
     )
 

@@ -24,7 +24,8 @@ from minipallas.lowering.libtpu import libtpu_available
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
 TOPOLOGIES = ["v5e:2x2", "v6e:2x2", "v4:2x2x1"]
-WINDOW = ("dimension_semantics", "iteration_bounds", "window_params", "scratch_operands")
+WINDOW = ("dimension_semantics", "iteration_bounds", "window_params", "scratch_operands",
+          "scalar_prefetch")  # fmt: skip
 
 
 def _case(name, topology):
@@ -178,26 +179,14 @@ def test_given_dimension_semantics_are_upstreams():
     assert "parallel" in _kernel_attrs(mine)["dimension_semantics"]
 
 
-def test_scalar_prefetch_is_refused_with_a_fix():
-    """A kernel that spans devices with scalar prefetch is refused by name (the simulator
-    runs it)."""
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    from minipallas.ir.errors import MiniPallasError
-
-    block = pl.BlockSpec((8, 128), lambda i, idx: (idx[i], 0))
-    spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=1,
-        grid=(2,),
-        in_specs=[block],
-        out_specs=block,
-        scratch_shapes=[pltpu.SemaphoreType.REGULAR],
-    )
-    call = pl.pallas_call(
-        _signal_right, out_shape=jax.ShapeDtypeStruct((16, 128), jnp.float32), grid_spec=spec
-    )
-    f, x = _on_slice(lambda v: call(jnp.arange(2, dtype=jnp.int32), v))
-    with pytest.raises(MiniPallasError, match="without scalar prefetch") as info:
-        _ours(f, x)
-    assert "collectives='simulate'" in info.value.fix
+def test_scalar_prefetch_reaches_the_index_map():
+    """The prefetched order is the kernel's first operand after the grid index, an SMEM memref,
+    and the input window's ``transform_0`` reads it (``blocked_by_prefetch``; its module's shape
+    is upstream's: ``test_same_module_shape_as_upstream``)."""
+    f, x = _case("blocked_by_prefetch", "v5e:2x2")
+    (text,) = [str(m) for m in _ours(f, x)]
+    assert re.search(r"func.func @kernel\(%arg0: i32, %arg1: memref<2xi32, #tpu.memory_space"
+                     r"<smem>>", text)  # fmt: skip
+    assert "scalar_prefetch = 1" in text
+    transform = text[text.index("func.func @transform_0") :]
+    assert "memref.load %arg1" in transform.split("return")[0]
