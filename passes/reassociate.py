@@ -21,6 +21,14 @@ Algorithm (``reassociate-sums``, a kernel pass):
    the accumulation becomes ``acc += e``; at the axis's last step ``o[I] = o[I] + r2`` with
    ``r2`` the same reduction (and reshape) of ``acc``. ``o`` then holds at each step what it
    held before, but for the sums not yet added in, which the last step of each run adds.
+
+With ``window_bytes``, before step 3 (``_widened``): when the body does nothing but the resets
+and the sum of its inputs' blocks (``e`` made of whole-block ``get`` s of inputs that advance
+along the axis, elementwise ops and scalars), each step takes ``c`` of those blocks at once, up
+to ``window_bytes`` of them: the axis ``c`` times shorter, each step's sum over ``c`` blocks,
+and ``acc`` as long as the window. Fusing steps into sub-steps (``fuse-grid-steps``) keeps the
+resets' and the last step's conditions in every sub-step, and chains the sub-steps' adds; a
+wider step has neither.
 """
 
 from __future__ import annotations
@@ -29,15 +37,16 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from minipallas.ir import indexing
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.builder import Builder, params
-from minipallas.ir.core import Block, Op, Value
-from minipallas.ir.kernel_spec import Kernel
+from minipallas.ir.core import Block, Function, Op, Value
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import RefType
-from minipallas.passes.grid_fusion.index_maps import motion
+from minipallas.passes.grid_fusion.index_maps import Motion, motion, window_spec
+from minipallas.passes.grid_fusion.widen import ELEMENTWISE
 from minipallas.passes.pipeline import pass_names
-from minipallas.passes.registry import register
+from minipallas.passes.registry import INT, Option, register
 
 __all__ = ["REASSOCIATING", "reassociate_sums", "reassociates"]
 
@@ -71,11 +80,12 @@ class _Accumulation:
 
 @register(
     "reassociate-sums",
+    Option("window_bytes", INT, "take that many bytes of summed blocks a step (0: as written)"),
     doc="a float sum added into an output every grid step is kept as a vector of partial "
     'sums, reduced once at the last step (reorders float sums: optimize="fast")',
     subject="kernel",
 )
-def reassociate_sums(kernel: Kernel) -> Kernel:
+def reassociate_sums(kernel: Kernel, *, window_bytes: int = 0) -> Kernel:
     """``kernel`` with each accumulation of step 2 rewritten (module doc); ``kernel`` itself
     when there is none."""
     axis = _innermost(kernel.grid)
@@ -86,9 +96,14 @@ def reassociate_sums(kernel: Kernel) -> Kernel:
         moves = motion(spec, axis)
         if moves is None or moves.dim is not None:
             continue
-        found = _accumulation(kernel.body.body, kernel.body.params[first + k], axis)
-        if found is not None:
-            kernel = _rewrite(kernel, found, axis)
+        ref = kernel.body.params[first + k]
+        found = _accumulation(kernel.body.body, ref, axis)
+        if found is None:
+            continue
+        wider = _widened(kernel, found, axis, window_bytes) if window_bytes else kernel
+        if wider is not kernel:
+            kernel, found = wider, _accumulation(wider.body.body, ref, axis)
+        kernel = _rewrite(kernel, found, axis)
     return kernel
 
 
@@ -176,6 +191,123 @@ def _first_step(pred: Value, defs: dict[Value, Op], axis: int) -> bool:
 
 def _walk(block: Block) -> list[Op]:
     return [o for op in block.ops for o in (op, *(x for r in op.regions for x in _walk(r)))]
+
+
+def _widened(kernel: Kernel, found: _Accumulation, axis: int, most: int) -> Kernel:
+    """``kernel`` with ``c`` steps of ``axis`` taken at once (module doc, ``window_bytes``);
+    ``kernel`` itself when its body does more, or no ``c`` above 1 fits in ``most`` bytes."""
+    body, params_ = kernel.body.body, kernel.body.params
+    chain = _chain(body, found.summed)
+    specs = (*kernel.in_specs, *kernel.out_specs)
+    moves = [motion(s, axis) for s in specs]
+    prefetch = len(kernel.scalar_prefetch)
+    moving = {
+        params_[prefetch + k]: (s, m)
+        for k, (s, m) in enumerate(zip(specs, moves, strict=True))
+        if m is not None and m.dim is not None
+    }
+    gets = {op.operands[0] for op in chain or () if op.name == "get"}
+    dims = {m.ref_dim for _, m in moving.values()}
+    if chain is None or None in moves or set(moving) != gets or len(dims) != 1:
+        return kernel
+    (dim,) = dims
+    if dim not in found.sum.attrs["axes"] or not _only_resets(body, chain, found):
+        return kernel
+    c = _factor(kernel.grid[axis], list(moving.values()), most)
+    if c < 2:
+        return kernel
+    new_body = _wide_body(kernel.body, chain, set(moving), dim, c)
+    specs = [window_spec(s, m, axis, c) for s, m in zip(specs, moves, strict=True)]
+    grid = tuple(size // c if a == axis else size for a, size in enumerate(kernel.grid))
+    return dataclasses.replace(
+        kernel,
+        body=new_body,
+        grid=grid,
+        in_specs=tuple(specs[: kernel.num_inputs]),
+        out_specs=tuple(specs[kernel.num_inputs :]),
+    )
+
+
+def _factor(n: int, moving: list[tuple[TracedBlockSpec, Motion]], most: int) -> int:
+    """The largest divisor of ``n`` whose windows of the ``moving`` blocks take at most
+    ``most`` bytes and stay within their arrays."""
+    step = sum(_bytes(s.ref_type) for s, _ in moving)
+    fits = [
+        c
+        for c in range(1, n + 1)
+        if n % c == 0 and c * step <= most
+        and all(m.allows(c) and s.block_shape[m.dim] * c <= s.array.shape[m.dim]
+                for s, m in moving)
+    ]  # fmt: skip
+    return fits[-1] if fits else 1
+
+
+def _chain(block: Block, value: Value) -> list[Op] | None:
+    """The ops ``value`` is computed by, in block order, when they are whole-block ``get`` s,
+    elementwise ops, scalar constants and broadcasts of scalars; else None."""
+    defs = {r: op for op in block.ops for r in op.results}
+    found: dict[int, Op] = {}
+    todo = [value]
+    while todo:
+        op = defs.get(todo.pop())
+        if op is None or id(op) in found:
+            continue
+        whole = op.name == "get" and op.attrs["indexer"] == indexing.full(op.operands[0].type.shape)
+        scalar = op.name == "constant" and op.result.type.shape == ()
+        spread = op.name == "broadcast_in_dim" and op.operands[0].type.shape == ()
+        if not (whole and len(op.operands) == 1 or scalar or spread or op.name in ELEMENTWISE):
+            return None
+        found[id(op)] = op
+        todo.extend(() if op.name == "get" else op.operands)
+    return [op for op in block.ops if id(op) in found]
+
+
+def _only_resets(block: Block, chain: list[Op], found: _Accumulation) -> bool:
+    """Whether every op of ``block`` outside ``chain`` and the accumulation is a reset of the
+    output (a ``cond`` over it alone) or a scalar op feeding their conditions."""
+    known = {id(op) for op in (*chain, found.get, found.sum, found.shape, found.add, found.swap)}
+    for op in block.ops:
+        if id(op) in known:
+            continue
+        if op.name == "cond":
+            if any(v is not found.ref for v in op.operands[1:]):
+                return False
+        elif op.name not in ("program_id", "constant", "eq", "convert") or any(
+            r.type.shape != () for r in op.results
+        ):
+            return False
+    return True
+
+
+def _wide_body(body: Function, chain: list[Op], moving: set[Value], dim: int, c: int) -> Function:
+    """``body`` over blocks ``c`` times longer in ``dim`` for the ``moving`` refs, ``chain``
+    built anew at the wider shapes and every other op copied."""
+    env: dict[Value, Value] = {}
+    for p in body.params:
+        if p in moving:
+            shape = tuple(n * c if d == dim else n for d, n in enumerate(p.type.shape))
+            env[p] = Value(RefType(shape, p.type.dtype, p.type.memory_space))
+    chained = {id(op) for op in chain}
+    b = Builder()
+    for op in body.body.ops:
+        operands = tuple(env.get(v, v) for v in op.operands)
+        if id(op) not in chained:
+            new = b.add(op.renamed(operands))
+        elif op.name == "get":
+            whole = {"indexer": indexing.full(operands[0].type.shape)}
+            new = b.create("get", operands, whole, loc=op.loc)
+        elif op.name == "broadcast_in_dim":
+            shape = tuple(n * c if d == dim else n for d, n in enumerate(op.attrs["shape"]))
+            new = b.create(op.name, operands, {**op.attrs, "shape": shape}, loc=op.loc)
+        else:
+            new = b.create(op.name, operands, op.attrs, loc=op.loc)
+        env.update(zip(op.results, new.results, strict=True))
+    results = [env.get(v, v) for v in body.body.results]
+    return b.function(body.name, [env.get(p, p) for p in body.params], results)
+
+
+def _bytes(t: RefType) -> int:
+    return math.prod(t.shape) * dtypes.itemsize(t.dtype)
 
 
 def _rewrite(kernel: Kernel, found: _Accumulation, axis: int) -> Kernel:

@@ -67,9 +67,9 @@ BUDGETS = {
     # chip leaves it undefined (checks, the simulator: interpret/semaphore.py, ~25)
     "ir": 9905,
     # passes/ less the core; raised from 4000 for issue 49 item 1: fuse-grid-steps widens the
-    # outer grid axes too (passes/grid_fusion/widen.py, ~370); +250 for issue 49 item 4: the
-    # optimize="fast" level's reassociate-sums (passes/reassociate.py, ~245)
-    "passes": 4550,
+    # outer grid axes too (passes/grid_fusion/widen.py, ~370); +385 for issue 49 item 4: the
+    # optimize="fast" level's reassociate-sums and its windows (passes/reassociate.py, ~380)
+    "passes": 4685,
     # raised from 8750 for issue 47 item 5: one device's Mosaic module of a kernel that spans
     # devices (lowering/tpu/rules/remote.py, lowering/tpu/devices.py, ~310)
     # +30 for issue 49 item 4: the optimize levels (True, False, "fast": Target.fast)

@@ -49,14 +49,15 @@ def overwrites(x_ref, o_ref):
     o_ref[...] += x_ref[...].sum(keepdims=True)
 
 
-def _sum_call(kernel=sum_1d, optimize=True, steps=STEPS):
+def _sum_call(kernel=sum_1d, optimize=True, passes=""):
     return mp.pallas_call(
         kernel,
         mp.ArrayType((1,), jnp.float32),
-        grid=(steps,),
+        grid=(STEPS,),
         in_specs=[mp.BlockSpec((BLOCK,), lambda i: (i,))],
         out_specs=mp.BlockSpec((1,), lambda i: (0,)),
         optimize=optimize,
+        passes=passes,
     )
 
 
@@ -74,9 +75,9 @@ def _x(*shape):
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
-def _reassociated(call, x):
+def _reassociated(call, x, pipeline="reassociate-sums"):
     kernel = call.trace(x)
-    return kernel, run_pipeline(kernel, "reassociate-sums", verify=True)
+    return kernel, run_pipeline(kernel, pipeline, verify=True)
 
 
 def _within_order_bound(got, x, axis=None):
@@ -103,6 +104,37 @@ def test_row_sums_over_a_k_axis_keep_one_partial_sum_per_element():
     kernel, fast = _reassociated(_rows_call(), x)
     assert [t.shape for t in fast.scratch_types] == [(8, 256)]
     _within_order_bound(_run(fast, x), x, axis=1)
+
+
+WINDOW = "reassociate-sums{window_bytes=65536}"  # 16 blocks of 4 KiB a step
+
+
+def test_a_window_of_blocks_a_step_sums_them_all_into_one_longer_accumulator():
+    """``window_bytes``: 64 steps of one 1024-float block become 4 of 16 blocks, the partial
+    sums as long as the window; row sums over K likewise (2x32 -> 2x4, 8-column windows)."""
+    x = _x(STEPS * BLOCK)
+    _, wide = _reassociated(_sum_call(), x, WINDOW)
+    assert wide.grid == (4,) and wide.in_specs[0].block_shape == (16 * BLOCK,)
+    assert [t.shape for t in wide.scratch_types] == [(16 * BLOCK,)]
+    _within_order_bound(_run(wide, x), x)
+    rows = _x(16, 32 * 256)
+    _, wide = _reassociated(_rows_call(), rows, WINDOW)
+    assert wide.grid == (2, 4) and wide.in_specs[0].block_shape == (8, 8 * 256)
+    _within_order_bound(_run(wide, rows), rows, axis=1)
+    module = _sum_call(passes=WINDOW).lower(x, target="tpu", optimize=False)
+    assert "iteration_bounds = array<i64: 4>" in str(module)  # libtpu compiles it after the test
+
+
+def test_a_window_is_not_taken_when_the_body_does_more_than_sum():
+    """A body that also asks its grid position (here to scale each block) keeps its steps;
+    the sum is still reassociated."""
+
+    def scaled(x_ref, o_ref):
+        o_ref[...] += (x_ref[...] * mp.program_id(0).astype(jnp.float32)).sum(keepdims=True)
+
+    x = _x(STEPS * BLOCK)
+    _, fast = _reassociated(_sum_call(scaled), x, WINDOW)
+    assert fast.grid == (STEPS,) and [t.shape for t in fast.scratch_types] == [(BLOCK,)]
 
 
 def _run(kernel, x):

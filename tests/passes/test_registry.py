@@ -140,7 +140,7 @@ def test_every_builtin_option_is_declared_with_the_function_default():
         },
         "hoist-invariant": {"grid": REQUIRED, "inputs": REQUIRED},
         "promote-scratch": {"budget": 131072},
-        "reassociate-sums": {},
+        "reassociate-sums": {"window_bytes": 0},
     }
 
 
