@@ -26,7 +26,7 @@ DMA = pltpu.SemaphoreType.DMA
 SCHEDULES = ["lockstep", 0, 1]
 
 
-def _all_to_all_rows(extra: int):
+def _all_to_all_rows(extra: int, mismatched: bool = False):
     """Every device copies its ``ROWS`` rows into each device's rows ``ROWS * me`` on one
     receive semaphore, then waits for all ``N`` arrivals with one wait of ``ROWS * (N + extra)``
     rows (a size known only at run time); ``extra`` != 0 plants a wrong count."""
@@ -48,7 +48,8 @@ def _all_to_all_rows(extra: int):
             copy.wait_send()
         arrivals = me * 0 + N + extra  # traced: the wait's size is dynamic
         window = o_ref.at[pl.ds(0, ROWS * arrivals)]  # src too: upstream counts the source
-        everything = pltpu.make_async_remote_copy(window, window, send_sem, recv_sem,
+        source = x_ref if mismatched else window  # x_ref: one copy's rows, not all of them
+        everything = pltpu.make_async_remote_copy(source, window, send_sem, recv_sem,
                                                   device_id=(me,), device_id_type=MESH)  # fmt: skip
         everything.wait_recv()  # the dynamic wait
 
@@ -126,6 +127,9 @@ def cases():
         np.asarray(jax.jit(mp.on_devices(fns[0]))(x)), want)  # fmt: skip
     yield "wait_one_piece_too_many", SCHEDULES, lambda s: (_run(fns[1], x, s), None)
     yield "wait_one_piece_too_few", SCHEDULES, lambda s: (_run(fns[-1], x, s), None)
+    two_sizes = on_mesh(_all_to_all_rows(0, mismatched=True), (N * ROWS, 128), space=pl.ANY,
+                        collective_id=0)  # fmt: skip
+    yield "wait_descriptor_of_two_sizes", ["import"], lambda s: (_run(two_sizes, x, s), None)
     rolled = np.roll(x.reshape(N, ROWS, 128), 1, axis=0).reshape(x.shape)
     for in_flight in (False, True):
         reads = on_mesh(_read_semaphores(in_flight), (ROWS, 128), space=None)

@@ -30,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import numpy as np
+
 from minipallas.interop.importer.devices_kernel import device_indices, target_row
 from minipallas.interop.importer.dma_select import with_selects
 from minipallas.interop.importer.engine import ImportScope, rule
@@ -134,6 +136,14 @@ def _wait(scope: ImportScope, eqn: jax_core.JaxprEqn, leaves: Sequence) -> None:
     src, mine, sem, *rest = leaves  # wait_send swaps them
     sizes = _dynamic_sizes(mine)  # what the wait counts: its second operand's window
     src, mine = _unit(src), _unit(mine)
+    if _bytes(src) != _bytes(mine):
+        raise scope.error(
+            f"waits on a descriptor whose windows differ in size ({_bytes(src)} and "
+            f"{_bytes(mine)} bytes, a piece of each where sizes are dynamic): upstream's TPU "
+            "interpret mode takes its first window's size, minipallas the one the wait is for",
+            fix="wait with a descriptor whose source and destination have one size (the "
+            "copy's own: copy.wait_recv(), copy.wait_send())",
+        )
     if _remote(scope, eqn):
         own = _ref(scope, mine)
         operands = [own, own, _ref(scope, sem)]
@@ -157,6 +167,15 @@ def _wait_pieces(scope: ImportScope, operands: list[Value], sizes: list) -> None
     body = inner.builder.block([Value(ArrayType((), "int32")), *params], [])
     lower = scope.constant(0, "int32")
     scope.emit_op("for", [lower, n, *operands], [body], num_consts=len(operands))
+
+
+def _bytes(leaf: object) -> int:
+    """The bytes of the window a DMA operand names (its views' type, as upstream types it)."""
+    ref = getattr(leaf, "ref", leaf)
+    aval = ref.aval
+    for transform in getattr(leaf, "transforms", ()):
+        aval = transform.transform_type(aval)
+    return int(np.prod(aval.shape)) * np.dtype(aval.dtype).itemsize
 
 
 def _dynamic_sizes(leaf: object) -> list:

@@ -74,3 +74,13 @@ def test_the_wait_imports_as_a_loop_of_one_piece_waits_that_prints_back(verdicts
     loop = re.search(r"for %\d+ to %\d+ \((%\d+), \1, %\d+\) \{\n.*\n\s+dma_wait ", v["text"])
     assert loop, v["text"]
     assert re.search(r"ref\.at %\d+\[0:1, :\] : Ref\{f32\[1,128\]\}", v["text"])
+
+
+def test_a_wait_on_a_descriptor_whose_windows_differ_in_size_is_refused(verdicts):
+    """Upstream's TPU interpret mode counts such a wait by its source (one copy's rows here:
+    it returns NaNs where the other copies never land), minipallas by its destination."""
+    (v,) = verdicts["wait_descriptor_of_two_sizes"]
+    assert v["error"] == "JaxprImportError", v
+    assert (
+        "'dma_wait': waits on a descriptor whose windows differ in size (1024 and 512" in v["text"]
+    )
