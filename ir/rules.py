@@ -21,7 +21,7 @@ from an op's rule learns that op (``excerpt.at_op``), so the entry point can sho
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from minipallas.ir.core import Block, Op
@@ -89,6 +89,15 @@ class RuleTable(dict[str, R], Generic[R]):
             return rule
 
         return add
+
+    @classmethod
+    def of(cls, what: str, rules: Mapping[str, R]) -> RuleTable[R]:
+        """A table of the declared ops' ``rules``, written as a dict: each name checked as
+        ``register`` checks it, so a table a pass indexes by op name has no misspelt entry."""
+        table = cls(what)
+        for name, fn in rules.items():
+            table.register(name)(fn)
+        return table
 
 
 def run_block(

@@ -89,3 +89,26 @@ def test_discharge_runs_region_and_scope_rules_for_every_op():
 
     assert engine.RULES.always == {"for", "while", "cond", "call", "mesh_call", "run_scoped"}
     assert {"get", "swap", "ref.at"} <= engine.RULES.keys() - engine.RULES.always
+
+
+# tables a pass indexes by op name beside its RULES (issue 50 point 5): built by RuleTable.of
+OP_TABLES = [
+    ("minipallas.ir.interpret.arrays", "BINARY"),
+    ("minipallas.ir.interpret.arrays", "FLOAT_UNARY"),
+    ("minipallas.ir.interpret.arrays", "DTYPE_UNARY"),
+    ("minipallas.lowering.tpu.ranges", "_ARITH"),
+    ("minipallas.lowering.tpu.ranges", "_COMPARE"),
+    ("minipallas.lowering.tpu.ranges", "_LOGIC"),
+    ("minipallas.lowering.tpu.semantics", "_EVAL"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), OP_TABLES)
+def test_tables_keyed_by_op_name_are_checked_rule_tables(module, name):
+    assert isinstance(getattr(importlib.import_module(module), name), RuleTable)
+
+
+def test_a_table_written_as_a_dict_refuses_a_name_that_is_no_op():
+    assert RuleTable.of("test rule", {"add": 1, "mul": 2}) == {"add": 1, "mul": 2}
+    with pytest.raises(ValueError, match="there is no op named 'mull'; did you mean 'mul'"):
+        RuleTable.of("test rule", {"mull": 2})

@@ -41,6 +41,7 @@ from minipallas.ir.interpret.xla import (
 )
 from minipallas.ir.interpret.xla.extremes import extreme, offloaded
 from minipallas.ir.interpret.xla.numerics import F32, float_math, flush, widen
+from minipallas.ir.rules import RuleTable
 
 
 def _arith(int_fn: Callable[..., Any], float_fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -64,61 +65,67 @@ def _compare(fn: Callable[..., Any]) -> Callable[..., Any]:
     return apply
 
 
-BINARY: dict[str, Callable[[Any, Any, str], Any]] = {
-    "add": _arith(_ints(np.add), np.add),
-    "sub": _arith(_ints(np.subtract), np.subtract),
-    "mul": _arith(_ints(np.multiply), np.multiply),
-    "div": _arith(numerics.int_div, np.divide),
-    "rem": lambda a, b, d: (
-        float_math(numerics.float_rem, d, a, b, flushes=False)
-        if dtypes.is_float(d)
-        else numerics.int_rem(a, b, d)
-    ),
-    "pow": lambda a, b, d: (
-        float_math(transcendental.pow, d, a, b, flushes=False)
-        if dtypes.is_float(d)
-        else numerics.int_pow(a, b, d)
-    ),
-    "atan2": lambda a, b, d: float_math(transcendental.atan2, d, a, b, flushes=False),
-    "nextafter": bits.nextafter,
-    "shift_left": bits.shift_left,
-    "shift_right_logical": bits.shift_right_logical,
-    "shift_right_arithmetic": bits.shift_right_arithmetic,
-    "max": _arith(_ints(np.maximum), numerics.float_max),
-    "min": _arith(_ints(np.minimum), numerics.float_min),
-    "and": _ints(np.bitwise_and),
-    "or": _ints(np.bitwise_or),
-    "xor": _ints(np.bitwise_xor),
-    "eq": _compare(np.equal),
-    "ne": _compare(np.not_equal),
-    "lt": _compare(np.less),
-    "le": _compare(np.less_equal),
-    "gt": _compare(np.greater),
-    "ge": _compare(np.greater_equal),
-}
+BINARY: RuleTable[Callable[[Any, Any, str], Any]] = RuleTable.of(
+    "interpreter elementwise function",
+    {
+        "add": _arith(_ints(np.add), np.add),
+        "sub": _arith(_ints(np.subtract), np.subtract),
+        "mul": _arith(_ints(np.multiply), np.multiply),
+        "div": _arith(numerics.int_div, np.divide),
+        "rem": lambda a, b, d: (
+            float_math(numerics.float_rem, d, a, b, flushes=False)
+            if dtypes.is_float(d)
+            else numerics.int_rem(a, b, d)
+        ),
+        "pow": lambda a, b, d: (
+            float_math(transcendental.pow, d, a, b, flushes=False)
+            if dtypes.is_float(d)
+            else numerics.int_pow(a, b, d)
+        ),
+        "atan2": lambda a, b, d: float_math(transcendental.atan2, d, a, b, flushes=False),
+        "nextafter": bits.nextafter,
+        "shift_left": bits.shift_left,
+        "shift_right_logical": bits.shift_right_logical,
+        "shift_right_arithmetic": bits.shift_right_arithmetic,
+        "max": _arith(_ints(np.maximum), numerics.float_max),
+        "min": _arith(_ints(np.minimum), numerics.float_min),
+        "and": _ints(np.bitwise_and),
+        "or": _ints(np.bitwise_or),
+        "xor": _ints(np.bitwise_xor),
+        "eq": _compare(np.equal),
+        "ne": _compare(np.not_equal),
+        "lt": _compare(np.less),
+        "le": _compare(np.less_equal),
+        "gt": _compare(np.greater),
+        "ge": _compare(np.greater_equal),
+    },
+)
 
 
 # name -> (function on float32, whether XLA flushes its subnormals)
-FLOAT_UNARY: dict[str, tuple[Callable[[Any], Any], bool]] = {
-    "exp": (transcendental.exp, True),
-    "log": (transcendental.log, True),
-    "sqrt": (np.sqrt, True),
-    "rsqrt": (transcendental.rsqrt, True),
-    "tanh": (transcendental.tanh, False),
-    "sin": (transcendental.sin, False),
-    "cos": (transcendental.cos, False),
-    "tan": (transcendental.tan, False),
-    "atan": (transcendental.atan, False),
-    "cbrt": (transcendental.cbrt, False),
-    "erf": (special.erf, True),
-    "log1p": (special.log1p, True),
-    "floor": (np.floor, True),
-    "ceil": (np.ceil, True),
-    "round": (bits.round_away, False),
-    "round_even": (np.rint, False),
-    "neg": (np.negative, False),
-    "abs": (np.abs, False),
-}
+FLOAT_UNARY: RuleTable[tuple[Callable[[Any], Any], bool]] = RuleTable.of(
+    "interpreter float function",
+    {
+        "exp": (transcendental.exp, True),
+        "log": (transcendental.log, True),
+        "sqrt": (np.sqrt, True),
+        "rsqrt": (transcendental.rsqrt, True),
+        "tanh": (transcendental.tanh, False),
+        "sin": (transcendental.sin, False),
+        "cos": (transcendental.cos, False),
+        "tan": (transcendental.tan, False),
+        "atan": (transcendental.atan, False),
+        "cbrt": (transcendental.cbrt, False),
+        "erf": (special.erf, True),
+        "log1p": (special.log1p, True),
+        "floor": (np.floor, True),
+        "ceil": (np.ceil, True),
+        "round": (bits.round_away, False),
+        "round_even": (np.rint, False),
+        "neg": (np.negative, False),
+        "abs": (np.abs, False),
+    },
+)
 
 
 def _binary_rule(fn: Callable[[Any, Any, str], Any]) -> Callable[..., tuple]:
@@ -139,17 +146,20 @@ def _unary_rule(fn: Callable[[Any], Any], flushes: bool) -> Callable[..., tuple]
 
 
 # name -> function of (operand, dtype): formulas of XLA ops, and integer bit counts
-DTYPE_UNARY: dict[str, Callable[[Any, str], Any]] = {
-    "expm1": decompositions.expm1,
-    "exp2": decompositions.exp2,
-    "asin": decompositions.asin,
-    "asinh": decompositions.asinh,
-    "sinh": decompositions.sinh,
-    "cosh": decompositions.cosh,
-    "erf_inv": decompositions.erf_inv,
-    "population_count": bits.population_count,
-    "clz": bits.clz,
-}
+DTYPE_UNARY: RuleTable[Callable[[Any, str], Any]] = RuleTable.of(
+    "interpreter dtype function",
+    {
+        "expm1": decompositions.expm1,
+        "exp2": decompositions.exp2,
+        "asin": decompositions.asin,
+        "asinh": decompositions.asinh,
+        "sinh": decompositions.sinh,
+        "cosh": decompositions.cosh,
+        "erf_inv": decompositions.erf_inv,
+        "population_count": bits.population_count,
+        "clz": bits.clz,
+    },
+)
 
 
 def _dtype_unary_rule(fn: Callable[[Any, str], Any]) -> Callable[..., tuple]:

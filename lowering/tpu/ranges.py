@@ -33,6 +33,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.opset.platform import mosaic_branch
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType
 
 Interval = tuple[int, int]
@@ -74,15 +75,21 @@ def _decided(true: bool, false: bool) -> Interval | None:
     return (1, 1) if true else (0, 0) if false else None
 
 
-_COMPARE: dict[str, Callable[[Interval, Interval], Interval | None]] = {
-    "lt": lambda a, b: _decided(a[1] < b[0], a[0] >= b[1]),
-    "le": lambda a, b: _decided(a[1] <= b[0], a[0] > b[1]),
-    "gt": lambda a, b: _decided(a[0] > b[1], a[1] <= b[0]),
-    "ge": lambda a, b: _decided(a[0] >= b[1], a[1] < b[0]),
-    "eq": lambda a, b: _decided(a[0] == a[1] == b[0] == b[1], a[1] < b[0] or b[1] < a[0]),
-    "ne": lambda a, b: _decided(a[1] < b[0] or b[1] < a[0], a[0] == a[1] == b[0] == b[1]),
-}
-_LOGIC = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y}
+_COMPARE: RuleTable[Callable[[Interval, Interval], Interval | None]] = RuleTable.of(
+    "TPU range of a comparison",
+    {
+        "lt": lambda a, b: _decided(a[1] < b[0], a[0] >= b[1]),
+        "le": lambda a, b: _decided(a[1] <= b[0], a[0] > b[1]),
+        "gt": lambda a, b: _decided(a[0] > b[1], a[1] <= b[0]),
+        "ge": lambda a, b: _decided(a[0] >= b[1], a[1] < b[0]),
+        "eq": lambda a, b: _decided(a[0] == a[1] == b[0] == b[1], a[1] < b[0] or b[1] < a[0]),
+        "ne": lambda a, b: _decided(a[1] < b[0] or b[1] < a[0], a[0] == a[1] == b[0] == b[1]),
+    },
+)
+_LOGIC = RuleTable.of(
+    "TPU range of a logical op",
+    {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y},
+)
 
 
 def _logic(name: str, a: Interval | None, b: Interval | None) -> Interval | None:
@@ -99,18 +106,23 @@ def _logic(name: str, a: Interval | None, b: Interval | None) -> Interval | None
     return None
 
 
-_ARITH: dict[str, Callable[[Interval, Interval], Interval | None]] = {
-    "add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
-    "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
-    "mul": lambda a, b: (
-        min(x * y for x in a for y in b),
-        max(x * y for x in a for y in b),
-    ),
-    "max": lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
-    "min": lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),
-    "div": lambda a, b: (a[0] // b[0], a[1] // b[0]) if a[0] >= 0 and b[0] == b[1] > 0 else None,
-    "rem": lambda a, b: (0, min(a[1], b[0] - 1)) if a[0] >= 0 and b[0] == b[1] > 0 else None,
-}
+_ARITH: RuleTable[Callable[[Interval, Interval], Interval | None]] = RuleTable.of(
+    "TPU range of arithmetic",
+    {
+        "add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
+        "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
+        "mul": lambda a, b: (
+            min(x * y for x in a for y in b),
+            max(x * y for x in a for y in b),
+        ),
+        "max": lambda a, b: (max(a[0], b[0]), max(a[1], b[1])),
+        "min": lambda a, b: (min(a[0], b[0]), min(a[1], b[1])),
+        "div": lambda a, b: (
+            (a[0] // b[0], a[1] // b[0]) if a[0] >= 0 and b[0] == b[1] > 0 else None
+        ),
+        "rem": lambda a, b: (0, min(a[1], b[0] - 1)) if a[0] >= 0 and b[0] == b[1] > 0 else None,
+    },
+)
 
 
 class _Ranges:

@@ -41,6 +41,7 @@ from minipallas.ir.effects import Read, effects_with_swap_reads
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.opset.meanings import numpy_div_rem
+from minipallas.ir.rules import RuleTable
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 
@@ -317,27 +318,30 @@ def _scaled_program_id(op: Op | None, defs: dict[Value, Op]) -> int | None:
 
 # -- vectorized evaluation of index maps ------------------------------------------------------
 
-_EVAL = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": lambda a, b: numpy_div_rem("div", a, b),  # XLA's meaning, in int64
-    "rem": lambda a, b: numpy_div_rem("rem", a, b),
-    "max": np.maximum,
-    "min": np.minimum,
-    "and": np.bitwise_and,
-    "or": np.bitwise_or,
-    "xor": np.bitwise_xor,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "neg": np.negative,
-    "abs": np.abs,
-    "select": np.where,
-}
+_EVAL = RuleTable.of(
+    "TPU index-map evaluation",
+    {
+        "add": np.add,
+        "sub": np.subtract,
+        "mul": np.multiply,
+        "div": lambda a, b: numpy_div_rem("div", a, b),  # XLA's meaning, in int64
+        "rem": lambda a, b: numpy_div_rem("rem", a, b),
+        "max": np.maximum,
+        "min": np.minimum,
+        "and": np.bitwise_and,
+        "or": np.bitwise_or,
+        "xor": np.bitwise_xor,
+        "eq": np.equal,
+        "ne": np.not_equal,
+        "lt": np.less,
+        "le": np.less_equal,
+        "gt": np.greater,
+        "ge": np.greater_equal,
+        "neg": np.negative,
+        "abs": np.abs,
+        "select": np.where,
+    },
+)
 
 
 def _blocks(spec: TracedBlockSpec, starts: np.ndarray | None) -> np.ndarray | None:
