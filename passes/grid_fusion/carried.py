@@ -36,7 +36,7 @@ from minipallas.passes.promote_scratch import fits, static_uses
 CARRIED_BYTES = 32 * 8 * 128 * 4
 
 
-def carried(kernel: Kernel) -> list[int]:
+def carried_buffers(kernel: Kernel) -> list[int]:
     """The body parameters of the scratch buffers the body both reads and writes."""
     first = len(kernel.body.params) - len(kernel.scratch_types)
     found = effects_with_swap_reads(kernel.body)
@@ -52,7 +52,7 @@ def threaded(kernel: Kernel, budget: int) -> tuple[bool, ...]:
     body = kernel.body
     chosen = {
         k
-        for k in carried(kernel)
+        for k in carried_buffers(kernel)
         if isinstance(t := body.param_types[k], RefType)
         and fits(t, budget)
         and static_uses(body.body, body.params[k])
