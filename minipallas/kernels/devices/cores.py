@@ -266,21 +266,22 @@ class _Sequence:
 
     def scoped(self, op: Op, envs: list[dict[Value, Value]]) -> Op:
         """A ``run_scoped`` holding meeting points, once for every core: its allocations
-        shared, each core's operands and results its own."""
+        shared, each core's operands and results its own (an operand the cores share, such as
+        the device's buffers, passed once: one parameter per ref, never two aliases)."""
         (region,) = op.regions
         n_alloc = len(region.params) - len(op.operands)
         allocs = [Value(p.type) for p in region.params[:n_alloc]]
+        operands = list(dict.fromkeys(env[v] for env in envs for v in op.operands))
+        params = {v: Value(v.type) for v in operands}
         inner = []
-        for _ in envs:
-            params = [Value(p.type) for p in region.params[n_alloc:]]
-            inner.append(dict(zip(region.params, [*allocs, *params], strict=True)))
+        for env in envs:
+            passed = [params[env[v]] for v in op.operands]
+            inner.append(dict(zip(region.params, [*allocs, *passed], strict=True)))
         ops = self.run(region, inner)
-        params = tuple(v for env in inner for v in (env[p] for p in region.params[n_alloc:]))
         results = tuple(env[v] for env in inner for v in region.results)
-        block = Block((*allocs, *params), tuple(ops), results)
-        operands = tuple(env[v] for env in envs for v in op.operands)
-        new = Op("run_scoped", operands, tuple(Value(v.type) for v in results), op.attrs,
-                 (block,), op.loc)  # fmt: skip
+        block = Block((*allocs, *params.values()), tuple(ops), results)
+        new = Op("run_scoped", tuple(operands), tuple(Value(v.type) for v in results),
+                 op.attrs, (block,), op.loc)  # fmt: skip
         n = len(op.results)
         for c, env in enumerate(envs):
             env.update(zip(op.results, new.results[c * n : (c + 1) * n], strict=True))
