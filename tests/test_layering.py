@@ -45,8 +45,12 @@ CORE = (
     "ir/core.py",
     "ir/types.py",
     "ir/opdef.py",
+    "ir/builder.py",
+    "ir/printer.py",
     "ir/effects.py",
+    "ir/indexing.py",
     "ir/opset/state.py",
+    "ir/rules.py",
     "passes/discharge/",
 )
 # Line budgets per layer (every line of every .py file, as MAX_LINES counts them), each set a
@@ -56,7 +60,9 @@ CORE = (
 # code down to where it belongs, or raise the budget in a commit that says why. The compiler's
 # layers get about 5% room; the tools, which may grow apart, about 10%.
 BUDGETS = {
-    "core": 2800,
+    # 2800 -> 3470 and ir's 9905 -> 9235 for issue 50 point 7: the core runs on ir/builder.py,
+    # printer.py, indexing.py and rules.py (669 lines), which it now names; no line was added
+    "core": 3470,
     # ir/ less the core; raised from 9400 for issue 47: the simulator keeps every async copy in
     # flight until its semaphore's waits take it back, and runs a list of schedules (~320); to
     # 9750 for issue 47 item 3: the exchange and gather_rows ops, how the devices of a
@@ -64,8 +70,9 @@ BUDGETS = {
     # its semaphore that nothing orders after it could have satisfied it (inflight.py, ~70); to
     # 9880 for issue 47 item 3: short float sums in XLA:CPU's order (xla/sum_order.py, ~50); to
     # 9905 for issue 47: a semaphore_read of a DMA semaphore in flight is refused where the
-    # chip leaves it undefined (checks, the simulator: interpret/semaphore.py, ~25)
-    "ir": 9905,
+    # chip leaves it undefined (checks, the simulator: interpret/semaphore.py, ~25); down 670
+    # for issue 50 point 7 (the four files the core now names, above)
+    "ir": 9235,
     # passes/ less the core; raised from 4000 for issue 49 item 1: fuse-grid-steps widens the
     # outer grid axes too (passes/grid_fusion/widen.py, ~370); +385 for issue 49 item 4: the
     # optimize="fast" level's reassociate-sums and its windows (passes/reassociate.py, ~380)
