@@ -46,7 +46,7 @@ def fused_body(
     values = thread.load(b, refs)
     same = Function(f"{body.name}_substep", body.body)  # the sub-steps that do not ask
     for s in range(factor):
-        views = [_view(b, ref, move, factor, s) for ref, move in zip(refs, moves, strict=True)]
+        views = [view(b, ref, move, factor, s) for ref, move in zip(refs, moves, strict=True)]
         step = GridPosition(axis, factor, s, size).substitute(body)
         step = thread.step(same if step is body else step)
         args = thread.arguments(views, values)
@@ -58,15 +58,20 @@ def fused_body(
     return b.function(body.name, refs, [])
 
 
-def _view(b: Builder, ref: Value, move: Motion, factor: int, s: int) -> Value:
+def view(b: Builder, ref: Value, move: Motion, factor: int, s: int | Value) -> Value:
     """Sub-step ``s``'s block of the window ``ref``: its ``s``-th of ``factor`` along the
-    moving dimension; ``ref`` itself when the block stays put."""
+    moving dimension (``s`` a number, or a loop's index); ``ref`` itself when the block stays
+    put."""
     if move.dim is None:
         return ref
     shape = ref.type.shape
     block = shape[move.ref_dim] // factor
-    indexer = indexing.along(shape, move.ref_dim, indexing.Slice(s * block, block, 1))
-    return b.create("ref.at", [ref], {"indexer": indexer}).result
+    if isinstance(s, int):
+        start, dyn = s * block, []
+    else:
+        start, dyn = indexing.Dyn(0), [b.create("mul", [s, i32(b, block)]).result]
+    indexer = indexing.along(shape, move.ref_dim, indexing.Slice(start, block, 1))
+    return b.create("ref.at", [ref, *dyn], {"indexer": indexer}).result
 
 
 def _call_while_in_grid(
