@@ -42,7 +42,7 @@ from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.literal import Literal
-from minipallas.ir.types import RefType
+from minipallas.ir.types import TPU_SMEM, TPU_VMEM, RefType
 from minipallas.passes.grid_fusion.index_maps import Motion, motion, window_spec
 from minipallas.passes.grid_fusion.widen import ELEMENTWISE
 from minipallas.passes.pipeline import pass_names
@@ -270,7 +270,7 @@ def _only_resets(block: Block, chain: list[Op], found: _Accumulation) -> bool:
         if id(op) in known:
             continue
         if op.name == "cond":
-            if any(v is not found.ref for v in op.operands[1:]):
+            if not op.operands[1:] or any(v is not found.ref for v in op.operands[1:]):
                 return False
         elif op.name not in ("program_id", "constant", "eq", "convert") or any(
             r.type.shape != () for r in op.results
@@ -313,7 +313,8 @@ def _bytes(t: RefType) -> int:
 def _rewrite(kernel: Kernel, found: _Accumulation, axis: int) -> Kernel:
     """Step 3."""
     summed = found.summed.type
-    acc_type = RefType(summed.shape, summed.dtype, found.ref.type.memory_space)
+    space = found.ref.type.memory_space  # a scalar output's SMEM holds no vector: VMEM then
+    acc_type = RefType(summed.shape, summed.dtype, TPU_VMEM if space == TPU_SMEM else space)
     acc = Value(acc_type)
     old = kernel.body
     b = Builder()

@@ -164,6 +164,34 @@ def test_the_fast_level_runs_the_pass_and_the_default_does_not():
         compile_check(kernel, fast)
 
 
+def scalar_in_smem(x_ref, o_ref):
+    @mp.when(mp.program_id(0) == 0)
+    def _():
+        o_ref[0] = 0.0
+
+    o_ref[0] += x_ref[...].sum()
+
+
+def test_a_scalar_output_in_smem_gets_its_partial_sums_in_vmem():
+    """SMEM holds scalars, not vectors: the partial sums live in VMEM, and the module at the
+    fast level compiles as the default's does."""
+    x = _x(STEPS * BLOCK)
+    call = mp.pallas_call(
+        scalar_in_smem,
+        mp.ArrayType((1,), jnp.float32),
+        grid=(STEPS,),
+        in_specs=[mp.BlockSpec((BLOCK,), lambda i: (i,))],
+        out_specs=mp.BlockSpec((1,), lambda i: (0,), memory_space=mp.tpu.SMEM),
+        optimize="fast",
+    )
+    kernel = call.trace(x, memory_space=TARGETS["tpu"].memory_space)
+    fast = run_pipeline(kernel, "reassociate-sums", verify=True)
+    assert [(t.shape, t.memory_space.name) for t in fast.scratch_types] == [((BLOCK,), "tpu.vmem")]
+    _within_order_bound(_run(fast, x), x)
+    if libtpu_available():
+        compile_check(kernel, call.lower(x, target="tpu"))
+
+
 @pytest.mark.parametrize("level", ["faster", 1, None, "True"])
 def test_an_optimize_level_that_is_none_of_the_three_is_refused(level):
     with pytest.raises(mp.MiniPallasError) as e:
