@@ -185,6 +185,38 @@ def blocked_by_prefetch(n: int) -> Any:
     return lambda x: call(jnp.array([1, 0], jnp.int32), x)
 
 
+def aliased_increment(n: int) -> Any:
+    """The body of a ``shard_map`` over ``n`` devices along "x": a kernel whose output is its
+    input (``input_output_aliases={0: 0}``, both in HBM) copies its shard into VMEM, adds one,
+    and sends the result into the right neighbour's output (on one device: into its own)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x_ref, o_ref, buf, local_sem, send_sem, recv_sem):
+        load = pltpu.make_async_copy(x_ref, buf, local_sem)
+        load.start()
+        load.wait()
+        buf[...] += 1.0
+        right = lax.rem(lax.axis_index("x") + 1, n)
+        copy = pltpu.make_async_remote_copy(buf, o_ref, send_sem, recv_sem, device_id=(right,),
+                                            device_id_type=pl.DeviceIdType.MESH)  # fmt: skip
+        copy.start()
+        copy.wait()
+
+    dma = pltpu.SemaphoreType.DMA
+    return pl.pallas_call(
+        kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), dma, dma, dma],
+        input_output_aliases={0: 0},
+    )
+
+
 def semaphore_between_kernels(n: int) -> Any:
     """The body of a ``shard_map`` over ``n`` devices along "x": upstream's
     test_no_barrier_semaphore, a kernel that makes a semaphore (behind a barrier handshake)
@@ -232,6 +264,7 @@ def semaphore_between_kernels(n: int) -> Any:
 BODIES = {
     "blocked_to_itself": (blocked_permute, (16, 128)),
     "blocked_by_prefetch": (blocked_by_prefetch, (16, 128)),
+    "aliased_increment": (aliased_increment, (8, 128)),
     "semaphore_between_kernels": (semaphore_between_kernels, (8, 128)),
 }
 
@@ -249,6 +282,7 @@ REFERENCE = {
     "logical_halves": _swap_halves,
     "blocked_to_itself": lambda x: np.concatenate([x, x * 2]),
     "blocked_by_prefetch": _swap_halves,
+    "aliased_increment": lambda x: x + 1,
     "semaphore_between_kernels": lambda x: x + 1,
 }
 

@@ -125,6 +125,12 @@ def _semaphores_as_scratch(call: jax_core.JaxprEqn) -> tuple[dict, list[int]]:
     sems = [k for k, v in enumerate(atoms) if _is_semaphore(v.aval)]
     if not sems:
         return call.params, []
+    if call.params["input_output_aliases"]:
+        raise MiniPallasError(
+            "on_tpu runs a kernel that takes or returns a semaphore without input_output_aliases",
+            op="pallas_call",
+            fix="write the result into an output of its own",
+        )
     n_io, n_pre, n_in = len(atoms), gm.num_index_operands, len(call.invars)
     keep = [k for k in range(n_io) if k not in sems]
     order = [*keep, *sems, *range(n_io, len(jaxpr.invars))]
@@ -185,12 +191,6 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n
     results."""
     gm = call.params["grid_mapping"]
     name = call.params["jaxpr"].debug_info.func_name or "kernel"
-    if call.params["input_output_aliases"]:
-        raise MiniPallasError(
-            "on_tpu runs a kernel that spans devices without input_output_aliases",
-            op="pallas_call",
-            fix="write the result into an output of its own",
-        )
     slots = _Slots(op, call)
     rows, grid = len(mesh[1]), tuple(int(n) for n in gm.grid)
     params, ops, blocked = _grid_step(slots, len(grid), rows) if grid else (
@@ -223,6 +223,7 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n
         out_specs=tuple(specs[n_in:]),
         scratch_types=tuple(_shard(p.type, rows) for p in scratch),
         scalar_prefetch=pre,
+        input_output_aliases=tuple(sorted((i - n_pre, o) for i, o in slots.aliases)),
         metadata=(("mesh_axes", json.dumps(axes)),) if axes else (),
     )
 
@@ -319,6 +320,10 @@ class _Slots:
             read = defs[r]
             slot[held[_viewed(block, write.operands[0])]] = views[read.operands[0]]
             dropped.add(read)
+        self.aliases = tuple(call.params["input_output_aliases"])
+        for i, o in self.aliases:  # an aliased output starts as its input: one buffer here
+            out = slot.get(len(call.invars) + o)
+            dropped.update(_copy_in(region, views, defs, slot.get(i), out))
         if sorted(slot) != list(range(n_io)):
             raise MiniPallasError(
                 "on_tpu cannot tell where the imported kernel keeps its operands",
@@ -330,6 +335,21 @@ class _Slots:
         self.scratch = list(made[len(made) - n_scratch :])
         self.params = (*self.io, *self.scratch, *self.barrier)
         self.ops = tuple(o for o in region.ops if o not in dropped)
+
+
+def _copy_in(region: Block, views: dict, defs: dict, src: Value, dst: Value) -> list[Op]:
+    """The read of ``src``'s row and its write into ``dst``'s that start an aliased output as
+    its input (``devices_kernel``); on the chip the two are one buffer (XLA aliases them)."""
+    for o in region.ops:
+        read = defs.get(o.operands[-1]) if o.name == "swap" else None
+        if read is not None and read.name == "get" and views.get(o.operands[0]) is dst:
+            if views.get(read.operands[0]) is src:
+                return [read, o]
+    raise MiniPallasError(
+        "on_tpu cannot tell where the imported kernel starts an aliased output as its input",
+        op="pallas_call",
+        fix="this is a bug in minipallas; please report it with the kernel",
+    )
 
 
 def _only_scope(block: Block) -> Op:

@@ -190,3 +190,14 @@ def test_scalar_prefetch_reaches_the_index_map():
     assert "scalar_prefetch = 1" in text
     transform = text[text.index("func.func @transform_0") :]
     assert "memref.load %arg1" in transform.split("return")[0]
+
+
+def test_an_aliased_output_is_its_input():
+    """``input_output_aliases``: the output does not start as a copy of the input (one buffer on
+    the chip, as XLA aliases them); the custom call aliases them as upstream's."""
+    f, x = _case("aliased_increment", "v5e:2x2")
+    (text,) = [str(m) for m in _ours(f, x)]
+    assert text.count("tpu.enqueue_dma") == 2  # the load into VMEM, the remote copy
+    assert "vector.load %arg0" not in text and "vector.load %arg1" not in text
+    (config,) = _config(jax.jit(on_tpu(f)).lower(x))
+    assert "output_operand_aliases" in config and "operand_index = 0" in config
