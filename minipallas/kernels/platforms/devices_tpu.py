@@ -218,7 +218,7 @@ def _one_device(op: Op, call: jax_core.JaxprEqn, mesh: tuple, sems: list[int], n
         name=name,
         body=body,
         grid=grid,
-        dimension_semantics=_semantics(call, len(grid)),
+        dimension_semantics=_semantics(call),
         in_specs=tuple(specs[:n_in]),
         out_specs=tuple(specs[n_in:]),
         scratch_types=tuple(_shard(p.type, rows) for p in scratch),
@@ -265,14 +265,12 @@ def _grid_step(
     return tuple(params), (*shifted, *ids, calls), frozenset(blocked)
 
 
-def _semantics(call: jax_core.JaxprEqn, n: int) -> tuple[str, ...]:
-    """The grid's dimension semantics: the compiler params', else upstream's default
-    (``arbitrary``: a step's remote copies and signals may meet another step's)."""
+def _semantics(call: jax_core.JaxprEqn) -> tuple[str, ...] | None:
+    """The grid's dimension semantics the compiler params give, or None (``arbitrary``,
+    upstream's default: ``lower_device_kernel``)."""
     given = getattr(_mosaic_params(call.params.get("compiler_params")), "dimension_semantics",
                     None)  # fmt: skip
-    if given is None:
-        return ("arbitrary",) * n
-    return tuple(str(getattr(v, "value", v)).lower() for v in given)
+    return None if given is None else tuple(str(getattr(v, "value", v)).lower() for v in given)
 
 
 class _Slots:
