@@ -79,3 +79,47 @@ def test_the_tutorial_index_lists_the_chapters_as_their_docstrings_say():
     spec.loader.exec_module(hooks)
     page = (ROOT / "docs" / "tutorial" / "index.md").read_text()
     assert hooks.chapters() in page and "<!-- generated:" not in page
+
+
+MAX_PARAGRAPH_LINES = 12
+LIST_ITEM = re.compile(r"^\s*([-*+]|\d+\.)\s")
+
+
+def prose_paragraphs(text: str) -> list[tuple[int, int]]:
+    """(first line, lines) of each paragraph of prose in a page: runs of lines between blank
+    ones, outside code blocks, tables, headings and lists (a list item and its indented lines
+    are no paragraph of prose)."""
+    found, start, fence = [], None, False
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        bare = line.lstrip()
+        if bare.startswith(("```", "~~~")):
+            fence = not fence
+        prose = not fence and bare and not bare.startswith(("```", "~~~", "|", "#", "<", ":::"))
+        prose = prose and not LIST_ITEM.match(line) and not line.startswith(" ")
+        if prose and start is None:
+            start = n
+        elif not prose and start is not None:
+            found.append((start + 1, n - start))
+            start = None
+    if start is not None:
+        found.append((start + 1, len(lines) - start))
+    return found
+
+
+def test_no_prose_paragraph_is_over_12_lines():
+    """Guides read as pages, not notebooks: a long paragraph is two ideas (issue 50)."""
+    long = [
+        f"{page.relative_to(ROOT)}:{line}: {n} lines"
+        for page in PAGES
+        for line, n in prose_paragraphs(page.read_text())
+        if n > MAX_PARAGRAPH_LINES
+    ]
+    assert not long, "paragraphs over 12 lines (cut them where a new idea starts):\n" + "\n".join(
+        long
+    )
+
+
+def test_the_paragraph_walk_skips_code_tables_and_lists():
+    text = "a\nb\n\n```\nx\n\ny\n```\n| t |\n- item\n  more\nc\n"
+    assert prose_paragraphs(text) == [(1, 2), (12, 1)]
