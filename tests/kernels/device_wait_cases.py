@@ -1,7 +1,10 @@
-"""Waits of dynamic size (``copy.wait_recv()`` on a descriptor over ``pl.ds(0, k * n)``, as
-upstream's race-detection test waits for every copy it receives at once), run by
-``tests/ir/interpret/test_device_waits.py`` in a process of its own with 4 CPU devices. Each case
-prints one JSON line per schedule: ``ok`` (the expected values) or the error's kind and text.
+"""Kernels that span devices for the tests of waits of dynamic size (``copy.wait_recv()`` on a
+descriptor over ``pl.ds(0, k * n)``, as upstream's race-detection test waits for every copy it
+receives at once), DMA semaphore reads and semaphores passed between kernels
+(``tests/ir/interpret/test_device_waits.py``, ``test_dma_semaphore_reads.py``,
+``test_device_semaphore_results.py``), run in a process of their own with 4 CPU devices. Each
+case prints one JSON line per schedule: ``ok`` (the expected values) or the error's kind and
+text.
 """
 
 import json
@@ -73,6 +76,34 @@ def _read_semaphores(in_flight: bool):
     return kernel
 
 
+def _semaphore_between_kernels(waits: int):
+    """Upstream's test_no_barrier_semaphore with ``waits`` in place of ``N``: one kernel makes a
+    REGULAR semaphore, the next signals it on every device and waits for ``waits`` signals."""
+
+    def make(_):
+        pass  # its result is the semaphore; it is made with a count of 0
+
+    def use(x_ref, sem_ref, o_ref):
+        for j in range(N):
+            pl.semaphore_signal(sem_ref, device_id=(j,), device_id_type=MESH)
+        pl.semaphore_wait(sem_ref, waits)  # the wait on the semaphore made before
+        o_ref[...] = x_ref[...] + 1
+
+    def body(x):
+        semaphore = pl.BlockSpec(memory_space=pltpu.SEMAPHORE)
+        sem = pl.pallas_call(make, in_specs=[], out_specs=semaphore,
+                             out_shape=pltpu.SemaphoreType.REGULAR(()))()  # fmt: skip
+        vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+        return pl.pallas_call(use, in_specs=[vmem, semaphore],
+                              out_specs=vmem, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              compiler_params=pltpu.CompilerParams(skip_device_barrier=True),
+                              )(x, sem)  # fmt: skip
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:N]), ("x",))
+    spec = jax.sharding.PartitionSpec("x")
+    return jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+
+
 def local_halves(n_ref, x_ref, o_ref, sem):
     """One device: two local copies into the halves of ``o``, then one wait for ``n_ref[0]``
     rows (both halves when it holds 8) on a descriptor made only to wait."""
@@ -137,6 +168,10 @@ def cases():
         yield name, SCHEDULES, lambda s, f=reads: (_run(f, x, s), rolled)
     upstream_reads = on_mesh(_read_semaphores(False), (ROWS, 128), space=None, interpret=True)
     yield "semaphore_read_upstream", ["upstream"], lambda s: (_raised(upstream_reads, x), None)
+    for waits, name in ((N, "right_count"), (N + 1, "one_wait_too_many"), (N - 1, "left_over")):
+        shared = _semaphore_between_kernels(waits)
+        yield f"semaphore_between_kernels_{name}", SCHEDULES, lambda s, f=shared: (
+            _run(f, x, s), x + 1)  # fmt: skip
     rows = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
     for n in (8, 4):
         counted = np.array([n], np.int32)
