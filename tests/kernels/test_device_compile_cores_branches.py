@@ -16,6 +16,11 @@ from pathlib import Path
 import pytest
 from device_cases import run_cases
 
+from minipallas.ir.errors import MiniPallasError
+from minipallas.ir.parser import parse_module
+from minipallas.ir.verifier import verify
+from minipallas.kernels.devices import device_program
+
 CASES = Path(__file__).with_name("device_cores_branches_cases.py")
 CORES = ["core_rows_right", "core_ring_gather", "core_meeting_swap", "around_core_kernel"]
 BRANCHES = ["cond_neighbours", "zero_broadcasts"]
@@ -64,3 +69,52 @@ def test_what_is_not_sound_is_refused_with_why_and_simulated(verdicts, case):
     assert v.get("error") == "MiniPallasError", v
     assert REFUSED[case] in v["text"], v["text"]
     assert "device_cores_branches_cases.py:" in v["text"] and "collectives='simulate'" in v["text"]
+
+
+# A device program over ("x", "core") as the importer gives it (rows per device, per core): each
+# core signals the other core's semaphore, then waits on its own; ``{WAIT}`` where it waits.
+MEETING = """func @k(%0: Ref{{f32[2,8]}}) -> () {{
+  run_scoped(%0) collective_axes ("x", "core") {{
+  ^(%1: Ref{{i32[2,2], semaphore}}, %2: Ref{{f32[2,8]}}):
+    %3 = program_id axis 0 : i32[]
+    %4 = program_id axis 1 : i32[]
+    %5 = constant 1 : i32[]
+    %6 = sub %5, %4 : i32[]
+    %7 = ref.at %1[%3, %6] : Ref{{i32[], semaphore}}
+    %8 = ref.at %1[%3, %4] : Ref{{i32[], semaphore}}
+    {WAIT}
+    semaphore_signal %7[], %5
+    {AFTER}
+    yield
+  }}
+  return
+}}"""
+
+
+def _meeting(wait: str, after: str):
+    (fn,) = parse_module(MEETING.format(WAIT=wait, AFTER=after)).functions
+    return device_program(fn, ("x", "core"), (2, 2), devices=1)
+
+
+def test_cores_meeting_by_semaphores_run_in_turn_split_at_the_wait():
+    program = _meeting("", "semaphore_wait %8[], %5")
+    verify(program)
+    text = str(program)
+    assert (
+        "semaphore_wait" in text and "program_id" not in text and 'axis_index ("core")' not in text
+    )
+    # both cores signal before either waits: the phases are (signal, signal), (wait, wait)
+    ops = [line.split()[0] for line in text.splitlines() if line.strip().startswith("semaphore")]
+    assert ops == ["semaphore_signal"] * 2 + ["semaphore_wait"] * 2, ops
+
+
+def test_a_wait_before_the_other_cores_signal_is_refused_naming_it():
+    with pytest.raises(MiniPallasError, match="for signals another core sends after it") as e:
+        _meeting("semaphore_wait %8[], %5", "")
+    assert e.value.op == "semaphore_wait" and "collectives='simulate'" in e.value.fix
+
+
+def test_a_core_barrier_inside_a_loop_is_refused():
+    loop = 'for %3 to %5 () {\n    ^(%9: i32[]):\n      barrier ("core")\n      yield\n    }'
+    with pytest.raises(MiniPallasError, match="barrier of cores.*inside a loop or branch"):
+        _meeting(loop, "semaphore_wait %8[], %5")
