@@ -129,6 +129,7 @@ def _semaphores_as_scratch(call: jax_core.JaxprEqn) -> tuple[dict, list[int]]:
         raise MiniPallasError(
             "on_tpu runs a kernel that takes or returns a semaphore without input_output_aliases",
             op="pallas_call",
+            loc=location(call),
             fix="write the result into an output of its own",
         )
     n_io, n_pre, n_in = len(atoms), gm.num_index_operands, len(call.invars)
@@ -177,6 +178,7 @@ def _check_chip(call: jax_core.JaxprEqn) -> None:
             "collective_id has to be unspecified or None when not using a custom barrier (jax's "
             "tpu_custom_call says so of upstream's lowering of this kernel too)",
             op="pallas_call",
+            loc=location(call),
             fix="drop collective_id from the compiler params, or use the barrier semaphore "
             "(pltpu.get_barrier_semaphore())",
         )
@@ -319,13 +321,16 @@ class _Slots:
             slot[held[_viewed(block, write.operands[0])]] = views[read.operands[0]]
             dropped.add(read)
         self.aliases = tuple(call.params["input_output_aliases"])
-        for i, o in self.aliases:  # an aliased output starts as its input: one buffer here
-            out = slot.get(len(call.invars) + o)
-            dropped.update(_copy_in(region, views, defs, slot.get(i), out))
-        if sorted(slot) != list(range(n_io)):
+        # an aliased output starts as its input: the copy goes, the two are one buffer here
+        copies = [_copy_in(region, views, defs, slot.get(i), slot.get(len(call.invars) + o))
+                  for i, o in self.aliases]  # fmt: skip
+        dropped.update(op for pair in copies for op in pair)
+        if sorted(slot) != list(range(n_io)) or not all(copies):
             raise MiniPallasError(
-                "on_tpu cannot tell where the imported kernel keeps its operands",
+                "on_tpu cannot tell where the imported kernel keeps its operands (or starts "
+                "an aliased output as its input)",
                 op="pallas_call",
+                loc=location(call),
                 fix="this is a bug in minipallas; please report it with the kernel",
             )
         n_scratch = len(call.params["jaxpr"].invars) - n_io
@@ -337,17 +342,14 @@ class _Slots:
 
 def _copy_in(region: Block, views: dict, defs: dict, src: Value, dst: Value) -> list[Op]:
     """The read of ``src``'s row and its write into ``dst``'s that start an aliased output as
-    its input (``devices_kernel``); on the chip the two are one buffer (XLA aliases them)."""
+    its input (``devices_kernel``; none found: []); on the chip the two are one buffer (XLA
+    aliases them)."""
     for o in region.ops:
         read = defs.get(o.operands[-1]) if o.name == "swap" else None
         if read is not None and read.name == "get" and views.get(o.operands[0]) is dst:
             if views.get(read.operands[0]) is src:
                 return [read, o]
-    raise MiniPallasError(
-        "on_tpu cannot tell where the imported kernel starts an aliased output as its input",
-        op="pallas_call",
-        fix="this is a bug in minipallas; please report it with the kernel",
-    )
+    return []
 
 
 def _only_scope(block: Block) -> Op:
