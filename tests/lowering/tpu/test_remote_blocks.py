@@ -201,3 +201,33 @@ def test_an_aliased_output_is_its_input():
     assert "vector.load %arg0" not in text and "vector.load %arg1" not in text
     (config,) = _config(jax.jit(on_tpu(f)).lower(x))
     assert "output_operand_aliases" in config and "operand_index = 0" in config
+
+
+def test_a_semaphore_with_aliases_is_refused_at_its_line():
+    """A kernel that takes a semaphore and aliases an output is refused with its line and a
+    fix (the semaphore's move into scratch would shift the aliases)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from minipallas.ir.errors import MiniPallasError
+
+    def make(_):
+        pass
+
+    def use(x_ref, sem_ref, o_ref):
+        pl.semaphore_signal(sem_ref, device_id=0)
+        pl.semaphore_wait(sem_ref)
+        o_ref[...] = x_ref[...] + 1
+
+    def body(x):
+        sem = pl.pallas_call(make, out_specs=pl.BlockSpec(memory_space=pltpu.SEMAPHORE),
+                             out_shape=pltpu.SemaphoreType.REGULAR(()))()  # fmt: skip
+        vmem = pl.BlockSpec(memory_space=pltpu.VMEM)
+        return pl.pallas_call(use, in_specs=[vmem, pl.BlockSpec(memory_space=pltpu.SEMAPHORE)],
+                              out_specs=vmem, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              input_output_aliases={0: 0})(x, sem)  # fmt: skip
+
+    f, x = _on_slice(body)
+    with pytest.raises(MiniPallasError, match="without input_output_aliases") as info:
+        _ours(f, x)
+    assert "test_remote_blocks.py" in str(info.value.loc) and info.value.fix
