@@ -51,63 +51,74 @@ def _attention_inputs(seed: int, n: int) -> tuple:
 
 
 def correct() -> list[Case]:
-    out = []
-    for n in (4, 8):
-        out += [
-            Case(
-                f"ring_all_reduce_{n}",
-                f"{OWN}: double-buffered ring all-reduce",
-                (n,),
-                rings.ring_all_reduce(n),
-                lambda n=n: ints(20 + n, (8 * n, 128)),
-                lambda x, n=n: _sum_tiled(x, n),
-            ),
-            Case(
-                f"all_to_all_{n}",
-                f"{OWN}: all-to-all, a receive semaphore per sender",
-                (n,),
-                rings.all_to_all(n),
-                lambda n=n: ints(30 + n, (n * n, 8, 128)),
-                lambda x, n=n: _all_to_all(x, n),
-            ),
-            Case(
-                f"reduce_scatter_matmul_{n}",
-                f"{OWN}: matmul with a reduce-scatter over its contraction",
-                (n,),
-                compute.reduce_scatter_matmul(n),
-                lambda n=n: ints(100 + n, (8 * n, 128 * n), (128 * n, 128)),
-                lambda x, w: x @ w,
-            ),
-            Case(
-                f"collective_matmul_{n}",
-                f"{OWN}: all-gather matmul overlapping the ring",
-                (n,),
-                compute.collective_matmul(n),
-                lambda n=n: ints(40 + n, (8 * n, 128), (128, 128 * n)),
-                lambda x, w: x @ w,
-            ),
-        ]
-    for ys, xs in ((2, 2), (2, 4)):
-        tag = f"{ys}x{xs}"
-        out += [
-            Case(
-                f"all_gather_2d_{tag}",
-                f"{OWN}: all-gather along x of a 2-D mesh, dict ids",
-                (ys, xs),
-                rings.all_gather_2d(ys, xs),
-                lambda ys=ys, xs=xs: ints(50 + xs, (8 * ys, 128 * xs)),
-                lambda x, ys=ys, xs=xs: _gather_rows(x, ys, xs),
-            ),
-            Case(
-                f"butterfly_all_reduce_{tag}",
-                f"{OWN}: recursive-doubling all-reduce, LOGICAL ids over a 2-D mesh",
-                (ys, xs),
-                rings.butterfly_all_reduce(ys, xs),
-                lambda ys=ys, xs=xs: ints(60 + xs, (8 * ys, 128 * xs)),
-                lambda x, ys=ys, xs=xs: _sum_of_blocks(x, ys, xs),
-            ),
-        ]
-    out += [
+    out = [case for n in (4, 8) for case in _on_rings_of(n)]
+    out += [case for ys, xs in ((2, 2), (2, 4)) for case in _on_2d_mesh(ys, xs)]
+    return out + _on_fixed_meshes()
+
+
+def _on_rings_of(n: int) -> list[Case]:
+    """Kernels that take any number of devices in a ring, on ``n``."""
+    return [
+        Case(
+            f"ring_all_reduce_{n}",
+            f"{OWN}: double-buffered ring all-reduce",
+            (n,),
+            rings.ring_all_reduce(n),
+            lambda n=n: ints(20 + n, (8 * n, 128)),
+            lambda x, n=n: _sum_tiled(x, n),
+        ),
+        Case(
+            f"all_to_all_{n}",
+            f"{OWN}: all-to-all, a receive semaphore per sender",
+            (n,),
+            rings.all_to_all(n),
+            lambda n=n: ints(30 + n, (n * n, 8, 128)),
+            lambda x, n=n: _all_to_all(x, n),
+        ),
+        Case(
+            f"reduce_scatter_matmul_{n}",
+            f"{OWN}: matmul with a reduce-scatter over its contraction",
+            (n,),
+            compute.reduce_scatter_matmul(n),
+            lambda n=n: ints(100 + n, (8 * n, 128 * n), (128 * n, 128)),
+            lambda x, w: x @ w,
+        ),
+        Case(
+            f"collective_matmul_{n}",
+            f"{OWN}: all-gather matmul overlapping the ring",
+            (n,),
+            compute.collective_matmul(n),
+            lambda n=n: ints(40 + n, (8 * n, 128), (128, 128 * n)),
+            lambda x, w: x @ w,
+        ),
+    ]
+
+
+def _on_2d_mesh(ys: int, xs: int) -> list[Case]:
+    tag = f"{ys}x{xs}"
+    return [
+        Case(
+            f"all_gather_2d_{tag}",
+            f"{OWN}: all-gather along x of a 2-D mesh, dict ids",
+            (ys, xs),
+            rings.all_gather_2d(ys, xs),
+            lambda ys=ys, xs=xs: ints(50 + xs, (8 * ys, 128 * xs)),
+            lambda x, ys=ys, xs=xs: _gather_rows(x, ys, xs),
+        ),
+        Case(
+            f"butterfly_all_reduce_{tag}",
+            f"{OWN}: recursive-doubling all-reduce, LOGICAL ids over a 2-D mesh",
+            (ys, xs),
+            rings.butterfly_all_reduce(ys, xs),
+            lambda ys=ys, xs=xs: ints(60 + xs, (8 * ys, 128 * xs)),
+            lambda x, ys=ys, xs=xs: _sum_of_blocks(x, ys, xs),
+        ),
+    ]
+
+
+def _on_fixed_meshes() -> list[Case]:
+    """Kernels written for one mesh size."""
+    return [
         Case(
             "bidirectional_reduce_scatter",
             f"{OWN}: bidirectional ring reduce-scatter",
@@ -166,12 +177,16 @@ def correct() -> list[Case]:
             lambda x: x + 1,
         ),
     ]
-    return out
 
 
 def planted() -> list[Case]:
     """The classic bugs, each planted in one of the kernels above."""
     planted_in = f"{OWN}, planted:"
+    return _planted_races(planted_in) + _planted_miscounts(planted_in)
+
+
+def _planted_races(planted_in: str) -> list[Case]:
+    """Copies whose ordering is missing: a handshake, a wait, a semaphore of their own."""
     return [
         Case(
             "ring_all_reduce_no_handshake",
@@ -214,6 +229,12 @@ def planted() -> list[Case]:
             upstream="ok|race|wrong: it varies between runs: right values, its race "
             "detector's report, or NaNs where a wait was satisfied by the wrong copy",
         ),
+    ]
+
+
+def _planted_miscounts(planted_in: str) -> list[Case]:
+    """Semaphores counted wrong: a wait that never returns, or a count left at the end."""
+    return [
         Case(
             "token_ring_waits_first",
             f"{planted_in} device 0 waits for the token before sending it",
