@@ -296,9 +296,12 @@ def _rows_rolled(x: np.ndarray, shift: int, n: int) -> np.ndarray:
 
 
 def cases() -> list[Case]:
+    return [*_remote_dma(), *_permutes(), *_barriers_and_races()]
+
+
+def _remote_dma() -> list[Case]:
     src = DISTRIBUTED_TEST
-    n4, n8 = 4, 8
-    out = [
+    return [
         Case(
             f"remote_dma_{name}",
             f"{src}::test_basic_remote_vmem_dma ({name})",
@@ -311,7 +314,13 @@ def cases() -> list[Case]:
         )
         for name, space in (("vmem", pltpu.VMEM), ("hbm", pl.ANY))
     ]
-    out += [
+
+
+def _permutes() -> list[Case]:
+    """Neighbours by ``axis_index``: a shift right or left, on one and two mesh axes."""
+    src = DISTRIBUTED_TEST
+    n4, n8 = 4, 8
+    return [
         Case(
             "axis_index_right",
             f"{src}::test_pallas_call_axis_index (right)",
@@ -336,6 +345,14 @@ def cases() -> list[Case]:
             lambda: ints(4, (16, 128)),
             lambda x: _rows_rolled(x, 1, 2),
         ),
+    ]
+
+
+def _barriers_and_races() -> list[Case]:
+    """Barrier semaphores, copies racing a write, and the verification ring."""
+    src = DISTRIBUTED_TEST
+    n4 = 4
+    return [
         Case(
             "barrier_semaphore",
             f"{src}::test_barrier_semaphore",
@@ -394,4 +411,3 @@ def cases() -> list[Case]:
             lambda x: x.reshape(n4, 2, 128, 128)[:, 0].sum(axis=0),
         ),
     ]
-    return out
