@@ -17,13 +17,6 @@ LONG_FUNCTIONS = {
         "nested kernel) so the two read side by side"
     ),
     ("minipallas/difftest/device_corpus/guide.py", "kernel"): "the guide's kernel, as above",
-    ("minipallas/difftest/device_corpus/guide.py", "cases"): (
-        "the corpus's table of cases; the corpora get their own room in issue 50's second "
-        "wave, which moves these files"
-    ),
-    ("minipallas/difftest/device_corpus/own.py", "correct"): "a corpus table, as above",
-    ("minipallas/difftest/device_corpus/own.py", "planted"): "a corpus table, as above",
-    ("minipallas/difftest/device_corpus/remote_dma.py", "cases"): "a corpus table, as above",
 }
 
 

@@ -462,8 +462,12 @@ def _reduce_scatter_reference(x: np.ndarray, n: int) -> np.ndarray:
 
 
 def cases() -> list[Case]:
+    return [*_guide_examples(), *_race_detection_tables(), *_shipped_all_gathers()]
+
+
+def _guide_examples() -> list[Case]:
+    """The guide's examples, as its interpret-mode test runs them."""
     src = f"{GUIDE}; {INTERPRET_TEST}"
-    ring = [[0, 1], [1, 2], [2, 3], [3, 0]]
     return [
         Case(
             "guide_right_permute",
@@ -505,6 +509,12 @@ def cases() -> list[Case]:
             lambda: ints(15, (16 * 4, 128 * 4)),
             lambda x: _reduce_scatter_reference(x, 4),
         ),
+    ]
+
+
+def _race_detection_tables() -> list[Case]:
+    ring = [[0, 1], [1, 2], [2, 3], [3, 0]]
+    return [
         Case(
             "race_detection_ring",
             f"{INTERPRET_TEST}::test_race_detection (first table, ring closed)",
@@ -525,6 +535,12 @@ def cases() -> list[Case]:
             compilable=False,
             upstream="race: found by detect_races",
         ),
+    ]
+
+
+def _shipped_all_gathers() -> list[Case]:
+    """Upstream's shipped all-gather (``ops/tpu/all_gather.py``), on one and two mesh axes."""
+    return [
         Case(
             "shipped_all_gather",
             SHIPPED,
