@@ -56,6 +56,7 @@ from minipallas.kernels.pallas_call import PallasCall
 from minipallas.kernels.programs.choose import cpu_program  # and registers the kernel passes
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
+from minipallas.passes.grid_fusion.explain import explain
 from minipallas.passes.registry import PASSES, describe, provide_all
 from minipallas.pictures import FORMATS, PassPictures, draw, emitter
 
@@ -134,6 +135,12 @@ def _arguments() -> argparse.ArgumentParser:
         action="store_true",
         help="draw the function before and after every pass, side by side, in --view's "
         "format (dot if not given): FILE.1-PASS.svg...; DOT pictures one after another",
+    )
+    ap.add_argument(
+        "--explain",
+        action="store_true",
+        help="for a kernel file: the windows fuse-grid-steps gives the kernel on the TPU (with "
+        "its options from --pass-pipeline) and why, with the cost model's times",
     )
     ap.add_argument(
         "--promote-scratch",
@@ -343,6 +350,9 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
                 "write the call with minipallas (import minipallas as mp; mp.pallas_call) to "
                 "lower it",
             )
+        if args.explain:
+            print(_explain(_trace(calls[0], inputs, TARGETS["tpu"].memory_space), args))
+            return 0
         if args.emit == "ir" and args.pass_pipeline is None and _dumps(args):
             program = _cpu_stages(args, calls[0], _trace(calls[0], inputs))
             print(print_function(program, locations=args.locations))
@@ -363,6 +373,14 @@ def _kernel_file(args: argparse.Namespace, name: str) -> int:
         return 1
     print(lowered.as_text(debug_info=args.locations), end="")
     return 0
+
+
+def _explain(kernel: Kernel, args: argparse.Namespace) -> str:
+    """``--explain``: fuse-grid-steps' choices for ``kernel``, with the options the pipeline
+    gives it."""
+    steps = pipeline.parse_pipeline(args.pass_pipeline) if args.pass_pipeline else []
+    options = next((o for name, o in steps if name == "fuse-grid-steps"), {})
+    return explain(kernel, **options)
 
 
 def _trace(call: Any, inputs: Sequence[Any], memory_space: Any = None) -> Kernel:  # noqa: ANN401

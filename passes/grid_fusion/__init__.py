@@ -16,11 +16,14 @@ Algorithm:
 2. Widen each axis but the innermost longer than one (``widen``), until the blocks that move
    along it are ``wide_block`` long in that dimension, within ``vmem_budget``: the largest
    divisor of the axis's length that keeps that.
-3. Stop there when the body hands more than ``max_carried`` scratch buffers from one step to
-   the next (reads and writes them). Measured on a v5e: flash attention (running max, sum and
-   output in three scratch buffers) with 128-row blocks runs 0.77x in sub-steps at any factor,
-   chained through VMEM stores and loads of that state; a blocked matmul (one accumulator)
-   runs 1.8-3.9x fused. Widening chains nothing: it runs the body once per step.
+3. When the body hands more than ``max_carried`` scratch buffers from one step to the next
+   (reads and writes them) through VMEM, run the sub-steps in a loop (``looped``), or leave
+   the axis when they cannot be one. Measured on a v5e: flash attention (running max, sum and
+   output in three scratch buffers) runs 0.77x unrolled at any factor, 1.01-1.04x in a loop; a
+   blocked matmul (one accumulator) runs 1.8-3.9x unrolled. With ``discharge_carried`` the
+   buffers of at most ``carried_bytes`` are kept in values across the sub-steps instead
+   (``carried``) and do not count: bit exact, but 0.97x of the unfused kernel in a loop on the
+   v5e, so off by default. Widening chains nothing: it runs the body once per step.
 4. Take the innermost axis longer than one (every later axis has one step, so its consecutive
    steps are consecutive in the whole grid's order). Every block spec must follow it
    (``index_maps.motion``): its block stays put, or advances one block a step in one
@@ -40,113 +43,127 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from minipallas.ir import dtypes
 from minipallas.ir.core import Function
-from minipallas.ir.effects import Accum, Read, Write, effects_with_swap_reads
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
-from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, motion, window_spec
+from minipallas.passes.grid_fusion.carried import CARRIED_BYTES, carried_buffers, threaded
+from minipallas.passes.grid_fusion.choose import (
+    Limits,
+    fuse_factor,
+    innermost,
+    moves_along,
+    widen_by_model,
+)
+from minipallas.passes.grid_fusion.cost import V5E, body_ops, plan_of
+from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, window_spec
+from minipallas.passes.grid_fusion.looped import loopable, looped_body
 from minipallas.passes.grid_fusion.substeps import fused_body
-from minipallas.passes.grid_fusion.widen import widen_axis, widths
-from minipallas.passes.registry import INT, Option, register
+from minipallas.passes.grid_fusion.widen import widen_axis
+from minipallas.passes.registry import BOOL, INT, Option, register
 
 __all__ = ["fuse_axis", "fuse_grid_steps", "widen_axis"]
 
-# chosen from bench/benchmarks/fusion_sweep.py on a v5e (docs/guides/optimizations.md has the table)
-MAX_UNROLL = 32
-TARGET_BYTES = 4 << 20
-VMEM_BUDGET = 8 << 20  # half of a v5e's default 16 MiB scoped VMEM
 MIN_STEPS = 64
 MAX_CARRIED = 1
-WIDE_BLOCK = 512  # the 2048 matmul in 512-blocks ran 2x its 128-block form fused (issue 49)
+DISCHARGE_CARRIED = False  # flash attention ran 0.97x with it, 1.01x without (optimizations.md)
 
 
 @register(
     "fuse-grid-steps",
-    Option("max_unroll", INT, "the most old steps one fused step runs"),
-    Option("target_bytes", INT, "fuse until one step moves about this many bytes of blocks"),
+    Option("max_unroll", INT, "the most old steps one fused step runs (default: the model's)"),
+    Option("target_bytes", INT, "fuse no further than this many bytes of moving blocks a step"),
     Option("vmem_budget", INT, "the most bytes the double-buffered windows and scratch take"),
     Option("min_steps", INT, "grids with fewer steps are left as they are"),
-    Option("max_carried", INT, "kernels handing more scratch buffers step to step are left"),
-    Option("wide_block", INT, "widen outer axes' moving blocks up to this long (1: never)"),
+    Option("max_carried", INT, "kernels handing more scratch step to step fuse in a loop"),
+    Option("wide_block", INT, "widen outer axes' moving blocks at most this long (1: never)"),
+    Option("discharge_carried", BOOL, "keep carried scratch in values across the sub-steps"),
+    Option("carried_bytes", INT, "the most bytes a scratch buffer kept in values holds"),
+    Option("substep_loop", BOOL, "run a fused step's sub-steps in a loop, not unrolled"),
     doc="steps of every grid axis run as one step over a window, bit exact",
     subject="kernel",
 )
 def fuse_grid_steps(
     kernel: Kernel,
     *,
-    max_unroll: int = MAX_UNROLL,
-    target_bytes: int = TARGET_BYTES,
-    vmem_budget: int = VMEM_BUDGET,
+    max_unroll: int | None = None,
+    target_bytes: int | None = None,
+    vmem_budget: int | None = None,
     min_steps: int = MIN_STEPS,
     max_carried: int = MAX_CARRIED,
-    wide_block: int = WIDE_BLOCK,
+    wide_block: int | None = None,
+    discharge_carried: bool = DISCHARGE_CARRIED,
+    carried_bytes: int = CARRIED_BYTES,
+    substep_loop: bool = False,
+    notes: list[str] | None = None,
 ) -> Kernel:
     """``kernel`` with runs of its innermost grid steps fused (module doc); ``kernel`` itself
-    when nothing is fused."""
-    if kernel.dynamic_axes or math.prod(kernel.grid) < min_steps:
+    when nothing is fused. A limit left None is the cost model's (``cost.V5E``). ``notes``
+    (not a pipeline option: ``minipallas-opt --explain``'s) gets each choice and refusal."""
+    declined = _declined(kernel, min_steps)
+    if declined:
+        _note(notes, f"not fused: {declined}")
         return kernel
-    if not _aliases_move_together(kernel):
-        return kernel
-    kernel = _widen(kernel, wide_block, vmem_budget)
-    if _carried(kernel) > max_carried:
-        return kernel
+    chip = V5E
+    limits = Limits(
+        chip,
+        chip.vmem_bytes if vmem_budget is None else vmem_budget,
+        max(1, chip.unrolled_ops // body_ops(kernel)) if max_unroll is None else max_unroll,
+        target_bytes,
+        wide_block,
+    )
+    budget = carried_bytes if discharge_carried else 0
+
+    def may_fuse(k: Kernel) -> bool:
+        return len(carried_buffers(k)) - sum(threaded(k, budget)) <= max_carried
+
+    kernel = widen_by_model(kernel, limits, may_fuse, notes)
     unrolled = 1
-    while (axis := _innermost(kernel.grid)) is not None:
-        moves = _moves(kernel, axis)
+    while (axis := innermost(kernel.grid)) is not None:
+        moves = moves_along(kernel, axis)
         if moves is None:
+            _note(notes, f"axis {axis}: not fused: no block moves along it as fusion can follow")
             break
-        factor = _factor(kernel, axis, moves, max_unroll // unrolled, target_bytes, vmem_budget)
+        most = limits.max_unroll // unrolled
+        factor = fuse_factor(kernel, plan_of(kernel, chip), axis, moves, most, limits, notes)
         if factor < 2:
             break
-        kernel = fuse_axis(kernel, axis, moves, factor)
+        loop = _loop(kernel, axis, factor, substep_loop, not may_fuse(kernel), notes)
+        if loop is None:
+            break
+        kernel = fuse_axis(kernel, axis, moves, factor, threaded(kernel, budget), loop)
         unrolled *= factor
     return kernel
 
 
-def _widen(kernel: Kernel, wide_block: int, budget: int) -> Kernel:
-    """Step 2."""
-    inner = _innermost(kernel.grid)
-    for axis, size in enumerate(kernel.grid):
-        if axis == inner or size == 1:
-            continue
-        found = widths(kernel, axis)
-        if found is None:
-            continue
-        moves, dims = found
-        specs = (*kernel.in_specs, *kernel.out_specs)
-        moving = [(s, m) for s, m in zip(specs, moves, strict=True) if m.dim is not None]
-        for c in range(size, 1, -1):
-            fits = size % c == 0 and all(m.allows(c) for _, m in moving)
-            fits = fits and all(
-                s.block_shape[m.dim] * c <= min(wide_block, s.array.shape[m.dim]) for s, m in moving
-            )
-            if fits and _fits(kernel, specs, moves, c, budget, widened=dims):
-                kernel = widen_axis(kernel, axis, moves, dims, c)
-                break
-    return kernel
-
-
-def _carried(kernel: Kernel) -> int:
-    """How many scratch buffers the body both reads and writes."""
-    first = len(kernel.body.params) - len(kernel.scratch_types)
-    found = effects_with_swap_reads(kernel.body)
-    return sum(
-        Read(k) in found and (Write(k) in found or Accum(k) in found)
-        for k in range(first, len(kernel.body.params))
-    )
-
-
-def _innermost(grid: tuple[int | None, ...]) -> int | None:
-    longer = [a for a, n in enumerate(grid) if n != 1]
-    return longer[-1] if longer else None
-
-
-def _moves(kernel: Kernel, axis: int) -> list[Motion] | None:
-    moves = [motion(s, axis) for s in (*kernel.in_specs, *kernel.out_specs)]
-    if None in moves or all(m.dim is None for m in moves):
+def _loop(
+    kernel: Kernel, axis: int, factor: int, asked: bool, chained: bool, notes: list[str] | None
+) -> bool | None:
+    """Step 3: whether the sub-steps run in a loop; None when they must and cannot."""
+    if not (asked or chained):
+        return False
+    if loopable(kernel.body, axis, factor, kernel.grid[axis]):
+        return True
+    if chained:
+        _note(notes, f"axis {axis}: not fused: scratch chained step to step through VMEM, "
+                     f"over max_carried, and {factor} sub-steps cannot be a loop")  # fmt: skip
         return None
-    return moves
+    return False
+
+
+def _declined(kernel: Kernel, min_steps: int) -> str | None:
+    """Step 1's reason to leave ``kernel`` alone, if any."""
+    if kernel.dynamic_axes:
+        return "a grid axis of dynamic size"
+    if math.prod(kernel.grid) < min_steps:
+        return f"{math.prod(kernel.grid)} grid steps, fewer than min_steps ({min_steps})"
+    if not _aliases_move_together(kernel):
+        return "an input aliased to an output picks other blocks than it"
+    return None
+
+
+def _note(notes: list[str] | None, line: str) -> None:
+    if notes is not None:
+        notes.append(line)
 
 
 def _aliases_move_together(kernel: Kernel) -> bool:
@@ -165,53 +182,17 @@ def _same_blocks(a: TracedBlockSpec, b: TracedBlockSpec) -> bool:
     return a.block_shape == b.block_shape and same_map
 
 
-def _factor(
-    kernel: Kernel, axis: int, moves: list[Motion], most: int, target: int, budget: int
-) -> int:
-    specs = (*kernel.in_specs, *kernel.out_specs)
-    size = kernel.grid[axis]
-    moving = sum(_bytes(s.ref_type) for s, m in zip(specs, moves, strict=True) if m.dim is not None)
-    limit = min(most, size, -(-target // moving))
-    for s, m in zip(specs, moves, strict=True):
-        if m.dim is not None:
-            limit = min(limit, s.array.shape[m.dim] // s.block_shape[m.dim])
-    fits = [c for c in range(limit, 1, -1) if _fits(kernel, specs, moves, c, budget)]
-    fits = [c for c in fits if all(m.allows(c) for m in moves)]
-    if not fits:
-        return 1
-    divisors = [c for c in fits if size % c == 0]
-    return divisors[0] if divisors and 2 * divisors[0] >= fits[0] else fits[0]
-
-
-def _fits(
+def fuse_axis(
     kernel: Kernel,
-    specs: tuple,
+    axis: int,
     moves: list[Motion],
-    c: int,
-    budget: int,
-    widened: dict | None = None,
-) -> bool:
-    """Whether ``c`` blocks a window (double-buffered) and the scratch fit in ``budget``;
-    ``widened``: the widened dimension of each body value, the scratch widened too."""
-    windows = sum(
-        _bytes(s.ref_type) * (c if m.dim is not None else 1)
-        for s, m in zip(specs, moves, strict=True)
-    )
-    first = len(kernel.body.params) - len(kernel.scratch_types)
-    scratch = sum(
-        _bytes(t) * (c if widened is not None and widened.get(p) is not None else 1)
-        for p, t in zip(kernel.body.params[first:], kernel.scratch_types, strict=True)
-    )
-    return 2 * windows + scratch <= budget
-
-
-def _bytes(t: RefType) -> int:
-    return math.prod(t.shape) * dtypes.itemsize(t.dtype)
-
-
-def fuse_axis(kernel: Kernel, axis: int, moves: list[Motion], factor: int) -> Kernel:
-    """Step 4 alone: ``kernel`` with ``factor`` steps of grid ``axis`` run as one, ``moves``
-    giving how each block spec moves along it (``index_maps.motion``, inputs then outputs).
+    factor: int,
+    threaded: tuple[bool, ...] = (),
+    loop: bool = False,
+) -> Kernel:
+    """Step 6 alone: ``kernel`` with ``factor`` steps of grid ``axis`` run as one, ``moves``
+    giving how each block spec moves along it (``index_maps.motion``, inputs then outputs),
+    ``threaded`` which body parameters are kept in values across the sub-steps (``carried``).
     The policy (which axis, which factor, whether at all) is the caller's."""
     specs = [
         window_spec(s, m, axis, factor)
@@ -224,7 +205,11 @@ def fuse_axis(kernel: Kernel, axis: int, moves: list[Motion], factor: int) -> Ke
     ]
     grid = list(kernel.grid)
     grid[axis] = -(-kernel.grid[axis] // factor)
-    body = fused_body(kernel.body, types, body_moves, axis, factor, kernel.grid[axis])
+    size = kernel.grid[axis]
+    if loop:
+        body = looped_body(kernel.body, types, body_moves, (axis, factor, size), threaded)
+    else:
+        body = fused_body(kernel.body, types, body_moves, axis, factor, size, threaded)
     return dataclasses.replace(
         kernel,
         body=body,

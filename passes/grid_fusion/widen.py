@@ -58,15 +58,17 @@ WINDOWED = ("get", "swap", "addupdate")
 
 
 class _Refused(Exception):
-    """The body mixes rows of the widened dimension (or has an op without a rule)."""
+    """The body mixes rows of the widened dimension (or has an op without a rule): why."""
 
 
-def widths(kernel: Kernel, axis: int) -> tuple[list[Motion], dict[Value, int | None]] | None:
+def widths(kernel: Kernel, axis: int) -> tuple[list[Motion], dict[Value, int | None]] | str:
     """Steps 1-3: how each operand moves along ``axis`` and the widened dimension of every
-    value of the body (None: not widened); None when the axis cannot be widened."""
+    value of the body (None: not widened); why not, in words, when the axis cannot be widened."""
     moves = [motion(s, axis) for s in (*kernel.in_specs, *kernel.out_specs)]
-    if None in moves or any(m.dim is None for m in moves[kernel.num_inputs :]):
-        return None
+    if None in moves:
+        return "an index map it cannot follow (not one block a step in one dimension)"
+    if any(m.dim is None for m in moves[kernel.num_inputs :]):
+        return "an output block stays put along it (the steps add into it)"
     prefetch = len(kernel.scalar_prefetch)
     body = kernel.body
     fixed: dict[Value, int | None] = {p: None for p in body.params[:prefetch]}
@@ -74,10 +76,10 @@ def widths(kernel: Kernel, axis: int) -> tuple[list[Motion], dict[Value, int | N
     scratch = body.params[len(body.params) - len(kernel.scratch_types) :]
     try:
         found = _Widths(axis, fixed).run(body)
-    except _Refused:
-        return None
+    except _Refused as refused:
+        return str(refused)
     if any(_reads(body.body, r) and not _reset_each_run(body, r, axis) for r in scratch):
-        return None
+        return "a scratch buffer carries from one step to the next across it"
     return moves, found
 
 
@@ -124,7 +126,7 @@ class _Widths:
                     raise
             if not self.changed:
                 return self.dims
-        raise _Refused
+        raise _Refused("the widened dimensions did not settle in 64 rounds")
 
     def _ask(self, value: Value, dim: int) -> None:
         """``value`` must be widened along ``dim``: fix the broadcast, or the scratch ref a
@@ -135,12 +137,12 @@ class _Widths:
         if made is not None and made.name == "get":
             value, dim = made.operands[0], _ref_of_window(made.attrs["indexer"], dim)
         elif made is None and not isinstance(value.type, RefType):
-            raise _Refused
+            raise _Refused(f"{value.type} would mix widened rows with others")
         while value in self.origin:
             value = self.origin[value]
         if value in self.fixed:
             if self.fixed[value] != dim:
-                raise _Refused
+                raise _Refused("a ref would widen along two dimensions")
             return
         self.fixed[value] = dim
         self.changed = True
@@ -156,7 +158,7 @@ class _Widths:
         name = op.name
         if name in ("program_id", "num_programs"):
             if op.attrs["axis"] == self.axis:
-                raise _Refused
+                raise _Refused(f"the body reads {name} of this axis")
             return [None]
         if name == "constant":
             return [None]
@@ -166,8 +168,10 @@ class _Widths:
             return [self._broadcast(op, got[0])]
         if name in REDUCTIONS:
             (d,) = got
-            if d is not None and (d in op.attrs["axes"] or _sums_floats(op)):
-                raise _Refused
+            if d is not None and d in op.attrs["axes"]:
+                raise _Refused(f"{name} reduces the widened dimension")
+            if d is not None and _sums_floats(op):
+                raise _Refused(f"a float {name} sees the widened dimension (XLA sums by shape)")
             return [None if d is None else d - sum(a < d for a in op.attrs["axes"])]
         if name == "reshape":
             return [self._reshape(op, got[0])]
@@ -180,12 +184,12 @@ class _Widths:
             return [self._windowed(op, got)]
         if name == "cond":
             return self._cond(op, got)
-        raise _Refused
+        raise _Refused(f"{name} has no widening rule")
 
     def _same(self, values: tuple[Value, ...], got: list[int | None]) -> int | None:
         wide = {d for v, d in zip(values, got, strict=True) if d is not None}
         if len(wide) > 1:
-            raise _Refused
+            raise _Refused("an op mixes values widened along different dimensions")
         if not wide:
             return None
         (d,) = wide
@@ -203,7 +207,7 @@ class _Widths:
             return None
         dims, shape = tuple(op.attrs["dims"]), op.operands[0].type.shape
         if wide in dims and shape[dims.index(wide)] != 1:
-            raise _Refused
+            raise _Refused("a broadcast's operand already spans the widened dimension")
         return wide
 
     def _reshape(self, op: Op, d: int | None) -> int | None:
@@ -214,20 +218,18 @@ class _Widths:
         kept = [i for i, n in enumerate(old) if n != 1]
         placed = [i for i, n in enumerate(new) if n != 1]
         if [old[i] for i in kept] != [new[i] for i in placed] or d not in kept:
-            raise _Refused
+            raise _Refused("a reshape regroups the widened dimension")
         return placed[kept.index(d)]
 
     def _dot(self, op: Op, got: list[int | None]) -> int | None:
         (lhs, rhs), rank = got, len(op.operands[0].type.shape)
         if lhs is not None and rhs is not None:
-            raise _Refused
+            raise _Refused("a dot's two operands are both widened")
+        if (lhs is not None and lhs != rank - 2) or (rhs is not None and rhs != rank - 1):
+            raise _Refused("a dot contracts the widened dimension")
         if lhs is not None:
-            if lhs != rank - 2:
-                raise _Refused
             return rank - 2
         if rhs is not None:
-            if rhs != rank - 1:
-                raise _Refused
             return rank - 1
         return None
 
@@ -242,10 +244,9 @@ class _Widths:
                 self._ask(ref, _ref_of_window(indexer, got[-1]))
             return None
         entry = indexer[r]
-        if not (isinstance(entry, indexing.Slice) and entry.start == 0 and entry.stride == 1):
-            raise _Refused
-        if entry.size != ref.type.shape[r]:
-            raise _Refused
+        whole = isinstance(entry, indexing.Slice) and (entry.start, entry.stride) == (0, 1)
+        if not whole or entry.size != ref.type.shape[r]:
+            raise _Refused(f"a {op.name} takes part of the widened dimension")
         d = r - sum(isinstance(e, indexing.Int) for e in indexer[:r])
         if op.name != "get" and got[-1] != d:
             self._ask(op.operands[-1], d)
@@ -253,7 +254,7 @@ class _Widths:
 
     def _cond(self, op: Op, got: list[int | None]) -> list[int | None]:
         if got[0] is not None:
-            raise _Refused
+            raise _Refused("a cond's predicate is widened")
         for region in op.regions:
             for p, v, d in zip(region.params, op.operands[1:], got[1:], strict=True):
                 self.dims[p] = d
