@@ -346,6 +346,8 @@ class _Device(Rows, Masked):
                     params.append(Value(self.value(operand, op).type))
                     if group == "inits":  # a loop's carry: its value changes
                         self.kind[p] = self.carry_kind(op, region, i, operand)
+                        if self.kind[p] == LOOP and not self.varies(operand):
+                            self.indices.add(p)  # counts alike on every device (pl.loop's)
                     else:
                         self.source[p] = operand
                         self.kind[p] = self.kind.get(operand, DATA)
