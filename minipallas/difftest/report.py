@@ -5,8 +5,9 @@ Every way is compared with ``BASE`` (``interpret``) bit for bit (any NaN equals 
 transcendentals), except that a float output of an XLA way (``compile``, ``upstream``) that
 differs in bits is judged by the numerics envelope (``envelope``), computed only then.
 ``discharge`` and ``reference``, interpreted like ``interpret``, stay bit for bit, but for the
-ways a case at ``optimize="fast"`` ran its kernels' reassociating passes in, which the
-envelope judges as well (``Case.optimize``, ``reassociated``). The
+ways a case at ``optimize="fast"`` ran its kernels' reassociating passes in (``Case.optimize``,
+``reassociated``): ``discharge`` is judged by the envelope with sum orders free across grid
+steps, and ``compile`` against ``discharge``, the same program interpreted (``against``). The
 ``Report`` holds every outcome, the first difference (``first_difference``), and the
 ``Finding`` of ``classify``; ``Report.text()`` prints it with the upstream jaxpr and the
 minipallas IR.
@@ -148,9 +149,11 @@ class Report:
     difference: Difference | None = None
     finding: Any = None  # classify.Finding
     envelope: Envelope | None = None  # computed only when an XLA way's floats differ
-    # the same with sum orders free across grid steps, for the ways that ran a pipeline that
-    # reassociates (``reassociated``), computed only when one of those differs
+    # for the ways that ran a pipeline that reassociates (``reassociated``), computed only when
+    # one of them differs: the import's with sum orders free across grid steps (``discharge``
+    # against ``BASE``), and the pipeline's program's around ``discharge`` (``compile``)
     fast_envelope: Envelope | None = None
+    pipeline_envelope: Envelope | None = None
     distances: dict[str, Distance] = field(default_factory=dict)  # per XLA way, when consulted
     machine: Machine | None = None  # the CPU that ran the XLA ways
     tpu: Any = None  # tpu.TpuVerdict, when the case ran with device="tpu"
@@ -252,21 +255,23 @@ def compare(want: np.ndarray, got: np.ndarray, ulps: int = 0) -> str | None:
     )
 
 
-def numerics_envelope(report: Report, fast: bool = False) -> Envelope | None:
-    """The envelope of the import around ``BASE`` 's outputs (``fast``: with sum orders free
-    across grid steps), computed on first use (most programs agree bit for bit and never
-    need it); None if it cannot be computed."""
-    made = report.fast_envelope if fast else report.envelope
-    if made is None and report.program is not None:
-        base = report.outcomes[BASE].outputs
+ENVELOPES = {"import": "envelope", "fast": "fast_envelope", "pipeline": "pipeline_envelope"}
+
+
+def numerics_envelope(report: Report, kind: str = "import") -> Envelope | None:
+    """The envelope of the import around ``BASE`` 's outputs (``kind="fast"``: with sum orders
+    free across grid steps; ``"pipeline"``: of the pipeline's program around ``discharge`` 's
+    outputs), computed on first use (most programs agree bit for bit and never need it);
+    None if it cannot be computed."""
+    made = getattr(report, ENVELOPES[kind])
+    program = report.pipeline_program if kind == "pipeline" else report.program
+    if made is None and program is not None:
+        base = report.outcomes["discharge" if kind == "pipeline" else BASE].outputs
         try:
-            made = envelope(report.program, report.case.args, base, reassociated=fast)
+            made = envelope(program, report.case.args, base, reassociated=kind == "fast")
         except Exception:  # a perturbed run failed: no envelope, so bits decide
             return None
-        if fast:
-            report.fast_envelope = made
-        else:
-            report.envelope = made
+        setattr(report, ENVELOPES[kind], made)
     return made
 
 
@@ -275,12 +280,28 @@ def reassociated(report: Report, way: str) -> bool:
     return way in report.pipeline_ways and reassociates(report.case.passes)
 
 
+def against(report: Report, way: str) -> str:
+    """The way ``way`` is compared with: ``BASE``, but for the ``compile`` way of a pipeline
+    that reassociates, which compiles the program ``discharge`` interprets: that way, when it
+    ran (so a compiler's error is not lost in the sums' freedom)."""
+    dis = report.outcomes.get("discharge")
+    if way == "compile" and reassociated(report, way) and dis is not None and dis.ok:
+        return "discharge"
+    return BASE
+
+
+def _envelope_kind(report: Report, way: str) -> str:
+    if not reassociated(report, way):
+        return "import"
+    return "pipeline" if against(report, way) == "discharge" else "fast"
+
+
 def closeness(
     report: Report, way: str, k: int, want: np.ndarray, got: np.ndarray, ulps: int
 ) -> tuple[str | None, Distance | None]:
-    """Output ``k`` of ``way`` against ``want`` (``BASE`` 's): None if it matches (to the bit
-    with ``ulps``, or, for an XLA way's float output, within the envelope), else why; and the
-    distance when the envelope was consulted."""
+    """Output ``k`` of ``way`` against ``want`` (``against`` 's): None if it matches (to the
+    bit with ``ulps``, or, for an XLA way's float output, within the envelope), else why; and
+    the distance when the envelope was consulted."""
     message = compare(want, got, ulps)
     judged = way in XLA_WAYS or reassociated(report, way)
     if message is None or not judged or message.startswith("type"):
@@ -289,7 +310,7 @@ def closeness(
         return message, None
     if not is_float(np.asarray(want)):
         return message, None
-    env = numerics_envelope(report, reassociated(report, way))
+    env = numerics_envelope(report, _envelope_kind(report, way))
     d = None if env is None else env.judge(k, want, got, ulps)
     if d is None:
         return message, None
@@ -305,9 +326,9 @@ def closeness(
 
 
 def first_difference(report: Report, ulps: int) -> Difference | None:
-    """The first output where a way that ran differs from ``BASE``, trying minipallas's own
-    ways first (``COMPARED`` order). XLA ways' float outputs are judged by the envelope; the
-    distance of each that needed it is kept in ``report.distances``."""
+    """The first output where a way that ran differs from ``BASE`` (``against``), trying
+    minipallas's own ways first (``COMPARED`` order). XLA ways' float outputs are judged by the
+    envelope; the distance of each that needed it is kept in ``report.distances``."""
     base = report.outcomes.get(BASE)
     if base is None or not base.ok:
         return None
@@ -320,14 +341,16 @@ def first_difference(report: Report, ulps: int) -> Difference | None:
                 BASE, way, "outputs", f"{len(o.outputs)} outputs, expected {len(base.outputs)}"
             )
         tolerance = 0 if way in ("discharge", "reference") else ulps
-        for k, (label, w, g) in enumerate(zip(report.labels, base.outputs, o.outputs, strict=True)):
+        than = against(report, way)
+        wants = report.outcomes[than].outputs
+        for k, (label, w, g) in enumerate(zip(report.labels, wants, o.outputs, strict=True)):
             message, d = closeness(report, way, k, w, g, tolerance)
             if d is not None and (
                 way not in report.distances or _farther(d, report.distances[way])
             ):
                 report.distances[way] = d
             if message is not None:
-                return Difference(BASE, way, label, message, d)
+                return Difference(than, way, label, message, d)
     return None
 
 

@@ -7,6 +7,9 @@ the pass, its Mosaic module compiled by libtpu; the difftest calls a case at the
 interpreter's and upstream's bits. Kernels whose output is not only so accumulated are left.
 """
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -19,6 +22,9 @@ from minipallas.lowering import TARGETS
 from minipallas.lowering.tpu.aot import compile_check, libtpu_available
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.reassociate import reassociates
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "difftest"))
+from plants import scale_result  # noqa: E402  (the float corpus's planted compiler bug)
 
 STEPS, BLOCK = 64, 1024
 
@@ -244,3 +250,30 @@ def test_the_difftest_calls_the_fast_level_within_the_envelope(steps):
     assert "discharge" not in exact.distances  # the interpreter's bits
     (compiled,), (upstream,) = (exact.outcomes[w].outputs for w in ("compile", "upstream"))
     assert compiled.tobytes() == upstream.tobytes()
+
+
+def _drop_last_step(kernel):
+    """A wrong kernel pass: the grid's last step is dropped (its block never summed)."""
+    import dataclasses
+
+    return dataclasses.replace(kernel, grid=(kernel.grid[0] - 1,))
+
+
+def test_a_wrong_pass_beside_the_fast_ones_is_blamed_and_a_compiler_error_still_found():
+    """The ways that ran a reassociating pipeline are judged by the sums' freedom, not more: a
+    pass beside it that loses a block is ``pass-bug`` naming it (not ``reassociate-sums``); a
+    compiled program scaled by 1 + 2^-17 is compared with the same program interpreted, so
+    it is a ``minipallas-bug`` still."""
+    from minipallas.passes.registry import PASSES, register
+
+    register("test-drop-last-step", subject="kernel")(_drop_last_step)
+    try:
+        x = _x(16 * BLOCK)
+        case = Case("dropped", _upstream_sum(16), (x,), passes="test-drop-last-step",
+                    optimize="fast")  # fmt: skip
+        wrong = run(case)
+    finally:
+        del PASSES["test-drop-last-step"]  # the registry's own tests list every pass
+    assert (wrong.finding.kind, wrong.finding.name) == ("pass-bug", "pass test-drop-last-step")
+    planted = run(Case("planted", _upstream_sum(16), (x,), optimize="fast", plant=scale_result()))
+    assert planted.finding.kind == "minipallas-bug", planted.text()
