@@ -4,6 +4,8 @@ the StableHLO, Triton and Mosaic emitters, the JAX exporter) builds it from its 
 Integer ``div`` and ``rem``, which trap in C, are XLA's: ``x / 0`` is -1 (all bits set when
 unsigned), ``x % 0`` is ``x``, ``INT_MIN / -1`` is ``INT_MIN`` and ``INT_MIN % -1`` is 0;
 elsewhere the quotient truncates toward zero and the remainder has the dividend's sign.
+Integer ``pow`` is XLA's six square-and-multiply steps (only the exponent's low 6 bits count);
+an exponent whose bits, read as signed, are negative gives 1 for base 1 and 0 otherwise.
 """
 
 from __future__ import annotations
@@ -61,6 +63,55 @@ def numpy_div_rem(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return remainder if name == "rem" else (a - remainder) // b  # an exact division
 
     return integer_div_rem(name, x.dtype, x, y, NUMPY_INTEGERS, divide)
+
+
+class PowerOps(NamedTuple):
+    """A path's operations for integer ``pow``: ``constant``, ``eq`` and ``select`` as above,
+    ``negative(y)`` (its bits read as signed), and for the steps ``odd(e)``, ``mul`` and
+    ``halve(e)`` (a shift right by one)."""
+
+    constant: Callable[[int, Any], Any]
+    eq: Callable[[Any, Any], Any]
+    select: Callable[[Any, Any, Any], Any]
+    negative: Callable[[Any], Any]
+    odd: Callable[[Any], Any] | None = None
+    mul: Callable[[Any, Any], Any] | None = None
+    halve: Callable[[Any], Any] | None = None
+
+
+def square_and_multiply(x: Any, y: Any, ops: PowerOps) -> Any:
+    """XLA's integer power for an exponent that is not negative: six steps, so only its low 6
+    bits count."""
+    acc, base, e = ops.constant(1, x), x, y
+    for _ in range(6):
+        acc = ops.select(ops.odd(e), ops.mul(acc, base), acc)
+        base = ops.mul(base, base)
+        e = ops.halve(e)
+    return acc
+
+
+def integer_pow(x: Any, y: Any, ops: PowerOps, power: Callable[[Any, Any], Any]) -> Any:
+    """``x ** y`` of integers: ``power(x, y)`` (the path's XLA power, or
+    ``square_and_multiply``) where ``y`` is not negative, else 1 for base 1 and 0 otherwise."""
+    result = power(x, y)
+    negative = ops.negative(y)
+    inverse = ops.select(ops.eq(x, ops.constant(1, x)), ops.constant(1, x), ops.constant(0, x))
+    return ops.select(negative, inverse, result)
+
+
+def numpy_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``integer_pow`` on numpy integer arrays of one dtype (the reference's)."""
+    signed = np.dtype(f"int{8 * x.dtype.itemsize}")
+    ops = PowerOps(
+        constant=NUMPY_INTEGERS.constant,
+        eq=np.equal,
+        select=np.where,
+        negative=lambda e: e.view(signed) < 0,
+        odd=lambda e: e & 1,
+        mul=np.multiply,
+        halve=lambda e: e >> 1,
+    )
+    return integer_pow(x, y, ops, lambda a, b: square_and_multiply(a, b, ops))
 
 
 # erf_inv in float32 is Giles' single-precision polynomial, as XLA computes it: with

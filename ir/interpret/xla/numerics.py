@@ -10,9 +10,8 @@ function here does what XLA does (values read off XLA on CPU, jaxlib 0.10.2):
   turns a subnormal result into one. Data movement, ``neg``/``abs``, ``sin``/``cos``/``tanh``,
   ``select`` and the other conversions keep subnormals, as XLA's do; ``rem`` is ``fmod`` but
   a subnormal divisor counts as zero (giving NaN).
-- Integer ``div`` and ``rem`` where C traps: as ``ir/opset/meanings.py`` says, for every path.
-  Integer ``pow`` is XLA's six squaring steps (only the exponent's low 6 bits count); a
-  negative exponent (signed view) gives 1 for base 1 and 0 otherwise.
+- Integer ``div`` and ``rem`` where C traps, and integer ``pow``: as ``ir/opset/meanings.py``
+  says, for every path.
 - Float ``max``/``min`` propagate NaN and order -0.0 below +0.0.
 - ``convert`` float -> int truncates, saturates at the integer range and maps NaN to 0;
   number -> bool is ``x != 0``; bool -> number is 0 or 1; int -> int wraps. Conversions to a
@@ -30,7 +29,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import int_to_float, round_float
-from minipallas.ir.opset.meanings import numpy_div_rem
+from minipallas.ir.opset.meanings import numpy_div_rem, numpy_pow
 
 LOW_PRECISION = ("bfloat16", "float16")
 F32 = np.dtype(np.float32)
@@ -77,16 +76,7 @@ def int_rem(a: Any, b: Any, dtype: str) -> Any:
 
 def int_pow(a: Any, b: Any, dtype: str) -> Any:
     np_dtype = dtypes.to_numpy(dtype)
-    base, exponent = np.asarray(a, np_dtype), np.asarray(b, np_dtype)
-    acc = np.ones_like(base)
-    e = exponent
-    for _ in range(6):
-        acc = np.where(e & 1, acc * base, acc)
-        base = base * base
-        e = e >> 1
-    signed = exponent.view(dtypes.to_numpy(dtypes.signed_twin(dtype)))
-    one, zero = np_dtype.type(1), np_dtype.type(0)
-    return np.where(signed >= 0, acc, np.where(np.asarray(a) == 1, one, zero))
+    return numpy_pow(np.asarray(a, np_dtype), np.asarray(b, np_dtype))
 
 
 def float_max(a: Any, b: Any) -> Any:

@@ -4,8 +4,8 @@ Most ops map one to one. Where StableHLO leaves a result implementation-defined,
 spells out the reference interpreter's choice with selects, so the module means the same on
 every backend:
 
-- integer ``div`` and ``rem`` where C traps, as ``ir/opset/meanings.py`` says (XLA's);
-- integer ``pow`` with a negative exponent gives 1 for base 1, else 0;
+- integer ``div`` and ``rem`` where C traps, and integer ``pow``, as ``ir/opset/meanings.py``
+  says (XLA's);
 - ``convert`` from a float to an integer rounds toward zero, saturates at the integer's range,
   and maps NaN to 0;
 - transcendental functions of bfloat16/float16 are computed in float32 and rounded once,
@@ -24,7 +24,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.ir.opset.meanings import IntegerOps, integer_div_rem
+from minipallas.ir.opset.meanings import IntegerOps, PowerOps, integer_div_rem, integer_pow
 from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
@@ -91,22 +91,22 @@ def binary(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[i
 
 @rule("pow")
 def pow_(ctx: LoweringContext, op: Op, x: ir.Value, y: ir.Value) -> Sequence[ir.Value]:
-    """Integer ``pow`` with a negative exponent is 1 for base 1 and 0 for any other base
-    (``jnp.power``'s rule, which the interpreter follows; ``stablehlo.power`` gives -1 to the
-    power of a negative odd exponent as -1). An unsigned exponent of 2**31 or more counts as
-    negative, its bits read as signed."""
+    """Integer ``pow`` as ``ir/opset/meanings.py`` says: ``stablehlo.power`` (XLA's steps)
+    where the exponent is not negative; it would give -1 to a negative odd power of -1."""
     dtype = _dtype(op)
     power = stablehlo.PowOp(x, y).result
     if dtypes.is_float(dtype):
         return [power]
-    if dtypes.is_unsigned(dtype):
-        signed_max = np.iinfo(dtypes.to_numpy(dtypes.signed_twin(dtype))).max
-        negative = emit.compare(y, emit.like(signed_max, y), "GT")
-    else:
-        negative = emit.compare(y, emit.like(0, y), "LT")
-    one = emit.compare(x, emit.like(1, x), "EQ")
-    inverse = emit.select(one, emit.like(1, x), emit.like(0, x))
-    return [emit.select(negative, inverse, power)]
+    limit, past = 0, "LT"
+    if dtypes.is_unsigned(dtype):  # bits read as signed: past the signed maximum is negative
+        limit, past = np.iinfo(dtypes.to_numpy(dtypes.signed_twin(dtype))).max, "GT"
+    ops = PowerOps(
+        _INTEGERS.constant,
+        _INTEGERS.eq,
+        _INTEGERS.select,
+        negative=lambda e: emit.compare(e, emit.like(limit, e), past),
+    )
+    return [integer_pow(x, y, ops, lambda a, b: power)]
 
 
 @rule(*_AS_UPSTREAM)

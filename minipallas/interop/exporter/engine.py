@@ -11,9 +11,8 @@ platform the module was emitted for; op-by-op evaluation uses only public ``jax.
 Each rule means what the reference interpreter and the StableHLO lowering mean, spelled out so
 it holds on every backend:
 
-- integer ``div`` and ``rem`` where C traps as ``ir/opset/meanings.py`` says; integer ``pow``
-  is XLA's (square-and-multiply over the exponent's low 6 bits; a negative exponent gives 1
-  for base 1, else 0);
+- integer ``div`` and ``rem`` where C traps, and integer ``pow``, as ``ir/opset/meanings.py``
+  says;
 - ``convert`` from float to integer truncates, saturates and maps NaN to 0;
 - bfloat16/float16 transcendentals are computed in float32 and rounded once; ``logistic`` is
   ``1 / (1 + exp(-x))`` with each step rounded to the dtype; bfloat16/float16 sums accumulate
@@ -44,7 +43,13 @@ from minipallas.interop.exporter import roundings
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import MiniPallasError, PassError
-from minipallas.ir.opset.meanings import IntegerOps, integer_div_rem
+from minipallas.ir.opset.meanings import (
+    IntegerOps,
+    PowerOps,
+    integer_div_rem,
+    integer_pow,
+    square_and_multiply,
+)
 from minipallas.ir.rules import RuleTable, run_block
 from minipallas.lowering import TARGETS
 from minipallas.passes.pipeline import run as run_pipeline
@@ -220,22 +225,28 @@ _INTEGERS = IntegerOps(
 
 @rule("pow")
 def pow_(op: Op, args: Sequence[Any]) -> Sequence[Any]:
-    """Float ``pow`` is ``lax.pow``. Integer ``pow`` (which ``lax.pow`` lacks) is XLA's: six
-    square-and-multiply steps, so only the exponent's low 6 bits count; a negative exponent
-    (the bits read as signed) gives 1 for base 1 and 0 otherwise."""
+    """Float ``pow`` is ``lax.pow``; integer ``pow`` (which ``lax.pow`` lacks) is XLA's, as
+    ``ir/opset/meanings.py`` says."""
     x, y = args
-    if dtypes.is_float(_dtype(op)):
+    dtype = _dtype(op)
+    if dtypes.is_float(dtype):
         return [lax.pow(x, y)]
-    acc, base, e = _like(1, x), x, y
-    for _ in range(6):
-        odd = lax.ne(lax.bitwise_and(e, _like(1, e)), _like(0, e))
-        acc = lax.select(odd, lax.mul(acc, base), acc)
-        base = lax.mul(base, base)
-        e = lax.shift_right_logical(e, _like(1, e))
-    twin = dtypes.to_numpy(dtypes.signed_twin(_dtype(op)))
-    signed = lax.bitcast_convert_type(y, twin) if dtypes.is_unsigned(_dtype(op)) else y
-    inverse = lax.select(lax.eq(x, _like(1, x)), _like(1, x), _like(0, x))
-    return [lax.select(lax.ge(signed, _like(0, signed)), acc, inverse)]
+    twin = dtypes.to_numpy(dtypes.signed_twin(dtype))
+    unsigned = dtypes.is_unsigned(dtype)
+    ops = PowerOps(
+        constant=_like,
+        eq=lax.eq,
+        select=lax.select,
+        negative=lambda e: _negative(lax.bitcast_convert_type(e, twin) if unsigned else e),
+        odd=lambda e: lax.ne(lax.bitwise_and(e, _like(1, e)), _like(0, e)),
+        mul=lax.mul,
+        halve=lambda e: lax.shift_right_logical(e, _like(1, e)),
+    )
+    return [integer_pow(x, y, ops, lambda a, b: square_and_multiply(a, b, ops))]
+
+
+def _negative(e: Any) -> Any:
+    return lax.lt(e, _like(0, e))
 
 
 @rule("select")
