@@ -1,15 +1,16 @@
 """Calibrating fuse-grid-steps' cost model (``passes/grid_fusion/cost.py``) on the chip.
 
-Each row is one kernel of ``tpu_bench.benches`` (``--large`` sizes) run with the target's
-optimizations off and one ``fuse-grid-steps{...}`` setting instead (``-``: not fused, upstream's
-module), timed as ``tpu_bench`` times (calls back to back, best of ``--repeat``), its bits
-compared with the unfused run's; beside it the grid it ran as and the model's time for that
-grid. The settings probe what the model's constants stand for: the cost of a step (the same
-bytes in fewer steps), the cost of a dot (the 128-block matmul widened to 256, 512 and 1024
-rows) and whether sub-steps beyond the sweep's 32 still gain (the code they unroll).
+Each row is one kernel of ``tpu_bench.benches`` (realistic and ``--large`` sizes) run with the
+target's optimizations off and one ``fuse-grid-steps{...}`` setting instead (``-``: not fused,
+upstream's module; ``default``: the cost model's choice), timed as ``tpu_bench`` times (calls
+back to back, best of ``--repeat``), its bits compared with the unfused run's; beside it the
+grid it ran as and the model's time for that grid. The settings probe what the model's
+constants stand for: the cost of a step (the same bytes in fewer steps), the cost of a dot (the
+128-block matmul widened to 256, 512 and 1024 rows), whether sub-steps beyond the sweep's 32
+still gain (the code they unroll), and the model's choices against the old defaults'.
 
     python -m bench.chip.fusion_cost [--rows masked_tanh_16000000] [--calls 50] [--repeat 3]
-    python -m bench.chip.fusion_cost --cpu   # tiny sizes on the CPU: the machinery only
+    python -m bench.chip.fusion_cost --cpu   # tiny kernels on the CPU: the machinery only
 """
 
 from __future__ import annotations
@@ -45,7 +46,17 @@ ROWS = (
     ("matmul_bf16_4096", "max_unroll=2"),
     ("softmax_8192", "-"),
     ("softmax_8192", "max_unroll=2"),
+    # the realistic sizes (tpu_bench without --large), the model's choice against the old ones
+    ("masked_tanh", "max_unroll=32"),  # 35 steps (the old defaults: 31)
+    ("masked_tanh", "default"),
+    ("reduce_1d", "max_unroll=32"),  # the old defaults: 32 steps
+    ("reduce_1d", "default"),
+    ("matmul_1024", "wide_block=512,max_unroll=4"),  # the old defaults: 2x2x2
+    ("matmul_1024", "default"),
+    ("masked_tanh_16000000", "default"),
+    ("layer_norm_32768", "default"),
 )
+CPU_ROWS = (("matmul_f32", "-"), ("matmul_f32", "default"), ("softmax", "max_unroll=2"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,18 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     from minipallas.passes.grid_fusion.cost import V5E, kernel_cost
 
     device = jax.devices("cpu" if options.cpu else "tpu")[0]
-    by_name = {b.case.name: b for b in benches(options.cpu, large=not options.cpu)}
+    made_at = (benches(True),) if options.cpu else (benches(False), benches(False, large=True))
+    by_name = {b.case.name: b for made in made_at for b in made}
     print(f"ms per call on {device.device_kind}, fuse-grid-steps settings; model: {V5E}")
     made: dict[str, tuple] = {}
-    for name, setting in ROWS:
-        if options.rows and name not in options.rows or name not in by_name:
+    for name, setting in CPU_ROWS if options.cpu else ROWS:
+        if options.rows and name not in options.rows:
             continue
         case = by_name[name].case
         if name not in made:
             inputs = case.inputs()
             made[name] = (inputs, [jax.device_put(a, device) for a in inputs], None)
         inputs, args, want = made[name]
-        pipe = "" if setting == "-" else f"fuse-grid-steps{{{setting}}}"
+        pipe = {"-": "", "default": "fuse-grid-steps"}.get(setting, f"fuse-grid-steps{{{setting}}}")
         call = case.minipallas(optimize=False, passes=pipe)
         ran = call.trace(*inputs, memory_space=TARGETS["tpu"].memory_space)  # after the passes
         try:
