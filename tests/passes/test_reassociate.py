@@ -143,6 +143,34 @@ def test_a_window_is_not_taken_when_the_body_does_more_than_sum():
     assert fast.grid == (STEPS,) and [t.shape for t in fast.scratch_types] == [(BLOCK,)]
 
 
+def last_run_sum(x_ref, o_ref):
+    """A sum over the inner axis into one output that stays put along both: each run of the
+    inner axis starts it again, so it ends as the last run's sum."""
+
+    @mp.when(mp.program_id(1) == 0)
+    def _():
+        o_ref[...] = jnp.zeros(o_ref.shape, jnp.float32)
+
+    o_ref[...] += x_ref[...].sum(keepdims=True)
+
+
+def test_each_run_of_the_axis_adds_its_partial_sums_at_its_own_last_step():
+    x = _x(3 * 8, 16 * 128)
+    call = mp.pallas_call(
+        last_run_sum,
+        mp.ArrayType((1, 1), jnp.float32),
+        grid=(3, 16),
+        in_specs=[mp.BlockSpec((8, 128), lambda i, k: (i, k))],
+        out_specs=mp.BlockSpec((1, 1), lambda i, k: (0, 0)),
+    )
+    _, fast = _reassociated(call, x)
+    assert [t.shape for t in fast.scratch_types] == [(8, 128)]
+    _within_order_bound(_run(fast, x).reshape(()), x[16:])
+    if libtpu_available():
+        traced = call.trace(x, memory_space=TARGETS["tpu"].memory_space)
+        compile_check(traced, call.lower(x, target="tpu", optimize="fast"))
+
+
 def _run(kernel, x):
     """The kernel's grid run by the reference interpreter (``kernels.programs``)."""
     from minipallas.kernels.programs.choose import cpu_program
