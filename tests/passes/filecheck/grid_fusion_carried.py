@@ -1,0 +1,102 @@
+# ruff: noqa: E501  (FileCheck patterns quote whole lines)
+# fuse-grid-steps on flash attention, whose running max, sum and accumulator pass from step to
+# step in scratch (%4, %5, %6). With discharge_carried (prefix VALUES), the fused step reads
+# each once, threads the values through the sub-steps' calls (each a discharged copy of the old
+# body, its pl.when a cond returning them) and writes each back once. By default (LOOP) the
+# sub-steps run in a for loop, the scratch in VMEM; with both (LOOPVALUES) the values are the
+# loop's carries.
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=2,discharge_carried=true,max_carried=0}' | filecheck %s --check-prefix=VALUES
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4}' | filecheck %s --check-prefix=LOOP
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4,discharge_carried=true,substep_loop=true,max_carried=0}' | filecheck %s --check-prefix=LOOPVALUES
+# RUN: minipallas-opt %s --emit=tpu | filecheck %s --check-prefix=MOSAIC
+
+# VALUES: kernel flash: grid (8, 4)
+# VALUES-LABEL: func @flash_substep0(%0: Ref{f32[128,64]}, %1: Ref{f32[128,64]}, %2: Ref{f32[128,64]}, %3: Ref{f32[128,64]}, %4: f32[128,1], %5: f32[128,1], %6: f32[128,64]) -> (f32[128,1], f32[128,1], f32[128,64]) effects {read 0, read 1, read 2, write 3} {
+# VALUES: %[[M:.*]], %[[L:.*]], %[[ACC:.*]] = cond %{{.*}} (%4, %5, %6) [{
+# VALUES-NEXT: ^(%[[M0:.*]]: f32[128,1], %[[L0:.*]]: f32[128,1], %[[A0:.*]]: f32[128,64]):
+# VALUES-NEXT: yield %[[M0]], %[[L0]], %[[A0]]
+# VALUES: }] : f32[128,1], f32[128,1], f32[128,64]
+# VALUES-NOT: swap
+# VALUES: cond
+# VALUES: swap %{{.*}}[:, :], %{{.*}} : f32[128,64]
+# VALUES-LABEL: func @flash(
+# VALUES-NEXT: %[[M:.*]] = get %4[:, :] : f32[128,1]
+# VALUES-NEXT: %[[L:.*]] = get %5[:, :] : f32[128,1]
+# VALUES-NEXT: %[[ACC:.*]] = get %6[:, :] : f32[128,64]
+# VALUES: %[[M1:.*]], %[[L1:.*]], %[[ACC1:.*]] = call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %[[M]], %[[L]], %[[ACC]])
+# VALUES-NOT: get
+# VALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = call @flash_substep1(%0, %{{.*}}, %{{.*}}, %3, %[[M1]], %[[L1]], %[[ACC1]])
+# VALUES-NEXT: swap %4[:, :], %[[M2]] : f32[128,1]
+# VALUES-NEXT: swap %5[:, :], %[[L2]] : f32[128,1]
+# VALUES-NEXT: swap %6[:, :], %[[ACC2]] : f32[128,64]
+# VALUES-NEXT: return
+
+# LOOP: kernel flash: grid (8, 2)
+# LOOP-LABEL: func @flash(
+# LOOP-NEXT: %[[LO:.*]] = constant 0 : i32[]
+# LOOP-NEXT: %[[HI:.*]] = constant 4 : i32[]
+# LOOP-NEXT: for %[[LO]] to %[[HI]] (%0, %1, %2, %3, %4, %5, %6) {
+# LOOP-NEXT: ^(%[[S:[0-9]+]]: i32[], {{.*}}):
+# LOOP: ref.at %{{.*}}[ds(%{{.*}}, 128), :] : Ref{f32[128,64]}
+# LOOP: program_id axis 1
+# LOOP-NEXT: constant 4
+# LOOP-NEXT: mul
+# LOOP-NEXT: add %{{.*}}, %[[S]] : i32[]
+
+# LOOPVALUES-LABEL: func @flash(
+# LOOPVALUES-NEXT: %[[M:.*]] = get %4[:, :] : f32[128,1]
+# LOOPVALUES-NEXT: %[[L:.*]] = get %5[:, :] : f32[128,1]
+# LOOPVALUES-NEXT: %[[ACC:.*]] = get %6[:, :] : f32[128,64]
+# LOOPVALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = for %{{.*}} to %{{.*}} (%0, %1, %2, %3, %4, %5, %6) iter (%[[M]], %[[L]], %[[ACC]]) {
+# LOOPVALUES: } : f32[128,1], f32[128,1], f32[128,64]
+# LOOPVALUES-NEXT: swap %4[:, :], %[[M2]] : f32[128,1]
+# LOOPVALUES-NEXT: swap %5[:, :], %[[L2]] : f32[128,1]
+# LOOPVALUES-NEXT: swap %6[:, :], %[[ACC2]] : f32[128,64]
+
+# MOSAIC: iteration_bounds = array<i64: 2, 1>
+# MOSAIC: scf.for %{{.*}} = %c0_i32 to %c4_i32 step %c1_i32 : i32 {
+# MOSAIC: scf.for %{{.*}} = %c0_i32 to %c8_i32 step %c1_i32 : i32 {
+# MOSAIC: tpu.memref_slice %arg3[%{{.*}}, %c0_i32] : memref<1024x64xf32, #tpu.memory_space<vmem>> -> memref<128x64xf32, #tpu.memory_space<vmem>>
+# MOSAIC: tpu.matmul
+
+import numpy as np
+
+import minipallas as mp
+import minipallas.numpy as jnp
+
+
+def flash(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref):
+    kv = mp.program_id(1)
+
+    @mp.when(kv == 0)
+    def _():
+        m_ref[...] = jnp.full(m_ref.shape, -np.inf, jnp.float32)
+        l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
+        acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+    s = jnp.dot(q_ref[...], k_ref[...].T, preferred_element_type=jnp.float32)
+    m_old = m_ref[...]
+    m_new = jnp.maximum(m_old, s.max(axis=1, keepdims=True))
+    p = jnp.exp(s - m_new)
+    rescale = jnp.exp(m_old - m_new)
+    l_ref[...] = l_ref[...] * rescale + p.sum(axis=1, keepdims=True)
+    pv = jnp.dot(p, v_ref[...], preferred_element_type=jnp.float32)
+    acc_ref[...] = acc_ref[...] * rescale + pv
+    m_ref[...] = m_new
+
+    @mp.when(kv == mp.num_programs(1) - 1)
+    def _():
+        o_ref[...] = acc_ref[...] / l_ref[...]
+
+
+Q = mp.BlockSpec((128, 64), lambda i, j: (i, 0))
+KV = mp.BlockSpec((128, 64), lambda i, j: (j, 0))
+KERNEL = mp.pallas_call(
+    flash,
+    mp.ArrayType((1024, 64), "float32"),
+    grid=(8, 8),
+    in_specs=[Q, KV, KV],
+    out_specs=Q,
+    scratch_shapes=[mp.tpu.VMEM((128, 1), "float32")] * 2 + [mp.tpu.VMEM((128, 64), "float32")],
+)
+ARGS = (mp.ArrayType((1024, 64), "float32"),) * 3
