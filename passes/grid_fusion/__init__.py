@@ -142,6 +142,8 @@ def _loop(
     if not (asked or chained):
         return False
     if loopable(kernel.body, axis, factor, kernel.grid[axis]):
+        why = "scratch chained step to step through VMEM, over max_carried" if chained else "asked"
+        _note(notes, f"axis {axis}: its {factor} sub-steps in a loop: {why}")
         return True
     if chained:
         _note(notes, f"axis {axis}: not fused: scratch chained step to step through VMEM, "

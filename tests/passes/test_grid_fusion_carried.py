@@ -9,6 +9,7 @@ text is ``filecheck/grid_fusion_carried.py``.
 """
 
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -175,3 +176,11 @@ def test_substep_loop_runs_any_loopable_kernel_with_its_bits():
     looped = case.minipallas(optimize=False, passes=passes)(*case.inputs())
     plain = case.minipallas(optimize=False)(*case.inputs())
     assert np.asarray(looped).tobytes() == np.asarray(plain).tobytes()
+
+
+def test_explain_says_why_the_sub_steps_run_in_a_loop():
+    kernel = FLASH.minipallas().trace(*FLASH.inputs(), memory_space=TPU_VMEM)
+    notes: list[str] = []
+    fuse_grid_steps(kernel, notes=notes)
+    loops = [n for n in notes if re.match(r"axis 1: its \d+ sub-steps in a loop: scratch", n)]
+    assert loops, notes
