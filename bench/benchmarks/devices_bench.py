@@ -97,8 +97,8 @@ def _bits(case: Case, got: np.ndarray, sim: np.ndarray, want: np.ndarray) -> str
 def _upstream_ms(case: Case, x: tuple, repeat: int) -> float | str:
     """Upstream's interpret mode, or "refused" where it has no rule for the kernel (the
     corpus's ``upstream`` field says which and why)."""
-    if case.upstream_kinds[0] == "error":
-        return "refused"
+    if case.upstream_kinds[0] in ("error", "hangs"):  # no rule for it, or never finishes
+        return {"error": "refused", "hangs": "hangs"}[case.upstream_kinds[0]]
     with pltpu.force_tpu_interpret_mode():
         upstream = jax.jit(case.build())
         return best_ms(lambda: upstream(*x), repeat)

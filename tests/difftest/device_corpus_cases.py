@@ -3,9 +3,10 @@
 
 Each corpus kernel becomes a ``Case`` at module level (the upstream worker loads this file
 again), expecting what the corpus says it does: agreement for a correct kernel, its race or
-deadlock, a kernel bug of some kind for a wrong semaphore count, and an upstream crash where
-the corpus records that upstream's interpret mode fails on it. Every way is compared bit for
-bit (ring attention's exponentials, compiled by XLA, are not: a finding).
+deadlock, a kernel bug of some kind for a wrong semaphore count, and an upstream crash (or
+hang) where the corpus records that upstream's interpret mode fails (or never finishes) on
+it. Every way is compared bit for bit (ring attention's exponentials, compiled by XLA, are
+not: a finding).
 """
 
 from minipallas.difftest import Case
@@ -15,6 +16,8 @@ EXPECT = {"ok": None, "race": "race", "deadlock": "deadlock", "wrong-count": "ke
 
 
 def _expect(kernel) -> str | None:
+    if kernel.expect == "ok" and kernel.upstream.startswith("hangs"):
+        return "upstream-hangs"
     crashes = kernel.expect == "ok" and kernel.upstream.startswith("error")
     return "upstream-crash" if crashes else EXPECT[kernel.expect]
 

@@ -19,6 +19,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
+import minipallas as mp
 from minipallas.interop.importer import JaxprImportError, from_jaxpr
 
 CASES = Path(__file__).with_name("device_mesh_cases.py")
@@ -148,12 +149,43 @@ def _refusal(body, match: str) -> JaxprImportError:
     return e.value
 
 
-def test_a_kernel_inside_a_loop_of_the_body_is_refused_with_a_fix():
+def _signalling(x_ref, o_ref, sem):
+    other = (1 - jax.lax.axis_index("x"),)
+    pl.semaphore_signal(sem, 1, device_id=other, device_id_type=pl.DeviceIdType.MESH)
+    pl.semaphore_wait(sem, 1)
+    o_ref[...] = x_ref[...]
+
+
+def test_a_kernel_that_talks_to_other_devices_inside_a_loop_of_the_body_is_refused():
+    """Some devices might not run it: the kernel's buffers are every device's at once."""
+    talking = pl.pallas_call(_signalling, out_shape=jax.ShapeDtypeStruct((8, 128), np.float32),
+                             scratch_shapes=[pltpu.SemaphoreType.REGULAR])  # fmt: skip
+
     def body(x):
-        return jax.lax.fori_loop(0, 2, lambda i, v: _CALL(v), x)
+        return jax.lax.fori_loop(0, 2, lambda i, v: talking(v), x)
 
     e = _refusal(body, "a pallas_call inside scan")
     assert "top of the shard_map's body" in e.fix
+
+
+def _double(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0
+
+
+def test_a_kernel_that_talks_to_no_device_runs_in_a_loop_the_devices_take_apart():
+    """Device d runs it d + 1 times (upstream's TPU interpret mode hangs on such a loop: the
+    device corpus's local_kernel_by_position)."""
+    call = pl.pallas_call(_double, out_shape=jax.ShapeDtypeStruct((8, 128), np.float32))
+
+    def body(x):
+        return jax.lax.fori_loop(0, jax.lax.axis_index("x") + 1, lambda i, v: call(v), x)
+
+    f = jax.shard_map(body, mesh=_MESH, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+    fn = from_jaxpr(jax.make_jaxpr(f)(x))
+    for schedule in ("lockstep", 0):
+        (got,) = mp.interpret(fn, x, collectives="simulate", schedule=schedule)
+        assert np.array_equal(got, np.concatenate([x[:8] * 2, x[8:] * 4]))
 
 
 def test_element_blocks_in_the_body_are_refused_with_a_fix():

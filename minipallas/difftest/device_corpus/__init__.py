@@ -31,7 +31,9 @@ The corpus (``CASES``):
   all-reduce, all-to-all, an all-gather matmul (collective matmul), a reduce-scatter matmul, a
   ring-attention step, a bidirectional reduce-scatter, a bidirectional all-gather, a halo
   exchange, an all-gather along one axis of a 2-D mesh with dict ids, a recursive-doubling
-  all-reduce with LOGICAL ids, a dissemination barrier and a token ring (remote signals only);
+  all-reduce with LOGICAL ids, a dissemination barrier and a token ring (remote signals only),
+  a kernel that talks to no device run as many times as the device's position (upstream's
+  TPU interpret mode hangs on it);
   and planted bugs in them: a handshake removed, a read before the receive wait, a write to a
   source before its send wait, one receive semaphore for every step (races); a token ring that
   waits first, a barrier that waits for one signal too many (deadlocks); a token never taken,
@@ -42,7 +44,8 @@ any bug flag, returning a zero-argument ``build`` that makes the ``shard_map``: 
 its interpret mode when ``pl.pallas_call`` runs), add a ``Case`` to its module's list with a
 fresh seed and a numpy reference, run ``python tests/difftest/device_corpus_run.py NAME`` to see
 both verdicts, record upstream's in ``upstream=`` and, if minipallas cannot do it yet, its
-first line in the test's ``NOT_YET``. Never run a deadlock upstream: it hangs.
+first line in the test's ``NOT_YET``. Never run a deadlock upstream: it hangs (and so does
+``local_kernel_by_position``, a correct kernel: its ``upstream`` is ``hangs``).
 """
 
 from minipallas.difftest.device_corpus import guide, own, remote_dma, run, upstream_head

@@ -27,7 +27,7 @@ Build = Callable[[], Fn]  # makes it, under the caller's interpret mode
 # what a kernel does when run correctly: its result, or the kind of its planted bug
 EXPECTS = ("ok", "race", "deadlock", "wrong-count")
 # what upstream's TPU interpret mode may do with one (``run.upstream``'s verdicts)
-UPSTREAM_KINDS = ("ok", "wrong", "race", "wrong-count", "not-run", "error")
+UPSTREAM_KINDS = ("ok", "wrong", "race", "wrong-count", "not-run", "hangs", "error")
 MESH, LOGICAL = pl.DeviceIdType.MESH, pl.DeviceIdType.LOGICAL
 DMA, REGULAR = pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.REGULAR
 F32 = np.float32

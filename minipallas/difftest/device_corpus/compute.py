@@ -1,6 +1,7 @@
 """The corpus's own kernels that compute while they communicate: an all-gather matmul, a
 reduce-scatter matmul, a ring-attention step and a bidirectional all-gather (upstream's shipped
-one, with a receive semaphore per step).
+one, with a receive semaphore per step); and one that computes without communicating, as many
+times as the device's position (``local_by_position``).
 
 Each overlaps a remote copy with work on the block in hand: the copy of the next block starts
 before the matmul on this one, and the capacity semaphore (``rings.py``) says when a
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
@@ -204,3 +206,24 @@ def bidirectional_all_gather(n: int) -> Build:
     return lambda: on_mesh(
         kernel, mesh((n,), ("x",)), shape(n, 8, 128), P("x"), P("x"), scratch=scratch
     )
+
+
+def local_by_position(n: int) -> Build:
+    """A kernel that talks to no other device, run in a loop of the body whose trip count is
+    the device's position: device ``d`` doubles its shard ``d`` times. Correct on the chip;
+    upstream's TPU interpret mode puts a barrier over every device before each kernel without a
+    ``collective_id``, which the devices reach different numbers of times: it waits forever."""
+
+    def double(x_ref: Ref, o_ref: Ref) -> None:
+        o_ref[...] = x_ref[...] * 2.0
+
+    def build() -> Any:
+        call = pl.pallas_call(double, out_shape=shape(8, 128))
+
+        def body(x: Any) -> Any:
+            return lax.fori_loop(0, lax.axis_index("x"), lambda _, y: call(y), x)
+
+        return jax.shard_map(body, mesh=mesh((n,), ("x",)), in_specs=P("x"), out_specs=P("x"),
+                             check_vma=False)  # fmt: skip
+
+    return build

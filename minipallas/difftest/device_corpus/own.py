@@ -176,6 +176,16 @@ def _on_fixed_meshes() -> list[Case]:
             lambda: ints(76, (32, 128)),
             lambda x: x + 1,
         ),
+        Case(
+            "local_kernel_by_position",
+            f"{OWN}: a kernel that talks to no device, run as many times as the device's position",
+            (4,),
+            compute.local_by_position(4),
+            lambda: ints(78, (32, 128)),
+            lambda x: x * np.repeat(2.0 ** np.arange(4, dtype=np.float32), 8)[:, None],
+            upstream="hangs: its TPU interpret mode puts a barrier over every device before each "
+            "kernel without a collective_id, which the devices reach 0, 1, 2 and 3 times",
+        ),
     ]
 
 

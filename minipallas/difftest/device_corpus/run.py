@@ -14,6 +14,8 @@ Each verdict is ``{"kind": ...,
   or ``DeadlockError`` (the detail is the error's first line);
 - ``wrong-count``: upstream printed a semaphore left non-zero at kernel exit;
 - ``not-run``: a deadlock, never run upstream;
+- ``hangs``: a correct kernel upstream's interpret mode never finishes, not run here
+  (``minipallas-difftest`` runs it time-boxed: ``upstream-hangs``);
 - ``refused``: minipallas's importer (or ``on_devices``) refused the program with a
   ``MiniPallasError``;
 - ``error``: upstream raised, or minipallas's simulator raised another ``MiniPallasError``;
@@ -65,6 +67,8 @@ def upstream(case: Case) -> dict:
     """What upstream's TPU interpret mode does with the case (race detector on)."""
     if case.expect == "deadlock":
         return {"kind": "not-run", "detail": "a deadlock hangs upstream's interpret mode"}
+    if case.upstream_kinds == ("hangs",):  # a correct kernel upstream never finishes
+        return {"kind": "hangs", "detail": case.upstream.split(": ", 1)[1]}
     x = case.inputs()
     printed = io.StringIO()
     start = time.perf_counter()

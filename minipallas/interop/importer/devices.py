@@ -43,7 +43,8 @@ core of every device: the ``mesh_call``'s axes are the mesh's then the cores'
 So ``collectives="simulate"`` runs the devices together (``ir/interpret/programs.py``) with
 races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a
 shard_map inside the body, and a kernel inside a loop, a branch or a custom-derivative call
-of the body.
+of the body unless it talks to no other device (no ``collective_id``, remote copy, remote
+signal or barrier semaphore: ``_local``), when it is the device's own kernel, imported as one.
 """
 
 from __future__ import annotations
@@ -301,8 +302,11 @@ def _mesh_kernel(scope: ImportScope, devices: Devices, eqn: jax_core.JaxprEqn) -
 
 
 def _refuse_nested_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> None:
+    """A kernel in a loop or branch of the body may run on some devices only: refused unless it
+    talks to no other device (``_local``), when it is a kernel of the device's own."""
     for sub in jax_core.jaxprs_in_params(eqn.params):
-        inner = next((e for e in equations(sub) if e.primitive.name in KERNELS), None)
+        inner = next((e for e in equations(sub) if e.primitive.name in KERNELS and not
+                      _local(e)), None)  # fmt: skip
         if inner is not None:
             with scope.located(eqn):
                 raise scope.error(
@@ -311,6 +315,30 @@ def _refuse_nested_kernel(scope: ImportScope, eqn: jax_core.JaxprEqn) -> None:
                     fix="call the kernel at the top of the shard_map's body (or in a jax.jit "
                     "function it calls); put loops inside the kernel",
                 )
+
+
+_TALKS = ("get_barrier_semaphore", "dma_start", "dma_wait", "semaphore_signal")
+
+
+def _local(eqn: jax_core.JaxprEqn) -> bool:
+    """Whether ``eqn`` is a ``pallas_call`` that reaches no other device: no ``collective_id``,
+    no remote copy or signal, no barrier semaphore."""
+    if eqn.primitive.name != "pallas_call" or collective_id(eqn) is not None:
+        return False
+    for e in equations(eqn.params["jaxpr"]):
+        name = e.primitive.name
+        remote = name == "get_barrier_semaphore" or (name in _TALKS and _device_id(e) is not None)
+        if remote:
+            return False
+    return True
+
+
+def _device_id(eqn: jax_core.JaxprEqn) -> object:
+    """The ``device_id`` a copy or signal names, or None (a local one)."""
+    if eqn.primitive.name in ("dma_start", "dma_wait"):
+        return eqn.params["tree"].unflatten(eqn.invars)[-1]
+    *_, device_id, _ = eqn.params["args_tree"].unflatten(eqn.invars)
+    return device_id
 
 
 def _axes_of(entry: object) -> tuple[str, ...]:
