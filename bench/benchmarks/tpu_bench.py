@@ -29,6 +29,8 @@ jit/minipallas over every kernel and the least row; the same at the best level w
     python -m bench.benchmarks.tpu_bench [--kernels softmax_8192] [--calls 50] [--repeat 5] \
         [--large]
     python -m bench.benchmarks.tpu_bench --passes 'fuse-grid-steps{max_unroll=8}'  # one's own pass
+    python -m bench.benchmarks.tpu_bench --large --kernels reduce_1d_16777216 \
+        --fast-passes 'reassociate-sums{window_bytes=1048576}'  # another fast pipeline
     python -m bench.benchmarks.tpu_bench --cpu  # tiny sizes on the CPU: the machinery only
 
 Kernels: blocked matmul bf16 4096³ in 512-blocks, f32 2048³, softmax and layer norm of
@@ -206,10 +208,20 @@ def ways(bench: Bench, options: argparse.Namespace) -> dict[str, Callable[..., A
     return {
         "minipallas": jax.jit(case.minipallas(passes=options.passes)),
         "plain": jax.jit(case.minipallas(optimize=False)),
-        "fast": jax.jit(case.minipallas(passes=options.passes, optimize="fast")),
+        "fast": jax.jit(fast_level(case, options)[0]),
         "upstream": case.upstream(interpret=options.cpu),
         "jit": jax.jit(bench.reference(jnp)),
     }
+
+
+def fast_level(case: Case, options: argparse.Namespace) -> tuple[Any, bool | str]:
+    """The fast way's call and the level it runs at: ``optimize="fast"``, or, with
+    ``--fast-passes``, those passes before the default level's (to time another fast
+    pipeline in the same run)."""
+    if options.fast_passes:
+        passes = ",".join(p for p in (options.passes, options.fast_passes) if p)
+        return case.minipallas(passes=passes), True
+    return case.minipallas(passes=options.passes, optimize="fast"), "fast"
 
 
 def grids(
@@ -223,7 +235,9 @@ def grids(
     call = bench.case.minipallas(passes=options.passes)
     kernel = call.trace(*inputs, memory_space=TARGETS["tpu"].memory_space)
     ran = run(kernel, TARGETS["tpu"].pipeline_for(kernel))
-    fast = run(kernel, TARGETS["tpu"].pipeline_for(kernel, optimize="fast"))
+    call, level = fast_level(bench.case, options)
+    fast = call.trace(*inputs, memory_space=TARGETS["tpu"].memory_space)
+    fast = run(fast, TARGETS["tpu"].pipeline_for(fast, optimize=level))
     return bench.case.grid, ran.grid, str(fast) != str(ran)
 
 
@@ -352,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help="the realistic kernels, larger")
     parser.add_argument("--passes", default="", help="a pipeline run on each kernel first")
     parser.add_argument("--load", action="append", default=[], help="a file of passes")
+    parser.add_argument("--fast-passes", default="", help="the fast column's passes instead of "
+                        'optimize="fast" (before the default level\'s)')  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("tpu-bench.json"))
     options = parser.parse_args(argv)
     if options.cpu:
@@ -368,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows = [measure(b, device, options) for b in chosen]
     print(f"ms per call ({options.calls} back to back, best of {options.repeat})", end=" ")
-    print(f"on {device.device_kind}" + (f"; --passes '{options.passes}'" if options.passes else ""))
+    print(f"on {device.device_kind}" + (f"; --passes '{options.passes}'" if options.passes else "")
+          + (f"; fast: '{options.fast_passes}'" if options.fast_passes else ""))  # fmt: skip
     print(
         f"{'kernel':24} {'grid':>12} {'run as':>12} {'minipallas':>10} {'plain':>7} "
         f"{'upstream':>8} {'jit':>7} {'up/mp':>6} {'pl/mp':>6} {'jit/mp':>6} {'bits':>5} "

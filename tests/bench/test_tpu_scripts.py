@@ -3,6 +3,7 @@ the hardware check compares both sides and the CPU, isolates a kernel that kills
 resumes after it, and judges a chip's one-pass bfloat16 dot within the chip's envelope; the
 speed bench times the four ways (the fast level among them) and rates them."""
 
+import argparse
 import json
 
 import ml_dtypes
@@ -152,3 +153,16 @@ def test_the_fast_verdict_is_same_bits_or_the_order_bound_of_one_sum():
     assert tpu_bench.fast_verdict(bench, [x], other, upstream) == "envelope"
     lost = x[1024:].sum(keepdims=True)
     assert tpu_bench.fast_verdict(bench, [x], lost, upstream) == "DIFF"
+
+
+def test_the_fast_column_times_another_pipeline_when_given():
+    """``--fast-passes``: those passes, then the default level's, in place of
+    ``optimize="fast"``; the row says the kernel run differs from the default's."""
+    bench = tpu_bench.Bench(next(c for c in realistic_cases() if c.name == "reduce_8k"))
+    window = "reassociate-sums{window_bytes=65536}"
+    options = argparse.Namespace(passes="", fast_passes=window)
+    call, level = tpu_bench.fast_level(bench.case, options)
+    assert level is True and call.spec.passes == window
+    assert tpu_bench.grids(bench, options, bench.case.inputs())[2] is True
+    options.fast_passes = ""
+    assert tpu_bench.fast_level(bench.case, options)[1] == "fast"
