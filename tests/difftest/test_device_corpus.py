@@ -38,11 +38,8 @@ BY_NAME = {c.name: c for c in CASES}
 # What minipallas cannot do yet, with the first line of what it says (its location left off).
 NOT_YET: dict[str, str] = {}  # every case runs (issue 47); a case minipallas cannot run goes here
 # What on_devices cannot compile yet (the first line of what it says, its location left off).
-NOT_COMPILED = {  # a pl.select_ref's cond on an index loaded from SMEM: data picks the source
-    "select_ref_smem_index": "'dma_start': this dma_start of a kernel that spans devices does "
-    "not compile to XLA collectives: it is under a condition that is computed from loaded "
-    "values or a loop's carry",
-}
+NOT_COMPILED: dict[str, str] = {}  # every correct case compiles (issue 47); one that does not
+# goes here
 
 
 @pytest.fixture(scope="module")

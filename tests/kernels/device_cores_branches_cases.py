@@ -185,6 +185,17 @@ def zero_broadcasts(x_ref, o_ref, scratch, local, send, recv):
         remote_copy(scratch, o_ref, send, recv, (0,)).wait_recv()
 
 
+def pick_source(x_ref, o_ref, a_ref, b_ref, send, recv):
+    """The copy's source picked by a value read from the input (``pl.select_ref``: ``2x`` on
+    even devices, ``x + 1`` on odd ones): data picks the payload, not the communication."""
+    a_ref[...] = x_ref[...] * 2.0
+    b_ref[...] = x_ref[...] + 1.0
+    pick = lax.rem(x_ref[0, 0].astype(jnp.int32) // 1024, 2)  # the device's parity, as data
+    copy = remote_copy(pl.select_ref(pick, a_ref, b_ref), o_ref, send, recv, _right())
+    copy.start()
+    copy.wait()
+
+
 def writes_after_start(x_ref, o_ref, send, recv):
     """Device 0 sends its shard to device 1's ``o[1]`` and writes its own ``o[0]`` after the
     copy's start, under ``pl.when(me == 0)``: refused (compiled, that write would move after
@@ -258,6 +269,11 @@ def cases():
     scratch = [pltpu.VMEM(SHARD, F32), DMA, DMA, DMA]
     yield ("zero_broadcasts", on_mesh(zero_broadcasts, SHARD, scratch, space=None), x,
            np.tile(blocks[0] * 3.0, (N, 1)))  # fmt: skip
+    picks = [pltpu.VMEM(SHARD, F32), pltpu.VMEM(SHARD, F32), DMA, DMA]
+    odd = (np.arange(N) % 2 == 1)[:, None, None]
+    picked = np.roll(np.where(odd, blocks + 1.0, blocks * 2.0), 1, axis=0)
+    yield ("pick_source", on_mesh(pick_source, SHARD, picks, space=None), x,
+           picked.reshape(x.shape))  # fmt: skip
     after = np.full((N, 2, *SHARD), -1.0, np.float32)
     after[:, 0] = blocks
     after[0, 0] = blocks[0] + 1.0

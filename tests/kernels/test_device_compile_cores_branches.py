@@ -23,7 +23,7 @@ from minipallas.kernels.devices import device_program
 
 CASES = Path(__file__).with_name("device_cores_branches_cases.py")
 CORES = ["core_rows_right", "core_ring_gather", "core_meeting_swap", "around_core_kernel"]
-BRANCHES = ["cond_neighbours", "zero_broadcasts"]
+BRANCHES = ["cond_neighbours", "zero_broadcasts", "pick_source"]
 REFUSED = {  # case -> what the refusal says (besides the line and the simulator as the fix)
     "core_handoff": "a semaphore another core signals, inside a loop or branch",
     "core_to_other_core": "signals a semaphore of another core of the target device",

@@ -20,9 +20,9 @@ by a remote copy (``dma_start`` into it) or signalled (``semaphore_signal`` on i
    collective, so a copy under a condition on the device's position alone (``pl.when(me ==
    0)``, a ``lax.cond`` on the parity) runs on every device, sent only by those the condition
    picks (evaluated at compile time), what its branch does with memory before it kept under
-   the condition (``masked``). A condition every device takes alike (on a grid step or a
-   static loop's index: ``varies``) keeps its branches, collectives inside: every device takes
-   the same branch at that point;
+   the condition (``masked``; a condition on data that picks only the source: ``picked``). A
+   condition every device takes alike (on a grid step, a static loop's index or counter:
+   ``varies``) keeps its branches, collectives inside: every device takes the same branch;
 3. a read of other devices' rows (the importer's ``psum``, ``ppermute`` and ``all_gather`` of
    the body read so, between barriers) is a ``gather_rows`` of every device's own row, then
    the rows read from it;
@@ -251,6 +251,9 @@ class _Device(Rows, Masked):
             return self.call(op)
         if op.name == "cond" and self.maskable(op):
             return self.masked_cond(op)
+        picked = self.picked(op) if op.name == "cond" else None
+        if picked is not None:
+            return picked
         operands = tuple(self.value(v, op) for v in op.operands)
         regions = self.regions(op)
         attrs = dict(op.attrs)

@@ -22,15 +22,23 @@ unless a handshake ordered it, and a copy after a wait only some devices make is
 count). A branch that reads or writes memory after its copy starts would see that access moved
 after every device's copies: refused, as is a copy whose window or source view is computed
 from what the head loads.
+
+A condition on anything, data included, whose every branch is one remote copy to the same
+target and window, from a source of its own (``pl.select_ref`` of the source, picked by an SMEM
+value), does not decide the communication, only the payload (``picked``): a ``cond`` that
+reads the branch's source, then one ``exchange`` every device takes. The branches' waits and
+send sides are counters once compiled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas.ir import indexing
+from minipallas.ir.builder import infer_result_types
 from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.opdef import OPS
-from minipallas.ir.types import RefType
+from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.devices.rows import DATA, STATIC, Remote
 
 # after a branch's first remote copy: what may follow (counters once compiled)
@@ -40,7 +48,7 @@ _COUNTERS = frozenset({"dma_wait", "semaphore_signal", "semaphore_wait"})
 class Masked:
     """The rules for a ``cond`` on the device's position around remote copies. The rebuild
     (``local._Device``) provides the state below and ``op``, ``fed``, ``refuse``, ``devices``,
-    ``values_at``."""
+    ``values_at``, ``varies``, ``value``, ``remote_copy``."""
 
     env: dict[Value, Value | Remote]
     kind: dict[Value, int]
@@ -58,18 +66,74 @@ class Masked:
         static = self.kind.get(op.operands[0], DATA) == STATIC and self.senders is None
         return copies and static and not op.results and id(op) not in self.heads
 
+    def picked(self, op: Op) -> list[Op] | None:
+        """A ``cond`` whose branches each copy to the same target and window, from sources of
+        their own (module doc): the source read under the ``cond``, one ``exchange``; None
+        when ``op`` is not such a cond (its views and pure ops rebuilt ahead, harmlessly)."""
+        if op.results or self.senders is not None or id(op) in self.heads:
+            return None
+        if not self.varies(op.operands[0]):  # every device takes one branch: it stays
+            return None
+        ops: list[Op] = []
+        copies = []
+        for k, branch in enumerate(op.regions):
+            if not all(
+                _no_memory(o) or _after_copy(o) or o.name == "dma_start" for o in branch.ops
+            ):
+                return None
+            self.bind(op, k, branch)
+            ops += [new for o in branch.ops if _no_memory(o) for new in self.op(o)]
+            mine = [o for o in branch.ops if o.name == "dma_start" and not _after_copy(o)]
+            if len(mine) != 1 or not isinstance(self.env.get(mine[0].operands[1]), Remote):
+                return None
+            copies.append(mine[0])
+        windows = {self.window(self.env[c.operands[1]]) for c in copies}
+        if len(windows) != 1:
+            raise self.refuse(copies[0], "copies to a device or window that a condition picks, "
+                              "with the condition's other branches")  # fmt: skip
+        sources = list(dict.fromkeys(self.value(c.operands[0], c) for c in copies))
+        regions = []
+        for c in copies:
+            params = tuple(Value(v.type) for v in sources)
+            read = Op("get", (params[sources.index(self.value(c.operands[0], c))],),
+                      (Value(ArrayType(c.operands[0].type.shape, c.operands[0].type.dtype)),),
+                      {"indexer": indexing.full(c.operands[0].type.shape)}, (), c.loc)  # fmt: skip
+            regions.append(Block(params, (read,), read.results))
+        index = self.value(op.operands[0], op)
+        types = infer_result_types("cond", [index.type, *(v.type for v in sources)], op.attrs,
+                                   tuple(regions), op.loc)  # fmt: skip
+        payload = Op("cond", (index, *sources), tuple(Value(t) for t in types), op.attrs,
+                     tuple(regions), op.loc)  # fmt: skip
+        return ops + self.remote_copy(copies[0], payload)
+
+    def window(self, remote: Remote) -> tuple:
+        """Where a ``Remote`` view is, as a key: its buffer, target and window (a target by
+        the operand a branch parameter receives, or by its value when constant)."""
+        targets = []
+        for t in remote.targets:
+            while t in self.source:
+                t = self.source[t]
+            made = self.defs.get(t)
+            constant = made is not None and made.name == "constant"
+            targets.append(str(made.attrs["value"]) if constant else t)
+        return remote.base, tuple(targets), remote.indexer, remote.dyn
+
+    def bind(self, op: Op, k: int, branch: Block) -> None:
+        """Branch ``k``'s parameters as the operands they receive (rows, kinds, views)."""
+        for i, (_, operand) in self.fed(op, k, branch).items():
+            p = branch.params[i]
+            self.env[p], self.source[p] = self.env[operand], operand
+            self.kind[p] = self.kind.get(operand, DATA)
+            if operand in self.rowed:
+                self.rowed.add(p)
+
     def masked_cond(self, op: Op) -> list[Op]:
         """Each branch taken apart for the devices that take it (module doc)."""
         last = len(op.regions) - 1
         taken = [min(max(self.values_at(op.operands[:1], d)[0], 0), last) for d in self.devices()]
         ops: list[Op] = []
         for k, branch in enumerate(op.regions):
-            for i, (_, operand) in self.fed(op, k, branch).items():
-                p = branch.params[i]
-                self.env[p], self.source[p] = self.env[operand], operand
-                self.kind[p] = self.kind.get(operand, DATA)
-                if operand in self.rowed:
-                    self.rowed.add(p)
+            self.bind(op, k, branch)
             self.senders = {d for d, t in enumerate(taken) if t == k}
             self.branch = (id(op), k)
             try:

@@ -200,9 +200,10 @@ class Rows:
 
     # --- remote copies -----------------------------------------------------------------------
 
-    def remote_copy(self, op: Op) -> list[Op]:
-        """``dma_start`` into a target's row as an ``exchange`` (``local``, 2): read the source,
-        exchange it into the destination shard, write that back."""
+    def remote_copy(self, op: Op, payload: Op | None = None) -> list[Op]:
+        """``dma_start`` into a target's row as an ``exchange`` (``local``, 2): read the source
+        (or take what ``payload`` makes), exchange it into the destination shard, write that
+        back."""
         src, remote = self.value(op.operands[0], op), self.env[op.operands[1]]
         assert isinstance(remote, Remote)
         self.check_around(op)
@@ -227,7 +228,7 @@ class Rows:
             if not pairs:
                 return []  # no device takes this branch
         ops = [
-            _op("get", (src,), {"indexer": indexing.full(src.type.shape)}, op),
+            payload or _op("get", (src,), {"indexer": indexing.full(src.type.shape)}, op),
             _op("get", (remote.base,), {"indexer": indexing.full(remote.base.type.shape)}, op),
         ]
         if not pairs:  # computed from loop indices, or several senders to one receiver
