@@ -4,8 +4,9 @@
 many steps of the innermost axis to fuse (step 5). Both are answered by ``cost.Plan``'s time:
 
 1. For each outer axis that can be widened (``widen.widths``; else the reason is noted), the
-   factors to weigh: the divisors of its length whose blocks stay within their arrays (and
-   within ``wide_block``, when set) and that the index maps allow.
+   factors to weigh: the largest divisors of its length whose blocks stay within their arrays
+   (and within ``wide_block``, when set) and that the index maps allow, and 1; as many as keep
+   the combinations within ``MAX_WEIGHED``.
 2. For each combination of them, the kernel widened so (its body rebuilt, which is cheap) and,
    when its scratch lets it be fused, the fusions ``fuse_factor`` would then choose, weighed on
    the plan without building the sub-steps. Combinations over the VMEM budget are out; the
@@ -32,7 +33,7 @@ from minipallas.passes.grid_fusion.widen import widen_axis, widths
 
 __all__ = ["Limits", "fuse_factor", "innermost", "moves_along", "widen_by_model"]
 
-MAX_WEIGHED = 6  # factors weighed per widened axis (the largest): 6^2 kernels for a matmul
+MAX_WEIGHED = 49  # widened kernels built, at most: 7 factors (1 among them) of two axes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +78,8 @@ def widen_by_model(
             continue
         axes.append(axis)
         factors.append(_widen_factors(kernel, axis, found[0], limits))
+    each = max(2, int(MAX_WEIGHED ** (1 / max(1, len(axes)))))  # factors kept per axis
+    factors = [[*fs[: each - 1], 1] for fs in factors]
     weighed: list[tuple[float, tuple[int, ...], Kernel]] = []
     over = 0
     for combo in itertools.product(*factors):
@@ -103,7 +106,7 @@ def _xs(factors: tuple[int, ...]) -> str:
 
 
 def _widen_factors(kernel: Kernel, axis: int, moves: list[Motion], limits: Limits) -> list[int]:
-    """Step 1: the factors of ``axis`` to weigh, largest first, 1 last."""
+    """Step 1: the factors of ``axis`` to weigh, largest first."""
     size = kernel.grid[axis]
     specs = (*kernel.in_specs, *kernel.out_specs)
     moving = [(s, m) for s, m in zip(specs, moves, strict=True) if m.dim is not None]
@@ -115,7 +118,7 @@ def _widen_factors(kernel: Kernel, axis: int, moves: list[Motion], limits: Limit
         and all(m.allows(c) for _, m in moving)
         and all(s.block_shape[m.dim] * c <= min(cap, s.array.shape[m.dim]) for s, m in moving)
     ]
-    return [*fits[:MAX_WEIGHED], 1]
+    return fits
 
 
 def _widened(kernel: Kernel, factors: Sequence[tuple[int, int]]) -> Kernel:
