@@ -237,9 +237,10 @@ def _main(args: argparse.Namespace) -> int:
             return 2
     if args.file.endswith(".py"):
         return _kernel_file(args, name)
-    if args.emit in KERNEL_ONLY:
+    if args.emit in KERNEL_ONLY or args.explain:
+        flag = "--explain" if args.explain else f"--emit={args.emit}"
         print(
-            f"minipallas-opt: --emit={args.emit} takes a kernel file (.py defining a "
+            f"minipallas-opt: {flag} takes a kernel file (.py defining a "
             "pallas_call named kernel or KERNEL), not text IR",
             file=sys.stderr,
         )

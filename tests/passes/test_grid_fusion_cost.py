@@ -184,3 +184,10 @@ def test_explain_says_which_windows_and_why(tmp_path, capsys):
     options = "fuse-grid-steps{min_steps=8192}"
     assert main([str(path), "--explain", "--pass-pipeline", options]) == 0
     filecheck(capsys.readouterr().out, "CHECK: not fused: 4096 grid steps, fewer than min_steps")
+
+
+def test_explain_takes_a_kernel_file_only(tmp_path, capsys):
+    path = tmp_path / "f.mir"
+    path.write_text("func @f() -> () {\n  return\n}\n")
+    assert main([str(path), "--explain"]) == 2
+    assert "--explain takes a kernel file" in capsys.readouterr().err
