@@ -151,10 +151,15 @@ class _Device(Rows, Masked):
                         "make: its data could land after the receiver reached the copy",
                     )
 
-    def note_order(self, op: Op) -> None:
-        """Records ``op`` for ``check_handshakes`` when it is a wait only some devices make."""
-        conditional = self.senders is not None or any(
-            o.name == "cond" and any(map(self.varies, o.group("index"))) for o in self.enclosing
+    def note_order(self, op: Op, conditional: bool = False) -> None:
+        """Records ``op`` for ``check_handshakes`` when it is a wait only some devices make
+        (``conditional``: so taken, as in a branch that ``masked.picked`` takes apart)."""
+        conditional = (
+            conditional
+            or self.senders is not None
+            or any(
+                o.name == "cond" and any(map(self.varies, o.group("index"))) for o in self.enclosing
+            )
         )
         if op.name == "semaphore_wait":
             count = self.defs.get(op.operands[op.slices()["value"]][0])

@@ -48,7 +48,7 @@ _COUNTERS = frozenset({"dma_wait", "semaphore_signal", "semaphore_wait"})
 class Masked:
     """The rules for a ``cond`` on the device's position around remote copies. The rebuild
     (``local._Device``) provides the state below and ``op``, ``fed``, ``refuse``, ``devices``,
-    ``values_at``, ``varies``, ``value``, ``remote_copy``."""
+    ``values_at``, ``varies``, ``value``, ``remote_copy``, ``note_order``."""
 
     env: dict[Value, Value | Remote]
     kind: dict[Value, int]
@@ -75,18 +75,24 @@ class Masked:
         if not self.varies(op.operands[0]):  # every device takes one branch: it stays
             return None
         ops: list[Op] = []
-        copies = []
+        copies, waits = [], []
         for k, branch in enumerate(op.regions):
-            if not all(
-                _no_memory(o) or _after_copy(o) or o.name == "dma_start" for o in branch.ops
+            mine = [i for i, o in enumerate(branch.ops)
+                    if o.name == "dma_start" and not _after_copy(o)]  # fmt: skip
+            if len(mine) != 1:
+                return None
+            (at,) = mine
+            before, copy, after = branch.ops[:at], branch.ops[at], branch.ops[at + 1 :]
+            if not all(map(_no_memory, before)) or not all(
+                _no_memory(o) or _after_copy(o) for o in after
             ):
                 return None
             self.bind(op, k, branch)
             ops += [new for o in branch.ops if _no_memory(o) for new in self.op(o)]
-            mine = [o for o in branch.ops if o.name == "dma_start" and not _after_copy(o)]
-            if len(mine) != 1 or not isinstance(self.env.get(mine[0].operands[1]), Remote):
+            if not isinstance(self.env.get(copy.operands[1]), Remote):
                 return None
-            copies.append(mine[0])
+            copies.append(copy)
+            waits += [o for o in after if o.name in ("dma_wait", "semaphore_wait")]
         windows = {self.window(self.env[c.operands[1]]) for c in copies}
         if len(windows) != 1:
             raise self.refuse(copies[0], "copies to a device or window that a condition picks, "
@@ -104,7 +110,11 @@ class Masked:
                                    tuple(regions), op.loc)  # fmt: skip
         payload = Op("cond", (index, *sources), tuple(Value(t) for t in types), op.attrs,
                      tuple(regions), op.loc)  # fmt: skip
-        return ops + self.remote_copy(copies[0], payload)
+        ops += self.remote_copy(copies[0], payload)
+        for wait in waits:  # counters once compiled, but a wait only some devices make
+            self.seq += 1
+            self.note_order(wait, conditional=True)
+        return ops
 
     def window(self, remote: Remote) -> tuple:
         """Where a ``Remote`` view is, as a key: its buffer, target and window (a target by
