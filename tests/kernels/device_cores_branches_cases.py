@@ -196,6 +196,23 @@ def pick_source(x_ref, o_ref, a_ref, b_ref, send, recv):
     copy.wait()
 
 
+def data_picks_target(x_ref, o_ref, send, recv):
+    """A condition read from the input picks the neighbour (right: the input is not negative):
+    data decides the communication, so the compiler refuses, the simulator runs it."""
+    me = lax.axis_index("x")
+
+    def send_to(to):
+        def run():
+            copy = remote_copy(x_ref, o_ref, send, recv, (lax.rem(me + to, N),))
+            copy.start()
+            copy.wait_send()
+
+        return run
+
+    lax.cond(x_ref[0, 0] >= 0, send_to(1), send_to(N - 1))
+    remote_copy(x_ref, o_ref, send, recv, (me,)).wait_recv()
+
+
 def writes_after_start(x_ref, o_ref, send, recv):
     """Device 0 sends its shard to device 1's ``o[1]`` and writes its own ``o[0]`` after the
     copy's start, under ``pl.when(me == 0)``: refused (compiled, that write would move after
@@ -274,6 +291,8 @@ def cases():
     picked = np.roll(np.where(odd, blocks + 1.0, blocks * 2.0), 1, axis=0)
     yield ("pick_source", on_mesh(pick_source, SHARD, picks, space=None), x,
            picked.reshape(x.shape))  # fmt: skip
+    yield ("data_picks_target", on_mesh(data_picks_target, SHARD, two, space=None), x,
+           rolled.reshape(x.shape))  # fmt: skip
     after = np.full((N, 2, *SHARD), -1.0, np.float32)
     after[:, 0] = blocks
     after[0, 0] = blocks[0] + 1.0

@@ -29,6 +29,7 @@ REFUSED = {  # case -> what the refusal says (besides the line and the simulator
     "core_to_other_core": "signals a semaphore of another core of the target device",
     "writes_after_start": "reads or writes memory after a remote copy's start",
     "loop_in_branch": "on the device's position inside a loop or region of its branch",
+    "data_picks_target": "copies to a device or window that a condition picks",
 }
 
 
