@@ -132,8 +132,8 @@ BUDGETS = {
     # the difftest's envelopes at optimize="fast" (sum orders free across grid steps, compile
     # against discharge, ~100) and tpu_bench's fast column and --fast-passes (~72); +100 for
     # issue 49 item 3: the cost model's calibration run on the chip (bench/chip/fusion_cost.py,
-    # ~95); +35 for
-    # issue 47 item 4: the corpus's kernel upstream's interpret mode hangs on (~30)
+    # ~95); +35 for issue 47 item 4: the corpus's kernel upstream's interpret mode hangs on
+    # (~30)
     "tools": 20210,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
