@@ -16,12 +16,14 @@ the source stays busy until then); each wait acts on the waiting device's own ro
 receive wait on its destination, the send wait on its source.
 
 A wait moves nothing: it takes its window's size back from the semaphore, and upstream's TPU
-interpret mode (as Mosaic) reads that size from the window, which may be a slice of dynamic
+interpret mode reads that size from the window at run time, which may be a slice of dynamic
 size (``x_ref.at[pl.ds(0, 8 * n)]``, a descriptor made only to wait for ``n`` copies). minipallas's
 refs have static shapes, so such a wait imports as a ``for`` loop of ``prod(sizes)`` waits, each
 for one *piece*: the window with every dynamic size cut to 1 at its start. The pieces take what
 the one wait takes, and block until it is there: only the waiting program waits on its own
-semaphore, so nothing takes from it between them. A copy of dynamic size is still refused.
+semaphore, so nothing takes from it between them. A copy of dynamic size is still refused, and
+so is a wait whose descriptor's two windows differ in bytes (upstream's interpret mode counts
+the first window, a receive wait the copy's source; minipallas the window it waits for).
 A copy over a ``pl.select_ref`` is one copy per option under a ``cond`` (``dma_select``).
 """
 
