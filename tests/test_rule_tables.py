@@ -100,6 +100,10 @@ OP_TABLES = [
     ("minipallas.lowering.tpu.ranges", "_COMPARE"),
     ("minipallas.lowering.tpu.ranges", "_LOGIC"),
     ("minipallas.lowering.tpu.semantics", "_EVAL"),
+    ("minipallas.lowering.tpu.semantics", "_ZERO_TESTS"),
+    ("minipallas.lowering.tpu.widen", "EXTENSION"),
+    ("minipallas.lowering.gpu.module", "_FOLDS"),
+    ("minipallas.lowering.gpu.module", "_RANGES"),
 ]
 
 

@@ -29,6 +29,7 @@ from minipallas.ir.dtypes import fill_value
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.gpu import emit
 from minipallas.lowering.gpu.context import BlockRef, LoweringContext, block_ref
@@ -190,7 +191,7 @@ class _Nest:
         return self.cache[key]
 
 
-_FOLDS = {"add": emit.add, "sub": emit.sub, "mul": emit.mul}
+_FOLDS = RuleTable.of("Triton index fold", {"add": emit.add, "sub": emit.sub, "mul": emit.mul})
 _UNKNOWN = (-float("inf"), float("inf"))
 
 
@@ -201,11 +202,14 @@ def _product(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, flo
     return (min(corners, default=0), max(corners, default=0))
 
 
-_RANGES = {
-    "add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
-    "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
-    "mul": _product,
-}
+_RANGES = RuleTable.of(
+    "Triton index range",
+    {
+        "add": lambda a, b: (a[0] + b[0], a[1] + b[1]),
+        "sub": lambda a, b: (a[0] - b[1], a[1] - b[0]),
+        "mul": _product,
+    },
+)
 
 
 def _key(x: Index) -> tuple:

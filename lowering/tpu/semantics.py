@@ -262,7 +262,10 @@ class _Taint:
             self.put([r], _meet([self.get(index), *(g[j] for g in outs)]))
 
 
-_ZERO_TESTS = {"eq": True, "ne": False, "gt": False, "lt": False, "le": True, "ge": True}
+_ZERO_TESTS = RuleTable.of(
+    "TPU test against program_id zero",
+    {"eq": True, "ne": False, "gt": False, "lt": False, "le": True, "ge": True},
+)
 
 
 def zero_test(v: Value, defs: dict[Value, Op]) -> tuple[int, bool] | None:

@@ -24,17 +24,21 @@ import functools
 from collections.abc import Callable, Sequence
 
 from minipallas.ir.core import Op, Value
+from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.jaxlib_shim import arith, ir
 from minipallas.lowering.tpu import emit
 
 WIDE = {"int8": "int32", "uint8": "uint32"}
 # op -> the extension its operands take, whatever their dtype (step 1): those that read bits
-EXTENSION = {
-    "shift_right_logical": arith.extui,
-    "shift_right_arithmetic": arith.extsi,
-    "population_count": arith.extui,
-}
+EXTENSION = RuleTable.of(
+    "TPU operand extension",
+    {
+        "shift_right_logical": arith.extui,
+        "shift_right_arithmetic": arith.extsi,
+        "population_count": arith.extui,
+    },
+)
 
 
 def widened(rule: Callable[..., Sequence[ir.Value]]) -> Callable[..., Sequence[ir.Value]]:
