@@ -56,7 +56,7 @@ from minipallas.passes.grid_fusion.choose import (
 )
 from minipallas.passes.grid_fusion.cost import V5E, body_ops, plan_of
 from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, window_spec
-from minipallas.passes.grid_fusion.looped import loopable, looped_body
+from minipallas.passes.grid_fusion.looped import loopable
 from minipallas.passes.grid_fusion.substeps import fused_body
 from minipallas.passes.grid_fusion.widen import widen_axis
 from minipallas.passes.registry import BOOL, INT, Option, register
@@ -207,11 +207,8 @@ def fuse_axis(
     ]
     grid = list(kernel.grid)
     grid[axis] = -(-kernel.grid[axis] // factor)
-    size = kernel.grid[axis]
-    if loop:
-        body = looped_body(kernel.body, types, body_moves, (axis, factor, size), threaded)
-    else:
-        body = fused_body(kernel.body, types, body_moves, axis, factor, size, threaded)
+    where = (axis, factor, kernel.grid[axis])
+    body = fused_body(kernel.body, types, body_moves, where, threaded, loop)
     return dataclasses.replace(
         kernel,
         body=body,

