@@ -305,3 +305,26 @@ def test_a_wrong_pass_beside_the_fast_ones_is_blamed_and_a_compiler_error_still_
     assert (wrong.finding.kind, wrong.finding.name) == ("pass-bug", "pass test-drop-last-step")
     planted = run(Case("planted", _upstream_sum(16), (x,), optimize="fast", plant=scale_result()))
     assert planted.finding.kind == "minipallas-bug", planted.text()
+
+
+def test_on_a_chip_the_fast_module_is_judged_by_the_sums_freedom_not_upstreams_bits():
+    """``difftest.tpu.judge`` of a fast case: the ``tpu`` way's other bits are no
+    ``lowering-difference``; a result that lost a block is outside the chip's envelope."""
+    import dataclasses
+
+    from minipallas.difftest.report import Outcome
+    from minipallas.difftest.tpu import judge
+
+    x = _x(64 * BLOCK)
+    report = run(Case("fast", _upstream_sum(64), (x,), optimize="fast"))
+    (ours,), (theirs,) = (report.outcomes[w].outputs for w in ("discharge", "upstream"))
+    assert ours.tobytes() != theirs.tobytes()
+
+    def judged(tpu):
+        ways = {"tpu": tpu, "upstream-tpu": theirs, "xla-tpu": ours}
+        outcomes = {w: Outcome(w, outputs=[np.asarray(o)]) for w, o in ways.items()}
+        return judge(dataclasses.replace(report, outcomes={**report.outcomes, **outcomes}))
+
+    assert judged(ours).kind == "agree"
+    lost = judged(ours - x[-BLOCK:].sum(dtype=np.float32))
+    assert lost.kind == "outside-chip-envelope" and lost.message.startswith("tpu")
