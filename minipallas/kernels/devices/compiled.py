@@ -1,8 +1,9 @@
 """``on_devices(f)``: a kernel that spans devices, compiled to XLA collectives (issue 47).
 
 ``f`` is upstream code: a ``jax.shard_map`` over a mesh of devices whose body holds
-``pallas_call``s with remote copies (``pltpu.make_async_remote_copy``) and semaphores, and ops
-and lax collectives around them (what ``interop/importer/devices.py`` imports). The
+``pallas_call``s (or mesh kernels of cores: ``cores``) with remote copies
+(``pltpu.make_async_remote_copy``) and semaphores, and ops and lax collectives around them
+(what ``interop/importer/devices.py`` imports). The
 simulator runs such a kernel with every device's program together and names its races and
 deadlocks (``collectives="simulate"``); ``on_devices`` gives the same bits at XLA's speed:
 ``jax.jit(on_devices(f))(x)`` runs a ``jax.shard_map`` over ``f``'s mesh whose per-device body
