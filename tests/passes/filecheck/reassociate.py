@@ -1,9 +1,11 @@
 # ruff: noqa: E501  (FileCheck patterns quote whole lines)
 # reassociate-sums (optimize="fast"): a float sum added into one output every grid step becomes
 # partial sums in a block-shaped scratch buffer, zeroed at the first step and reduced into the
-# output at the last (CHECK); with window_bytes, 16 blocks a step (WINDOW).
+# output at the last (CHECK); with window_bytes, 16 blocks a step (WINDOW). The call is at
+# optimize="fast", so its Mosaic module has the partial sums as scratch, fused (MOSAIC).
 # RUN: minipallas-opt %s --pass-pipeline='reassociate-sums' | filecheck %s
 # RUN: minipallas-opt %s --pass-pipeline='reassociate-sums{window_bytes=65536}' | filecheck %s --check-prefix=WINDOW
+# RUN: minipallas-opt %s --emit=tpu | filecheck %s --check-prefix=MOSAIC
 
 # CHECK: kernel sum_1d: grid (64,)
 # CHECK-LABEL: func @sum_1d(%0: Ref{f32[1024]}, %1: Ref{f32[1]}, %2: Ref{f32[1024]})
@@ -39,6 +41,11 @@
 # WINDOW: constant 3 : i32[]
 # WINDOW: reduce_sum %{{.*}}, axes (0) : f32[]
 
+# MOSAIC: func.func @sum_1d({{.*}}, %arg3: memref<1024xf32, #tpu.memory_space<vmem>>)
+# MOSAIC-SAME: scratch_operands = 1
+# MOSAIC: arith.addf %{{.*}}, %{{.*}} : vector<1024xf32>
+# MOSAIC: vector.multi_reduction <add>, %{{.*}}, %{{.*}} [1] : vector<1x1024xf32> to vector<1xf32>
+
 import minipallas as mp
 import minipallas.numpy as jnp
 
@@ -57,5 +64,6 @@ KERNEL = mp.pallas_call(
     grid=(64,),
     in_specs=[mp.BlockSpec((1024,), lambda i: (i,))],
     out_specs=mp.BlockSpec((1,), lambda i: (0,)),
+    optimize="fast",  # what --emit=tpu lowers at
 )
 ARGS = (mp.ArrayType((64 * 1024,), "float32"),)
