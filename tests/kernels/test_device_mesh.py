@@ -168,6 +168,20 @@ def test_a_kernel_that_talks_to_other_devices_inside_a_loop_of_the_body_is_refus
     assert "top of the shard_map's body" in e.fix
 
 
+def _plus_position(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + jax.lax.axis_index("x").astype(np.float32)
+
+
+def test_a_kernel_that_reads_its_device_position_inside_a_branch_is_refused():
+    """Imported as a kernel of its own, its grid's position would stand for the device's."""
+    call = pl.pallas_call(_plus_position, out_shape=jax.ShapeDtypeStruct((8, 128), np.float32))
+
+    def body(x):
+        return jax.lax.cond(jax.lax.axis_index("x") == 0, call, lambda v: v, x)
+
+    _refusal(body, "a pallas_call inside cond")
+
+
 def _double(x_ref, o_ref):
     o_ref[...] = x_ref[...] * 2.0
 

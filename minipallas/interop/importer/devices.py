@@ -44,7 +44,8 @@ So ``collectives="simulate"`` runs the devices together (``ir/interpret/programs
 races and deadlocks named, as for cores. Refused, with a fix: mesh axes left automatic, a
 shard_map inside the body, and a kernel inside a loop, a branch or a custom-derivative call
 of the body unless it talks to no other device (no ``collective_id``, remote copy, remote
-signal or barrier semaphore: ``_local``), when it is the device's own kernel, imported as one.
+signal or barrier semaphore) nor reads its position (``_local``), when it is the device's own
+kernel, imported as one.
 """
 
 from __future__ import annotations
@@ -321,14 +322,16 @@ _TALKS = ("get_barrier_semaphore", "dma_start", "dma_wait", "semaphore_signal")
 
 
 def _local(eqn: jax_core.JaxprEqn) -> bool:
-    """Whether ``eqn`` is a ``pallas_call`` that reaches no other device: no ``collective_id``,
-    no remote copy or signal, no barrier semaphore."""
+    """Whether ``eqn`` is a ``pallas_call`` that reaches no other device (no ``collective_id``,
+    remote copy or signal, barrier semaphore) and reads no device position (``axis_index``:
+    imported as a kernel of its own, a mesh axis would read its grid's position)."""
     if eqn.primitive.name != "pallas_call" or collective_id(eqn) is not None:
         return False
     for e in equations(eqn.params["jaxpr"]):
         name = e.primitive.name
-        remote = name == "get_barrier_semaphore" or (name in _TALKS and _device_id(e) is not None)
-        if remote:
+        if name in ("axis_index", "get_barrier_semaphore"):
+            return False
+        if name in _TALKS and _device_id(e) is not None:
             return False
     return True
 
