@@ -166,6 +166,9 @@ def cases():
         reads = on_mesh(_read_semaphores(in_flight), (ROWS, 128), space=None)
         name = f"semaphore_read_{'in_flight' if in_flight else 'after_waits'}"
         yield name, SCHEDULES, lambda s, f=reads: (_run(f, x, s), rolled)
+    after_waits = on_mesh(_read_semaphores(False), (ROWS, 128), space=None)
+    yield "semaphore_read_compiled", ["on_devices"], lambda s: (
+        _raised(mp.on_devices(after_waits), x), None)  # fmt: skip
     upstream_reads = on_mesh(_read_semaphores(False), (ROWS, 128), space=None, interpret=True)
     yield "semaphore_read_upstream", ["upstream"], lambda s: (_raised(upstream_reads, x), None)
     for waits, name in ((N, "right_count"), (N + 1, "one_wait_too_many"), (N - 1, "left_over")):

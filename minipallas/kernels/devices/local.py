@@ -115,12 +115,15 @@ class _Device(Rows, Masked):
         self.waits: list[Mark] = []
         self.copies: list[Mark] = []
         self.reached: set[Value] = set()  # the semaphores other devices signal (old roots)
+        self.counted: set[Value] = set()  # the semaphores copies count on (old roots)
+        self.reads: list[Op] = []  # semaphore_reads (``check_reads``)
 
     def function(self) -> Function:
         params = tuple(Value(self.local(p.type)) for p in self.body.params)
         self.rowed.update(self.body.params)
         block = self.block(self.body.body, params)
         self.check_handshakes()
+        self.check_reads()
         return Function(self.body.name + "_on_device", block)
 
     def check_handshakes(self) -> None:
@@ -150,6 +153,15 @@ class _Device(Rows, Masked):
                         f"may start after a {wait.op.name}{where} that only some devices "
                         "make: its data could land after the receiver reached the copy",
                     )
+
+    def check_reads(self) -> None:
+        """A ``semaphore_read`` of a semaphore another device signals or a copy counts on is
+        refused: the compiled program drops remote signals and lands copies as collectives, so
+        such a count would not be the kernel's (the simulator reads it, or names a read of a
+        copy's count in flight)."""
+        for op in self.reads:
+            if self.root(op.operands[0]) in self.reached | self.counted:
+                raise self.refuse(op, "reads a semaphore that copies or other devices count on")
 
     def note_order(self, op: Op, conditional: bool = False) -> None:
         """Records ``op`` for ``check_handshakes`` when it is a wait only some devices make
@@ -248,6 +260,10 @@ class _Device(Rows, Masked):
             return self.remote_read(op, self.env[op.operands[0]])
         if op.name == "dma_start" and isinstance(self.env[op.operands[1]], Remote):
             return self.remote_copy(op)
+        if op.name == "semaphore_read":
+            self.reads.append(op)
+        if op.name in ("dma_start", "dma_wait"):
+            self.counted.add(self.root(op.operands[2]))
         if op.name == "semaphore_signal" and isinstance(self.env[op.operands[0]], Remote):
             self.same_core(op, self.compose(op, self.env[op.operands[0]])[1])
             self.reached.add(self.root(op.operands[0]))

@@ -90,3 +90,12 @@ def test_upstreams_tpu_interpret_mode_has_no_rule_for_semaphore_read(verdicts):
     (run,) = verdicts["semaphore_read_upstream"]
     assert run["raised"].startswith("NotImplementedError: MLIR translation rule for primitive "
                                     "'semaphore_read' not found"), run  # fmt: skip
+
+
+def test_on_devices_refuses_a_read_of_a_semaphore_copies_count_on(verdicts):
+    """The compiled program lands copies as collectives and drops their counts, so a read of
+    a copy's semaphore would not be the kernel's (it gave -1024 after the waits): refused,
+    with the simulator as the fix."""
+    (run,) = verdicts["semaphore_read_compiled"]
+    assert run["raised"].startswith("MiniPallasError"), run
+    assert "semaphore_read" in run["raised"] and "copies or other devices count on" in run["raised"]
