@@ -10,8 +10,8 @@ path's passes.
 One subpackage per target (``stablehlo``, ``tpu`` for Mosaic, ``gpu`` for Triton; ``ptx`` is the
 Triton module compiled by the ``triton`` package), each laid out alike: a lowering context, a
 rule table, one rule file per op family. Every private jaxlib entry point they use is in
-``jaxlib_shim``, every private jax module in ``jax_private``; every emitter returns a
-``Lowered`` (``lowered``).
+``compat.jaxlib_shim``, every private jax module in ``compat.jax_private``; every emitter
+returns a ``Lowered`` (``lowered``).
 
 A name means one thing. The emitters are named for what they write (``emit_stablehlo``,
 ``emit_mosaic``, ``emit_triton``, ``emit_ptx``): a target's ``emit.py`` is the module of

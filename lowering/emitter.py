@@ -25,7 +25,7 @@ from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.excerpt import show_ir
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable, run_block
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 
 
 class EmitterContext:

@@ -37,7 +37,8 @@ from jax.extend.mlir import ir
 from jax.extend.mlir.dialects import func
 from jax.interpreters import mlir as jax_mlir
 
-from minipallas.lowering import jax_private, xla_cpu
+from minipallas.lowering import xla_cpu
+from minipallas.lowering.compat import jax_private
 
 Types = tuple[tuple[tuple[int, ...], np.dtype], ...]  # (shape, numpy dtype) per array
 

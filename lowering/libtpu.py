@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.lowering import jax_private
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat import jax_private
+from minipallas.lowering.compat.jaxlib_shim import ir
 
 # On a machine with no chip: the one-chip host libtpu asks for (else it logs errors as it
 # loads), and no lock on the chip that is not there (else a second process that loads libtpu,

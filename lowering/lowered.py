@@ -22,7 +22,7 @@ from typing import Any
 from minipallas.ir.core import Function
 from minipallas.lowering import AfterEach
 from minipallas.lowering import target as target_named
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 
 
 class Lowered:

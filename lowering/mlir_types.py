@@ -9,7 +9,7 @@ stores a ``bool`` as ``i32`` and Triton as ``i8``.
 from __future__ import annotations
 
 from minipallas.ir import dtypes
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 
 WIDTH = {"float32": 32, "bfloat16": 16, "float16": 16, "bool": 1}
 WIDTH.update({d: 8 * dtypes.itemsize(d) for d in dtypes.NAMES if dtypes.is_int(d)})

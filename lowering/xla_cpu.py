@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.lowering import jax_private
-from minipallas.lowering.jaxlib_shim import ir, make_context, xla_client
+from minipallas.lowering.compat import jax_private
+from minipallas.lowering.compat.jaxlib_shim import ir, make_context, xla_client
 from minipallas.lowering.libtpu import quiet_libtpu
 
 __all__ = [

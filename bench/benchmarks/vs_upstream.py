@@ -36,8 +36,8 @@ from jax.experimental import pallas as pl
 import minipallas
 from bench.common import per_op_us, table, timed
 from minipallas.interop import from_jaxpr
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge, state_primitives, state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_discharge, state_primitives, state_types
 from minipallas.passes.cleanup import cleanup, count_ops
 from minipallas.passes.discharge import discharge
 

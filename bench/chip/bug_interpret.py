@@ -68,7 +68,7 @@ def run_upstream(entry: Any, cores: int) -> dict[str, Any]:
     from bug_corpus.common import matches
     from jax.experimental.pallas import tpu as pltpu
 
-    from minipallas.lowering.jax_private import pallas_tpu_interpret as state
+    from minipallas.lowering.compat.jax_private import pallas_tpu_interpret as state
 
     params = pltpu.InterpretParams(
         detect_races=True,

@@ -450,7 +450,7 @@ def corpus_row(case: Any, chip: str = "v5e") -> tuple[str, ...]:
     from minipallas.difftest.mosaic import _capture
     from minipallas.kernels.platforms.devices_tpu import device_module, equations, spans_devices
     from minipallas.kernels.platforms.mesh_tpu import on_tpu
-    from minipallas.lowering.jaxlib_shim import canonicalize
+    from minipallas.lowering.compat.jaxlib_shim import canonicalize
 
     f = case.build()
     devices = slice_devices(case.devices, chip)

@@ -31,11 +31,11 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS, AfterEach
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.gpu import rules  # noqa: F401  (registers every rule)
 from minipallas.lowering.gpu.context import RULES, LoweringContext, rule
 from minipallas.lowering.gpu.grid import Schedule, schedule
 from minipallas.lowering.gpu.module import emit_kernel
-from minipallas.lowering.jaxlib_shim import ir
 from minipallas.lowering.lowered import Lowered
 
 __all__ = ["RULES", "GpuLowered", "LoweringContext", "emit_triton", "lower_to_triton", "rule"]

@@ -23,9 +23,9 @@ from minipallas.ir.core import Function, Op, Value
 from minipallas.ir.opdef import OPS
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType
+from minipallas.lowering.compat.jaxlib_shim import ir, make_triton_context
 from minipallas.lowering.emitter import EmitterContext
 from minipallas.lowering.gpu.emit import Index
-from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import ir, triton_bindings
+from minipallas.lowering.compat.jaxlib_shim import ir, triton_bindings
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 tt, arith, scf, math = triton_bindings()

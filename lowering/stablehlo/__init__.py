@@ -12,7 +12,7 @@ constants, casts) are what they share.
 from __future__ import annotations
 
 from minipallas.ir.core import Function
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.stablehlo import rules  # noqa: F401  (registers every rule)
 from minipallas.lowering.stablehlo.context import RULES, LoweringContext, rule

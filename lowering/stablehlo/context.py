@@ -21,8 +21,8 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.opdef import OPS
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import RefType, Type
+from minipallas.lowering.compat.jaxlib_shim import func, ir, make_context
 from minipallas.lowering.emitter import EmitterContext
-from minipallas.lowering.jaxlib_shim import func, ir, make_context
 from minipallas.lowering.stablehlo.emit import tensor_type
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 

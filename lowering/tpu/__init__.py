@@ -37,7 +37,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS, AfterEach
-from minipallas.lowering.jaxlib_shim import canonicalize, ir
+from minipallas.lowering.compat.jaxlib_shim import canonicalize, ir
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu import rules  # noqa: F401  (registers every rule)
 from minipallas.lowering.tpu.aot import MosaicCompileError, compile_check

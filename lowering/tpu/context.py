@@ -25,8 +25,8 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import MemorySpace
+from minipallas.lowering.compat.jaxlib_shim import ir, make_tpu_context
 from minipallas.lowering.emitter import EmitterContext
-from minipallas.lowering.jaxlib_shim import ir, make_tpu_context
 from minipallas.lowering.tpu.emit import space_name
 from minipallas.lowering.tpu.ranges import Interval
 

@@ -15,7 +15,7 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import Location
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import SEMAPHORE
-from minipallas.lowering.jaxlib_shim import arith, ir, tpu
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, unsupported
 from minipallas.lowering.tpu.ranges import Interval

@@ -28,7 +28,7 @@ from minipallas.ir.types import (
     MemorySpace,
     RefType,
 )
-from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.mlir_types import WIDTH, signless_type
 
 # Mosaic's name of each memory space (the rest is VMEM), and the element of a semaphore memref

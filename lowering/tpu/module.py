@@ -44,7 +44,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Buffered, Kernel, RevisitMode, TracedBlockSpec
 from minipallas.ir.location import user_location
-from minipallas.lowering.jaxlib_shim import func, ir
+from minipallas.lowering.compat.jaxlib_shim import func, ir
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, MemRef
 from minipallas.lowering.tpu.ranges import index_map_ranges

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.lowering.jaxlib_shim import ir, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import ir, tpu, vector
 from minipallas.lowering.tpu.context import LoweringContext
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from minipallas.ir.core import Op, Value
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import arith, ir
+from minipallas.lowering.compat.jaxlib_shim import arith, ir
 from minipallas.lowering.tpu import emit
 
 WIDE = {"int8": "int32", "uint8": "uint32"}

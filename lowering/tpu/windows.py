@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Op, Value
-from minipallas.lowering.jaxlib_shim import arith, ir
+from minipallas.lowering.compat.jaxlib_shim import arith, ir
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, MemRef, unsupported
 

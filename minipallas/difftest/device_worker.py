@@ -42,7 +42,7 @@ from jax.experimental.pallas import tpu as pltpu
 from minipallas.difftest.cli import cases_in
 from minipallas.difftest.devices import DETECT, DETECT_TRIES, PLAIN, PREFIX
 from minipallas.difftest.outputs import initial
-from minipallas.lowering.jax_private import pallas_tpu_interpret
+from minipallas.lowering.compat.jax_private import pallas_tpu_interpret
 
 
 def emit(event: str, **fields: Any) -> None:  # noqa: ANN401

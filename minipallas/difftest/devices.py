@@ -46,7 +46,7 @@ import minipallas
 from minipallas.difftest.outputs import initial, interpret_outputs
 from minipallas.difftest.report import SCHEDULES, Case, Outcome, Report, compare, timed
 from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 PREFIX = "minipallas-device-worker "  # what starts the worker's event lines
 # the worker's runs (``device_worker.plan``): twice plain, then with upstream's race detector

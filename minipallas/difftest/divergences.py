@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_indexing, state_types, tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_indexing, state_types, tree_util
 
 
 def _subjaxprs(jaxpr: Any) -> Iterator[Any]:  # noqa: ANN401

@@ -62,8 +62,8 @@ from minipallas.difftest.tpu import TpuVerdict, chip_present, run_tpu_ways
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge, state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_discharge, state_types
 from minipallas.passes.pipeline import run as run_pipeline
 
 DEVICES = ("cpu", "tpu")

@@ -51,10 +51,10 @@ from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.opset.atomic import COMBINE
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import lax_control_flow, state_types
-from minipallas.lowering.jax_private import pallas_primitives as pallas
-from minipallas.lowering.jax_private import state_primitives as state
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import lax_control_flow, state_types
+from minipallas.lowering.compat.jax_private import pallas_primitives as pallas
+from minipallas.lowering.compat.jax_private import state_primitives as state
 
 
 class EmitError(MiniPallasError):

@@ -29,8 +29,8 @@ from typing import Any
 import jax
 
 from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering.jax_private import mosaic_lowering, tpu_info
-from minipallas.lowering.jaxlib_shim import canonicalize, ir
+from minipallas.lowering.compat.jax_private import mosaic_lowering, tpu_info
+from minipallas.lowering.compat.jaxlib_shim import canonicalize, ir
 
 KERNEL_ATTRIBUTES = (
     "dimension_semantics",

@@ -59,8 +59,8 @@ from minipallas.kernels.platforms.mesh_tpu import (
     run_mesh_eqn,
     run_pallas_call_eqn,
 )
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_discharge
 from minipallas.lowering.libtpu import tpu_chips
 from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.passes.pipeline import run as run_pipeline

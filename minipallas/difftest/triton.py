@@ -30,8 +30,8 @@ from typing import Any
 
 import jax
 
-from minipallas.lowering.jax_private import triton_lowering
-from minipallas.lowering.jaxlib_shim import ir, make_triton_context
+from minipallas.lowering.compat.jax_private import triton_lowering
+from minipallas.lowering.compat.jaxlib_shim import ir, make_triton_context
 
 _POINTER_OPS = (
     "tt.addptr",

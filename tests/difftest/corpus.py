@@ -20,7 +20,11 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.difftest import Case, ref
-from minipallas.lowering.jax_private import pallas_primitives, state_discharge, state_primitives
+from minipallas.lowering.compat.jax_private import (
+    pallas_primitives,
+    state_discharge,
+    state_primitives,
+)
 
 # pl.load / pl.store: jax 0.10.2 no longer exports them
 pl_load, pl_store = pallas_primitives.load, pallas_primitives.store

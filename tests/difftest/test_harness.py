@@ -86,8 +86,8 @@ def test_while_divergence_is_recognized_from_the_jaxpr():
 def test_while_reading_an_unwritten_ref_is_not_the_pattern():
     import jax
 
-    from minipallas.lowering.jax_private import core as jax_core
-    from minipallas.lowering.jax_private import state_types
+    from minipallas.lowering.compat.jax_private import core as jax_core
+    from minipallas.lowering.compat.jax_private import state_types
 
     def f(r, o):
         def body(c):
@@ -178,7 +178,7 @@ def test_upstreams_while_with_state_in_cond_is_a_documented_divergence(args, ups
 
 
 def test_a_condition_that_only_accumulates_loses_every_write_upstream():
-    from minipallas.lowering.jax_private import state_primitives
+    from minipallas.lowering.compat.jax_private import state_primitives
 
     def f(r):
         def cond(i):

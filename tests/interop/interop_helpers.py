@@ -10,8 +10,8 @@ import numpy as np
 
 import minipallas
 from minipallas.interop import from_jaxpr, to_jax
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge, state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_discharge, state_types
 
 
 def ref(shape, dtype=jnp.float32, space=None):

@@ -11,9 +11,9 @@ from jax import lax
 
 import minipallas as mp
 from minipallas.interop import from_jaxpr
-from minipallas.lowering.jax_private import api_util, state_discharge
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import linear_util as lu
+from minipallas.lowering.compat.jax_private import api_util, state_discharge
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import linear_util as lu
 
 
 @pytest.mark.parametrize("reverse", [False, True])

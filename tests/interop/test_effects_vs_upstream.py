@@ -30,8 +30,8 @@ from minipallas.interop import from_jaxpr
 from minipallas.ir.effects import Effect, Read, Write
 from minipallas.ir.opdef import ACCUM, READ, WRITE
 from minipallas.ir.printer import effects_text
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import pallas_primitives, state_primitives, state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import pallas_primitives, state_primitives, state_types
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "kernels"))
 from suite import KERNELS  # noqa: E402

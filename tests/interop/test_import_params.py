@@ -31,15 +31,15 @@ import minipallas as mp
 from minipallas.interop import JaxprImportError, from_jaxpr, rule
 from minipallas.interop.importer.engine import RULES, SCOPED_RULES
 from minipallas.interop.importer.params import READ, NoEffect, Only, Read
-from minipallas.lowering.jax_private import (
+from minipallas.lowering.compat.jax_private import (
     api_util,
     pallas_primitives,
     random_prng,
     state_discharge,
     state_primitives,
 )
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import linear_util as lu
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import linear_util as lu
 
 F8, M = arr((8,)), arr((4, 8))
 I8, U8, B8 = arr((8,), jnp.int32), arr((8,), jnp.uint32), arr((8,), jnp.bool_)

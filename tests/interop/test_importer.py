@@ -12,7 +12,7 @@ from jax.experimental.pallas import tpu as pltpu
 import minipallas
 from minipallas.interop import JaxprImportError, from_jaxpr, rule
 from minipallas.interop.importer.engine import RULES
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 
 def test_refs_become_ref_parameters_and_arrays_array_parameters():

@@ -11,7 +11,7 @@ from jax.experimental import pallas as pl
 
 import minipallas
 from minipallas.interop import JaxprImportError, from_jaxpr, to_jax
-from minipallas.lowering.jax_private import state_discharge
+from minipallas.lowering.compat.jax_private import state_discharge
 
 F32 = jnp.float32
 X = np.arange(4.0, dtype=np.float32) - 1.5

@@ -13,7 +13,7 @@ from jax.experimental.pallas import triton as plgpu
 
 import minipallas
 from minipallas.interop import from_jaxpr
-from minipallas.lowering.jax_private import pallas_core, pallas_primitives, state_discharge
+from minipallas.lowering.compat.jax_private import pallas_core, pallas_primitives, state_discharge
 
 load, store, swap = pallas_primitives.load, pallas_primitives.store, pallas_primitives.swap
 

@@ -11,7 +11,7 @@ from jax.experimental import pallas as pl
 
 import minipallas
 from minipallas.interop import from_jaxpr
-from minipallas.lowering.jax_private import state_discharge
+from minipallas.lowering.compat.jax_private import state_discharge
 
 F32 = jnp.float32
 

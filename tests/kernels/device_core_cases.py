@@ -14,7 +14,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
-from minipallas.lowering.jax_private import pallas_tpu_interpret
+from minipallas.lowering.compat.jax_private import pallas_tpu_interpret
 
 N = 4
 MESH = pl.DeviceIdType.MESH

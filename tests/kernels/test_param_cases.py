@@ -35,7 +35,7 @@ import minipallas as mp
 from minipallas.interop import from_jaxpr
 from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering import libtpu
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.tpu.aot import MosaicCompileError
 
 # (check, case) -> why minipallas does not yet do what upstream does (issue 46): strict, so a

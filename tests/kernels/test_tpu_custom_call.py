@@ -22,7 +22,7 @@ from suite import BY_NAME
 
 import minipallas as mp
 from minipallas.difftest.mosaic import assume_chip, summarize, upstream_mosaic
-from minipallas.lowering.jaxlib_shim import ir, make_tpu_context, passmanager
+from minipallas.lowering.compat.jaxlib_shim import ir, make_tpu_context, passmanager
 
 TPU = "tpu_custom_call"
 # suite kernels upstream's TPU lowering takes as they are (others have non-TPU block shapes)

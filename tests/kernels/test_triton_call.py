@@ -19,7 +19,7 @@ from kernel_helpers import assert_same_bits, custom_call_ops
 from suite import BY_NAME
 
 import minipallas as mp
-from minipallas.lowering.jaxlib_shim import ir, make_triton_context
+from minipallas.lowering.compat.jaxlib_shim import ir, make_triton_context
 
 TRITON = "__gpu$xla.gpu.triton"
 # suite kernels upstream's Triton lowering takes whose grid minipallas launches whole

@@ -24,8 +24,8 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.interop import to_jax
 from minipallas.ir import Int
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge, state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_discharge, state_types
 
 MP = types.SimpleNamespace(ds=mp.ds, np=mnp)
 JAX = types.SimpleNamespace(ds=pl.ds, np=jnp)

@@ -20,7 +20,7 @@ from minipallas.difftest.harness import run as difftest_run
 from minipallas.difftest.mosaic import assume_chip
 from minipallas.interop import from_jaxpr, to_jax
 from minipallas.ir.collectives import CollectiveAxesError
-from minipallas.lowering.jax_private import state_discharge
+from minipallas.lowering.compat.jax_private import state_discharge
 
 SHAPE = (8, 128)
 F = mp.ArrayType(SHAPE, "float32")

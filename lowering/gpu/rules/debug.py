@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.gpu.context import LoweringContext, rule
-from minipallas.lowering.jaxlib_shim import ir
 
 
 @rule("debug_print")

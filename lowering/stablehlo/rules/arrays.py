@@ -25,7 +25,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.opset.meanings import IntegerOps, PowerOps, integer_div_rem, integer_pow
-from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op
-from minipallas.lowering.jaxlib_shim import func, ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import func, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

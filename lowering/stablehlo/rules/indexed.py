@@ -32,7 +32,7 @@ from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
-from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 
 

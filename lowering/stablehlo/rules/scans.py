@@ -15,7 +15,7 @@ import numpy as np
 
 from minipallas.ir.core import Op
 from minipallas.ir.interpret.scans import identity
-from minipallas.lowering.jaxlib_shim import ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

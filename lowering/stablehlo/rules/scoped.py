@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.lowering import scoped
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

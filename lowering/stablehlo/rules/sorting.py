@@ -18,7 +18,7 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import chlo, ir, stablehlo
+from minipallas.lowering.compat.jaxlib_shim import chlo, ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

@@ -38,7 +38,7 @@ from minipallas.ir.conversions import to_dtype
 from minipallas.ir.core import Op
 from minipallas.ir.opset.meanings import ERF_INV_COEFFICIENTS
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import arith, ir, math, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, math, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 from minipallas.lowering.tpu.widen import widened

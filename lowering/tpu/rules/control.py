@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Block, Op
-from minipallas.lowering.jaxlib_shim import arith, ir, scf
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, scf
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, rule
 

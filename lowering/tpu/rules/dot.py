@@ -18,7 +18,7 @@ import numpy as np
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from minipallas.ir import indexing
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import arith, ir, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 from minipallas.lowering.tpu.pieces import place

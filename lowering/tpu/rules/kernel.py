@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import ir, tpu
+from minipallas.lowering.compat.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 

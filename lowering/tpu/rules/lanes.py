@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import arith, ir, tpu
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 

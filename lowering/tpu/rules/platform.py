@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.opset.platform import mosaic_branch
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, rule, unsupported
 

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.ir.indexing import Dyn, Int, full
 from minipallas.ir.types import RefType
-from minipallas.lowering.jaxlib_shim import ir, tpu
+from minipallas.lowering.compat.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, MemRef, unsupported
 from minipallas.lowering.tpu.device_context import (

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.opset.scans import CUMULATIVE
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, rule
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from minipallas.ir.core import Op
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.types import RefType, is_semaphore
-from minipallas.lowering.jaxlib_shim import ir, memref, tpu
+from minipallas.lowering.compat.jaxlib_shim import ir, memref, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule
 

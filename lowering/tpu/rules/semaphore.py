@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import ir, tpu
+from minipallas.lowering.compat.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
 from minipallas.lowering.tpu.device_context import signal_device
 from minipallas.lowering.tpu.rules.views import sliced

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import ir, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import ir, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import LoweringContext, no_mosaic_rule, rule, unsupported
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jaxlib_shim import arith, ir, memref, tpu, vector
+from minipallas.lowering.compat.jaxlib_shim import arith, ir, memref, tpu, vector
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
 from minipallas.lowering.tpu.windows import Window, window

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.lowering.jaxlib_shim import ir, tpu
+from minipallas.lowering.compat.jaxlib_shim import ir, tpu
 from minipallas.lowering.tpu import emit
 from minipallas.lowering.tpu.context import Bound, LoweringContext, MemRef, rule, unsupported
 from minipallas.lowering.tpu.windows import window

@@ -22,8 +22,8 @@ from minipallas.difftest.outputs import initial
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_discharge
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_discharge
 from minipallas.tpu import VMEM
 
 GPU_PARAMS = ("triton", "mosaic_gpu")  # compiler params that say a kernel is not for a TPU

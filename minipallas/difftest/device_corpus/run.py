@@ -36,7 +36,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.difftest.device_corpus.case import Case
-from minipallas.lowering.jax_private import pallas_tpu_interpret as upstream_interpret
+from minipallas.lowering.compat.jax_private import pallas_tpu_interpret as upstream_interpret
 
 
 def _first_line(e: BaseException) -> str:

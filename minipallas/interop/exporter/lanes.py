@@ -17,7 +17,7 @@ from jax import lax
 from minipallas.interop.exporter.engine import rule
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.lowering.jax_private import lax_control_flow
+from minipallas.lowering.compat.jax_private import lax_control_flow
 
 
 @rule("roll")

@@ -25,9 +25,9 @@ from minipallas.ir.types import (
     RefType,
     Type,
 )
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import pallas_core, state_types
-from minipallas.lowering.jax_private import pallas_tpu_core as tpu_core
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import pallas_core, state_types
+from minipallas.lowering.compat.jax_private import pallas_tpu_core as tpu_core
 
 
 class JaxprImportError(MiniPallasError):

@@ -26,7 +26,7 @@ from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.opset.debug import DEFAULT_OPTIONS
 from minipallas.ir.types import RefType
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 _FIX = "pass the arrays themselves as arguments: jax.debug.print('{} {x}', a, x=b)"
 

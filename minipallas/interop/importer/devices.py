@@ -66,7 +66,7 @@ from minipallas.interop.importer.engine import RULES, ImportScope, closed_parts
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Int, Slice
 from minipallas.ir.types import SEMAPHORE, RefType, is_semaphore
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 KERNELS = ("pallas_call", *devices_cores.MESH_KERNELS)  # what a body may run on devices
 _CALLS = ("jit", "pjit", "closed_call")

@@ -31,7 +31,7 @@ from minipallas.interop.importer.params import READ, NoEffect, Only
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice, full
 from minipallas.ir.types import RefType
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 _GROUPS = Only(
     test=lambda groups: groups is None,

@@ -41,7 +41,7 @@ from minipallas.interop.importer.engine import ImportScope, closed_parts
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 MESH_KERNELS = ("mpmd_map", "core_map")
 ValueOf = Callable[[jax_core.Atom], Value]  # an atom's value on this device

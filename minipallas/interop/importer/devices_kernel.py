@@ -42,7 +42,7 @@ from minipallas.interop.importer.kernel_call import _candidates, _check_supporte
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import ANY, RefType
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 _FIX = (
     "write the kernel over whole shards: no grid, BlockSpec(memory_space=...) for each "

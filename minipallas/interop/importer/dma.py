@@ -42,9 +42,9 @@ from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.interop.importer.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_indexing as jax_indexing
-from minipallas.lowering.jax_private import state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_indexing as jax_indexing
+from minipallas.lowering.compat.jax_private import state_types
 
 
 def _ref(scope: ImportScope, leaf: object) -> Value:

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 
 from minipallas.interop.importer.engine import ImportScope
 from minipallas.ir.core import Value
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_types
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_types
 
 Emit = Callable[[ImportScope, tuple], None]  # imports the copy over leaves with no select
 

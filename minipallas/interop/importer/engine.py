@@ -56,8 +56,8 @@ from minipallas.ir.types import (
     Type,
 )
 from minipallas.ir.verifier import verify as verify_fn
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import primitive_names, source_info_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import primitive_names, source_info_util
 
 PALLAS_OOB_MODES = ("pad", "clamp")
 

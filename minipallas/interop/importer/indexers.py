@@ -40,8 +40,8 @@ from minipallas.ir.core import Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice, full
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_indexing as jax_indexing
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_indexing as jax_indexing
 
 
 @dataclass

@@ -64,8 +64,8 @@ from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.spec import params as kernel_params
 from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS
 from minipallas.kernels.spec.tracing import check_grid_axes
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import pallas_core
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import pallas_core
 from minipallas.passes.pipeline import run
 
 

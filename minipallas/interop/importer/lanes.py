@@ -15,7 +15,7 @@ from minipallas.interop.importer.avals import dtype_of
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.params import READ
 from minipallas.ir.core import Value
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 
 @rule("roll", params={"axis": READ, "stride": READ, "stride_axis": READ})

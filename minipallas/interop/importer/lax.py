@@ -36,7 +36,7 @@ from minipallas.interop.importer.params import ACCURACY, READ, SHARDING, NoEffec
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 _SAME_NAME = ("add", "sub", "div", "rem", "max", "min", "and", "or", "xor", "atan2")
 _SAME_NAME += ("nextafter", "shift_left", "shift_right_logical", "shift_right_arithmetic")

@@ -30,8 +30,8 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import lax_slicing
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import lax_slicing
 
 
 @rule("slice", params={"start_indices": READ, "limit_indices": READ, "strides": READ})

@@ -22,7 +22,7 @@ from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.lax import identity, operands
 from minipallas.interop.importer.params import READ, SHARDING, NoEffect
 from minipallas.ir.core import Value
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 rule("stop_gradient", params={})(identity)
 rule("name", params={"name": NoEffect("a label for jax.checkpoint's policies")})(identity)

@@ -32,8 +32,8 @@ from minipallas.interop.importer.lax import identity, operands
 from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import random_prng, source_info_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import random_prng, source_info_util
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # the rounds of even and odd groups
 _PARITY = 0x1BD11BDA  # Threefry's key schedule constant

@@ -22,7 +22,7 @@ from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Int, Slice, along
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 
 @rule("rev", params={"dimensions": READ})

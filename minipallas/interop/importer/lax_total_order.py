@@ -16,7 +16,7 @@ from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.lax import operands
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 
 def total_order_key(scope: ImportScope, x: Value) -> Value:

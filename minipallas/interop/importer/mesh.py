@@ -55,8 +55,8 @@ from minipallas.ir.types import (
     Type,
 )
 from minipallas.kernels.collective import mesh as _discharge_rule  # noqa: F401  (mesh_call's)
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_types, tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_types, tree_util
 
 # memory spaces of which each core has its own: a collective allocation gets a row per core
 PER_CORE = (TPU_VMEM, TPU_SMEM, SEMAPHORE, DMA_SEMAPHORE)

@@ -40,9 +40,9 @@ from minipallas.ir.core import Value
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import ArrayType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_indexing as jax_indexing
-from minipallas.lowering.jax_private import tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_indexing as jax_indexing
+from minipallas.lowering.compat.jax_private import tree_util
 
 
 @rule(

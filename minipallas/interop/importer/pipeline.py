@@ -28,8 +28,8 @@ from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.kernels.programs.bind_grid import bind_grid
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import pallas_core, state_types, tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import pallas_core, state_types, tree_util
 
 I32 = ArrayType((), "int32")
 

@@ -20,8 +20,8 @@ from minipallas.interop.importer.mesh import core_axis, core_row, in_device_kern
 from minipallas.interop.importer.params import READ
 from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import tree_util
 
 
 def _arguments(eqn: jax_core.JaxprEqn) -> list:

@@ -30,9 +30,9 @@ from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import state_indexing as jax_indexing
-from minipallas.lowering.jax_private import state_types, tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import state_indexing as jax_indexing
+from minipallas.lowering.compat.jax_private import state_types, tree_util
 
 
 def transforms_of(eqn: jax_core.JaxprEqn, first: int) -> tuple:

@@ -17,8 +17,8 @@ from minipallas.interop.importer.params import READ
 from minipallas.interop.importer.state import target
 from minipallas.ir.core import Value
 from minipallas.ir.opset.atomic import COMBINE
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import tree_util
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import tree_util
 
 _OPS = {combine: name for name, combine in COMBINE.items()}  # "add" -> "atomic_add"
 

@@ -49,7 +49,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Function, Value
 from minipallas.kernels.devices.local import device_program
 from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
-from minipallas.lowering.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import core as jax_core
 
 __all__ = ["device_function", "on_devices", "run_device_eqn"]
 

@@ -50,8 +50,8 @@ from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import TPU_SMEM, TPU_VMEM, ArrayType, MemorySpace, RefType
 from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import tpu_custom_call
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import tpu_custom_call
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu.device_context import Mesh
 from minipallas.lowering.tpu.devices import lower_device_kernel

@@ -35,9 +35,9 @@ from jax.experimental import mosaic
 from minipallas.ir.errors import PassError, TraceError
 from minipallas.ir.location import user_location
 from minipallas.kernels.spec.params import TpuCompilerParams
-from minipallas.lowering.jax_private import mlir as jax_mlir
-from minipallas.lowering.jax_private import tpu_custom_call
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jax_private import mlir as jax_mlir
+from minipallas.lowering.compat.jax_private import tpu_custom_call
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.lowering.tpu.aot import custom_call_types
 

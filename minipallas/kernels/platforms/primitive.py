@@ -40,9 +40,9 @@ from minipallas.kernels.platforms import PLATFORMS, Platform
 from minipallas.kernels.platforms.batching import batched_kernel
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
 from minipallas.kernels.spec.call import CallSpec
-from minipallas.lowering.jax_private import batching
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import mlir as jax_mlir
+from minipallas.lowering.compat.jax_private import batching
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import mlir as jax_mlir
 
 minipallas_call_p = jax_core.Primitive("minipallas_call")
 minipallas_call_p.multiple_results = True

@@ -19,7 +19,7 @@ from minipallas.ir.errors import MiniPallasError, TraceError
 from minipallas.ir.kernel_spec import BlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ArrayType, RefType, as_ref_type
-from minipallas.lowering import jax_private
+from minipallas.lowering.compat import jax_private
 from minipallas.passes.pipeline import parse_pipeline
 
 DIMENSION_SEMANTICS = ("parallel", "arbitrary", "core_parallel", "subcore_parallel")

@@ -14,8 +14,8 @@ from jax.experimental.pallas import fuser
 from jax.experimental.pallas import tpu as pltpu
 
 from mesh_corpus_upstream.common import _UP, _arange_i32, _i32
-from minipallas.lowering.jax_private import core as jax_core
-from minipallas.lowering.jax_private import fusible_dtype, hijax, state
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.compat.jax_private import fusible_dtype, hijax, state
 
 # --------------------------------------------------------------------------------------------
 # tests/pallas/tpu_pallas_mpmd_test.py: the TensorCore cases (their meshes have 1 core)

@@ -11,7 +11,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from mesh_corpus_upstream.common import _UP, _add, _arange_i32, _i32, _ints, _params
-from minipallas.lowering.jax_private import config as jax_config
+from minipallas.lowering.compat.jax_private import config as jax_config
 
 # --------------------------------------------------------------------------------------------
 # tests/pallas/tpu_pallas_pipeline_test.py: emit_pipeline inside pl.kernel / core_map

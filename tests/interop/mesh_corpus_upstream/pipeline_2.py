@@ -13,7 +13,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from mesh_corpus_upstream.common import _arange_i32
-from minipallas.lowering.jax_private import state_utils
+from minipallas.lowering.compat.jax_private import state_utils
 
 
 def _pipe_bounded_slice_dynamic(cores):

@@ -12,8 +12,8 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.ir.collectives import TRITON_MESSAGE, CollectiveAxesUnsupported
 from minipallas.ir.errors import PassError
+from minipallas.lowering.compat.jaxlib_shim import ir, make_triton_context
 from minipallas.lowering.gpu import lower_to_triton
-from minipallas.lowering.jaxlib_shim import ir, make_triton_context
 
 ALL = [*KERNELS, *EXTRA]
 

@@ -20,7 +20,7 @@ from minipallas.ir import (
 )
 from minipallas.ir.collectives import CollectiveAxesLoweringError, CollectiveAxesUnsupported
 from minipallas.ir.errors import MiniPallasError, PassError
-from minipallas.lowering.jaxlib_shim import ir
+from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.stablehlo import RULES, lower_stablehlo
 
 LOWERING = "run_scoped lowering outside of Pallas does not support collective_axes."

@@ -66,7 +66,7 @@ def _config(lowered):
 def test_same_module_shape_as_upstream(name):
     """Op for op where it counts: each kernel's remote ops, grid, windows, semantics."""
     from minipallas.difftest.mosaic import _capture
-    from minipallas.lowering.jaxlib_shim import canonicalize
+    from minipallas.lowering.compat.jaxlib_shim import canonicalize
 
     f, x = _case(name, "v5e:2x2")
     with _capture() as theirs:

@@ -279,7 +279,7 @@ def _topology_mesh(name, topology="v5e:2x2"):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_remote_ops_as_upstream(name):
     from minipallas.difftest.mosaic import _capture
-    from minipallas.lowering.jaxlib_shim import canonicalize, ir
+    from minipallas.lowering.compat.jaxlib_shim import canonicalize, ir
     from minipallas.lowering.tpu.context import LoweringContext
 
     mesh = _topology_mesh(name)
