@@ -18,16 +18,17 @@ LOWERING: tuple[Mutant, ...] = (
         "int-div-by-zero-zero",
         "wrong constant",
         "lowering/stablehlo/rules/arrays.py",
-        'on_zero = emit.like(-1, x) if op.name == "div" else x',
-        'on_zero = emit.like(0, x) if op.name == "div" else x',
-        "integer division by zero gives 0 instead of -1",
+        "    constant=emit.like,\n",
+        "    constant=lambda value, like: emit.like(0 if value == -1 else value, like),\n",
+        "integer division by zero gives 0 instead of -1 (the lowering's constants for "
+        "ir/opset/meanings.py's rule, which the interpreter reads unmutated)",
     ),
     Mutant(
         "pow-exponent-zero-negative",
         "wrong comparison",
         "lowering/stablehlo/rules/arrays.py",
-        'negative = emit.compare(y, emit.like(0, y), "LT")',
-        'negative = emit.compare(y, emit.like(0, y), "LE")',
+        'limit, past = 0, "LT"',
+        'limit, past = 0, "LE"',
         "integer pow treats exponent 0 as negative (x ** 0 = 0 for x != 1)",
         unreachable="the importer never emits an integer pow: lax.pow takes a float base, "
         "jnp.power of ints is a square-and-multiply chain and integer_pow is expanded; only "
