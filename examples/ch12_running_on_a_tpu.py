@@ -16,7 +16,7 @@ import numpy as np
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
-from minipallas.lowering.libtpu import libtpu_available, tpu_chips
+from minipallas.lowering.runtime.libtpu import libtpu_available, tpu_chips
 
 
 def scaled_sum(x_ref, o_ref, acc_ref):

@@ -26,7 +26,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.lowering.libtpu import quiet_libtpu
+from minipallas.lowering.runtime.libtpu import quiet_libtpu
 
 quiet_libtpu()  # the mesh asks jax for devices, loading libtpu: on a machine with no chip, quietly
 CORES, ROWS = 2, 8

@@ -30,7 +30,7 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.difftest import fuzz_kernels
 from minipallas.ir.kernel_spec import Kernel
-from minipallas.lowering.libtpu import tpu_chips
+from minipallas.lowering.runtime.libtpu import tpu_chips
 from minipallas.passes.grid_fusion import fuse_axis
 from minipallas.passes.grid_fusion.index_maps import motion
 from minipallas.passes.registry import INT, Option, register

@@ -60,7 +60,7 @@ _PUBLIC = {
     "batch": "minipallas.passes.batching",
     # lowering and running
     "lower": "minipallas.lowering.lowered",
-    "compile": "minipallas.compiled",
+    "compile": "minipallas.lowering.runtime.compiled",
     # pictures (Graphviz)
     "view": "minipallas.pictures",
     # interop with upstream JAX

@@ -36,7 +36,7 @@ from hypothesis.internal.detection import is_hypothesis_test
 
 # jaxlib reads its log level when first imported: libtpu's loading logs INFO lines otherwise.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-from minipallas.lowering.libtpu import has_visible_nvidia_gpu, quiet_libtpu, tpu_chips
+from minipallas.lowering.runtime.libtpu import has_visible_nvidia_gpu, quiet_libtpu, tpu_chips
 
 # Every Mosaic module a test emits is compiled by libtpu after the test (mosaic_compile.py).
 pytest_plugins = ["mosaic_compile"]

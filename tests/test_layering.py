@@ -84,7 +84,9 @@ BUDGETS = {
     # raised from 8750 for issue 47 item 5: one device's Mosaic module of a kernel that spans
     # devices (lowering/tpu/rules/remote.py, lowering/tpu/devices.py, ~310)
     # +30 for issue 49 item 4: the optimize levels (True, False, "fast": Target.fast)
-    "lowering": 9080,
+    # +118 for issue 50 point 2: minipallas/compiled.py moved down into lowering/runtime/ (102,
+    # taken off "compiler" below) and the docstrings of the compat and runtime rooms (16)
+    "lowering": 9198,
     # minipallas/ less the tools; raised from 14000 for issue 46: every import rule declares
     # each parameter of its primitive (interop/importer/params.py and the declarations, ~630);
     # 14700 -> 15100 for issue 47: a shard_map body over several devices imports as one
@@ -117,8 +119,9 @@ BUDGETS = {
     # --explain (cli.py); +35 for issue 47: a kernel that talks to no other device imports in
     # a loop or branch of a shard_map body (importer/devices.py); +110 for issue 47: on_devices
     # with cores keeps a pallas_call beside them on the first core, and a condition on data
-    # that picks only a copy's source compiles (kernels/devices/cores.py, masked.py)
-    "compiler": 17865,
+    # that picks only a copy's source compiles (kernels/devices/cores.py, masked.py); -102 for
+    # issue 50 point 2: compiled.py moved down to lowering/runtime/
+    "compiler": 17763,
     # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
     # pass changed, and the generator draws programs a loaded pass rewrites (~300); to 16500 for
     # issue 47 item 4: the difftest's verdicts on cases that span devices, upstream in a
@@ -150,7 +153,7 @@ LAZY_IMPORTS = {
         "jax",
         "only a kernel file written with upstream Pallas is imported; it has loaded jax itself",
     ),
-    ("minipallas/kernels/pallas_call.py", "minipallas.compiled.compile"): (
+    ("minipallas/kernels/pallas_call.py", "minipallas.lowering.runtime.compiled.compile"): (
         "jaxlib",
         "tracing, interpreting and lowering a pallas_call need no XLA client until it runs",
     ),
@@ -340,15 +343,16 @@ def test_the_lazy_walk_sees_nested_and_relative_imports_of_the_project_only() ->
         "    import jax\n"
         "    def g():\n"
         "        from . import grid\n"
-        "    from minipallas.compiled import compile\n"
+        "    from minipallas.lowering.runtime.compiled import compile\n"
     )
     assert function_level_imports(fake, text) == [
         (5, "minipallas.kernels.grid"),
-        (6, "minipallas.compiled.compile"),
+        (6, "minipallas.lowering.runtime.compiled.compile"),
     ]
     assert unlisted_lazy_imports(fake, text) == [
         "minipallas/kernels/fake.py:5: imports minipallas.kernels.grid inside a function",
-        "minipallas/kernels/fake.py:6: imports minipallas.compiled.compile inside a function",
+        "minipallas/kernels/fake.py:6: imports minipallas.lowering.runtime.compiled.compile "
+        "inside a function",
     ]
 
 

@@ -9,7 +9,7 @@ calls, the layers taking turns block by block, numpy in and out, wall time):
   program's own kernels (the while loop over sequential grid steps, the batched blocks);
 - ``dispatch``: the rest of ``Compiled.__call__``: placing the numpy arguments, starting the
   run, the results as writable numpy arrays (``jax.jit``'s C++ dispatch,
-  ``lowering/jax_dispatch.py``);
+  ``lowering/runtime/jax_dispatch.py``);
 - ``python``: the rest of a call: finding the compiled program for the argument types;
 - ``jit run``: ``jax.jit``'s executable alone on device arrays, ``jit``: a whole ``jax.jit``
   call on the same numpy arrays.
@@ -52,12 +52,12 @@ def breakdown(case, calls: int, blocks: int) -> dict[str, float]:
     import jax
     import jax.numpy as jnp
 
-    from minipallas.lowering import xla_cpu
+    from minipallas.lowering.runtime import xla_cpu
 
     args = case.inputs()
     call = case.minipallas()
     call(*args)  # trace, compile
-    compiled = call.compiled(*args)  # behind jax.jit's dispatch (lowering/jax_dispatch.py)
+    compiled = call.compiled(*args)  # behind jax.jit's dispatch (lowering/runtime/jax_dispatch.py)
     placed = [jax.device_put(a, xla_cpu.cpu_device()) for a in args]
 
     def run():

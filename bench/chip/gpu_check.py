@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from minipallas.lowering.gpu.simulate import simulate
-from minipallas.lowering.triton_call import gpu_available, gpu_triton_call
+from minipallas.lowering.runtime.triton_call import gpu_available, gpu_triton_call
 
 # Kernels whose GPU result is not defined by their inputs alone
 SKIP = {

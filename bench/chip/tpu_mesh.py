@@ -67,7 +67,7 @@ def compile_ahead(fn: Any, args: tuple[np.ndarray, ...]) -> Refused | None:
     """``fn`` compiled by libtpu for a v5e without a chip: None, or why not."""
     import jax
 
-    from minipallas.lowering import libtpu
+    from minipallas.lowering.runtime import libtpu
 
     try:
         with jax.default_device(libtpu.tpu_device()):

@@ -411,7 +411,7 @@ SLICES = {
 def slice_devices(n: int, chip: str = "v5e") -> list[Any]:
     """``n`` compile-only devices of the smallest slice of ``chip`` libtpu describes that has
     them."""
-    from minipallas.lowering.libtpu import topology_devices
+    from minipallas.lowering.runtime.libtpu import topology_devices
 
     topology = next(t for t, size in SLICES[chip] if n <= size)
     return list(topology_devices(topology)[:n])
@@ -534,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if corpus(args.out, args.chips.split(",")) else 0
     import jax
 
-    from minipallas.lowering.libtpu import topology_devices
+    from minipallas.lowering.runtime.libtpu import topology_devices
 
     devices = topology_devices("v5e:1x1") if args.aot else jax.devices()[:1]
     mesh = jax.sharding.Mesh(np.array(devices), ("x",))

@@ -192,7 +192,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "excess-precision-allowed",
         "wrong rounding dtype",
-        "lowering/xla_cpu.py",
+        "lowering/runtime/xla_cpu.py",
         'CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", False),)',
         'CPU_COMPILE_OPTIONS = (("xla_allow_excess_precision", True),)',
         "XLA may keep bf16 chains in f32 instead of rounding every op",
@@ -200,7 +200,7 @@ LOWERING: tuple[Mutant, ...] = (
     Mutant(
         "small-loop-route-on",
         "wrong constant",
-        "lowering/xla_cpu.py",
+        "lowering/runtime/xla_cpu.py",
         'CPU_BACKEND_OPTIONS = (("xla_cpu_small_while_loop_byte_threshold", "0"),)',
         'CPU_BACKEND_OPTIONS = (("xla_cpu_small_while_loop_byte_threshold", "1024"),)',
         "XLA's small-loop route is back at its default, where LLVM may fuse bf16 ops and skip "

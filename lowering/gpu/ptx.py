@@ -21,7 +21,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import gpu
 from minipallas.lowering.lowered import Lowered
-from minipallas.lowering.triton_call import CUDA
+from minipallas.lowering.runtime.triton_call import CUDA
 
 
 @dataclass(frozen=True)

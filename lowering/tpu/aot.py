@@ -25,8 +25,8 @@ from minipallas.ir import dtypes
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering import TARGETS
-from minipallas.lowering.libtpu import MosaicRefusal, libtpu_available, mosaic_compile
 from minipallas.lowering.lowered import Lowered
+from minipallas.lowering.runtime.libtpu import MosaicRefusal, libtpu_available, mosaic_compile
 
 __all__ = ["MosaicCompileError", "compile_check", "custom_call_types", "libtpu_available"]
 

@@ -57,7 +57,7 @@ from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import SCHEDULE_WAYS, Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
-from minipallas.lowering.libtpu import quiet_libtpu
+from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.progress import Progress
 from minipallas.user_passes import LOADED, PassCoverage, add_arguments, main_with_passes

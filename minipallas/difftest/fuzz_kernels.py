@@ -66,7 +66,6 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from minipallas.compiled import compile as compile_fn
 from minipallas.difftest.coverage import Coverage
 from minipallas.fuzz import add_target_argument, targeted_passes
 from minipallas.generate import kernel_params
@@ -83,8 +82,9 @@ from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
-from minipallas.lowering import xla_cpu
-from minipallas.lowering.libtpu import quiet_libtpu
+from minipallas.lowering.runtime import xla_cpu
+from minipallas.lowering.runtime.compiled import compile as compile_fn
+from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.user_passes import (

@@ -92,7 +92,7 @@ from minipallas.generate.kernels import (
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
-from minipallas.lowering.libtpu import tpu_device, tpu_sharding
+from minipallas.lowering.runtime.libtpu import tpu_device, tpu_sharding
 from minipallas.progress import Progress, campaign_parser, print_summary
 from minipallas.tpu import VMEM
 from minipallas.user_passes import (

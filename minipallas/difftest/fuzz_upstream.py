@@ -61,7 +61,7 @@ from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.parser import parse_module
 from minipallas.ir.types import RefType
-from minipallas.lowering.libtpu import quiet_libtpu
+from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.progress import Progress

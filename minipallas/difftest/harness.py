@@ -49,7 +49,6 @@ import jax
 import numpy as np
 
 import minipallas
-from minipallas.compiled import compile as compile_fn
 from minipallas.difftest import user_pipeline
 from minipallas.difftest.checks.aot import compile_ahead, compile_bug
 from minipallas.difftest.checks.program import program_bugs
@@ -64,6 +63,7 @@ from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge, state_types
+from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.passes.pipeline import run as run_pipeline
 
 DEVICES = ("cpu", "tpu")

@@ -61,7 +61,7 @@ from minipallas.kernels.platforms.mesh_tpu import (
 )
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge
-from minipallas.lowering.libtpu import tpu_chips
+from minipallas.lowering.runtime.libtpu import tpu_chips
 from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.reassociate import reassociates

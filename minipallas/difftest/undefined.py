@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.compiled import compile as compile_fn
 from minipallas.ir import dtypes
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.lowering.runtime.compiled import compile as compile_fn
 
 __all__ = ["bits", "high_fill", "low_fill", "undefined"]
 

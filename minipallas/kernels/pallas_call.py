@@ -29,8 +29,8 @@ from minipallas.kernels.spec.call import CallSpec
 from minipallas.lowering import AfterEach
 
 if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to import
-    from minipallas.compiled import Compiled
     from minipallas.lowering.lowered import Lowered
+    from minipallas.lowering.runtime.compiled import Compiled
 
 __all__ = ["PallasCall", "cpu_program", "lower_for_target", "pallas_call"]
 
@@ -241,7 +241,7 @@ class PallasCall:
         key = tuple((a.shape, a.dtype) for a in arrays)  # cheaper to build than ArrayTypes
         compiled = self._compiled.get(key)
         if compiled is None:
-            from minipallas.compiled import compile
+            from minipallas.lowering.runtime.compiled import compile
 
             for k, a in enumerate(arrays):
                 checks.array_type(a, f"input {k}")

@@ -15,7 +15,7 @@ import pytest
 from bug_corpus import ENTRIES
 
 from minipallas.difftest import Case, run
-from minipallas.lowering.libtpu import libtpu_available
+from minipallas.lowering.runtime.libtpu import libtpu_available
 from minipallas.lowering.tpu.aot import MosaicCompileError
 
 MEASURED = Path(__file__).resolve().parents[2] / "bench" / "results" / "tpu_bugs.json"

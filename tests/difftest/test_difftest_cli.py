@@ -106,7 +106,7 @@ def test_without_a_tpu_libtpu_starts_quietly(module):
     unless told the one-chip host it asks for, which the command now tells it. The shell's
     environment, but for ``ALLOW_MULTIPLE_LIBTPU_LOAD``: with it, libtpu loads even while
     another process holds its lock file (a test worker), and so logs if it is going to."""
-    from minipallas.lowering.libtpu import LIBTPU_NO_CHIP, libtpu_available, tpu_chips
+    from minipallas.lowering.runtime.libtpu import LIBTPU_NO_CHIP, libtpu_available, tpu_chips
 
     if not libtpu_available() or tpu_chips():
         pytest.skip("about a machine with libtpu installed and no TPU chip")

@@ -15,7 +15,7 @@ from minipallas.difftest import fuzz_kernels
 from minipallas.generate import kernel_params
 from minipallas.generate.directed_kernels import Director, Replay
 from minipallas.generate.kernels import IndexMap, KernelSpec, Operand, random_kernel
-from minipallas.lowering.libtpu import LIBTPU_NO_CHIP
+from minipallas.lowering.runtime.libtpu import LIBTPU_NO_CHIP
 from minipallas.user_passes import loaded
 
 

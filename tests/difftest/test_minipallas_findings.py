@@ -9,7 +9,7 @@ import pytest
 
 import minipallas as mp
 from minipallas.difftest import Case, check, ref
-from minipallas.lowering import xla_cpu
+from minipallas.lowering.runtime import xla_cpu
 
 BF16 = ml_dtypes.bfloat16
 

@@ -25,7 +25,7 @@ from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
 from minipallas.difftest.report import Outcome
 from minipallas.difftest.tpu import TPU_WAYS, defined_masks, judge, tpu_functions
 from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering.libtpu import libtpu_available, tpu_sharding
+from minipallas.lowering.runtime.libtpu import libtpu_available, tpu_sharding
 from minipallas.lowering.tpu import aot
 
 NEEDS_LIBTPU = pytest.mark.skipif(

@@ -11,7 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from minipallas import MiniPallasError
 from minipallas.difftest import Case, cli, run
-from minipallas.lowering.libtpu import libtpu_available
+from minipallas.lowering.runtime.libtpu import libtpu_available
 
 X = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
 OUT = jax.ShapeDtypeStruct((8, 128), jnp.float32)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from minipallas.lowering.libtpu import LIBTPU_NO_CHIP
+from minipallas.lowering.runtime.libtpu import LIBTPU_NO_CHIP
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,9 +9,9 @@ import pytest
 from kernel_helpers import as_tuple, assert_same_bits
 from suite import BY_NAME, Case
 
-from minipallas.compiled import compile
 from minipallas.kernels.programs.accumulation import accumulated_program
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.lowering.runtime.compiled import compile
 
 
 def ints(*shape):

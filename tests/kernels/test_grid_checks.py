@@ -17,11 +17,11 @@ from jax.experimental.pallas import tpu as pltpu
 from kernel_helpers import assert_same_bits
 
 import minipallas as mp
-from minipallas.compiled import compile
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.grid_steps import role_of
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.lowering.runtime.compiled import compile
 
 F32 = jnp.float32
 X = np.arange(256 * 128, dtype=np.float32).reshape(256, 128) / 7

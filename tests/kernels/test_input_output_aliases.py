@@ -13,12 +13,12 @@ from kernel_helpers import as_tuple, assert_same_bits
 from suite import Case
 
 import minipallas as mp
-from minipallas.compiled import compile
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
+from minipallas.lowering.runtime.compiled import compile
 
 
 def double_block(ns, x_ref, o_ref):

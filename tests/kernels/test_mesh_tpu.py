@@ -30,7 +30,7 @@ from minipallas.kernels.platforms.mesh_tpu import (
     one_core_body,
 )
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
-from minipallas.lowering import libtpu
+from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "interop"))

@@ -11,8 +11,8 @@ import pytest
 from kernel_helpers import as_tuple, assert_same_bits
 from suite import Case
 
-from minipallas.compiled import compile
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.lowering.runtime.compiled import compile
 
 X48 = np.arange(32, dtype=np.int32).reshape(4, 8)
 

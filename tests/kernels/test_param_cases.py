@@ -34,8 +34,8 @@ from test_tpu_custom_call import decoded
 import minipallas as mp
 from minipallas.interop import from_jaxpr
 from minipallas.kernels.platforms.mesh_tpu import on_tpu
-from minipallas.lowering import libtpu
 from minipallas.lowering.compat.jaxlib_shim import ir
+from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu.aot import MosaicCompileError
 
 # (check, case) -> why minipallas does not yet do what upstream does (issue 46): strict, so a

@@ -15,12 +15,12 @@ from kernel_helpers import assert_same_bits
 from prefetch_cases import BY_NAME, CASES
 
 import minipallas as mp
-from minipallas.compiled import compile
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import TPU_SMEM
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
+from minipallas.lowering.runtime.compiled import compile
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

@@ -11,13 +11,13 @@ from kernel_helpers import assert_same_bits
 from suite import BY_NAME
 
 import minipallas as mp
-from minipallas.compiled import compile
 from minipallas.ir import dtypes
 from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import print_function
 from minipallas.ir.verifier import verify
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.vectorized_grid import pure_body_pipeline
+from minipallas.lowering.runtime.compiled import compile
 from minipallas.passes.pipeline import pass_names, run
 
 # (suite kernel, whether its sequential axis leaves work to hoist)

@@ -11,12 +11,12 @@ import pytest
 from kernel_helpers import as_tuple, assert_same_bits
 from suite import BY_NAME, KERNELS, Case, inputs, normal
 
-from minipallas.compiled import compile
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_plan,
     vectorized_grid_program,
 )
+from minipallas.lowering.runtime.compiled import compile
 
 
 def blocked_sum(ns, x_ref, o_ref, acc_ref, k_axis=1):

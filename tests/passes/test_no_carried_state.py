@@ -11,8 +11,8 @@ from cleanup_harness import cleaned
 from test_cleanup_fold import edge_inputs, folding_program
 
 import minipallas
-from minipallas import compiled
 from minipallas.ir import ArrayType, Builder, Dyn, Int, Slice, params
+from minipallas.lowering.runtime import compiled
 from minipallas.passes import indexer_facts
 
 

@@ -24,7 +24,7 @@ from minipallas.difftest.report import Report
 from minipallas.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import state_discharge
-from minipallas.lowering.libtpu import libtpu_available, tpu_device, tpu_sharding
+from minipallas.lowering.runtime.libtpu import libtpu_available, tpu_device, tpu_sharding
 
 SIDES = {"upstream": upstream_kernel, "minipallas": minipallas_kernel}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from minipallas.lowering.triton_call import launch_for, triton_custom_call
+from minipallas.lowering.runtime.triton_call import launch_for, triton_custom_call
 
 if TYPE_CHECKING:
     from minipallas.kernels.platforms import Platform

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from minipallas.lowering import libtpu, triton_call, xla_cpu
 from minipallas.lowering.compat import jaxlib_shim
+from minipallas.lowering.runtime import libtpu, triton_call, xla_cpu
 
 ROOT = Path(__file__).resolve().parents[3]
 SCANNED = ("ir", "passes", "lowering", "minipallas", "bench", "examples", "tests")

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from gpu_util import lowered
 
-from minipallas.lowering.triton_call import gpu_available, gpu_triton_function
+from minipallas.lowering.runtime.triton_call import gpu_available, gpu_triton_function
 
 
 def test_the_launch_lowers_to_xlas_triton_custom_call():
@@ -38,7 +38,7 @@ def test_one_table_holds_the_launch_defaults_every_launch_reads():
 
     from minipallas.gpu import CompilerParams
     from minipallas.lowering.gpu import ptx
-    from minipallas.lowering.triton_call import (
+    from minipallas.lowering.runtime.triton_call import (
         LAUNCH,
         Launch,
         gpu_triton_call,

@@ -5,7 +5,7 @@ memory, even when the program returns a parameter unchanged."""
 import numpy as np
 import pytest
 
-from minipallas.lowering import xla_cpu
+from minipallas.lowering.runtime import xla_cpu
 
 N = 4096
 PASS_THROUGH = f"""module {{

@@ -11,7 +11,7 @@ from shlo_util import check, const
 import minipallas
 from minipallas.ir import ArrayType, Builder, Dyn, Int, Slice, params
 from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering import jax_dispatch, xla_cpu
+from minipallas.lowering.runtime import jax_dispatch, xla_cpu
 
 
 def accumulate():

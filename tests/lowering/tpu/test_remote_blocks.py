@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 from bench.chip.tpu_remote import BODIES, remote_ops
 from minipallas.kernels.platforms.devices_tpu import device_module, equations, spans_devices
 from minipallas.kernels.platforms.mesh_tpu import on_tpu
-from minipallas.lowering.libtpu import libtpu_available
+from minipallas.lowering.runtime.libtpu import libtpu_available
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
 TOPOLOGIES = ["v5e:2x2", "v6e:2x2", "v4:2x2x1"]
@@ -30,7 +30,7 @@ WINDOW = ("dimension_semantics", "iteration_bounds", "window_params", "scratch_o
 
 def _case(name, topology):
     """The case's shard_map over the slice's 4 devices, and its global input."""
-    from minipallas.lowering.libtpu import topology_devices
+    from minipallas.lowering.runtime.libtpu import topology_devices
 
     devices = topology_devices(topology)
     mesh = jax.sharding.Mesh(np.array(devices), ("x",))
@@ -146,7 +146,7 @@ def _signal_right(*refs):
 
 def _on_slice(call):
     """``call`` in a shard_map over a v5e:2x2 slice, and its global input."""
-    from minipallas.lowering.libtpu import topology_devices
+    from minipallas.lowering.runtime.libtpu import topology_devices
 
     mesh = jax.sharding.Mesh(np.array(topology_devices("v5e:2x2")), ("x",))
     f = jax.shard_map(call, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)

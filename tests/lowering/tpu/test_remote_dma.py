@@ -37,7 +37,7 @@ from bench.chip.tpu_remote import remote_ops
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.platforms.devices_tpu import device_module
 from minipallas.kernels.platforms.mesh_tpu import on_tpu
-from minipallas.lowering.libtpu import libtpu_available
+from minipallas.lowering.runtime.libtpu import libtpu_available
 
 MESH = pl.DeviceIdType.MESH
 DMA = pltpu.SemaphoreType.DMA
@@ -268,7 +268,7 @@ def test_a_remote_copy_into_another_devices_block_is_refused():
 
 
 def _topology_mesh(name, topology="v5e:2x2"):
-    from minipallas.lowering.libtpu import topology_devices
+    from minipallas.lowering.runtime.libtpu import topology_devices
 
     shape, names = CASES[name][1]
     devices = np.array(topology_devices(topology)[: int(np.prod(shape))]).reshape(shape)
@@ -310,7 +310,7 @@ def test_compiles_for_topology(name, topology):
     """minipallas's module and upstream's of the same kernel compile for a slice of several
     chips, under ``jax.jit`` of the shard_map, with the same custom-call config
     (``has_communication``, ``collective_id``, ``mesh_axes``)."""
-    from minipallas.lowering.libtpu import topology_devices
+    from minipallas.lowering.runtime.libtpu import topology_devices
 
     devices = topology_devices(topology)
     n = len(devices)

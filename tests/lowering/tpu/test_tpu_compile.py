@@ -25,7 +25,7 @@ from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel, tpu_sized
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
-from minipallas.lowering import libtpu
+from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
 
 if not aot.libtpu_available():

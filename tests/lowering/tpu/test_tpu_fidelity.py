@@ -24,8 +24,8 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.kernels.platforms import mesh_tpu
-from minipallas.lowering import libtpu
 from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check
 from minipallas.lowering.tpu.ranges import int_ranges
 

@@ -332,7 +332,7 @@ def test_packed_rolls_across_sublanes_run_on_32_bits_where_upstreams_fail_to_com
     """Mosaic refuses a bf16 or int8 rotation across sublanes or strided ("unsupported packed
     type rotation"), upstream's too; minipallas rotates the bits zero-extended to 32 and
     truncates back, which libtpu compiles (the elements move, their bits do not change)."""
-    from minipallas.lowering import libtpu
+    from minipallas.lowering.runtime import libtpu
 
     case = CASES["rolled_packed"]
     text = lower_case(case).as_text(debug_info=False)
