@@ -68,7 +68,7 @@ _PUBLIC = {
     "to_jax": "minipallas.interop",
     # kernels
     "pallas_call": "minipallas.kernels.pallas_call",
-    "on_devices": "minipallas.kernels.devices",
+    "on_devices": "minipallas.platforms.devices_xla",
     "BlockSpec": "minipallas.ir.kernel_spec",
     "Element": "minipallas.ir.kernel_spec",
     "Buffered": "minipallas.ir.kernel_spec",

@@ -10,7 +10,7 @@ in ``jax.shard_map`` over 4 and 8 CPU devices of this process:
 - ``simulate``: minipallas's simulator (``mp.interpret(..., collectives="simulate")``, the
   lockstep schedule, race checks on), the imported program built once before timing;
 - ``compiled``: ``jax.jit(mp.on_devices(f))``, each remote copy an XLA collective
-  (``kernels/devices/compiled.py``); kernels whose communication depends on data have none.
+  (``platforms/devices_xla.py``); kernels whose communication depends on data have none.
 
 Each way is warmed up once (compilation, tracing) and then timed ``--repeat`` times; the table
 gives the best in ms, the ratios upstream/compiled and upstream/simulate (above 1 minipallas is

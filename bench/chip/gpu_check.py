@@ -8,7 +8,7 @@ One run, about a second per kernel; prints one line per kernel and exits 1 if an
 
 With ``--jit`` each suite kernel instead runs as a JAX program: ``jax.jit`` of the
 ``pallas_call`` on arrays on the GPU, which lowers its ``minipallas_call`` primitive to the
-same Triton custom call (``minipallas/kernels/platforms/primitive.py``), compared with the eager CPU
+same Triton custom call (``minipallas/platforms/primitive.py``), compared with the eager CPU
 call on the same inputs (the compiled CPU program).
 
     python -m bench.chip.gpu_check [--jit] [--kernels add,matmul,...]

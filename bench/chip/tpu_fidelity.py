@@ -14,7 +14,7 @@ module for it, run under ``jax.jit`` in one process and compared bit for bit.
   ``_bwd`` is the gradient, its three kernels (the forward with residuals, dkv, dq).
 
 Upstream's side is its function as it is (``interpret=False``); minipallas's side is
-``kernels.platforms.mesh_tpu.on_tpu`` of it: its jaxpr with each ``pallas_call`` as
+``platforms.mesh_tpu.on_tpu`` of it: its jaxpr with each ``pallas_call`` as
 minipallas's module in upstream's custom call (``jit`` and ``custom_vjp`` calls looked into), as
 the difftest's ``tpu`` way runs it. Prints a table; exits 1 when a side fails or the bits
 differ.
@@ -126,7 +126,7 @@ def flash_inputs() -> tuple[np.ndarray, ...]:
 
 
 def _zero_input_tpu_way() -> tuple:
-    from minipallas.kernels.platforms.mesh_tpu import on_tpu
+    from minipallas.platforms.mesh_tpu import on_tpu
 
     up = upstream_zero_input()
     return up, on_tpu(up), ()
@@ -139,7 +139,7 @@ def _zero_input_minipallas() -> tuple:
 
 def _flash(f: Callable[..., Any]) -> Callable[[], tuple]:
     def build() -> tuple:
-        from minipallas.kernels.platforms.mesh_tpu import on_tpu
+        from minipallas.platforms.mesh_tpu import on_tpu
 
         return f, on_tpu(f), flash_inputs()
 

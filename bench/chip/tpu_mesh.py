@@ -6,7 +6,7 @@
   kernel with a collective ``run_scoped`` ("run_scoped lowering does not support collective
   axes"); its message is recorded;
 - minipallas: ``jax.jit(on_tpu(f))``, each mesh kernel as minipallas's Mosaic module
-  (``kernels/platforms/mesh_tpu.py``: collective allocations over the one core made plain, its
+  (``platforms/mesh_tpu.py``: collective allocations over the one core made plain, its
   barriers gone) in the ``tpu_custom_call`` upstream emits;
 
 each compared bit for bit with the corpus's numpy reference (and with upstream's bits where
@@ -84,8 +84,8 @@ def cpu_bits(f: Any, args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
     import jax
 
     import minipallas as mp
-    from minipallas.kernels.platforms.mesh_tpu import mesh_eqn, mosaic_kernel
     from minipallas.kernels.programs.choose import cpu_program
+    from minipallas.platforms.mesh_tpu import mesh_eqn, mosaic_kernel
 
     eqn = mesh_eqn(jax.make_jaxpr(f)(*args).jaxpr)
     outs = mp.interpret(mp.discharge(cpu_program(mosaic_kernel(eqn))), *args)
@@ -111,7 +111,7 @@ def ulps(a: np.ndarray, b: np.ndarray) -> int:
 
 def check(case: Any, device: Any, aot: bool) -> dict[str, Any]:
     """One kernel both ways (module doc); a row of the table."""
-    from minipallas.kernels.platforms.mesh_tpu import on_tpu
+    from minipallas.platforms.mesh_tpu import on_tpu
 
     f, args = case.build()
     want = case.reference(*args)

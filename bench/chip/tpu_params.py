@@ -4,7 +4,7 @@ block specs', the compiler params and the custom call's fields) run two ways on 
 
 - upstream: ``jax.jit(f)``, upstream's Mosaic lowering of its own ``pallas_call``;
 - minipallas: ``jax.jit(on_tpu(f))``, each ``pallas_call`` as minipallas's Mosaic module in the
-  same ``tpu_custom_call`` (``kernels/platforms/mesh_tpu.py``);
+  same ``tpu_custom_call`` (``platforms/mesh_tpu.py``);
 
 compared bit for bit, each against the case's float64 numpy reference (the largest distance
 over the reference's largest magnitude: ``rel err``), a refusal recorded with its message. The
@@ -142,7 +142,7 @@ def as_expected(case: ParamCase, theirs: Any, ours: Any, observed: str) -> bool:
 
 def check(case: ParamCase, device: Any, cpu: bool) -> dict[str, Any]:
     """One case both ways (module doc): a row of the report."""
-    from minipallas.kernels.platforms.mesh_tpu import on_tpu
+    from minipallas.platforms.mesh_tpu import on_tpu
 
     args = case.inputs()
     reference = case.expected(*args)

@@ -5,7 +5,7 @@ ways and compared bit for bit with numpy and with each other:
 
 - upstream: ``jax.jit(f)``, through upstream's Mosaic lowering;
 - minipallas: ``jax.jit(on_tpu(f))``, the shard_map kept and its kernel as minipallas's own
-  Mosaic module of one device (``kernels/platforms/devices_tpu.py``,
+  Mosaic module of one device (``platforms/devices_tpu.py``,
   ``lowering/tpu/rules/remote.py``) in the ``tpu_custom_call`` upstream emits.
 
 Each side's time per call is the median of ``--repeats`` calls after a warm-up (the chip's
@@ -337,7 +337,7 @@ def run_case(name: str, mesh: Any, aot: bool, repeats: int) -> tuple[str, ...]:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from minipallas.kernels.platforms.mesh_tpu import on_tpu
+    from minipallas.platforms.mesh_tpu import on_tpu
 
     f, shape = build(name, mesh)
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
@@ -448,9 +448,9 @@ def corpus_row(case: Any, chip: str = "v5e") -> tuple[str, ...]:
     from jax.sharding import PartitionSpec as P
 
     from minipallas.difftest.mosaic import _capture
-    from minipallas.kernels.platforms.devices_tpu import device_module, equations, spans_devices
-    from minipallas.kernels.platforms.mesh_tpu import on_tpu
     from minipallas.lowering.compat.jaxlib_shim import canonicalize
+    from minipallas.platforms.devices_tpu import device_module, equations, spans_devices
+    from minipallas.platforms.mesh_tpu import on_tpu
 
     f = case.build()
     devices = slice_devices(case.devices, chip)

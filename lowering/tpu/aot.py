@@ -46,7 +46,7 @@ def compile_check(
 ) -> Any:
     """Compiles ``kernel``'s Mosaic module (``lowered``, else lowered now) with libtpu for a v5e
     chip; returns jax's ``Compiled``. ``params``: the custom call's compiler parameters, as
-    ``as_tpu_kernel`` takes them (``kernels.platforms.mosaic.as_tpu_kernel_fields`` of a call's
+    ``as_tpu_kernel`` takes them (``platforms.mosaic.as_tpu_kernel_fields`` of a call's
     ``compiler_params``; upstream's defaults otherwise). A ``MosaicCompileError`` when Mosaic
     refuses it, a ``PassError`` when libtpu is not installed."""
     if not libtpu_available():

@@ -2,7 +2,7 @@
 
 A kernel in a ``jax.shard_map`` runs on every device of the mesh; minipallas imports it as
 the program of one device over buffers with a row per device
-(``kernels.platforms.devices_tpu``). ``lower_device_kernel`` emits that program as the module
+(``platforms.devices_tpu``). ``lower_device_kernel`` emits that program as the module
 each device runs, in the context of one device of the mesh (``device_context``; its rules are
 ``rules.remote``): its rows are the device's memrefs, another device's row a remote copy's or
 signal's target.

@@ -54,17 +54,17 @@ from minipallas.difftest.undefined import undefined
 from minipallas.interop.exporter.engine import to_jax
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.platforms.mesh_tpu import (
-    evaluate_kernels,
-    run_mesh_eqn,
-    run_pallas_call_eqn,
-)
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge
 from minipallas.lowering.runtime.libtpu import tpu_chips
 from minipallas.lowering.tpu import lower_to_mosaic
+from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import run as run_pipeline
-from minipallas.passes.reassociate import reassociates
+from minipallas.platforms.mesh_tpu import (
+    evaluate_kernels,
+    run_mesh_eqn,
+    run_pallas_call_eqn,
+)
 from minipallas.tpu import VMEM
 
 TPU_WAYS = ("upstream-tpu", "tpu", "xla-tpu")
@@ -136,7 +136,7 @@ def minipallas_kernel(
     eqn: jax_core.JaxprEqn, ins: Sequence[Any], passes: str = ""
 ) -> Sequence[Any]:
     """minipallas's Mosaic module for the equation's kernel after the pipeline ``passes``, in
-    upstream's custom call (``kernels.platforms.mesh_tpu``: a mesh kernel's on one core)."""
+    upstream's custom call (``platforms.mesh_tpu``: a mesh kernel's on one core)."""
     if eqn.primitive.name == "mpmd_map":
         return run_mesh_eqn(eqn, ins)
     return run_pallas_call_eqn(eqn, ins, passes)

@@ -71,7 +71,7 @@ def pallas_call(
     On the CPU, results equal upstream ``pallas_call(..., interpret=True)`` bit for bit:
     ``match_upstream=False`` trades that for speed (independent grid points batched, rounding as
     XLA does at the batched shape; an accumulating axis's sums reassociated). Under ``jax.jit`` it
-    runs where ``kernels/platforms`` says, ``backend="xla"`` the discharged program everywhere.
+    runs where ``platforms`` says, ``backend="xla"`` the discharged program everywhere.
 
     ``compiler_params`` (minipallas's or upstream's, TPU or GPU) go to the Mosaic/Triton
     emitters; ``debug=True`` prints the kernel when traced and the module when lowered.
@@ -225,7 +225,7 @@ class PallasCall:
         if self.collectives == "simulate":
             return self.simulate(*arrays)
         if self.grid_bounds or checks.has_jax_value(arrays) or checks.jax_tracing():
-            from minipallas.kernels.platforms.jax_values import call_jax
+            from minipallas.platforms.jax_values import call_jax
 
             return call_jax(self, arrays)
         values = [np.asarray(a) for a in arrays]

@@ -24,7 +24,7 @@ import minipallas as mp
 from minipallas.difftest import Case, run
 from minipallas.difftest.machine import here
 from minipallas.ir.interpret.xla import dot_order
-from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
+from minipallas.platforms.mesh_tpu import evaluate_kernels
 
 pytestmark = pytest.mark.skipif(
     "amx_tile" in here().flags, reason="YNNPACK's bfloat16 kernel is unmeasured on AMX CPUs"

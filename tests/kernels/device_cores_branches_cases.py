@@ -33,7 +33,7 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 
 from minipallas.interop.importer.devices_cores import equations  # noqa: E402
 from minipallas.ir.verifier import verify  # noqa: E402
-from minipallas.kernels.devices import device_function  # noqa: E402
+from minipallas.platforms.devices_xla import device_function  # noqa: E402
 
 warnings.simplefilter("ignore", DeprecationWarning)
 DMA = pltpu.SemaphoreType.DMA

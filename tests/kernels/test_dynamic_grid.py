@@ -1,7 +1,7 @@
 """Dynamic grids: a grid size traced by ``jax.jit``, as upstream's ``pallas_call(grid=(n,))``.
 
 Inside ``jax.jit`` a grid size may be a traced integer; the call then runs the CPU loop
-program with a traced trip count (``kernels/platforms/jax_values.py``), its size an operand before
+program with a traced trip count (``platforms/jax_values.py``), its size an operand before
 all others, as upstream's. Results equal upstream ``pallas_call(..., interpret=True)`` under the
 same ``jax.jit`` bit for bit, for several sizes of one compiled function (including 0: the
 outputs keep their fill value). ``from_jaxpr`` imports upstream's dynamic-grid calls. Outside

@@ -1,6 +1,6 @@
 """One-core mesh kernels (upstream's ``pl.kernel`` over ``create_tensorcore_mesh("core",
 num_cores=1)``) through minipallas's Mosaic lowering, checked without a chip
-(``kernels/platforms/mesh_tpu.py``): for every one-core kernel of the mesh corpus
+(``platforms/mesh_tpu.py``): for every one-core kernel of the mesh corpus
 (``tests/interop/mesh_corpus/``, ``ONE_CORE``) the Mosaic kernel has no collective allocation
 and no barrier left, its module shows the shared allocation as plain VMEM, libtpu compiles it
 ahead of time for a v5e, and its CPU program gives the reference's bits. A mesh of several cores
@@ -22,16 +22,16 @@ import minipallas as mp
 from minipallas.difftest.mosaic import normalized_text
 from minipallas.ir.collectives import MOSAIC_MESSAGE, CollectiveAxesUnsupported
 from minipallas.kernels.collective.mesh import mesh_kernel
-from minipallas.kernels.platforms.mesh_tpu import (
+from minipallas.kernels.programs.choose import cpu_program, lower_for_target
+from minipallas.lowering.runtime import libtpu
+from minipallas.lowering.tpu import aot, compile_check
+from minipallas.platforms.mesh_tpu import (
     mesh_call_of,
     mesh_eqn,
     mosaic_kernel,
     on_tpu,
     one_core_body,
 )
-from minipallas.kernels.programs.choose import cpu_program, lower_for_target
-from minipallas.lowering.runtime import libtpu
-from minipallas.lowering.tpu import aot, compile_check
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "interop"))
 

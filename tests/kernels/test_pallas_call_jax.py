@@ -1,7 +1,7 @@
 """A ``pallas_call`` on JAX arrays and tracers: under ``jax.jit``, ``vmap``, ``grad`` and ``jvp``.
 
 Given a JAX value the call runs its CPU program as ``jax.lax`` ops
-(``kernels/platforms/jax_values.py``),
+(``platforms/jax_values.py``),
 so it stages out into the caller's trace. Results are compared bit for bit with the eager
 (numpy) call and with upstream ``pallas_call(interpret=True)`` under the same transformation.
 Where XLA legitimately rounds differently, the test says why and compares with a tolerance:
@@ -18,7 +18,7 @@ from suite import BY_NAME
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.kernels.platforms import jax_values as jax_call
+from minipallas.platforms import jax_values as jax_call
 
 # data movement, ints, elementwise f32, and matmul (a dot per block, summed across a grid axis)
 EXACT = [

@@ -33,10 +33,10 @@ from test_tpu_custom_call import decoded
 
 import minipallas as mp
 from minipallas.interop import from_jaxpr
-from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu.aot import MosaicCompileError
+from minipallas.platforms.mesh_tpu import on_tpu
 
 # (check, case) -> why minipallas does not yet do what upstream does (issue 46): strict, so a
 # fix that lands makes its entries fail until they are removed here

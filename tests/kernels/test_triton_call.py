@@ -165,7 +165,7 @@ def test_the_cpu_lowering_is_the_to_jax_program_and_tpu_params_refuse_a_gpu():
 
 
 def test_vmap_and_grad_lowered_for_cuda_launch_the_kernel():
-    """``vmap`` launches one kernel with one more grid axis (``platforms/batching.py``);
+    """``vmap`` launches one kernel with one more grid axis (``kernels/batching.py``);
     ``grad``'s forward pass launches it, its tangents are the to-JAX program's XLA ops."""
     case = BY_NAME["bias_relu"]
     call, (x, b) = case.minipallas(), case.inputs()
@@ -183,7 +183,7 @@ def test_the_primitive_keeps_no_reference_to_its_call_so_a_dropped_call_is_freed
     import gc
     import weakref
 
-    from minipallas.kernels.platforms import jax_values as jax_call
+    from minipallas.platforms import jax_values as jax_call
 
     case = BY_NAME["add"]
     call, args = case.minipallas(), case.inputs()

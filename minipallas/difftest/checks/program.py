@@ -21,9 +21,9 @@ from minipallas.difftest.checks.bug import KernelBug
 from minipallas.difftest.outputs import initial
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge
+from minipallas.platforms.mesh_tpu import evaluate_kernels
 from minipallas.tpu import VMEM
 
 GPU_PARAMS = ("triton", "mosaic_gpu")  # compiler params that say a kernel is not for a TPU

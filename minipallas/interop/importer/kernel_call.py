@@ -36,7 +36,7 @@ scalar-prefetch arrays, then the inputs, as the CPU program takes them. ``Elemen
 dimensions carry their padding. A vmapped call (upstream's batching rule: batch axes
 ``vmapped_dims`` in the grid, their squeezed block dimensions already in the block mappings)
 imports with its body's grid queries moved past the batch axes, as minipallas's own batching
-does (``kernels/platforms/batching.py``). Meshes and bounded/indirect block dimensions are
+does (``kernels/batching.py``). Meshes and bounded/indirect block dimensions are
 refused with a ``JaxprImportError`` naming what is unsupported.
 """
 
@@ -59,7 +59,7 @@ from minipallas.ir.core import Function, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import user_location
 from minipallas.ir.types import ANY, ArrayType, MemorySpace, RefType
-from minipallas.kernels.platforms.batching import regrid_queries
+from minipallas.kernels.batching import regrid_queries
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.spec import params as kernel_params
 from minipallas.kernels.spec.checks import DIMENSION_SEMANTICS

@@ -1,8 +1,9 @@
-"""Kernels that span devices, compiled (issue 47): ``on_devices(f)`` runs a ``jax.shard_map``
-over a ``pallas_call`` with remote copies as XLA collectives (``compiled``), from the program
-each device runs (``local``)."""
+"""Kernels that span devices (issue 47): the program each device runs (``local``), its remote
+copies as exchanges, its reads of other rows as gathers (``rows``), its conditions on the
+device masked (``masked``), each device's cores in turn (``cores``). ``on_devices``, which runs
+that program under ``jax.shard_map`` as XLA collectives, is JAX-facing and lives above, in
+``minipallas/platforms/devices_xla.py``."""
 
-from minipallas.kernels.devices.compiled import device_function, on_devices, run_device_eqn
 from minipallas.kernels.devices.local import device_program
 
-__all__ = ["device_function", "device_program", "on_devices", "run_device_eqn"]
+__all__ = ["device_program"]

@@ -7,7 +7,7 @@ upstream's own objects are accepted too and read by field name. Where the fields
 
 - Mosaic: ``dimension_semantics`` becomes the kernel's (the module's ``dimension_semantics``
   attribute, as upstream's). The others go, as upstream's, into the ``tpu_custom_call``
-  backend config when the call runs on a TPU (``kernels/platforms/mosaic.py``), and are kept in
+  backend config when the call runs on a TPU (``platforms/mosaic.py``), and are kept in
   ``Lowered.info["compiler_params"]``; ``fuse_transposed_lhs_in_matmul`` becomes the kernel's
   (``Kernel.fuse_transposed_lhs``: a transposed left side's ``tpu.matmul`` carries
   ``transpose_lhs_hint``, as upstream's).
@@ -20,7 +20,7 @@ The other kernel-level parameters with upstream's names are read here too, each 
 of its name: a block spec's ``pipeline_mode`` (``minipallas.Buffered`` or upstream's
 ``pl.Buffered``; the TPU lowering emits or refuses it, the CPU ignores it), and the call's
 ``cost_estimate`` and ``metadata``, which go to the ``tpu_custom_call`` as upstream's
-(``kernels/platforms/mosaic.py``).
+(``platforms/mosaic.py``).
 """
 
 from __future__ import annotations

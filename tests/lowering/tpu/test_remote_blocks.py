@@ -18,9 +18,9 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from bench.chip.tpu_remote import BODIES, remote_ops
-from minipallas.kernels.platforms.devices_tpu import device_module, equations, spans_devices
-from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering.runtime.libtpu import libtpu_available
+from minipallas.platforms.devices_tpu import device_module, equations, spans_devices
+from minipallas.platforms.mesh_tpu import on_tpu
 
 pytestmark = pytest.mark.skipif(not libtpu_available(), reason="libtpu is not installed")
 TOPOLOGIES = ["v5e:2x2", "v6e:2x2", "v4:2x2x1"]

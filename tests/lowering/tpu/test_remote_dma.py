@@ -2,7 +2,7 @@
 """Kernels that span devices on the chip (issue 47, item 5): a ``pallas_call`` in a
 ``jax.shard_map`` with remote copies, remote signals and the barrier semaphore, emitted as one
 device's Mosaic module (``lowering/tpu/rules/remote.py``) and run by ``on_tpu`` with the
-shard_map kept around it (``kernels/platforms/devices_tpu.py``).
+shard_map kept around it (``platforms/devices_tpu.py``).
 
 Without libtpu: the emitted remote ops (FileCheck), and ``on_tpu``'s jaxpr (traced over an
 ``AbstractMesh``: no devices needed). With libtpu (skipped without it): upstream's module of
@@ -35,9 +35,9 @@ from jax.sharding import PartitionSpec as P
 from bench.chip.tpu_remote import kernels as chip_kernels
 from bench.chip.tpu_remote import remote_ops
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.platforms.devices_tpu import device_module
-from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering.runtime.libtpu import libtpu_available
+from minipallas.platforms.devices_tpu import device_module
+from minipallas.platforms.mesh_tpu import on_tpu
 
 MESH = pl.DeviceIdType.MESH
 DMA = pltpu.SemaphoreType.DMA

@@ -230,7 +230,7 @@ def test_a_refusal_names_mosaics_message_op_and_line():
 def test_compile_check_takes_the_calls_compiler_params():
     """A call's ``vmem_limit_bytes`` reaches libtpu: 8 MiB of double-buffered blocks compile
     under the default limit and run out of VMEM under a 1 MiB one."""
-    from minipallas.kernels.platforms.mosaic import as_tpu_kernel_fields
+    from minipallas.platforms.mosaic import as_tpu_kernel_fields
 
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...] * 2.0

@@ -13,8 +13,8 @@ import minipallas as mp
 from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic
 from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
-from minipallas.kernels.platforms.mesh_tpu import on_tpu
 from minipallas.lowering.tpu import compile_check, lower_to_mosaic
+from minipallas.platforms.mesh_tpu import on_tpu
 
 F32 = jax.ShapeDtypeStruct((128, 128), jnp.float32)
 BF16 = jax.ShapeDtypeStruct((128, 128), jnp.bfloat16)

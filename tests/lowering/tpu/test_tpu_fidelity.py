@@ -23,11 +23,11 @@ from ir_types import I32
 import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.interop.importer.kernel_call import kernel_from_eqn
-from minipallas.kernels.platforms import mesh_tpu
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check
 from minipallas.lowering.tpu.ranges import int_ranges
+from minipallas.platforms import mesh_tpu
 
 if not aot.libtpu_available():
     if os.environ.get("CI"):

@@ -59,9 +59,9 @@ from minipallas.ir.literal import Literal
 from minipallas.ir.rewrite import Callees
 from minipallas.ir.types import TPU_VMEM, TPU_VMEM_SHARED, RefType, Type
 from minipallas.kernels.collective.mesh import mesh_kernel
-from minipallas.kernels.platforms.devices_tpu import equations, shard_map_rules
-from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.platforms.devices_tpu import equations, shard_map_rules
+from minipallas.platforms.mosaic import run_module
 
 KernelRule = Callable[[jax_core.JaxprEqn, Sequence[Any]], Sequence[Any]]
 _INLINED = ("pjit", "jit", "closed_call", "custom_vjp_call", "custom_jvp_call")

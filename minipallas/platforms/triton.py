@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from minipallas.lowering.runtime.triton_call import launch_for, triton_custom_call
 
 if TYPE_CHECKING:
-    from minipallas.kernels.platforms import Platform
-    from minipallas.kernels.platforms.primitive import KernelCall
+    from minipallas.platforms import Platform
+    from minipallas.platforms.primitive import KernelCall
 
 
 def launch(

@@ -6,6 +6,12 @@ table says: the CPU (and any platform without a row) runs the discharged program
 CUDA and ROCm launch the kernel's Triton module (``triton.launch``), the TPU its Mosaic module
 (``mosaic.launch``), each as the custom call upstream Pallas emits there. A new backend is a
 row here and a launch module.
+
+This is the JAX-facing room, above ``kernels`` and ``interop``, which it joins: a kernel as a
+JAX primitive (``primitive``, ``jax_values``), upstream's jaxprs run with minipallas's kernels
+in place of theirs on a TPU (``mesh_tpu``, ``devices_tpu``), kernels that span devices as XLA
+collectives (``devices_xla``: ``on_devices``). ``kernels`` and ``interop`` never import it,
+save ``pallas_call``'s one listed lazy import of ``jax_values`` for a call on JAX values.
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ PLATFORMS: dict[str, Platform] = {
     p.name: p
     for p in (
         Platform("cpu", None, None),
-        Platform("cuda", "gpu", "minipallas.kernels.platforms.triton:launch"),
-        Platform("rocm", "gpu", "minipallas.kernels.platforms.triton:launch"),
-        Platform("tpu", "tpu", "minipallas.kernels.platforms.mosaic:launch"),
+        Platform("cuda", "gpu", "minipallas.platforms.triton:launch"),
+        Platform("rocm", "gpu", "minipallas.platforms.triton:launch"),
+        Platform("tpu", "tpu", "minipallas.platforms.mosaic:launch"),
     )
 }

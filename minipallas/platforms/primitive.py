@@ -36,13 +36,13 @@ from minipallas.interop import to_jax
 from minipallas.ir import dtypes
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType, MemorySpace
-from minipallas.kernels.platforms import PLATFORMS, Platform
-from minipallas.kernels.platforms.batching import batched_kernel
+from minipallas.kernels.batching import batched_kernel
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
 from minipallas.kernels.spec.call import CallSpec
 from minipallas.lowering.compat.jax_private import batching
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import mlir as jax_mlir
+from minipallas.platforms import PLATFORMS, Platform
 
 minipallas_call_p = jax_core.Primitive("minipallas_call")
 minipallas_call_p.multiple_results = True

@@ -48,13 +48,13 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import TPU_SMEM, TPU_VMEM, ArrayType, MemorySpace, RefType
-from minipallas.kernels.platforms.mosaic import run_module
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import tpu_custom_call
 from minipallas.lowering.lowered import Lowered
 from minipallas.lowering.tpu.device_context import Mesh
 from minipallas.lowering.tpu.devices import lower_device_kernel
+from minipallas.platforms.mosaic import run_module
 
 __all__ = ["device_kernel", "device_module", "equations", "shard_map_rules", "spans_devices"]
 

@@ -20,7 +20,7 @@ rounds each float32 product before the add that reads it (no FMA) and divides by
 a float sum over one dimension of at most 32 elements in XLA's order (``xla/sum_order.py``).
 The device corpus's ring attention (exp, an online softmax, ``acc / total``) then has the
 simulator's bits on 4 and 8 devices: before, 2480 of 4096 elements differed (up to 2.4e-7).
-Still outside (the interpreter's envelope, ``ir/interpret/arrays.py``): a float32 ``dot`` that
+Still outside (the interpreter's envelope, ``ir/interpret/rules/arrays.py``): a float32 ``dot`` that
 XLA sums in another order than numpy's (its right side transposed, ``q @ k.T``: with normal
 random q and k, 3400 of 4096 of ring attention's elements differ, within 7e-7 of numpy; exact
 when every partial sum is, as the corpus's multiples of 1/8), longer or multi-dimensional float
@@ -48,8 +48,8 @@ from minipallas.interop.importer.engine import Importer, ImportScope, closed_par
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function, Value
 from minipallas.kernels.devices.local import device_program
-from minipallas.kernels.platforms.mesh_tpu import evaluate_kernels
 from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.platforms.mesh_tpu import evaluate_kernels
 
 __all__ = ["device_function", "on_devices", "run_device_eqn"]
 

@@ -43,8 +43,8 @@ from minipallas.lowering.tpu.aot import custom_call_types
 
 if TYPE_CHECKING:
     from minipallas.ir.kernel_spec import Kernel
-    from minipallas.kernels.platforms import Platform
-    from minipallas.kernels.platforms.primitive import KernelCall
+    from minipallas.platforms import Platform
+    from minipallas.platforms.primitive import KernelCall
 
 # The compiler params that go to the custom call as they are (upstream passes the same).
 PASSED_AS_IS = (

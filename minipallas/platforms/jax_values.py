@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from minipallas.interop import to_jax
-from minipallas.kernels.platforms.primitive import KernelCall
+from minipallas.platforms.primitive import KernelCall
 
 if TYPE_CHECKING:
     from minipallas.kernels.pallas_call import PallasCall
