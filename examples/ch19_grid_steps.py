@@ -3,7 +3,7 @@
 Every grid step of a TPU kernel pays a fixed cost, about 0.2-0.35 µs on a v5e, on top of
 moving its blocks; a softmax in 8-row blocks spends most of its time there. This chapter writes
 a *kernel pass* (it changes the grid and the block specs, not only the body) that runs pairs of
-steps as one, from the pieces ``fuse-grid-steps`` is built of (``passes/grid_fusion/``):
+steps as one, from the pieces ``fuse-grid-steps`` is built of (``passes/kernel/grid_fusion/``):
 
 1. ``motion(spec, axis)``: how a block moves along the axis: it stays put, or advances one
    block a step in one dimension; anything else (None) and the pass leaves the kernel alone;
@@ -31,8 +31,8 @@ import minipallas.numpy as mnp
 from minipallas.difftest import fuzz_kernels
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering.runtime.libtpu import tpu_chips
-from minipallas.passes.grid_fusion import fuse_axis
-from minipallas.passes.grid_fusion.index_maps import motion
+from minipallas.passes.kernel.grid_fusion import fuse_axis
+from minipallas.passes.kernel.grid_fusion.index_maps import motion
 from minipallas.passes.registry import INT, Option, register
 
 

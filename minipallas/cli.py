@@ -56,8 +56,8 @@ from minipallas.kernels.pallas_call import PallasCall
 from minipallas.kernels.programs.choose import cpu_program  # and registers the kernel passes
 from minipallas.lowering import TARGETS
 from minipallas.passes import pipeline
-from minipallas.passes.grid_fusion.explain import explain
-from minipallas.passes.registry import PASSES, describe, provide_all
+from minipallas.passes.kernel.grid_fusion.explain import explain
+from minipallas.passes.registry import PASSES, describe
 from minipallas.pictures import FORMATS, PassPictures, draw, emitter
 
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
@@ -166,7 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     The passes of ``--load`` files are registered for this call only (``--help`` lists them)
     and removed after it, so one process may run several commands."""
     loads, _ = _load_argument().parse_known_args(argv)
-    provide_all()  # the deferred passes stay registered after the command
     registered = set(PASSES)
     try:
         for path in loads.load:

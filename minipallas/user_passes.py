@@ -42,7 +42,7 @@ from minipallas.ir.rules import declared_ops
 from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.passes.pipeline import parse_pipeline, split_pipeline
 from minipallas.passes.pipeline import run as run_pipeline
-from minipallas.passes.registry import PASSES, load, provide_all
+from minipallas.passes.registry import PASSES, load
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,6 @@ def loaded(args: argparse.Namespace) -> Iterator[str]:
     """Registers the passes of ``args.load`` and yields ``args.pass_pipeline``, checked; the
     ``@pattern`` rewrites the files registered count their rewrites (``PassCoverage``). What
     the files registered, passes and patterns, is removed on the way out."""
-    provide_all()  # the deferred passes stay registered after the command
     before = set(PASSES)
     patterns = {name: list(fns) for name, fns in PATTERNS.items()}
     try:

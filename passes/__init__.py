@@ -23,9 +23,8 @@ from minipallas.passes import (  # noqa: F401  (each registers its pass)
     cleanup,
     collectives,
     discharge,
-    grid_fusion,
+    kernel,  # the kernel passes: fuse-grid-steps, reassociate-sums, bind-grid, ...
     promote_scratch,
-    reassociate,  # optimize="fast": reorders float sums
     xla_cpu,  # registers batch, the generic batching with XLA:CPU's policy
 )
 from minipallas.passes.cleanup import count_ops

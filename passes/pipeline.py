@@ -34,7 +34,7 @@ from minipallas.ir import verifier
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.kernel_spec import Kernel
-from minipallas.passes.registry import DEFERRED, PASSES, provide, register
+from minipallas.passes.registry import PASSES, register
 
 __all__ = [
     "PASSES",
@@ -98,8 +98,8 @@ def parse_pipeline(pipeline: str) -> list[tuple[str, dict[str, Any]]]:
     for item in split_pipeline(pipeline):
         name, _, rest = item.partition("{")
         name = name.strip()
-        if not provide(name):
-            known = ", ".join(sorted({*PASSES, *DEFERRED}))
+        if name not in PASSES:
+            known = ", ".join(sorted(PASSES))
             raise PassError(
                 f"unknown pass '{name}' in pipeline '{pipeline}'",
                 fix=f"known passes: {known}; a pass of your own is registered by loading its "

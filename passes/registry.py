@@ -8,18 +8,12 @@ option or a bad value is an error naming the pass, the option and the values it 
 before any pass runs; ``minipallas-opt --help`` prints ``describe()``.
 
 ``PASSES`` holds the registered passes by name. It is filled by the declarations themselves:
-``minipallas.passes`` imports every pass module, and each registers its pass as it is defined.
-The passes declared above this floor (the steps of a kernel's CPU programs, in
-``minipallas/kernels/programs/``, which import jax-free but heavy kernel code) are named in
-``DEFERRED`` with the module that declares each: ``provide(name)`` imports that module on the
-first lookup of the name (the pipeline's parse does), so every pass is known after ``import
-minipallas``; ``provide_all()`` imports them all (for ``describe``, and before a command
-registers passes of its own for its length).
+``minipallas.passes`` imports every pass module (the kernel passes from ``passes.kernel``), and
+each registers its pass as it is defined; a user's passes come in by ``load``.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 import runpy
@@ -172,28 +166,6 @@ def register(
     return add
 
 
-# pass -> the module above this floor that registers it (a test checks the table is whole)
-DEFERRED = {
-    "bind-grid": "minipallas.kernels.programs.bind_grid",
-    "drop-inputs": "minipallas.kernels.programs.drop_inputs",
-    "hoist-invariant": "minipallas.kernels.programs.hoisting",
-}
-
-
-def provide(name: str) -> bool:
-    """Whether pass ``name`` is registered, importing its module first if ``DEFERRED`` names
-    it."""
-    if name not in PASSES and name in DEFERRED:
-        importlib.import_module(DEFERRED[name])
-    return name in PASSES
-
-
-def provide_all() -> None:
-    """Registers every ``DEFERRED`` pass."""
-    for name in DEFERRED:
-        provide(name)
-
-
 def load(path: str) -> list[str]:
     """Runs a file of passes (``minipallas-opt --load``'s, run as ``__minipallas_load__`` so
     its demo under ``if __name__ == "__main__"`` stays quiet) and returns the names of the
@@ -210,7 +182,6 @@ def describe() -> str:
     """The passes and their options, as ``minipallas-opt --help`` lists them: each option with
     what it takes and its default (an example only for a required one, so none reads as a
     default); a kernel pass is marked ``[kernel pass]``."""
-    provide_all()
     lines = ["passes (--pass-pipeline=NAME or NAME{option=value,...}, comma-separated):"]
     for info in sorted(PASSES.values(), key=lambda i: i.name):
         kind = " [kernel pass]" if info.subject == "kernel" else ""

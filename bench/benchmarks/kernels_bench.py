@@ -338,7 +338,7 @@ def emission_times(case, repeat):
 
 def batched_axes(case, exact=True):
     """The grid axes minipallas runs batched ("-": the grid runs as loops), with "+pre" where
-    the body's stateless part is hoisted out of the sequential loops (kernels/programs/hoisting.py),
+    the body's stateless part is hoisted out of the sequential loops (passes/kernel/hoisting.py),
     and "+sum" where fast mode sums the sequential axis at once
     (kernels/programs/accumulation.py)."""
     from minipallas.kernels.programs.accumulation import accumulated_program

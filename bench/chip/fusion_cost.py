@@ -1,4 +1,4 @@
-"""Calibrating fuse-grid-steps' cost model (``passes/grid_fusion/cost.py``) on the chip.
+"""Calibrating fuse-grid-steps' cost model (``passes/kernel/grid_fusion/cost.py``) on the chip.
 
 Each row is one kernel of ``tpu_bench.benches`` (realistic and ``--large`` sizes) run with the
 target's optimizations off and one ``fuse-grid-steps{...}`` setting instead (``-``: not fused,
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     from minipallas.lowering import TARGETS
-    from minipallas.passes.grid_fusion.cost import V5E, kernel_cost
+    from minipallas.passes.kernel.grid_fusion.cost import V5E, kernel_cost
 
     device = jax.devices("cpu" if options.cpu else "tpu")[0]
     made_at = (benches(True),) if options.cpu else (benches(False), benches(False, large=True))

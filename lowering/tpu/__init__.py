@@ -13,11 +13,11 @@ Pipeline (steps 1-3 are the target table's pipeline, the rest ``emit_mosaic``):
 1. ``collectives{context=mosaic}``: the collective-axes check in its Mosaic form (a
    ``run_scoped`` with collective axes raises upstream Mosaic's ``NotImplementedError``, with
    the location note);
-2. unless ``optimize=False``, ``fuse-grid-steps`` (``passes.grid_fusion``): a grid of many small
-   steps runs as fewer steps over windows of blocks, each old step's ops unchanged, so the
-   results are upstream's bit for bit and the per-step cost is paid less often; at
-   ``optimize="fast"``, ``reassociate-sums`` (``passes.reassociate``) first: a sum added into
-   an output every step is kept as partial sums, reduced at the last step (other bits);
+2. unless ``optimize=False``, ``fuse-grid-steps`` (``passes.kernel.grid_fusion``): a grid of
+   many small steps runs as fewer steps over windows of blocks, each old step's ops unchanged,
+   so the results are upstream's bit for bit and the per-step cost is paid less often; at
+   ``optimize="fast"``, ``reassociate-sums`` (``passes.kernel.reassociate``) first: a sum added
+   into an output every step is kept as partial sums, reduced at the last step (other bits);
 3. with ``promote_scratch=True``, ``promote-scratch`` (``passes.promote_scratch``): scoped
    scratch that fits in registers is discharged into SSA values; ``emit_mosaic`` reports the op
    counts with and without (``promote.PromotionReport``);

@@ -32,7 +32,7 @@ from minipallas.difftest.known import check_expect
 from minipallas.difftest.machine import Machine
 from minipallas.ir.core import Function
 from minipallas.lowering import TARGETS, optimize_level
-from minipallas.passes.reassociate import reassociates
+from minipallas.passes.kernel.reassociate import reassociates
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
 # the simulator's seeded schedules, each a way of a case that spans devices (``devices``)

@@ -45,9 +45,9 @@ from minipallas.interop.importer.kernel_call import kernel_from_eqn
 from minipallas.ir.core import Function
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.passes.cleanup_patterns import PATTERNS
+from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.pipeline import run as run_pipeline
-from minipallas.passes.reassociate import reassociates
 from minipallas.passes.registry import PASSES
 from minipallas.user_passes import LOADED, Blame, first_bad_pass, pipeline_texts
 

@@ -5,7 +5,7 @@ import pytest
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.kernels.programs.bind_grid import bind_grid
+from minipallas.passes.kernel.bind_grid import bind_grid
 
 REF = mp.RefType((4,), "float32")
 GRID = (3, 5)

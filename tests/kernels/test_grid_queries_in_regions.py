@@ -13,7 +13,7 @@ from suite import MP, jax_namespace
 
 import minipallas as mp
 from minipallas.interop import from_jaxpr
-from minipallas.kernels.programs.bind_grid import bind_grid
+from minipallas.passes.kernel.bind_grid import bind_grid
 
 
 def f32(ns, n):

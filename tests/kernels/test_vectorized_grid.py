@@ -268,7 +268,7 @@ HOISTING = [
 )
 def test_stateless_reductions_are_hoisted_out_of_the_sequential_loop(case, exact, plan, fast_plan):
     """The body's part that reads only input blocks runs once for every grid point before the
-    loop (kernels/programs/hoisting.py): bit for bit with the loops and upstream in exact mode,
+    loop (passes/kernel/hoisting.py): bit for bit with the loops and upstream in exact mode,
     within rounding with match_upstream=False, where a grid with no batched axis gets a program."""
     from minipallas.kernels.programs.vectorized_grid import vectorized_grid_hoists
 
@@ -287,8 +287,8 @@ def test_stateless_reductions_are_hoisted_out_of_the_sequential_loop(case, exact
 def test_hoisting_leaves_big_stateless_results_in_the_loop():
     """A blocked matmul's per-step dots would be 32 MiB for all points at 1024³: kept in the
     loop (hoisting.MAX_HOISTED_BYTES); at the suite's size (256 KiB) they are hoisted."""
-    from minipallas.kernels.programs import hoisting
     from minipallas.kernels.programs.vectorized_grid import vectorized_grid_hoists
+    from minipallas.passes.kernel import hoisting
 
     case = BY_NAME["matmul"]
     kernel = case.minipallas().trace(*case.inputs())

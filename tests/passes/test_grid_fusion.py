@@ -17,8 +17,8 @@ import minipallas.numpy as jnp
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.types import TPU_VMEM
 from minipallas.lowering import TARGETS
-from minipallas.passes.grid_fusion import fuse_grid_steps
-from minipallas.passes.grid_fusion.index_maps import STAYS, motion
+from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
+from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, motion
 from minipallas.passes.pipeline import run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
 from minipallas.lowering import TARGETS
-from minipallas.passes.grid_fusion import fuse_grid_steps
+from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
 from minipallas.passes.pipeline import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "kernels"))

@@ -18,8 +18,8 @@ import pytest
 
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
-from minipallas.passes.grid_fusion import fuse_grid_steps
-from minipallas.passes.grid_fusion.carried import threaded
+from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
+from minipallas.passes.kernel.grid_fusion.carried import threaded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "kernels"))
 from suite import Case, inputs, normal  # noqa: E402

@@ -1,5 +1,5 @@
-"""``fuse-grid-steps``' cost model (``passes/grid_fusion/cost.py``) and the choices made from it
-(``choose.py``), on made-up kernels, and ``minipallas-opt --explain``'s text.
+"""``fuse-grid-steps``' cost model (``passes/kernel/grid_fusion/cost.py``) and the choices made
+from it (``choose.py``), on made-up kernels, and ``minipallas-opt --explain``'s text.
 
 The model is arithmetic on the kernel, so its terms are checked against counts made by hand or
 by brute force; a choice is checked to be the least modelled time among the settings a user
@@ -19,8 +19,15 @@ import minipallas as mp
 from minipallas.cli import main
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
-from minipallas.passes.grid_fusion import fuse_grid_steps
-from minipallas.passes.grid_fusion.cost import V5E, Operand, Plan, body_ops, fetches, kernel_cost
+from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
+from minipallas.passes.kernel.grid_fusion.cost import (
+    V5E,
+    Operand,
+    Plan,
+    body_ops,
+    fetches,
+    kernel_cost,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from filecheck_util import filecheck  # noqa: E402

@@ -2,7 +2,7 @@
 
 ``program_id`` and ``num_programs`` name a position in a kernel's grid. A plain function lowered
 on its own has no grid, so they are rejected here; the kernel path (``pallas_call``) binds
-them to its grid indices first (``kernels.programs.bind_grid``), so a kernel never reaches these
+them to its grid indices first (``passes.kernel.bind_grid``), so a kernel never reaches these
 rules.
 """
 

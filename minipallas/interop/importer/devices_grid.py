@@ -31,9 +31,9 @@ from minipallas.interop.importer.engine import ImportScope, closed_parts
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType
-from minipallas.kernels.programs.bind_grid import bind_grid
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import pallas_core
+from minipallas.passes.kernel.bind_grid import bind_grid
 
 I32 = ArrayType((), "int32")
 _FIX = "use Blocked block dimensions (pl.BlockSpec((8, 128), index_map)) and a static grid"

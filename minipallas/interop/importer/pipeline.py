@@ -6,7 +6,7 @@ operands (refs, usually in HBM) that its block specs pick; the double-buffered c
 are how the chip overlaps them, and a race-free body cannot tell. So it imports as what it
 computes: a ``for`` over the grid's points (its sizes static or given at run time), whose step
 finds each operand's block with the spec's index map and calls the body, bound to that grid
-point (``kernels.programs.bind_grid``: its ``program_id`` and ``num_programs`` answered), on
+point (``passes.kernel.bind_grid``: its ``program_id`` and ``num_programs`` answered), on
 views of the blocks (``ref.at``): reads and writes land in the operands themselves.
 
 On a mesh, ``emit_pipeline(..., core_axis_name=...)`` splits a ``parallel`` grid axis among the
@@ -27,9 +27,9 @@ from minipallas.interop.importer.params import READ, NoEffect
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
-from minipallas.kernels.programs.bind_grid import bind_grid
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import pallas_core, state_types, tree_util
+from minipallas.passes.kernel.bind_grid import bind_grid
 
 I32 = ArrayType((), "int32")
 

@@ -54,7 +54,6 @@ from minipallas.ir.types import ArrayType, RefType, is_semaphore
 from minipallas.kernels.collective.batched import batched_epochs, group_indices, run_epoch
 from minipallas.kernels.collective.handoffs import handoff_orders
 from minipallas.kernels.collective.races import check_static_races
-from minipallas.kernels.programs.bind_grid import bind_grid
 from minipallas.kernels.programs.grid import (
     block_view,
     copy_in,
@@ -64,6 +63,7 @@ from minipallas.kernels.programs.grid import (
     valid_region,
 )
 from minipallas.kernels.spec.aliases import output_sources
+from minipallas.passes.kernel.bind_grid import bind_grid
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,8 @@ from minipallas.ir.interpret.grid_steps import Blocks, Outputs, Step, mark
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.location import Location, user_location
 from minipallas.ir.types import ArrayType, RefType, is_semaphore
-from minipallas.kernels.programs.bind_grid import I32, bind_grid
 from minipallas.kernels.spec.aliases import output_sources
+from minipallas.passes.kernel.bind_grid import I32, bind_grid
 
 
 def grid_program(

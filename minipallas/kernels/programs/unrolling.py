@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from minipallas.ir.core import Function
-from minipallas.kernels.programs.hoisting import WORTH_HOISTING
+from minipallas.passes.kernel.hoisting import WORTH_HOISTING
 
 # Steps traced per trip: as fast as unrolling every step, for well under half the compile time.
 UNROLL = 8

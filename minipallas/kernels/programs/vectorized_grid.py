@@ -30,7 +30,7 @@ runs those points together, with the same results bit for bit:
    as the fill value; at each point of the sequential loops
    the windows are read, the batched body runs once, and the output windows are written back.
 
-5. Hoisting (``kernels.programs.hoisting``, the pass ``hoist-invariant``). With sequential
+5. Hoisting (``passes.kernel.hoisting``, the pass ``hoist-invariant``). With sequential
    axes, the part of the body that reads input blocks and no state (a block's sum,
    ``q @ k.T``) is batched over the whole grid and run once before the loops; each step takes
    its point's slice. This needs every input's index map to use each grid axis as a block
@@ -72,7 +72,6 @@ from minipallas.ir.interpret.engine import RULES, Interpreter
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.opdef import OPS
 from minipallas.ir.types import ArrayType, initial_value
-from minipallas.kernels.programs.hoisting import parts
 from minipallas.kernels.programs.unrolling import unroll
 from minipallas.kernels.programs.windows import (
     Operand,
@@ -86,6 +85,7 @@ from minipallas.kernels.programs.windows import (
 )
 from minipallas.kernels.spec.aliases import output_sources
 from minipallas.passes.batching import Layout, NotBatchable, batch, leading
+from minipallas.passes.kernel.hoisting import parts
 from minipallas.passes.pipeline import run
 from minipallas.passes.xla_cpu import XLA_CPU
 

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Function, Value
 from minipallas.ir.types import ArrayType
-from minipallas.passes.grid_fusion.carried import Threading
-from minipallas.passes.grid_fusion.index_maps import Motion
-from minipallas.passes.grid_fusion.position import GridPosition, i32, view
+from minipallas.passes.kernel.grid_fusion.carried import Threading
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion
+from minipallas.passes.kernel.grid_fusion.position import GridPosition, i32, view
 
 INDEX = ArrayType((), "int32")
 

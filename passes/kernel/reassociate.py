@@ -43,8 +43,8 @@ from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import TPU_SMEM, TPU_VMEM, RefType
-from minipallas.passes.grid_fusion.index_maps import Motion, motion, window_spec
-from minipallas.passes.grid_fusion.widen import ELEMENTWISE
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion, motion, window_spec
+from minipallas.passes.kernel.grid_fusion.widen import ELEMENTWISE
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.registry import INT, Option, register
 

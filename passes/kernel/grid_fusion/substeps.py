@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Function, Value
 from minipallas.ir.types import Type
-from minipallas.passes.grid_fusion.carried import Threading
-from minipallas.passes.grid_fusion.index_maps import Motion
-from minipallas.passes.grid_fusion.looped import loop_over
-from minipallas.passes.grid_fusion.position import GridPosition, i32, old_index, view
+from minipallas.passes.kernel.grid_fusion.carried import Threading
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion
+from minipallas.passes.kernel.grid_fusion.looped import loop_over
+from minipallas.passes.kernel.grid_fusion.position import GridPosition, i32, old_index, view
 
 
 def fused_body(

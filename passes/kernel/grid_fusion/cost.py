@@ -30,7 +30,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType
-from minipallas.passes.grid_fusion.index_maps import STAYS, motion
+from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, motion
 
 __all__ = ["V5E", "Chip", "Cost", "Operand", "Plan", "body_ops", "kernel_cost", "plan_of"]
 

@@ -13,7 +13,7 @@ from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.literal import Literal
 from minipallas.ir.rewrite import Callees
-from minipallas.passes.grid_fusion.index_maps import Motion
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion
 
 
 def view(b: Builder, ref: Value, move: Motion, factor: int, s: int | Value) -> Value:

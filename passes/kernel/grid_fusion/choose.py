@@ -27,9 +27,9 @@ import math
 from collections.abc import Callable, Sequence
 
 from minipallas.ir.kernel_spec import Kernel
-from minipallas.passes.grid_fusion.cost import Chip, Plan, plan_of
-from minipallas.passes.grid_fusion.index_maps import Motion, motion
-from minipallas.passes.grid_fusion.widen import widen_axis, widths
+from minipallas.passes.kernel.grid_fusion.cost import Chip, Plan, plan_of
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion, motion
+from minipallas.passes.kernel.grid_fusion.widen import widen_axis, widths
 
 __all__ = ["Limits", "fuse_factor", "innermost", "moves_along", "widen_by_model"]
 

@@ -46,19 +46,19 @@ import math
 from minipallas.ir.core import Function
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import RefType
-from minipallas.passes.grid_fusion.carried import CARRIED_BYTES, carried_buffers, threaded
-from minipallas.passes.grid_fusion.choose import (
+from minipallas.passes.kernel.grid_fusion.carried import CARRIED_BYTES, carried_buffers, threaded
+from minipallas.passes.kernel.grid_fusion.choose import (
     Limits,
     fuse_factor,
     innermost,
     moves_along,
     widen_by_model,
 )
-from minipallas.passes.grid_fusion.cost import V5E, body_ops, plan_of
-from minipallas.passes.grid_fusion.index_maps import STAYS, Motion, window_spec
-from minipallas.passes.grid_fusion.looped import loopable
-from minipallas.passes.grid_fusion.substeps import fused_body
-from minipallas.passes.grid_fusion.widen import widen_axis
+from minipallas.passes.kernel.grid_fusion.cost import V5E, body_ops, plan_of
+from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, Motion, window_spec
+from minipallas.passes.kernel.grid_fusion.looped import loopable
+from minipallas.passes.kernel.grid_fusion.substeps import fused_body
+from minipallas.passes.kernel.grid_fusion.widen import widen_axis
 from minipallas.passes.registry import BOOL, INT, Option, register
 
 __all__ = ["fuse_axis", "fuse_grid_steps", "widen_axis"]

@@ -45,7 +45,7 @@ from minipallas.ir.opset.arrays import (
     UNARY,
 )
 from minipallas.ir.types import ArrayType, RefType, Type
-from minipallas.passes.grid_fusion.index_maps import Motion, motion, window_spec
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion, motion, window_spec
 
 __all__ = ["widen_axis", "widths"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from minipallas.ir.kernel_spec import Kernel
-from minipallas.passes.grid_fusion import fuse_grid_steps
-from minipallas.passes.grid_fusion.cost import V5E, kernel_cost
+from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
+from minipallas.passes.kernel.grid_fusion.cost import V5E, kernel_cost
 
 __all__ = ["explain"]
 
