@@ -5,7 +5,7 @@ function without a listed reason, and no source file grows past 600 lines.
 The tools (``TOOLS``: the differential tester, the program generators, the fuzzers, their
 progress bars) test and measure the compiler from outside: they import it, and the compiler
 (``ir``, ``passes``, ``lowering`` and the rest of ``minipallas``: front end, kernels, interop,
-``compiled``, ``numpy``, ``tpu``, ``gpu``, the CLI) never imports them.
+``platforms``, ``numpy``, ``tpu``, ``gpu``, the CLI) never imports them.
 
 A module may import its own floor or one below it. Every import counts: module-level,
 function-level, and those under ``if TYPE_CHECKING`` (a type annotation is a dependency too), so
