@@ -15,10 +15,10 @@ modules come from ``jax_private``, like everyone else's.
   ``tt`` (``triton_bindings()``); ``canonicalize(module)`` runs MLIR's canonicalizer;
 - ``xla_client()``: jaxlib's XLA client module, for the CPU client.
 
-What minipallas does with them lives by concern: ``xla_cpu`` (compiling and running a module
-on XLA's CPU client), ``triton_call`` (launching a Triton module as upstream Pallas does, and
-its launch defaults), ``libtpu`` (libtpu's Mosaic compiler ahead of time, and what the machine
-has).
+What minipallas does with them lives by concern in the runtime room (``lowering/runtime``):
+``xla_cpu`` (compiling and running a module on XLA's CPU client), ``triton_call`` (launching a
+Triton module as upstream Pallas does, and its launch defaults), ``libtpu`` (libtpu's Mosaic
+compiler ahead of time, and what the machine has).
 """
 
 from __future__ import annotations
