@@ -93,9 +93,9 @@ def test_discharge_runs_region_and_scope_rules_for_every_op():
 
 # tables a pass indexes by op name beside its RULES (issue 50 point 5): built by RuleTable.of
 OP_TABLES = [
-    ("minipallas.ir.interpret.arrays", "BINARY"),
-    ("minipallas.ir.interpret.arrays", "FLOAT_UNARY"),
-    ("minipallas.ir.interpret.arrays", "DTYPE_UNARY"),
+    ("minipallas.ir.interpret.rules.arrays", "BINARY"),
+    ("minipallas.ir.interpret.rules.arrays", "FLOAT_UNARY"),
+    ("minipallas.ir.interpret.rules.arrays", "DTYPE_UNARY"),
     ("minipallas.lowering.tpu.ranges", "_ARITH"),
     ("minipallas.lowering.tpu.ranges", "_COMPARE"),
     ("minipallas.lowering.tpu.ranges", "_LOGIC"),

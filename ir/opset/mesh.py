@@ -11,7 +11,7 @@ into fresh buffers, the outputs start as the fill value (or, for ``aliases (i, o
 The cores run *together*: they may share a collective ``run_scoped`` allocation and meet at a
 ``barrier``. So this is a kernel whose grid is the mesh and whose axes are named, and it runs
 where such kernels run (docs/guides/collectives.md): under ``collectives="simulate"`` in the
-multi-program interpreter (``ir/interpret/mesh.py``) and, discharged, as the collective
+multi-program interpreter (``ir/interpret/rules/mesh.py``) and, discharged, as the collective
 kernel program (``kernels/collective/mesh.py``); by default a collective ``run_scoped`` in
 the body is refused with upstream's messages (``ir.collectives``), and a body without one
 runs its cores one after another, as upstream's ``interpret=True`` does.

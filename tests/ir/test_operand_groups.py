@@ -181,7 +181,7 @@ RECEIVERS = {"operands", "params", "args", "ins"}  # an op's operands, region pa
 # the values rules get lined up with the operands (interpreter ``args``, batching ``ins``)
 SOURCES = {"attrs", "num_dyn"}  # where group sizes come from: ``num_consts``, the indexer
 ALLOWED = {  # not an operand group
-    ("ir/interpret/sorting.py", "op.operands[:n]"): "sort's keys: the first num_keys arrays",
+    ("ir/interpret/rules/sorting.py", "op.operands[:n]"): "sort's keys: the first num_keys arrays",
 }
 
 

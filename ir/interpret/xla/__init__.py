@@ -9,7 +9,7 @@ its results agree with the compiled program's bit for bit (values read off XLA o
   short float sum in; ``extremes``: where NaNs and signed zeros go in the max and min
   reductions YNNPACK runs.
 
-The rules (``ir/interpret/arrays.py`` and its siblings) call these; nothing here registers a
+The rules (``ir/interpret/rules/arrays.py`` and its siblings) call these; nothing here registers a
 rule. What *another* correct compiler may compute instead (the difftest's numerics envelope) is
 not here but in ``minipallas/difftest/``.
 """

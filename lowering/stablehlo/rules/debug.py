@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
-from minipallas.ir.interpret.debug import show
+from minipallas.ir.interpret.rules.debug import show
 from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

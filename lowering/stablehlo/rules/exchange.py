@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from minipallas.ir.core import Op
 from minipallas.ir.errors import PassError
-from minipallas.ir.interpret.exchange import SIMULATE
+from minipallas.ir.interpret.rules.exchange import SIMULATE
 from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.stablehlo.context import LoweringContext, rule
 

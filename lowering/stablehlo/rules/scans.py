@@ -1,7 +1,7 @@
 """StableHLO rules for the cumulative ops and ``reduce_prod``, emitted as upstream lowers
 ``lax.cumsum`` & co. on CPU: a ``reduce_window`` as long as the axis, padded by its length
 minus one before (after, reversed) the data; XLA:CPU rewrites it into the tree the interpreter
-models (``ir.interpret.scans``), so the bits are XLA's; ``cumlogsumexp``'s body is upstream's
+models (``ir.interpret.rules.scans``), so the bits are XLA's; ``cumlogsumexp``'s body is upstream's
 ``logaddexp``. ``reduce_prod`` is a ``stablehlo.reduce``
 with a ``multiply`` body, in the operand's dtype as upstream emits it (floats match the
 interpreter to rounding).
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from minipallas.ir.core import Op
-from minipallas.ir.interpret.scans import identity
+from minipallas.ir.interpret.rules.scans import identity
 from minipallas.lowering.compat.jaxlib_shim import ir, stablehlo
 from minipallas.lowering.stablehlo import emit
 from minipallas.lowering.stablehlo.context import LoweringContext, rule

@@ -38,8 +38,8 @@ from minipallas.difftest.checks.bug import KernelBug
 from minipallas.difftest.checks.rules import checked_rules
 from minipallas.ir import dtypes
 from minipallas.ir.errors import MiniPallasError
-from minipallas.ir.interpret.dma import InFlight
 from minipallas.ir.interpret.engine import Interpreter, Ref
+from minipallas.ir.interpret.rules.dma import InFlight
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, TPU_SMEM, initial_value, is_semaphore
 

@@ -38,8 +38,8 @@ from minipallas.ir.core import Op
 from minipallas.ir.interpret.engine import Interpreter, Ref, rule
 from minipallas.ir.interpret.inflight import Copy, InFlight, addresses
 from minipallas.ir.interpret.races import READ, WRITE
-from minipallas.ir.interpret.semaphore import counter_at, give, take
-from minipallas.ir.interpret.state import check_initialized
+from minipallas.ir.interpret.rules.semaphore import counter_at, give, take
+from minipallas.ir.interpret.rules.state import check_initialized
 from minipallas.ir.interpret.windows import Access, read, through, write
 from minipallas.ir.opset.dma import copy_count
 from minipallas.ir.types import RefType

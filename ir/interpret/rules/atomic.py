@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from minipallas.ir.core import Op
-from minipallas.ir.interpret.arrays import BINARY
 from minipallas.ir.interpret.engine import Interpreter, rule
 from minipallas.ir.interpret.races import ACCUM
-from minipallas.ir.interpret.state import _mark_written, _window, check_initialized
+from minipallas.ir.interpret.rules.arrays import BINARY
+from minipallas.ir.interpret.rules.state import _mark_written, _window, check_initialized
 from minipallas.ir.interpret.windows import read, write
 from minipallas.ir.opset.atomic import COMBINE
 

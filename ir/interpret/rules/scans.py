@@ -25,8 +25,8 @@ import numpy as np
 
 from minipallas.ir import dtypes
 from minipallas.ir.core import Op
-from minipallas.ir.interpret.arrays import BINARY, FLOAT_UNARY
 from minipallas.ir.interpret.engine import Interpreter, rule
+from minipallas.ir.interpret.rules.arrays import BINARY, FLOAT_UNARY
 from minipallas.ir.interpret.xla.numerics import float_math
 
 BASE = 16  # XLA:CPU's base length for rewriting a scan-shaped reduce_window
