@@ -1,11 +1,12 @@
 """Lowering of minipallas to MLIR for a backend, and the one table of targets.
 
 ``TARGETS`` maps each target to what it lowers (a ``Function``, or a traced ``Kernel``), the
-passes run before emission (a ``passes.pipeline`` string, run by ``passes.pipeline.run`` like
-every other pipeline) and its emitter. ``Target.lower`` is the one way down: ``minipallas.lower``,
-``compile``, ``pallas_call(...).lower``, ``minipallas-opt --emit`` and the difftest all go
-through it, so ``verify`` (``MINIPALLAS_VERIFY=1``) and ``--print-ir-after-all`` see every
-path's passes.
+step that prepares a kernel for a target that lowers a ``Function`` (the "stablehlo" target's:
+the kernel's CPU program), the passes run before emission (a ``passes.pipeline`` string, run by
+``passes.pipeline.run`` like every other pipeline) and its emitter. ``Target.lower`` is the one
+way down: ``minipallas.lower``, ``compile``, ``pallas_call(...).lower`` and its CPU program,
+``minipallas-opt --emit`` and the difftest all go through it, so ``verify``
+(``MINIPALLAS_VERIFY=1``) and ``--print-ir-after-all`` see every path's passes.
 
 One subpackage per target (``stablehlo``, ``tpu`` for Mosaic, ``gpu`` for Triton; ``ptx`` is the
 Triton module compiled by the ``triton`` package), each laid out alike: a lowering context, a
@@ -70,7 +71,11 @@ class Target:
     (``promote_scratch=True``: ``promote-scratch``). ``emitter`` is
     ``"module:function"``, called as ``emitter(subject, body, **options)`` with the pipeline's
     result as ``body``; it is imported on first use, since jaxlib's MLIR bindings are slow to
-    import and a backend may be missing from an installation."""
+    import and a backend may be missing from an installation. ``prepare``, also
+    ``"module:function"``, lets a target that lowers a Function take a traced Kernel: called
+    as ``prepare(kernel, after_each=..., **its options)``, it gives the Function (the CPU
+    program, ``kernels.programs.choose``). It traces with the front end, above this floor, so
+    the table names it and imports it on first use, as the emitters."""
 
     name: str
     doc: str  # for minipallas-opt --help
@@ -81,6 +86,7 @@ class Target:
     option_passes: tuple[tuple[str, str], ...] = ()
     optimizations: str = ""
     fast: str = ""
+    prepare: str = ""
 
     def lower(
         self,
@@ -96,7 +102,11 @@ class Target:
         may change its grid and specs: the emitter's kernel has those, with the body as the
         last kernel pass left it (the input's when none ran), before the function passes
         after it. With ``verify`` the IR is verified before and after each pass (None:
-        ``MINIPALLAS_VERIFY``)."""
+        ``MINIPALLAS_VERIFY``). A Kernel given to a target with a ``prepare`` step goes through
+        it first, with the options that step declares (``prepared``)."""
+        if self.prepare and isinstance(subject, Kernel):
+            own = {k: options.pop(k) for k in _keywords(self._prepare()) if k in options}
+            subject = self.prepared(subject, after_each=after_each, **own)
         self._check_subject(subject)
         emit = self._emitter()
         self._check_options(emit, options)
@@ -113,6 +123,22 @@ class Target:
 
         after = run(subject, pipeline, verify=verify, after_each=note)
         return emit(dataclasses.replace(after, body=shaped[0]), after.body, **options)
+
+    def prepared(
+        self, kernel: Kernel, *, after_each: AfterEach | None = None, **options: Any
+    ) -> Any:
+        """What this target's pipeline takes for ``kernel``: the Function its ``prepare`` step
+        makes (``options``: that step's, e.g. the CPU program's ``match_upstream``), or the
+        kernel itself for a target that lowers kernels."""
+        if not self.prepare:
+            if options:
+                raise PassError(
+                    f"target '{self.name}' emits the kernel itself and takes no options "
+                    f"{sorted(options)} to prepare it",
+                    fix="give them to a target with a prepare step (stablehlo), or drop them",
+                )
+            return kernel
+        return self._prepare()(kernel, after_each=after_each, **options)
 
     def pipeline_for(
         self,
@@ -147,14 +173,21 @@ class Target:
             )
 
     def _emitter(self) -> Callable[..., Any]:
-        module, _, name = self.emitter.partition(":")
+        return self._imported(self.emitter, "emitter")
+
+    def _prepare(self) -> Callable[..., Any]:
+        return self._imported(self.prepare, "prepare step")
+
+    def _imported(self, where: str, what: str) -> Callable[..., Any]:
+        """The function ``"module:function"`` names, imported now."""
+        module, _, name = where.partition(":")
         try:
             return getattr(importlib.import_module(module), name)
         except ModuleNotFoundError as e:
             if e.name is None or not module.startswith(e.name):
                 raise
             raise PassError(
-                f"the {self.name} emitter ({module}) is not available in this installation"
+                f"the {self.name} {what} ({module}) is not available in this installation"
             ) from None
 
     def _check_options(self, emit: Callable[..., Any], options: dict[str, Any]) -> None:
@@ -173,6 +206,12 @@ class Target:
             )
 
 
+def _keywords(fn: Callable[..., Any]) -> list[str]:
+    """The options a prepare step takes: its parameters after the kernel, but ``after_each``."""
+    names = list(inspect.signature(fn).parameters)[1:]
+    return [n for n in names if n != "after_each"]
+
+
 _TRITON = "collectives{context=triton},discharge{keep_params=$operands},cleanup"
 TARGETS: dict[str, Target] = {
     t.name: t
@@ -183,6 +222,7 @@ TARGETS: dict[str, Target] = {
             kernel=False,
             pipeline="collectives{context=lowering},discharge,cleanup",
             emitter="minipallas.lowering.stablehlo:emit_stablehlo",
+            prepare="minipallas.kernels.programs.choose:cpu_program",
         ),
         Target(
             "tpu",

@@ -65,8 +65,9 @@ def lower(
     verify: bool | None = None,
     **options: Any,
 ) -> Lowered:
-    """``subject`` (a ``Function``; a traced ``Kernel`` for "tpu", "gpu" and "ptx") through
-    ``target``'s pipeline and emitter; ``after_each(pass_name, fn)`` is called after each pass
-    (``minipallas-opt --print-ir-after-all``), ``verify=True`` verifies the IR before and after
-    each (default: when ``MINIPALLAS_VERIFY=1``), ``options`` go to the emitter."""
+    """``subject`` (a ``Function``; a traced ``Kernel`` for "tpu", "gpu" and "ptx", and for
+    "stablehlo", which lowers its CPU program) through ``target``'s pipeline and emitter;
+    ``after_each(pass_name, fn)`` is called after each pass (``minipallas-opt
+    --print-ir-after-all``), ``verify=True`` verifies the IR before and after each (default:
+    when ``MINIPALLAS_VERIFY=1``), ``options`` go to the emitter."""
     return target_named(target).lower(subject, after_each=after_each, verify=verify, **options)

@@ -53,8 +53,7 @@ from minipallas.ir.parser import parse_module
 from minipallas.ir.printer import effects_text, print_function
 from minipallas.ir.verifier import verify
 from minipallas.kernels.pallas_call import PallasCall
-from minipallas.kernels.programs.choose import cpu_program  # and registers the kernel passes
-from minipallas.lowering import TARGETS
+from minipallas.lowering import TARGETS, AfterEach, Target
 from minipallas.passes import pipeline
 from minipallas.passes.kernel.grid_fusion.explain import explain
 from minipallas.passes.registry import PASSES, describe
@@ -444,7 +443,8 @@ def _kernel_stages(
     """``_stages`` for a kernel lowered to ``--emit``'s target, its option passes included
     (``--promote-scratch``: ``promote-scratch``). A target that lowers a Function runs on the
     CPU program built from the kernel body, whose stages ``lower`` reports first
-    (``choose.cpu_program``: ``bind-grid``, ``discharge``, ..., ``hoist-invariant``,
+    (its ``prepare`` step, ``choose.cpu_program``: ``bind-grid``, ``discharge``, ...,
+    ``hoist-invariant``,
     ``batch-grid``, then ``cpu-program``); they are named here ahead, from a first build."""
     target = TARGETS[args.emit]
     if target.kernel:
@@ -452,22 +452,28 @@ def _kernel_stages(
     if not (_dumps(args) or args.print_effects):
         return None
     names: list[str] = []
-    cpu_program(
-        kernel, call.match_upstream, call.collective_axes, lambda name, _: names.append(name)
-    )
+    _prepared(target, call, kernel, lambda name, _: names.append(name))
     return _Stages(args, names + pipeline.pass_names(target.pipeline), kernel.body)
 
 
 def _cpu_stages(args: argparse.Namespace, call: Any, kernel: Kernel) -> Function:
     """The kernel's CPU program, each stage on the way shown as the flags ask."""
     stages: list[tuple[str, Function]] = []
-    program = cpu_program(
-        kernel, call.match_upstream, call.collective_axes, lambda *stage: stages.append(stage)
-    )
+    program = _prepared(TARGETS["stablehlo"], call, kernel, lambda *stage: stages.append(stage))
     hook = _Stages(args, [name for name, _ in stages], kernel.body)
     for name, fn in stages:
         hook(name, fn)
     return program
+
+
+def _prepared(target: Target, call: Any, kernel: Kernel, after_each: AfterEach) -> Function:
+    """The Function ``target``'s prepare step makes of ``kernel`` with ``call``'s choices."""
+    return target.prepared(
+        kernel,
+        match_upstream=call.match_upstream,
+        collective_axes=call.collective_axes,
+        after_each=after_each,
+    )
 
 
 def _dumps(args: argparse.Namespace) -> bool:

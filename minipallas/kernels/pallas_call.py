@@ -21,7 +21,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import DEFAULT_MEMORY_SPACE, BlockSpec, CostEstimate, Kernel
 from minipallas.ir.types import MemorySpace, RefType
 from minipallas.kernels.collective.simulate import simulate
-from minipallas.kernels.programs.choose import cpu_program, lower_for_target
+from minipallas.kernels.programs.choose import lower_for_target
 from minipallas.kernels.spec import checks
 from minipallas.kernels.spec import params as kernel_params
 from minipallas.kernels.spec.aliases import normalize_aliases
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported on first use: jaxlib's MLIR bindings are slow to i
     from minipallas.lowering.lowered import Lowered
     from minipallas.lowering.runtime.compiled import Compiled
 
-__all__ = ["PallasCall", "cpu_program", "lower_for_target", "pallas_call"]
+__all__ = ["PallasCall", "lower_for_target", "pallas_call"]
 
 
 def pallas_call(
@@ -208,11 +208,15 @@ class PallasCall:
 
     def program(self, *args: Any) -> Function:
         """The CPU program: ``(inputs...) -> outputs``, independent grid points batched and the
-        rest as loops (``programs.choose.cpu_program``)."""
+        rest as loops: what the "stablehlo" target's prepare step makes of the kernel
+        (``programs.choose.cpu_program``)."""
         types = self.spec.input_types(args)
         if types not in self._programs:
-            made = cpu_program(self.trace(*types), self.match_upstream, self.collective_axes)
-            self._programs[types] = made
+            self._programs[types] = lowering.target("stablehlo").prepared(
+                self.trace(*types),
+                match_upstream=self.match_upstream,
+                collective_axes=self.collective_axes,
+            )
         return self._programs[types]
 
     # ----- running and lowering -----

@@ -69,7 +69,7 @@ def test_help_lists_every_declared_pass_and_option_and_every_target():
     assert set(declared) == set(PASSES)
     assert set(PASSES) == {"batch", "bind-grid", "cleanup", "collectives", "discharge",
                            "drop-inputs", "fuse-grid-steps", "hoist-invariant",
-                           "promote-scratch"}  # fmt: skip
+                           "promote-scratch", "reassociate-sums"}  # fmt: skip
     listing = out[out.index("passes (") : out.index("\n\ntargets (")].splitlines()[1:]
     names = [line[2:].partition(":")[0].split()[0] for line in listing if line[2] != " "]
     assert names == sorted(declared)

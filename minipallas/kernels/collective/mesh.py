@@ -4,7 +4,7 @@ and its discharge: the kernel's program over arrays.
 A mesh kernel is a kernel whose grid is the mesh, whose axes are the mesh's names, and whose
 blocks are the whole operands (index maps that give 0). ``mesh_kernel`` builds that
 ``Kernel``; the discharge rule registered here replaces the ``mesh_call`` by a ``call`` of the
-program the CPU runs for it (``programs.choose.cpu_program``): under
+program the CPU runs for it (the "stablehlo" target's prepare step): under
 ``discharge(..., collectives="simulate")`` the collective kernel program (the groups' epochs
 in turn, ``collective.program``), bit for bit with the multi-program interpreter on a
 race-free kernel; by default the loop over the cores (the collective-axes check has refused
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from minipallas import lowering
 from minipallas.ir.core import Op, Value
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
-from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.spec.tracing import trace_index_map, whole_array_map
 from minipallas.passes.discharge import discharge
 from minipallas.passes.discharge.engine import DischargeScope, rule
@@ -57,7 +57,8 @@ def _mesh_call(scope: DischargeScope, op: Op) -> Sequence[Value]:
         o.name == "run_scoped" and o.attrs.get("collective_axes") for o in kernel.body.walk()
     )
     simulate = scope.ctx.collectives == "simulate" and shares  # else: cores that share nothing
-    program = cpu_program(kernel, collective_axes=op.attrs["axes"] if simulate else None)
+    axes = op.attrs["axes"] if simulate else None
+    program = lowering.target("stablehlo").prepared(kernel, collective_axes=axes)
     pure = discharge(program, collectives=scope.ctx.collectives)
     args = [scope.value(v) for v in op.operands]
     return list(scope.emit_op("call", args, op.loc, callee=pure).results)

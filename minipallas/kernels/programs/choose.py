@@ -1,10 +1,11 @@
-"""Which program a traced kernel becomes, decided once for every caller.
+"""Which program a traced kernel becomes, decided once for every caller: the "stablehlo"
+target's prepare step.
 
 A lowering target that takes a ``Kernel`` (Mosaic, Triton) emits the kernel itself; one that
-takes a ``Function`` ("stablehlo", the CPU) gets the grid as a program over whole arrays.
-``PallasCall.program``, ``PallasCall.lower`` and the JAX primitive's platforms all ask
-``cpu_program`` and ``lower_for_target``, so ``match_upstream`` and ``collectives="simulate"`` mean
-the same on every path.
+takes a ``Function`` ("stablehlo", the CPU) gets the grid as a program over whole arrays:
+``cpu_program`` is its ``prepare`` in the target table (``minipallas.lowering.TARGETS``), so
+``Target.lower`` given a kernel builds it, and ``PallasCall.program`` asks the target for it.
+``match_upstream`` and ``collectives="simulate"`` thus mean the same on every path.
 """
 
 from __future__ import annotations
@@ -84,19 +85,21 @@ def lower_for_target(
     verify: bool | None = None,
     **options: Any,
 ) -> Lowered:
-    """A traced (or imported) ``Kernel`` emitted for ``target``; a target that lowers a
-    ``Function`` ("stablehlo") gets ``cpu_program``. ``compiler_params`` (minipallas's) give
-    the emitter its options and are kept in ``Lowered.info``; params of another backend than
-    the target's are an error. ``debug`` prints the module, as upstream prints its own."""
+    """A traced (or imported) ``Kernel`` emitted for ``target`` by ``Target.lower``; a target
+    that lowers a ``Function`` ("stablehlo") prepares ``cpu_program`` with ``match_upstream``
+    and ``collective_axes`` (a target that emits the kernel has no use for them).
+    ``compiler_params`` (minipallas's) give the emitter its options and are kept in
+    ``Lowered.info``; params of another backend than the target's are an error. ``debug``
+    prints the module, as upstream prints its own."""
     row = lowering.target(target)
     options = {**kernel_params.emitter_options(compiler_params, row.name), **options}
-    subject = (
-        kernel if row.kernel else cpu_program(kernel, match_upstream, collective_axes, after_each)
-    )
-    lowered = row.lower(subject, after_each=after_each, verify=verify, **options)
+    if row.prepare:
+        options.update(match_upstream=match_upstream, collective_axes=collective_axes)
+    lowered = row.lower(kernel, after_each=after_each, verify=verify, **options)
     info = getattr(lowered, "info", None)  # the ptx target's CompiledKernel has none
     if compiler_params is not None and row.kernel and info is not None:
         info["compiler_params"] = compiler_params
     if debug:
-        kernel_params.debug_module(subject.name, row.name, lowered.as_text())
+        name = kernel.name if row.kernel else lowered.function.name
+        kernel_params.debug_module(name, row.name, lowered.as_text())
     return lowered
