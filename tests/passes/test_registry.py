@@ -2,14 +2,15 @@
 int, list of ints, a choice of words), and every bad name or value an error naming the pass, the
 option and what it accepts, before any pass runs."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import minipallas as mp
-import minipallas.kernels.programs  # noqa: F401  (registers the kernel passes)
 from minipallas.ir.errors import PassError
 from minipallas.passes.pipeline import PASSES, parse_pipeline, run
 from minipallas.passes.registry import (
@@ -218,3 +219,43 @@ def test_every_builtin_pass_is_declared_in_passes():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def _kernel(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and value.value == "kernel"
+
+
+def _registrations(path: Path) -> list[tuple[int, bool]]:
+    """(line, is a kernel pass) of each ``register(...)`` call in ``path``, under whatever name
+    the file imports ``minipallas.passes.registry.register``."""
+    tree = ast.parse(path.read_text())
+    names = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "minipallas.passes.registry"
+        for a in node.names
+        if a.name == "register"
+    }
+    return [
+        (node.lineno, any(k.arg == "subject" and _kernel(k.value) for k in node.keywords))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in names
+    ]
+
+
+def test_passes_are_declared_in_passes_and_kernel_passes_in_their_room():
+    """Issue 50 point 3, read from the source: no module outside ``passes/`` registers a pass
+    (the CPU programs' steps used to, from ``kernels/programs/``), and every ``subject=``
+    (kernel) pass is declared in ``passes/kernel/``."""
+    root = Path(__file__).resolve().parents[2]
+    found, wrong = [], []
+    for folder in ("ir", "passes", "lowering", "minipallas"):
+        for path in sorted((root / folder).rglob("*.py")):
+            where = path.relative_to(root).as_posix()
+            for line, kernel in _registrations(path):
+                found.append(kernel)
+                room = "passes/kernel/" if kernel else "passes/"
+                if not where.startswith(room):
+                    wrong.append(f"{where}:{line}: registers a pass outside {room}")
+    assert wrong == []
+    assert len(found) >= 10 and sum(found) >= 2  # fuse-grid-steps and reassociate-sums at least
