@@ -37,7 +37,7 @@ from minipallas.ir import dtypes
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType, MemorySpace
 from minipallas.kernels.batching import batched_kernel
-from minipallas.kernels.programs.choose import cpu_program, lower_for_target
+from minipallas.kernels.programs.choose import lower_for_target
 from minipallas.kernels.spec.call import CallSpec
 from minipallas.lowering.compat.jax_private import batching
 from minipallas.lowering.compat.jax_private import core as jax_core
@@ -118,7 +118,7 @@ class KernelCall:
             spec=self.spec,
             types=self.types,
             kernel=kernel,
-            program=to_jax(cpu_program(kernel)),
+            program=to_jax(lowering.target("stablehlo").prepared(kernel)),
             compiler_params=self.compiler_params,
             debug=self.debug,
             per_slice=True,
