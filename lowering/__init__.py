@@ -169,7 +169,8 @@ class Target:
         if not self.kernel and not isinstance(subject, Function):
             raise PassError(
                 f"lower takes a minipallas Function for target '{self.name}', got {got}",
-                fix="trace a Python function first: minipallas.trace(f, *types)",
+                fix="trace a Python function first: minipallas.trace(f, *types)"
+                + (", or a kernel: pallas_call(...).trace(*types)" if self.prepare else ""),
             )
 
     def _emitter(self) -> Callable[..., Any]:
