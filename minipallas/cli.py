@@ -390,7 +390,7 @@ def _trace(call: Any, inputs: Sequence[Any], memory_space: Any = None) -> Kernel
         return call.trace(*inputs, **space)
     import jax  # noqa: PLC0415  (the upstream kernel file has loaded it already)
 
-    from minipallas.interop.importer.kernel_call import kernel_from_jaxpr  # noqa: PLC0415
+    from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr  # noqa: PLC0415
 
     return kernel_from_jaxpr(jax.make_jaxpr(call)(*inputs))
 

@@ -156,7 +156,7 @@ LAZY_IMPORTS = {
         "jaxlib",
         "minipallas-opt --help and text-IR work (parse, verify, passes, print) run without it",
     ),
-    ("minipallas/cli.py", "minipallas.interop.importer.kernel_call.kernel_from_jaxpr"): (
+    ("minipallas/cli.py", "minipallas.interop.importer.rules.kernel_call.kernel_from_jaxpr"): (
         "jax",
         "only a kernel file written with upstream Pallas is imported; it has loaded jax itself",
     ),

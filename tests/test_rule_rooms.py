@@ -26,10 +26,11 @@ ROOMS = {
     "minipallas.lowering.tpu": LOWERING / "tpu",
     "minipallas.lowering.gpu": LOWERING / "gpu",
     "minipallas.ir.interpret": Path(minipallas.ir.__file__).resolve().parent / "interpret",
+    "minipallas.interop.importer": Path(minipallas.interop.__file__).resolve().parent / "importer",
 }
 # Modules in a rules/ room that register no rule: parts of a rule that call other rule files'
 # helpers, so they live beside them.
-HELPERS: dict[str, set[str]] = {}
+HELPERS = {"minipallas.interop.importer": {"devices", "devices_cores", "devices_grid"}}
 
 
 def _is_rule(node: ast.expr) -> bool:

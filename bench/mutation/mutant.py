@@ -36,8 +36,8 @@ class Mutant:
 
 BATCHED = (
     "the batched grid runs only minipallas's own pallas_call (the CPU path); an imported "
-    "upstream pallas_call always becomes the loop program (interop/importer/kernel_call.py); the "
-    "front-end checks' kernels reach it"
+    "upstream pallas_call always becomes the loop program "
+    "(interop/importer/rules/kernel_call.py); the front-end checks' kernels reach it"
 )
 GATHER_DYN = (
     "an imported gather/scatter has no dynamic slice start: the importer turns a slice "

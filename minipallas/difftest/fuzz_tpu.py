@@ -89,7 +89,7 @@ from minipallas.generate.kernels import (
     random_kernel,
     tpu_sized,
 )
-from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.runtime.libtpu import tpu_device, tpu_sharding

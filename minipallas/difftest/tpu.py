@@ -52,7 +52,7 @@ from minipallas.difftest.outputs import initial
 from minipallas.difftest.report import Outcome, Report, compare, timed
 from minipallas.difftest.undefined import undefined
 from minipallas.interop.exporter.engine import to_jax
-from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge

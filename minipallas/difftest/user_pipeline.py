@@ -41,7 +41,7 @@ import minipallas
 from minipallas.difftest.checks.program import kernel_eqns
 from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
 from minipallas.difftest.report import Report, closeness, compare
-from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.core import Function
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.passes.cleanup_patterns import PATTERNS

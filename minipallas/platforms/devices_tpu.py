@@ -3,7 +3,7 @@ with remote copies, remote signals or the barrier semaphore, run by ``on_tpu`` a
 own Mosaic module on every device, the shard_map kept around it.
 
 Where the device's kernel comes from: the importer's ``mesh_call`` of a shard_map
-(``interop/importer/devices.py``, ``devices_kernel.py``), the program every device runs over
+(``interop/importer/rules/devices.py``, ``devices_kernel.py``), the program every device runs over
 buffers with a row per device, which the simulator runs too; not the ``pallas_call`` imported
 as a kernel of its own (``kernel_from_eqn``): minipallas's IR has no remote copy, and the
 importer reads one as a write into the target's row. The Mosaic rules for one device
@@ -39,11 +39,11 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.sharding import PartitionSpec as P
 
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices import device_shard_map
-from minipallas.interop.importer.devices_cores import equations
-from minipallas.interop.importer.devices_kernel import collective_id
 from minipallas.interop.importer.engine import Importer, ImportScope, location
-from minipallas.interop.importer.kernel_call import _spec
+from minipallas.interop.importer.rules.devices import device_shard_map
+from minipallas.interop.importer.rules.devices_cores import equations
+from minipallas.interop.importer.rules.devices_kernel import collective_id
+from minipallas.interop.importer.rules.kernel_call import _spec
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec

@@ -3,7 +3,7 @@
 ``f`` is upstream code: a ``jax.shard_map`` over a mesh of devices whose body holds
 ``pallas_call``s (or mesh kernels of cores: ``cores``) with remote copies
 (``pltpu.make_async_remote_copy``) and semaphores, and ops and lax collectives around them
-(what ``interop/importer/devices.py`` imports). The
+(what ``interop/importer/rules/devices.py`` imports). The
 simulator runs such a kernel with every device's program together and names its races and
 deadlocks (``collectives="simulate"``); ``on_devices`` gives the same bits at XLA's speed:
 ``jax.jit(on_devices(f))(x)`` runs a ``jax.shard_map`` over ``f``'s mesh whose per-device body
@@ -42,9 +42,9 @@ from jax import lax
 
 from minipallas.interop.exporter import to_jax
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices import KERNELS, device_shard_map
-from minipallas.interop.importer.devices_cores import equations
 from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts
+from minipallas.interop.importer.rules.devices import KERNELS, device_shard_map
+from minipallas.interop.importer.rules.devices_cores import equations
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function, Value
 from minipallas.kernels.devices.local import device_program

@@ -10,7 +10,7 @@ machinery is nothing at all (``mosaic_kernel``):
 - a ``barrier`` among one core waits for no one, and goes;
 - ``program_id`` of a mesh axis of size 1 (the core's position: ``lax.axis_index``) is the
   constant 0, so a per-core row of a collective VMEM/SMEM/semaphore allocation
-  (``interop/importer/mesh.py``) is row 0 (the rows stay, of one row each, and the ops act on
+  (``interop/importer/rules/mesh.py``) is row 0 (the rows stay, of one row each, and the ops act on
   ``ref.at[0]``), and a window at ``pl.ds(c * 8, 8)`` is a static one. Mosaic needs that: it
   refuses a dynamic offset into a 1-D ``int32`` array it cannot prove word-aligned, which
   ``c * 8`` is not (upstream's module for such a kernel is refused so);
@@ -48,8 +48,8 @@ import numpy as np
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts
-from minipallas.interop.importer.kernel_call import kernel_from_eqn
-from minipallas.interop.importer.mesh import mpmd_map
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.rules.mesh import mpmd_map
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.collectives import check_collective_axes
 from minipallas.ir.core import Block, Function, Op, Value
@@ -230,7 +230,7 @@ def mesh_eqn(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:
 
 def mesh_call_of(eqn: jax_core.JaxprEqn) -> Op:
     """The ``mesh_call`` op upstream's ``mpmd_map`` equation imports to
-    (``interop/importer/mesh.py``)."""
+    (``interop/importer/rules/mesh.py``)."""
     scope = ImportScope(Importer())
     for k, v in enumerate(eqn.invars):
         if isinstance(v, jax_core.Var):

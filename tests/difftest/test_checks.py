@@ -20,7 +20,7 @@ from jax.experimental.pallas import tpu as pltpu
 from minipallas.difftest import Case, run
 from minipallas.difftest.checks import kernel_bugs
 from minipallas.difftest.checks.program import program_bugs
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.lowering.runtime.libtpu import libtpu_available
 from minipallas.lowering.tpu.aot import MosaicCompileError
 from minipallas.tpu import VMEM

@@ -9,7 +9,7 @@ from jax.experimental import pallas as pl
 
 import minipallas as mp
 from minipallas.difftest.halts import out_of_bounds_block
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 
 S = jax.ShapeDtypeStruct
 

@@ -19,7 +19,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.interop import JaxprImportError
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.programs.choose import lower_for_target
 
 X = (np.arange(16 * 128) % 1000).astype(np.float32).reshape(16, 128)

@@ -586,7 +586,7 @@ def test_mul_with_out_dtype_gives_upstreams_values(dtype, out_dtype):
 def test_a_kernel_taken_from_its_equation_directly_is_held_to_the_declaration_too():
     """``kernel_from_jaxpr`` and ``on_tpu`` read a ``pallas_call`` equation without the
     importer's walk: an undeclared parameter is refused there as well, at the user's line."""
-    from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+    from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...] * 2.0

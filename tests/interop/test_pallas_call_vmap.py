@@ -13,7 +13,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.interop import from_jaxpr
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.batching import batched_kernel
 from minipallas.kernels.programs.choose import lower_for_target
 

@@ -15,7 +15,7 @@ from jax.experimental.pallas import triton as plgpu
 
 import minipallas as mp
 from minipallas.interop import JaxprImportError, from_jaxpr
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.programs.choose import lower_for_target
 from minipallas.passes.discharge import discharge
 

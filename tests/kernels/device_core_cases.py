@@ -1,5 +1,5 @@
 """Mesh kernels of cores (``pl.kernel``, ``pl.core_map``) in a shard_map over 4 devices (issue 47
-item 1, ``interop/importer/devices_cores.py``): cases that ``device_mesh_cases.py`` runs in its
+item 1, ``interop/importer/rules/devices_cores.py``): cases that ``device_mesh_cases.py`` runs in its
 process of 4 CPU devices, each ``(name, case)`` as there.
 """
 

@@ -31,7 +31,7 @@ from jax.experimental import pallas as pl  # noqa: E402
 from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from minipallas.interop.importer.devices_cores import equations  # noqa: E402
+from minipallas.interop.importer.rules.devices_cores import equations  # noqa: E402
 from minipallas.ir.verifier import verify  # noqa: E402
 from minipallas.platforms.devices_xla import device_function  # noqa: E402
 

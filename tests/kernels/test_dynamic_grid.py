@@ -16,7 +16,7 @@ from kernel_helpers import assert_same_bits
 from suite import MP
 
 import minipallas as mp
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.lowering.runtime.compiled import compile

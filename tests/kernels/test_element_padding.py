@@ -8,7 +8,7 @@ import pytest
 from element_cases import BY_NAME, CPU_CASES, Calls, E
 
 import minipallas
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, TraceError
 
 jax = pytest.importorskip("jax")

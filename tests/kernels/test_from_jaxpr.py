@@ -13,7 +13,7 @@ from suite import BY_NAME, KERNELS
 
 import minipallas as mp
 from minipallas.interop import JaxprImportError, from_jaxpr
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.programs.choose import lower_for_target
 
 

@@ -17,7 +17,7 @@ from jax.experimental.pallas import tpu as pltpu
 from kernel_helpers import assert_same_bits
 
 import minipallas as mp
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret.grid_steps import role_of
 from minipallas.kernels.programs.grid import grid_program

@@ -13,7 +13,7 @@ from kernel_helpers import as_tuple, assert_same_bits
 from suite import Case
 
 import minipallas as mp
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.grid import grid_program

@@ -196,7 +196,9 @@ def test_element_dims_import_from_upstream():
 
     x = np.arange(64, dtype=np.float32)
     _, upstream = element_calls((("E", 8),), lambda i: (i * 3,))
-    kernel = minipallas.interop.importer.kernel_call.kernel_from_jaxpr(jax.make_jaxpr(upstream)(x))
+    kernel = minipallas.interop.importer.rules.kernel_call.kernel_from_jaxpr(
+        jax.make_jaxpr(upstream)(x)
+    )
     assert kernel.in_specs[0].element_dims == frozenset({0})
     (out,) = minipallas.compile(minipallas.from_jaxpr(jax.make_jaxpr(upstream)(x)))(x)
     assert out.tobytes() == np.asarray(upstream(x)).tobytes()

@@ -15,7 +15,7 @@ from kernel_helpers import assert_same_bits
 from prefetch_cases import BY_NAME, CASES
 
 import minipallas as mp
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.types import TPU_SMEM
 from minipallas.kernels.programs.choose import cpu_program

@@ -1,5 +1,5 @@
 """Mosaic rules for one device's program of a kernel that spans devices (issue 47): the body the
-importer makes of a ``pallas_call`` in a ``jax.shard_map`` (``interop/importer/devices.py``),
+importer makes of a ``pallas_call`` in a ``jax.shard_map`` (``interop/importer/rules/devices.py``),
 emitted as upstream's lowering emits the kernel on each device.
 
 The imported body gives every operand, scratch buffer and the barrier semaphore a *row per

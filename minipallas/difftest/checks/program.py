@@ -19,7 +19,7 @@ import numpy as np
 from minipallas.difftest.checks import kernel_bugs
 from minipallas.difftest.checks.bug import KernelBug
 from minipallas.difftest.outputs import initial
-from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge

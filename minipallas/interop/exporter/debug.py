@@ -1,6 +1,6 @@
 """The ``debug_print`` op under ``to_jax``: a ``jax.debug.print`` call with the op's format, its
 operands as positional and keyword arguments (``names``) and its numpy print options (the
-import: ``importer/debug.py``)."""
+import: ``importer/rules/debug.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``to_jax`` rules for the TPU vector ops and ``platform_index`` (their import:
-``importer/lanes.py``).
+``importer/rules/lanes.py``).
 
 ``roll`` is computed as upstream's interpret mode lowers it (``jnp.roll`` per slice of
 ``stride_axis``); ``packed_bitcast`` is ``repack``; ``platform_index`` binds upstream's

@@ -1,7 +1,7 @@
 """The cores of one device in turn, in the program the device runs (issue 47).
 
 A ``shard_map`` whose body holds mesh kernels of cores (``pl.kernel``, ``core_map``) runs as
-programs over (device, core) in the simulator (``interop/importer/devices_cores.py``). Compiled,
+programs over (device, core) in the simulator (``interop/importer/rules/devices_cores.py``). Compiled,
 each device runs one program (``local``), the core's position an ``axis_index`` of a core axis,
 its core barriers kept. ``in_sequence`` makes that program run every core of the device, *phase
 by phase*: the ops between two meeting points run for core 0, then core 1, ..., each core with

@@ -1,6 +1,6 @@
 """The program one device runs, made from a kernel that spans devices (issue 47).
 
-The importer (``interop/importer/devices.py``) gives a ``shard_map`` over several devices as a
+The importer (``interop/importer/rules/devices.py``) gives a ``shard_map`` over several devices as a
 ``mesh_call`` whose body is one device's program over a *row per device* of every operand,
 result, scratch buffer and semaphore: ``ref.at %r[%pid, ...]``, with ``program_id`` of each
 mesh axis as the row's indices, is the device's own row; any other row is a target's, written

@@ -1,7 +1,7 @@
 """Waits of dynamic size (issue 47): ``copy.wait_recv()`` on a descriptor over
 ``pl.ds(0, k * n)`` with ``n`` known only at run time, as upstream's race-detection test waits for
 every copy a device receives at once. They import as a loop of waits for one piece each
-(``interop/importer/dma.py``); the simulator then gives numpy's and upstream's values, names a
+(``interop/importer/rules/dma.py``); the simulator then gives numpy's and upstream's values, names a
 wait for one piece too many as a deadlock of every device, and one piece too few as a copy never
 waited for. The kernels run in a process of their own with 4 CPU devices
 (``tests/kernels/device_wait_cases.py``).

@@ -17,7 +17,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.generate.choices import RandomChoices
 from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir import dtypes
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.gpu.ptx import compile_ptx

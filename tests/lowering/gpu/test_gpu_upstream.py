@@ -13,7 +13,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 from minipallas.difftest.triton import compare, summarize, upstream_triton
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.gpu.ptx import compile_ptx
 

@@ -17,7 +17,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.lowering.compat.jax_private import tpu_custom_call
 from minipallas.lowering.tpu import aot, lower_to_mosaic
 

@@ -12,7 +12,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.types import TPU_SMEM, TPU_VMEM, RefType
 from minipallas.kernels.pallas_call import lower_for_target
 

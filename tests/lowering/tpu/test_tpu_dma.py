@@ -23,7 +23,7 @@ import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
 from minipallas.difftest.mosaic import UpstreamError, normalized_text, upstream_mosaic
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import PassError
 from minipallas.kernels.pallas_call import lower_for_target as lower_call
 

@@ -11,7 +11,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
 from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.tpu import compile_check, lower_to_mosaic
 from minipallas.platforms.mesh_tpu import on_tpu

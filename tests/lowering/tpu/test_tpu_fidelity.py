@@ -22,7 +22,7 @@ from ir_types import I32
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.interop.importer.kernel_call import kernel_from_eqn
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check

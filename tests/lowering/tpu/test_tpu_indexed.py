@@ -17,7 +17,7 @@ from tpu_util import spec, upstream_running_rows
 import minipallas as mp
 from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
 from minipallas.interop import from_jaxpr
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.parser import parse

@@ -22,7 +22,7 @@ import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop import from_jaxpr
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.tpu.aot import libtpu_available

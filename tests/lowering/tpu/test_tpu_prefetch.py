@@ -90,7 +90,7 @@ def test_num_programs_of_a_dynamic_axis_is_the_iteration_bound():
 def test_an_imported_upstream_prefetch_kernel_lowers_to_upstreams_module(name):
     import jax
 
-    from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+    from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
     from minipallas.kernels.pallas_call import lower_for_target
 
     case = BY_NAME[name]

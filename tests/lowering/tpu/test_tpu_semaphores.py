@@ -24,7 +24,7 @@ from tpu_util import spec
 import minipallas as mp
 from minipallas import tpu
 from minipallas.difftest.mosaic import compare, upstream_mosaic
-from minipallas.interop.importer.kernel_call import kernel_from_jaxpr
+from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import SEMAPHORE, TPU_SMEM, RefType

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from minipallas.interop.importer.avals import dtype_of, type_of
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.indexers import Window, broadcast_read, window
-from minipallas.interop.importer.mesh import own_row
 from minipallas.interop.importer.params import READ, NoEffect
+from minipallas.interop.importer.rules.mesh import own_row
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType

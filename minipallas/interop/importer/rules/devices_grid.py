@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.devices_threading import thread
 from minipallas.interop.importer.engine import ImportScope, closed_parts
+from minipallas.interop.importer.rules import mesh as mesh_rules
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType

@@ -53,16 +53,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from minipallas.interop.importer import devices_cores
-from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices_cores import equations
-from minipallas.interop.importer.devices_kernel import (
+from minipallas.interop.importer.engine import RULES, ImportScope, closed_parts
+from minipallas.interop.importer.rules import devices_cores
+from minipallas.interop.importer.rules import mesh as mesh_rules
+from minipallas.interop.importer.rules.devices_cores import equations
+from minipallas.interop.importer.rules.devices_kernel import (
     collective_id,
     device_kernel,
     read_own,
 )
-from minipallas.interop.importer.engine import RULES, ImportScope, closed_parts
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Int, Slice
 from minipallas.ir.types import SEMAPHORE, RefType, is_semaphore

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.params import READ, NoEffect, Only
+from minipallas.interop.importer.rules import mesh as mesh_rules
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice, full
 from minipallas.ir.types import RefType

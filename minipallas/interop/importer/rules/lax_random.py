@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 import jax
 
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.lax import identity, operands
 from minipallas.interop.importer.params import READ, NoEffect
+from minipallas.interop.importer.rules.lax import identity, operands
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.compat.jax_private import core as jax_core

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices import device_shard_map
 from minipallas.interop.importer.engine import ImportScope, closed_parts, rule
 from minipallas.interop.importer.params import READ, NoEffect, Only, whole_values
+from minipallas.interop.importer.rules.devices import device_shard_map
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import Dyn, Int, Slice

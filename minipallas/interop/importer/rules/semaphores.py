@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer.devices_kernel import device_indices, target_row
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.mesh import core_axis, core_row, in_device_kernel
 from minipallas.interop.importer.params import READ
-from minipallas.interop.importer.state import target
+from minipallas.interop.importer.rules.devices_kernel import device_indices, target_row
+from minipallas.interop.importer.rules.mesh import core_axis, core_row, in_device_kernel
+from minipallas.interop.importer.rules.state import target
 from minipallas.ir.core import Value
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import tree_util

@@ -34,12 +34,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minipallas.interop.importer.devices_kernel import device_indices, target_row
 from minipallas.interop.importer.dma_select import with_selects
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.mesh import in_device_kernel, own_row
 from minipallas.interop.importer.params import READ, NoEffect
-from minipallas.interop.importer.state import apply_view
+from minipallas.interop.importer.rules.devices_kernel import device_indices, target_row
+from minipallas.interop.importer.rules.mesh import in_device_kernel, own_row
+from minipallas.interop.importer.rules.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.compat.jax_private import core as jax_core

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer.dma import _ref
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.params import READ, NoEffect
+from minipallas.interop.importer.rules.dma import _ref
 from minipallas.ir.core import Function, Value
 from minipallas.ir.indexing import Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType

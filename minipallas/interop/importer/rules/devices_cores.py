@@ -34,10 +34,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices_kernel import collective_id, own, read_own
 from minipallas.interop.importer.engine import ImportScope, closed_parts
+from minipallas.interop.importer.rules import mesh as mesh_rules
+from minipallas.interop.importer.rules.devices_kernel import collective_id, own, read_own
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import RefType

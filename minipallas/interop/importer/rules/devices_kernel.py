@@ -33,12 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.interop.importer import mesh as mesh_rules
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.devices_grid import check_blocks, is_whole, run_grid
 from minipallas.interop.importer.devices_threading import thread
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.kernel_call import _candidates, _check_supported
+from minipallas.interop.importer.rules import mesh as mesh_rules
+from minipallas.interop.importer.rules.devices_grid import check_blocks, is_whole, run_grid
+from minipallas.interop.importer.rules.kernel_call import _candidates, _check_supported
 from minipallas.ir.core import Value
 from minipallas.ir.indexing import full
 from minipallas.ir.types import ANY, RefType

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.lax import operands
+from minipallas.interop.importer.rules.lax import operands
 from minipallas.ir import dtypes
 from minipallas.ir.core import Value
 from minipallas.lowering.compat.jax_private import core as jax_core

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.params import READ
-from minipallas.interop.importer.state import target
+from minipallas.interop.importer.rules.state import target
 from minipallas.ir.core import Value
 from minipallas.ir.opset.atomic import COMBINE
 from minipallas.lowering.compat.jax_private import core as jax_core

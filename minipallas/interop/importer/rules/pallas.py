@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, rule
 from minipallas.interop.importer.indexers import Window, broadcast_read, static_int, window
-from minipallas.interop.importer.mesh import allocation_type, collective_axes, own_row
 from minipallas.interop.importer.params import READ, NoEffect
-from minipallas.interop.importer.state import apply_view
+from minipallas.interop.importer.rules.mesh import allocation_type, collective_axes, own_row
+from minipallas.interop.importer.rules.state import apply_view
 from minipallas.ir.core import Value
 from minipallas.ir.dtypes import fill_value
 from minipallas.ir.indexing import Array, Dyn, Int, Slice

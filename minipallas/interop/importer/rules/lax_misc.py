@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 from minipallas.interop.importer.avals import type_of
 from minipallas.interop.importer.engine import ImportScope, rule
-from minipallas.interop.importer.lax import identity, operands
 from minipallas.interop.importer.params import READ, SHARDING, NoEffect
+from minipallas.interop.importer.rules.lax import identity, operands
 from minipallas.ir.core import Value
 from minipallas.lowering.compat.jax_private import core as jax_core
 
