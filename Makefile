@@ -70,13 +70,13 @@ test-explore: $(STAMP)
 	|| { echo "test-explore FAILED: replay with make test-explore SEED=$$seed EXPLORE=$(EXPLORE)"; exit 1; }
 
 fuzz: $(STAMP)
-	$(PY) -m minipallas.fuzz $(FUZZ_ARGS)
+	$(PY) -m minipallas.tools.fuzz.programs $(FUZZ_ARGS)
 
 fuzz-upstream: $(STAMP)
-	$(PY) -m minipallas.difftest.fuzz_upstream $(FUZZ_ARGS)
+	$(PY) -m minipallas.tools.fuzz.upstream $(FUZZ_ARGS)
 
 fuzz-kernels: $(STAMP)
-	$(PY) -m minipallas.difftest.fuzz_kernels $(FUZZ_ARGS)
+	$(PY) -m minipallas.tools.fuzz.kernels $(FUZZ_ARGS)
 
 # The bench scripts are modules of the bench package, run from here (bench/__init__.py).
 bench: $(STAMP)
@@ -111,7 +111,7 @@ tpu-difftest:
 	cd /tmp && $(PYTHON) -m minipallas.difftest.cli $(CURDIR)/tests/difftest/chip_cases.py --device tpu $(TPU_ARGS)
 
 fuzz-tpu:
-	cd /tmp && $(PYTHON) -m minipallas.difftest.fuzz_tpu $(FUZZ_ARGS)
+	cd /tmp && $(PYTHON) -m minipallas.tools.fuzz.tpu $(FUZZ_ARGS)
 
 mutate: $(STAMP)
 	$(PY) -m bench.mutation.mutate $(MUTATE_ARGS)

@@ -8,10 +8,10 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
-from minipallas.generate import Program, build
-from minipallas.generate.choices import RandomChoices
-from minipallas.generate.sampler import Sampler
 from minipallas.ir.core import Function
+from minipallas.tools.generate import Program, build
+from minipallas.tools.generate.choices import RandomChoices
+from minipallas.tools.generate.sampler import Sampler
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 

@@ -28,12 +28,12 @@ import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.difftest import fuzz_kernels
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.lowering.runtime.libtpu import tpu_chips
 from minipallas.passes.kernel.grid_fusion import fuse_axis
 from minipallas.passes.kernel.grid_fusion.index_maps import motion
 from minipallas.passes.registry import INT, Option, register
+from minipallas.tools.fuzz import kernels as fuzz_kernels
 
 
 @register(

@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def add_load_argument(parser: argparse.ArgumentParser) -> None:
     """``--load FILE.py`` (repeatable): this command line's, and the difftest's and the
-    fuzzers' (``minipallas.user_passes``)."""
+    fuzzers' (``minipallas.tools.user_passes``)."""
     parser.add_argument(
         "--load",
         metavar="FILE.py",

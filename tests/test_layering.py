@@ -31,10 +31,7 @@ PACKAGE = {"ir": "minipallas.ir", "passes": "minipallas.passes", "lowering": "mi
 # the tools' floor: these modules and everything under them
 TOOLS = (
     "minipallas.difftest",
-    "minipallas.generate",
-    "minipallas.fuzz",
-    "minipallas.progress",
-    "minipallas.user_passes",
+    "minipallas.tools",
 )
 MAX_LINES = 600
 # The compiler's core, what a learner reads first, in reading order (docs/concepts/core.md names
@@ -145,8 +142,9 @@ BUDGETS = {
     # against discharge, ~100) and tpu_bench's fast column and --fast-passes (~72); +100 for
     # issue 49 item 3: the cost model's calibration run on the chip (bench/chip/fusion_cost.py,
     # ~95); +35 for issue 47 item 4: the corpus's kernel upstream's interpret mode hangs on
-    # (~30)
-    "tools": 20210,
+    # (~30); +25 for issue 50 point 1: the tools package's rooms and where a new check goes
+    # (tools/__init__.py), the fuzzing loop the four front ends share (tools/fuzz/loop.py)
+    "tools": 20235,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module
@@ -168,7 +166,7 @@ LAZY_IMPORTS = {
         "jax",
         "only a call given JAX arrays or tracers runs as JAX ops; jax is then already loaded",
     ),
-    ("minipallas/generate/__init__.py", "minipallas.generate.strategies.programs"): (
+    ("minipallas/tools/generate/__init__.py", "minipallas.tools.generate.strategies.programs"): (
         "hypothesis",
         "random_program and the fuzzers' seeded runs build programs without hypothesis",
     ),
@@ -290,24 +288,24 @@ def test_the_compiler_never_imports_the_tools() -> None:
     kernels = ROOT / "minipallas" / "kernels" / "fake.py"
     text = (
         "from minipallas.difftest import envelope\n"
-        "import minipallas.progress\n"
+        "import minipallas.tools.progress\n"
         "def f():\n"
-        "    from minipallas.generate import programs\n"
-        "from minipallas import fuzz\n"
+        "    from minipallas.tools.generate import programs\n"
+        "from minipallas.tools import fuzz\n"
     )
     assert sorted(arrows_up(kernels, text)) == [
         f"minipallas/kernels/fake.py:{n}: imports {m} (floor 4 > 3)"
         for n, m in [
             (1, "minipallas.difftest.envelope"),
-            (2, "minipallas.progress"),
-            (4, "minipallas.generate.programs"),
-            (5, "minipallas.fuzz"),
+            (2, "minipallas.tools.progress"),
+            (4, "minipallas.tools.generate.programs"),
+            (5, "minipallas.tools.fuzz"),
         ]
     ]
     tool = ROOT / "minipallas" / "difftest" / "fake.py"
     assert arrows_up(tool, text + "from minipallas.lowering import emitter\n") == []
-    assert floor_of_module("minipallas.difftest") == floor_of_module("minipallas.fuzz") == 4
-    assert floor_of_module("minipallas.fuzzy") == 3  # a name that only starts like a tool's
+    assert floor_of_module("minipallas.difftest") == floor_of_module("minipallas.tools.fuzz") == 4
+    assert floor_of_module("minipallas.toolsy") == 3  # a name that only starts like a tool's
 
 
 def unlisted_lazy_imports(path: Path, text: str) -> list[str]:

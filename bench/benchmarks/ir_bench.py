@@ -3,7 +3,7 @@ and 100k ops, and time per op. Per-op time at the largest size should stay withi
 smallest (linear cost).
 
 Two workloads:
-- generated programs (``minipallas.generate``): every op kind, nested regions; timed for
+- generated programs (``minipallas.tools.generate``): every op kind, nested regions; timed for
   sample (drawing the abstract program: the test harness's cost, shown for reference), build
   (``ir.Builder`` with every op's type rule, closure conversion), print, parse, verify and
   interpret;
@@ -19,10 +19,10 @@ import numpy as np
 
 import minipallas as mp
 from bench.common import op_count, parse_args, per_op_us, repeats, sampled, table, timed
-from minipallas.generate import build, random_inputs
 from minipallas.ir.interpret import interpret
 from minipallas.ir.parser import parse
 from minipallas.ir.verifier import verify
+from minipallas.tools.generate import build, random_inputs
 
 STAGES = ("sample", "build", "print", "parse", "verify", "interpret")
 

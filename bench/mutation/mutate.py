@@ -17,10 +17,10 @@ never touched) and checked in a subprocess whose imports resolve to that copy:
    integer ``pow``, an out-of-range ``switch`` index, dynamic gather/scatter starts, the
    batched kernel grid), a check that reports a problem kills; then three fuzzers, each given
    the number of programs the unmutated control ran in ``--fuzz-seconds`` (same seeds, so
-   the same programs; ``--programs`` fixes the counts instead): the discharge property of
-   ``minipallas.fuzz`` (interpreter before and after discharge and cleanup), the upstream
-   fuzzer (``difftest.fuzz_upstream``: a ``minipallas-bug`` finding kills) and the kernel
-   fuzzer (``difftest.fuzz_kernels``: a disagreement kills). A crash while importing or
+   the same programs; ``--programs`` fixes the counts instead): the discharge property
+   (``minipallas.tools.fuzz.programs``: interpreter before and after discharge and cleanup),
+   the upstream fuzzer (``fuzz.upstream``: a ``minipallas-bug`` finding kills) and the kernel
+   fuzzer (``fuzz.kernels``: a disagreement kills). A crash while importing or
    setting up kills too, and so does running past the time limit (a hang is noticed);
 3. the control (no mutant) runs first and must survive, else the run stops: a false alarm.
 
@@ -64,7 +64,7 @@ from pathlib import Path
 from bench import ROOT
 from bench.mutation.mutants import MUTANTS, Mutant
 from bench.mutation.mutate_report import report_text, verdict_text
-from minipallas.progress import Progress
+from minipallas.tools.progress import Progress
 
 # Repository folder -> where the installed package has it (setup.cfg's package_dir).
 PACKAGES = {
@@ -227,9 +227,9 @@ def _frontend_kill(copy: Path) -> str | None:
 def _programs(seed: int, transcendental: bool):  # noqa: ANN202 - a generator of programs
     """Generated programs (the fuzzers' generator, drawn from a seeded ``random.Random``) with
     an input seed each."""
-    from minipallas.generate import Config, build
-    from minipallas.generate.choices import RandomChoices
-    from minipallas.generate.sampler import Sampler
+    from minipallas.tools.generate import Config, build
+    from minipallas.tools.generate.choices import RandomChoices
+    from minipallas.tools.generate.sampler import Sampler
 
     rng, config = random.Random(seed), Config(transcendental=transcendental)
     while True:
@@ -237,8 +237,8 @@ def _programs(seed: int, transcendental: bool):  # noqa: ANN202 - a generator of
 
 
 def _fuzz_discharge(count: int, deadline: float) -> tuple[int, str | None]:
-    from minipallas.generate import random_inputs
-    from minipallas.generate.check import PropertyFailure, check_all_modes
+    from minipallas.tools.generate import random_inputs
+    from minipallas.tools.generate.check import PropertyFailure, check_all_modes
 
     n = 0
     for fn, seed, rng in _programs(SEEDS["discharge"], True):
@@ -255,7 +255,7 @@ def _fuzz_discharge(count: int, deadline: float) -> tuple[int, str | None]:
 
 def _fuzz_upstream(count: int, deadline: float) -> tuple[int, str | None]:
     from minipallas.difftest import run
-    from minipallas.difftest.fuzz_upstream import case_for
+    from minipallas.tools.fuzz.upstream import case_for
 
     n = 0
     for fn, seed, _ in _programs(SEEDS["upstream"], False):
@@ -269,9 +269,9 @@ def _fuzz_upstream(count: int, deadline: float) -> tuple[int, str | None]:
 
 
 def _fuzz_kernels(count: int, deadline: float) -> tuple[int, str | None]:
-    from minipallas.difftest.fuzz_kernels import check
-    from minipallas.generate.choices import RandomChoices
-    from minipallas.generate.kernels import random_kernel
+    from minipallas.tools.fuzz.kernels import check
+    from minipallas.tools.generate.choices import RandomChoices
+    from minipallas.tools.generate.kernels import random_kernel
 
     rng, n = random.Random(SEEDS["kernels"]), 0
     while n < count and time.monotonic() < deadline:

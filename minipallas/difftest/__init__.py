@@ -15,7 +15,7 @@
   pass, with its IR before and after.
 - ``emit(fn)`` / ``trace(fn)``: a minipallas program (e.g. a generated one) as an upstream JAX
   function over refs, and its jaxpr: how the fuzzer (``python -m
-  minipallas.difftest.fuzz_upstream``) runs one random program both ways.
+  minipallas.tools.fuzz.upstream``) runs one random program both ways.
 - ``minipallas-difftest`` (``cli``): runs the cases a Python file defines, or the fuzzer.
 """
 

@@ -1,21 +1,21 @@
 """``minipallas-difftest``: run a module's programs against upstream JAX, or the fuzzer.
 
-``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show] [--device tpu]`` runs every
-``Case`` that the files define (at module level, or in a list or tuple there, such as
-``CASES``), each through ``minipallas.difftest.run``, with a progress bar on a terminal
-(``minipallas.progress``: none in logs), then prints a summary table: one row per case with its
-finding, whether that is the finding the case expects, and each way's time, then the count of
-each kind (exact agreement and agreement within the numerics envelope apart). ``--show`` prints
-the full report (both programs) of every case whose finding is not the expected one (the table
-itself prints, under it, the detail of a ``case-error``, the case's own mistake with its fix,
-and of a ``kernel-bug``). The exit code is 1 if any case's finding is not the one it expects (a
-finding), 2 for a usage error (a file that cannot be read or defines no case, an unknown pass or
-option), as every minipallas command's. Every case's TPU kernels also go through the kernel
-checks (``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``,
-and the table gives the checks' time. ``--device tpu`` adds the TPU ways
-(``minipallas.difftest.tpu``): the table gains their times and the TPU verdict, and a case whose
-verdict is not good counts as not as expected; on a machine without a TPU it adds what needs no
-chip (libtpu's compile of both sides, the verdict ``no-chip``).
+``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show] [--device tpu]`` runs every ``Case``
+that the files define (at module level, or in a list or tuple there, such as ``CASES``), each
+through ``minipallas.difftest.run``, with a progress bar on a terminal
+(``minipallas.tools.progress``: none in logs), then prints a summary table: one row per case with
+its finding, whether that is the finding the case expects, and each way's time, then the count of
+each kind (exact agreement and agreement within the numerics envelope apart). ``--show`` prints the
+full report (both programs) of every case whose finding is not the expected one (the table itself
+prints, under it, the detail of a ``case-error``, the case's own mistake with its fix, and of a
+``kernel-bug``). The exit code is 1 if any case's finding is not the one it expects (a finding), 2
+for a usage error (a file that cannot be read or defines no case, an unknown pass or option), as
+every minipallas command's. Every case's TPU kernels also go through the kernel checks
+(``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and the
+table gives the checks' time. ``--device tpu`` adds the TPU ways (``minipallas.difftest.tpu``): the
+table gains their times and the TPU verdict, and a case whose verdict is not good counts as not as
+expected; on a machine without a TPU it adds what needs no chip (libtpu's compile of both sides, the
+verdict ``no-chip``).
 
 ``--load FILE.py`` (repeatable) and ``--pass-pipeline PIPE`` put a researcher's passes under the
 difftest: every case runs with ``Case.passes=PIPE`` (``user_pipeline``: on each kernel, as
@@ -38,7 +38,7 @@ before the files run, so before jax starts; setting
 Upstream runs such a case in a worker process of its own, each run time-boxed by
 ``--upstream-seconds`` (default 60): a run that outlives it is the finding ``upstream-hangs``.
 
-``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.difftest.fuzz_upstream ARGS``.
+``minipallas-difftest fuzz [ARGS]`` runs ``python -m minipallas.tools.fuzz.upstream ARGS``.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ from pathlib import Path
 
 from minipallas.difftest import user_pipeline
 from minipallas.difftest.devices import UPSTREAM_SECONDS, use_cpu_devices
-from minipallas.difftest.fuzz_upstream import main as fuzz_main
 from minipallas.difftest.harness import DEVICES, run
 from minipallas.difftest.report import SCHEDULE_WAYS, Case, Report
 from minipallas.difftest.tpu import TPU_WAYS
 from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.cleanup_patterns import PATTERNS
-from minipallas.progress import Progress
-from minipallas.user_passes import LOADED, PassCoverage, add_arguments, main_with_passes
+from minipallas.tools.fuzz.upstream import main as fuzz_main
+from minipallas.tools.progress import Progress
+from minipallas.tools.user_passes import LOADED, PassCoverage, add_arguments, main_with_passes
 
 
 def cases_in(path: Path) -> list[Case]:

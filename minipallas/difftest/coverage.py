@@ -1,7 +1,7 @@
 """Which parameter values a kernel campaign drew, and the verdict each kernel got (issue 46).
 
 ``make fuzz-kernels`` and ``make fuzz-tpu`` draw the parameters of
-``minipallas.generate.kernel_params`` (a dot's precision, an approximate reciprocal, an
+``minipallas.tools.generate.kernel_params`` (a dot's precision, an approximate reciprocal, an
 accuracy, a buffer count, alignment promises, output dtypes). A campaign that never drew
 ``HIGHEST`` says nothing about it, so each campaign counts, per parameter value, the kernels
 that drew it and their verdicts::

@@ -49,7 +49,7 @@ from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.registry import PASSES
-from minipallas.user_passes import LOADED, Blame, first_bad_pass, pipeline_texts
+from minipallas.tools.user_passes import LOADED, Blame, first_bad_pass, pipeline_texts
 
 KERNEL_WAYS = ("discharge", "compile", "tpu", "xla-tpu")  # a kernel case's pipeline's ways
 PROGRAM_WAYS = ("discharge", "compile", "xla-tpu")  # a program's

@@ -13,7 +13,7 @@ outputs two ways that must agree bit for bit:
   value of every ref input);
 - a kernel: ``minipallas.pallas_call`` on the CPU (the batched grid, checked to be taken where
   the check says so) against the same body under upstream ``pl.pallas_call(...,
-  interpret=True)``, as ``minipallas.difftest.fuzz_kernels`` compares them.
+  interpret=True)``, as ``minipallas.tools.fuzz.kernels`` compares them.
 
 ``CHECKS`` holds them; ``Check.run()`` returns None on agreement, else a one-line problem.
 ``bench/mutation/mutate.py`` runs them as its "frontend" stage. Each takes well under 2 s.
@@ -231,8 +231,8 @@ class Kernel:
 def kernel_problem(kernel: Kernel, batched: bool, upstream: Kernel | None = None) -> str | None:
     """None if minipallas's CPU run of ``kernel`` equals upstream's run of ``upstream``
     (default: the same kernel) bit for bit and the grid was batched iff ``batched``."""
-    from minipallas.generate.check import same_bits
     from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
+    from minipallas.tools.generate.check import same_bits
 
     call = kernel.minipallas()
     planned = vectorized_grid_plan(call.trace(*kernel.arrays)) is not None

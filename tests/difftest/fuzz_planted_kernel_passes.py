@@ -5,7 +5,7 @@ an approximate one (wrong: off the chip that is ``1 / x`` of ``x`` rounded to bf
 fires only on kernels whose body holds an exact ``pl.reciprocal``, about one random kernel in
 twenty (``generate.kernel_params``).
 
-Load with ``python -m minipallas.difftest.fuzz_kernels --load
+Load with ``python -m minipallas.tools.fuzz.kernels --load
 tests/difftest/fuzz_planted_kernel_passes.py --pass-pipeline=loosen-reciprocals``.
 """
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from minipallas.difftest import cli, fuzz_upstream
+from minipallas.difftest import cli
+from minipallas.tools.fuzz import upstream as fuzz_upstream
 
 MODULE = textwrap.dedent(
     """
@@ -65,7 +66,8 @@ class _Terminal(io.StringIO):
 
 
 def test_the_progress_bar_is_drawn_on_a_terminal_only(module, monkeypatch):
-    """Once a line a case in any log (issue 48), now the fuzzers' bar (``minipallas.progress``)."""
+    """Once a line a case in any log (issue 48), now the fuzzers' bar
+    (``minipallas.tools.progress``)."""
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     assert cli.main([str(module), "-k", "doub"]) == 0

@@ -1,4 +1,4 @@
-"""``minipallas.difftest.fuzz_kernels``: random kernels against upstream interpret mode."""
+"""``minipallas.tools.fuzz.kernels``: random kernels against upstream interpret mode."""
 
 import argparse
 import io
@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minipallas.difftest import fuzz_kernels
-from minipallas.generate import kernel_params
-from minipallas.generate.directed_kernels import Director, Replay
-from minipallas.generate.kernels import IndexMap, KernelSpec, Operand, random_kernel
 from minipallas.lowering.runtime.libtpu import LIBTPU_NO_CHIP
-from minipallas.user_passes import loaded
+from minipallas.tools.fuzz import kernels as fuzz_kernels
+from minipallas.tools.generate import kernel_params
+from minipallas.tools.generate.directed_kernels import Director, Replay
+from minipallas.tools.generate.kernels import IndexMap, KernelSpec, Operand, random_kernel
+from minipallas.tools.user_passes import loaded
 
 
 def test_a_short_campaign_agrees_with_upstream_bit_for_bit():
@@ -81,8 +81,8 @@ def test_the_small_loop_kernels_of_seed_7_round_every_op():
     nothing is left to call a known skipped rounding."""
     import random
 
-    from minipallas.generate.choices import RandomChoices
-    from minipallas.generate.kernels import random_kernel
+    from minipallas.tools.generate.choices import RandomChoices
+    from minipallas.tools.generate.kernels import random_kernel
 
     rng = random.Random(7)
     kernels = [(random_kernel(RandomChoices(rng)), rng.randrange(2**16)) for _ in range(2308)]
@@ -95,9 +95,9 @@ def test_skipped_bf16_roundings_are_told_apart_from_wrong_values():
     """The rule that classifies a skipped rounding, on results made to differ from the
     reference interpreter by 1 ulp (XLA's skipped rounding) and by a wrong element, whatever
     this machine's XLA does with the program."""
-    from minipallas.generate.kernels import kernel_inputs, minipallas_call
     from minipallas.ir.interpret import interpret
     from minipallas.kernels.programs.grid import grid_program
+    from minipallas.tools.generate.kernels import kernel_inputs, minipallas_call
 
     spec = _staged_bf16_kernel()
     args = kernel_inputs(spec, 0)
@@ -125,7 +125,7 @@ def test_a_difference_only_xla_makes_after_the_pipeline_is_known_not_a_disagreem
     Made here by nudging the fused call's result by 1 ulp: the reference interpreter's values
     do not change, the kernel without the pipeline agrees, so it is counted as known (a pass
     that changes the meaning is still a disagreement naming it: test_user_pipeline.py)."""
-    from minipallas.generate import kernels
+    from minipallas.tools.generate import kernels
 
     spec = KernelSpec(
         grid=(4,), block=(2,), inputs=(Operand((8,), IndexMap(("axis",), (0,))),),
@@ -257,7 +257,7 @@ def test_a_float32_kernel_whose_dot_rounds_to_bf16_may_have_its_rounding_skipped
     for bf16 kernels, not a disagreement."""
     import random
 
-    from minipallas.generate import kernel_params
+    from minipallas.tools.generate import kernel_params
 
     rng, params = random.Random(50), kernel_params.generator(50)
     director = fuzz_kernels.Director(lambda c, d: fuzz_kernels.random_kernel(c, params=d), "", ())

@@ -16,17 +16,20 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-from minipallas.difftest import fuzz_kernels, fuzz_tpu, ref
+from minipallas.difftest import ref
 from minipallas.difftest.chips import TPU_V5E
 from minipallas.difftest.coverage import Coverage
 from minipallas.difftest.envelope import envelope
 from minipallas.difftest.harness import abstract
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.difftest.perturb import step_ulps
-from minipallas.generate import kernel_params
-from minipallas.generate.choices import RandomChoices
-from minipallas.generate.kernel_params import Dot
-from minipallas.generate.kernels import (
+from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
+from minipallas.tools.fuzz import kernels as fuzz_kernels
+from minipallas.tools.fuzz import tpu as fuzz_tpu
+from minipallas.tools.generate import kernel_params
+from minipallas.tools.generate.choices import RandomChoices
+from minipallas.tools.generate.kernel_params import Dot
+from minipallas.tools.generate.kernels import (
     IndexMap,
     KernelSpec,
     Operand,
@@ -35,7 +38,6 @@ from minipallas.generate.kernels import (
     random_kernel,
     tpu_sized,
 )
-from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
 from minipallas.tpu import VMEM
 
 NEEDS_LIBTPU = pytest.mark.skipif(

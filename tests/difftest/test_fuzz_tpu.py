@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from minipallas.difftest import fuzz_tpu
 from minipallas.difftest.tpu import NoTpuError
-from minipallas.generate.kernels import tpu_sized
 from minipallas.lowering.tpu import aot
-from minipallas.user_passes import loaded
+from minipallas.tools.fuzz import tpu as fuzz_tpu
+from minipallas.tools.generate.kernels import tpu_sized
+from minipallas.tools.user_passes import loaded
 
 
 @pytest.mark.skipif(

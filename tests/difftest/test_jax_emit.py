@@ -6,8 +6,8 @@ from hypothesis import HealthCheck, given, settings
 
 import minipallas as mp
 from minipallas.difftest import EmitError, emit, run, trace
-from minipallas.difftest.fuzz_upstream import case_for
-from minipallas.generate import programs
+from minipallas.tools.fuzz.upstream import case_for
+from minipallas.tools.generate import programs
 
 F32 = "float32"
 

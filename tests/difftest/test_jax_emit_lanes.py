@@ -6,7 +6,7 @@ import pytest
 
 import minipallas as mp
 from minipallas.difftest import run
-from minipallas.difftest.fuzz_upstream import case_for
+from minipallas.tools.fuzz.upstream import case_for
 
 # Each body reads %r (i32[8,6]) as %x and writes %y (i32[8,6]) to %o.
 BODIES = {

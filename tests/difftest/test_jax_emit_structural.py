@@ -5,8 +5,8 @@ import pytest
 
 import minipallas as mp
 from minipallas.difftest import run
-from minipallas.difftest.fuzz_upstream import case_for
 from minipallas.difftest.jax_emit_structural import STRUCTURAL
+from minipallas.tools.fuzz.upstream import case_for
 
 # Each op between a read of %r (f32[4,6]) and a write of its result %y to %o: (type of %y, ops).
 BODIES = {

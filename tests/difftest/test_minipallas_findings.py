@@ -1,5 +1,5 @@
 """Minipallas bugs the differential tests found, kept as strict xfails until they are fixed
-(each then fails as XPASS: remove its mark). Found by ``minipallas.difftest.fuzz_upstream``
+(each then fails as XPASS: remove its mark). Found by ``minipallas.tools.fuzz.upstream``
 and the corpus; each is reduced to a minimal program here."""
 
 import frontend_corpus

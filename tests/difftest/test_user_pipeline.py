@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import minipallas.fuzz as fuzz
-from minipallas.difftest import Case, cli, fuzz_kernels, fuzz_tpu, fuzz_upstream, ref, run
+import minipallas.tools.fuzz.programs as fuzz
+from minipallas.difftest import Case, cli, ref, run
 from minipallas.lowering.tpu import aot
-from minipallas.user_passes import loaded
+from minipallas.tools.fuzz import kernels as fuzz_kernels
+from minipallas.tools.fuzz import tpu as fuzz_tpu
+from minipallas.tools.fuzz import upstream as fuzz_upstream
+from minipallas.tools.user_passes import loaded
 
 # add-to-sub (a float add becomes a sub, wrong on purpose) and noop (returns its input)
 WRONG = Path(__file__).parent.parent / "minipallas" / "fuzz_planted_passes.py"

@@ -10,10 +10,10 @@ import pytest
 from interop_helpers import assert_all_same, interpreted
 
 import minipallas
-from minipallas.generate import random_program
-from minipallas.generate.inputs import random_inputs
-from minipallas.generate.sampler import Config
 from minipallas.interop import from_jaxpr, to_jax
+from minipallas.tools.generate import random_program
+from minipallas.tools.generate.inputs import random_inputs
+from minipallas.tools.generate.sampler import Config
 
 EDGES = """
 func @edges(%a: i32[4], %b: i32[4], %u: u32[4], %f: f32[4], %h: bf16[4], %i: i32[], %x: f32[6],

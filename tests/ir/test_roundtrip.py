@@ -7,8 +7,6 @@ import pytest
 import textir_programs as programs
 from hypothesis import HealthCheck, given, settings
 
-from minipallas.generate import programs as program_strategy
-from minipallas.generate import random_program
 from minipallas.ir import (
     OPS,
     UNKNOWN,
@@ -21,6 +19,8 @@ from minipallas.ir.parser import parse, parse_module
 from minipallas.ir.printer import print_function, print_module
 from minipallas.ir.syntax import Rule
 from minipallas.ir.verifier import verify
+from minipallas.tools.generate import programs as program_strategy
+from minipallas.tools.generate import random_program
 
 
 def assert_same_function(a: Function, b: Function) -> None:

@@ -1,9 +1,9 @@
-"""Property: on random race-free collective kernels (``minipallas.generate.collective_kernels``)
-the multi-program interpreter, the pure program (loop and batched forms) under the reference
-interpreter and compiled by XLA agree bit for bit, under lockstep and random schedules; and a
-planted race (one barrier dropped, each program reading its successor's row) is always reported.
-The same kernels synchronized by semaphore handoffs give the barrier kernels' bits, and a dropped
-wait is always reported."""
+"""Property: on random race-free collective kernels
+(``minipallas.tools.generate.collective_kernels``) the multi-program interpreter, the pure program
+(loop and batched forms) under the reference interpreter and compiled by XLA agree bit for bit,
+under lockstep and random schedules; and a planted race (one barrier dropped, each program reading
+its successor's row) is always reported. The same kernels synchronized by semaphore handoffs give
+the barrier kernels' bits, and a dropped wait is always reported."""
 
 import dataclasses
 
@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import minipallas as mp
-from minipallas.generate.check import same_bits
-from minipallas.generate.collective_kernels import (
+from minipallas.ir.errors import InterpretError, RaceError
+from minipallas.kernels.collective.program import collective_program
+from minipallas.tools.generate.check import same_bits
+from minipallas.tools.generate.collective_kernels import (
     collective_call,
     collective_inputs,
     draw_collective,
 )
-from minipallas.generate.strategies import DrawChoices
-from minipallas.ir.errors import InterpretError, RaceError
-from minipallas.kernels.collective.program import collective_program
+from minipallas.tools.generate.strategies import DrawChoices
 
 SETTINGS = settings(
     max_examples=12,

@@ -1,6 +1,6 @@
 """Property: on random kernels, the batched CPU program means what the loop program means.
 
-Kernels from ``minipallas.generate.kernels`` (random grids, squeezed and partial blocks, index
+Kernels from ``minipallas.tools.generate.kernels`` (random grids, squeezed and partial blocks, index
 maps that are a grid index, a constant or computed, accumulating and overwriting bodies that
 use ``program_id``, persistent scratch reset per sweep or only once). Both programs run under
 the reference interpreter on the same inputs and must agree bit for bit: whichever axes the
@@ -12,9 +12,6 @@ takes ~1500 examples, and ``test_vectorized_grid.py`` checks it directly.)
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from minipallas.generate.check import same_bits
-from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel
-from minipallas.generate.strategies import DrawChoices
 from minipallas.ir.interpret import interpret
 from minipallas.ir.verifier import verify
 from minipallas.kernels.programs.grid import grid_program
@@ -22,6 +19,9 @@ from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_plan,
     vectorized_grid_program,
 )
+from minipallas.tools.generate.check import same_bits
+from minipallas.tools.generate.kernels import kernel_inputs, minipallas_call, random_kernel
+from minipallas.tools.generate.strategies import DrawChoices
 
 
 @st.composite

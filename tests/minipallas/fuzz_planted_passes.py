@@ -7,7 +7,7 @@
 - ``noop``: returns its input (a correct pass beside them: ``tests/difftest/test_user_pipeline``
   loads this file too).
 
-Load with ``python -m minipallas.fuzz --load tests/minipallas/fuzz_planted_passes.py
+Load with ``python -m minipallas.tools.fuzz.programs --load tests/minipallas/fuzz_planted_passes.py
 --pass-pipeline=times-two-thrice``.
 """
 

@@ -1,8 +1,8 @@
-"""``python -m minipallas.fuzz``: counts programs, exits 0 when all pass; a failure is shrunk,
-printed as text IR, saved, replayable, and makes the exit code 1."""
+"""``python -m minipallas.tools.fuzz.programs``: counts programs, exits 0 when all pass; a failure
+is shrunk, printed as text IR, saved, replayable, and makes the exit code 1."""
 
-import minipallas.fuzz as fuzz
-from minipallas.generate.check import PropertyFailure
+import minipallas.tools.fuzz.programs as fuzz
+from minipallas.tools.generate.check import PropertyFailure
 
 
 def test_a_clean_campaign_reports_throughput_and_exits_0(capsys):

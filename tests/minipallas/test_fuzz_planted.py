@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import minipallas.fuzz as fuzz
-from minipallas.difftest import fuzz_upstream
-from minipallas.generate.check import PropertyFailure
+import minipallas.tools.fuzz.programs as fuzz
 from minipallas.ir.errors import MiniPallasError
 from minipallas.passes.cleanup_patterns import PATTERNS
 from minipallas.passes.registry import PASSES, load
-from minipallas.user_passes import PassCoverage, directs, loaded, pass_targets
+from minipallas.tools.fuzz import loop
+from minipallas.tools.fuzz import upstream as fuzz_upstream
+from minipallas.tools.generate.check import PropertyFailure
+from minipallas.tools.user_passes import PassCoverage, directs, loaded, pass_targets
 
 PLANTED = str(Path(__file__).with_name("fuzz_planted_passes.py"))
 NO_CLOCK = ["--seconds", "1e9"]  # the program count ends these runs, never the clock
@@ -61,9 +62,9 @@ def test_pass_targets_are_the_ops_and_numbers_a_pass_names():
         assert pass_targets("times-two-thrice") == (("broadcast_in_dim", "constant", "mul"), (2,))
         assert pass_targets("add-to-sub") == (("add",), ())
         with pytest.raises(MiniPallasError, match="not a pass of the pipeline"):
-            fuzz.targeted_passes("add-to-sub", "times-two-thrice")
-        assert fuzz.targeted_passes("cleanup,add-to-sub", None) == ["add-to-sub"]
-        assert fuzz.targeted_passes("add-to-sub", "none") == []
+            loop.targeted_passes("add-to-sub", "times-two-thrice")
+        assert loop.targeted_passes("cleanup,add-to-sub", None) == ["add-to-sub"]
+        assert loop.targeted_passes("add-to-sub", "none") == []
     finally:
         for name in set(PASSES) - before:
             del PASSES[name]
@@ -110,8 +111,8 @@ def test_the_deadline_in_the_middle_of_a_batch_ends_it_quietly(monkeypatch):
 
 def test_the_upstream_fuzzers_shrink_ends_with_the_run(monkeypatch):
     """``--seconds`` bounds fuzz_upstream's shrink too, whatever ``--shrink-seconds`` says."""
-    from minipallas.difftest import fuzz_upstream
     from minipallas.difftest.classify import Finding
+    from minipallas.tools.fuzz import upstream as fuzz_upstream
 
     campaign = fuzz_upstream.Campaign(count=20, deadline=float("inf"), shrink_seconds=1e9)
 
@@ -155,7 +156,7 @@ def test_pattern_targets_are_those_of_the_loaded_patterns_only():
     assert pass_targets("cleanup")[0] != ("mul",) and not directs("cleanup")
     with loaded(argparse.Namespace(load=[PATTERN], pass_pipeline="cleanup")):
         assert pass_targets("cleanup") == (("mul",), (2,)) and directs("cleanup")
-        assert fuzz.targeted_passes("discharge,cleanup", None) == ["cleanup"]
+        assert loop.targeted_passes("discharge,cleanup", None) == ["cleanup"]
     assert not directs("cleanup")
 
 
@@ -190,8 +191,8 @@ def test_a_replay_without_its_passes_or_its_file_is_a_usage_error(tmp_path, caps
 
 @pytest.mark.parametrize("main", [fuzz.main, fuzz_upstream.main])
 def test_a_kernel_pass_in_a_program_fuzzer_is_a_usage_error(main, capsys):
-    """Each program was a failure of the pass (``python -m minipallas.fuzz``: 'it raised
-    PassError ... runs on a function'), or it never ran (``fuzz_upstream``)."""
+    """Each program was a failure of the pass (``python -m minipallas.tools.fuzz.programs``: 'it
+    raised PassError ... runs on a function'), or it never ran (``fuzz_upstream``)."""
     assert main(["--count", "1", "--pass-pipeline", "cleanup,fuse-grid-steps"]) == 2
     err = capsys.readouterr().err
     assert "pass 'fuse-grid-steps' transforms a kernel" in err and "fuzz_kernels" in err

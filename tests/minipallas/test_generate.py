@@ -10,10 +10,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 import minipallas as mp
-from minipallas.generate import Config, programs, random_inputs, random_program
-from minipallas.generate.check import same_bits
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import RefType
+from minipallas.tools.generate import Config, programs, random_inputs, random_program
+from minipallas.tools.generate.check import same_bits
 
 
 def _all_ops(fn):
@@ -125,5 +125,5 @@ def test_same_bits_is_bitwise_but_nan_aware():
 
 
 def test_importing_the_generator_does_not_import_hypothesis():
-    code = "import sys, minipallas.generate; assert 'hypothesis' not in sys.modules"
+    code = "import sys, minipallas.tools.generate; assert 'hypothesis' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from minipallas import progress
-from minipallas.difftest import fuzz_kernels
-from minipallas.progress import Progress, summary_table
+from minipallas.tools import progress
+from minipallas.tools.fuzz import kernels as fuzz_kernels
+from minipallas.tools.progress import Progress, summary_table
 
 
 def test_summary_table_aligns_names_and_values():
@@ -72,7 +72,9 @@ def _one_kernel(count, seconds, seed, progress=None, **options):  # passes, targ
     return summary
 
 
-@pytest.mark.parametrize("module", ["minipallas.fuzz", "minipallas.difftest.fuzz_upstream"])
+@pytest.mark.parametrize(
+    "module", ["minipallas.tools.fuzz.programs", "minipallas.tools.fuzz.upstream"]
+)
 def test_the_fuzzers_import_the_bar(module):
     import importlib
 

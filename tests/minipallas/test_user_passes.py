@@ -1,4 +1,4 @@
-"""``minipallas.user_passes``: the tools' ``--load`` and ``--pass-pipeline``, a pipeline cut
+"""``minipallas.tools.user_passes``: the tools' ``--load`` and ``--pass-pipeline``, a pipeline cut
 into its passes, and the pass a finding comes from with its IR before and after."""
 
 import argparse
@@ -12,7 +12,7 @@ from minipallas.ir.errors import PassError
 from minipallas.ir.interpret import interpret
 from minipallas.passes.pipeline import run, split_pipeline
 from minipallas.passes.registry import PASSES
-from minipallas.user_passes import add_arguments, argv_of, first_bad_pass, loaded
+from minipallas.tools.user_passes import add_arguments, argv_of, first_bad_pass, loaded
 
 WRONG = """
 from minipallas.ir.core import Block, Function

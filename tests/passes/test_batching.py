@@ -18,8 +18,6 @@ from hypothesis import strategies as st
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.generate import programs, random_inputs
-from minipallas.generate.check import same_bits
 from minipallas.ir.interpret import interpret
 from minipallas.ir.verifier import verify
 from minipallas.passes import batching
@@ -27,6 +25,8 @@ from minipallas.passes.batching import NotBatchable, axes, leading
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.passes.xla_cpu import XLA_CPU
+from minipallas.tools.generate import programs, random_inputs
+from minipallas.tools.generate.check import same_bits
 
 # the batchings of the CPU path, with XLA:CPU's policy (its measured exactness classes)
 batch = functools.partial(batching.batch, policy=XLA_CPU)

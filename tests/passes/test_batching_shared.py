@@ -13,7 +13,6 @@ import pytest
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.generate.check import same_bits
 from minipallas.ir.interpret import interpret
 from minipallas.ir.verifier import verify
 from minipallas.passes import batching
@@ -21,6 +20,7 @@ from minipallas.passes.batching import NotBatchable
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.passes.xla_cpu import XLA_CPU
+from minipallas.tools.generate.check import same_bits
 
 # the batchings of the CPU path, with XLA:CPU's policy (its measured exactness classes)
 batch = functools.partial(batching.batch, policy=XLA_CPU)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import minipallas
-from minipallas.generate.check import same_bits
 from minipallas.ir import ArrayType, Builder, params
 from minipallas.ir.interpret import interpret
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
@@ -24,6 +23,7 @@ from minipallas.kernels.programs.vectorized_grid import (
 from minipallas.passes import batching
 from minipallas.passes.batching import NotBatchable
 from minipallas.passes.xla_cpu import XLA_CPU
+from minipallas.tools.generate.check import same_bits
 
 # the batchings of the CPU path, with XLA:CPU's policy (its measured exactness classes)
 batch = functools.partial(batching.batch, policy=XLA_CPU)

@@ -310,8 +310,8 @@ def test_random_programs_keep_their_meaning(seed):
     """Generated programs (every op family, nested regions, views), stateful and discharged."""
     import random
 
-    from minipallas.generate import random_inputs, random_program
     from minipallas.passes.discharge import discharge
+    from minipallas.tools.generate import random_inputs, random_program
 
     fn = random_program(random.Random(seed), 60)
     for program in (fn, discharge(fn)):

@@ -1,19 +1,19 @@
 """Property: discharge keeps meaning, bit for bit, on random stateful programs.
 
-For each random program (``minipallas.generate.programs``) and random inputs:
+For each random program (``minipallas.tools.generate.programs``) and random inputs:
 ``interpret(fn, *refs)`` (refs mutated in place) equals ``interpret(discharge(fn), *arrays)``
 (original results, then final values of the discharged refs), for full and random partial
 discharge, with and without cleanup, and every produced program passes the verifier.
 
-The ``discharge-ci`` profile keeps the count modest; ``make fuzz`` (``minipallas.fuzz``) runs
-the same property as a long campaign.
+The ``discharge-ci`` profile keeps the count modest; ``make fuzz``
+(``minipallas.tools.fuzz.programs``) runs the same property as a long campaign.
 """
 
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from minipallas.generate import programs, random_inputs
-from minipallas.generate.check import check_all_modes, check_discharge
+from minipallas.tools.generate import programs, random_inputs
+from minipallas.tools.generate.check import check_all_modes, check_discharge
 
 settings.register_profile(
     "discharge-ci",

@@ -15,12 +15,12 @@ from jax.experimental import pallas as pl
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.generate.choices import RandomChoices
-from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir import dtypes
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.gpu.ptx import compile_ptx
+from minipallas.tools.generate.choices import RandomChoices
+from minipallas.tools.generate.kernels import kernel_inputs, minipallas_call, random_kernel
 
 pytest.importorskip("triton")
 

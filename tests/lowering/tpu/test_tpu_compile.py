@@ -21,12 +21,17 @@ from tpu_util import KERNELS, mosaic_refuses, upstream_call
 
 import minipallas as mp
 from minipallas.difftest.mosaic import compare, upstream_mosaic
-from minipallas.generate.choices import RandomChoices
-from minipallas.generate.kernels import kernel_inputs, minipallas_call, random_kernel, tpu_sized
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
+from minipallas.tools.generate.choices import RandomChoices
+from minipallas.tools.generate.kernels import (
+    kernel_inputs,
+    minipallas_call,
+    random_kernel,
+    tpu_sized,
+)
 
 if not aot.libtpu_available():
     if os.environ.get("CI"):

@@ -17,12 +17,12 @@ from collections import Counter
 import numpy as np
 
 import minipallas
-from minipallas.generate.check import same_bits  # noqa: F401  (re-exported for the tests)
 from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Function, Value
 from minipallas.ir.effects import region_operand_map
 from minipallas.ir.types import RefType
 from minipallas.passes.discharge import discharge
+from minipallas.tools.generate.check import same_bits  # noqa: F401  (re-exported for the tests)
 
 STATE = {"get", "swap", "addupdate", "load", "store"}
 VIEWS = {"ref.at", "ref.reshape", "ref.bitcast", "ref.transpose"}

@@ -27,10 +27,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from minipallas.generate.choices import Choices, RandomChoices
-from minipallas.generate.kernels import KernelSpec, kernel_inputs, minipallas_call
 from minipallas.ir.errors import MiniPallasError
-from minipallas.user_passes import (
+from minipallas.tools.generate.choices import Choices, RandomChoices
+from minipallas.tools.generate.kernels import KernelSpec, kernel_inputs, minipallas_call
+from minipallas.tools.user_passes import (
     REWRITES,
     PassCoverage,
     applies_patterns,

@@ -13,11 +13,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from minipallas.generate.choices import Choices
-from minipallas.generate.program import Program
-from minipallas.generate.sampler import Config, Sampler
-from minipallas.generate.to_ir import build
 from minipallas.ir.core import Function
+from minipallas.tools.generate.choices import Choices
+from minipallas.tools.generate.program import Program
+from minipallas.tools.generate.sampler import Config, Sampler
+from minipallas.tools.generate.to_ir import build
 
 _integers = functools.lru_cache(maxsize=4096)(st.integers)  # a strategy is validated once
 

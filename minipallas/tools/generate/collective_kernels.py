@@ -28,8 +28,8 @@ import numpy as np
 import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.frontend.refs import TracedRef
-from minipallas.generate.choices import Choices
 from minipallas.kernels.pallas_call import PallasCall
+from minipallas.tools.generate.choices import Choices
 from minipallas.tpu import VMEM, SemaphoreType
 
 OPS = ("double", "add_one", "tanh", "negate")

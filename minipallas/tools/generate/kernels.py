@@ -16,7 +16,7 @@ buffer counts, alignment promises, output dtypes), drawn from ``d`` (``kernel_pa
 The body and the index maps are Python functions over a namespace (``program_id``, ``when``,
 ``fori_loop``, ``run_scoped``, ``VMEM``, ``zeros``, dtypes, and ``kernel_params``' ops), so the
 very same kernel runs in minipallas (``minipallas_call``) and in upstream Pallas
-(``minipallas.difftest.fuzz_kernels``).
+(``minipallas.tools.fuzz.kernels``).
 Decisions come from a ``Choices``: hypothesis draws in tests, ``random.Random`` in campaigns.
 
 Arrays are sized after the maps are drawn, by whole blocks, so every grid point's blocks start
@@ -39,10 +39,10 @@ import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.generate import kernel_params
-from minipallas.generate.choices import Choices
-from minipallas.generate.kernel_params import Dot
 from minipallas.ir.conversions import to_dtype
+from minipallas.tools.generate import kernel_params
+from minipallas.tools.generate.choices import Choices
+from minipallas.tools.generate.kernel_params import Dot
 from minipallas.tpu import VMEM
 
 MAP_KINDS = ("axis", "const", "computed")  # simplest first: draws shrink toward the start

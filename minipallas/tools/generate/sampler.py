@@ -32,20 +32,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.generate import regions, state
-from minipallas.generate.choices import Choices
-from minipallas.generate.program import Body, Program, Stmt, Var
-from minipallas.generate.scope import (
-    BITCAST_PARTNERS,
-    SampleScope,
-    factor_shape,
-    permutation,
-)
 from minipallas.ir import dtypes
 from minipallas.ir.builder import infer_result_types
 from minipallas.ir.conversions import to_dtype
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType, RefType, Type
+from minipallas.tools.generate import regions, state
+from minipallas.tools.generate.choices import Choices
+from minipallas.tools.generate.program import Body, Program, Stmt, Var
+from minipallas.tools.generate.scope import (
+    BITCAST_PARTNERS,
+    SampleScope,
+    factor_shape,
+    permutation,
+)
 
 ALL_DTYPES = dtypes.NAMES
 
@@ -70,8 +70,8 @@ class Config:
     memory_spaces: tuple[str, ...] = ("any", "tpu.vmem", "tpu.smem", "gpu.smem")
     read_uninitialized: bool = True  # scratch may be read before anything is written to it
     transcendental: bool = True  # exp and tanh on floats
-    # pass-directed generation (``python -m minipallas.fuzz --target-pass``): ops drawn more
-    # often, and numbers splat into constants more often, than the plain menus draw them
+    # pass-directed generation (``python -m minipallas.tools.fuzz.programs --target-pass``):
+    # ops drawn more often, and numbers splat into constants more often, than the plain menus
     favour_ops: tuple[str, ...] = ()
     favour_numbers: tuple[float, ...] = ()
 

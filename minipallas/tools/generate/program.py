@@ -4,7 +4,7 @@ The sampler does not build IR directly. It draws a ``Program``: a tree of ``Stmt
 bodies (``Body``) may use any variable of an enclosing body, the way Python closures and JAX
 tracing see them. Two back ends read the same tree:
 
-- ``minipallas.generate.to_ir`` builds minipallas IR, turning each use of an outer variable
+- ``minipallas.tools.generate.to_ir`` builds minipallas IR, turning each use of an outer variable
   into an operand of the region op and a body parameter (the IR's regions are closed);
 - a later back end can emit the same program as an upstream JAX function, where closures are
   free and each statement maps onto one ``jax.lax`` / ``jax._src.state`` call.

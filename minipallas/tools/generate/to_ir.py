@@ -16,9 +16,9 @@ captures land in each op's closed layout:
 
 from __future__ import annotations
 
-from minipallas.generate.program import Body, Program, Stmt, Var
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Function, Value
+from minipallas.tools.generate.program import Body, Program, Stmt, Var
 
 _REGION_OPS = ("run_scoped", "for", "while", "cond", "call")
 

@@ -1,6 +1,6 @@
-"""``python -m minipallas.difftest.fuzz_kernels``: random kernels, minipallas against upstream.
+"""``python -m minipallas.tools.fuzz.kernels``: random kernels, minipallas against upstream.
 
-Each kernel is drawn by ``minipallas.generate.kernels.random_kernel`` and run three ways on
+Each kernel is drawn by ``minipallas.tools.generate.kernels.random_kernel`` and run three ways on
 the same inputs: minipallas's CPU program (independent grid points batched where the plan
 allows), minipallas's loop program (``kernels.programs.grid``), and upstream
 ``pallas_call(..., interpret=True)``. All three must agree bit for bit (the kernels use no
@@ -38,7 +38,7 @@ summary: kernels checked, how many ran batched, disagreements, kernels/second. T
 is 1 if any kernel disagreed. A disagreement names its kernel and how to check it alone
 again (``--seed S --skip N --count 1``, with the same ``--load`` and ``--pass-pipeline``).
 
-``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a user's
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.tools.user_passes``) run a user's
 pipeline on every kernel minipallas traces (``pallas_call(..., passes=PIPE)``: kernel passes
 on the kernel, function passes on its body), so both of minipallas's ways run it. A
 disagreement then names the pass after which those two ways' outputs first change
@@ -67,17 +67,6 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from minipallas.difftest.coverage import Coverage
-from minipallas.fuzz import add_target_argument, targeted_passes
-from minipallas.generate import kernel_params
-from minipallas.generate.check import same_bits
-from minipallas.generate.directed_kernels import Director
-from minipallas.generate.kernels import (
-    KernelSpec,
-    Operand,
-    kernel_inputs,
-    minipallas_call,
-    random_kernel,
-)
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
@@ -86,13 +75,22 @@ from minipallas.lowering.runtime import xla_cpu
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.pipeline import run as run_pipeline
-from minipallas.progress import Progress, campaign_parser, print_summary
-from minipallas.user_passes import (
+from minipallas.tools.fuzz import loop
+from minipallas.tools.generate import kernel_params
+from minipallas.tools.generate.check import same_bits
+from minipallas.tools.generate.directed_kernels import Director
+from minipallas.tools.generate.kernels import (
+    KernelSpec,
+    Operand,
+    kernel_inputs,
+    minipallas_call,
+    random_kernel,
+)
+from minipallas.tools.progress import Progress, campaign_parser, print_summary
+from minipallas.tools.user_passes import (
     Blame,
     PassCoverage,
-    add_arguments,
     first_bad_pass,
-    main_with_passes,
     pipeline_texts,
 )
 
@@ -370,22 +368,14 @@ def campaign(
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     parser = campaign_parser(__doc__.splitlines()[0])
-    parser.prog = "python -m minipallas.difftest.fuzz_kernels"
+    parser.prog = "python -m minipallas.tools.fuzz.kernels"
     parser.add_argument(
         "--skip", type=int, default=0, help="start at kernel N of the campaign (a disagreement's)"
     )
-    add_target_argument(parser)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return main_with_passes("fuzz-kernels", args, lambda passes: _main(args, passes))
+    return loop.main(parser, argv, _main, name="fuzz-kernels")
 
 
-def _main(args: argparse.Namespace, passes: str) -> int:
-    try:
-        targets = targeted_passes(passes, args.target_pass)
-    except MiniPallasError as e:
-        print(f"fuzz-kernels: {e}", file=sys.stderr)
-        return 2
+def _main(args: argparse.Namespace, passes: str, targets: list[str]) -> int:
     if targets:
         print(f"pass-directed: {', '.join(targets)}")
     start = time.monotonic()

@@ -6,9 +6,9 @@ the state and region statements, which build on these, so none of them imports t
 
 from __future__ import annotations
 
-from minipallas.generate.choices import Choices
-from minipallas.generate.program import Body, Var
 from minipallas.ir.types import ArrayType, Type
+from minipallas.tools.generate.choices import Choices
+from minipallas.tools.generate.program import Body, Var
 
 
 class SampleScope:

@@ -41,10 +41,10 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from minipallas.generate.choices import Choices
+from minipallas.tools.generate.choices import Choices
 
 if TYPE_CHECKING:
-    from minipallas.generate.kernels import KernelSpec
+    from minipallas.tools.generate.kernels import KernelSpec
 
 # lax.Precision names, one for both operands or a pair; None: no precision given
 PRECISIONS: tuple[tuple[str, ...] | None, ...] = (

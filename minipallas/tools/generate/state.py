@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from minipallas.generate.program import Var
-from minipallas.generate.scope import BITCAST_PARTNERS, SampleScope, factor_shape, permutation
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.types import ArrayType, RefType
+from minipallas.tools.generate.program import Var
+from minipallas.tools.generate.scope import BITCAST_PARTNERS, SampleScope, factor_shape, permutation
 
 if TYPE_CHECKING:  # the sampler's menu holds these statements: it imports this module
-    from minipallas.generate.sampler import Sampler
+    from minipallas.tools.generate.sampler import Sampler
 
 KINDS = ("full", "int", "slice", "dyn_int", "dyn_slice", "array")
 

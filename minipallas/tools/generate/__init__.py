@@ -16,12 +16,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from minipallas.generate.choices import RandomChoices
-from minipallas.generate.inputs import random_inputs
-from minipallas.generate.program import Program
-from minipallas.generate.sampler import Config, Sampler
-from minipallas.generate.to_ir import build
 from minipallas.ir.core import Function
+from minipallas.tools.generate.choices import RandomChoices
+from minipallas.tools.generate.inputs import random_inputs
+from minipallas.tools.generate.program import Program
+from minipallas.tools.generate.sampler import Config, Sampler
+from minipallas.tools.generate.to_ir import build
 
 
 def random_program(rng: random.Random, n_ops: int, config: Config | None = None) -> Function:
@@ -32,7 +32,7 @@ def random_program(rng: random.Random, n_ops: int, config: Config | None = None)
 
 def programs(config: Config | None = None, **overrides: Any) -> Any:  # noqa: ANN401
     """Hypothesis strategy of small random programs (``Function`` s); see ``strategies``."""
-    from minipallas.generate.strategies import programs as strategy
+    from minipallas.tools.generate.strategies import programs as strategy
 
     return strategy(config, **overrides)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from minipallas.generate.sampler import random_values
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
 from minipallas.ir.types import ArrayType, RefType
+from minipallas.tools.generate.sampler import random_values
 
 
 def random_inputs(fn: Function, seed: int = 0) -> list[np.ndarray]:

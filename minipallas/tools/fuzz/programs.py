@@ -1,7 +1,7 @@
-"""``python -m minipallas.fuzz``: a long campaign checking discharge on random programs.
+"""``python -m minipallas.tools.fuzz.programs``: a long campaign checking discharge on programs.
 
-Each program is drawn by the hypothesis strategy ``minipallas.generate.programs`` and checked
-by ``minipallas.generate.check.check_all_modes``: full and random partial discharge, each with
+Each program is drawn by the hypothesis strategy ``minipallas.tools.generate.programs`` and checked
+by ``minipallas.tools.generate.check.check_all_modes``: full and random partial discharge, each with
 and without cleanup, bit for bit against the reference interpreter, every output verified.
 
 The campaign runs in batches of hypothesis runs, each with its own seed (derived from
@@ -14,7 +14,7 @@ stage; the exit code is 1 if anything failed.
 
 ``--replay FILE`` re-checks a saved failure (its header holds the mode and the input seed).
 
-``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) check a user's
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.tools.user_passes``) check a user's
 pipeline too: each program, fully discharged and cleaned up, then the pipeline, must keep
 every output's bits (``generate.check.check_pipeline``). A failure there is at stage
 ``pass NAME``, names the pass and prints its IR before and after; its saved header holds the
@@ -39,26 +39,19 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from minipallas.generate import Config, programs, random_inputs
-from minipallas.generate.check import PropertyFailure, check_all_modes, check_pipeline
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.parser import parse
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
-from minipallas.passes.pipeline import parse_pipeline, split_pipeline
-from minipallas.passes.registry import PASSES, PassError
-from minipallas.progress import Progress, print_summary
-from minipallas.user_passes import (
+from minipallas.tools.fuzz import loop
+from minipallas.tools.generate import Config, programs, random_inputs
+from minipallas.tools.generate.check import PropertyFailure, check_all_modes, check_pipeline
+from minipallas.tools.progress import Progress, print_summary
+from minipallas.tools.user_passes import (
     PassCoverage,
-    add_arguments,
-    directs,
-    main_with_passes,
-    pass_targets,
 )
 
 
@@ -110,29 +103,6 @@ def _failing_output(fn: object, error: PropertyFailure) -> str:
         return f"(could not rebuild the output: {type(e).__name__}: {e})"
 
 
-def batch_settings(
-    batch: int, seed: int, directed: bool = False, **options: Any
-) -> Callable[[Any], Any]:
-    """The hypothesis settings of one fuzzing batch (here and in ``difftest.fuzz_upstream``):
-    up to ``batch`` examples from ``seed``, generate (``directed``: then mutate the examples
-    with the highest ``hypothesis.target``) then shrink, no deadline, no example database,
-    quiet; ``options`` are further ``settings``."""
-    from hypothesis import HealthCheck, Phase, Verbosity, settings
-    from hypothesis import seed as hypothesis_seed
-
-    chosen = settings(
-        max_examples=batch,
-        deadline=None,
-        database=None,
-        phases=[Phase.generate, *([Phase.target] * directed), Phase.shrink],
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-        **options,
-    )
-    return lambda test: hypothesis_seed(seed)(chosen(test))
-
-
 def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None:
     """One hypothesis run of up to ``batch`` programs; records a shrunk failure if any."""
     from hypothesis import given, target
@@ -141,7 +111,7 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
     strategy = programs(config)
     failed = False
 
-    @batch_settings(batch, seed, campaign.directed)
+    @loop.batch_settings(batch, seed, campaign.directed)
     @given(st.data())
     def one(data: st.DataObject) -> None:
         nonlocal failed
@@ -227,7 +197,7 @@ def report(failure: Failure, number: int, save: Path | None) -> None:
 def replay(path: Path) -> int:
     """Re-checks a saved failure; 0 if it now passes."""
 
-    text = read_saved(path)
+    text = loop.read_saved(path)
     header = dict(
         line[2:].split(": ", 1)
         for line in text.splitlines()
@@ -240,7 +210,7 @@ def replay(path: Path) -> int:
         if p.strip()
     ]
     args = random_inputs(fn, int(header["input seed"]))
-    pipeline = saved_pipeline(header.get("pipeline", ""), path)
+    pipeline = loop.saved_pipeline(header.get("pipeline", ""), path)
     try:
         check_all_modes(fn, args, partial)
         if pipeline:
@@ -254,7 +224,7 @@ def replay(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m minipallas.fuzz", description=__doc__.split("\n")[0]
+        prog="python -m minipallas.tools.fuzz.programs", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--count", type=int, default=100_000, help="stop after N programs")
     parser.add_argument("--seconds", type=float, default=60.0, help="stop after S seconds")
@@ -266,27 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-failures", type=int, default=10, help="stop after N failures")
     parser.add_argument("--replay", type=Path, metavar="FILE", help="re-check a saved failure")
-    add_target_argument(parser)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return main_with_passes(parser.prog, args, lambda pipeline: _main(args, pipeline))
+    return loop.main(parser, argv, _main, functions=True)
 
 
-def _main(args: argparse.Namespace, pipeline: str) -> int:
+def _main(args: argparse.Namespace, pipeline: str, targets: list[str]) -> int:
     if args.replay:
         try:
             return replay(args.replay)
         except MiniPallasError as e:
-            print(f"python -m minipallas.fuzz: {e}", file=sys.stderr)
+            print(f"python -m minipallas.tools.fuzz.programs: {e}", file=sys.stderr)
             return 2
-
-    try:
-        function_pipeline(pipeline)
-        targets = targeted_passes(pipeline, args.target_pass)
-    except MiniPallasError as e:
-        print(f"python -m minipallas.fuzz: {e}", file=sys.stderr)
-        return 2
-    ops, numbers = directed_choices(targets)
+    ops, numbers = loop.directed_choices(targets)
     config = Config(max_stmts=args.max_stmts, favour_ops=ops, favour_numbers=numbers)
     start = time.monotonic()
     campaign = Campaign(args.count, start + args.seconds, pipeline, directed=bool(targets))
@@ -298,7 +258,7 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
     checked = f"discharge, then '{pipeline}'" if pipeline else "discharge"
     print(f"fuzzing {checked}: up to {args.count} programs or {args.seconds:g} s, seed {args.seed}")
     if targets:
-        print(directed_note(targets, ops, numbers))
+        print(loop.directed_note(targets, ops, numbers))
     bar = Progress("fuzz", args.count, args.seconds, unit="program")
     while not campaign.done() and len(campaign.failures) < args.max_failures:
         before, programs = len(campaign.failures), campaign.programs
@@ -336,90 +296,6 @@ def _main(args: argparse.Namespace, pipeline: str) -> int:
         return 0
     print(f"{len(campaign.failures)} failures: " + ", ".join(f"{n} {s}" for s, n in stages.items()))
     return 1
-
-
-def function_pipeline(pipeline: str) -> None:
-    """Refuses a pipeline holding a kernel pass (``subject="kernel"``): the program fuzzers
-    draw functions, on which it cannot run (each program was its failure, 'it raised
-    PassError', or, in ``fuzz_upstream``'s cases, it never ran)."""
-    for step in split_pipeline(pipeline):
-        name = step.partition("{")[0].strip()
-        if PASSES[name].subject == "kernel":
-            raise PassError(
-                f"pass '{name}' transforms a kernel (its grid and block specs), and this fuzzer "
-                "draws programs, not kernels",
-                fix="fuzz it with python -m minipallas.difftest.fuzz_kernels (or fuzz_tpu)",
-            )
-
-
-def read_saved(path: Path) -> str:
-    """The text of a saved failure (``--replay``'s); a file that cannot be read is a
-    ``PassError`` (a usage error)."""
-    try:
-        return path.read_text()
-    except OSError as e:
-        raise PassError(
-            f"cannot read {path}: {e.strerror}", fix="give --replay a file --save wrote"
-        ) from None
-
-
-def saved_pipeline(pipeline: str, path: Path) -> str:
-    """The pipeline a saved failure's header names, checked: one naming a pass no ``--load``
-    file of this command registered is a ``PassError`` saying what to load (it read as the
-    pass's own failure: 'it raised PassError: unknown pass')."""
-    try:
-        if pipeline:
-            parse_pipeline(pipeline)
-    except PassError as e:
-        raise PassError(
-            f"{path} was saved with the pipeline '{pipeline}': {e.message}",
-            fix="give --replay the --load files that register its passes, as the run that saved it",
-        ) from None
-    return pipeline
-
-
-def add_target_argument(parser: argparse.ArgumentParser) -> None:
-    """``--target-pass NAME``: the pass generation is directed at (``targeted_passes``)."""
-    parser.add_argument(
-        "--target-pass",
-        metavar="NAME",
-        help="draw programs (kernels) this pass of the pipeline rewrites (default: each pass in "
-        "it that is yours, not minipallas's, or that applies your @pattern rewrites; 'none': "
-        "plain generation)",
-    )
-
-
-def targeted_passes(pipeline: str, chosen: str | None) -> list[str]:
-    """The passes generation is directed at: ``chosen`` (a pass of ``pipeline``; ``none``: no
-    pass), by default every pass of the pipeline that is the user's or applies the user's
-    ``@pattern`` rewrites (``user_passes.directs``)."""
-    names = [step.partition("{")[0].strip() for step in split_pipeline(pipeline)]
-    if chosen == "none":
-        return []
-    if chosen is not None:
-        if chosen not in names:
-            raise PassError(
-                f"--target-pass {chosen}: not a pass of the pipeline '{pipeline}'",
-                fix=f"name one of {names or 'its passes (give --pass-pipeline)'}",
-            )
-        return [chosen]
-    return list(dict.fromkeys(n for n in names if directs(n)))
-
-
-def directed_note(passes: list[str], ops: tuple[str, ...], numbers: tuple[float, ...]) -> str:
-    """The line a fuzzer starts with when its generation is directed at ``passes``."""
-    return f"pass-directed: {', '.join(passes)}; favouring ops {list(ops)}, numbers {list(numbers)}"
-
-
-def directed_choices(passes: list[str]) -> tuple[tuple[str, ...], tuple[float, ...]]:
-    """The op names and numbers the ``passes`` name (``user_passes.pass_targets``), merged."""
-    ops: set[str] = set()
-    numbers: set[float] = set()
-    for name in passes:
-        more_ops, more_numbers = pass_targets(name)
-        ops |= set(more_ops)
-        numbers |= set(more_numbers)
-    return tuple(sorted(ops)), tuple(sorted(numbers))
 
 
 if __name__ == "__main__":

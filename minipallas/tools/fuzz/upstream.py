@@ -1,6 +1,6 @@
-"""``python -m minipallas.difftest.fuzz_upstream``: fuzz upstream JAX against minipallas.
+"""``python -m minipallas.tools.fuzz.upstream``: fuzz upstream JAX against minipallas.
 
-Each program is drawn by the generator's hypothesis strategy (``minipallas.generate``),
+Each program is drawn by the generator's hypothesis strategy (``minipallas.tools.generate``),
 emitted as an upstream JAX function over refs (``jax_emit``) and run by the harness every way
 (upstream ``discharge_state`` + evaluation; ``from_jaxpr`` + interpret, discharge, compile; and
 the generated program itself as the reference). Transcendentals are left out, so every
@@ -18,12 +18,12 @@ code is 1 if any finding was a ``minipallas-bug``.
 
 ``--replay FILE`` runs a saved finding's program again and prints what it finds now.
 
-``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a researcher's
-pipeline in every case (``Case.passes``): on the program after discharge and cleanup, before
-the ``compile`` way lowers it (``--no-compile`` skips it with that way). A finding it causes
-is ``pass-bug``, named after the pass, saved with its IR before and after; it counts for the
-exit code as a ``minipallas-bug`` does. ``--replay`` runs the saved pipeline again (give the
-same ``--load``). As ``python -m minipallas.fuzz``, it prints how many programs each pass
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.tools.user_passes``) run a
+researcher's pipeline in every case (``Case.passes``): on the program after discharge and cleanup,
+before the ``compile`` way lowers it (``--no-compile`` skips it with that way). A finding it causes
+is ``pass-bug``, named after the pass, saved with its IR before and after; it counts for the exit
+code as a ``minipallas-bug`` does. ``--replay`` runs the saved pipeline again (give the same
+``--load``). As ``python -m minipallas.tools.fuzz.programs``, it prints how many programs each pass
 changed, and generation is directed at the user's passes (``--target-pass``).
 
 ``--seconds`` bounds the whole run: a shrink ends at ``--shrink-seconds`` or there, whichever
@@ -46,17 +46,6 @@ from minipallas.difftest.harness import run
 from minipallas.difftest.jax_emit import emit
 from minipallas.difftest.outputs import ref
 from minipallas.difftest.report import Case, Report
-from minipallas.fuzz import (
-    add_target_argument,
-    batch_settings,
-    directed_choices,
-    directed_note,
-    function_pipeline,
-    read_saved,
-    saved_pipeline,
-    targeted_passes,
-)
-from minipallas.generate import Config, programs, random_inputs
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.parser import parse_module
@@ -64,8 +53,13 @@ from minipallas.ir.types import RefType
 from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
-from minipallas.progress import Progress
-from minipallas.user_passes import PassCoverage, add_arguments, main_with_passes, pipeline_texts
+from minipallas.tools.fuzz import loop
+from minipallas.tools.generate import Config, programs, random_inputs
+from minipallas.tools.progress import Progress
+from minipallas.tools.user_passes import (
+    PassCoverage,
+    pipeline_texts,
+)
 
 REFERENCE_HEADER = "--- minipallas IR (reference) ---"
 FAILING = ("minipallas-bug", "pass-bug")  # the kinds that make the exit code 1
@@ -131,7 +125,7 @@ def run_batch(campaign: Campaign, config: Config, batch: int, seed: int) -> None
     smallest: Saved | None = None
     shrink_deadline = 0.0
 
-    @batch_settings(batch, seed, report_multiple_bugs=False)
+    @loop.batch_settings(batch, seed, report_multiple_bugs=False)
     @given(st.data())
     def one(data: st.DataObject) -> None:
         nonlocal target, smallest, shrink_deadline
@@ -221,7 +215,7 @@ def summary(campaign: Campaign, elapsed: float) -> str:
 def replay(path: Path) -> Report:
     """Runs a saved finding's generated program again; returns the harness's report."""
 
-    text = read_saved(path)
+    text = loop.read_saved(path)
     seed = re.search(r"^# input seed: (\d+)$", text, re.M)
     pipeline = re.search(r"^# pipeline: (.+)$", text, re.M)
     if REFERENCE_HEADER not in text or seed is None:
@@ -229,14 +223,14 @@ def replay(path: Path) -> Report:
                         fix="give --replay a file its --save wrote")  # fmt: skip
     program = text.split(REFERENCE_HEADER, 1)[1].split("\n--- ", 1)[0]  # the IR after it is not
     fn = parse_module(program).entry
-    passes = saved_pipeline(pipeline.group(1) if pipeline else "", path)
+    passes = loop.saved_pipeline(pipeline.group(1) if pipeline else "", path)
     return run(case_for(fn, int(seed.group(1)), path.stem, passes))
 
 
 def main(argv: list[str] | None = None) -> int:
     quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
     parser = argparse.ArgumentParser(
-        prog="python -m minipallas.difftest.fuzz_upstream", description=__doc__.split("\n")[0]
+        prog="python -m minipallas.tools.fuzz.upstream", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--count", type=int, default=100_000, help="stop after N programs")
     parser.add_argument("--seconds", type=float, default=60.0, help="stop after S seconds")
@@ -245,39 +239,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=50, help="programs per hypothesis run")
     parser.add_argument("--max-stmts", type=int, default=Config.max_stmts)
     parser.add_argument("--shrink-seconds", type=float, default=60.0, help="per finding")
-    add_target_argument(parser)
     parser.add_argument(
         "--shrink-known", action="store_true", help="shrink known defects too (they have repros)"
     )
     parser.add_argument("--no-compile", action="store_true", help="skip minipallas.compile")
     parser.add_argument("--replay", type=Path, metavar="FILE", help="re-run a saved finding")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return main_with_passes(parser.prog, args, lambda passes: _main(args, passes))
+    return loop.main(parser, argv, _main, functions=True)
 
 
-def _main(args: argparse.Namespace, passes: str) -> int:
+def _main(args: argparse.Namespace, passes: str, targets: list[str]) -> int:
     if args.replay:
         try:
             found = replay(args.replay)
         except MiniPallasError as e:
-            print(f"python -m minipallas.difftest.fuzz_upstream: {e}", file=sys.stderr)
+            print(f"python -m minipallas.tools.fuzz.upstream: {e}", file=sys.stderr)
             return 2
         print(found.text())
         return 0 if found.ok else 1
 
-    try:
-        function_pipeline(passes)
-        targets = targeted_passes(passes, args.target_pass)
-    except MiniPallasError as e:
-        print(f"python -m minipallas.difftest.fuzz_upstream: {e}", file=sys.stderr)
-        return 2
-    ops, numbers = directed_choices(targets)
+    ops, numbers = loop.directed_choices(targets)
     config = Config(
         max_stmts=args.max_stmts, transcendental=False, favour_ops=ops, favour_numbers=numbers
     )
     if targets:
-        print(directed_note(targets, ops, numbers))
+        print(loop.directed_note(targets, ops, numbers))
     start = time.monotonic()
     campaign = Campaign(
         args.count,

@@ -37,14 +37,14 @@ On the chip the campaign runs in worker processes (``supervised``), each for at 
 ``WORKER_SECONDS``: a kernel that kills its worker (a halted chip poisons the process holding
 it) is reported ``halted`` and a fresh worker goes on with the next one.
 
-``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.user_passes``) run a researcher's
-pipeline on minipallas's side: on each kernel before its Mosaic module is made (``Case.passes``
-on the chip; ``--aot``: the module libtpu compiles). With ``--aot`` each kernel in bounds is
-also run on the CPU with and without the pipeline (``fuzz_kernels.pipeline_blame``), so a pass
-that changes values is found without a chip. A finding the pipeline causes is ``pass-bug``
-(and a refusal ``minipallas-refuses``), naming the pass after which it appears, with the
-kernel before and after it. As in ``fuzz_kernels``, the summary says how many kernels each
-pass changed, and kernels are drawn so the user's passes rewrite them (``--target-pass``).
+``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.tools.user_passes``) run a
+researcher's pipeline on minipallas's side: on each kernel before its Mosaic module is made
+(``Case.passes`` on the chip; ``--aot``: the module libtpu compiles). With ``--aot`` each kernel in
+bounds is also run on the CPU with and without the pipeline (``fuzz_kernels.pipeline_blame``), so a
+pass that changes values is found without a chip. A finding the pipeline causes is ``pass-bug`` (and
+a refusal ``minipallas-refuses``), naming the pass after which it appears, with the kernel before
+and after it. As in ``fuzz_kernels``, the summary says how many kernels each pass changed, and
+kernels are drawn so the user's passes rewrite them (``--target-pass``).
 
 A finding is shrunk: each simplification of its spec (one option back to its plainest value,
 a grid axis of size 1, one input fewer) that keeps the same class is kept, until none does;
@@ -72,36 +72,34 @@ import jax
 
 from minipallas.difftest.checks.program import kernel_eqns
 from minipallas.difftest.coverage import Coverage
-from minipallas.difftest.fuzz_kernels import kernel_texts, pipeline_blame, upstream_call
 from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.difftest.harness import run
 from minipallas.difftest.report import Case
 from minipallas.difftest.tpu import KernelRule, evaluate, minipallas_kernel, upstream_kernel
 from minipallas.difftest.tpu import tpu_device as the_chip
-from minipallas.fuzz import add_target_argument, targeted_passes
-from minipallas.generate import kernel_params
-from minipallas.generate.choices import Choices, RandomChoices
-from minipallas.generate.directed_kernels import Director
-from minipallas.generate.kernels import (
+from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
+from minipallas.ir.errors import MiniPallasError
+from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.lowering.runtime.libtpu import tpu_device, tpu_sharding
+from minipallas.tools.fuzz import loop
+from minipallas.tools.fuzz.kernels import kernel_texts, pipeline_blame, upstream_call
+from minipallas.tools.generate import kernel_params
+from minipallas.tools.generate.choices import Choices, RandomChoices
+from minipallas.tools.generate.directed_kernels import Director
+from minipallas.tools.generate.kernels import (
     KernelSpec,
     kernel_inputs,
     minipallas_call,
     random_kernel,
     tpu_sized,
 )
-from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
-from minipallas.ir.errors import MiniPallasError
-from minipallas.lowering.compat.jax_private import core as jax_core
-from minipallas.lowering.runtime.libtpu import tpu_device, tpu_sharding
-from minipallas.progress import Progress, campaign_parser, print_summary
-from minipallas.tpu import VMEM
-from minipallas.user_passes import (
+from minipallas.tools.progress import Progress, campaign_parser, print_summary
+from minipallas.tools.user_passes import (
     PassCoverage,
-    add_arguments,
     argv_of,
     first_bad_pass,
-    main_with_passes,
 )
+from minipallas.tpu import VMEM
 
 # not findings: a kernel made out of bounds on purpose, and flagged (``halts``); upstream
 # refusing a drawn parameter minipallas documents running (``BEYOND``)
@@ -387,7 +385,7 @@ def supervised(
         first = start
         with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as journal:
             left = str(min(max(deadline - time.monotonic(), 1.0), WORKER_SECONDS))
-            command = [sys.executable, "-m", "minipallas.difftest.fuzz_tpu", "--worker"]
+            command = [sys.executable, "-m", "minipallas.tools.fuzz.tpu", "--worker"]
             command += ["--seed", str(seed), "--skip", str(start), "--count", str(count)]
             command += ["--oob-rate", str(oob_rate), *pass_flags]
             command += ["--seconds", left, "--journal", journal.name] + (["--aot"] if aot else [])
@@ -418,7 +416,7 @@ def supervised(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = campaign_parser(__doc__.splitlines()[0])
-    parser.prog = "python -m minipallas.difftest.fuzz_tpu"
+    parser.prog = "python -m minipallas.tools.fuzz.tpu"
     parser.add_argument("--aot", action="store_true", help="compile both sides only (no chip)")
     parser.add_argument(
         "--oob-rate", type=float, default=OOB_RATE, help="share of kernels out of bounds on purpose"
@@ -427,19 +425,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--journal", help=argparse.SUPPRESS)
     parser.add_argument("--simulate-halt", type=int, help=argparse.SUPPRESS)
-    add_target_argument(parser)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return main_with_passes("fuzz-tpu", args, lambda passes: _main(args, passes))
+    return loop.main(parser, argv, _main, name="fuzz-tpu")
 
 
-def _main(args: argparse.Namespace, passes: str) -> int:
+def _main(args: argparse.Namespace, passes: str, targets: list[str]) -> int:
     verdict = functools.partial(aot_verdict if args.aot else chip_verdict, passes=passes)
-    try:
-        targets = targeted_passes(passes, args.target_pass)
-    except MiniPallasError as e:
-        print(f"fuzz-tpu: {e}", file=sys.stderr)
-        return 2
     if args.worker:
         with open(args.journal, "a") as journal:
             s = campaign(args.count, args.seconds, args.seed, verdict, journal=journal,

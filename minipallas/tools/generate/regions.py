@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from minipallas.generate.program import Body, Program, Var
-from minipallas.generate.scope import NO_WRITES, SampleScope
-from minipallas.generate.state import indexer
 from minipallas.ir import indexing
 from minipallas.ir.types import ArrayType, RefType
+from minipallas.tools.generate.program import Body, Program, Var
+from minipallas.tools.generate.scope import NO_WRITES, SampleScope
+from minipallas.tools.generate.state import indexer
 
 if TYPE_CHECKING:  # the sampler's menu holds these statements: it imports this module
-    from minipallas.generate.sampler import Sampler
+    from minipallas.tools.generate.sampler import Sampler
 
 I32 = ArrayType((), "int32")
 BOOL = ArrayType((), "bool")

@@ -23,7 +23,7 @@ from minipallas.ir.verifier import verify
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
 from minipallas.passes.pipeline import run as run_pipeline
-from minipallas.user_passes import Blame, first_bad_pass
+from minipallas.tools.user_passes import Blame, first_bad_pass
 
 STATE_OPS = frozenset(
     {"get", "swap", "addupdate", "load", "store", "ref.at", "ref.reshape", "ref.bitcast"}
