@@ -68,8 +68,9 @@ BUDGETS = {
     # 9880 for issue 47 item 3: short float sums in XLA:CPU's order (xla/sum_order.py, ~50); to
     # 9905 for issue 47: a semaphore_read of a DMA semaphore in flight is refused where the
     # chip leaves it undefined (checks, the simulator: interpret/rules/semaphore.py, ~25); down 670
-    # for issue 50 point 7 (the four files the core now names, above)
-    "ir": 9235,
+    # for issue 50 point 7 (the four files the core now names, above); +19 for issue 50 point 4:
+    # interpret/rules/__init__.py lists the rule files apart from the interpreter's machinery
+    "ir": 9254,
     # passes/ less the core; raised from 4000 for issue 49 item 1: fuse-grid-steps widens the
     # outer grid axes too (passes/kernel/grid_fusion/widen.py, ~370); +385 for issue 49 item 4:
     # the optimize="fast" level's reassociate-sums and its windows (passes/kernel/reassociate.py,
@@ -125,7 +126,10 @@ BUDGETS = {
     # issue 50 point 2: compiled.py moved down to lowering/runtime/; +7 for its platforms room's
     # docstring (minipallas/platforms/__init__.py: what lives there and who may import it)
     # -360 for issue 50 point 3: the CPU programs' three passes moved down to passes/kernel/
-    "compiler": 17410,
+    # +466 for issue 50 point 4: the exporter's second output (interop/exporter/stateful.py,
+    # difftest's jax_emit and jax_emit_structural moved up from the tools, -527 there); +15 for
+    # its importer/rules/__init__.py listing the rule files apart from the importer's machinery
+    "compiler": 17891,
     # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
     # pass changed, and the generator draws programs a loaded pass rewrites (~300); to 16500 for
     # issue 47 item 4: the difftest's verdicts on cases that span devices, upstream in a
@@ -143,8 +147,9 @@ BUDGETS = {
     # issue 49 item 3: the cost model's calibration run on the chip (bench/chip/fusion_cost.py,
     # ~95); +35 for issue 47 item 4: the corpus's kernel upstream's interpret mode hangs on
     # (~30); +25 for issue 50 point 1: the tools package's rooms and where a new check goes
-    # (tools/__init__.py), the fuzzing loop the four front ends share (tools/fuzz/loop.py)
-    "tools": 20235,
+    # (tools/__init__.py), the fuzzing loop the four front ends share (tools/fuzz/loop.py); -527
+    # for issue 50 point 4: jax_emit moved into the exporter (interop/exporter/stateful.py)
+    "tools": 19708,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module

@@ -19,7 +19,7 @@ TABLES = [
     "minipallas.lowering.gpu.context",
     "minipallas.interop.importer.engine",
     "minipallas.interop.exporter.engine",
-    "minipallas.difftest.jax_emit",
+    "minipallas.interop.exporter.stateful",
 ]
 
 

@@ -19,12 +19,11 @@
 - ``minipallas-difftest`` (``cli``): runs the cases a Python file defines, or the fuzzer.
 """
 
-from minipallas.difftest import jax_emit_structural  # noqa: F401  (registers its emission rules)
 from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known
 from minipallas.difftest.harness import Disagreement, check, run
-from minipallas.difftest.jax_emit import EmitError, emit, trace
 from minipallas.difftest.outputs import RefArg, ref
 from minipallas.difftest.report import Case, Outcome, Report, compare
+from minipallas.interop.exporter.stateful import EmitError, emit, trace
 
 __all__ = [
     "KINDS",

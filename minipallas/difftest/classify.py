@@ -20,7 +20,8 @@ Upstream is not always right, so every disagreement is classified (never hidden)
   or, between a minipallas reference and upstream, a masked load without ``other`` decides the
   result (the reference agrees once those loads are made unmasked), or an index out of range
   that the two sides treat differently (found with ``interpret(..., checks=True)``; not for
-  programs ``jax_emit`` emitted, which state minipallas's index meaning explicitly); or
+  programs ``emit`` emitted (``interop/exporter/stateful.py``), which state minipallas's index
+  meaning explicitly); or
   integers that differ only as NaN bit patterns (a bitcast exposing a computed NaN's sign,
   which IEEE leaves unspecified and XLA's constant folding chooses differently).
 - ``kernel-bug``: the kernel checks (``checks``) found a bug in a TPU kernel of the program:
@@ -57,7 +58,6 @@ import numpy as np
 from minipallas.difftest import user_pipeline
 from minipallas.difftest.bisect import first_op_out
 from minipallas.difftest.divergences import DIVERGENCES
-from minipallas.difftest.jax_emit import gathers
 from minipallas.difftest.known import (
     CASE_ERRORS,
     KINDS,
@@ -70,6 +70,7 @@ from minipallas.difftest.known import (
 )
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.difftest.report import SCHEDULE_WAYS, Difference, Report, agree, compare
+from minipallas.interop.exporter.stateful import gathers
 from minipallas.ir.core import Block, Function, Op
 from minipallas.ir.errors import InterpretError
 

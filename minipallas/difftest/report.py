@@ -55,7 +55,7 @@ class Case:
     ``collectives="simulate"``, which upstream cannot run, ``beyond-upstream``).
     ``reference`` is a minipallas ``Function`` meant to compute the same thing, checked as a fifth
     way; ``emitted`` says ``fn`` is
-    ``jax_emit.emit(reference)``. ``plant`` is a deliberate bug, for testing the harness's
+    ``stateful.emit(reference)``. ``plant`` is a deliberate bug, for testing the harness's
     power: the ``compile`` way compiles ``plant(program)`` instead of the imported program.
     ``passes`` is a researcher's pipeline (passes registered with ``minipallas.register`` or
     loaded with ``passes.registry.load``), run on the case's kernels, or on its program after
@@ -71,7 +71,7 @@ class Case:
     ulps: int = 0
     expect: str | None = None
     reference: Function | None = None
-    emitted: bool = False  # fn was emitted from reference by jax_emit (see classify)
+    emitted: bool = False  # fn was emitted from reference by emit (see classify)
     plant: Callable[[Function], Function] | None = None
     # "simulate": minipallas's ways run collective programs (a mesh kernel's cores) together
     # (``interpret(..., collectives="simulate")``, ``discharge{collectives=simulate}``)

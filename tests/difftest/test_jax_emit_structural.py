@@ -5,7 +5,8 @@ import pytest
 
 import minipallas as mp
 from minipallas.difftest import run
-from minipallas.difftest.jax_emit_structural import STRUCTURAL
+from minipallas.interop.exporter.engine import RULES as TO_JAX
+from minipallas.interop.exporter.stateful import AS_TO_JAX, STRUCTURAL
 from minipallas.tools.fuzz.upstream import case_for
 
 # Each op between a read of %r (f32[4,6]) and a write of its result %y to %o: (type of %y, ops).
@@ -57,6 +58,11 @@ def _program(name: str) -> mp.Function:
 
 def test_every_structural_op_has_a_program():
     assert set(BODIES) == set(STRUCTURAL)
+
+
+def test_every_shared_rule_is_one_to_jax_has():
+    """``emit`` hands these to ``to_jax``'s rules: a name missing there fails at emit time."""
+    assert [n for n in AS_TO_JAX if TO_JAX.get(n) is None] == []
 
 
 @pytest.mark.parametrize("name", BODIES)

@@ -1,6 +1,7 @@
 """The elementwise primitives real jnp programs use, imported from upstream jaxprs: the
 interpreter, ``compile`` and ``to_jax`` agree with upstream bit for bit (``check``), through the
-difftest harness as a whole program, and ``jax_emit`` gives upstream the same primitives back."""
+difftest harness as a whole program, and ``emit`` (``exporter/stateful.py``) gives upstream the
+same primitives back."""
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +14,7 @@ from jax import lax
 
 import minipallas
 from minipallas import difftest
-from minipallas.difftest import jax_emit
+from minipallas.interop.exporter import stateful
 
 EDGES = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 0.999, -1.0, 1.0, 3.0, 1e-40, -1e-40, 88.9]
 EDGES += [np.inf, -np.inf, np.nan, 1e30, -7.25, 0.3]
@@ -99,7 +100,7 @@ def test_a_program_of_them_agrees_every_way():
     assert report.ok, report.difference
 
 
-def test_jax_emit_gives_upstream_the_same_primitives():
+def test_emit_gives_upstream_the_same_primitives():
     src = """func @f(%x: f32[8], %n: i32[8]) -> (f32[8], i32[8]) {
   %a = round %x : f32[8]
   %b = erf_inv %a : f32[8]
@@ -109,11 +110,11 @@ def test_jax_emit_gives_upstream_the_same_primitives():
   return %c, %k
 }"""
     fn = minipallas.parse(src)
-    primitives = {e.primitive.name for e in jax_emit.trace(fn).eqns}
+    primitives = {e.primitive.name for e in stateful.trace(fn).eqns}
     assert {"round", "erf_inv", "atan2", "shift_right_arithmetic", "clz"} <= primitives
     x = np.array([0.3, -0.2, 0.5, -0.5, 0.9, 1.0, np.nan, -0.0], np.float32)
     n = np.array([-9, 3, 40, -1, 7, 0, 31, 32], np.int32)
     want = minipallas.interpret(fn, x, n)
-    got = jax.jit(jax_emit.emit(fn))(x, n)
+    got = jax.jit(stateful.emit(fn))(x, n)
     for w, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint32), w.view(np.uint32))

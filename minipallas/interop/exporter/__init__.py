@@ -6,6 +6,10 @@ of ops each: ``indexing`` (windows, gathers, scatters), ``structural`` (``revers
 scans, ``sort``...), ``lanes`` (the TPU's vector ops), ``debug`` (``debug_print``), ``collectives``
 (``axis_index``, ``exchange``: programs on every device of a mesh, under ``jax.shard_map``).
 ``roundings`` keeps XLA from merging the interpreter's roundings (``to_jax(fn, exact=True)``).
+
+The exporter's second output, ``stateful.emit(fn)``, keeps the refs and writes upstream's own
+primitives, for the differential tester to run through upstream's discharge; it shares the
+rules above whose form is one upstream primitive, and says why the others differ.
 """
 
 from minipallas.interop.exporter import (  # noqa: F401  (each registers its rules)

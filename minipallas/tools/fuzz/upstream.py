@@ -1,10 +1,10 @@
 """``python -m minipallas.tools.fuzz.upstream``: fuzz upstream JAX against minipallas.
 
 Each program is drawn by the generator's hypothesis strategy (``minipallas.tools.generate``),
-emitted as an upstream JAX function over refs (``jax_emit``) and run by the harness every way
-(upstream ``discharge_state`` + evaluation; ``from_jaxpr`` + interpret, discharge, compile; and
-the generated program itself as the reference). Transcendentals are left out, so every
-comparison is bit for bit.
+emitted as an upstream JAX function over refs (``interop/exporter/stateful.py``) and run by
+the harness every way (upstream ``discharge_state`` + evaluation; ``from_jaxpr`` + interpret,
+discharge, compile; and the generated program itself as the reference). Transcendentals are
+left out, so every comparison is bit for bit.
 
 The campaign runs in batches of hypothesis runs, each with its own seed (from ``--seed``),
 until ``--count`` programs or ``--seconds`` have passed. Any outcome but agreement is a
@@ -43,9 +43,9 @@ from pathlib import Path
 
 from minipallas.difftest.classify import KNOWN, Finding
 from minipallas.difftest.harness import run
-from minipallas.difftest.jax_emit import emit
 from minipallas.difftest.outputs import ref
 from minipallas.difftest.report import Case, Report
+from minipallas.interop.exporter.stateful import emit
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.parser import parse_module

@@ -1,11 +1,16 @@
-"""A minipallas program as an upstream JAX function over refs, so upstream can run it too.
+"""The exporter's second output: a minipallas program over refs as upstream JAX, ``emit(fn)``.
 
-``emit(fn)`` returns a Python function that, given JAX refs and arrays, does what ``fn`` does
-with ``jax._src.state`` and ``jax.lax`` calls: ``ref[idx]`` reads, ``ref.at[...]`` views,
+``to_jax`` (``engine``) discharges first and gives a function of arrays that means what the
+interpreter means on every backend, spelling that meaning out in ``jax.lax`` (integer division
+by zero, saturating float-to-int ``convert``, float32 transcendentals for bfloat16...). ``emit``
+keeps the refs and writes upstream's own primitives: ``ref[idx]`` reads, ``ref.at[...]`` views,
 ``pl.load``/``pl.store``, ``lax.fori_loop``/``while_loop``/``switch``, ``pl.run_scoped``,
-``jax.jit`` for calls. ``trace(fn)`` runs it under ``jax.make_jaxpr`` with ``AbstractRef``
-inputs, giving the upstream program that the harness discharges with upstream's
-``discharge_state`` and imports back with ``from_jaxpr``.
+``jax.jit`` for calls, ``lax.div`` as it is. That is its purpose: the differential tester
+(``minipallas.difftest``) traces it (``trace(fn)``, ``AbstractRef`` inputs), discharges it with
+upstream's ``discharge_state`` and compares, so upstream's discharge and primitives are what is
+tested, and spelling minipallas's meaning into them would test nothing. The two outputs share
+the rules whose ``to_jax`` form is already one upstream primitive (``AS_TO_JAX``: elementwise
+ops, shapes, the structural ops, ``debug_print``); the rest differ on purpose.
 
 The emitter is an interpreter over the IR whose values are JAX tracers (autodidax's shape): an
 environment from ``Value`` to tracer, one rule per op. Regions are emitted as Python closures,
@@ -44,11 +49,13 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plgpu
 
+from minipallas.interop.exporter.engine import RULES as TO_JAX
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.indexing import Array, Dyn, Int, Slice
 from minipallas.ir.opset.atomic import COMBINE
+from minipallas.ir.opset.scans import CUMULATIVE
 from minipallas.ir.rules import RuleTable
 from minipallas.ir.types import ArrayType, RefType
 from minipallas.lowering.compat.jax_private import core as jax_core
@@ -376,48 +383,31 @@ def _lax(name: str) -> Callable[..., Any]:
     return getattr(lax, name)
 
 
-_BINARY = {
-    **{n: n for n in ("add", "sub", "mul", "div", "rem", "max", "min", "pow")},
-    **{n: n for n in ("eq", "ne", "lt", "le", "gt", "ge")},
-    "and": "bitwise_and",
-    "or": "bitwise_or",
-    "xor": "bitwise_xor",
-    **{n: n for n in ("atan2", "nextafter", "shift_left", "shift_right_logical")},
-    "shift_right_arithmetic": "shift_right_arithmetic",
-}
-_UNARY = {
-    **{n: n for n in ("neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")},
-    **{n: n for n in ("floor", "ceil", "exp2", "expm1", "log1p", "erf", "erf_inv", "tan")},
-    **{n: n for n in ("asin", "atan", "sinh", "cosh", "asinh", "cbrt", "population_count")},
-    "clz": "clz",
-    "not": "bitwise_not",
-}
+STRUCTURAL = ("reverse", "pad", *CUMULATIVE, "reduce_prod", "sort", "top_k", "argmax", "argmin")
+# to_jax's rule for these is already the one upstream primitive (or call) emit would write
+AS_TO_JAX = (
+    *("add", "sub", "mul", "max", "min", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"),
+    *("floor", "ceil", "exp2", "expm1", "log1p", "erf", "erf_inv", "tan", "asin", "atan"),
+    *("sinh", "cosh", "asinh", "cbrt", "population_count", "clz", "atan2", "nextafter"),
+    *("shift_left", "shift_right_logical", "shift_right_arithmetic", "round", "round_even"),
+    *("neg", "not", "abs", "select", "iota", "bitcast", "broadcast_in_dim", "reshape"),
+    *("transpose", *STRUCTURAL, "debug_print"),
+)
+# to_jax spells minipallas's meaning out around these (division by zero, float32 for
+# bfloat16/float16); upstream's discharge is tested on the primitives as they are
+_OWN = ("div", "rem", "pow", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt", "sin", "cos")
 
 
-@rule(*_BINARY)
-def _binary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+@rule(*AS_TO_JAX)
+def _as_to_jax(e: Emitter, op: Op, args: list) -> Sequence[Any]:
+    return TO_JAX[op.name](op, args)
+
+
+@rule(*_OWN)
+def _own(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     if op.name == "pow" and not dtypes.is_float(op.operands[0].type.dtype):
         raise EmitError("lax.pow has no integer form", op=op.name, loc=op.loc)
-    return [_lax(_BINARY[op.name])(*args)]
-
-
-@rule(*_UNARY)
-def _unary(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [_lax(_UNARY[op.name])(*args)]
-
-
-@rule("round", "round_even")
-def _round(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    method = _lax("RoundingMethod")
-    even = method.TO_NEAREST_EVEN if op.name == "round_even" else method.AWAY_FROM_ZERO
-    return [_lax("round")(args[0], even)]
-
-
-@rule("abs")
-def _abs(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    (x,) = args
-    unsigned = dtypes.is_unsigned(op.operands[0].type.dtype)
-    return [x if unsigned else _lax("abs")(x)]  # lax.abs rejects unsigned; it is the identity
+    return [_lax(op.name)(*args)]
 
 
 @rule("constant")
@@ -425,25 +415,9 @@ def _constant(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [jnp.asarray(op.attrs["value"].array())]
 
 
-@rule("iota")
-def _iota(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    t: ArrayType = op.attrs["type"]
-    return [_lax("broadcasted_iota")(_np(t.dtype), t.shape, op.attrs["dimension"])]
-
-
-@rule("select")
-def _select(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [_lax("select")(*args)]
-
-
 @rule("convert")
 def _convert(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [_lax("convert_element_type")(args[0], _np(op.attrs["dtype"]))]
-
-
-@rule("bitcast")
-def _bitcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [_lax("bitcast_convert_type")(args[0], _np(op.attrs["dtype"]))]
 
 
 @rule("packed_bitcast")
@@ -460,21 +434,6 @@ def _roll(e: Emitter, op: Op, args: list) -> Sequence[Any]:
 @rule("platform_index")
 def _platform_index(e: Emitter, op: Op, args: list) -> Sequence[Any]:
     return [lax_control_flow.platform_index_p.bind(platforms=op.attrs["platforms"])]
-
-
-@rule("broadcast_in_dim")
-def _broadcast(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [_lax("broadcast_in_dim")(args[0], op.attrs["shape"], tuple(op.attrs["dims"]))]
-
-
-@rule("reshape")
-def _reshape(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [_lax("reshape")(args[0], tuple(op.attrs["shape"]))]
-
-
-@rule("transpose")
-def _transpose(e: Emitter, op: Op, args: list) -> Sequence[Any]:
-    return [_lax("transpose")(args[0], tuple(op.attrs["permutation"]))]
 
 
 @rule("reduce_sum", "reduce_max", "reduce_min")
