@@ -148,8 +148,9 @@ BUDGETS = {
     # ~95); +35 for issue 47 item 4: the corpus's kernel upstream's interpret mode hangs on
     # (~30); +25 for issue 50 point 1: the tools package's rooms and where a new check goes
     # (tools/__init__.py), the fuzzing loop the four front ends share (tools/fuzz/loop.py); -527
-    # for issue 50 point 4: jax_emit moved into the exporter (interop/exporter/stateful.py)
-    "tools": 19708,
+    # for issue 50 point 4: jax_emit moved into the exporter (interop/exporter/stateful.py); +10
+    # for issue 50 point 1: the envelope's room says what each of its files holds
+    "tools": 19718,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module
@@ -292,7 +293,7 @@ def test_the_compiler_never_imports_the_tools() -> None:
     compiler, or another tool, is not."""
     kernels = ROOT / "minipallas" / "kernels" / "fake.py"
     text = (
-        "from minipallas.difftest import envelope\n"
+        "from minipallas.tools.envelope import measure\n"
         "import minipallas.tools.progress\n"
         "def f():\n"
         "    from minipallas.tools.generate import programs\n"
@@ -301,7 +302,7 @@ def test_the_compiler_never_imports_the_tools() -> None:
     assert sorted(arrows_up(kernels, text)) == [
         f"minipallas/kernels/fake.py:{n}: imports {m} (floor 4 > 3)"
         for n, m in [
-            (1, "minipallas.difftest.envelope"),
+            (1, "minipallas.tools.envelope.measure"),
             (2, "minipallas.tools.progress"),
             (4, "minipallas.tools.generate.programs"),
             (5, "minipallas.tools.fuzz"),

@@ -55,8 +55,8 @@ from suite import BF16, Case, inputs, layer_norm, matmul, normal, softmax
 
 from bench.realistic_kernels import REFERENCES as REALISTIC
 from bench.realistic_kernels import flash_attention, realistic_cases
-from minipallas.difftest.reorder import UNIT_ROUNDOFF, bound
 from minipallas.passes.registry import load as load_passes
+from minipallas.tools.envelope.reorder import UNIT_ROUNDOFF, bound
 
 PEAK_FLOPS = 197e12  # v5e, bf16
 PEAK_BYTES = 819e9  # v5e HBM

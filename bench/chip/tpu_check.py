@@ -3,7 +3,7 @@ TPU (``tests/kernels/tpu_cases.py``) run on the chip through minipallas's own Mo
 (``jax.jit`` of the ``pallas_call``: the platform table's ``tpu`` row) and through upstream's
 ``pallas_call(interpret=False)``, compared bit for bit, and against the CPU: the reference
 interpreter's run of the kernel's loop program, within the chip's numerics envelope
-(``minipallas.difftest.envelope`` with ``TPU_V5E``: its transcendentals, its one-pass bfloat16
+(``minipallas.tools.envelope.measure`` with ``TPU_V5E``: its transcendentals, its one-pass bfloat16
 float32 dots, its sum orders), element by element; both on the elements a TPU defines (an
 output block's padding or lanes a kernel never writes hold whatever VMEM held:
 ``minipallas.difftest.undefined``). The report gives, per kernel, the most ulps an element is
@@ -44,11 +44,11 @@ from tpu_cases import TPU_CASES
 
 from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
 from bench.realistic_kernels import realistic_cases
-from minipallas.difftest.chips import TPU_V5E, Chip
-from minipallas.difftest.envelope import Distance, envelope, is_float
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.difftest.undefined import undefined
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.tools.envelope.chips import TPU_V5E, Chip
+from minipallas.tools.envelope.measure import Distance, envelope, is_float
 
 # Kernels whose results on a device are not defined by their inputs alone.
 SKIP = {
@@ -59,7 +59,8 @@ SKIP = {
 CPU_SKIP = {
     "bf16_gelu": "XLA:CPU keeps a fusion's bf16 intermediates in f32 under jax.jit (numerics.md)",
     "staged_run_scoped": "XLA:CPU contracts x * 3 - 1 into an FMA across the scratch's store and "
-    "load, which the envelope's contraction rule does not follow (minipallas/difftest/perturb.py)",
+    "load, which the envelope's contraction rule does not follow "
+    "(minipallas/tools/envelope/perturb.py)",
 }
 # Kernels that may halt the chip: each runs last, in a worker of its own.
 RISKY = {

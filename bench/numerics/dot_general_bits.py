@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 import minipallas as mp
-from minipallas.difftest.envelope import ulp_distance
+from minipallas.tools.envelope.measure import ulp_distance
 
 SPECS = {
     "ij,jk->ik": ((16, 32), (32, 8)),

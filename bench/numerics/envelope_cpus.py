@@ -24,7 +24,7 @@ from plants import change_constant, offset_after, scale_result, sizes
 from test_envelope_orders import k_matmul, row_layer_norm
 
 from minipallas.difftest import Case, run
-from minipallas.difftest.machine import here
+from minipallas.tools.envelope.machine import here
 
 KERNELS = {
     "k_matmul_256x384x512": (

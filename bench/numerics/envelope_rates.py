@@ -25,15 +25,15 @@ from test_envelope import PROGRAMS, inputs
 
 import minipallas
 from minipallas.difftest import Case, run
-from minipallas.difftest.envelope import (
+from minipallas.difftest.harness import abstract
+from minipallas.difftest.outputs import initial, interpret_outputs
+from minipallas.tools.envelope.measure import (
     MOST_SAMPLES,
     SAFETY,
     SAMPLES,
     distance,
     envelope,
 )
-from minipallas.difftest.harness import abstract
-from minipallas.difftest.outputs import initial, interpret_outputs
 
 MOST = MOST_SAMPLES  # samples measured; the first K of them make each envelope below
 

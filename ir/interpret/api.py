@@ -52,8 +52,8 @@ def interpret(
     and rounded once, float32/bfloat16 subnormals are flushed to zero by arithmetic.
     ``program_ids`` and ``grid`` (one int per grid axis) are what ``program_id`` and
     ``num_programs`` return. ``perturb`` (a ``RuleSet``) runs the program with its rule table
-    in place of ``RULES``: the difftest's ``Perturbation`` (``difftest.perturb``) and
-    ``OrderBound`` (``difftest.reorder``) take the freedoms a correct compiler has.
+    in place of ``RULES``: the envelope's ``Perturbation`` (``tools.envelope.perturb``) and
+    ``OrderBound`` (``tools.envelope.reorder``) take the freedoms a correct compiler has.
 
     A ``run_scoped`` with collective axes is rejected before anything runs, with upstream's
     error for the same program (``ir.collectives``). ``collectives="simulate"`` (with ``grid``
@@ -104,7 +104,7 @@ def _check_function(fn: Any, perturb: Any) -> None:
         raise InterpretError(
             f"perturb must be a RuleSet (an object with a rules() method) or None, got "
             f"{type(perturb).__name__}",
-            fix="pass perturb=minipallas.difftest.perturb.Perturbation(seed)",
+            fix="pass perturb=minipallas.tools.envelope.perturb.Perturbation(seed)",
         )
 
 

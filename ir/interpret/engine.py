@@ -85,8 +85,8 @@ rule = RULES.register
 class RuleSet(Protocol):
     """A rule table to run in place of ``RULES`` (``interpret(..., perturb=)``): ``rules()``
     returns it, usually ``RULES`` with some rules replaced. The difftest's ``Perturbation`` and
-    ``OrderBound`` are rule sets (``minipallas.difftest.perturb``, ``reorder``): the interpreter
-    runs them without knowing them."""
+    ``OrderBound`` are rule sets (``minipallas.tools.envelope.perturb``, ``reorder``): the
+    interpreter runs them without knowing them."""
 
     def rules(self) -> Mapping[str, Rule]: ...
 

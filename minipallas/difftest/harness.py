@@ -54,7 +54,6 @@ from minipallas.difftest.checks.aot import compile_ahead, compile_bug
 from minipallas.difftest.checks.program import program_bugs
 from minipallas.difftest.classify import classify
 from minipallas.difftest.devices import UPSTREAM_SECONDS, run_ways, spanned
-from minipallas.difftest.machine import here
 from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
 from minipallas.difftest.report import Case, Outcome, Report, first_difference, timed
 from minipallas.difftest.tpu import TpuVerdict, chip_present, run_tpu_ways
@@ -65,6 +64,7 @@ from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge, state_types
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.envelope.machine import here
 
 DEVICES = ("cpu", "tpu")
 HALTS = ("out-of-bounds", "semaphore", "overflow")  # bugs that may halt or hang the chip

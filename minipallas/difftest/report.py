@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.envelope import Distance, Envelope, envelope, is_float, ulp_distance
 from minipallas.difftest.known import check_expect
-from minipallas.difftest.machine import Machine
 from minipallas.ir.core import Function
 from minipallas.lowering import TARGETS, optimize_level
 from minipallas.passes.kernel.reassociate import reassociates
+from minipallas.tools.envelope.machine import Machine
+from minipallas.tools.envelope.measure import Distance, Envelope, envelope, is_float, ulp_distance
 
 WAYS = ("upstream", "interpret", "discharge", "compile", "reference")
 # the simulator's seeded schedules, each a way of a case that spans devices (``devices``)

@@ -21,8 +21,8 @@ The verdict (``TpuVerdict``, ``judge``):
   counted; a difference is ``lowering-difference``, with the two modules' structural
   differences (``mosaic.compare``) as the first place to look;
 - every TPU way against the reference interpreter: within the chip's numerics envelope
-  (``minipallas/difftest/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its sum
-  orders), on defined elements; outside, the verdict names the way. A case at
+  (``minipallas/tools/envelope/chips.py``: its transcendentals, its one-pass bfloat16 f32 dots, its
+  sum orders), on defined elements; outside, the verdict names the way. A case at
   ``optimize="fast"`` (a pipeline that reassociates) skips the bit comparison: its ``tpu`` and
   ``xla-tpu`` ways are judged by the envelope with sum orders free across grid steps;
 - upstream refusing what minipallas runs (within the envelope) is ``beyond-upstream``;
@@ -44,8 +44,6 @@ import jax
 import numpy as np
 
 from minipallas.difftest.checks.program import only_kernel
-from minipallas.difftest.chips import TPU_V5E, Chip
-from minipallas.difftest.envelope import Envelope, envelope, is_float
 from minipallas.difftest.mosaic import compare as compare_modules
 from minipallas.difftest.mosaic import upstream_mosaic
 from minipallas.difftest.outputs import initial
@@ -65,6 +63,8 @@ from minipallas.platforms.mesh_tpu import (
     run_mesh_eqn,
     run_pallas_call_eqn,
 )
+from minipallas.tools.envelope.chips import TPU_V5E, Chip
+from minipallas.tools.envelope.measure import Envelope, envelope, is_float
 from minipallas.tpu import VMEM
 
 TPU_WAYS = ("upstream-tpu", "tpu", "xla-tpu")

@@ -6,7 +6,7 @@ scalar adds through the output's VMEM, which no fusion of steps can shorten with
 the order of the float additions (``fuse-grid-steps`` keeps upstream's bits). Summing the
 blocks elementwise into a block-shaped accumulator and reducing it once, at the last step,
 computes the same sum in another order: the bits change, within the order bound of one sum of
-all the terms (``minipallas/difftest/reorder.py``), so this pass runs only at the opt-in level
+all the terms (``minipallas/tools/envelope/reorder.py``), so this pass runs only at the opt-in level
 ``optimize="fast"``, never by default.
 
 Algorithm (``reassociate-sums``, a kernel pass):

@@ -14,7 +14,7 @@ from bench.benchmarks import tpu_bench
 from bench.chip import tpu_check
 from bench.chip.tpu_check import KERNELS  # the suite's kernels, which the check runs
 from bench.realistic_kernels import realistic_cases
-from minipallas.difftest.chips import TPU_V5E
+from minipallas.tools.envelope.chips import TPU_V5E
 
 
 def test_the_check_isolates_a_halting_kernel_and_loses_nothing_else(tmp_path, capsys):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from minipallas.difftest import KINDS, Case, ref, run
-from minipallas.difftest.envelope import envelope
 from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir import Literal
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
+from minipallas.tools.envelope.measure import envelope
 
 F32 = np.float32
 PLANT = Location("plant.py", 1)

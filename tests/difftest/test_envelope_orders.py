@@ -17,9 +17,9 @@ from jax.experimental.pallas import tpu as pltpu
 from legal_orders import ORDERS, dot, total
 
 import minipallas
-from minipallas.difftest.envelope import SAFETY, distance, envelope
 from minipallas.difftest.harness import abstract
 from minipallas.difftest.outputs import interpret_outputs
+from minipallas.tools.envelope.measure import SAFETY, distance, envelope
 
 F32 = np.float32
 BK = 128  # the K block, as the issue's

@@ -22,9 +22,9 @@ from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
 import minipallas as mp
 from minipallas.difftest import Case, run
-from minipallas.difftest.machine import here
 from minipallas.ir.interpret.xla import dot_order
 from minipallas.platforms.mesh_tpu import evaluate_kernels
+from minipallas.tools.envelope.machine import here
 
 pytestmark = pytest.mark.skipif(
     "amx_tile" in here().flags, reason="YNNPACK's bfloat16 kernel is unmeasured on AMX CPUs"

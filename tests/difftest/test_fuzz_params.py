@@ -17,13 +17,13 @@ import pytest
 from jax.experimental import pallas as pl
 
 from minipallas.difftest import ref
-from minipallas.difftest.chips import TPU_V5E
 from minipallas.difftest.coverage import Coverage
-from minipallas.difftest.envelope import envelope
 from minipallas.difftest.harness import abstract
 from minipallas.difftest.outputs import interpret_outputs
-from minipallas.difftest.perturb import step_ulps
 from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
+from minipallas.tools.envelope.chips import TPU_V5E
+from minipallas.tools.envelope.measure import envelope
+from minipallas.tools.envelope.perturb import step_ulps
 from minipallas.tools.fuzz import kernels as fuzz_kernels
 from minipallas.tools.fuzz import tpu as fuzz_tpu
 from minipallas.tools.generate import kernel_params

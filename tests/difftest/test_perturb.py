@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from minipallas import parse
-from minipallas.difftest.perturb import Perturbation, ordered, perturbable
 from minipallas.ir.errors import InterpretError
 from minipallas.ir.interpret import interpret
 from minipallas.ir.interpret.xla.transcendental import ULP_BOUND
+from minipallas.tools.envelope.perturb import Perturbation, ordered, perturbable
 
 F32, BF16 = np.float32, ml_dtypes.bfloat16
 SEEDS = range(8)

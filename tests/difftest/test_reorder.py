@@ -7,8 +7,8 @@ import pytest
 from test_perturb import DOT, SUM  # the sum and the dot the perturbations are tested on
 
 from minipallas import parse
-from minipallas.difftest.reorder import UNIT_ROUNDOFF, OrderBound, bound, sites
 from minipallas.ir.interpret import interpret
+from minipallas.tools.envelope.reorder import UNIT_ROUNDOFF, OrderBound, bound, sites
 
 F32, BF16 = np.float32, ml_dtypes.bfloat16
 

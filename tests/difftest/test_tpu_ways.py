@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 
 from minipallas.difftest import run
-from minipallas.difftest.chips import TPU_V5E
-from minipallas.difftest.envelope import envelope
 from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
 from minipallas.difftest.report import Outcome
 from minipallas.difftest.tpu import TPU_WAYS, defined_masks, judge, tpu_functions
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.runtime.libtpu import libtpu_available, tpu_sharding
 from minipallas.lowering.tpu import aot
+from minipallas.tools.envelope.chips import TPU_V5E
+from minipallas.tools.envelope.measure import envelope
 
 NEEDS_LIBTPU = pytest.mark.skipif(
     not aot.libtpu_available() and not os.environ.get("CI"),

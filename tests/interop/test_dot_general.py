@@ -120,7 +120,7 @@ def test_a_float16_dot_is_a_float32_dot_rounded_once_in_xlas_order(size):
     is XLA's order (with a transposed right operand on this CPU: 2 or 4 interleaved partial
     sums; numpy's one FMA chain), by one float16 ulp. Compile runs XLA's order: bit for bit.
     The difftest envelope (its sum-order bound) admits upstream's value."""
-    from minipallas.difftest.envelope import envelope, ulp_distance
+    from minipallas.tools.envelope.measure import envelope, ulp_distance
 
     rng = np.random.default_rng(size)
     x = rng.standard_normal((size, 2 * size)).astype(np.float16)

@@ -16,12 +16,12 @@ import pytest
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas.difftest import Case, run
-from minipallas.difftest.reorder import UNIT_ROUNDOFF, bound
 from minipallas.ir.interpret import interpret
 from minipallas.lowering import TARGETS
 from minipallas.lowering.tpu.aot import compile_check, libtpu_available
 from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.envelope.reorder import UNIT_ROUNDOFF, bound
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "difftest"))
 from plants import scale_result  # noqa: E402  (the float corpus's planted compiler bug)

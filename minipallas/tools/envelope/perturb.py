@@ -1,12 +1,12 @@
 """What a correct compiler may legally change in float results, as random interpreter rules.
 
-XLA computes some float ops with other bits than the reference interpreter and is still right:
-it sums in an order chosen by shape and fusion, contracts a multiply feeding an add into one
-fused multiply-add, keeps bfloat16/float16 chains in float32 (``jax.jit``'s default excess
-precision), and its transcendentals differ from ours by up to ``transcendental.ULP_BOUND``.
-``interpret(fn, *args, perturb=Perturbation(seed))`` runs the program with those freedoms
-taken at random, in the manner of stochastic arithmetic (CADNA, Verificarlo); the spread of a
-few such runs estimates how far each output may legally move (``minipallas.difftest.envelope``).
+XLA computes some float ops with other bits than the reference interpreter and is still right: it
+sums in an order chosen by shape and fusion, contracts a multiply feeding an add into one fused
+multiply-add, keeps bfloat16/float16 chains in float32 (``jax.jit``'s default excess precision), and
+its transcendentals differ from ours by up to ``transcendental.ULP_BOUND``. ``interpret(fn, *args,
+perturb=Perturbation(seed))`` runs the program with those freedoms taken at random, in the manner of
+stochastic arithmetic (CADNA, Verificarlo); the spread of a few such runs estimates how far each
+output may legally move (``minipallas.tools.envelope.measure``).
 
 Replaced rules (``Perturbation.rules``), every decision drawn from one generator seeded by
 ``seed`` in execution order, so a run is reproducible:
@@ -58,7 +58,6 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.chips import Chip
 from minipallas.ir import dtypes
 from minipallas.ir.conversions import round_float
 from minipallas.ir.core import Block, Function, Op, Value
@@ -67,6 +66,7 @@ from minipallas.ir.interpret.engine import RULES, Interpreter, Rule
 from minipallas.ir.interpret.xla import numerics, transcendental
 from minipallas.ir.interpret.xla.numerics import F32, LOW_PRECISION, flush, widen
 from minipallas.ir.types import ArrayType
+from minipallas.tools.envelope.chips import Chip
 
 # float ops whose bfloat16/float16 result XLA may keep in float32 (rule 4)
 ELEMENTWISE = (

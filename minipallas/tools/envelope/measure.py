@@ -1,11 +1,10 @@
 """The numerics envelope: how far each float output may legally move under a correct compiler.
 
-XLA may compute a float sum, dot, contractible add, transcendental or bfloat16 chain with
-other bits than the reference interpreter (``minipallas/difftest/perturb.py`` lists the freedoms).
-``envelope(fn, args)`` interprets ``fn`` ``SAMPLES`` times under random
-``Perturbation`` s and records, per element of each float output, the spread: the largest ulp
-distance of a perturbed value from the plain interpreter's. A value another way computed is
-within the envelope when
+XLA may compute a float sum, dot, contractible add, transcendental or bfloat16 chain with other bits
+than the reference interpreter (``minipallas/tools/envelope/perturb.py`` lists the freedoms).
+``envelope(fn, args)`` interprets ``fn`` ``SAMPLES`` times under random ``Perturbation`` s and
+records, per element of each float output, the spread: the largest ulp distance of a perturbed value
+from the plain interpreter's. A value another way computed is within the envelope when
 
     ulp_distance(interpret, value) <= SAFETY * max(spread, pooled) + floor + ulps
 
@@ -13,18 +12,17 @@ where ``floor`` is 1 ulp when the program has a perturbable op (else 0), ``ulps`
 explicit tolerance, and NaN equals NaN. Outputs that are not floats, and outputs of programs
 with nothing to perturb, stay bit for bit.
 
-``pooled`` is for the elements whose own few samples undershoot: the envelope measured on an
-Intel Xeon called two correct kernels bugs on an AMD EPYC, at one element of 98304 whose
-samples had happened to stay close. Each float ``reduce_sum``/``dot`` op's order bound
-(``minipallas/difftest/reorder.py``: how far any order may move a sum, from its terms' magnitudes,
-whatever CPU picks it) is run through the program once, and the ulps each run moves each
-output element add up to that element's ``orders``: how sensitive it is to sum orders, with
-no sampling luck. ``pooled = ratio * orders``, where ``ratio`` is the output's largest
-``spread / orders``: the scale of the orders' effect measured over every element, given to each
-in proportion to its sensitivity. ``SAFETY * pooled`` never exceeds ``orders`` itself, so
-neither a spread that other freedoms made nor a wide ratio loosens an element past its
-bound. An output of one element (a grid-wide sum) has nothing to pool: its own samples judge
-it, as before.
+``pooled`` is for the elements whose own few samples undershoot: the envelope measured on an Intel
+Xeon called two correct kernels bugs on an AMD EPYC, at one element of 98304 whose samples had
+happened to stay close. Each float ``reduce_sum``/``dot`` op's order bound
+(``minipallas/tools/envelope/reorder.py``: how far any order may move a sum, from its terms'
+magnitudes, whatever CPU picks it) is run through the program once, and the ulps each run moves each
+output element add up to that element's ``orders``: how sensitive it is to sum orders, with no
+sampling luck. ``pooled = ratio * orders``, where ``ratio`` is the output's largest ``spread /
+orders``: the scale of the orders' effect measured over every element, given to each in proportion
+to its sensitivity. ``SAFETY * pooled`` never exceeds ``orders`` itself, so neither a spread that
+other freedoms made nor a wide ratio loosens an element past its bound. An output of one element (a
+grid-wide sum) has nothing to pool: its own samples judge it, as before.
 
 A program whose kernels ran at ``optimize="fast"`` (``reassociated``) summed some terms in an
 order no sample draws: each sum's bound then counts the terms of all its executions
@@ -44,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.chips import Chip
 from minipallas.difftest.outputs import interpret_outputs
-from minipallas.difftest.perturb import Perturbation, ordered, perturbable
-from minipallas.difftest.reorder import Executions, OrderBound, sites
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.tools.envelope.chips import Chip
+from minipallas.tools.envelope.perturb import Perturbation, ordered, perturbable
+from minipallas.tools.envelope.reorder import Executions, OrderBound, sites
 
 SAMPLES = 8  # perturbed runs per envelope, at first
 MOST_SAMPLES = 24  # at most, in rounds of SAMPLES, while some value lies outside
@@ -94,7 +92,7 @@ class Envelope:
     seed: int = 0
     samples: int = 0
     orders: list[np.ndarray | None] | None = None
-    chip: Chip | None = None  # a TPU's numerics (``minipallas/difftest/chips.py``), else XLA:CPU's
+    chip: Chip | None = None  # a TPU's numerics (``chips``), else XLA:CPU's
     reassociated: bool = False  # kernels ran at optimize="fast" (module docstring)
 
     def allowed(self, k: int, ulps: int = 0) -> np.ndarray | None:

@@ -2,10 +2,10 @@
 assumed about it.
 
 XLA:CPU picks its dot and reduction kernels per CPU (AVX-512 or AVX2, FMA, YNNPACK's size
-thresholds), so a value ``compile`` computed belongs to the machine that computed it. The
-envelope assumes none of that: sum and dot orders are bounded from the terms' magnitudes for
-every order (``minipallas/difftest/reorder.py``), FMAs are taken or not at random. A report names
-the CPU anyway, so a verdict read on another machine says where it came from.
+thresholds), so a value ``compile`` computed belongs to the machine that computed it. The envelope
+assumes none of that: sum and dot orders are bounded from the terms' magnitudes for every order
+(``minipallas/tools/envelope/reorder.py``), FMAs are taken or not at random. A report names the CPU
+anyway, so a verdict read on another machine says where it came from.
 """
 
 from __future__ import annotations
