@@ -128,8 +128,10 @@ BUDGETS = {
     # -360 for issue 50 point 3: the CPU programs' three passes moved down to passes/kernel/
     # +466 for issue 50 point 4: the exporter's second output (interop/exporter/stateful.py,
     # difftest's jax_emit and jax_emit_structural moved up from the tools, -527 there); +15 for
-    # its importer/rules/__init__.py listing the rule files apart from the importer's machinery
-    "compiler": 17891,
+    # its importer/rules/__init__.py listing the rule files apart from the importer's machinery;
+    # +68 for the exporter's rules apart from its two engines (exporter/rules/: docstrings and
+    # imports of arrays.py, control.py, emit.py split out of engine.py and stateful.py)
+    "compiler": 17959,
     # the tools' floor and bench/; raised from 15500 for issue 48: every fuzzer counts what each
     # pass changed, and the generator draws programs a loaded pass rewrites (~300); to 16500 for
     # issue 47 item 4: the difftest's verdicts on cases that span devices, upstream in a

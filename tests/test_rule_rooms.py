@@ -1,7 +1,8 @@
 """Rules apart from engines: every package that holds rules keeps them in its ``rules/`` room.
 
-The lowering targets, the reference interpreter and the jaxpr importer are each an engine
-(context, tables, the walk over ops or equations) and a set of rules, one file per op family.
+The lowering targets, the reference interpreter, the jaxpr importer and the exporter are each
+an engine (context, tables, the walk over ops or equations) and a set of rules, one file per op
+family.
 - ``<package>/rules/`` holds the rule files: each registers rules (``@rule``, ``rule(...)(f)``,
   ``RULES.register``), every one is imported when the package is, and no module outside
   ``rules/`` registers any;
@@ -27,6 +28,7 @@ ROOMS = {
     "minipallas.lowering.gpu": LOWERING / "gpu",
     "minipallas.ir.interpret": Path(minipallas.ir.__file__).resolve().parent / "interpret",
     "minipallas.interop.importer": Path(minipallas.interop.__file__).resolve().parent / "importer",
+    "minipallas.interop.exporter": Path(minipallas.interop.__file__).resolve().parent / "exporter",
 }
 # Modules in a rules/ room that register no rule: parts of a rule that call other rule files'
 # helpers, so they live beside them.

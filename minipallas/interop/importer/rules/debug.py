@@ -1,5 +1,5 @@
 """``jax.debug.print`` imported: the ``debug_print`` primitive becomes the ``debug_print`` op
-(``to_jax`` evaluates that op as a ``jax.debug.print`` call: ``exporter/debug.py``).
+(``to_jax`` evaluates that op as a ``jax.debug.print`` call: ``exporter/rules/debug.py``).
 
 A ref operand (``pl.debug_print("{}", o_ref)``) prints its current contents, as upstream's
 interpret mode does: the import reads the whole ref first. What the op keeps of the primitive:

@@ -4,7 +4,7 @@
 
 ``roll``'s shift becomes an i32 scalar operand (a Python int in the jaxpr is a literal).
 ``platform_index`` keeps its branches' platforms: each lowering picks the branch for its
-platform. Their ``to_jax`` rules are in ``exporter/lanes.py``.
+platform. Their ``to_jax`` rules are in ``exporter/rules/lanes.py``.
 """
 
 from __future__ import annotations

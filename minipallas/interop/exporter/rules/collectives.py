@@ -25,7 +25,7 @@ import numpy as np
 from jax import lax
 
 from minipallas.interop.exporter.engine import rule
-from minipallas.interop.exporter.indexing import write_window
+from minipallas.interop.exporter.rules.indexing import write_window
 from minipallas.ir.core import Op
 
 
