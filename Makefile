@@ -108,7 +108,7 @@ tpu-bench:
 # The kernel fuzzer on the chip (run from outside the checkout: its minipallas/ folder would
 # shadow the installed package); FUZZ_ARGS=--aot compiles both sides only, on any machine.
 tpu-difftest:
-	cd /tmp && $(PYTHON) -m minipallas.difftest.cli $(CURDIR)/tests/difftest/chip_cases.py --device tpu $(TPU_ARGS)
+	cd /tmp && $(PYTHON) -m minipallas.tools.difftest.cli $(CURDIR)/tests/difftest/chip_cases.py --device tpu $(TPU_ARGS)
 
 fuzz-tpu:
 	cd /tmp && $(PYTHON) -m minipallas.tools.fuzz.tpu $(FUZZ_ARGS)

@@ -75,7 +75,10 @@ _PUBLIC = {
     "RevisitMode": "minipallas.ir.kernel_spec",
     "CostEstimate": "minipallas.ir.kernel_spec",
 }
-_SUBMODULES = ("numpy", "tpu", "gpu", "ir", "passes", "lowering", "difftest")
+_SUBMODULES = {
+    **{name: f"minipallas.{name}" for name in ("numpy", "tpu", "gpu", "ir", "passes", "lowering")},
+    "difftest": "minipallas.tools.difftest",  # a tool: imported only when asked for
+}
 
 __all__ = [*_PUBLIC, *_SUBMODULES]
 
@@ -84,7 +87,7 @@ def __getattr__(name: str) -> Any:
     if name in _PUBLIC:
         value = getattr(importlib.import_module(_PUBLIC[name]), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(f"minipallas.{name}")
+        value = importlib.import_module(_SUBMODULES[name])
     else:
         raise AttributeError(f"module 'minipallas' has no attribute {name!r}")
     globals()[name] = value

@@ -12,11 +12,11 @@ from test_layering import ROOT, _resolved, module_name, source_files
 MAX_FUNCTION_LINES = 80
 # (file, function): why it stays longer. Each entry is a decision, not a default.
 LONG_FUNCTIONS = {
-    ("minipallas/difftest/device_corpus/guide.py", "_reduce_scatter"): (
+    ("minipallas/tools/corpora/multi_device/guide.py", "_reduce_scatter"): (
         "upstream's distributed-TPU guide kernel, ported as the guide writes it (with its "
         "nested kernel) so the two read side by side"
     ),
-    ("minipallas/difftest/device_corpus/guide.py", "kernel"): "the guide's kernel, as above",
+    ("minipallas/tools/corpora/multi_device/guide.py", "kernel"): "the guide's kernel, as above",
 }
 
 
@@ -150,7 +150,7 @@ def test_the_loop_walk_finds_a_loop_and_skips_annotation_imports() -> None:
 
 def shadowed_modules(path: Path, text: str, modules: set[str]) -> list[str]:
     """Names a package's ``__init__`` (``path``) binds to something other than its submodule
-    of that name: ``minipallas.difftest.classify`` was a function, hiding the module."""
+    of that name: ``minipallas.tools.difftest.classify`` was a function, hiding the module."""
     package = module_name(path)
     children = {m.rpartition(".")[2] for m in modules if m.rpartition(".")[0] == package}
     found = []

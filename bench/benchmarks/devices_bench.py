@@ -1,6 +1,6 @@
 """Kernels that span devices, timed three ways in one run (issue 47 item 7).
 
-The correct kernels of the device corpus (``minipallas.difftest.device_corpus``: upstream's
+The correct kernels of the device corpus (``minipallas.tools.corpora.multi_device``: upstream's
 distributed tests, the guide's kernels, our own rings, collective matmuls and attention step)
 in ``jax.shard_map`` over 4 and 8 CPU devices of this process:
 
@@ -41,7 +41,7 @@ from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 
 import minipallas as mp  # noqa: E402
 from bench.common import table  # noqa: E402
-from minipallas.difftest.device_corpus import CASES, Case  # noqa: E402
+from minipallas.tools.corpora.multi_device import CASES, Case  # noqa: E402
 
 HEADER = ("kernel", "devices", "upstream", "simulate", "compiled", "up/comp", "up/sim", "bits")
 

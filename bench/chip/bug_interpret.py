@@ -101,18 +101,18 @@ def minipallas_missing() -> str | None:
         import dataclasses
         import inspect
 
-        from minipallas.difftest import Report, run
+        from minipallas.tools.difftest import Report, run
     except Exception as e:  # noqa: BLE001
-        return f"minipallas.difftest does not import: {e}"
+        return f"minipallas.tools.difftest does not import: {e}"
     if "device" not in inspect.signature(run).parameters:
-        return "minipallas.difftest.run takes no device="
+        return "minipallas.tools.difftest.run takes no device="
     if "kernel_bugs" not in {f.name for f in dataclasses.fields(Report)}:
-        return "minipallas.difftest.Report has no kernel_bugs"
+        return "minipallas.tools.difftest.Report has no kernel_bugs"
     return None
 
 
 def run_minipallas(entry: Any) -> dict[str, Any]:
-    from minipallas.difftest import Case, run
+    from minipallas.tools.difftest import Case, run
 
     fn = functools.partial(entry.fn, interpret=True)
     start = time.perf_counter()

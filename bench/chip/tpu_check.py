@@ -6,7 +6,7 @@ interpreter's run of the kernel's loop program, within the chip's numerics envel
 (``minipallas.tools.envelope.measure`` with ``TPU_V5E``: its transcendentals, its one-pass bfloat16
 float32 dots, its sum orders), element by element; both on the elements a TPU defines (an
 output block's padding or lanes a kernel never writes hold whatever VMEM held:
-``minipallas.difftest.undefined``). The report gives, per kernel, the most ulps an element is
+``minipallas.tools.difftest.undefined``). The report gives, per kernel, the most ulps an element is
 from the CPU's and the largest fraction of its envelope an element uses (above 1: outside).
 Writes a JSON report and prints a table; exits 1 when a kernel that both sides run gives other
 bits than upstream's, or lies outside the envelope.
@@ -44,9 +44,9 @@ from tpu_cases import TPU_CASES
 
 from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
 from bench.realistic_kernels import realistic_cases
-from minipallas.difftest.outputs import interpret_outputs
-from minipallas.difftest.undefined import undefined
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.tools.difftest.outputs import interpret_outputs
+from minipallas.tools.difftest.undefined import undefined
 from minipallas.tools.envelope.chips import TPU_V5E, Chip
 from minipallas.tools.envelope.measure import Distance, envelope, is_float
 

@@ -19,7 +19,7 @@ watchdog ends the process, with the table so far, after ``--timeout`` seconds.
                                                                # kernels that span devices,
                                                                # compiled for slices of each
 
-``--corpus`` takes every case of ``minipallas.difftest.device_corpus`` (2 to 8 devices; the
+``--corpus`` takes every case of ``minipallas.tools.corpora.multi_device`` (2 to 8 devices; the
 planted races, deadlocks and wrong counts compile too) onto a slice of each chip (``SLICES``),
 compiles both sides ahead of time, and compares the remote ops of minipallas's module with
 upstream's (``remote_ops``: each kind's ops in order, their memref operands and which of
@@ -422,14 +422,14 @@ def _corpus_meshes(chip: str = "v5e") -> Any:
     """The corpus's ``mesh`` helper, in each module that took it, over a slice of ``chip``."""
     import jax
 
-    from minipallas.difftest import device_corpus
+    from minipallas.tools.corpora import multi_device as device_corpus
 
     def mesh(shape: Any, axes: Any) -> Any:
         devices = slice_devices(int(np.prod(shape)), chip)
         return jax.sharding.Mesh(np.array(devices).reshape(tuple(shape)), tuple(axes))
 
     modules = [m for m in vars(device_corpus).values() if hasattr(m, "mesh")]
-    modules.append(sys.modules["minipallas.difftest.device_corpus.case"])
+    modules.append(sys.modules["minipallas.tools.corpora.multi_device.case"])
     old = [m.mesh for m in modules]
     try:
         for m in modules:
@@ -447,10 +447,10 @@ def corpus_row(case: Any, chip: str = "v5e") -> tuple[str, ...]:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from minipallas.difftest.mosaic import _capture
     from minipallas.lowering.compat.jaxlib_shim import canonicalize
     from minipallas.platforms.devices_tpu import device_module, equations, spans_devices
     from minipallas.platforms.mesh_tpu import on_tpu
+    from minipallas.tools.difftest.mosaic import _capture
 
     f = case.build()
     devices = slice_devices(case.devices, chip)
@@ -487,7 +487,7 @@ def corpus_row(case: Any, chip: str = "v5e") -> tuple[str, ...]:
 def corpus(out: Path | None, chips: list[str]) -> int:
     """The ``--corpus`` table of each chip, and a summary line each; the number of rows whose
     remote ops differ from upstream's."""
-    from minipallas.difftest.device_corpus import CASES
+    from minipallas.tools.corpora.multi_device import CASES
 
     text, differ = [], 0
     for chip in chips:

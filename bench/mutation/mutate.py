@@ -11,7 +11,7 @@ never touched) and checked in a subprocess whose imports resolve to that copy:
    package and the mutated module were imported from the copy before it trusts a verdict;
 2. the kill check, stopping at the first kill: every case of the difftest corpora
    (``tests/difftest/corpus.py``, ``float_corpus.py`` when it exists) through
-   ``minipallas.difftest.run``, a case whose finding is not the one it expects kills; then
+   ``minipallas.tools.difftest.run``, a case whose finding is not the one it expects kills; then
    the front-end checks (``tests/difftest/frontend_corpus.py``'s ``CHECKS``: programs and
    kernels built with minipallas's own front end, which reach code no imported jaxpr does:
    integer ``pow``, an out-of-range ``switch`` index, dynamic gather/scatter starts, the
@@ -184,7 +184,7 @@ def _corpus_kill(copy: Path) -> tuple[str | None, list[str]]:
     """The first corpus case whose finding is not the one it expects, and notes."""
     import importlib
 
-    from minipallas.difftest import run
+    from minipallas.tools.difftest import run
 
     sys.path.insert(0, str(copy / TESTS))
     notes = []
@@ -254,7 +254,7 @@ def _fuzz_discharge(count: int, deadline: float) -> tuple[int, str | None]:
 
 
 def _fuzz_upstream(count: int, deadline: float) -> tuple[int, str | None]:
-    from minipallas.difftest import run
+    from minipallas.tools.difftest import run
     from minipallas.tools.fuzz.upstream import case_for
 
     n = 0

@@ -23,7 +23,7 @@ from float_corpus import EPS
 from plants import change_constant, offset_after, scale_result, sizes
 from test_envelope_orders import k_matmul, row_layer_norm
 
-from minipallas.difftest import Case, run
+from minipallas.tools.difftest import Case, run
 from minipallas.tools.envelope.machine import here
 
 KERNELS = {

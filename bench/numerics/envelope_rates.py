@@ -24,9 +24,9 @@ import numpy as np
 from test_envelope import PROGRAMS, inputs
 
 import minipallas
-from minipallas.difftest import Case, run
-from minipallas.difftest.harness import abstract
-from minipallas.difftest.outputs import initial, interpret_outputs
+from minipallas.tools.difftest import Case, run
+from minipallas.tools.difftest.harness import abstract
+from minipallas.tools.difftest.outputs import initial, interpret_outputs
 from minipallas.tools.envelope.measure import (
     MOST_SAMPLES,
     SAFETY,

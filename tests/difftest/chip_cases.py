@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from minipallas.difftest import Case
+from minipallas.tools.difftest import Case
 
 F32 = jnp.float32
 RNG = np.random.default_rng(26)

@@ -3,7 +3,7 @@
 
 Every program is written the way a JAX/Pallas user writes it (``ref[...]``, ``ref.at``, views,
 ``pl.run_scoped``, ``pl.load``/``pl.store``, ``lax`` loops and branches). ``expect`` names the
-finding a case is known to produce (``minipallas.difftest.KNOWN``): the upstream defects are
+finding a case is known to produce (``minipallas.tools.difftest.KNOWN``): the upstream defects are
 xfail in ``test_corpus.py``; the semantic differences are checked to be classified as such.
 
 This file is also a module of programs for the command line:
@@ -19,12 +19,12 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.difftest import Case, ref
 from minipallas.lowering.compat.jax_private import (
     pallas_primitives,
     state_discharge,
     state_primitives,
 )
+from minipallas.tools.difftest import Case, ref
 
 # pl.load / pl.store: jax 0.10.2 no longer exports them
 pl_load, pl_store = pallas_primitives.load, pallas_primitives.store

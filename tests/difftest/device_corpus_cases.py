@@ -1,4 +1,4 @@
-"""The device corpus (``minipallas.difftest.device_corpus``) as difftest cases, for
+"""The device corpus (``minipallas.tools.corpora.multi_device``) as difftest cases, for
 ``minipallas-difftest --devices 8 tests/difftest/device_corpus_cases.py`` (issue 47 item 4).
 
 Each corpus kernel becomes a ``Case`` at module level (the upstream worker loads this file
@@ -9,8 +9,8 @@ it. Every way is compared bit for bit (ring attention's exponentials, compiled b
 not: a finding).
 """
 
-from minipallas.difftest import Case
-from minipallas.difftest.device_corpus import CASES as CORPUS
+from minipallas.tools.corpora.multi_device import CASES as CORPUS
+from minipallas.tools.difftest import Case
 
 EXPECT = {"ok": None, "race": "race", "deadlock": "deadlock", "wrong-count": "kernel-bug"}
 

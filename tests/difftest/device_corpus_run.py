@@ -1,4 +1,4 @@
-"""Runs the device corpus (``minipallas.difftest.device_corpus``) both ways, in a process of its
+"""Runs the device corpus (``minipallas.tools.corpora.multi_device``) both ways, in a process of its
 own: jax sees 8 CPU devices only when ``XLA_FLAGS`` says so before it starts. Prints one JSON
 line a case: its upstream verdict, minipallas's simulator's for each schedule and, for a
 correct kernel, what ``on_devices`` compiles.
@@ -16,7 +16,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
-from minipallas.difftest.device_corpus import CASES, run  # noqa: E402
+from minipallas.tools.corpora.multi_device import CASES, run  # noqa: E402
 
 SCHEDULES = ("lockstep", 0)
 

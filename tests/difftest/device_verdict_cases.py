@@ -20,7 +20,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas.ops.tpu.all_gather import all_gather
 
-from minipallas.difftest import Case, run
+from minipallas.tools.difftest import Case, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: device_cases
 from device_cases import on_mesh  # noqa: E402

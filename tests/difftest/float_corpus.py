@@ -35,7 +35,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from plants import change_constant, offset_after, scale_result, sizes
 
-from minipallas.difftest import Case, ref
+from minipallas.tools.difftest import Case, ref
 
 F32, BF16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
 DTYPES = {"f32": F32, "bf16": BF16}

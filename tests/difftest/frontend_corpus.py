@@ -31,8 +31,8 @@ import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.difftest.outputs import RefArg, interpret_outputs, ref
-from minipallas.difftest.report import compare
+from minipallas.tools.difftest.outputs import RefArg, interpret_outputs, ref
+from minipallas.tools.difftest.report import compare
 
 I32, F32 = np.int32, np.float32
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from bug_corpus import ENTRIES
 
-from minipallas.difftest import Case, run
 from minipallas.lowering.runtime.libtpu import libtpu_available
 from minipallas.lowering.tpu.aot import MosaicCompileError
+from minipallas.tools.difftest import Case, run
 
 MEASURED = Path(__file__).resolve().parents[2] / "bench" / "results" / "tpu_bugs.json"
 NO_LIBTPU = not libtpu_available() and not os.environ.get("CI")

@@ -1,5 +1,5 @@
-"""The kernel checks (``minipallas.difftest.checks``): one small TPU kernel per bug class, each
-found with its kind, buffer and grid point, and correct kernels of the same shapes with none.
+"""The kernel checks (``minipallas.tools.difftest.checks``): one small TPU kernel per bug class,
+each found with its kind, buffer and grid point, and correct kernels of the same shapes with none.
 
 The realistic set, with what a v5e does with each, is ``bug_corpus`` (``test_bug_corpus``).
 """
@@ -17,12 +17,12 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from minipallas.difftest import Case, run
-from minipallas.difftest.checks import kernel_bugs
-from minipallas.difftest.checks.program import program_bugs
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.lowering.runtime.libtpu import libtpu_available
 from minipallas.lowering.tpu.aot import MosaicCompileError
+from minipallas.tools.difftest import Case, run
+from minipallas.tools.difftest.checks import kernel_bugs
+from minipallas.tools.difftest.checks.program import program_bugs
 from minipallas.tpu import VMEM
 
 F32 = jnp.float32

@@ -8,7 +8,7 @@ xfails fail for their stated reason and no other.
 import pytest
 from corpus import CASES
 
-from minipallas.difftest import KNOWN, Disagreement, check, run
+from minipallas.tools.difftest import KNOWN, Disagreement, check, run
 
 UPSTREAM_DEFECTS = ("upstream-crash", "upstream-divergence")
 
@@ -55,7 +55,7 @@ def test_known_findings_are_recognized(case):
 def test_semantic_differences_leave_minipallas_in_agreement(case):
     """Against a minipallas reference, only the reference differs: upstream and the import
     (which keeps upstream's meaning), interpreted and compiled, agree."""
-    from minipallas.difftest.report import agree
+    from minipallas.tools.difftest.report import agree
 
     report = run(case)
     assert report.finding.kind == "semantic-difference"

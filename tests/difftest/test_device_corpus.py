@@ -1,4 +1,4 @@
-"""The corpus of kernels that span devices (``minipallas.difftest.device_corpus``, issue 47),
+"""The corpus of kernels that span devices (``minipallas.tools.corpora.multi_device``, issue 47),
 each run in upstream's TPU interpret mode and in minipallas's simulator.
 
 jax sees 8 CPU devices only when ``XLA_FLAGS`` says so before it starts, so every case runs in
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minipallas.difftest.device_corpus import CASES, Case
+from minipallas.tools.corpora.multi_device import CASES, Case
 
 RUNNER = Path(__file__).with_name("device_corpus_run.py")
 BY_NAME = {c.name: c for c in CASES}

@@ -23,8 +23,8 @@ SECONDS = 5
 def test_a_kernel_upstreams_interpret_mode_never_finishes_is_upstream_hangs():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     run = subprocess.run(
-        [sys.executable, "-m", "minipallas.difftest.cli", "--devices", "8", "--upstream-seconds",
-         str(SECONDS), str(CASES), "-k", "local_kernel_by_position"],
+        [sys.executable, "-m", "minipallas.tools.difftest.cli", "--devices", "8",
+         "--upstream-seconds", str(SECONDS), str(CASES), "-k", "local_kernel_by_position"],
         capture_output=True, text=True, timeout=300, env={**env, "JAX_PLATFORMS": "cpu"},
         check=False,
     )  # fmt: skip

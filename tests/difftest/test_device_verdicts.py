@@ -20,11 +20,11 @@ import pytest
 
 import minipallas
 from minipallas import MiniPallasError
-from minipallas.difftest import Case
-from minipallas.difftest.classify import classify, recognize_crash
-from minipallas.difftest.devices import UpstreamHang, UpstreamRuns, _rebuilt, compiled_way
-from minipallas.difftest.report import Outcome, Report, first_difference
 from minipallas.ir.errors import InterpretError
+from minipallas.tools.difftest import Case
+from minipallas.tools.difftest.classify import classify, recognize_crash
+from minipallas.tools.difftest.devices import UpstreamHang, UpstreamRuns, _rebuilt, compiled_way
+from minipallas.tools.difftest.report import Outcome, Report, first_difference
 
 CASES = Path(__file__).with_name("device_verdict_cases.py")
 SECONDS = 20
@@ -45,7 +45,7 @@ def _start(command: list[str], **env: str) -> subprocess.Popen:
 def verdicts() -> dict:
     four = _start([sys.executable, str(CASES), str(SECONDS), *NAMES],
                   XLA_FLAGS="--xla_force_host_platform_device_count=4")  # fmt: skip
-    cli = _start([sys.executable, "-m", "minipallas.difftest.cli", "--devices", "4",
+    cli = _start([sys.executable, "-m", "minipallas.tools.difftest.cli", "--devices", "4",
                   "--upstream-seconds", str(SECONDS), str(CASES), "-k", "token_ring"])  # fmt: skip
     out, err = four.communicate(timeout=600)
     assert four.returncode == 0, err[-3000:]
@@ -223,7 +223,7 @@ def test_what_else_the_simulator_raises_at_a_kernels_end_is_its_bug(message, kin
     ],
 )  # fmt: skip
 def test_upstream_crashes_only_devices_show_are_recognized(error, message, where, name):
-    """As the corpus's kernels raise them (minipallas/difftest/device_corpus: select_ref_*,
+    """As the corpus's kernels raise them (minipallas/tools/corpora/multi_device: select_ref_*,
     no_barrier_semaphore), rebuilt from the worker's report of them."""
     crash = _rebuilt(error, message, [where])
     assert recognize_crash("eval", crash) == name

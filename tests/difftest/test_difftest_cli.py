@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from minipallas.difftest import cli
+from minipallas.tools.difftest import cli
 from minipallas.tools.fuzz import upstream as fuzz_upstream
 
 MODULE = textwrap.dedent(
     """
     import numpy as np
-    from minipallas.difftest import Case, ref
+    from minipallas.tools.difftest import Case, ref
 
     def double(r):
         r[...] = r[...] * 2.0
@@ -155,7 +155,7 @@ def test_a_file_imports_the_modules_beside_it(tmp_path, monkeypatch, capsys):
             """
             import numpy as np
             from shared_programs_beside import triple
-            from minipallas.difftest import Case, ref
+            from minipallas.tools.difftest import Case, ref
 
             CASES = [Case("triple", triple, (ref(np.arange(4, dtype=np.float32)),))]
             """

@@ -7,12 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from minipallas.difftest import KINDS, Case, ref, run
-from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir import Literal
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
+from minipallas.tools.difftest import KINDS, Case, ref, run
+from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.envelope.measure import envelope
 
 F32 = np.float32
@@ -109,7 +109,7 @@ def test_division_by_a_constant_is_within_the_envelope(program):
 
 def _import(fn, *args):
     import minipallas
-    from minipallas.difftest.harness import abstract
+    from minipallas.tools.difftest.harness import abstract
 
     return minipallas.from_jaxpr(jax.make_jaxpr(fn)(*abstract(args)))
 
@@ -210,7 +210,7 @@ def test_planted_integer_off_by_one_stays_a_bug_without_envelope():
 
 
 def test_cli_summary_counts_within_envelope_apart_from_exact_agreement():
-    from minipallas.difftest.cli import table
+    from minipallas.tools.difftest.cli import table
 
     rng = np.random.default_rng(7)
     reports = [run(Case("matvec", matvec, inputs("matvec", rng))) for _ in range(3)]

@@ -17,8 +17,8 @@ from jax.experimental.pallas import tpu as pltpu
 from legal_orders import ORDERS, dot, total
 
 import minipallas
-from minipallas.difftest.harness import abstract
-from minipallas.difftest.outputs import interpret_outputs
+from minipallas.tools.difftest.harness import abstract
+from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.envelope.measure import SAFETY, distance, envelope
 
 F32 = np.float32

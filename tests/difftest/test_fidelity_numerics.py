@@ -21,9 +21,9 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas.ops.tpu import flash_attention as fa
 
 import minipallas as mp
-from minipallas.difftest import Case, run
 from minipallas.ir.interpret.xla import dot_order
 from minipallas.platforms.mesh_tpu import evaluate_kernels
+from minipallas.tools.difftest import Case, run
 from minipallas.tools.envelope.machine import here
 
 pytestmark = pytest.mark.skipif(

@@ -12,10 +12,10 @@ from float_corpus import BASE, DTYPES, PROGRAMS, SEEDS, SIBLINGS, Program, input
 from plants import change_constant, offset_after, scale_result, sizes
 
 import minipallas as mp
-from minipallas.difftest import run
-from minipallas.difftest.bisect import first_op_out, op_text
-from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir.errors import PassError
+from minipallas.tools.difftest import run
+from minipallas.tools.difftest.bisect import first_op_out, op_text
+from minipallas.tools.difftest.outputs import interpret_outputs
 
 KERNELS = {
     "tiled_matmul",
@@ -111,7 +111,7 @@ def _planted_op(r):
 def _imported(program: Program, dtype):
     import jax
 
-    from minipallas.difftest.harness import abstract
+    from minipallas.tools.difftest.harness import abstract
 
     args = inputs(program, dtype, 0)
     return mp.from_jaxpr(jax.make_jaxpr(program.fn)(*abstract(args))), args

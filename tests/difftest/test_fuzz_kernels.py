@@ -244,7 +244,7 @@ def test_the_fuzzers_start_libtpu_quietly(fuzzer):
     without the settings the tests' own start-up made."""
     tests_own = {*LIBTPU_NO_CHIP, "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL"}
     env = {k: v for k, v in os.environ.items() if k not in tests_own}
-    command = [sys.executable, "-m", f"minipallas.difftest.{fuzzer}", "--count", "1"]
+    command = [sys.executable, "-m", f"minipallas.tools.difftest.{fuzzer}", "--count", "1"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode in (0, 1), done.stderr
     assert "E0000" not in done.stderr and "worker hostname" not in done.stderr, done.stderr

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-from minipallas.difftest import ref
-from minipallas.difftest.coverage import Coverage
-from minipallas.difftest.harness import abstract
-from minipallas.difftest.outputs import interpret_outputs
 from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
+from minipallas.tools.difftest import ref
+from minipallas.tools.difftest.coverage import Coverage
+from minipallas.tools.difftest.harness import abstract
+from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.envelope.chips import TPU_V5E
 from minipallas.tools.envelope.measure import envelope
 from minipallas.tools.envelope.perturb import step_ulps

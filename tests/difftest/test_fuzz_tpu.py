@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from minipallas.difftest.tpu import NoTpuError
 from minipallas.lowering.tpu import aot
+from minipallas.tools.difftest.tpu import NoTpuError
 from minipallas.tools.fuzz import tpu as fuzz_tpu
 from minipallas.tools.generate.kernels import tpu_sized
 from minipallas.tools.user_passes import loaded

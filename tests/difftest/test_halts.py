@@ -8,8 +8,8 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 import minipallas as mp
-from minipallas.difftest.halts import out_of_bounds_block
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
+from minipallas.tools.difftest.halts import out_of_bounds_block
 
 S = jax.ShapeDtypeStruct
 

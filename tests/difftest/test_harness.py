@@ -7,9 +7,12 @@ import pytest
 from jax import lax
 
 import minipallas as mp
-from minipallas.difftest import KNOWN, Case, Disagreement, check, compare, ref, run
-from minipallas.difftest.classify import Finding, recognize_crash, unmask_loads
-from minipallas.difftest.divergences import while_cond_reads_written_ref, while_cond_writes_ref
+from minipallas.tools.difftest import KNOWN, Case, Disagreement, check, compare, ref, run
+from minipallas.tools.difftest.classify import Finding, recognize_crash, unmask_loads
+from minipallas.tools.difftest.divergences import (
+    while_cond_reads_written_ref,
+    while_cond_writes_ref,
+)
 
 F32 = np.float32
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import minipallas as mp
-from minipallas.difftest import EmitError, emit, run, trace
+from minipallas.tools.difftest import EmitError, emit, run, trace
 from minipallas.tools.fuzz.upstream import case_for
 from minipallas.tools.generate import programs
 

@@ -5,7 +5,7 @@ the interpreter (``difftest.run`` of the emission, with the program as reference
 import pytest
 
 import minipallas as mp
-from minipallas.difftest import run
+from minipallas.tools.difftest import run
 from minipallas.tools.fuzz.upstream import case_for
 
 # Each body reads %r (i32[8,6]) as %x and writes %y (i32[8,6]) to %o.

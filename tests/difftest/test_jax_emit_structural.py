@@ -4,9 +4,9 @@ bit with the interpreter (``difftest.run`` of the emission, with the program as 
 import pytest
 
 import minipallas as mp
-from minipallas.difftest import run
 from minipallas.interop.exporter.engine import RULES as TO_JAX
 from minipallas.interop.exporter.rules.emit import AS_TO_JAX, STRUCTURAL
+from minipallas.tools.difftest import run
 from minipallas.tools.fuzz.upstream import case_for
 
 # Each op between a read of %r (f32[4,6]) and a write of its result %y to %o: (type of %y, ops).

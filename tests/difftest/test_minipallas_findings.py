@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import minipallas as mp
-from minipallas.difftest import Case, check, ref
 from minipallas.lowering.runtime import xla_cpu
+from minipallas.tools.difftest import Case, check, ref
 
 BF16 = ml_dtypes.bfloat16
 

@@ -18,13 +18,13 @@ import jax
 import numpy as np
 import pytest
 
-from minipallas.difftest import run
-from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
-from minipallas.difftest.report import Outcome
-from minipallas.difftest.tpu import TPU_WAYS, defined_masks, judge, tpu_functions
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.runtime.libtpu import libtpu_available, tpu_sharding
 from minipallas.lowering.tpu import aot
+from minipallas.tools.difftest import run
+from minipallas.tools.difftest.mosaic import UpstreamError, upstream_mosaic
+from minipallas.tools.difftest.report import Outcome
+from minipallas.tools.difftest.tpu import TPU_WAYS, defined_masks, judge, tpu_functions
 from minipallas.tools.envelope.chips import TPU_V5E
 from minipallas.tools.envelope.measure import envelope
 

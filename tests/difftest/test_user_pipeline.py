@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import minipallas.tools.fuzz.programs as fuzz
-from minipallas.difftest import Case, cli, ref, run
 from minipallas.lowering.tpu import aot
+from minipallas.tools.difftest import Case, cli, ref, run
 from minipallas.tools.fuzz import kernels as fuzz_kernels
 from minipallas.tools.fuzz import tpu as fuzz_tpu
 from minipallas.tools.fuzz import upstream as fuzz_upstream
@@ -31,7 +31,7 @@ CASES = textwrap.dedent(
     import numpy as np
     from jax.experimental import pallas as pl
 
-    from minipallas.difftest import Case, ref
+    from minipallas.tools.difftest import Case, ref
 
     def scale_add(r):
         r[...] = r[...] + r[...] * 2.0
@@ -179,7 +179,7 @@ HALVE = textwrap.dedent(
     import numpy as np
     from jax.experimental import pallas as pl
 
-    from minipallas.difftest import Case
+    from minipallas.tools.difftest import Case
 
     def halve(x_ref, o_ref):
         o_ref[...] = x_ref[...] / 2.0

@@ -10,8 +10,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from minipallas import MiniPallasError
-from minipallas.difftest import Case, cli, run
 from minipallas.lowering.runtime.libtpu import libtpu_available
+from minipallas.tools.difftest import Case, cli, run
 
 X = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
 OUT = jax.ShapeDtypeStruct((8, 128), jnp.float32)
@@ -100,7 +100,7 @@ def test_the_table_says_what_the_user_must_fix_without_show(tmp_path, capsys):
     path.write_text(
         "import jax, jax.numpy as jnp, numpy as np\n"
         "from jax.experimental import pallas as pl\n"
-        "from minipallas.difftest import Case\n"
+        "from minipallas.tools.difftest import Case\n"
         "def k(x_ref, o_ref): o_ref[...] = x_ref[...]\n"
         "out = jax.ShapeDtypeStruct((8, 128), jnp.float32)\n"
         "C = Case('plain', lambda x: pl.pallas_call(k, out_shape=out)(x),\n"

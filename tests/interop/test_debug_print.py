@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import minipallas as mp
-from minipallas.difftest import Case, ref, run
 from minipallas.interop import JaxprImportError, from_jaxpr, to_jax
 from minipallas.lowering.runtime.compiled import compile as mp_compile
 from minipallas.passes.cleanup import cleanup
+from minipallas.tools.difftest import Case, ref, run
 
 
 def _lines(capfd) -> list[str]:

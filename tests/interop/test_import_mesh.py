@@ -13,9 +13,9 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas import difftest
 from minipallas.interop import JaxprImportError
 from minipallas.ir.collectives import INTERPRET_MESSAGE, CollectiveAxesError
+from minipallas.tools import difftest
 
 ROWS = 8
 

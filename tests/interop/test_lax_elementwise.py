@@ -13,8 +13,8 @@ from interop_helpers import arr, check
 from jax import lax
 
 import minipallas
-from minipallas import difftest
 from minipallas.interop.exporter import stateful
+from minipallas.tools import difftest
 
 EDGES = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 0.999, -1.0, 1.0, 3.0, 1e-40, -1e-40, 88.9]
 EDGES += [np.inf, -np.inf, np.nan, 1e30, -7.25, 0.3]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from minipallas.difftest import Case, ref, run
+from minipallas.tools.difftest import Case, ref, run
 
 
 def _input() -> np.ndarray:

@@ -10,8 +10,8 @@ import pytest
 from jax import lax
 
 import minipallas as mp
-from minipallas.difftest import Case, ref, run
 from minipallas.interop import from_jaxpr
+from minipallas.tools.difftest import Case, ref, run
 
 
 def _input(shape, dtype=np.float32, seed=0) -> np.ndarray:

@@ -140,7 +140,7 @@ def test_the_triton_emitter_writes_atomics_that_compile_to_ptx():
 
 def test_the_difftest_harness_runs_atomics_against_upstream():
     """The emitter writes ``plgpu`` atomics, so a program with them is judged by upstream."""
-    from minipallas.difftest import run
+    from minipallas.tools.difftest import run
     from minipallas.tools.fuzz.upstream import case_for
 
     fn = mp.parse(

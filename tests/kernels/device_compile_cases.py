@@ -32,9 +32,9 @@ from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import minipallas as mp  # noqa: E402
-from minipallas.difftest.device_corpus import compute  # noqa: E402
-from minipallas.difftest.device_corpus.own import _attention as own_attention  # noqa: E402
-from minipallas.difftest.device_corpus.own import (  # noqa: E402
+from minipallas.tools.corpora.multi_device import compute  # noqa: E402
+from minipallas.tools.corpora.multi_device.own import _attention as own_attention  # noqa: E402
+from minipallas.tools.corpora.multi_device.own import (  # noqa: E402
     _attention_inputs as own_attention_inputs,
 )
 

@@ -1,6 +1,6 @@
 """Mesh kernels of cores (``pl.kernel``, ``pl.core_map``) in a shard_map over 4 devices (issue 47
-item 1, ``interop/importer/rules/devices_cores.py``): cases that ``device_mesh_cases.py`` runs in its
-process of 4 CPU devices, each ``(name, case)`` as there.
+item 1, ``interop/importer/rules/devices_cores.py``): cases that ``device_mesh_cases.py`` runs in
+its process of 4 CPU devices, each ``(name, case)`` as there.
 """
 
 import functools
@@ -111,7 +111,7 @@ def _upstream_core_halves(core_barrier: bool):
 def _upstream_core_map_cases():
     """Upstream's test_shard_map_of_core_map (the corpus's case: 2 devices of 2 cores, a
     core_map inside run_state), and the same kernel on 4 devices of one core."""
-    from minipallas.difftest.device_corpus import upstream_head
+    from minipallas.tools.corpora.multi_device import upstream_head
 
     case = next(c for c in upstream_head.cases() if c.name == "shard_map_of_core_map")
     (x,) = case.inputs()

@@ -19,7 +19,6 @@ import pytest
 from filecheck_util import filecheck
 
 import minipallas as mp
-from minipallas.difftest.mosaic import normalized_text
 from minipallas.ir.collectives import MOSAIC_MESSAGE, CollectiveAxesUnsupported
 from minipallas.kernels.collective.mesh import mesh_kernel
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
@@ -32,6 +31,7 @@ from minipallas.platforms.mesh_tpu import (
     on_tpu,
     one_core_body,
 )
+from minipallas.tools.difftest.mosaic import normalized_text
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "interop"))
 

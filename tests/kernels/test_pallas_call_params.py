@@ -29,7 +29,7 @@ def test_tpu_params_set_the_module_dimension_semantics_as_upstream():
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from minipallas.difftest.mosaic import summarize, upstream_mosaic
+    from minipallas.tools.difftest.mosaic import summarize, upstream_mosaic
 
     params = tpu.CompilerParams(dimension_semantics=("arbitrary",), vmem_limit_bytes=1 << 20)
     lowered = call(compiler_params=params).lower(X, target="tpu")

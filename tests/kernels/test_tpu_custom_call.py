@@ -5,7 +5,7 @@ without one, so the module is checked here: it holds one ``tpu_custom_call`` per
 backend config carries the kernel's own Mosaic module (the ``tpu`` target's, text for text
 once decoded) and whose every other field (the config's, the kernel name, layouts, aliases,
 types, metadata) equals what upstream's own TPU lowering of the same suite kernel emits
-(``pl.pallas_call(..., interpret=False)``, lowered as ``minipallas.difftest.mosaic`` does).
+(``pl.pallas_call(..., interpret=False)``, lowered as ``minipallas.tools.difftest.mosaic`` does).
 Running it needs the chip: ``make tpu-check``.
 """
 
@@ -21,8 +21,8 @@ from kernel_helpers import assert_same_bits, custom_call_ops
 from suite import BY_NAME
 
 import minipallas as mp
-from minipallas.difftest.mosaic import assume_chip, summarize, upstream_mosaic
 from minipallas.lowering.compat.jaxlib_shim import ir, make_tpu_context, passmanager
+from minipallas.tools.difftest.mosaic import assume_chip, summarize, upstream_mosaic
 
 TPU = "tpu_custom_call"
 # suite kernels upstream's TPU lowering takes as they are (others have non-TPU block shapes)

@@ -7,14 +7,14 @@ import textwrap
 import pytest
 
 from minipallas import cli as opt
-from minipallas.difftest import cli as difftest
+from minipallas.tools.difftest import cli as difftest
 
 PROGRAM = "func @f(%x: f32[4]) -> (f32[4]) {\n  return %x\n}\n"
 BAD_PROGRAM = "func @f(%x: f32[4]) -> (f32[4]) {\n  return %y\n}\n"
 CASES = textwrap.dedent(
     """
     import numpy as np
-    from minipallas.difftest import Case, ref
+    from minipallas.tools.difftest import Case, ref
 
     def double(r):
         r[...] = r[...] * 2.0

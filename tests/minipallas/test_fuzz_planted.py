@@ -111,7 +111,7 @@ def test_the_deadline_in_the_middle_of_a_batch_ends_it_quietly(monkeypatch):
 
 def test_the_upstream_fuzzers_shrink_ends_with_the_run(monkeypatch):
     """``--seconds`` bounds fuzz_upstream's shrink too, whatever ``--shrink-seconds`` says."""
-    from minipallas.difftest.classify import Finding
+    from minipallas.tools.difftest.classify import Finding
     from minipallas.tools.fuzz import upstream as fuzz_upstream
 
     campaign = fuzz_upstream.Campaign(count=20, deadline=float("inf"), shrink_seconds=1e9)
@@ -195,4 +195,4 @@ def test_a_kernel_pass_in_a_program_fuzzer_is_a_usage_error(main, capsys):
     raised PassError ... runs on a function'), or it never ran (``fuzz_upstream``)."""
     assert main(["--count", "1", "--pass-pipeline", "cleanup,fuse-grid-steps"]) == 2
     err = capsys.readouterr().err
-    assert "pass 'fuse-grid-steps' transforms a kernel" in err and "fuzz_kernels" in err
+    assert "pass 'fuse-grid-steps' transforms a kernel" in err and "tools.fuzz.kernels" in err

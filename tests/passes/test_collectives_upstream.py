@@ -15,12 +15,12 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
 import minipallas as mp
-from minipallas.difftest import Case, ref
-from minipallas.difftest.harness import run as difftest_run
-from minipallas.difftest.mosaic import assume_chip
 from minipallas.interop import from_jaxpr, to_jax
 from minipallas.ir.collectives import CollectiveAxesError
 from minipallas.lowering.compat.jax_private import state_discharge
+from minipallas.tools.difftest import Case, ref
+from minipallas.tools.difftest.harness import run as difftest_run
+from minipallas.tools.difftest.mosaic import assume_chip
 
 SHAPE = (8, 128)
 F = mp.ArrayType(SHAPE, "float32")

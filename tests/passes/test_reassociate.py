@@ -15,12 +15,12 @@ import pytest
 
 import minipallas as mp
 import minipallas.numpy as jnp
-from minipallas.difftest import Case, run
 from minipallas.ir.interpret import interpret
 from minipallas.lowering import TARGETS
 from minipallas.lowering.tpu.aot import compile_check, libtpu_available
 from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.difftest import Case, run
 from minipallas.tools.envelope.reorder import UNIT_ROUNDOFF, bound
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "difftest"))
@@ -312,8 +312,8 @@ def test_on_a_chip_the_fast_module_is_judged_by_the_sums_freedom_not_upstreams_b
     ``lowering-difference``; a result that lost a block is outside the chip's envelope."""
     import dataclasses
 
-    from minipallas.difftest.report import Outcome
-    from minipallas.difftest.tpu import judge
+    from minipallas.tools.difftest.report import Outcome
+    from minipallas.tools.difftest.tpu import judge
 
     x = _x(64 * BLOCK)
     report = run(Case("fast", _upstream_sum(64), (x,), optimize="fast"))

@@ -11,5 +11,5 @@ its results agree with the compiled program's bit for bit (values read off XLA o
 
 The rules (``ir/interpret/rules/arrays.py`` and its siblings) call these; nothing here registers a
 rule. What *another* correct compiler may compute instead (the difftest's numerics envelope) is
-not here but in ``minipallas/difftest/``.
+not here but in ``minipallas/tools/difftest/``.
 """

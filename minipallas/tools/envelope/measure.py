@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.outputs import interpret_outputs
 from minipallas.ir import dtypes
 from minipallas.ir.core import Function
+from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.envelope.chips import Chip
 from minipallas.tools.envelope.perturb import Perturbation, ordered, perturbable
 from minipallas.tools.envelope.reorder import Executions, OrderBound, sites

@@ -66,7 +66,6 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from minipallas.difftest.coverage import Coverage
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
 from minipallas.kernels.programs.grid import grid_program
@@ -75,6 +74,7 @@ from minipallas.lowering.runtime import xla_cpu
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.difftest.coverage import Coverage
 from minipallas.tools.fuzz import loop
 from minipallas.tools.generate import kernel_params
 from minipallas.tools.generate.check import same_bits

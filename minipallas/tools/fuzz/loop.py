@@ -86,7 +86,7 @@ def function_pipeline(pipeline: str) -> None:
             raise PassError(
                 f"pass '{name}' transforms a kernel (its grid and block specs), and this fuzzer "
                 "draws programs, not kernels",
-                fix="fuzz it with python -m minipallas.tools.fuzz.kernels (or fuzz_tpu)",
+                fix="fuzz it with python -m minipallas.tools.fuzz.kernels (or tools.fuzz.tpu)",
             )
 
 

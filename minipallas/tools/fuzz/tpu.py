@@ -11,7 +11,7 @@ both sides (``fuzz_kernels.upstream_call``). Two modes:
 2. on the chip (the default; needs a TPU): ``difftest.run(case, device="tpu", compile=False)``:
    minipallas's module against upstream's bit for bit on the elements the kernel defines, and
    each TPU way against the reference interpreter within the chip's numerics envelope
-   (``minipallas.difftest.tpu``). The verdict's kind is the finding's class.
+   (``minipallas.tools.difftest.tpu``). The verdict's kind is the finding's class.
 
 Kernels also draw the parameters upstream's ops and block specs take
 (``generate.kernel_params``: a dot's precision and product dtype, ``pl.reciprocal``'s
@@ -70,17 +70,17 @@ from typing import TextIO
 
 import jax
 
-from minipallas.difftest.checks.program import kernel_eqns
-from minipallas.difftest.coverage import Coverage
-from minipallas.difftest.halts import out_of_bounds_block
-from minipallas.difftest.harness import run
-from minipallas.difftest.report import Case
-from minipallas.difftest.tpu import KernelRule, evaluate, minipallas_kernel, upstream_kernel
-from minipallas.difftest.tpu import tpu_device as the_chip
 from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.runtime.libtpu import tpu_device, tpu_sharding
+from minipallas.tools.difftest.checks.program import kernel_eqns
+from minipallas.tools.difftest.coverage import Coverage
+from minipallas.tools.difftest.halts import out_of_bounds_block
+from minipallas.tools.difftest.harness import run
+from minipallas.tools.difftest.report import Case
+from minipallas.tools.difftest.tpu import KernelRule, evaluate, minipallas_kernel, upstream_kernel
+from minipallas.tools.difftest.tpu import tpu_device as the_chip
 from minipallas.tools.fuzz import loop
 from minipallas.tools.fuzz.kernels import kernel_texts, pipeline_blame, upstream_call
 from minipallas.tools.generate import kernel_params

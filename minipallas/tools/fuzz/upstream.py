@@ -41,10 +41,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minipallas.difftest.classify import KNOWN, Finding
-from minipallas.difftest.harness import run
-from minipallas.difftest.outputs import ref
-from minipallas.difftest.report import Case, Report
 from minipallas.interop.exporter.stateful import emit
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError, PassError
@@ -53,6 +49,10 @@ from minipallas.ir.types import RefType
 from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.cleanup import cleanup
 from minipallas.passes.discharge import discharge
+from minipallas.tools.difftest.classify import KNOWN, Finding
+from minipallas.tools.difftest.harness import run
+from minipallas.tools.difftest.outputs import ref
+from minipallas.tools.difftest.report import Case, Report
 from minipallas.tools.fuzz import loop
 from minipallas.tools.generate import Config, programs, random_inputs
 from minipallas.tools.progress import Progress

@@ -30,7 +30,7 @@ what changed:
 - a test that loops over scalar arguments keeps one of them (the ``what`` says which).
 - every ``f`` runs its body under ``assume_chip("TPU_V5E")``: upstream asks ``get_tpu_info()`` while
   tracing (``emit_pipeline``'s tiling inference), which raises on a CPU; the context manager
-  registers a v5e's info for the local device kind, the way minipallas.difftest.mosaic does,
+  registers a v5e's info for the local device kind, the way minipallas.tools.difftest.mosaic does,
   and does nothing on a TPU.
 
 ``expect`` is one of:

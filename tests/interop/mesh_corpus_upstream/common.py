@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from minipallas.difftest.mosaic import assume_chip
+from minipallas.tools.difftest.mosaic import assume_chip
 
 
 @dataclasses.dataclass(frozen=True)

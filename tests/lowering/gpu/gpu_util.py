@@ -46,7 +46,7 @@ def upstream_call(case: Case):
 @functools.cache
 def upstream_text(name: str) -> str:
     """Upstream Pallas's Triton module for the suite kernel ``name`` (raises if it rejects it)."""
-    from minipallas.difftest.triton import upstream_triton
+    from minipallas.tools.difftest.triton import upstream_triton
 
     case = BY_NAME[name]
     ns = jax_namespace()

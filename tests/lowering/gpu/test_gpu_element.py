@@ -19,9 +19,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
 from element_cases import BY_NAME, Calls, E  # noqa: E402
 
-from minipallas.difftest.triton import compare, upstream_triton  # noqa: E402
 from minipallas.ir.errors import PassError  # noqa: E402
 from minipallas.lowering.gpu.simulate import simulate  # noqa: E402
+from minipallas.tools.difftest.triton import compare, upstream_triton  # noqa: E402
 
 jax = pytest.importorskip("jax")
 

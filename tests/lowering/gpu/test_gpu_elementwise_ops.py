@@ -17,11 +17,11 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
 import minipallas as mp
-from minipallas.difftest.triton import upstream_triton
 from minipallas.frontend import values
 from minipallas.ir import dtypes
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.gpu.ptx import compile_ptx
+from minipallas.tools.difftest.triton import upstream_triton
 
 pytest.importorskip("triton")
 

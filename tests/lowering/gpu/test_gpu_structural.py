@@ -17,12 +17,12 @@ import pytest
 from jax import lax
 
 import minipallas as mp
-from minipallas.difftest.triton import upstream_triton
 from minipallas.frontend.scopes import emit
 from minipallas.frontend.values import TracedArray, constant
 from minipallas.ir import dtypes
 from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu.simulate import simulate
+from minipallas.tools.difftest.triton import upstream_triton
 from minipallas.tools.generate.check import same_bits
 
 S = (8, 128)

@@ -12,10 +12,10 @@ from gpu_util import KERNELS, lowered, upstream_text
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from minipallas.difftest.triton import compare, summarize, upstream_triton
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.gpu.ptx import compile_ptx
+from minipallas.tools.difftest.triton import compare, summarize, upstream_triton
 
 REJECTED = {  # upstream's Triton backend refuses scratch; minipallas keeps it in registers
     "matmul": "scratch memory not implemented in the Triton backend",

@@ -65,8 +65,8 @@ def _config(lowered):
 @pytest.mark.parametrize("name", sorted(BODIES))
 def test_same_module_shape_as_upstream(name):
     """Op for op where it counts: each kernel's remote ops, grid, windows, semantics."""
-    from minipallas.difftest.mosaic import _capture
     from minipallas.lowering.compat.jaxlib_shim import canonicalize
+    from minipallas.tools.difftest.mosaic import _capture
 
     f, x = _case(name, "v5e:2x2")
     with _capture() as theirs:
@@ -123,7 +123,7 @@ def test_corpus_kernels_on_other_chips(chip):
     for v6e and v4 slices with upstream's remote ops (bench/results/tpu_remote_corpus_aot.txt:
     the whole corpus on each chip), and the summary counts them."""
     from bench.chip import tpu_remote
-    from minipallas.difftest.device_corpus import CASES
+    from minipallas.tools.corpora.multi_device import CASES
 
     wanted = ("guide_all_gather", "guide_reduce_scatter", "no_barrier_semaphore")
     with tpu_remote._corpus_meshes(chip):
@@ -159,7 +159,7 @@ def test_given_dimension_semantics_are_upstreams():
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from minipallas.difftest.mosaic import _capture
+    from minipallas.tools.difftest.mosaic import _capture
 
     block = pl.BlockSpec((8, 128), lambda i: (i, 0))
     call = pl.pallas_call(

@@ -278,9 +278,9 @@ def _topology_mesh(name, topology="v5e:2x2"):
 @needs_libtpu
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_same_remote_ops_as_upstream(name):
-    from minipallas.difftest.mosaic import _capture
     from minipallas.lowering.compat.jaxlib_shim import canonicalize, ir
     from minipallas.lowering.tpu.context import LoweringContext
+    from minipallas.tools.difftest.mosaic import _capture
 
     mesh = _topology_mesh(name)
     make, _, x = CASES[name]
@@ -356,7 +356,7 @@ def test_the_device_corpus_compiles_with_upstreams_remote_ops():
     jax refuses for upstream's module too: minipallas refuses it first, with a fix
     (bench/results/tpu_remote_corpus_aot.txt is the whole corpus)."""
     from bench.chip import tpu_remote
-    from minipallas.difftest.device_corpus import CASES
+    from minipallas.tools.corpora.multi_device import CASES
 
     cases = [c for c in CASES if c.name in CORPUS]
     assert len(cases) >= 5, [c.name for c in cases]

@@ -169,7 +169,7 @@ def test_upstream_mosaic_rejects_bf16_to_f16():
     import jax.numpy as jjnp
     from jax.experimental import pallas as pl
 
-    from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
+    from minipallas.tools.difftest.mosaic import UpstreamError, upstream_mosaic
 
     def body(x_ref, o_ref):
         o_ref[...] = x_ref[...].astype(jjnp.float16)

@@ -11,10 +11,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.types import TPU_SMEM, TPU_VMEM, RefType
 from minipallas.kernels.pallas_call import lower_for_target
+from minipallas.tools.difftest.mosaic import compare, upstream_mosaic
 
 F32 = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
 

@@ -20,11 +20,11 @@ from test_tpu_vs_upstream import REJECTED, VARIANTS
 from tpu_util import KERNELS, mosaic_refuses, upstream_call
 
 import minipallas as mp
-from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu import aot, compile_check, lower_to_mosaic
+from minipallas.tools.difftest.mosaic import compare, upstream_mosaic
 from minipallas.tools.generate.choices import RandomChoices
 from minipallas.tools.generate.kernels import (
     kernel_inputs,

@@ -22,10 +22,10 @@ from jax.experimental.pallas import tpu as pltpu
 import minipallas as mp
 import minipallas.numpy as jnp
 from minipallas import tpu
-from minipallas.difftest.mosaic import UpstreamError, normalized_text, upstream_mosaic
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import PassError
 from minipallas.kernels.pallas_call import lower_for_target as lower_call
+from minipallas.tools.difftest.mosaic import UpstreamError, normalized_text, upstream_mosaic
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 

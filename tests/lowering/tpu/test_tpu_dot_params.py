@@ -10,11 +10,11 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.tpu import compile_check, lower_to_mosaic
 from minipallas.platforms.mesh_tpu import on_tpu
+from minipallas.tools.difftest.mosaic import UpstreamError, compare, upstream_mosaic
 
 F32 = jax.ShapeDtypeStruct((128, 128), jnp.float32)
 BF16 = jax.ShapeDtypeStruct((128, 128), jnp.bfloat16)

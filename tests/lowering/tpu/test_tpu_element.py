@@ -19,11 +19,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 from element_cases import BY_NAME, Calls, E  # noqa: E402
 from tpu_util import mosaic_refuses  # noqa: E402
 
-from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic  # noqa: E402
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr  # noqa: E402
 from minipallas.ir.errors import PassError  # noqa: E402
 from minipallas.ir.types import TPU_VMEM  # noqa: E402
 from minipallas.kernels.pallas_call import lower_for_target  # noqa: E402
+from minipallas.tools.difftest.mosaic import UpstreamError, compare, upstream_mosaic  # noqa: E402
 
 jax = pytest.importorskip("jax")
 LOW_PADDING = mosaic_refuses(

@@ -14,10 +14,10 @@ from jax import lax
 from jax.experimental import pallas as pl
 from tpu_util import kernel, mosaic_refuses, spec
 
-from minipallas.difftest.mosaic import upstream_mosaic
 from minipallas.frontend import values
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.lowering.tpu import lower_to_mosaic
+from minipallas.tools.difftest.mosaic import upstream_mosaic
 
 S = (8, 128)
 FLOAT_UNARY = {

@@ -15,7 +15,6 @@ from jax.experimental import pallas as pl
 from tpu_util import spec, upstream_running_rows
 
 import minipallas as mp
-from minipallas.difftest.mosaic import UpstreamError, upstream_mosaic
 from minipallas.interop import from_jaxpr
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import PassError
@@ -23,6 +22,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.parser import parse
 from minipallas.ir.types import TPU_SMEM
 from minipallas.kernels.pallas_call import lower_for_target
+from minipallas.tools.difftest.mosaic import UpstreamError, upstream_mosaic
 
 X = jax.ShapeDtypeStruct((8, 128), jjnp.float32)
 

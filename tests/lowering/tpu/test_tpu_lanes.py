@@ -20,12 +20,12 @@ from tpu_util import lower_case, upstream_module
 
 import minipallas as mp
 import minipallas.numpy as mnp
-from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop import from_jaxpr
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.tpu.aot import libtpu_available
+from minipallas.tools.difftest.mosaic import compare, upstream_mosaic
 
 SMEM = pl.BlockSpec(memory_space=pltpu.SMEM)
 CASES = {case.name: case for case in TPU_CASES}
@@ -363,7 +363,7 @@ def test_a_bitcast_view_of_a_block_with_a_squeezed_leading_dim_compiles_where_up
     """Upstream types the bitcast memref without the squeezed dim its source keeps, and MLIR's
     verifier rejects the module; minipallas's keeps it (``(1, 8, 128)`` i32 as ``(1, 16, 128)``
     i16), libtpu compiles it, and it agrees with upstream's interpret mode."""
-    from minipallas.difftest.mosaic import UpstreamError
+    from minipallas.tools.difftest.mosaic import UpstreamError
 
     def kernel(x_ref, o_ref):
         o_ref[...] = x_ref.bitcast(jnp.int16)[...]

@@ -13,10 +13,10 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.difftest.mosaic import UpstreamError, summarize, upstream_mosaic
 from minipallas.interop import from_jaxpr
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.programs.choose import lower_for_target
+from minipallas.tools.difftest.mosaic import UpstreamError, summarize, upstream_mosaic
 
 X = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
 X_TYPE = jax.ShapeDtypeStruct(X.shape, X.dtype)

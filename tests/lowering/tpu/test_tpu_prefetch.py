@@ -16,7 +16,7 @@ from prefetch_cases import BY_NAME, CASES
 from suite import MP, jax_namespace
 
 import minipallas as mp
-from minipallas.difftest.mosaic import compare, summarize, upstream_mosaic
+from minipallas.tools.difftest.mosaic import compare, summarize, upstream_mosaic
 
 
 def _agree(ours, theirs):

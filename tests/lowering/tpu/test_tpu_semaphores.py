@@ -23,13 +23,13 @@ from tpu_util import spec
 
 import minipallas as mp
 from minipallas import tpu
-from minipallas.difftest.mosaic import compare, upstream_mosaic
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError, PassError
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import SEMAPHORE, TPU_SMEM, RefType
 from minipallas.kernels.pallas_call import lower_for_target as lower_call
 from minipallas.lowering.tpu import lower_to_mosaic
+from minipallas.tools.difftest.mosaic import compare, upstream_mosaic
 
 OURS = types.SimpleNamespace(
     signal=mp.semaphore_signal,

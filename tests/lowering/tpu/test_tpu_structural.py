@@ -11,12 +11,12 @@ import pytest
 from filecheck_util import filecheck
 from tpu_util import kernel, spec
 
-from minipallas.difftest.mosaic import UpstreamError, compare, upstream_mosaic
 from minipallas.frontend.scopes import emit
 from minipallas.frontend.values import TracedArray, constant
 from minipallas.ir.errors import PassError
 from minipallas.lowering.tpu import lower_to_mosaic
 from minipallas.numpy import broadcast_to
+from minipallas.tools.difftest.mosaic import UpstreamError, compare, upstream_mosaic
 
 X = ((8, 128), "float32")
 

@@ -1,7 +1,7 @@
 """Differential check: every suite kernel's Mosaic module against upstream Pallas's.
 
 For each kernel both sides lower for TPU on this CPU machine (upstream through the hook in
-``minipallas.difftest.mosaic``); then they must agree on the kernel signature, its attributes,
+``minipallas.tools.difftest.mosaic``); then they must agree on the kernel signature, its attributes,
 the multiset of op kinds and the memref types, and, once locations, names and hoisted
 constants are set aside, on the whole text. The deliberate differences, each with its reason:
 
@@ -21,8 +21,8 @@ import dataclasses
 import pytest
 from tpu_util import BY_NAME, KERNELS, inputs, lower_case, normal, tpu_shaped, upstream_module
 
-from minipallas.difftest.mosaic import UpstreamError, compare
 from minipallas.ir.errors import PassError
+from minipallas.tools.difftest.mosaic import UpstreamError, compare
 
 TRACE_ORDER = {"int_ops"}
 # the extra ops of the int8 kernel: each operand of its compare and its add sign-extended, the

@@ -136,7 +136,7 @@ def upstream_call(case: Case) -> Callable:
 def upstream_module(case: Case):
     """Upstream Pallas's canonicalized Mosaic module for ``case`` (``UpstreamError`` if it
     rejects the kernel)."""
-    from minipallas.difftest.mosaic import upstream_mosaic
+    from minipallas.tools.difftest.mosaic import upstream_mosaic
 
     ns = jax_namespace()
     specs = [ns.jax.ShapeDtypeStruct(a.shape, a.dtype) for a in case.inputs()]

@@ -33,15 +33,21 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.checks.blocks import PARALLEL, IndexMaps, Operands, from_error, starts
-from minipallas.difftest.checks.bug import KernelBug
-from minipallas.difftest.checks.rules import checked_rules
 from minipallas.ir import dtypes
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.engine import Interpreter, Ref
 from minipallas.ir.interpret.rules.dma import InFlight
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY, TPU_SMEM, initial_value, is_semaphore
+from minipallas.tools.difftest.checks.blocks import (
+    PARALLEL,
+    IndexMaps,
+    Operands,
+    from_error,
+    starts,
+)
+from minipallas.tools.difftest.checks.bug import KernelBug
+from minipallas.tools.difftest.checks.rules import checked_rules
 
 Fill = Callable[[str], np.generic]  # a dtype's fill value (``undefined.high_fill``)
 

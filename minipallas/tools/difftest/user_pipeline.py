@@ -38,9 +38,6 @@ from typing import Any
 import numpy as np
 
 import minipallas
-from minipallas.difftest.checks.program import kernel_eqns
-from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
-from minipallas.difftest.report import Report, closeness, compare
 from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.core import Function
 from minipallas.lowering.runtime.compiled import compile as compile_fn
@@ -49,6 +46,9 @@ from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import pass_names
 from minipallas.passes.pipeline import run as run_pipeline
 from minipallas.passes.registry import PASSES
+from minipallas.tools.difftest.checks.program import kernel_eqns
+from minipallas.tools.difftest.outputs import RefArg, initial, interpret_outputs
+from minipallas.tools.difftest.report import Report, closeness, compare
 from minipallas.tools.user_passes import LOADED, Blame, first_bad_pass, pipeline_texts
 
 KERNEL_WAYS = ("discharge", "compile", "tpu", "xla-tpu")  # a kernel case's pipeline's ways

@@ -22,7 +22,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas.ops.tpu import all_gather as shipped
 
-from minipallas.difftest.device_corpus.case import (
+from minipallas.tools.corpora.multi_device.case import (
     DMA,
     GUIDE,
     INTERPRET_TEST,
@@ -38,7 +38,7 @@ from minipallas.difftest.device_corpus.case import (
     ints,
     mesh,
 )
-from minipallas.difftest.device_corpus.rings import barrier, remote, ring, signal
+from minipallas.tools.corpora.multi_device.rings import barrier, remote, ring, signal
 
 
 def _right_permute(n: int) -> Build:

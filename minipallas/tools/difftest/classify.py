@@ -55,10 +55,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minipallas.difftest import user_pipeline
-from minipallas.difftest.bisect import first_op_out
-from minipallas.difftest.divergences import DIVERGENCES
-from minipallas.difftest.known import (
+from minipallas.interop.exporter.stateful import gathers
+from minipallas.ir.core import Block, Function, Op
+from minipallas.ir.errors import InterpretError
+from minipallas.tools.difftest import user_pipeline
+from minipallas.tools.difftest.bisect import first_op_out
+from minipallas.tools.difftest.divergences import DIVERGENCES
+from minipallas.tools.difftest.known import (
     CASE_ERRORS,
     KINDS,
     KNOWN,
@@ -68,11 +71,8 @@ from minipallas.difftest.known import (
     SIMULATED_MESSAGES,
     Known,
 )
-from minipallas.difftest.outputs import interpret_outputs
-from minipallas.difftest.report import SCHEDULE_WAYS, Difference, Report, agree, compare
-from minipallas.interop.exporter.stateful import gathers
-from minipallas.ir.core import Block, Function, Op
-from minipallas.ir.errors import InterpretError
+from minipallas.tools.difftest.outputs import interpret_outputs
+from minipallas.tools.difftest.report import SCHEDULE_WAYS, Difference, Report, agree, compare
 
 __all__ = ["KINDS", "KNOWN", "Finding", "Known", "classify"]
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.checks.bug import KernelBug
-from minipallas.difftest.checks.rules import checked_rules
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret.engine import Interpreter, Ref
 from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.types import ANY
+from minipallas.tools.difftest.checks.bug import KernelBug
+from minipallas.tools.difftest.checks.rules import checked_rules
 
 PARALLEL = ("parallel", "core_parallel")
 

@@ -49,14 +49,6 @@ import jax
 import numpy as np
 
 import minipallas
-from minipallas.difftest import user_pipeline
-from minipallas.difftest.checks.aot import compile_ahead, compile_bug
-from minipallas.difftest.checks.program import program_bugs
-from minipallas.difftest.classify import classify
-from minipallas.difftest.devices import UPSTREAM_SECONDS, run_ways, spanned
-from minipallas.difftest.outputs import RefArg, initial, interpret_outputs
-from minipallas.difftest.report import Case, Outcome, Report, first_difference, timed
-from minipallas.difftest.tpu import TpuVerdict, chip_present, run_tpu_ways
 from minipallas.ir.core import Function
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.interpret import interpret
@@ -64,6 +56,14 @@ from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge, state_types
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.difftest import user_pipeline
+from minipallas.tools.difftest.checks.aot import compile_ahead, compile_bug
+from minipallas.tools.difftest.checks.program import program_bugs
+from minipallas.tools.difftest.classify import classify
+from minipallas.tools.difftest.devices import UPSTREAM_SECONDS, run_ways, spanned
+from minipallas.tools.difftest.outputs import RefArg, initial, interpret_outputs
+from minipallas.tools.difftest.report import Case, Outcome, Report, first_difference, timed
+from minipallas.tools.difftest.tpu import TpuVerdict, chip_present, run_tpu_ways
 from minipallas.tools.envelope.machine import here
 
 DEVICES = ("cpu", "tpu")
@@ -193,7 +193,7 @@ def run(
     """Runs ``case`` every way, compares, and classifies (see the module docstring).
 
     ``compile=False`` skips the ``compile`` way (the fuzzer's fast mode). ``device="tpu"`` adds
-    the TPU ways and their verdict, ``report.tpu`` (``minipallas.difftest.tpu``); on a machine
+    the TPU ways and their verdict, ``report.tpu`` (``minipallas.tools.difftest.tpu``); on a machine
     without a TPU, everything that needs no chip (module docstring). ``upstream_seconds``: the
     time box of each upstream run of a case that spans devices (``devices``).
     """

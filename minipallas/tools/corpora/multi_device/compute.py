@@ -18,8 +18,17 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from minipallas.difftest.device_corpus.case import DMA, REGULAR, Build, P, Ref, mesh, on_mesh, shape
-from minipallas.difftest.device_corpus.rings import barrier, remote, ring, signal
+from minipallas.tools.corpora.multi_device.case import (
+    DMA,
+    REGULAR,
+    Build,
+    P,
+    Ref,
+    mesh,
+    on_mesh,
+    shape,
+)
+from minipallas.tools.corpora.multi_device.rings import barrier, remote, ring, signal
 
 
 def _pass_on(

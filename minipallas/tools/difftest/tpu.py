@@ -43,12 +43,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from minipallas.difftest.checks.program import only_kernel
-from minipallas.difftest.mosaic import compare as compare_modules
-from minipallas.difftest.mosaic import upstream_mosaic
-from minipallas.difftest.outputs import initial
-from minipallas.difftest.report import Outcome, Report, compare, timed
-from minipallas.difftest.undefined import undefined
 from minipallas.interop.exporter.engine import to_jax
 from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
@@ -63,6 +57,12 @@ from minipallas.platforms.mesh_tpu import (
     run_mesh_eqn,
     run_pallas_call_eqn,
 )
+from minipallas.tools.difftest.checks.program import only_kernel
+from minipallas.tools.difftest.mosaic import compare as compare_modules
+from minipallas.tools.difftest.mosaic import upstream_mosaic
+from minipallas.tools.difftest.outputs import initial
+from minipallas.tools.difftest.report import Outcome, Report, compare, timed
+from minipallas.tools.difftest.undefined import undefined
 from minipallas.tools.envelope.chips import TPU_V5E, Chip
 from minipallas.tools.envelope.measure import Envelope, envelope, is_float
 from minipallas.tpu import VMEM

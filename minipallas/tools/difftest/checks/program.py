@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.checks import kernel_bugs
-from minipallas.difftest.checks.bug import KernelBug
-from minipallas.difftest.outputs import initial
 from minipallas.interop.importer.rules.kernel_call import kernel_from_eqn
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import state_discharge
 from minipallas.platforms.mesh_tpu import evaluate_kernels
+from minipallas.tools.difftest.checks import kernel_bugs
+from minipallas.tools.difftest.checks.bug import KernelBug
+from minipallas.tools.difftest.outputs import initial
 from minipallas.tpu import VMEM
 
 GPU_PARAMS = ("triton", "mosaic_gpu")  # compiler params that say a kernel is not for a TPU

@@ -2,7 +2,7 @@
 
 ``minipallas-difftest FILE.py [FILE.py ...] [-k TEXT] [--show] [--device tpu]`` runs every ``Case``
 that the files define (at module level, or in a list or tuple there, such as ``CASES``), each
-through ``minipallas.difftest.run``, with a progress bar on a terminal
+through ``minipallas.tools.difftest.run``, with a progress bar on a terminal
 (``minipallas.tools.progress``: none in logs), then prints a summary table: one row per case with
 its finding, whether that is the finding the case expects, and each way's time, then the count of
 each kind (exact agreement and agreement within the numerics envelope apart). ``--show`` prints the
@@ -11,11 +11,11 @@ prints, under it, the detail of a ``case-error``, the case's own mistake with it
 ``kernel-bug``). The exit code is 1 if any case's finding is not the one it expects (a finding), 2
 for a usage error (a file that cannot be read or defines no case, an unknown pass or option), as
 every minipallas command's. Every case's TPU kernels also go through the kernel checks
-(``minipallas.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and the
-table gives the checks' time. ``--device tpu`` adds the TPU ways (``minipallas.difftest.tpu``): the
-table gains their times and the TPU verdict, and a case whose verdict is not good counts as not as
-expected; on a machine without a TPU it adds what needs no chip (libtpu's compile of both sides, the
-verdict ``no-chip``).
+(``minipallas.tools.difftest.checks``): a bug found is the finding ``kernel-bug (its kind)``, and
+the table gives the checks' time. ``--device tpu`` adds the TPU ways
+(``minipallas.tools.difftest.tpu``): the table gains their times and the TPU verdict, and a case
+whose verdict is not good counts as not as expected; on a machine without a TPU it adds what needs
+no chip (libtpu's compile of both sides, the verdict ``no-chip``).
 
 ``--load FILE.py`` (repeatable) and ``--pass-pipeline PIPE`` put a researcher's passes under the
 difftest: every case runs with ``Case.passes=PIPE`` (``user_pipeline``: on each kernel, as
@@ -51,13 +51,13 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from minipallas.difftest import user_pipeline
-from minipallas.difftest.devices import UPSTREAM_SECONDS, use_cpu_devices
-from minipallas.difftest.harness import DEVICES, run
-from minipallas.difftest.report import SCHEDULE_WAYS, Case, Report
-from minipallas.difftest.tpu import TPU_WAYS
 from minipallas.lowering.runtime.libtpu import quiet_libtpu
 from minipallas.passes.cleanup_patterns import PATTERNS
+from minipallas.tools.difftest import user_pipeline
+from minipallas.tools.difftest.devices import UPSTREAM_SECONDS, use_cpu_devices
+from minipallas.tools.difftest.harness import DEVICES, run
+from minipallas.tools.difftest.report import SCHEDULE_WAYS, Case, Report
+from minipallas.tools.difftest.tpu import TPU_WAYS
 from minipallas.tools.fuzz.upstream import main as fuzz_main
 from minipallas.tools.progress import Progress
 from minipallas.tools.user_passes import LOADED, PassCoverage, add_arguments, main_with_passes

@@ -43,10 +43,10 @@ import numpy as np
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas
-from minipallas.difftest.outputs import initial, interpret_outputs
-from minipallas.difftest.report import SCHEDULES, Case, Outcome, Report, compare, timed
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import core as jax_core
+from minipallas.tools.difftest.outputs import initial, interpret_outputs
+from minipallas.tools.difftest.report import SCHEDULES, Case, Outcome, Report, compare, timed
 
 PREFIX = "minipallas-device-worker "  # what starts the worker's event lines
 # the worker's runs (``device_worker.plan``): twice plain, then with upstream's race detector
@@ -174,7 +174,7 @@ class UpstreamWorker:
         self.folder = tempfile.TemporaryDirectory(prefix="minipallas-devices-")
         flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={count}"
         env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
-        command = [sys.executable, "-m", "minipallas.difftest.device_worker", origin,
+        command = [sys.executable, "-m", "minipallas.tools.difftest.device_worker", origin,
                    self.folder.name]  # fmt: skip
         # its stdin stays open while this process lives: the worker ends when it closes
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from minipallas.difftest.checks.blocks import Operands, block_bugs
 from minipallas.ir.kernel_spec import Kernel
+from minipallas.tools.difftest.checks.blocks import Operands, block_bugs
 
 
 def out_of_bounds_block(kernel: Kernel, operands: Sequence[Any]) -> str | None:

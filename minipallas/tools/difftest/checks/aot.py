@@ -18,13 +18,13 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from minipallas.difftest.checks.bug import KernelBug
-from minipallas.difftest.outputs import initial
-from minipallas.difftest.report import Report
-from minipallas.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
 from minipallas.ir.errors import MiniPallasError
 from minipallas.lowering.compat.jax_private import state_discharge
 from minipallas.lowering.runtime.libtpu import libtpu_available, tpu_device, tpu_sharding
+from minipallas.tools.difftest.checks.bug import KernelBug
+from minipallas.tools.difftest.outputs import initial
+from minipallas.tools.difftest.report import Report
+from minipallas.tools.difftest.tpu import evaluate, minipallas_kernel, upstream_kernel
 
 SIDES = {"upstream": upstream_kernel, "minipallas": minipallas_kernel}
 

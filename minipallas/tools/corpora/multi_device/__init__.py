@@ -48,8 +48,8 @@ first line in the test's ``NOT_YET``. Never run a deadlock upstream: it hangs (a
 ``local_kernel_by_position``, a correct kernel: its ``upstream`` is ``hangs``).
 """
 
-from minipallas.difftest.device_corpus import guide, own, remote_dma, run, upstream_head
-from minipallas.difftest.device_corpus.case import EXPECTS, UPSTREAM_KINDS, Case
+from minipallas.tools.corpora.multi_device import guide, own, remote_dma, run, upstream_head
+from minipallas.tools.corpora.multi_device.case import EXPECTS, UPSTREAM_KINDS, Case
 
 CASES: tuple[Case, ...] = (
     *remote_dma.cases(),

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.known import check_expect
 from minipallas.ir.core import Function
 from minipallas.lowering import TARGETS, optimize_level
 from minipallas.passes.kernel.reassociate import reassociates
+from minipallas.tools.difftest.known import check_expect
 from minipallas.tools.envelope.machine import Machine
 from minipallas.tools.envelope.measure import Distance, Envelope, envelope, is_float, ulp_distance
 

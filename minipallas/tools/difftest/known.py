@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from minipallas.difftest.checks.bug import BUG_KINDS
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.location import user_location
+from minipallas.tools.difftest.checks.bug import BUG_KINDS
 
 KINDS = (
     "agree",

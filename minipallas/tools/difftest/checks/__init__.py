@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.checks.blocks import Operands, block_bugs, windowed
-from minipallas.difftest.checks.bug import BUG_KINDS, KernelBug
-from minipallas.difftest.checks.pipeline import Result, run_pipeline
-from minipallas.difftest.undefined import bits, high_fill, low_fill
 from minipallas.ir.kernel_spec import Kernel
+from minipallas.tools.difftest.checks.blocks import Operands, block_bugs, windowed
+from minipallas.tools.difftest.checks.bug import BUG_KINDS, KernelBug
+from minipallas.tools.difftest.checks.pipeline import Result, run_pipeline
+from minipallas.tools.difftest.undefined import bits, high_fill, low_fill
 
 __all__ = ["BUG_KINDS", "KernelBug", "kernel_bugs"]
 

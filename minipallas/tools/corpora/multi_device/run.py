@@ -35,8 +35,8 @@ import numpy as np
 from jax.experimental.pallas import tpu as pltpu
 
 import minipallas as mp
-from minipallas.difftest.device_corpus.case import Case
 from minipallas.lowering.compat.jax_private import pallas_tpu_interpret as upstream_interpret
+from minipallas.tools.corpora.multi_device.case import Case
 
 
 def _first_line(e: BaseException) -> str:

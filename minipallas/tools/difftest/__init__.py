@@ -1,4 +1,4 @@
-"""Differential testing of minipallas against upstream JAX (``minipallas.difftest``).
+"""Differential testing of minipallas against upstream JAX (``minipallas.tools.difftest``).
 
 - ``Case(name, fn, args)``: a JAX function over refs and arrays with its inputs (``ref(x)``
   marks a ref input); ``run(case)`` runs it upstream (``discharge_state`` + evaluation) and
@@ -19,11 +19,11 @@
 - ``minipallas-difftest`` (``cli``): runs the cases a Python file defines, or the fuzzer.
 """
 
-from minipallas.difftest.classify import KINDS, KNOWN, Finding, Known
-from minipallas.difftest.harness import Disagreement, check, run
-from minipallas.difftest.outputs import RefArg, ref
-from minipallas.difftest.report import Case, Outcome, Report, compare
 from minipallas.interop.exporter.stateful import EmitError, emit, trace
+from minipallas.tools.difftest.classify import KINDS, KNOWN, Finding, Known
+from minipallas.tools.difftest.harness import Disagreement, check, run
+from minipallas.tools.difftest.outputs import RefArg, ref
+from minipallas.tools.difftest.report import Case, Outcome, Report, compare
 
 __all__ = [
     "KINDS",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from minipallas.difftest.device_corpus import compute, rings
-from minipallas.difftest.device_corpus.case import OWN, Case, blocks, ints
+from minipallas.tools.corpora.multi_device import compute, rings
+from minipallas.tools.corpora.multi_device.case import OWN, Case, blocks, ints
 
 
 def _sum_tiled(x: np.ndarray, n: int) -> np.ndarray:

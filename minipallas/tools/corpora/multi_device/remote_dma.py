@@ -20,7 +20,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from minipallas.difftest.device_corpus.case import (
+from minipallas.tools.corpora.multi_device.case import (
     DISTRIBUTED_TEST,
     DMA,
     LOGICAL,

@@ -1,10 +1,10 @@
 """The process that runs cases that span devices upstream (``devices.UpstreamWorker`` starts it).
 
-``python -m minipallas.difftest.device_worker FILE OUT`` reads case names from stdin, one a line,
-and runs each ``Case`` of that name that FILE defines (at module level, or in a list or tuple
+``python -m minipallas.tools.difftest.device_worker FILE OUT`` reads case names from stdin, one a
+line, and runs each ``Case`` of that name that FILE defines (at module level, or in a list or tuple
 there: ``cli.cases_in``) in upstream's TPU interpret mode (``plan``): twice with
-``InterpretParams()`` (does it give the same result twice?), then with ``detect_races=True``
-(does upstream's race detector name a race?). jax must see the case's devices: the parent sets
+``InterpretParams()`` (does it give the same result twice?), then with ``detect_races=True`` (does
+upstream's race detector name a race?). jax must see the case's devices: the parent sets
 ``XLA_FLAGS`` before this one starts. It serves the file's cases until stdin closes, loading the
 file once for each interpret mode, so only the first case pays for starting jax.
 
@@ -39,10 +39,10 @@ import jax
 import numpy as np
 from jax.experimental.pallas import tpu as pltpu
 
-from minipallas.difftest.cli import cases_in
-from minipallas.difftest.devices import DETECT, DETECT_TRIES, PLAIN, PREFIX
-from minipallas.difftest.outputs import initial
 from minipallas.lowering.compat.jax_private import pallas_tpu_interpret
+from minipallas.tools.difftest.cli import cases_in
+from minipallas.tools.difftest.devices import DETECT, DETECT_TRIES, PLAIN, PREFIX
+from minipallas.tools.difftest.outputs import initial
 
 
 def emit(event: str, **fields: Any) -> None:  # noqa: ANN401

@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from minipallas.difftest.outputs import initial, interpret_outputs
-from minipallas.difftest.report import Report, compare, numerics_envelope
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.errors import MiniPallasError
 from minipallas.ir.printer import Printer
 from minipallas.ir.types import ArrayType
 from minipallas.lowering.runtime.compiled import compile as compile_fn
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.difftest.outputs import initial, interpret_outputs
+from minipallas.tools.difftest.report import Report, compare, numerics_envelope
 from minipallas.tools.envelope.measure import Envelope, envelope
 
 MAX_TAPS = 256
