@@ -95,7 +95,7 @@ bench-devices: $(STAMP)
 tpu-check:
 	$(PYTHON) -m bench.chip.tpu_check $(TPU_ARGS)
 
-# Issue 46's parameter corpus (tests/kernels/param_cases.py): upstream's lowering against
+# Issue 46's parameter corpus (minipallas/tools/corpora/param_cases.py): upstream's lowering against
 # minipallas's module, bit for bit and against float64 (writes tpu-params.json)
 tpu-params:
 	$(PYTHON) -m bench.chip.tpu_params $(TPU_ARGS)

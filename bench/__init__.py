@@ -12,16 +12,13 @@
 - here, what several of them share: ``common`` (sizes, timing, tables, generated programs),
   ``realistic_kernels`` (kernels at the sizes people run them).
 
-Importing this package sets up ``sys.path`` for them, here and nowhere else:
-
-1. The checkout's root, which ``python -m`` puts first, goes last. Its ``minipallas/`` folder
-   is not the package (``setup.cfg`` maps ``ir/``, ``passes/`` and ``lowering/`` into it), so
-   the installed minipallas must be found before it: a wheel on ``PYTHONPATH`` on a TPU
-   machine, the editable install in a checkout (whose finder comes after every path).
-2. The test corpora the scripts run (``tests/kernels/suite.py``, ``tests/difftest/bug_corpus``,
-   ``tests/interop/mesh_corpus`` ...) are imported as the tests import them, by their own
-   names: ``tests/`` is no package, and pytest puts each test's folder on ``sys.path``. Those
-   folders go after everything else, so they shadow nothing.
+Importing this package sets up ``sys.path`` for them, here and nowhere else: the checkout's
+root, which ``python -m`` puts first, goes last. Its ``minipallas/`` folder is not the package
+(``setup.cfg`` maps ``ir/``, ``passes/`` and ``lowering/`` into it), so the installed
+minipallas must be found before it: a wheel on ``PYTHONPATH`` on a TPU machine, the editable
+install in a checkout (whose finder comes after every path). The corpora the scripts run (the
+kernel suite, the bug corpus, the mesh corpus ...) are modules of that package,
+``minipallas.tools.corpora``, imported by name as the tests import them.
 
 Nothing here imports minipallas: some chip scripts run where only jax and numpy are.
 """
@@ -30,7 +27,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPORA = ("tests/kernels", "tests/difftest", "tests/interop", "tests/lowering/gpu")
 
 
 def _is_root(entry: str) -> bool:
@@ -38,4 +34,3 @@ def _is_root(entry: str) -> bool:
 
 
 sys.path[:] = [e for e in sys.path if not _is_root(e)] + [str(ROOT)]
-sys.path += [str(ROOT / folder) for folder in CORPORA if str(ROOT / folder) not in sys.path]

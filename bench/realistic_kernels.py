@@ -1,7 +1,7 @@
 """Kernels as people write them, at the sizes they run them (issue 13's speed table), and two
 small ones a prototyping user calls many times (<= 8 grid steps, <= 1 MiB: issue 27).
 
-Each is a suite ``Case`` (tests/kernels/suite.py: one kernel source for minipallas and
+Each is a suite ``Case`` (minipallas/tools/corpora/suite.py: one kernel source for minipallas and
 upstream, through the ``ns`` namespace) with its plain ``jnp`` equivalent for ``jax.jit``:
 
 - ``matmul_1024``: 1024³ in 128-blocks, an f32 scratch accumulator over the k axis (512 steps);
@@ -19,7 +19,8 @@ upstream, through the ``ns`` namespace) with its plain ``jnp`` equivalent for ``
 from __future__ import annotations
 
 import numpy as np
-from suite import Case, inputs, layer_norm, matmul, normal, softmax
+
+from minipallas.tools.corpora.suite import Case, inputs, layer_norm, matmul, normal, softmax
 
 N_TANH = 10**6
 

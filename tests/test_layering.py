@@ -149,8 +149,12 @@ BUDGETS = {
     # (~30); +25 for issue 50 point 1: the tools package's rooms and where a new check goes
     # (tools/__init__.py), the fuzzing loop the four front ends share (tools/fuzz/loop.py); -527
     # for issue 50 point 4: jax_emit moved into the exporter (interop/exporter/stateful.py); +10
-    # for issue 50 point 1: the envelope's room says what each of its files holds
-    "tools": 19718,
+    # for issue 50 point 1: the envelope's room says what each of its files holds; +6391 for
+    # issue 50 point 1: the corpora tests and bench both run moved out of tests/ into
+    # tools/corpora/ (the kernel suite, dma, tpu and parameter cases, the float corpus, its
+    # plants and the envelope's float programs, the bug and mesh corpora, the difftest's cases
+    # and front-end checks, the GPU extras: moved, not written), so bench edits no sys.path
+    "tools": 26109,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module

@@ -1,11 +1,11 @@
 """Kernel speed on the CPU: minipallas vs upstream Pallas interpret mode vs plain ``jax.jit``.
 
-Ten kernels of the suite (tests/kernels/suite.py), resized to about a million elements, and
-six kernels as people write them at the sizes they run them (``realistic_kernels.py``: matmul
-1024³, softmax and layer norm 4096×1024, flash attention, a 1-D sum of 2²⁰, masked tanh of
-10⁶), run three ways on the same numpy inputs, timed in the same process and interleaved (median of
-``--repeat`` runs, each a block of back-to-back calls of about 5 ms, numpy arrays in and out for
-all three: ``run_times``):
+Ten kernels of the suite (minipallas/tools/corpora/suite.py), resized to about a million elements,
+and six kernels as people write them at the sizes they run them (``realistic_kernels.py``: matmul
+1024³, softmax and layer norm 4096×1024, flash attention, a 1-D sum of 2²⁰, masked tanh of 10⁶), run
+three ways on the same numpy inputs, timed in the same process and interleaved (median of
+``--repeat`` runs, each a block of back-to-back calls of about 5 ms, numpy arrays in and out for all
+three: ``run_times``):
 - ``minipallas``: ``minipallas.pallas_call(...)(*arrays)``: independent grid points batched
   (``kernels.programs.vectorized_grid``; the "batched" column names those grid axes), the rest as
   XLA loops; and ``fast``, the same with ``match_upstream=False`` (float reductions and dots
@@ -38,11 +38,11 @@ import math
 import time
 
 import numpy as np
-from suite import BF16, BY_NAME, KERNELS, inputs, normal
 
 from bench.common import table
 from bench.realistic_kernels import REFERENCES as REALISTIC_REFERENCES
 from bench.realistic_kernels import realistic_cases
+from minipallas.tools.corpora.suite import BF16, BY_NAME, KERNELS, inputs, normal
 
 # ----- the kernels at bench size, each with its jnp equivalent -----
 

@@ -1,7 +1,7 @@
 """Speed on the chip: minipallas's Mosaic module vs upstream's vs ``jax.jit`` of plain jnp.
 
-Each kernel is one source for both Pallas sides (``tests/kernels/suite.py``'s ``ns`` form).
-The ways, timed in the same run:
+Each kernel is one source for both Pallas sides (``minipallas/tools/corpora/suite.py``'s ``ns``
+form). The ways, timed in the same run:
 - ``minipallas``: ``jax.jit(pallas_call)``, its own Mosaic module (the platform table's ``tpu``
   row) with the target's exact optimizations (``fuse-grid-steps``) and ``--passes`` if given;
 - ``plain``: the same without them (``optimize=False``, no ``--passes``): upstream's module;
@@ -51,11 +51,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from suite import BF16, Case, inputs, layer_norm, matmul, normal, softmax
 
 from bench.realistic_kernels import REFERENCES as REALISTIC
 from bench.realistic_kernels import flash_attention, realistic_cases
 from minipallas.passes.registry import load as load_passes
+from minipallas.tools.corpora.suite import BF16, Case, inputs, layer_norm, matmul, normal, softmax
 from minipallas.tools.envelope.reorder import UNIT_ROUNDOFF, bound
 
 PEAK_FLOPS = 197e12  # v5e, bf16

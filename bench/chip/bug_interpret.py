@@ -1,5 +1,5 @@
 """Does upstream's TPU interpret mode report the bug corpus's bugs on the CPU, and how fast?
-(issue 39; the corpus: ``tests/difftest/bug_corpus``).
+(issue 39; the corpus: ``minipallas/tools/corpora/bug_corpus``).
 
 Each entry runs in a subprocess of its own (``--timeout`` s; a semaphore waited twice hangs
 it) under ``pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise",
@@ -65,10 +65,10 @@ def error_line(e: BaseException) -> str:
 
 def run_upstream(entry: Any, cores: int) -> dict[str, Any]:
     import jax
-    from bug_corpus.common import matches
     from jax.experimental.pallas import tpu as pltpu
 
     from minipallas.lowering.compat.jax_private import pallas_tpu_interpret as state
+    from minipallas.tools.corpora.bug_corpus.common import matches
 
     params = pltpu.InterpretParams(
         detect_races=True,
@@ -136,7 +136,7 @@ def run_minipallas(entry: Any) -> dict[str, Any]:
 
 
 def child(name: str, tool: str, cores: int) -> int:
-    from bug_corpus import BY_NAME
+    from minipallas.tools.corpora.bug_corpus import BY_NAME
 
     entry = BY_NAME[name]
     try:
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.child:
         return child(options.child, options.tool, options.cores)
-    from bug_corpus import ENTRIES
+    from minipallas.tools.corpora.bug_corpus import ENTRIES
 
     entries = [e for e in ENTRIES if options.only is None or e.name in options.only]
     tools = ["upstream"]

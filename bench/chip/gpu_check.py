@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_check: no CUDA GPU is visible to jax; nothing was run.", file=sys.stderr)
         print("  Run it on a machine with an NVIDIA GPU and jax[cuda12]==0.10.2.", file=sys.stderr)
         return 2
-    from gpu_kernels import EXTRA
-    from suite import KERNELS
+    from minipallas.tools.corpora.gpu_kernels import EXTRA
+    from minipallas.tools.corpora.suite import KERNELS
 
     cases = [*KERNELS, *EXTRA]
     if options.kernels:

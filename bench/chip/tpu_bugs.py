@@ -1,6 +1,6 @@
-"""What a TPU does with each kernel of the bug corpus (``tests/difftest/bug_corpus``, issue 39):
-compiles it or not, halts, hangs, gives values that vary from run to run, wrong values, or
-right ones (for a buggy kernel: latent). Needs only jax and numpy (no minipallas).
+"""What a TPU does with each kernel of the bug corpus (``minipallas/tools/corpora/bug_corpus``,
+issue 39): compiles it or not, halts, hangs, gives values that vary from run to run, wrong values,
+or right ones (for a buggy kernel: latent). Needs only jax and numpy (no minipallas).
 
     python -m bench.chip.tpu_bugs [--only a,b] [--out tpu-bugs.json]   # on a TPU machine
     python -m bench.chip.tpu_bugs --cpu --only matmul_init              # the machinery, on the CPU
@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bug_corpus import BY_NAME, ENTRIES
-from bug_corpus.common import matches, outputs
 
 from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
+from minipallas.tools.corpora.bug_corpus import BY_NAME, ENTRIES
+from minipallas.tools.corpora.bug_corpus.common import matches, outputs
 
 RISKY = ("halt", "hang")  # expected chip behaviours that end a worker
 RUNS = 3

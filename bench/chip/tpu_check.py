@@ -1,15 +1,15 @@
 """Hardware check: every suite kernel, the six realistic kernels and the kernels marked for the
-TPU (``tests/kernels/tpu_cases.py``) run on the chip through minipallas's own Mosaic module
-(``jax.jit`` of the ``pallas_call``: the platform table's ``tpu`` row) and through upstream's
+TPU (``minipallas/tools/corpora/tpu_cases.py``) run on the chip through minipallas's own Mosaic
+module (``jax.jit`` of the ``pallas_call``: the platform table's ``tpu`` row) and through upstream's
 ``pallas_call(interpret=False)``, compared bit for bit, and against the CPU: the reference
 interpreter's run of the kernel's loop program, within the chip's numerics envelope
 (``minipallas.tools.envelope.measure`` with ``TPU_V5E``: its transcendentals, its one-pass bfloat16
-float32 dots, its sum orders), element by element; both on the elements a TPU defines (an
-output block's padding or lanes a kernel never writes hold whatever VMEM held:
+float32 dots, its sum orders), element by element; both on the elements a TPU defines (an output
+block's padding or lanes a kernel never writes hold whatever VMEM held:
 ``minipallas.tools.difftest.undefined``). The report gives, per kernel, the most ulps an element is
-from the CPU's and the largest fraction of its envelope an element uses (above 1: outside).
-Writes a JSON report and prints a table; exits 1 when a kernel that both sides run gives other
-bits than upstream's, or lies outside the envelope.
+from the CPU's and the largest fraction of its envelope an element uses (above 1: outside). Writes a
+JSON report and prints a table; exits 1 when a kernel that both sides run gives other bits than
+upstream's, or lies outside the envelope.
 
     make tpu-check                          # on a TPU machine
     python -m bench.chip.tpu_check [--kernels add,softmax] [--out tpu-check.json]
@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from suite import KERNELS
-from tpu_cases import TPU_CASES
 
 from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
 from bench.realistic_kernels import realistic_cases
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.tools.corpora.suite import KERNELS
+from minipallas.tools.corpora.tpu_cases import TPU_CASES
 from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.difftest.undefined import undefined
 from minipallas.tools.envelope.chips import TPU_V5E, Chip

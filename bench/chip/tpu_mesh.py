@@ -1,5 +1,5 @@
 """One-core mesh kernels on the chip: every one-core kernel of the mesh corpus
-(``tests/interop/mesh_corpus/``, ``ONE_CORE``: upstream's ``pl.kernel`` over
+(``minipallas/tools/corpora/mesh_corpus/``, ``ONE_CORE``: upstream's ``pl.kernel`` over
 ``create_tensorcore_mesh("core", num_cores=1)``) run under ``jax.jit`` on a TPU two ways:
 
 - upstream: ``jax.jit(f)`` as it is, through upstream's Mosaic lowering, which refuses every
@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mesh_corpus import CASES, ONE_CORE
+
+from minipallas.tools.corpora.mesh_corpus import CASES, ONE_CORE
 
 WAITS = ("producer_consumer_x1",)  # waits on semaphores at one core: last
 HEADER = ("kernel", "upstream", "minipallas on chip", "bits equal")

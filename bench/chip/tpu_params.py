@@ -1,6 +1,6 @@
 """Issue 46's parameter corpus on the chip: every one-parameter kernel of
-``tests/kernels/param_cases.py`` (``PARAM_CASES``: the primitives' parameters, the grid's, the
-block specs', the compiler params and the custom call's fields) run two ways on a TPU:
+``minipallas/tools/corpora/param_cases.py`` (``PARAM_CASES``: the primitives' parameters, the
+grid's, the block specs', the compiler params and the custom call's fields) run two ways on a TPU:
 
 - upstream: ``jax.jit(f)``, upstream's Mosaic lowering of its own ``pallas_call``;
 - minipallas: ``jax.jit(on_tpu(f))``, each ``pallas_call`` as minipallas's Mosaic module in the
@@ -39,10 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from param_cases import PARAM_CASES
-from param_op_cases import BEYOND_UPSTREAM, BOTH_REFUSE, SAME_BITS, ParamCase
 
 from bench.chip.workers import HALT_EXIT, DeviceFailure, run_worker, write_journal
+from minipallas.tools.corpora.param_cases import PARAM_CASES
+from minipallas.tools.corpora.param_op_cases import (
+    BEYOND_UPSTREAM,
+    BOTH_REFUSE,
+    SAME_BITS,
+    ParamCase,
+)
 
 BY_NAME = {case.name: case for case in PARAM_CASES}
 # Cases whose windows a wrong lowering would send past the array: each runs last, alone.

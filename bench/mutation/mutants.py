@@ -7,13 +7,13 @@ swapped operands, wrong rounding dtype, constant changed ~1e-6 relative) and a f
 matter for a state-discharging compiler (wrong comparison, dropped clamp, add vs set,
 transpose permutation, select branch order, wrong constant).
 
-The reference interpreter (``ir/interpret``) is the oracle and is never mutated. A mutant
-that cannot change what any program computes is marked ``equivalent`` with the reason; it is
-left out of the kill rate's denominator. A mutant that changes programs no upstream jaxpr
-imports to (so no corpus case can reach it; only minipallas's own front end and kernels do) is
-marked ``unreachable`` with the reason: it stays in the denominator, a survivor if it survives.
-The kill check's front-end stage (``tests/difftest/frontend_corpus.py``) is there for those:
-each note names the check that reaches the mutant.
+The reference interpreter (``ir/interpret``) is the oracle and is never mutated. A mutant that
+cannot change what any program computes is marked ``equivalent`` with the reason; it is left out of
+the kill rate's denominator. A mutant that changes programs no upstream jaxpr imports to (so no
+corpus case can reach it; only minipallas's own front end and kernels do) is marked ``unreachable``
+with the reason: it stays in the denominator, a survivor if it survives. The kill check's front-end
+stage (``minipallas/tools/corpora/frontend_checks.py``) is there for those: each note names the
+check that reaches the mutant.
 """
 
 from __future__ import annotations

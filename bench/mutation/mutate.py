@@ -4,16 +4,17 @@ Each mutant of ``mutants.py`` is applied to a fresh copy of the sources (the wor
 never touched) and checked in a subprocess whose imports resolve to that copy:
 
 1. the copy: ``minipallas/`` with ``ir/``, ``passes/`` and ``lowering/`` placed inside it as
-   the installed package lays them out (``site/minipallas/ir`` ...), and ``tests/difftest``;
-   ``site`` goes first on ``PYTHONPATH``, ahead of the editable install's finder (which sits
-   last on ``sys.meta_path``) and of the checkout (where the worker, ``python -m
-   bench.mutation.mutate --worker``, finds ``bench``), and the worker checks that every
-   package and the mutated module were imported from the copy before it trusts a verdict;
+   the installed package lays them out (``site/minipallas/ir`` ...), the corpora included
+   (``minipallas.tools.corpora``); ``site`` goes first on ``PYTHONPATH``, ahead of the
+   editable install's finder (last on ``sys.meta_path``) and of the checkout (where the
+   worker, ``python -m bench.mutation.mutate --worker``, finds ``bench``), and the worker
+   checks that every package and the mutated module were imported from the copy before it
+   trusts a verdict;
 2. the kill check, stopping at the first kill: every case of the difftest corpora
-   (``tests/difftest/corpus.py``, ``float_corpus.py`` when it exists) through
-   ``minipallas.tools.difftest.run``, a case whose finding is not the one it expects kills; then
-   the front-end checks (``tests/difftest/frontend_corpus.py``'s ``CHECKS``: programs and
-   kernels built with minipallas's own front end, which reach code no imported jaxpr does:
+   (``corpora.difftest_cases``, ``corpora.float_corpus`` when it exists) through
+   ``minipallas.tools.difftest.run``, a case whose finding is not the one it expects kills;
+   then the front-end checks (``corpora.frontend_checks``'s ``CHECKS``: programs and kernels
+   built with minipallas's own front end, which reach code no imported jaxpr does:
    integer ``pow``, an out-of-range ``switch`` index, dynamic gather/scatter starts, the
    batched kernel grid), a check that reports a problem kills; then three fuzzers, each given
    the number of programs the unmutated control ran in ``--fuzz-seconds`` (same seeds, so
@@ -73,9 +74,11 @@ PACKAGES = {
     "passes": "minipallas/passes",
     "lowering": "minipallas/lowering",
 }
-TESTS = "tests/difftest"
-CORPORA = ("corpus", "float_corpus")
-FRONTEND = "frontend_corpus"
+# the corpora the kill check runs: modules of minipallas.tools.corpora, read from the copy
+CORPUS_PACKAGE = "minipallas.tools.corpora"
+CORPUS_FOLDER = "site/minipallas/tools/corpora"
+CORPORA = ("difftest_cases", "float_corpus")
+FRONTEND = "frontend_checks"
 FUZZERS = ("discharge", "upstream", "kernels")
 SEEDS = {"discharge": 1, "upstream": 2, "kernels": 3}
 # The last full campaign's counts, and the upstream fuzzer's up to its program 140 (seed 47467:
@@ -111,7 +114,7 @@ def snapshot(dest: Path, rev: str) -> Path:
     """The sources of git revision ``rev`` ("worktree": the files as they are now) under
     ``dest``, in the repository's layout; returns ``dest``. Other helpers edit the working
     tree while a run goes on, so the default is the last commit."""
-    folders = [*PACKAGES, TESTS]
+    folders = [*PACKAGES]
     if rev == "worktree":
         for folder in folders:
             shutil.copytree(ROOT / folder, dest / folder, ignore=_IGNORE)
@@ -126,10 +129,9 @@ def snapshot(dest: Path, rev: str) -> Path:
 
 def make_copy(dest: Path, source: Path) -> None:
     """The sources of ``source`` (a snapshot) under ``dest`` as the installed package lays
-    them out, plus the corpora."""
+    them out (the corpora are in the package)."""
     for folder, inside in PACKAGES.items():  # minipallas first: the others go inside it
         shutil.copytree(source / folder, dest / "site" / inside, ignore=_IGNORE)
-    shutil.copytree(source / TESTS, dest / TESTS, ignore=_IGNORE)
 
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -186,13 +188,12 @@ def _corpus_kill(copy: Path) -> tuple[str | None, list[str]]:
 
     from minipallas.tools.difftest import run
 
-    sys.path.insert(0, str(copy / TESTS))
     notes = []
     for name in CORPORA:
-        if not (copy / TESTS / f"{name}.py").exists():
-            notes.append(f"{TESTS}/{name}.py does not exist: skipped")
+        if not (copy / CORPUS_FOLDER / f"{name}.py").exists():
+            notes.append(f"{CORPUS_PACKAGE}.{name} does not exist: skipped")
             continue
-        cases = importlib.import_module(name).CASES
+        cases = importlib.import_module(f"{CORPUS_PACKAGE}.{name}").CASES
         planted = [c for c in cases if getattr(c, "plant", None) is not None]
         if planted:
             notes.append(
@@ -213,11 +214,9 @@ def _frontend_kill(copy: Path) -> str | None:
     """The first front-end check that reports a problem (its name and the problem)."""
     import importlib
 
-    if not (copy / TESTS / f"{FRONTEND}.py").exists():
+    if not (copy / CORPUS_FOLDER / f"{FRONTEND}.py").exists():
         return None
-    if str(copy / TESTS) not in sys.path:
-        sys.path.insert(0, str(copy / TESTS))
-    for c in importlib.import_module(FRONTEND).CHECKS:
+    for c in importlib.import_module(f"{CORPUS_PACKAGE}.{FRONTEND}").CHECKS:
         problem = c.run()
         if problem:
             return f"{FRONTEND}:{c.name} ({problem.splitlines()[0]})"[:300]

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from suite import KERNELS
 
 import minipallas as mp
 import minipallas.numpy as mnp
@@ -39,6 +38,7 @@ from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_plan,
     vectorized_grid_program,
 )
+from minipallas.tools.corpora.suite import KERNELS
 
 DTYPES = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
 

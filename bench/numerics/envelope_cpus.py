@@ -1,7 +1,7 @@
 """Issue 27's two kernels at the issue's sizes through the whole harness, on this machine: a
-tiled matmul with an f32 scratch accumulator over a K grid axis (256x384x512 in 128-blocks)
-and a row layer norm (16-row blocks of 128x256, gain and bias), each on ``--seeds`` seeds of
-standard normal inputs, and the first seed's planted siblings (``tests/difftest/plants.py``).
+tiled matmul with an f32 scratch accumulator over a K grid axis (256x384x512 in 128-blocks) and a
+row layer norm (16-row blocks of 128x256, gain and bias), each on ``--seeds`` seeds of standard
+normal inputs, and the first seed's planted siblings (``minipallas/tools/corpora/plants.py``).
 Prints each verdict with its distance as a fraction of the envelope, and the machine.
 
 The envelope measured on an Intel Xeon called the seed-0 matmul a bug on an AMD EPYC (73,728
@@ -19,10 +19,9 @@ import functools
 import time
 
 import numpy as np
-from float_corpus import EPS
-from plants import change_constant, offset_after, scale_result, sizes
-from test_envelope_orders import k_matmul, row_layer_norm
 
+from minipallas.tools.corpora.float_corpus import EPS, k_matmul, row_layer_norm
+from minipallas.tools.corpora.plants import change_constant, offset_after, scale_result, sizes
 from minipallas.tools.difftest import Case, run
 from minipallas.tools.envelope.machine import here
 

@@ -2,7 +2,7 @@
 legal float differences, and the smallest planted scale it catches.
 
 For each program (a 12-element f32 sum, a 3x5 mat-vec dot, layer norm and softmax over 64-256
-elements, as in tests/difftest/test_envelope.py) and N random inputs: the interpreter's
+elements, ``minipallas/tools/corpora/float_programs.py``) and N random inputs: the interpreter's
 outputs, ``minipallas.compile``'s (XLA:CPU), and the spread of each of 8 perturbed samples.
 Then, for K samples (2..24) and SAFETY (1..4): how many inputs land outside the envelope
 (``ulps > SAFETY * spread + 1``) — false positives, since XLA is right — and, under the
@@ -21,9 +21,9 @@ import time
 
 import jax
 import numpy as np
-from test_envelope import PROGRAMS, inputs
 
 import minipallas
+from minipallas.tools.corpora.float_programs import PROGRAMS, inputs
 from minipallas.tools.difftest import Case, run
 from minipallas.tools.difftest.harness import abstract
 from minipallas.tools.difftest.outputs import initial, interpret_outputs

@@ -2,8 +2,10 @@
 file of a copy, the worker refuses a run whose imports do not come from the copy, and one
 cheap mutant is killed end to end by the corpus in a subprocess."""
 
+import collections
 import hashlib
 import sys
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -66,7 +68,7 @@ def test_a_cheap_mutant_is_killed_by_the_corpus_in_a_subprocess():
     mutant = BY_NAME["swap-drops-write"]  # the corpus's first case writes a window
     verdict = mutate.check(mutant, mutate.ROOT, {}, 0.0, timeout=120)
     assert verdict.killed_by == "corpus", verdict
-    assert verdict.detail.startswith("corpus:static_int_and_slice (discharge disagrees")
+    assert verdict.detail.startswith("difftest_cases:static_int_and_slice (discharge disagrees")
     assert verdict.by_corpus
 
 
@@ -85,21 +87,20 @@ def test_programs_option_fixes_the_fuzz_counts():
 
 
 def _fake_frontend(tmp_path, monkeypatch, problems):
-    folder = tmp_path / mutate.TESTS
+    """A copy whose front-end checks are ``problems``: the file exists in the copy, and its
+    module (as the worker imports it from the copy) holds those checks."""
+    folder = tmp_path / mutate.CORPUS_FOLDER
     folder.mkdir(parents=True)
-    checks = ", ".join(f"Check({n!r}, lambda: {p!r})" for n, p in problems)
-    (folder / f"{mutate.FRONTEND}.py").write_text(
-        "from collections import namedtuple\n"
-        "Check = namedtuple('Check', 'name run')\n"
-        f"CHECKS = ({checks},)\n"
-    )
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.delitem(sys.modules, mutate.FRONTEND, raising=False)
+    (folder / f"{mutate.FRONTEND}.py").write_text("")
+    Check = collections.namedtuple("Check", "name run")
+    module = types.ModuleType(mutate.FRONTEND)
+    module.CHECKS = tuple(Check(n, lambda p=p: p) for n, p in problems)
+    monkeypatch.setitem(sys.modules, f"{mutate.CORPUS_PACKAGE}.{mutate.FRONTEND}", module)
 
 
 def test_the_frontend_stage_kills_at_the_first_check_reporting_a_problem(tmp_path, monkeypatch):
     _fake_frontend(tmp_path, monkeypatch, [("fine", None), ("bad", "compile 1 != 0"), ("x", "y")])
-    assert mutate._frontend_kill(tmp_path) == "frontend_corpus:bad (compile 1 != 0)"
+    assert mutate._frontend_kill(tmp_path) == "frontend_checks:bad (compile 1 != 0)"
 
 
 def test_the_frontend_stage_passes_when_every_check_agrees(tmp_path, monkeypatch):

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
-from bug_corpus import ENTRIES
 
 from minipallas.lowering.runtime.libtpu import libtpu_available
 from minipallas.lowering.tpu.aot import MosaicCompileError
+from minipallas.tools.corpora.bug_corpus import ENTRIES
 from minipallas.tools.difftest import Case, run
 
 MEASURED = Path(__file__).resolve().parents[2] / "bench" / "results" / "tpu_bugs.json"

@@ -11,8 +11,9 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from bug_corpus import BUGS, BY_NAME, CHIPS, ENTRIES
-from bug_corpus.common import matches
+
+from minipallas.tools.corpora.bug_corpus import BUGS, BY_NAME, CHIPS, ENTRIES
+from minipallas.tools.corpora.bug_corpus.common import matches
 
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = [e for e in ENTRIES if e.bug is None]
@@ -40,7 +41,7 @@ def test_importing_the_corpus_opens_no_backend():
     """The chip runner's parent imports the corpus: it must not take the chip from its
     workers."""
     code = (
-        "import sys; sys.path.insert(0, 'tests/difftest'); import bug_corpus; "
+        "import minipallas.tools.corpora.bug_corpus; "
         "from jax._src import xla_bridge; assert not xla_bridge._backends, 'backend opened'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)

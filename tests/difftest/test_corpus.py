@@ -6,8 +6,8 @@ xfails fail for their stated reason and no other.
 """
 
 import pytest
-from corpus import CASES
 
+from minipallas.tools.corpora.difftest_cases import CASES
 from minipallas.tools.difftest import KNOWN, Disagreement, check, run
 
 UPSTREAM_DEFECTS = ("upstream-crash", "upstream-divergence")

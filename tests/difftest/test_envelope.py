@@ -11,52 +11,13 @@ from minipallas.ir import Literal
 from minipallas.ir.core import Block, Function, Op, Value
 from minipallas.ir.location import Location
 from minipallas.ir.types import ArrayType
+from minipallas.tools.corpora.float_programs import PROGRAMS, affine, inputs, layer_norm, matvec
 from minipallas.tools.difftest import KINDS, Case, ref, run
 from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.envelope.measure import envelope
 
 F32 = np.float32
 PLANT = Location("plant.py", 1)
-
-
-def sum12(r):
-    return jnp.sum(r[...])
-
-
-def matvec(a, v):
-    return a[...] @ v[...]
-
-
-def layer_norm(r):
-    x = r[...]
-    m = x.mean()
-    v = ((x - m) ** 2).mean()
-    return (x - m) * jax.lax.rsqrt(v + 1e-5)
-
-
-def softmax(r):
-    x = r[...]
-    e = jnp.exp(x - x.max())
-    return e / e.sum()
-
-
-def affine(r):
-    return r[...] * 3.0 - 0.5
-
-
-def inputs(name, rng):
-    """Random inputs for each program, as refs."""
-    shapes = {
-        "sum12": [(12,)],
-        "matvec": [(3, 5), (5,)],
-        "layer_norm": [(int(rng.integers(64, 257)),)],
-        "softmax": [(int(rng.integers(64, 257)),)],
-        "affine": [(40,)],
-    }[name]
-    return tuple(ref((rng.standard_normal(s) * 3).astype(F32)) for s in shapes)
-
-
-PROGRAMS = {f.__name__: f for f in (sum12, matvec, layer_norm, softmax)}
 
 
 def test_within_envelope_is_a_kind_right_after_agree():

@@ -8,46 +8,17 @@ some legal order: the tests would fail without it.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-from float_corpus import EPS, _call, layer_norm_kernel, matmul_kernel
-from jax.experimental import pallas as pl
-from jax.experimental.pallas import tpu as pltpu
 from legal_orders import ORDERS, dot, total
 
 import minipallas
+from minipallas.tools.corpora.float_corpus import BK, EPS, k_matmul, row_layer_norm
 from minipallas.tools.difftest.harness import abstract
 from minipallas.tools.difftest.outputs import interpret_outputs
 from minipallas.tools.envelope.measure import SAFETY, distance, envelope
 
 F32 = np.float32
-BK = 128  # the K block, as the issue's
-
-
-def k_matmul(x, y, b=32):
-    """The issue's tiled matmul (f32 scratch accumulated over the K grid axis, 128-blocks of
-    K), on ``b`` x ``b`` output tiles: the issue's 128, 32 so that a test can afford it."""
-    (m, kk), n = x.shape, y.shape[1]
-    return _call(
-        matmul_kernel,
-        jax.ShapeDtypeStruct((m, n), x.dtype),
-        (m // b, n // b, kk // BK),
-        [
-            pl.BlockSpec((b, BK), lambda i, j, k: (i, k)),
-            pl.BlockSpec((BK, b), lambda i, j, k: (k, j)),
-        ],
-        pl.BlockSpec((b, b), lambda i, j, k: (i, j)),
-        [pltpu.VMEM((b, b), jnp.float32)],
-    )(x, y)
-
-
-def row_layer_norm(x, g, b):
-    """The issue's layer norm: 16-row blocks, gain and bias."""
-    rows = pl.BlockSpec((16, x.shape[1]), lambda i: (i, 0))
-    whole = pl.BlockSpec((1, x.shape[1]), lambda i: (0, 0))
-    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return _call(layer_norm_kernel, out, (x.shape[0] // 16,), [rows, whole, whole], rows)(x, g, b)
 
 
 def _judged(fn, shapes, seed):

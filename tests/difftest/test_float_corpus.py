@@ -8,11 +8,19 @@ import functools
 
 import numpy as np
 import pytest
-from float_corpus import BASE, DTYPES, PROGRAMS, SEEDS, SIBLINGS, Program, inputs
-from plants import change_constant, offset_after, scale_result, sizes
 
 import minipallas as mp
 from minipallas.ir.errors import PassError
+from minipallas.tools.corpora.float_corpus import (
+    BASE,
+    DTYPES,
+    PROGRAMS,
+    SEEDS,
+    SIBLINGS,
+    Program,
+    inputs,
+)
+from minipallas.tools.corpora.plants import change_constant, offset_after, scale_result, sizes
 from minipallas.tools.difftest import run
 from minipallas.tools.difftest.bisect import first_op_out, op_text
 from minipallas.tools.difftest.outputs import interpret_outputs

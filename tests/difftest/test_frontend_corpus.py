@@ -4,11 +4,11 @@ make it differ is reported."""
 
 from dataclasses import replace
 
-import frontend_corpus as fc
 import numpy as np
 import pytest
 
 import minipallas.numpy as mnp
+from minipallas.tools.corpora import frontend_checks as fc
 
 
 @pytest.mark.parametrize("check", fc.CHECKS, ids=[c.name for c in fc.CHECKS])

@@ -165,7 +165,7 @@ def test_bf16_and_bool_inputs_round_trip():
 
 @pytest.mark.parametrize("args, upstream, sequential", [((0, 5, 2), 10, 12), ((1, 2, 3), 7, 10)])
 def test_upstreams_while_with_state_in_cond_is_a_documented_divergence(args, upstream, sequential):
-    from corpus import while_with_state_in_cond
+    from minipallas.tools.corpora.difftest_cases import while_with_state_in_cond
 
     report = run(Case("w", while_with_state_in_cond, tuple(np.int32(a) for a in args)))
     assert (report.finding.kind, report.finding.name) == (
@@ -197,7 +197,7 @@ def test_a_condition_that_only_accumulates_loses_every_write_upstream():
 
 
 def test_a_ref_written_by_condition_and_body_is_upstreams_known_crash():
-    from corpus import while_ref_written_by_cond_and_body
+    from minipallas.tools.corpora.difftest_cases import while_ref_written_by_cond_and_body
 
     report = run(Case("both", while_ref_written_by_cond_and_body, (ref(np.zeros((), np.int32)),)))
     assert str(report.finding) == "upstream-crash (while-ref-written-by-cond-and-body)"

@@ -2,13 +2,13 @@
 (each then fails as XPASS: remove its mark). Found by ``minipallas.tools.fuzz.upstream``
 and the corpus; each is reduced to a minimal program here."""
 
-import frontend_corpus
 import ml_dtypes
 import numpy as np
 import pytest
 
 import minipallas as mp
 from minipallas.lowering.runtime import xla_cpu
+from minipallas.tools.corpora import frontend_checks as frontend_corpus
 from minipallas.tools.difftest import Case, check, ref
 
 BF16 = ml_dtypes.bfloat16

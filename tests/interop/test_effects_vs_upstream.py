@@ -34,7 +34,7 @@ from minipallas.lowering.compat.jax_private import core as jax_core
 from minipallas.lowering.compat.jax_private import pallas_primitives, state_primitives, state_types
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "kernels"))
-from suite import KERNELS  # noqa: E402
+from minipallas.tools.corpora.suite import KERNELS  # noqa: E402
 
 KIND = {
     state_types.ReadEffect: READ,

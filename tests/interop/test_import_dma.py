@@ -18,7 +18,7 @@ from minipallas.interop import JaxprImportError, from_jaxpr, to_jax
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kernels"))
 
-from dma_cases import DMA_CASES, SEM_COUNT  # noqa: E402
+from minipallas.tools.corpora.dma_cases import DMA_CASES, SEM_COUNT  # noqa: E402
 
 
 @pytest.mark.parametrize("case", [*DMA_CASES, SEM_COUNT], ids=lambda c: c.name)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 
 import jax
-import mesh_corpus
 import mesh_corpus_upstream
 import numpy as np
 import pytest
 
 import minipallas as mp
 from minipallas.ir.collectives import CollectiveAxesError
+from minipallas.tools.corpora import mesh_corpus
 
 CASES = [*mesh_corpus.CASES, *mesh_corpus_upstream.CASES]
 SCHEDULES = ("lockstep", 0, 1, 2, 3, 4, 5, 6, 7)

@@ -9,9 +9,9 @@ the same calls.
 import functools
 
 import numpy as np
-from suite import MP, jax_namespace
 
 import minipallas as mp
+from minipallas.tools.corpora.suite import MP, jax_namespace
 
 
 def rows_plus_ids(ns, x_ref, o_ref):

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from suite import MP, jax_namespace
 
 import minipallas as mp
+from minipallas.tools.corpora.suite import MP, jax_namespace
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ on their order); float kernels agree to rounding: a sum of n terms within n·eps
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from suite import BY_NAME, Case
 
 from minipallas.kernels.programs.accumulation import accumulated_program
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.lowering.runtime.compiled import compile
+from minipallas.tools.corpora.suite import BY_NAME, Case
 
 
 def ints(*shape):

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from filecheck_util import filecheck
 from kernel_helpers import assert_same_bits
-from suite import Case, inputs, normal, softmax
 
 import minipallas as mp
 from bench.numerics import batched_bits
@@ -23,6 +22,7 @@ from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_plan,
     vectorized_grid_program,
 )
+from minipallas.tools.corpora.suite import Case, inputs, normal, softmax
 
 R, D = batched_bits.reduction, batched_bits.dot
 ADMITTED = [

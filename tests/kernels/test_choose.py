@@ -4,10 +4,10 @@ and each choice changes it (before, ``lower_for_target`` honoured neither ``matc
 ``collectives="simulate"``)."""
 
 import pytest
-from suite import BY_NAME
 
 import minipallas as mp
 from minipallas.kernels.programs.choose import cpu_program, lower_for_target
+from minipallas.tools.corpora.suite import BY_NAME
 
 N = 4
 

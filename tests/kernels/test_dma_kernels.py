@@ -5,12 +5,12 @@ in flight on one semaphore; and the DMA semaphore counts as upstream's does."""
 
 import numpy as np
 import pytest
-from dma_cases import DMA_CASES, SEM_COUNT
 from kernel_helpers import assert_same_bits, custom_call_ops
 
 import minipallas as mp
 from minipallas.ir.collectives import TritonSemaphoreUnsupported
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.tools.corpora.dma_cases import DMA_CASES, SEM_COUNT
 
 
 @pytest.mark.parametrize("case", [*DMA_CASES, SEM_COUNT], ids=lambda c: c.name)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from dynamic_cases import CASES, both, columns, normal_f32, rows
 from kernel_helpers import assert_same_bits
-from suite import MP
 
 import minipallas as mp
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.programs.choose import cpu_program
 from minipallas.lowering.runtime.compiled import compile
+from minipallas.tools.corpora.suite import MP
 
 
 @pytest.mark.parametrize("name", CASES)

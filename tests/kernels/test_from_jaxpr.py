@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 from kernel_helpers import as_tuple, assert_same_bits
-from suite import BY_NAME, KERNELS
 
 import minipallas as mp
 from minipallas.interop import JaxprImportError, from_jaxpr
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.kernels.programs.choose import lower_for_target
+from minipallas.tools.corpora.suite import BY_NAME, KERNELS
 
 
 def _jaxpr(case, args):

@@ -9,11 +9,11 @@ import functools
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
-from suite import MP, jax_namespace
 
 import minipallas as mp
 from minipallas.interop import from_jaxpr
 from minipallas.passes.kernel.bind_grid import bind_grid
+from minipallas.tools.corpora.suite import MP, jax_namespace
 
 
 def f32(ns, n):

@@ -10,7 +10,6 @@ interpret=True)`` agree bit for bit. Bad mappings raise upstream's errors as
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from suite import Case
 
 import minipallas as mp
 from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
@@ -19,6 +18,7 @@ from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.lowering.runtime.compiled import compile
+from minipallas.tools.corpora.suite import Case
 
 
 def double_block(ns, x_ref, o_ref):

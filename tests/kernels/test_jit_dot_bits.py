@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from kernel_helpers import assert_same_bits
-from suite import BY_NAME
+
+from minipallas.tools.corpora.suite import BY_NAME
 
 
 def test_bf16_matmul_under_jit_equals_the_eager_call_and_upstream_bit_for_bit():

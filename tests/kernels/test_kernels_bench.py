@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
-from suite import KERNELS
 
 from bench.benchmarks import kernels_bench
+from minipallas.tools.corpora.suite import KERNELS
 
 SMALL = [c for c in KERNELS if c.kernel.__name__ in kernels_bench.REFERENCES]
 

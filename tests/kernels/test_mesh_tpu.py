@@ -1,7 +1,7 @@
 """One-core mesh kernels (upstream's ``pl.kernel`` over ``create_tensorcore_mesh("core",
 num_cores=1)``) through minipallas's Mosaic lowering, checked without a chip
 (``platforms/mesh_tpu.py``): for every one-core kernel of the mesh corpus
-(``tests/interop/mesh_corpus/``, ``ONE_CORE``) the Mosaic kernel has no collective allocation
+(``minipallas/tools/corpora/mesh_corpus/``, ``ONE_CORE``) the Mosaic kernel has no collective allocation
 and no barrier left, its module shows the shared allocation as plain VMEM, libtpu compiles it
 ahead of time for a v5e, and its CPU program gives the reference's bits. A mesh of several cores
 whose cores share memory is refused with upstream's Mosaic message. ``bench/chip/tpu_mesh.py`` runs
@@ -35,7 +35,7 @@ from minipallas.tools.difftest.mosaic import normalized_text
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "interop"))
 
-from mesh_corpus import CASES, ONE_CORE  # noqa: E402
+from minipallas.tools.corpora.mesh_corpus import CASES, ONE_CORE  # noqa: E402
 
 # ring_allreduce's exchange loop runs cores - 1 = 0 times at one core: MLIR's canonicalizer
 # drops the loop, and with it the mailbox's and the semaphores' only uses

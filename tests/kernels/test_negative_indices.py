@@ -9,10 +9,10 @@ the same kernel written the same way must give the same result in minipallas: th
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from suite import Case
 
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.lowering.runtime.compiled import compile
+from minipallas.tools.corpora.suite import Case
 
 X48 = np.arange(32, dtype=np.int32).reshape(4, 8)
 

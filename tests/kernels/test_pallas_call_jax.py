@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
-from suite import BY_NAME
 
 import minipallas as mp
 import minipallas.numpy as mnp
 from minipallas.platforms import jax_values as jax_call
+from minipallas.tools.corpora.suite import BY_NAME
 
 # data movement, ints, elementwise f32, and matmul (a dot per block, summed across a grid axis)
 EXACT = [

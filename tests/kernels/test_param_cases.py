@@ -27,8 +27,6 @@ import jax
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from param_cases import PARAM_CASES
-from param_op_cases import BEYOND_UPSTREAM, BOTH_REFUSE, SAME_BITS
 from test_tpu_custom_call import decoded
 
 import minipallas as mp
@@ -37,6 +35,8 @@ from minipallas.lowering.compat.jaxlib_shim import ir
 from minipallas.lowering.runtime import libtpu
 from minipallas.lowering.tpu.aot import MosaicCompileError
 from minipallas.platforms.mesh_tpu import on_tpu
+from minipallas.tools.corpora.param_cases import PARAM_CASES
+from minipallas.tools.corpora.param_op_cases import BEYOND_UPSTREAM, BOTH_REFUSE, SAME_BITS
 
 # (check, case) -> why minipallas does not yet do what upstream does (issue 46): strict, so a
 # fix that lands makes its entries fail until they are removed here

@@ -4,7 +4,6 @@ together in the multi-program interpreter (kernels/collective/simulate.py, issue
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
-from suite import BY_NAME
 
 import minipallas as mp
 import minipallas.numpy as jnp
@@ -12,6 +11,7 @@ from minipallas import tpu
 from minipallas.ir.collectives import CollectiveAxesUnsupported
 from minipallas.ir.errors import RaceError, TraceError
 from minipallas.kernels.programs.grid import grid_program
+from minipallas.tools.corpora.suite import BY_NAME
 
 N = 4
 SPEC = mp.BlockSpec((1, 128), lambda i: (i, 0))

@@ -8,7 +8,6 @@ import re
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
-from suite import BY_NAME
 
 import minipallas as mp
 from minipallas.ir import dtypes
@@ -19,6 +18,7 @@ from minipallas.kernels.programs.choose import cpu_program
 from minipallas.kernels.programs.vectorized_grid import pure_body_pipeline
 from minipallas.lowering.runtime.compiled import compile
 from minipallas.passes.pipeline import pass_names, run
+from minipallas.tools.corpora.suite import BY_NAME
 
 # (suite kernel, whether its sequential axis leaves work to hoist)
 CASES = [

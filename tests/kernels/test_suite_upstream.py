@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from suite import BY_NAME, KERNELS
 
 import minipallas as mp
+from minipallas.tools.corpora.suite import BY_NAME, KERNELS
 
 
 @pytest.mark.parametrize("case", KERNELS, ids=lambda c: c.name)

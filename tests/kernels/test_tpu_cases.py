@@ -4,7 +4,8 @@ bit for bit, before the hardware check runs them on the chip."""
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from tpu_cases import TPU_CASES
+
+from minipallas.tools.corpora.tpu_cases import TPU_CASES
 
 
 @pytest.mark.parametrize("case", TPU_CASES, ids=lambda c: c.name)

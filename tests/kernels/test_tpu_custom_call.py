@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from jax.experimental.pallas import tpu as pltpu
 from kernel_helpers import assert_same_bits, custom_call_ops
-from suite import BY_NAME
 
 import minipallas as mp
 from minipallas.lowering.compat.jaxlib_shim import ir, make_tpu_context, passmanager
+from minipallas.tools.corpora.suite import BY_NAME
 from minipallas.tools.difftest.mosaic import assume_chip, summarize, upstream_mosaic
 
 TPU = "tpu_custom_call"

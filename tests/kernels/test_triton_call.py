@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from jax.experimental.pallas import triton as pltriton
 from kernel_helpers import assert_same_bits, custom_call_ops
-from suite import BY_NAME
 
 import minipallas as mp
 from minipallas.lowering.compat.jaxlib_shim import ir, make_triton_context
+from minipallas.tools.corpora.suite import BY_NAME
 
 TRITON = "__gpu$xla.gpu.triton"
 # suite kernels upstream's Triton lowering takes whose grid minipallas launches whole

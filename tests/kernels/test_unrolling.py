@@ -4,13 +4,13 @@ loops unroll, and the unrolled programs give upstream interpret mode's bits."""
 import numpy as np
 import pytest
 from kernel_helpers import assert_same_bits
-from suite import Case, inputs, normal
 
 import minipallas as mp
 from bench.realistic_kernels import realistic_cases
 from minipallas.frontend.tracing import trace
 from minipallas.kernels.programs import unrolling
 from minipallas.kernels.programs.vectorized_grid import vectorized_grid_program
+from minipallas.tools.corpora.suite import Case, inputs, normal
 
 
 def _dot_and_add(x, y):

@@ -9,7 +9,6 @@ stay loops.
 import numpy as np
 import pytest
 from kernel_helpers import as_tuple, assert_same_bits
-from suite import BY_NAME, KERNELS, Case, inputs, normal
 
 from minipallas.kernels.programs.grid import grid_program
 from minipallas.kernels.programs.vectorized_grid import (
@@ -17,6 +16,7 @@ from minipallas.kernels.programs.vectorized_grid import (
     vectorized_grid_program,
 )
 from minipallas.lowering.runtime.compiled import compile
+from minipallas.tools.corpora.suite import BY_NAME, KERNELS, Case, inputs, normal
 
 
 def blocked_sum(ns, x_ref, o_ref, acc_ref, k_axis=1):

@@ -6,7 +6,6 @@ conftest compiles every module a test emits). The FileCheck test of the TPU modu
 ``filecheck/grid_fusion.py``.
 """
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +21,8 @@ from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, motion
 from minipallas.passes.pipeline import run
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "kernels"))
-from suite import KERNELS, Case  # noqa: E402
-
 from bench.realistic_kernels import realistic_cases  # noqa: E402
+from minipallas.tools.corpora.suite import KERNELS, Case  # noqa: E402
 
 EAGER = "fuse-grid-steps{min_steps=1,target_bytes=1000000000,max_unroll=4,max_carried=9}"
 
@@ -206,7 +203,7 @@ def test_fusion_keeps_each_axis_semantics(case):
 def test_the_fused_kernel_text_parses_back():
     """Issue 48 §3: each function of the fused kernel's text (``str(kernel)``: the index maps,
     then the body with the sub-steps' copies of the old body) parses back, with distinct names."""
-    import minipallas.kernels.programs  # noqa: F401, PLC0415  (registers the kernel passes)
+    import minipallas.kernels.programs  # noqa: F401  (registers the kernel passes)
 
     def double(x_ref, o_ref):
         o_ref[...] = x_ref[...] * 2.0 + mp.program_id(0).astype(np.float32)

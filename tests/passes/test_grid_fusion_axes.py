@@ -7,22 +7,16 @@ upstream's interpret mode's; the Mosaic modules it emits are compiled by libtpu 
 widened rows) are left unwidened.
 """
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from bench.realistic_kernels import realistic_cases
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
 from minipallas.lowering import TARGETS
 from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
 from minipallas.passes.pipeline import run
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "kernels"))
-from suite import KERNELS, Case, inputs, matmul, normal  # noqa: E402
-
-from bench.realistic_kernels import realistic_cases  # noqa: E402
+from minipallas.tools.corpora.suite import KERNELS, Case, inputs, matmul, normal
 
 WIDEN_ONLY = "fuse-grid-steps{max_unroll=1}"
 

@@ -10,21 +10,16 @@ text is ``filecheck/grid_fusion_carried.py``.
 
 import functools
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench.realistic_kernels import realistic_cases
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
 from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
 from minipallas.passes.kernel.grid_fusion.carried import threaded
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "kernels"))
-from suite import Case, inputs, normal  # noqa: E402
-
-from bench.realistic_kernels import realistic_cases  # noqa: E402
+from minipallas.tools.corpora.suite import Case, inputs, normal
 
 EAGER = "fuse-grid-steps{min_steps=1,max_unroll=4"
 WAYS = {
@@ -190,7 +185,7 @@ def test_explain_says_why_the_sub_steps_run_in_a_loop():
 def test_each_way_keeps_flash_attentions_parallel_query_axis(way):
     """Sub-step 0 stays out of the loop, so the inference still sees the ``kv == 0`` reset
     (a loop of every sub-step made the query axis ``arbitrary``)."""
-    from minipallas.lowering.tpu.semantics import dimension_semantics  # noqa: PLC0415
+    from minipallas.lowering.tpu.semantics import dimension_semantics
 
     kernel, fused = _fused("flash_attention", way)
     assert dimension_semantics(kernel).values == ("parallel", "arbitrary")

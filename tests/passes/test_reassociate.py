@@ -7,9 +7,6 @@ the pass, its Mosaic module compiled by libtpu; the difftest calls a case at the
 interpreter's and upstream's bits. Kernels whose output is not only so accumulated are left.
 """
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -20,11 +17,9 @@ from minipallas.lowering import TARGETS
 from minipallas.lowering.tpu.aot import compile_check, libtpu_available
 from minipallas.passes.kernel.reassociate import reassociates
 from minipallas.passes.pipeline import run as run_pipeline
+from minipallas.tools.corpora.plants import scale_result
 from minipallas.tools.difftest import Case, run
 from minipallas.tools.envelope.reorder import UNIT_ROUNDOFF, bound
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "difftest"))
-from plants import scale_result  # noqa: E402  (the float corpus's planted compiler bug)
 
 STEPS, BLOCK = 64, 1024
 

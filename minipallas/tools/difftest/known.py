@@ -244,7 +244,8 @@ KNOWN: dict[str, Known] = {
 
 # Upstream defects only a case that spans devices shows (upstream's TPU interpret mode on
 # several devices): apart from ``KNOWN``, whose every entry has a case in the single-device
-# corpus (tests/difftest/corpus.py); these have theirs in tests/difftest/device_verdict_cases.py
+# corpus (minipallas/tools/corpora/difftest_cases.py); these have theirs in
+# tests/difftest/device_verdict_cases.py
 KNOWN_ON_DEVICES: dict[str, Known] = {
     "interpret-vma-mismatch": _crash(
         "upstream's TPU interpret mode evaluates a kernel that spans devices in a shard_map with "

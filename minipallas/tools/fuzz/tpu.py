@@ -105,7 +105,7 @@ from minipallas.tpu import VMEM
 # refusing a drawn parameter minipallas documents running (``BEYOND``)
 GOOD = ("agree", "both-refuse", "out-of-bounds-flagged", "beyond-upstream-documented")
 # Parameters upstream's Mosaic lowering fails on and minipallas honours, as the parameter
-# corpus documents them (tests/kernels/param_op_cases.py): the parameter (a key of
+# corpus documents them (minipallas/tools/corpora/param_op_cases.py): the parameter (a key of
 # ``kernel_params.parameters``) and a fragment of upstream's error.
 BEYOND = {
     "mul out_dtype": "Too many leaves for PyTreeDef",  # upstream's rule traces its helper

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import functools
-import pathlib
-import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
-
-from suite import BY_NAME, KERNELS, MP, Case, _spec, jax_namespace, upstream_running_rows  # noqa: E402, F401
+from minipallas.tools.corpora.suite import (  # noqa: F401
+    BY_NAME,
+    KERNELS,
+    MP,
+    Case,
+    _spec,
+    jax_namespace,
+    upstream_running_rows,
+)
 
 __all__ = ["BY_NAME", "KERNELS", "MP", "Case", "lowered", "upstream_text"]
 

@@ -5,7 +5,6 @@ FileCheck patterns over the text of kernel files, is in ``filecheck/``."""
 import numpy as np
 import pytest
 from filecheck_util import filecheck
-from gpu_kernels import EXTRA
 from gpu_util import KERNELS, lowered
 
 import minipallas as mp
@@ -14,6 +13,7 @@ from minipallas.ir.collectives import TRITON_MESSAGE, CollectiveAxesUnsupported
 from minipallas.ir.errors import PassError
 from minipallas.lowering.compat.jaxlib_shim import ir, make_triton_context
 from minipallas.lowering.gpu import lower_to_triton
+from minipallas.tools.corpora.gpu_kernels import EXTRA
 
 ALL = [*KERNELS, *EXTRA]
 

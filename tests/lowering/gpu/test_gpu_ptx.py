@@ -4,12 +4,12 @@ dependency) for sm_90 on this CPU machine: TTIR -> TTGIR -> LLVM IR -> PTX -> cu
 
 import numpy as np
 import pytest
-from gpu_kernels import EXTRA, control_mix_call, masked_io_call
 from gpu_util import KERNELS, lowered
 from test_gpu_emit import highest_dot_call
 
 from minipallas.ir.errors import PassError
 from minipallas.lowering.gpu.ptx import compile_ptx
+from minipallas.tools.corpora.gpu_kernels import EXTRA, control_mix_call, masked_io_call
 
 pytest.importorskip("triton")
 

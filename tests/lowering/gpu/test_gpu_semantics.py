@@ -4,10 +4,10 @@ numpy and against the CPU path (``pallas_call(...)(*arrays)``, XLA)."""
 
 import numpy as np
 import pytest
-from gpu_kernels import EXTRA, NUMPY, control_mix_call, masked_io_call
 from gpu_util import BY_NAME, KERNELS, lowered
 
 from minipallas.lowering.gpu.simulate import simulate
+from minipallas.tools.corpora.gpu_kernels import EXTRA, NUMPY, control_mix_call, masked_io_call
 
 # Kernels whose simulation equals the CPU path bit for bit; the others differ by rounding only
 # (transcendentals, sums in another order, XLA:CPU's own rewrites of float expressions). The

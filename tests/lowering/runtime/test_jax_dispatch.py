@@ -3,19 +3,14 @@
 jaxlib's Python bindings, on every suite kernel; a ``debug_print``'s callbacks keep the
 bindings; results are writable and never share an argument's memory."""
 
-import sys
-from pathlib import Path
-
 import jax
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
-from suite import KERNELS  # noqa: E402
-
-import minipallas  # noqa: E402
-from minipallas.ir import dtypes  # noqa: E402
-from minipallas.lowering.runtime import xla_cpu  # noqa: E402
+import minipallas
+from minipallas.ir import dtypes
+from minipallas.lowering.runtime import xla_cpu
+from minipallas.tools.corpora.suite import KERNELS
 
 
 @pytest.mark.parametrize("case", KERNELS, ids=lambda c: c.name)

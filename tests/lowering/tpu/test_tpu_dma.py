@@ -29,7 +29,7 @@ from minipallas.tools.difftest.mosaic import UpstreamError, normalized_text, ups
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
-from dma_cases import DMA_CASES  # noqa: E402
+from minipallas.tools.corpora.dma_cases import DMA_CASES  # noqa: E402
 
 SEM = "memref<!tpu.dma_semaphore, #tpu.memory_space<semaphore_mem>>"
 ANY8 = "memref<8x128xf32, #tpu.memory_space<any>>"
@@ -103,7 +103,7 @@ def _squeezed(ns, x_ref, o_ref, buf, sem):
 def test_a_squeezed_block_dimension_is_squeezed_out_of_the_copy():
     """The block (None, 8, 128) is a 1x8x128 memref; the copy sees the kernel's 8x128.
     Upstream hands Mosaic the 1x8x128 memref, which its verifier refuses."""
-    from dma_cases import OURS, upstream
+    from minipallas.tools.corpora.dma_cases import OURS, upstream
 
     call = mp.pallas_call(
         lambda *refs: _squeezed(OURS, *refs),

@@ -5,7 +5,7 @@
 written against upstream Pallas, imported with ``kernel_from_jaxpr`` and emitted by minipallas;
 the module must agree with upstream's (``difftest.mosaic.compare``) and compile with libtpu
 (``tests/mosaic_compile.py``). The kernels marked for the chip are in
-``tests/kernels/tpu_cases.py``."""
+``minipallas/tools/corpora/tpu_cases.py``."""
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,6 @@ import tpu_util  # noqa: F401  (puts tests/kernels on the path)
 from filecheck_util import filecheck
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from tpu_cases import TPU_CASES
 from tpu_util import lower_case, upstream_module
 
 import minipallas as mp
@@ -25,6 +24,7 @@ from minipallas.interop.importer.rules.kernel_call import kernel_from_jaxpr
 from minipallas.ir.errors import MiniPallasError
 from minipallas.kernels.pallas_call import lower_for_target
 from minipallas.lowering.tpu.aot import libtpu_available
+from minipallas.tools.corpora.tpu_cases import TPU_CASES
 from minipallas.tools.difftest.mosaic import compare, upstream_mosaic
 
 SMEM = pl.BlockSpec(memory_space=pltpu.SMEM)

@@ -13,9 +13,9 @@ import pytest
 import tpu_util  # noqa: F401  (puts tests/kernels on the path)
 from dynamic_cases import CASES as DYNAMIC
 from prefetch_cases import BY_NAME, CASES
-from suite import MP, jax_namespace
 
 import minipallas as mp
+from minipallas.tools.corpora.suite import MP, jax_namespace
 from minipallas.tools.difftest.mosaic import compare, summarize, upstream_mosaic
 
 

@@ -26,7 +26,7 @@ from minipallas.lowering.tpu.aot import MosaicCompileError, libtpu_available
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "kernels"))
 
-from suite import (  # noqa: E402
+from minipallas.tools.corpora.suite import (  # noqa: E402
     BY_NAME,
     KERNELS,
     Case,

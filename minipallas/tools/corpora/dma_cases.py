@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from suite import MP, inputs, jax_namespace, normal
 
 import minipallas as mp
 from minipallas import tpu
+from minipallas.tools.corpora.suite import MP, inputs, jax_namespace, normal
 
 OURS = types.SimpleNamespace(
     **vars(MP),

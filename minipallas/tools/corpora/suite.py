@@ -6,7 +6,7 @@ Each kernel is a Python function ``kernel(ns, *refs)`` whose body uses only ref 
 grid, the block specs (``(block_shape, index_map)``, or ``None`` for the whole array), the
 scratch and the inputs, and builds the call for either side:
 
-    from suite import KERNELS
+    from minipallas.tools.corpora.suite import KERNELS
     for case in KERNELS:
         call = case.minipallas()          # a minipallas.PallasCall
         args = case.inputs()              # numpy arrays (fixed seed)

@@ -31,8 +31,10 @@ import numpy as np
 
 import minipallas as mp
 import minipallas.numpy as mnp
+from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
 from minipallas.tools.difftest.outputs import RefArg, interpret_outputs, ref
 from minipallas.tools.difftest.report import compare
+from minipallas.tools.generate.check import same_bits
 
 I32, F32 = np.int32, np.float32
 
@@ -231,9 +233,6 @@ class Kernel:
 def kernel_problem(kernel: Kernel, batched: bool, upstream: Kernel | None = None) -> str | None:
     """None if minipallas's CPU run of ``kernel`` equals upstream's run of ``upstream``
     (default: the same kernel) bit for bit and the grid was batched iff ``batched``."""
-    from minipallas.kernels.programs.vectorized_grid import vectorized_grid_plan
-    from minipallas.tools.generate.check import same_bits
-
     call = kernel.minipallas()
     planned = vectorized_grid_plan(call.trace(*kernel.arrays)) is not None
     if batched and not planned:

@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from param_op_cases import (
+
+from minipallas.tools.corpora.param_op_cases import (
     OP_CASES,
     TILE,
     TN,

@@ -4,9 +4,9 @@ two kinds upstream's Triton backend rejects) and masked loads/stores written in 
 from __future__ import annotations
 
 import numpy as np
-from gpu_util import Case
 
 import minipallas as mp
+from minipallas.tools.corpora.suite import Case
 
 INF = float("inf")
 

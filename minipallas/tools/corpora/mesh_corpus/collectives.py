@@ -12,7 +12,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from mesh_corpus.common import F32, I32, L, R, _ints, _kernel, _rng
+from minipallas.tools.corpora.mesh_corpus.common import F32, I32, L, R, _ints, _kernel, _rng
 
 # --- all-reduce: every core sums its 4 tiles, partials exchanged through VMEM_SHARED ---
 

@@ -7,7 +7,7 @@ finding a case is known to produce (``minipallas.tools.difftest.KNOWN``): the up
 xfail in ``test_corpus.py``; the semantic differences are checked to be classified as such.
 
 This file is also a module of programs for the command line:
-``minipallas-difftest tests/difftest/corpus.py``.
+``minipallas-difftest minipallas/tools/corpora/difftest_cases.py``.
 """
 
 import jax

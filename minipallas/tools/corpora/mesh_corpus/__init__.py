@@ -27,7 +27,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from mesh_corpus.collectives import (
+from minipallas.tools.corpora.mesh_corpus.collectives import (
     _all_gather,
     _all_gather_ref,
     _all_to_all,
@@ -43,8 +43,8 @@ from mesh_corpus.collectives import (
     _ring_allreduce,
     _ring_allreduce_ref,
 )
-from mesh_corpus.common import MeshCase
-from mesh_corpus.kernels import (
+from minipallas.tools.corpora.mesh_corpus.common import MeshCase
+from minipallas.tools.corpora.mesh_corpus.kernels import (
     _broadcast_tile,
     _broadcast_tile_ref,
     _double_buffer,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mesh_corpus import CASES, ONE_CORE, _check
+from minipallas.tools.corpora.mesh_corpus import CASES, ONE_CORE, _check
 
 if __name__ == "__main__":
     names = [c.name for c in CASES + ONE_CORE]

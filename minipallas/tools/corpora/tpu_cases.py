@@ -8,8 +8,9 @@ case is known good before it reaches the chip (``test_tpu_cases.py``).
 from __future__ import annotations
 
 import numpy as np
-from dma_cases import DMA_CASES
-from suite import BF16, Case, inputs, normal
+
+from minipallas.tools.corpora.dma_cases import DMA_CASES
+from minipallas.tools.corpora.suite import BF16, Case, inputs, normal
 
 
 def negate_mask(ns, x_ref, o_ref):

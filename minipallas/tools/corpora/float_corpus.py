@@ -18,7 +18,7 @@ off by 0.01 (bf16: 0.25), sizes ``plants.SIZES`` explains. The harness must flag
 sibling: the envelope is tight.
 
 This file is also a module of programs for the command line:
-``minipallas-difftest tests/difftest/float_corpus.py``.
+``minipallas-difftest minipallas/tools/corpora/float_corpus.py``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import ml_dtypes
 import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
-from plants import change_constant, offset_after, scale_result, sizes
 
+from minipallas.tools.corpora.plants import change_constant, offset_after, scale_result, sizes
 from minipallas.tools.difftest import Case, ref
 
 F32, BF16 = np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)
@@ -359,3 +359,31 @@ def build(seeds: tuple[int, ...] = SEEDS) -> tuple[list[Case], list[Case]]:
 
 BASE, SIBLINGS = build()
 CASES = BASE + SIBLINGS
+
+
+BK = 128  # the K block of the issue's tiled matmul (k_matmul)
+
+
+def k_matmul(x, y, b=32):
+    """The issue's tiled matmul (f32 scratch accumulated over the K grid axis, 128-blocks of
+    K), on ``b`` x ``b`` output tiles: the issue's 128, 32 so that a test can afford it."""
+    (m, kk), n = x.shape, y.shape[1]
+    return _call(
+        matmul_kernel,
+        jax.ShapeDtypeStruct((m, n), x.dtype),
+        (m // b, n // b, kk // BK),
+        [
+            pl.BlockSpec((b, BK), lambda i, j, k: (i, k)),
+            pl.BlockSpec((BK, b), lambda i, j, k: (k, j)),
+        ],
+        pl.BlockSpec((b, b), lambda i, j, k: (i, j)),
+        [pltpu.VMEM((b, b), jnp.float32)],
+    )(x, y)
+
+
+def row_layer_norm(x, g, b):
+    """The issue's layer norm: 16-row blocks, gain and bias."""
+    rows = pl.BlockSpec((16, x.shape[1]), lambda i: (i, 0))
+    whole = pl.BlockSpec((1, x.shape[1]), lambda i: (0, 0))
+    out = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return _call(layer_norm_kernel, out, (x.shape[0] // 16,), [rows, whole, whole], rows)(x, g, b)

@@ -11,7 +11,17 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from mesh_corpus.common import EPS, F32, I32, L, R, _ints, _kernel, _rng, _signal_all_but_me
+from minipallas.tools.corpora.mesh_corpus.common import (
+    EPS,
+    F32,
+    I32,
+    L,
+    R,
+    _ints,
+    _kernel,
+    _rng,
+    _signal_all_but_me,
+)
 
 # --- split-K matmul: core c multiplies K-block c, each core combines its row block ---
 
