@@ -56,7 +56,7 @@ def main(
 def batch_settings(
     batch: int, seed: int, directed: bool = False, **options: Any
 ) -> Callable[[Any], Any]:
-    """The hypothesis settings of one fuzzing batch (here and in ``difftest.fuzz_upstream``):
+    """The hypothesis settings of one fuzzing batch (of ``programs`` and ``upstream``):
     up to ``batch`` examples from ``seed``, generate (``directed``: then mutate the examples
     with the highest ``hypothesis.target``) then shrink, no deadline, no example database,
     quiet; ``options`` are further ``settings``."""
@@ -79,7 +79,7 @@ def batch_settings(
 def function_pipeline(pipeline: str) -> None:
     """Refuses a pipeline holding a kernel pass (``subject="kernel"``): the program fuzzers
     draw functions, on which it cannot run (each program was its failure, 'it raised
-    PassError', or, in ``fuzz_upstream``'s cases, it never ran)."""
+    PassError', or, in ``fuzz.upstream``'s cases, it never ran)."""
     for step in split_pipeline(pipeline):
         name = step.partition("{")[0].strip()
         if PASSES[name].subject == "kernel":

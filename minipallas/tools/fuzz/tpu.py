@@ -2,7 +2,7 @@
 
 Each kernel is ``random_kernel`` made Mosaic-legal (``tpu_sized``: blocks tiled (16, 128),
 outputs written rather than accumulated into), with inputs from its seed, written once for
-both sides (``fuzz_kernels.upstream_call``). Two modes:
+both sides (``fuzz.kernels.upstream_call``). Two modes:
 
 1. ``--aot`` (any machine; CI runs a few seeds): minipallas's module and upstream's, each
    compiled ahead of time by libtpu for a v5e. A kernel one side compiles and the other
@@ -40,10 +40,10 @@ it) is reported ``halted`` and a fresh worker goes on with the next one.
 ``--load FILE.py`` and ``--pass-pipeline PIPE`` (``minipallas.tools.user_passes``) run a
 researcher's pipeline on minipallas's side: on each kernel before its Mosaic module is made
 (``Case.passes`` on the chip; ``--aot``: the module libtpu compiles). With ``--aot`` each kernel in
-bounds is also run on the CPU with and without the pipeline (``fuzz_kernels.pipeline_blame``), so a
+bounds is also run on the CPU with and without the pipeline (``fuzz.kernels.pipeline_blame``), so a
 pass that changes values is found without a chip. A finding the pipeline causes is ``pass-bug`` (and
 a refusal ``minipallas-refuses``), naming the pass after which it appears, with the kernel before
-and after it. As in ``fuzz_kernels``, the summary says how many kernels each pass changed, and
+and after it. As in ``fuzz.kernels``, the summary says how many kernels each pass changed, and
 kernels are drawn so the user's passes rewrite them (``--target-pass``).
 
 A finding is shrunk: each simplification of its spec (one option back to its plainest value,

@@ -23,7 +23,7 @@ kernel (``kernels.random_kernel(c, params=...)``) may also carry, each with mode
   rounds in ``out_dtype``, so a dropped one changes bits.
 
 No step feeds an inexact float32 product to an add: XLA:CPU may contract such a pair into a
-fused multiply-add in one program and not in another (``difftest.perturb``, rule 2), which
+fused multiply-add in one program and not in another (``envelope.perturb``, rule 2), which
 would be all the fuzzers found. (A float32 ``mul`` with ``out_dtype=float32`` is therefore not
 drawn: its product would meet the kernel's adds.)
 

@@ -134,7 +134,7 @@ class KernelSpec:
         n_in, last = len(self.inputs), len(self.grid) - 1
 
         # scratch in the kernel's dtype too: XLA folds a bf16 op's rounding into a later f32
-        # convert even with excess precision off (see fuzz_kernels), which would be all we found
+        # convert even with excess precision off (see fuzz.kernels), which would be all we found
         dtype = getattr(ns, self.dtype)
 
         def kernel(*refs: Any) -> None:
