@@ -1,6 +1,6 @@
 """Small float programs over refs whose outputs XLA computes with other bits than the
 reference interpreter (sums, a matvec, a layer norm, a softmax): the envelope's tests
-(``tests/difftest/test_envelope.py``) and its measurement across CPUs
+(``tests/tools/envelope/test_envelope.py``) and its measurement across CPUs
 (``bench/numerics/envelope_rates.py``) both run them.
 """
 

@@ -206,7 +206,7 @@ def test_replayed_decisions_are_kept_unless_mutated_or_out_of_range():
 def test_a_pass_that_fires_on_every_kernel_is_given_the_plain_kernels():
     """Every random kernel adds floats: directed at ``add-to-sub``, the first candidate is
     always taken, and fresh candidates draw as plain generation does."""
-    planted = str(Path(__file__).parents[1] / "minipallas" / "fuzz_planted_passes.py")
+    planted = str(Path(__file__).with_name("fuzz_planted_passes.py"))
 
     def first_five(director: Director) -> list:
         rng, params = random.Random(0), kernel_params.generator(0)
@@ -219,7 +219,7 @@ def test_a_pass_that_fires_on_every_kernel_is_given_the_plain_kernels():
 
 def test_a_pass_that_never_fires_costs_few_candidates_after_a_while():
     """``noop`` changes nothing: 32 candidates for each of the first 4 kernels, then 4."""
-    planted = str(Path(__file__).parents[1] / "minipallas" / "fuzz_planted_passes.py")
+    planted = str(Path(__file__).with_name("fuzz_planted_passes.py"))
     drawn: list = []
 
     def draw(c, d):

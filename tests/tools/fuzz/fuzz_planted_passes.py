@@ -1,4 +1,4 @@
-"""Two wrong passes planted for the fuzzer to catch (``tests/minipallas/test_fuzz_planted.py``).
+"""Two wrong passes planted for the fuzzer to catch (``tests/tools/fuzz/test_fuzz_planted.py``).
 
 - ``times-two-thrice``: every float ``x * 2.0`` becomes ``x + x + x`` (wrong: that is 3x);
   it fires only on a multiply by a 2.0 splat, which plain random programs rarely hold after
@@ -7,7 +7,7 @@
 - ``noop``: returns its input (a correct pass beside them: ``tests/difftest/test_user_pipeline``
   loads this file too).
 
-Load with ``python -m minipallas.tools.fuzz.programs --load tests/minipallas/fuzz_planted_passes.py
+Load with ``python -m minipallas.tools.fuzz.programs --load tests/tools/fuzz/fuzz_planted_passes.py
 --pass-pipeline=times-two-thrice``.
 """
 

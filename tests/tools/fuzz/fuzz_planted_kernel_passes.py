@@ -6,7 +6,7 @@ fires only on kernels whose body holds an exact ``pl.reciprocal``, about one ran
 twenty (``generate.kernel_params``).
 
 Load with ``python -m minipallas.tools.fuzz.kernels --load
-tests/difftest/fuzz_planted_kernel_passes.py --pass-pipeline=loosen-reciprocals``.
+tests/tools/fuzz/fuzz_planted_kernel_passes.py --pass-pipeline=loosen-reciprocals``.
 """
 
 import dataclasses

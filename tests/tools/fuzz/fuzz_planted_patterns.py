@@ -5,7 +5,7 @@ It is a ``@pattern``, no pass: every ``cleanup`` applies it, and it fires only o
 a 2.0 splat, which plain random programs rarely hold after discharge and cleanup.
 
 Load with ``python -m minipallas.tools.fuzz.programs --load
-tests/minipallas/fuzz_planted_patterns.py --pass-pipeline=cleanup``.
+tests/tools/fuzz/fuzz_planted_patterns.py --pass-pipeline=cleanup``.
 """
 
 import numpy as np

@@ -164,7 +164,7 @@ def test_a_correct_patterns_rewrites_are_counted_where_cleanup_runs_before_the_p
     """Chapter 15's ``x * 2 -> x + x``: the discharge and cleanup before the pipeline already
     apply it, so the pipeline's ``cleanup`` changes nothing; the pattern's own line says it
     was exercised."""
-    chapter = Path(__file__).parents[2] / "examples" / "ch15_patterns.py"
+    chapter = Path(__file__).parents[3] / "examples" / "ch15_patterns.py"
     argv = ["--seed", "0", "--count", "10", "--batch", "10", "--max-stmts", "8", *NO_CLOCK]
     assert fuzz.main([*argv, "--load", str(chapter), "--pass-pipeline", "cleanup"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("pattern ")]
