@@ -140,7 +140,7 @@ BUDGETS = {
     # file's cases, the compiled way, upstream's known crashes on devices (~300); to 19900 for
     # issue 47 items 6 and 7: the corpus of 51 kernels that span devices, Pallas code with numpy
     # references that tests and bench import by name (difftest/device_corpus, ~2350: data more
-    # than tools; issue 50's corpora room is where it goes), bench-devices (~130), and issue
+    # than tools; since issue 50, tools/corpora/multi_device), bench-devices (~130), and issue
     # 48's per-pass counts and pattern blame in the difftest (~110); +175 for issue 49 item 4:
     # the difftest's envelopes at optimize="fast" (sum orders free across grid steps, compile
     # against discharge, ~100) and tpu_bench's fast column and --fast-passes (~72); +100 for

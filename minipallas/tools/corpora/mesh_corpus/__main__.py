@@ -1,4 +1,4 @@
-"""Builds and traces every case: ``python -m mesh_corpus`` (from tests/interop)."""
+"""Builds and traces every case: ``python -m minipallas.tools.corpora.mesh_corpus``."""
 
 from __future__ import annotations
 
