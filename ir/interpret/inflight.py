@@ -25,8 +25,9 @@ program (``checks=True``) and for programs run together (``programs``) alike:
 
 A copy onto itself writes what it reads: it holds only its source. So does a remote copy's send
 side (the importer's copy of the source onto itself on the send semaphore,
-``interop/importer/rules/dma.py``, right after the copy from that window), until ``wait_send`` takes it
-back; the receive side then holds only its destination, until the target's receive wait.
+``interop/importer/rules/dma.py``, right after the copy from that window), until
+``wait_send`` takes it back; the receive side then holds only its destination, until the target's
+receive wait.
 """
 
 from __future__ import annotations

@@ -273,7 +273,8 @@ def test_shard_map_on_a_one_device_mesh_around_state_programs():
 
 def test_shard_map_over_more_than_one_device_runs_its_body_once_per_device():
     # over several devices the body is one device's program in a mesh_call (issue 47:
-    # interop/importer/rules/devices.py; its kernels and collectives: tests/kernels/test_device_mesh.py)
+    # interop/importer/rules/devices.py; its kernels and collectives:
+    # tests/kernels/test_device_mesh.py)
     mesh = jax.sharding.AbstractMesh((2,), ("d",))
     f = jax.shard_map(_doubled_plus_one, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
     x = np.arange(8, dtype=np.float32)

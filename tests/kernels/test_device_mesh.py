@@ -1,7 +1,8 @@
 """Kernels that span devices (issue 47): a ``jax.shard_map`` over 4 CPU devices whose body is a
 ``pallas_call`` with remote copies, remote signals and the barrier semaphore, or a mesh kernel
 of cores on each device (``pl.kernel``, ``pl.core_map``), imported
-(``interop/importer/rules/devices.py``) and run with ``collectives="simulate"`` under three schedules.
+(``interop/importer/rules/devices.py``) and run with ``collectives="simulate"`` under three
+schedules.
 
 jax sees several CPU devices only when ``XLA_FLAGS`` says so before it starts, so the kernels
 (``device_mesh_cases.py``, ``device_core_cases.py``) run in a process of their own, once for

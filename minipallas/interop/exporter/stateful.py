@@ -6,8 +6,9 @@ by zero, saturating float-to-int ``convert``, float32 transcendentals for bfloat
 keeps the refs and writes upstream's own primitives: ``ref[idx]`` reads, ``ref.at[...]`` views,
 ``pl.load``/``pl.store``, ``lax.fori_loop``/``while_loop``/``switch``, ``pl.run_scoped``,
 ``jax.jit`` for calls, ``lax.div`` as it is. That is its purpose: the differential tester
-(``minipallas.tools.difftest``) traces it (``trace(fn)``, ``AbstractRef`` inputs), discharges it with
-upstream's ``discharge_state`` and compares, so upstream's discharge and primitives are what is
+(``minipallas.tools.difftest``) traces it (``trace(fn)``, ``AbstractRef`` inputs),
+discharges it with upstream's ``discharge_state`` and compares, so upstream's discharge and
+primitives are what is
 tested, and spelling minipallas's meaning into them would test nothing. The two outputs share
 the rules whose ``to_jax`` form is already one upstream primitive (``AS_TO_JAX`` in
 ``rules/emit.py``, where emit's rules are: elementwise ops, shapes, the structural ops,

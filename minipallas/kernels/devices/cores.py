@@ -1,12 +1,12 @@
 """The cores of one device in turn, in the program the device runs (issue 47).
 
 A ``shard_map`` whose body holds mesh kernels of cores (``pl.kernel``, ``core_map``) runs as
-programs over (device, core) in the simulator (``interop/importer/rules/devices_cores.py``). Compiled,
-each device runs one program (``local``), the core's position an ``axis_index`` of a core axis,
-its core barriers kept. ``in_sequence`` makes that program run every core of the device, *phase
-by phase*: the ops between two meeting points run for core 0, then core 1, ..., each core with
-its own values (its position a constant), the device's memory shared, each core's own memory a
-row of it as in the simulator. The meeting points:
+programs over (device, core) in the simulator (``interop/importer/rules/devices_cores.py``).
+Compiled, each device runs one program (``local``), the core's position an ``axis_index`` of a
+core axis, its core barriers kept. ``in_sequence`` makes that program run every core of the
+device, *phase by phase*: the ops between two meeting points run for core 0, then core 1, ...,
+each core with its own values (its position a constant), the device's memory shared, each
+core's own memory a row of it as in the simulator. The meeting points:
 
 - a ``barrier`` over core axes: every core reaches it before any goes on;
 - a wait on a semaphore that another core signals (``pl.semaphore_signal(sem, core_index=i)``):

@@ -28,8 +28,9 @@ orders can do to each output, however the program carries them there (a mean fee
 layer norm's centring, a dot accumulated across a K grid).
 
 A program whose kernels ran at ``optimize="fast"`` (``passes.kernel.reassociate``) may have
-summed the results of one op's every execution in another order (a block's sum each grid step, kept as
-partial sums and reduced once): ``OrderBound(site, runs)`` then bounds one sum of all those
+summed the results of one op's every execution in another order (a block's sum each grid
+step, kept as partial sums and reduced once): ``OrderBound(site, runs)`` then bounds one sum of all
+those
 terms, ``runs`` times the op's own (``Executions`` counts the runs).
 """
 
