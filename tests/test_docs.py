@@ -107,19 +107,46 @@ def prose_paragraphs(text: str) -> list[tuple[int, int]]:
     return found
 
 
-def test_no_prose_paragraph_is_over_12_lines():
-    """Guides read as pages, not notebooks: a long paragraph is two ideas (issue 50)."""
+def list_items(text: str) -> list[tuple[int, int]]:
+    """(first line, lines) of each list item in a page: a line starting with `- `, `* ` or `N. `
+    and the indented lines after it, outside code blocks (a nested item starts an item of its
+    own; a blank line, a fence or an unindented line ends one)."""
+    found, start, fence = [], None, False
+    lines = text.split("\n")
+    for n, line in enumerate([*lines, ""]):
+        bare = line.lstrip()
+        fenced = bare.startswith(("```", "~~~"))
+        fence = fence != fenced
+        item = not fence and not fenced and LIST_ITEM.match(line)
+        more = not fence and not fenced and bare and line.startswith(" ") and not item
+        if start is not None and not more:
+            found.append((start + 1, n - start))
+            start = None
+        if item:
+            start = n
+    return found
+
+
+def test_no_prose_paragraph_or_list_item_is_over_12_lines():
+    """Guides read as pages, not notebooks: a long paragraph or item is two ideas (issue 50)."""
     long = [
         f"{page.relative_to(ROOT)}:{line}: {n} lines"
         for page in PAGES
-        for line, n in prose_paragraphs(page.read_text())
+        for walk in (prose_paragraphs, list_items)
+        for line, n in walk(page.read_text())
         if n > MAX_PARAGRAPH_LINES
     ]
-    assert not long, "paragraphs over 12 lines (cut them where a new idea starts):\n" + "\n".join(
-        long
+    assert not long, (
+        "paragraphs or list items over 12 lines (cut them where a new idea starts):\n"
+        + "\n".join(long)
     )
 
 
 def test_the_paragraph_walk_skips_code_tables_and_lists():
     text = "a\nb\n\n```\nx\n\ny\n```\n| t |\n- item\n  more\nc\n"
     assert prose_paragraphs(text) == [(1, 2), (12, 1)]
+
+
+def test_the_list_item_walk_counts_indented_lines_and_skips_code():
+    text = "- a\n  b\n  c\n* d\n    - e\n      f\n\n```\n- x\n  y\n```\n12. g\n  h\ni\n  - j\n"
+    assert list_items(text) == [(1, 3), (4, 1), (5, 2), (12, 2), (15, 1)]
