@@ -42,15 +42,27 @@ def _package_roots() -> tuple[str, ...]:
     return tuple(roots)
 
 
+_USER_FOLDERS: list[str] = []
+
+
+def count_as_user_code(folder: str) -> None:
+    """Frames in ``folder``, inside minipallas's packages, are the user's code all the same:
+    the tools' corpora, kernels written as a user writes them, whose errors name their lines."""
+    _USER_FOLDERS.append(os.path.abspath(folder) + os.sep)
+    is_internal.cache_clear()
+
+
 @functools.lru_cache(maxsize=4096)
 def is_internal(filename: str) -> bool:
-    """Whether ``filename`` is minipallas's own code, not the user's: its packages, the
-    launchers pip writes for its commands (``minipallas-opt``, ``minipallas-difftest``), and
-    the frozen modules (``runpy``) and importlib that run files and modules."""
+    """Whether ``filename`` is minipallas's own code, not the user's: its packages (but the
+    folders ``count_as_user_code`` names), the launchers pip writes for its commands
+    (``minipallas-opt``, ``minipallas-difftest``), and the frozen modules (``runpy``) and
+    importlib that run files and modules."""
     path = os.path.abspath(filename)
     launcher = os.path.basename(path).startswith("minipallas-")
     frozen = filename.startswith("<frozen ")
-    return path.startswith(_package_roots()) or launcher or frozen or "importlib" in path
+    own = path.startswith(_package_roots()) and not path.startswith(tuple(_USER_FOLDERS))
+    return own or launcher or frozen or "importlib" in path
 
 
 def user_location() -> Location:

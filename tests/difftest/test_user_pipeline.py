@@ -22,7 +22,7 @@ from minipallas.tools.fuzz import upstream as fuzz_upstream
 from minipallas.tools.user_passes import loaded
 
 # add-to-sub (a float add becomes a sub, wrong on purpose) and noop (returns its input)
-WRONG = Path(__file__).parent.parent / "minipallas" / "fuzz_planted_passes.py"
+WRONG = Path(__file__).parent.parent / "tools" / "fuzz" / "fuzz_planted_passes.py"
 
 CASES = textwrap.dedent(
     """
@@ -210,7 +210,7 @@ def test_a_wrong_loaded_pattern_is_counted_and_blamed(cases, capsys):
     """A ``@pattern`` (``x * 2.0 -> x + 2.0``, wrong) is counted on the case it rewrites in,
     and the finding is its own: the cleanup before the pipeline applies it too, so no pass of
     the pipeline changes the outputs (the case read as ``minipallas-bug`` before)."""
-    patterns = str(Path(__file__).parent.parent / "minipallas" / "fuzz_planted_patterns.py")
+    patterns = str(Path(__file__).parent.parent / "tools" / "fuzz" / "fuzz_planted_patterns.py")
     argv = [cases, "-k", "program", "--load", patterns, "--pass-pipeline=cleanup", "--show"]
     assert cli.main(argv) == 1
     out = capsys.readouterr().out

@@ -13,3 +13,9 @@ test folder on ``sys.path``.
 - ``mesh_corpus``: mesh kernels of cores; ``multi_device``: 51 kernels that span devices
   (remote copies, signals, the barrier semaphore), each with its numpy reference.
 """
+
+import os
+
+from minipallas.ir.location import count_as_user_code
+
+count_as_user_code(os.path.dirname(__file__))  # errors in these kernels name their own lines
