@@ -42,6 +42,12 @@ def run_cases(script: Path, *args: str, devices: int = 4) -> list[dict]:
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
 
 
+def line_of(script: Path, source: str) -> int:
+    """The first line of ``script`` that holds ``source`` (a case's marked line)."""
+    lines = script.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if source in line)
+
+
 def by_case(lines: list[dict]) -> dict[str, list[dict]]:
     """The verdicts of each case, in the order printed (one per schedule)."""
     out: dict[str, list[dict]] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_cases import by_case, run_cases
+from device_cases import by_case, line_of, run_cases
 
 import minipallas as mp
 
@@ -32,8 +32,7 @@ def _programs(text: str) -> set[str]:
 
 def _line_of(source: str) -> int:
     """The line of ``device_race_cases.py`` that holds ``source``."""
-    lines = CASES.read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if source in line)
+    return line_of(CASES, source)
 
 
 def test_a_write_to_a_source_before_its_send_wait_names_the_copy_the_write_and_both_devices(

@@ -11,19 +11,18 @@ import re
 from pathlib import Path
 
 import pytest
-from device_cases import by_case, run_cases
+from device_cases import line_of
 
 CASES = Path(__file__).parents[2] / "kernels" / "device_wait_cases.py"
 
 
 @pytest.fixture(scope="module")
-def verdicts() -> dict:
-    return by_case(run_cases(CASES))
+def verdicts(wait_verdicts) -> dict:
+    return wait_verdicts
 
 
 def _line_of(source: str) -> int:
-    lines = CASES.read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if source in line)
+    return line_of(CASES, source)
 
 
 def test_one_wait_for_every_arrival_gives_numpys_values_under_every_schedule(verdicts):

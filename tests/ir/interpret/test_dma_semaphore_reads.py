@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from device_cases import by_case, run_cases
 
 import minipallas as mp
 
@@ -26,8 +25,8 @@ CASES = Path(__file__).parents[2] / "kernels" / "device_wait_cases.py"
 
 
 @pytest.fixture(scope="module")
-def verdicts() -> dict:
-    return by_case(run_cases(CASES))
+def verdicts(wait_verdicts) -> dict:
+    return wait_verdicts
 
 
 # a copy of 2x8 elements, its DMA semaphore read between its start and its wait, then after
