@@ -42,14 +42,14 @@ from jax import lax
 
 from minipallas.interop.exporter import to_jax
 from minipallas.interop.importer.avals import type_of
-from minipallas.interop.importer.engine import Importer, ImportScope, closed_parts
+from minipallas.interop.importer.engine import closed_parts
 from minipallas.interop.importer.rules.devices import KERNELS, device_shard_map
 from minipallas.interop.importer.rules.devices_cores import equations
 from minipallas.ir import dtypes
-from minipallas.ir.core import Function, Value
+from minipallas.ir.core import Function
 from minipallas.kernels.devices.local import device_program
 from minipallas.lowering.compat.jax_private import core as jax_core
-from minipallas.platforms.mesh_tpu import evaluate_kernels
+from minipallas.platforms.mesh_tpu import evaluate_kernels, mesh_call_of
 
 __all__ = ["device_function", "on_devices", "run_device_eqn"]
 
@@ -72,13 +72,7 @@ def device_function(eqn: jax_core.JaxprEqn) -> Function:
     """The program one device runs (``local.device_program``) for upstream's ``shard_map``
     equation over kernels that span devices: a ref per operand, then per result, each the
     device's shard."""
-    scope = ImportScope(Importer())
-    for k, v in enumerate(eqn.invars):
-        if isinstance(v, jax_core.Var):
-            scope.bind(v, Value(type_of(v.aval, f"operand {k}")))
-    with scope.located(eqn):
-        device_shard_map(scope, eqn)
-        (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
+    op = mesh_call_of(eqn, device_shard_map)
     devices = len(eqn.params["mesh"].axis_names)  # then the cores' axes, if any (``cores``)
     return device_program(op.attrs["callee"], op.attrs["axes"], op.attrs["shape"], devices)
 

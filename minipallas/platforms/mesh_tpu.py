@@ -228,15 +228,15 @@ def mesh_eqn(jaxpr: jax_core.Jaxpr) -> jax_core.JaxprEqn | None:
     return None
 
 
-def mesh_call_of(eqn: jax_core.JaxprEqn) -> Op:
-    """The ``mesh_call`` op upstream's ``mpmd_map`` equation imports to
-    (``interop/importer/rules/mesh.py``)."""
+def mesh_call_of(eqn: jax_core.JaxprEqn, rule: Callable[..., Any] = mpmd_map) -> Op:
+    """The ``mesh_call`` op upstream's equation imports to by its import ``rule``: ``mpmd_map``
+    (``interop/importer/rules/mesh.py``), or a ``shard_map`` over kernels that span devices."""
     scope = ImportScope(Importer())
     for k, v in enumerate(eqn.invars):
         if isinstance(v, jax_core.Var):
             scope.bind(v, Value(type_of(v.aval, f"operand {k}")))
     with scope.located(eqn):
-        mpmd_map(scope, eqn)
+        rule(scope, eqn)
     (op,) = [op for op in scope.builder.ops if op.name == "mesh_call"]
     return op
 
