@@ -5,6 +5,7 @@ of its own (``run_cases``) and reads one JSON line per verdict; the scripts buil
 here.
 """
 
+import functools
 import json
 import os
 import subprocess
@@ -46,6 +47,13 @@ def line_of(script: Path, source: str) -> int:
     """The first line of ``script`` that holds ``source`` (a case's marked line)."""
     lines = script.read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if source in line)
+
+
+@functools.cache
+def verdicts_of(script: Path) -> dict[str, list[dict]]:
+    """``by_case(run_cases(script))``, run once per test process for the files that read the
+    same script's verdicts."""
+    return by_case(run_cases(script))
 
 
 def by_case(lines: list[dict]) -> dict[str, list[dict]]:

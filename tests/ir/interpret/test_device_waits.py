@@ -11,14 +11,14 @@ import re
 from pathlib import Path
 
 import pytest
-from device_cases import line_of
+from device_cases import line_of, verdicts_of
 
 CASES = Path(__file__).parents[2] / "kernels" / "device_wait_cases.py"
 
 
 @pytest.fixture(scope="module")
-def verdicts(wait_verdicts) -> dict:
-    return wait_verdicts
+def verdicts() -> dict:
+    return verdicts_of(CASES)
 
 
 def _line_of(source: str) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from device_cases import verdicts_of
 
 import minipallas as mp
 
@@ -25,8 +26,8 @@ CASES = Path(__file__).parents[2] / "kernels" / "device_wait_cases.py"
 
 
 @pytest.fixture(scope="module")
-def verdicts(wait_verdicts) -> dict:
-    return wait_verdicts
+def verdicts() -> dict:
+    return verdicts_of(CASES)
 
 
 # a copy of 2x8 elements, its DMA semaphore read between its start and its wait, then after
