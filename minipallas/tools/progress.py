@@ -72,10 +72,13 @@ def print_summary(title: str, rows: Mapping[str, Any]) -> None:
     print(summary_table(title, rows), file=sys.stderr, flush=True)
 
 
-def campaign_parser(description: str) -> argparse.ArgumentParser:
-    """The options every kernel campaign takes: how many, for how long, from which seed."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--count", type=int, default=200, help="kernels to check")
-    parser.add_argument("--seconds", type=float, default=600, help="stop after this long")
-    parser.add_argument("--seed", type=int, default=0)
+def campaign_parser(
+    module: str, description: str, *, unit: str = "kernels", count: int = 200, seconds: float = 600
+) -> argparse.ArgumentParser:
+    """The options every fuzzing campaign takes (``python -m module``): how many ``unit``s, for
+    how long, from which seed."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    parser.add_argument("--count", type=int, default=count, help=f"stop after N {unit}")
+    parser.add_argument("--seconds", type=float, default=seconds, help="stop after S seconds")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the whole campaign")
     return parser

@@ -367,8 +367,7 @@ def campaign(
 
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
-    parser = campaign_parser(__doc__.splitlines()[0])
-    parser.prog = "python -m minipallas.tools.fuzz.kernels"
+    parser = campaign_parser("minipallas.tools.fuzz.kernels", __doc__.splitlines()[0])
     parser.add_argument(
         "--skip", type=int, default=0, help="start at kernel N of the campaign (a disagreement's)"
     )

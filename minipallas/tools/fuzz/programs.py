@@ -49,7 +49,7 @@ from minipallas.passes.discharge import discharge
 from minipallas.tools.fuzz import loop
 from minipallas.tools.generate import Config, programs, random_inputs
 from minipallas.tools.generate.check import PropertyFailure, check_all_modes, check_pipeline
-from minipallas.tools.progress import Progress, print_summary
+from minipallas.tools.progress import Progress, campaign_parser, print_summary
 from minipallas.tools.user_passes import (
     PassCoverage,
 )
@@ -223,12 +223,13 @@ def replay(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m minipallas.tools.fuzz.programs", description=__doc__.split("\n")[0]
+    parser = campaign_parser(
+        "minipallas.tools.fuzz.programs",
+        __doc__.split("\n")[0],
+        unit="programs",
+        count=100_000,
+        seconds=60.0,
     )
-    parser.add_argument("--count", type=int, default=100_000, help="stop after N programs")
-    parser.add_argument("--seconds", type=float, default=60.0, help="stop after S seconds")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the whole campaign")
     parser.add_argument("--save", type=Path, metavar="DIR", help="save failures here as text IR")
     parser.add_argument("--batch", type=int, default=50, help="programs per hypothesis run")
     parser.add_argument(

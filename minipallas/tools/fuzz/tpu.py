@@ -415,8 +415,7 @@ def supervised(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = campaign_parser(__doc__.splitlines()[0])
-    parser.prog = "python -m minipallas.tools.fuzz.tpu"
+    parser = campaign_parser("minipallas.tools.fuzz.tpu", __doc__.splitlines()[0])
     parser.add_argument("--aot", action="store_true", help="compile both sides only (no chip)")
     parser.add_argument(
         "--oob-rate", type=float, default=OOB_RATE, help="share of kernels out of bounds on purpose"

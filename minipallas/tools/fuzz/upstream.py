@@ -55,7 +55,7 @@ from minipallas.tools.difftest.outputs import ref
 from minipallas.tools.difftest.report import Case, Report
 from minipallas.tools.fuzz import loop
 from minipallas.tools.generate import Config, programs, random_inputs
-from minipallas.tools.progress import Progress
+from minipallas.tools.progress import Progress, campaign_parser
 from minipallas.tools.user_passes import (
     PassCoverage,
     pipeline_texts,
@@ -229,12 +229,13 @@ def replay(path: Path) -> Report:
 
 def main(argv: list[str] | None = None) -> int:
     quiet_libtpu()  # no chip: libtpu, loaded at jax's first device query, logs no errors
-    parser = argparse.ArgumentParser(
-        prog="python -m minipallas.tools.fuzz.upstream", description=__doc__.split("\n")[0]
+    parser = campaign_parser(
+        "minipallas.tools.fuzz.upstream",
+        __doc__.split("\n")[0],
+        unit="programs",
+        count=100_000,
+        seconds=60.0,
     )
-    parser.add_argument("--count", type=int, default=100_000, help="stop after N programs")
-    parser.add_argument("--seconds", type=float, default=60.0, help="stop after S seconds")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the whole campaign")
     parser.add_argument("--save", type=Path, metavar="DIR", help="save findings here as text")
     parser.add_argument("--batch", type=int, default=50, help="programs per hypothesis run")
     parser.add_argument("--max-stmts", type=int, default=Config.max_stmts)
