@@ -40,7 +40,6 @@ Algorithm:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from minipallas.ir.core import Function
@@ -55,7 +54,7 @@ from minipallas.passes.kernel.grid_fusion.choose import (
     widen_by_model,
 )
 from minipallas.passes.kernel.grid_fusion.cost import V5E, body_ops, plan_of
-from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, Motion, window_spec
+from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, Motion, rebuilt, window_spec
 from minipallas.passes.kernel.grid_fusion.looped import loopable
 from minipallas.passes.kernel.grid_fusion.substeps import fused_body
 from minipallas.passes.kernel.grid_fusion.widen import widen_axis
@@ -205,17 +204,9 @@ def fuse_axis(
     types = [
         _scaled(t, m, factor) for t, m in zip(kernel.body.param_types, body_moves, strict=True)
     ]
-    grid = list(kernel.grid)
-    grid[axis] = -(-kernel.grid[axis] // factor)
     where = (axis, factor, kernel.grid[axis])
     body = fused_body(kernel.body, types, body_moves, where, threaded, loop)
-    return dataclasses.replace(
-        kernel,
-        body=body,
-        grid=tuple(grid),
-        in_specs=tuple(specs[: kernel.num_inputs]),
-        out_specs=tuple(specs[kernel.num_inputs :]),
-    )
+    return rebuilt(kernel, body, axis, -(-kernel.grid[axis] // factor), specs)
 
 
 def _scaled(t: RefType, move: Motion, factor: int) -> RefType:

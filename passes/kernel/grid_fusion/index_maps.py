@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from minipallas.ir import dtypes
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Function, Value
-from minipallas.ir.kernel_spec import TracedBlockSpec
+from minipallas.ir.kernel_spec import Kernel, TracedBlockSpec
 from minipallas.ir.literal import Literal
 from minipallas.ir.types import ArrayType, RefType
 
@@ -166,3 +166,16 @@ def _depends(fn: Function, value: Value, on: Value) -> bool:
 def _int_scalar(value: Value) -> bool:
     t = value.type
     return isinstance(t, ArrayType) and t.shape == () and dtypes.is_int(t.dtype)
+
+
+def rebuilt(
+    kernel: Kernel, body: Function, axis: int, steps: int, specs: list[TracedBlockSpec], **more
+) -> Kernel:
+    """``kernel`` with ``body``, ``steps`` steps along grid ``axis``, and ``specs`` (its
+    inputs', then its outputs') in place of its own: a fused or widened kernel."""
+    grid = list(kernel.grid)
+    grid[axis] = steps
+    ins, outs = specs[: kernel.num_inputs], specs[kernel.num_inputs :]
+    return replace(
+        kernel, body=body, grid=tuple(grid), in_specs=tuple(ins), out_specs=tuple(outs), **more
+    )

@@ -30,8 +30,6 @@ Algorithm:
 
 from __future__ import annotations
 
-import dataclasses
-
 from minipallas.ir import dtypes, indexing
 from minipallas.ir.builder import Builder, params
 from minipallas.ir.core import Block, Function, Op, Value
@@ -45,7 +43,7 @@ from minipallas.ir.opset.arrays import (
     UNARY,
 )
 from minipallas.ir.types import ArrayType, RefType, Type
-from minipallas.passes.kernel.grid_fusion.index_maps import Motion, motion, window_spec
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion, motion, rebuilt, window_spec
 
 __all__ = ["widen_axis", "widths"]
 
@@ -93,16 +91,8 @@ def widen_axis(
     ]
     body = _Rebuild(found, factor).function(kernel.body)
     first = len(body.params) - len(kernel.scratch_types)
-    grid = list(kernel.grid)
-    grid[axis] //= factor
-    return dataclasses.replace(
-        kernel,
-        body=body,
-        grid=tuple(grid),
-        in_specs=tuple(specs[: kernel.num_inputs]),
-        out_specs=tuple(specs[kernel.num_inputs :]),
-        scratch_types=tuple(p.type for p in body.params[first:]),
-    )
+    scratch = tuple(p.type for p in body.params[first:])
+    return rebuilt(kernel, body, axis, kernel.grid[axis] // factor, specs, scratch_types=scratch)
 
 
 class _Widths:
