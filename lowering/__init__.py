@@ -233,10 +233,11 @@ TARGETS: dict[str, Target] = {
             emitter="minipallas.lowering.tpu:emit_mosaic",
             memory_space=TPU_VMEM,
             option_passes=(("promote_scratch", "promote-scratch"),),
-            optimizations="fuse-grid-steps",
+            # Mosaic sums each row of a block alone, so a row sum widens (widen.py)
+            optimizations="fuse-grid-steps{rows_alone=true}",
             # reduce_1d over 2^24 floats on a v5e: 0.180 ms (jit 0.128) where the default
             # level takes 2.24; max_unroll 128-512 ran alike, 32 took 0.232 (issue 49 item 4)
-            fast="reassociate-sums,fuse-grid-steps{max_unroll=256}",
+            fast="reassociate-sums,fuse-grid-steps{max_unroll=256,rows_alone=true}",
         ),
         Target(
             "gpu",

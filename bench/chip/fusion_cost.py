@@ -11,6 +11,8 @@ still gain (the code they unroll), and the model's choices against the old defau
 
     python -m bench.chip.fusion_cost [--rows masked_tanh_16000000] [--calls 50] [--repeat 3]
     python -m bench.chip.fusion_cost --cpu   # tiny kernels on the CPU: the machinery only
+    python -m bench.chip.fusion_cost --row 'reduce_1d_16777216:-' \
+        --row 'reduce_1d_16777216:thread_outputs=false'   # rows of one's own instead
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--row", action="append", default=[], type=lambda s: tuple(s.split(":")),
+                        help="KERNEL:SETTING, instead of the rows above (repeat it)")  # fmt: skip
     options = parser.parse_args(argv)
     import jax
 
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {b.case.name: b for made in made_at for b in made}
     print(f"ms per call on {device.device_kind}, fuse-grid-steps settings; model: {V5E}")
     made: dict[str, tuple] = {}
-    for name, setting in CPU_ROWS if options.cpu else ROWS:
+    for name, setting in options.row or (CPU_ROWS if options.cpu else ROWS):
         if options.rows and name not in options.rows:
             continue
         case = by_name[name].case

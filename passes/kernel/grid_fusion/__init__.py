@@ -65,6 +65,8 @@ __all__ = ["fuse_axis", "fuse_grid_steps", "widen_axis"]
 MIN_STEPS = 64
 MAX_CARRIED = 1
 DISCHARGE_CARRIED = False  # flash attention ran 0.97x with it, 1.01x without (optimizations.md)
+THREAD_OUTPUTS = True
+ROWS_ALONE = False  # XLA:CPU's row sums depend on the rows beside them; the TPU target sets it
 
 
 @register(
@@ -78,6 +80,8 @@ DISCHARGE_CARRIED = False  # flash attention ran 0.97x with it, 1.01x without (o
     Option("discharge_carried", BOOL, "keep carried scratch in values across the sub-steps"),
     Option("carried_bytes", INT, "the most bytes a scratch buffer kept in values holds"),
     Option("substep_loop", BOOL, "run a fused step's sub-steps in a loop, not unrolled"),
+    Option("thread_outputs", BOOL, "keep an output block that stays put in values too"),
+    Option("rows_alone", BOOL, "widen float row sums: Mosaic rounds each row alone"),
     doc="steps of every grid axis run as one step over a window, bit exact",
     subject="kernel",
 )
@@ -93,6 +97,8 @@ def fuse_grid_steps(
     discharge_carried: bool = DISCHARGE_CARRIED,
     carried_bytes: int = CARRIED_BYTES,
     substep_loop: bool = False,
+    thread_outputs: bool = THREAD_OUTPUTS,
+    rows_alone: bool = ROWS_ALONE,
     notes: list[str] | None = None,
 ) -> Kernel:
     """``kernel`` with runs of its innermost grid steps fused (module doc); ``kernel`` itself
@@ -109,6 +115,7 @@ def fuse_grid_steps(
         max(1, chip.unrolled_ops // body_ops(kernel)) if max_unroll is None else max_unroll,
         target_bytes,
         wide_block,
+        rows_alone,
     )
     budget = carried_bytes if discharge_carried else 0
 
@@ -129,7 +136,8 @@ def fuse_grid_steps(
         loop = _loop(kernel, axis, factor, substep_loop, not may_fuse(kernel), notes)
         if loop is None:
             break
-        kernel = fuse_axis(kernel, axis, moves, factor, threaded(kernel, budget), loop)
+        keep = threaded(kernel, budget, moves if thread_outputs else None)
+        kernel = fuse_axis(kernel, axis, moves, factor, keep, loop)
         unrolled *= factor
     return kernel
 

@@ -7,7 +7,10 @@ removes them, the project's own discharge used as an optimization:
 
 1. Pick the buffers (``threaded``): scratch the body both reads and writes, in VMEM, at most
    ``budget`` bytes, every access a state op with a static window (``static_uses``; a DMA or
-   a dynamic index keeps a buffer in memory).
+   a dynamic index keeps a buffer in memory). An output block that stays put along the fused
+   axis and that the body reads and writes is an accumulator carried the same way (a sum of
+   2^24 floats adds each step's sum into one): it is picked by the same rules, within
+   ``CARRIED_BYTES``, when ``outputs`` is asked.
 2. Discharge each sub-step's body with respect to those buffers alone
    (``discharge(step, mask)``): they become array parameters, their final values its results;
    operand refs stay refs. A ``pl.when`` in the body becomes a ``cond`` returning the values.
@@ -29,6 +32,7 @@ from minipallas.ir.effects import Accum, Read, Write, effects_with_swap_reads
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import RefType
 from minipallas.passes.discharge import discharge
+from minipallas.passes.kernel.grid_fusion.index_maps import Motion
 from minipallas.passes.promote_scratch import fits, static_uses
 
 # promote_scratch's half of the 64 vector registers: a v5e keeps flash attention's 128-row
@@ -39,25 +43,39 @@ CARRIED_BYTES = 32 * 8 * 128 * 4
 def carried_buffers(kernel: Kernel) -> list[int]:
     """The body parameters of the scratch buffers the body both reads and writes."""
     first = len(kernel.body.params) - len(kernel.scratch_types)
-    found = effects_with_swap_reads(kernel.body)
-    return [
-        k
-        for k in range(first, len(kernel.body.params))
-        if Read(k) in found and (Write(k) in found or Accum(k) in found)
-    ]
+    return _read_and_written(kernel, range(first, len(kernel.body.params)))
 
 
-def threaded(kernel: Kernel, budget: int) -> tuple[bool, ...]:
-    """Per body parameter, whether the fused body keeps it in values (step 1)."""
+def resident_outputs(kernel: Kernel, moves: Sequence[Motion]) -> list[int]:
+    """The body parameters of the outputs whose block stays put along the fused axis
+    (``moves``: inputs then outputs) and that the body reads and writes: accumulators."""
+    first = len(kernel.scalar_prefetch) + kernel.num_inputs
+    outputs = moves[kernel.num_inputs :]
+    return _read_and_written(kernel, [first + j for j, m in enumerate(outputs) if m.dim is None])
+
+
+def threaded(
+    kernel: Kernel, budget: int, moves: Sequence[Motion] | None = None
+) -> tuple[bool, ...]:
+    """Per body parameter, whether the fused body keeps it in values (step 1): carried scratch
+    within ``budget``, and, given the operands' ``moves``, resident outputs."""
     body = kernel.body
+    picked = [(k, budget) for k in carried_buffers(kernel)]
+    if moves is not None:
+        picked += [(k, CARRIED_BYTES) for k in resident_outputs(kernel, moves)]
     chosen = {
         k
-        for k in carried_buffers(kernel)
+        for k, most in picked
         if isinstance(t := body.param_types[k], RefType)
-        and fits(t, budget)
+        and fits(t, most)
         and static_uses(body.body, body.params[k])
     }
     return tuple(k in chosen for k in range(len(body.params)))
+
+
+def _read_and_written(kernel: Kernel, positions: Sequence[int]) -> list[int]:
+    found = effects_with_swap_reads(kernel.body)
+    return [k for k in positions if Read(k) in found and (Write(k) in found or Accum(k) in found)]
 
 
 class Threading:

@@ -45,6 +45,7 @@ class Limits:
     max_unroll: int
     target_bytes: int | None = None
     wide_block: int | None = None
+    rows_alone: bool = True  # float row sums of a wider block keep their bits (widen.widths)
 
 
 def innermost(grid: Sequence[int | None]) -> int | None:
@@ -72,7 +73,7 @@ def widen_by_model(
     for axis, size in enumerate(kernel.grid):
         if axis == inner or size == 1:
             continue
-        found = widths(kernel, axis)
+        found = widths(kernel, axis, limits.rows_alone)
         if isinstance(found, str):
             _note(notes, f"axis {axis}: not widened: {found}")
             continue
@@ -83,7 +84,7 @@ def widen_by_model(
     weighed: list[tuple[float, tuple[int, ...], Kernel]] = []
     over = 0
     for combo in itertools.product(*factors):
-        wide = _widened(kernel, zip(axes, combo, strict=True))
+        wide = _widened(kernel, zip(axes, combo, strict=True), limits.rows_alone)
         plan = plan_of(wide, limits.chip)
         if plan.vmem > limits.vmem_budget:
             over += 1
@@ -121,9 +122,9 @@ def _widen_factors(kernel: Kernel, axis: int, moves: list[Motion], limits: Limit
     return fits
 
 
-def _widened(kernel: Kernel, factors: Sequence[tuple[int, int]]) -> Kernel:
+def _widened(kernel: Kernel, factors: Sequence[tuple[int, int]], rows_alone: bool) -> Kernel:
     for axis, c in factors:
-        found = widths(kernel, axis)
+        found = widths(kernel, axis, rows_alone)
         if c > 1 and not isinstance(found, str):
             kernel = widen_axis(kernel, axis, *found, c)
     return kernel

@@ -43,13 +43,18 @@ def fused_body(
     b = Builder()
     refs = params(param_types)
     thread = Threading(threaded)
-    values = thread.load(b, refs)
     same = Function(f"{body.name}_substep", body.body)  # the sub-steps that do not ask
+    values: Sequence[Value] = []
     for s in range(1 if loop else factor):
         views = [view(b, ref, move, factor, s) for ref, move in zip(refs, moves, strict=True)]
         step = GridPosition(axis, factor, s, size).substitute(body)
-        step = thread.step(same if step is body else step)
+        step = same if step is body else step
+        if s == 0:  # as written: its reset of the carried state writes memory first
+            b.create("call", views, {"callee": step})
+            values = thread.load(b, refs)
+            continue
         args = thread.arguments(views, values)
+        step = thread.step(step)
         if size % factor and s >= size % factor:
             values = _call_while_in_grid(b, step, args, thread.positions, (axis, factor, s, size))
         else:

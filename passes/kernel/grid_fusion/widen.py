@@ -14,11 +14,12 @@ Algorithm:
 2. Find the widened dimension of every value and ref of the body (``_Widths``): the moving
    operands' dimension, carried through one rule per op (elementwise ops keep it, a dot keeps
    its lhs rows or rhs columns, a ``get`` of a whole dimension keeps it, a max or min must not
-   reduce it, and a float sum or product must not see it at all: XLA:CPU orders a sum's terms
-   by its operand's whole shape). Scratch buffers and broadcasts take the dimension their
-   uses ask of them. An op without a rule, or one that would mix rows (a reduction over the
-   widened dimension, a non-scalar value without it beside one with it), leaves the axis
-   alone.
+   reduce it, and, unless ``rows_alone``, a float sum or product must not see it at all:
+   XLA:CPU orders a sum's terms by its operand's whole shape, where Mosaic sums each row of a
+   block on its own, so on the TPU a row sum of a wider block keeps every row's bits).
+   Scratch buffers and broadcasts take the dimension their uses ask of them. An op without
+   a rule, or one that would mix rows (a reduction over the widened dimension, a non-scalar
+   value without it beside one with it), leaves the axis alone.
 3. A scratch buffer the body reads must be overwritten whole at the start of every run of a
    later axis (``pl.when(program_id(k) == 0)``): then no step reads what a step with another
    index along the widened axis wrote, and one copy per widened row keeps every row's
@@ -59,9 +60,13 @@ class _Refused(Exception):
     """The body mixes rows of the widened dimension (or has an op without a rule): why."""
 
 
-def widths(kernel: Kernel, axis: int) -> tuple[list[Motion], dict[Value, int | None]] | str:
+def widths(
+    kernel: Kernel, axis: int, rows_alone: bool = False
+) -> tuple[list[Motion], dict[Value, int | None]] | str:
     """Steps 1-3: how each operand moves along ``axis`` and the widened dimension of every
-    value of the body (None: not widened); why not, in words, when the axis cannot be widened."""
+    value of the body (None: not widened); why not, in words, when the axis cannot be widened.
+    ``rows_alone``: the compiler sums each row of a float reduction alone (Mosaic), so a sum
+    may see the widened dimension as long as it does not reduce it."""
     moves = [motion(s, axis) for s in (*kernel.in_specs, *kernel.out_specs)]
     if None in moves:
         return "an index map it cannot follow (not one block a step in one dimension)"
@@ -73,7 +78,7 @@ def widths(kernel: Kernel, axis: int) -> tuple[list[Motion], dict[Value, int | N
     fixed.update(zip(body.params[prefetch:], (m.ref_dim for m in moves), strict=False))
     scratch = body.params[len(body.params) - len(kernel.scratch_types) :]
     try:
-        found = _Widths(axis, fixed).run(body)
+        found = _Widths(axis, fixed, rows_alone).run(body)
     except _Refused as refused:
         return str(refused)
     if any(_reads(body.body, r) and not _reset_each_run(body, r, axis) for r in scratch):
@@ -100,8 +105,8 @@ class _Widths:
     a dimension fixes it and starts a new round, until a round fixes nothing (a refusal in a
     round that fixed something is not final)."""
 
-    def __init__(self, axis: int, fixed: dict[Value, int | None]) -> None:
-        self.axis, self.fixed = axis, fixed
+    def __init__(self, axis: int, fixed: dict[Value, int | None], rows_alone: bool) -> None:
+        self.axis, self.fixed, self.rows_alone = axis, fixed, rows_alone
 
     def run(self, body: Function) -> dict[Value, int | None]:
         for _ in range(64):
@@ -160,7 +165,7 @@ class _Widths:
             (d,) = got
             if d is not None and d in op.attrs["axes"]:
                 raise _Refused(f"{name} reduces the widened dimension")
-            if d is not None and _sums_floats(op):
+            if d is not None and not self.rows_alone and _sums_floats(op):
                 raise _Refused(f"a float {name} sees the widened dimension (XLA sums by shape)")
             return [None if d is None else d - sum(a < d for a in op.attrs["axes"])]
         if name == "reshape":
