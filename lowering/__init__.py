@@ -236,8 +236,9 @@ TARGETS: dict[str, Target] = {
             # Mosaic sums each row of a block alone, so a row sum widens (widen.py)
             optimizations="fuse-grid-steps{rows_alone=true}",
             # reduce_1d over 2^24 floats on a v5e: 0.180 ms (jit 0.128) where the default
-            # level takes 2.24; max_unroll 128-512 ran alike, 32 took 0.232 (issue 49 item 4)
-            fast="reassociate-sums,fuse-grid-steps{max_unroll=256,rows_alone=true}",
+            # level took 2.24 (issue 49 item 4); with the output threaded in values the default
+            # level takes 0.117, and the fast one at max_unroll=256 0.235: the model's unroll
+            fast="reassociate-sums,fuse-grid-steps{rows_alone=true}",
         ),
         Target(
             "gpu",

@@ -138,9 +138,11 @@ def test_every_builtin_option_is_declared_with_the_function_default():
             "min_steps": 64,
             "max_carried": 1,
             "wide_block": None,
-            "discharge_carried": False,
+            "discharge_carried": True,
             "carried_bytes": 131072,
             "substep_loop": False,
+            "thread_outputs": True,
+            "rows_alone": False,  # the TPU target sets it: Mosaic sums each row alone
         },
         "hoist-invariant": {"grid": REQUIRED, "inputs": REQUIRED},
         "promote-scratch": {"budget": 131072},

@@ -35,7 +35,7 @@ Algorithm:
    the sub-steps past its end are skipped.
 6. Build the fused kernel: window block specs (``index_maps.window_spec``), the axis ``c``
    times shorter, the body of sub-steps (``substeps.fused_body``). Then try the next axis out
-   (step 4), until nothing is left to gain.
+   (step 4) when the axis was fused whole, until nothing is left to gain.
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ __all__ = ["fuse_axis", "fuse_grid_steps", "widen_axis"]
 
 MIN_STEPS = 64
 MAX_CARRIED = 1
-DISCHARGE_CARRIED = False  # flash attention ran 0.97x with it, 1.01x without (optimizations.md)
+# flash attention on a v5e with its scratch in values, sub-steps unrolled: 0.141 ms at S=4096
+# (0.196 in a loop through VMEM), 0.858 at d=64 (1.064) (fusion_cost_v5e.txt)
+DISCHARGE_CARRIED = True
 THREAD_OUTPUTS = True
 ROWS_ALONE = False  # XLA:CPU's row sums depend on the rows beside them; the TPU target sets it
 
@@ -123,6 +125,7 @@ def fuse_grid_steps(
         return len(carried_buffers(k)) - sum(threaded(k, budget)) <= max_carried
 
     kernel = widen_by_model(kernel, limits, may_fuse, notes)
+    plan = plan_of(kernel, chip)  # fused along with the kernel: it counts the unrolled copies
     unrolled = 1
     while (axis := innermost(kernel.grid)) is not None:
         moves = moves_along(kernel, axis)
@@ -130,7 +133,7 @@ def fuse_grid_steps(
             _note(notes, f"axis {axis}: not fused: no block moves along it as fusion can follow")
             break
         most = limits.max_unroll // unrolled
-        factor = fuse_factor(kernel, plan_of(kernel, chip), axis, moves, most, limits, notes)
+        factor = fuse_factor(kernel, plan, axis, moves, most, limits, notes)
         if factor < 2:
             break
         loop = _loop(kernel, axis, factor, substep_loop, not may_fuse(kernel), notes)
@@ -138,7 +141,9 @@ def fuse_grid_steps(
             break
         keep = threaded(kernel, budget, moves if thread_outputs else None)
         kernel = fuse_axis(kernel, axis, moves, factor, keep, loop)
-        unrolled *= factor
+        plan, unrolled = plan.fused(axis, factor), unrolled * factor
+        if kernel.grid[axis] > 1:  # the axis is left with steps: the outer ones stay apart
+            break
     return kernel
 
 

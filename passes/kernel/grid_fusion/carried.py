@@ -6,8 +6,9 @@ and load per buffer per sub-step, on the chain that links the sub-steps. Partial
 removes them, the project's own discharge used as an optimization:
 
 1. Pick the buffers (``threaded``): scratch the body both reads and writes, in VMEM, at most
-   ``budget`` bytes, every access a state op with a static window (``static_uses``; a DMA or
-   a dynamic index keeps a buffer in memory). An output block that stays put along the fused
+   ``budget`` bytes in tiles (``vmem.tiled_bytes``: a 128x1 running max takes 64 KiB), every
+   access a state op with a static window (``static_uses``; a DMA or a dynamic index keeps a
+   buffer in memory). An output block that stays put along the fused
    axis and that the body reads and writes is an accumulator carried the same way (a sum of
    2^24 floats adds each step's sum into one): it is picked by the same rules, within
    ``CARRIED_BYTES``, when ``outputs`` is asked.
@@ -33,6 +34,7 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import RefType
 from minipallas.passes.discharge import discharge
 from minipallas.passes.kernel.grid_fusion.index_maps import Motion
+from minipallas.passes.kernel.grid_fusion.vmem import tiled_bytes
 from minipallas.passes.promote_scratch import fits, static_uses
 
 # promote_scratch's half of the 64 vector registers: a v5e keeps flash attention's 128-row
@@ -68,6 +70,7 @@ def threaded(
         for k, most in picked
         if isinstance(t := body.param_types[k], RefType)
         and fits(t, most)
+        and tiled_bytes(t.shape, t.dtype) <= most
         and static_uses(body.body, body.params[k])
     }
     return tuple(k in chosen for k in range(len(body.params)))

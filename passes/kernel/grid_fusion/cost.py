@@ -30,9 +30,15 @@ from minipallas.ir import dtypes
 from minipallas.ir.core import Block, Op, Value
 from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType
+from minipallas.passes.kernel.grid_fusion.carried import CARRIED_BYTES, threaded
 from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, motion
+from minipallas.passes.kernel.grid_fusion.vmem import tiled_bytes
 
 __all__ = ["V5E", "Chip", "Cost", "Operand", "Plan", "body_ops", "kernel_cost", "plan_of"]
+
+
+INDEX = ArrayType((), "int32")  # a loop's bounds
+LIVE_SPILLED = 1  # the largest spilled value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +53,9 @@ class Chip:
     # in rows streamed through it
     mxu: tuple[tuple[str, float, int], ...]
     vpu_elems_s: float  # elements an elementwise op or a reduction goes through per second
-    vmem_bytes: int  # the double-buffered windows and the scratch must fit in this
+    register_bytes: int  # a body value larger than this lives in VMEM, not in registers
+    vmem_traffic_s: float  # bytes per second such values are stored and loaded at
+    vmem_bytes: int  # the double-buffered windows, the scratch and spilled values fit in this
     unrolled_ops: int  # the most ops the sub-steps of one fused step unroll, all told
 
     def mxu_rate(self, dtype: str) -> tuple[float, int]:
@@ -60,7 +68,9 @@ class Chip:
             f"{self.name}: {self.step_s * 1e6:.2f} us a step, {self.guard_s * 1e9:.0f} ns a"
             f" guarded sub-step, {self.hbm_bytes_s / 1e9:.0f} GB/s"
             f" HBM, MXU {rates} a dot,"
-            f" VPU {self.vpu_elems_s / 1e12:.1f}e12 elements/s, VMEM budget"
+            f" VPU {self.vpu_elems_s / 1e12:.1f}e12 elements/s, values over"
+            f" {self.register_bytes >> 10} KiB through VMEM at {self.vmem_traffic_s / 1e12:.0f}"
+            " TB/s, VMEM budget"
             f" {self.vmem_bytes >> 20} MiB, at most {self.unrolled_ops} ops unrolled"
         )
 
@@ -87,12 +97,20 @@ V5E = Chip(
     # (8, 128) lanes, 4 VALU slots at 1.5 GHz: the chip's figure, not measured (no kernel of
     # the bench is bound by it)
     vpu_elems_s=6.1e12,
+    # a quarter of the 64 vector registers of 4 KiB. Flash attention at d=64, its key axis's
+    # 64 sub-steps unrolled and its running max, sum and output in values (fusion_cost_v5e.txt):
+    # 0.858 ms in 128 query rows (scores of 64 KiB), out of VMEM at 256 rows (128 KiB), where
+    # the sub-steps run in a loop took 1.073 ms; in a loop at 512, 1024 and 2048 rows 1.641,
+    # 1.158 and 1.145 ms: the spilled values' ops move 6.4 GB more through VMEM, 16 TB/s
+    register_bytes=64 << 10,
+    vmem_traffic_s=16e12,
     # half of the 16 MiB of VMEM Mosaic scopes by default, the other half left to Mosaic
-    vmem_bytes=8 << 20,
+    vmem_bytes=14 << 20,
     # tanh of 1.6e7 floats (15 ops a step): 0.342 ms at 25 sub-steps a step, 0.221 at 125
     # (1875 ops), 0.209 at 625; the sum of 2^24 floats (14 ops) held 2.25 ms at 32, 128 and 512
-    # sub-steps (bound by its chain of sums). Flash attention (55 ops) stays at 32 sub-steps.
-    unrolled_ops=2048,
+    # sub-steps (bound by its chain of sums, its output then stored and loaded every sub-step);
+    # with the output threaded in values, 0.140 ms at 145 sub-steps and 0.122 at 512
+    unrolled_ops=7168,
 )
 
 
@@ -136,11 +154,19 @@ class Plan:
     mxu_s: float
     vpu_s: float
     guarded: int = 0  # sub-steps tested against the axis's end, over the whole grid
+    spilled_bytes: int = 0  # the body's largest value, when it overflows the registers
+    copies: int = 1  # the body's copies one step unrolls (fused sub-steps)
+    threads: bool = False  # scratch carried in values across the copies (``carried``)
 
     @property
     def vmem(self) -> int:
-        """Bytes of VMEM: every window double-buffered, and the scratch."""
-        return 2 * sum(o.nbytes for o in self.operands) + self.scratch_bytes
+        """Bytes of VMEM: every window double-buffered, the scratch, and room for the
+        values that overflow the registers (``LIVE_SPILLED`` of the largest); in every
+        unrolled copy of the body when values carried across the copies tie them together
+        (flash attention at d=64 ran out of VMEM so; blocked matmuls never did)."""
+        windows = 2 * sum(o.nbytes for o in self.operands)
+        spilled = LIVE_SPILLED * self.spilled_bytes * (self.copies if self.threads else 1)
+        return windows + self.scratch_bytes + spilled
 
     def fused(self, axis: int, factor: int) -> Plan:
         """``factor`` steps of ``axis`` run as sub-steps of one (the last may skip some)."""
@@ -152,6 +178,7 @@ class Plan:
             grid=grid,
             operands=_grown(self.operands, axis, factor),
             guarded=self.guarded + guarded,
+            copies=self.copies * factor,
         )
 
     def cost(self, chip: Chip) -> Cost:
@@ -160,7 +187,7 @@ class Plan:
         return Cost(
             steps_s=math.prod(self.grid) * chip.step_s + self.guarded * chip.guard_s,
             hbm_s=moved / chip.hbm_bytes_s,
-            compute_s=self.mxu_s + self.vpu_s,
+            compute_s=max(self.mxu_s, self.vpu_s) + min(self.mxu_s, self.vpu_s) / self.copies,
             fill_s=ends / chip.hbm_bytes_s,
         )
 
@@ -200,13 +227,22 @@ def plan_of(kernel: Kernel, chip: Chip) -> Plan:
     )
     steps = math.prod(kernel.grid)
     mxu_s = vpu_s = 0.0
-    for op in _ops(kernel.body.body):
+    spilled = 0
+    dots: set[Value] = set()  # the MXU's results, stored as its tiles come out
+    for op, times in _runs(kernel.body.body):
         if op.name == "dot":
-            mxu_s += _dot_s(op, chip)
+            mxu_s += _dot_s(op, chip) * times
+            dots.add(op.result)
         elif op.name not in ("get", "swap") and _arrays(op):
-            vpu_s += max(math.prod(v.type.shape) for v in _arrays(op)) / chip.vpu_elems_s
-    scratch = sum(_nbytes(t.shape, t.dtype) for t in kernel.scratch_types)
-    return Plan(kernel.grid, operands, scratch, mxu_s * steps, vpu_s * steps)
+            elements = max(math.prod(v.type.shape) for v in _arrays(op))
+            sizes = [tiled_bytes(v.type.shape, v.type.dtype) for v in _arrays(op) if v not in dots]
+            over = [n for n in sizes if n > chip.register_bytes]
+            vpu_s += (elements / chip.vpu_elems_s + sum(over) / chip.vmem_traffic_s) * times
+            spilled = max([spilled, *over])
+    scratch = sum(tiled_bytes(t.shape, t.dtype) for t in kernel.scratch_types)
+    threads = any(threaded(kernel, CARRIED_BYTES))
+    grid = kernel.grid
+    return Plan(grid, operands, scratch, mxu_s * steps, vpu_s * steps, 0, spilled, 1, threads)
 
 
 def body_ops(kernel: Kernel) -> int:
@@ -220,13 +256,26 @@ def kernel_cost(kernel: Kernel, chip: Chip = V5E) -> Cost:
 
 
 def _ops(block: Block) -> Iterator[Op]:
-    """Every op one step runs: into regions and the functions ``call`` names."""
-    for op in block.ops:
+    """Every op of one step's code: into regions and the functions ``call`` names."""
+    for op, _ in _runs(block):
         yield op
+
+
+def _runs(block: Block, times: int = 1) -> Iterator[tuple[Op, int]]:
+    """Every op one step runs and how many times: a ``for`` of constant bounds (fused
+    sub-steps in a loop, ``looped``) runs its body once per trip."""
+    constants: dict[Value, int] = {}
+    for op in block.ops:
+        yield op, times
+        if op.name == "constant" and op.result.type == INDEX:
+            constants[op.result] = int(op.attrs["value"].array())
+        trips = 1
+        if op.name == "for" and all(v in constants for v in op.operands[:2]):
+            trips = max(0, constants[op.operands[1]] - constants[op.operands[0]])
         if op.name == "call":
-            yield from _ops(op.attrs["callee"].body)
+            yield from _runs(op.attrs["callee"].body, times)
         for region in op.regions:
-            yield from _ops(region)
+            yield from _runs(region, times * trips)
 
 
 def _arrays(op: Op) -> list[Value]:

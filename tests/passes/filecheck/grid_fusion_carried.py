@@ -1,17 +1,19 @@
 # ruff: noqa: E501  (FileCheck patterns quote whole lines)
 # fuse-grid-steps on flash attention, whose running max, sum and accumulator pass from step to
-# step in scratch (%4, %5, %6). With discharge_carried (prefix VALUES), the fused step reads
-# each once, threads the values through the sub-steps' calls (each a discharged copy of the old
-# body, its pl.when a cond returning them) and writes each back once. By default (LOOP) sub-step
-# 0 is called and the rest run in a for loop, the scratch in VMEM; with both (LOOPVALUES) the
-# values are the loop's carries.
-# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=2,discharge_carried=true,max_carried=0}' | filecheck %s --check-prefix=VALUES
-# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4}' | filecheck %s --check-prefix=LOOP
-# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4,discharge_carried=true,substep_loop=true,max_carried=0}' | filecheck %s --check-prefix=LOOPVALUES
+# step in scratch (%4, %5, %6). By default (VALUES) sub-step 0 runs as written (its pl.when
+# resets the scratch in memory), then the fused step reads each buffer once, threads the values
+# through the later sub-steps' calls (each a discharged copy of the old body, its pl.when a cond
+# returning them) and writes each back once. Through VMEM (discharge_carried=false, LOOP)
+# sub-step 0 is called and the rest run in a for loop; with the values in a loop (LOOPVALUES)
+# they are the loop's carries.
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=2,max_carried=0}' | filecheck %s --check-prefix=VALUES
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4,discharge_carried=false}' | filecheck %s --check-prefix=LOOP
+# RUN: minipallas-opt %s --pass-pipeline='fuse-grid-steps{max_unroll=4,substep_loop=true,max_carried=0}' | filecheck %s --check-prefix=LOOPVALUES
 # RUN: minipallas-opt %s --emit=tpu | filecheck %s --check-prefix=MOSAIC
 
 # VALUES: kernel flash: grid (8, 4)
-# VALUES-LABEL: func @flash_substep0(%0: Ref{f32[128,64]}, %1: Ref{f32[128,64]}, %2: Ref{f32[128,64]}, %3: Ref{f32[128,64]}, %4: f32[128,1], %5: f32[128,1], %6: f32[128,64]) -> (f32[128,1], f32[128,1], f32[128,64]) effects {read 0, read 1, read 2, write 3} {
+# VALUES-LABEL: func @flash_substep0(%0: Ref{f32[128,64]}, %1: Ref{f32[128,64]}, %2: Ref{f32[128,64]}, %3: Ref{f32[128,64]}, %4: Ref{f32[128,1], tpu.vmem}, %5: Ref{f32[128,1], tpu.vmem}, %6: Ref{f32[128,64], tpu.vmem}) -> () effects
+# VALUES-LABEL: func @flash_substep1(%0: Ref{f32[128,64]}, %1: Ref{f32[128,64]}, %2: Ref{f32[128,64]}, %3: Ref{f32[128,64]}, %4: f32[128,1], %5: f32[128,1], %6: f32[128,64]) -> (f32[128,1], f32[128,1], f32[128,64]) effects {read 0, read 1, read 2, write 3} {
 # VALUES: %[[M:.*]], %[[L:.*]], %[[ACC:.*]] = cond %{{.*}} (%4, %5, %6) [{
 # VALUES-NEXT: ^(%[[M0:.*]]: f32[128,1], %[[L0:.*]]: f32[128,1], %[[A0:.*]]: f32[128,64]):
 # VALUES-NEXT: yield %[[M0]], %[[L0]], %[[A0]]
@@ -20,12 +22,12 @@
 # VALUES: cond
 # VALUES: swap %{{.*}}[:, :], %{{.*}} : f32[128,64]
 # VALUES-LABEL: func @flash(
+# VALUES: call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %4, %5, %6)
 # VALUES-NEXT: %[[M:.*]] = get %4[:, :] : f32[128,1]
 # VALUES-NEXT: %[[L:.*]] = get %5[:, :] : f32[128,1]
 # VALUES-NEXT: %[[ACC:.*]] = get %6[:, :] : f32[128,64]
-# VALUES: %[[M1:.*]], %[[L1:.*]], %[[ACC1:.*]] = call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %[[M]], %[[L]], %[[ACC]])
 # VALUES-NOT: get
-# VALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = call @flash_substep1(%0, %{{.*}}, %{{.*}}, %3, %[[M1]], %[[L1]], %[[ACC1]])
+# VALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = call @flash_substep1(%0, %{{.*}}, %{{.*}}, %3, %[[M]], %[[L]], %[[ACC]])
 # VALUES-NEXT: swap %4[:, :], %[[M2]] : f32[128,1]
 # VALUES-NEXT: swap %5[:, :], %[[L2]] : f32[128,1]
 # VALUES-NEXT: swap %6[:, :], %[[ACC2]] : f32[128,64]
@@ -47,18 +49,20 @@
 # LOOP-NEXT: add %{{.*}}, %[[S]] : i32[]
 
 # LOOPVALUES-LABEL: func @flash(
+# LOOPVALUES: call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %4, %5, %6)
 # LOOPVALUES-NEXT: %[[M:.*]] = get %4[:, :] : f32[128,1]
 # LOOPVALUES-NEXT: %[[L:.*]] = get %5[:, :] : f32[128,1]
 # LOOPVALUES-NEXT: %[[ACC:.*]] = get %6[:, :] : f32[128,64]
-# LOOPVALUES: %[[M1:.*]], %[[L1:.*]], %[[ACC1:.*]] = call @flash_substep0(%0, %{{.*}}, %{{.*}}, %3, %[[M]], %[[L]], %[[ACC]])
-# LOOPVALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = for %{{.*}} to %{{.*}} (%0, %1, %2, %3, %4, %5, %6) iter (%[[M1]], %[[L1]], %[[ACC1]]) {
+# LOOPVALUES: %[[M2:.*]], %[[L2:.*]], %[[ACC2:.*]] = for %{{.*}} to %{{.*}} (%0, %1, %2, %3, %4, %5, %6) iter (%[[M]], %[[L]], %[[ACC]]) {
 # LOOPVALUES: } : f32[128,1], f32[128,1], f32[128,64]
 # LOOPVALUES-NEXT: swap %4[:, :], %[[M2]] : f32[128,1]
 # LOOPVALUES-NEXT: swap %5[:, :], %[[L2]] : f32[128,1]
 # LOOPVALUES-NEXT: swap %6[:, :], %[[ACC2]] : f32[128,64]
 
-# MOSAIC: iteration_bounds = array<i64: {{[0-9]+}}, 1>
-# MOSAIC: scf.for %{{.*}} = %c1_i32 to %c{{[0-9]+}}_i32 step %c1_i32 : i32 {
+# By default: the 8 key steps whole, unrolled with the scratch in values, then 4 query blocks
+# a step as sub-steps of their own
+# MOSAIC: iteration_bounds = array<i64: 2, 1>
+# MOSAIC-NOT: scf.for
 # MOSAIC: tpu.memref_slice %arg3[%{{.*}}, %c0_i32] : memref<1024x64xf32, #tpu.memory_space<vmem>> -> memref<128x64xf32, #tpu.memory_space<vmem>>
 # MOSAIC: tpu.matmul
 
