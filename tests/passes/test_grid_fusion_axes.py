@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bench.realistic_kernels import realistic_cases
+from minipallas.ir.interpret import interpret
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
 from minipallas.lowering import TARGETS
@@ -135,3 +136,24 @@ def test_widening_builds_a_verified_kernel_and_leaves_its_input_alone():
     assert widened.grid == (1, 2, 8)
     verify(widened.body)
     assert str(kernel) == before
+
+
+def test_on_the_tpu_a_row_sum_of_wider_blocks_widens():
+    """Mosaic sums each row of a block alone, so the TPU target sets ``rows_alone``: flash
+    attention's query rows widen there (on a v5e, 256 to 2048 rows gave the unfused kernel's
+    bits, bench/results/fusion_cost_v5e.txt). The pass's own default keeps XLA:CPU's bits; the
+    reference interpreter, which sums each row alone too, gives the widened kernel the old bits."""
+    assert "rows_alone=true" in TARGETS["tpu"].optimizations
+    (flash,) = [c for c in realistic_cases() if c.name == "flash_attention"]
+    kernel = flash.minipallas().trace(*flash.inputs(), memory_space=TPU_VMEM)
+    options = {"max_unroll": 1, "discharge_carried": False}
+    assert fuse_grid_steps(kernel, **options).grid == flash.grid
+    wide = fuse_grid_steps(kernel, rows_alone=True, wide_block=512, **options)
+    assert wide.grid[0] < flash.grid[0] and wide.in_specs[0].block_shape[0] == 512
+    verify(wide.body)
+    args = flash.inputs()
+    passes = "fuse-grid-steps{rows_alone=true,wide_block=512,max_unroll=1}"
+    plain, widened = flash.minipallas(optimize=False), flash.minipallas(passes=passes)
+    assert widened.trace(*args).grid == wide.grid
+    want = interpret(plain.program(*args), *args)
+    assert _bytes(interpret(widened.program(*args), *args)) == _bytes(want)

@@ -27,7 +27,9 @@ from minipallas.passes.kernel.grid_fusion.cost import (
     body_ops,
     fetches,
     kernel_cost,
+    plan_of,
 )
+from minipallas.passes.kernel.grid_fusion.vmem import tiled_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from filecheck_util import filecheck  # noqa: E402
@@ -199,3 +201,64 @@ def test_explain_takes_a_kernel_file_only(tmp_path, capsys):
     path.write_text("func @f() -> () {\n  return\n}\n")
     assert main([str(path), "--explain"]) == 2
     assert "--explain takes a kernel file" in capsys.readouterr().err
+
+
+def test_vmem_holds_whole_tiles():
+    """A 128x1 running max takes 128 rows of 128 lanes in VMEM; bf16 packs 16 rows a tile."""
+    assert tiled_bytes((128, 1), "float32") == 128 * 128 * 4
+    assert tiled_bytes((3, 200), "float32") == 8 * 256 * 4
+    assert tiled_bytes((3, 200), "bfloat16") == 16 * 256 * 2
+    assert tiled_bytes((1000,), "float32") == 1024 * 4
+    assert tiled_bytes((), "float32") == 4
+
+
+def _plan(kernel_fn, grid=(64,), block=(8, 128), scratch=()):
+    call = mp.pallas_call(
+        kernel_fn,
+        mp.ArrayType((grid[0] * block[0], block[1]), "float32"),
+        grid=grid,
+        in_specs=[mp.BlockSpec(block, lambda i: (i, 0))],
+        out_specs=mp.BlockSpec(block, lambda i: (i, 0)),
+        scratch_shapes=list(scratch),
+    )
+    kernel = call.trace(mp.ArrayType((grid[0] * block[0], block[1]), "float32"))
+    return kernel, plan_of(kernel, V5E)
+
+
+def _tanh(x_ref, o_ref):
+    o_ref[...] = mp.numpy.tanh(x_ref[...])
+
+
+def test_a_value_over_the_registers_costs_its_vmem_traffic_and_room():
+    _, small = _plan(_tanh)  # 4 KiB values: in registers
+    _, big = _plan(_tanh, block=(256, 256))  # 256 KiB: spilled
+    assert small.spilled_bytes == 0 and big.spilled_bytes == 256 * 256 * 4
+    per_element = big.vpu_s / (64 * 256 * 256)
+    assert per_element > small.vpu_s / (64 * 8 * 128)  # the store and load of each element
+    assert big.vmem == 2 * 2 * 256 * 256 * 4 + big.spilled_bytes
+
+
+def test_a_loop_of_sub_steps_counts_its_trips_and_unrolled_ones_their_copies():
+    """The model of a fused kernel times what it runs: a sub-step loop's body once per trip,
+    and it knows its unrolled copies (which overlap MXU and VPU work)."""
+    kernel, plan = _plan(_tanh)
+    looped = fuse_grid_steps(kernel, max_unroll=8, substep_loop=True)
+    unrolled = fuse_grid_steps(kernel, max_unroll=8)
+    assert " for " in str(looped.body) and " for " not in str(unrolled.body)
+    for fused in (looped, unrolled):
+        # the same elementwise work (and a few index ops), not one eighth of it
+        assert plan_of(fused, V5E).vpu_s == pytest.approx(plan.vpu_s, rel=0.05)
+    assert plan_of(unrolled, V5E).copies == 8 and plan_of(looped, V5E).copies == 1
+
+
+def test_an_axis_left_with_steps_is_not_fused_again():
+    """Fused 16 -> 3 steps (the VMEM budget), the axis is not fused a second time over its
+    fused steps, nor is the next axis out."""
+    kernel = _matmul(1024).trace(
+        *[mp.ArrayType((1024, 1024), "float32")] * 2, memory_space=TPU_VMEM
+    )
+    notes: list[str] = []
+    fused = fuse_grid_steps(kernel, wide_block=1, vmem_budget=1 << 20, notes=notes)
+    assert fused.grid[0] == 8 and 1 < fused.grid[2] < 8
+    assert sum(n.startswith("axis 2:") and "sub-steps a step" in n for n in notes) == 1
+    assert not any(n.startswith("axis 1:") and "sub-steps a step" in n for n in notes)

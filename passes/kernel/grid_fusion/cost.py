@@ -241,8 +241,14 @@ def plan_of(kernel: Kernel, chip: Chip) -> Plan:
             spilled = max([spilled, *over])
     scratch = sum(tiled_bytes(t.shape, t.dtype) for t in kernel.scratch_types)
     threads = any(threaded(kernel, CARRIED_BYTES))
-    grid = kernel.grid
-    return Plan(grid, operands, scratch, mxu_s * steps, vpu_s * steps, 0, spilled, 1, threads)
+    grid, copies = kernel.grid, max(1, sum(map(_calls, kernel.body.body.ops)))
+    return Plan(grid, operands, scratch, mxu_s * steps, vpu_s * steps, 0, spilled, copies, threads)
+
+
+def _calls(op: Op) -> int:
+    """1 for an unrolled sub-step of a fused body: a ``call``, or a ``cond`` skipping one."""
+    inside = op.name == "cond" and any(o.name == "call" for r in op.regions for o in r.ops)
+    return int(op.name == "call" or inside)
 
 
 def body_ops(kernel: Kernel) -> int:
