@@ -203,7 +203,9 @@ def test_an_output_that_stays_put_is_threaded_and_read_after_sub_step_0():
     carried through the other sub-steps in values and written once: on a v5e 0.122 ms for 2^24
     floats, where storing and loading it every sub-step took 2.26 (fusion_cost_v5e.txt)."""
     kernel = REDUCE.minipallas().trace(*REDUCE.inputs(), memory_space=TPU_VMEM)
-    fused = fuse_grid_steps(kernel, max_unroll=4)
+    notes: list[str] = []
+    fused = fuse_grid_steps(kernel, max_unroll=4, notes=notes)
+    assert "axis 0: in values across the sub-steps: output 0" in notes  # --explain's line
     ops = [op.name for op in fused.body.body.ops]
     assert ops.count("call") == 4 and ops.count("get") == 1 and ops.count("swap") == 1
     assert ops.index("call") < ops.index("get") < ops.index("swap")

@@ -140,6 +140,8 @@ def fuse_grid_steps(
         if loop is None:
             break
         keep = threaded(kernel, budget, moves if thread_outputs else None)
+        if any(keep):
+            _note(notes, f"axis {axis}: in values across the sub-steps: {_kept(kernel, keep)}")
         kernel = fuse_axis(kernel, axis, moves, factor, keep, loop)
         plan, unrolled = plan.fused(axis, factor), unrolled * factor
         if kernel.grid[axis] > 1:  # the axis is left with steps: the outer ones stay apart
@@ -173,6 +175,17 @@ def _declined(kernel: Kernel, min_steps: int) -> str | None:
     if not _aliases_move_together(kernel):
         return "an input aliased to an output picks other blocks than it"
     return None
+
+
+def _kept(kernel: Kernel, keep: tuple[bool, ...]) -> str:
+    """The buffers ``keep`` marks, by what they are to the user: "output 0, scratch 1"."""
+    first_out = len(kernel.scalar_prefetch) + kernel.num_inputs
+    first_scratch = len(keep) - len(kernel.scratch_types)
+    return ", ".join(
+        f"scratch {k - first_scratch}" if k >= first_scratch else f"output {k - first_out}"
+        for k, kept in enumerate(keep)
+        if kept
+    )
 
 
 def _note(notes: list[str] | None, line: str) -> None:
