@@ -3,8 +3,9 @@
 A Pallas TPU kernel runs its grid as a pipeline: while a step computes, the blocks of the next
 one are copied in and those of the last one out. So the model is
 
-    time = steps * step_s + max(bytes moved / HBM rate, dots at the MXU rate + VPU work)
+    time = steps * step_s + max(bytes moved / HBM rate, compute)
            + (the first step's inputs + the last step's outputs) / HBM rate
+    compute = max(dots, VPU work) + min(dots, VPU work) / unrolled copies of the body
 
 the fixed cost of a step (DMA bookkeeping, waits, the step's prologue) paid on top of the
 larger of the copies and the compute, which overlap, plus the pipeline's fill and drain,
@@ -13,6 +14,11 @@ before's, so a block that stays put along the inner axes is copied once per run 
 (``fetches``). A dot of ``m`` rows runs at ``m / (m + dot_rows)`` of the MXU's rate: the MXU
 loads each 128x128 tile of the right side's weights before it streams the rows through it, so
 four 128x128x128 dots cost more than one 512x128x128 (``dot_rows``: what a load costs, in rows).
+
+The MXU and the VPU overlap as far as a step holds independent copies of the body (fused
+sub-steps, unrolled). A value larger than ``register_bytes`` lives in VMEM: its elementwise ops
+also store and load it (``vmem_traffic_s``), and it takes VMEM room, in every unrolled copy
+when values carried across the copies (``carried``) keep them alive together.
 
 Fusion and widening keep the work (the same ops on the same elements) and change the rest:
 fewer steps, bigger blocks copied fewer times, fewer and larger dots, more VMEM. ``Plan`` is
