@@ -263,8 +263,12 @@ def pipeline_blame(spec: KernelSpec, args: Sequence[np.ndarray], passes: str) ->
     (``user_passes.first_bad_pass``); None when none changes them. The values are the
     reference interpreter's run of the loop program: what the kernel means. XLA may round the
     same meaning differently once a pass reshapes the program (a fused grid step's ``(x + 1)
-    - 1`` kept, where the loop as written had it simplified): that is XLA's, not the pass's."""
-    plain = minipallas_call(spec).trace(*args)
+    - 1`` kept, where the loop as written had it simplified): that is XLA's, not the pass's.
+    None too for a kernel minipallas refuses (a transcendental's ``accuracy=``): no pass runs."""
+    try:
+        plain = minipallas_call(spec).trace(*args)
+    except MiniPallasError:
+        return None
 
     def outputs(prefix: str) -> list[np.ndarray]:
         kernel = minipallas_call(spec, passes=prefix).trace(*args)

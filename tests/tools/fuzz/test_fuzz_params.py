@@ -147,6 +147,10 @@ def test_a_dropped_approx_is_a_disagreement(monkeypatch):
 def test_accuracy_is_refused_on_the_cpu_as_upstreams_mosaic_refuses_it():
     outcome = fuzz_kernels.check(_spec(accuracy="exp"), seed=0)
     assert outcome.verdict == "refused-as-on-the-tpu" and outcome.known == ["accuracy refused"]
+    # a pipeline's blame has nothing to run on (fuzz-tpu --aot --pass-pipeline stopped here)
+    spec = _spec(accuracy="exp")
+    args = fuzz_kernels.kernel_inputs(spec, 0)
+    assert fuzz_kernels.pipeline_blame(spec, args, "fuse-grid-steps{min_steps=1}") is None
 
 
 @NEEDS_LIBTPU
