@@ -173,8 +173,9 @@ BUDGETS = {
     # tpu_numerics, realistic_kernels, the device corpus's tables), and fuzz-kernels telling a
     # float32 kernel's skipped bf16 rounding of a dot's product apart (~10); +5: the corpora
     # package says its kernels are the user's code (errors name their lines); +5 for issue 49:
-    # fusion_cost --row, settings of one's own on the chip
-    "tools": 26190,
+    # fusion_cost --row, settings of one's own on the chip; +3: fuzz-tpu's blame of a kernel
+    # minipallas refuses
+    "tools": 26193,
 }
 # (file, module it imports inside a function): (the package that import keeps off the file's
 # import path, why that path must stay light). Nothing else may import a minipallas module
