@@ -8,10 +8,10 @@ removes them, the project's own discharge used as an optimization:
 1. Pick the buffers (``threaded``): scratch the body both reads and writes, in VMEM, at most
    ``budget`` bytes in tiles (``vmem.tiled_bytes``: a 128x1 running max takes 64 KiB), every
    access a state op with a static window (``static_uses``; a DMA or a dynamic index keeps a
-   buffer in memory). An output block that stays put along the fused
-   axis and that the body reads and writes is an accumulator carried the same way (a sum of
-   2^24 floats adds each step's sum into one): it is picked by the same rules, within
-   ``CARRIED_BYTES``, when ``outputs`` is asked.
+   buffer in memory). An output block that stays put along the fused axis and that the body
+   reads and writes is an accumulator carried the same way (a sum of 2^24 floats adds each
+   step's sum into one): given the operands' moves, it is picked by the same rules, within
+   ``CARRIED_BYTES``.
 2. Discharge each sub-step's body with respect to those buffers alone
    (``discharge(step, mask)``): they become array parameters, their final values its results;
    operand refs stay refs. A ``pl.when`` in the body becomes a ``cond`` returning the values.
@@ -44,36 +44,34 @@ CARRIED_BYTES = 32 * 8 * 128 * 4
 
 def carried_buffers(kernel: Kernel) -> list[int]:
     """The body parameters of the scratch buffers the body both reads and writes."""
-    first = len(kernel.body.params) - len(kernel.scratch_types)
-    return _read_and_written(kernel, range(first, len(kernel.body.params)))
-
-
-def resident_outputs(kernel: Kernel, moves: Sequence[Motion]) -> list[int]:
-    """The body parameters of the outputs whose block stays put along the fused axis
-    (``moves``: inputs then outputs) and that the body reads and writes: accumulators."""
-    first = len(kernel.scalar_prefetch) + kernel.num_inputs
-    outputs = moves[kernel.num_inputs :]
-    return _read_and_written(kernel, [first + j for j, m in enumerate(outputs) if m.dim is None])
+    return _read_and_written(kernel, _scratch(kernel))
 
 
 def threaded(
     kernel: Kernel, budget: int, moves: Sequence[Motion] | None = None
 ) -> tuple[bool, ...]:
     """Per body parameter, whether the fused body keeps it in values (step 1): carried scratch
-    within ``budget``, and, given the operands' ``moves``, resident outputs."""
+    within ``budget``, and, given the operands' ``moves`` (inputs then outputs), the outputs
+    whose block stays put along the fused axis within ``CARRIED_BYTES``."""
     body = kernel.body
-    picked = [(k, budget) for k in carried_buffers(kernel)]
+    most = dict.fromkeys(_scratch(kernel), budget)
     if moves is not None:
-        picked += [(k, CARRIED_BYTES) for k in resident_outputs(kernel, moves)]
+        first = len(kernel.scalar_prefetch) + kernel.num_inputs
+        outputs = enumerate(moves[kernel.num_inputs :])
+        most |= {first + j: CARRIED_BYTES for j, m in outputs if m.dim is None}
     chosen = {
         k
-        for k, most in picked
+        for k in _read_and_written(kernel, list(most))
         if isinstance(t := body.param_types[k], RefType)
-        and fits(t, most)
-        and tiled_bytes(t.shape, t.dtype) <= most
+        and fits(t, most[k])
+        and tiled_bytes(t.shape, t.dtype) <= most[k]
         and static_uses(body.body, body.params[k])
     }
     return tuple(k in chosen for k in range(len(body.params)))
+
+
+def _scratch(kernel: Kernel) -> range:
+    return range(len(kernel.body.params) - len(kernel.scratch_types), len(kernel.body.params))
 
 
 def _read_and_written(kernel: Kernel, positions: Sequence[int]) -> list[int]:

@@ -48,7 +48,7 @@ class Limits:
     max_unroll: int
     target_bytes: int | None = None
     wide_block: int | None = None
-    rows_alone: bool = True  # float row sums of a wider block keep their bits (widen.widths)
+    rows_alone: bool = False  # float row sums of a wider block keep their bits (widen.widths)
 
 
 def innermost(grid: Sequence[int | None]) -> int | None:

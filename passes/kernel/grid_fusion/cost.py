@@ -38,12 +38,12 @@ from minipallas.ir.kernel_spec import Kernel
 from minipallas.ir.types import ArrayType
 from minipallas.passes.kernel.grid_fusion.carried import CARRIED_BYTES, threaded
 from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, motion
+from minipallas.passes.kernel.grid_fusion.looped import INDEX
 from minipallas.passes.kernel.grid_fusion.vmem import tiled_bytes
 
 __all__ = ["V5E", "Chip", "Cost", "Operand", "Plan", "body_ops", "kernel_cost", "plan_of"]
 
 
-INDEX = ArrayType((), "int32")  # a loop's bounds
 LIVE_SPILLED = 1  # the largest spilled value
 
 

@@ -44,17 +44,18 @@ def fused_body(
     refs = params(param_types)
     thread = Threading(threaded)
     same = Function(f"{body.name}_substep", body.body)  # the sub-steps that do not ask
-    values: Sequence[Value] = []
-    for s in range(1 if loop else factor):
+
+    def substep(s: int) -> tuple[list[Value], Function]:
         views = [view(b, ref, move, factor, s) for ref, move in zip(refs, moves, strict=True)]
         step = GridPosition(axis, factor, s, size).substitute(body)
-        step = same if step is body else step
-        if s == 0:  # as written: its reset of the carried state writes memory first
-            b.create("call", views, {"callee": step})
-            values = thread.load(b, refs)
-            continue
-        args = thread.arguments(views, values)
-        step = thread.step(step)
+        return views, same if step is body else step
+
+    views, step = substep(0)  # as written: its reset of the carried state writes memory first
+    b.create("call", views, {"callee": step})
+    values = thread.load(b, refs)
+    for s in range(1, 1 if loop else factor):
+        views, step = substep(s)
+        args, step = thread.arguments(views, values), thread.step(step)
         if size % factor and s >= size % factor:
             values = _call_while_in_grid(b, step, args, thread.positions, (axis, factor, s, size))
         else:
