@@ -118,14 +118,15 @@ def fuse_grid_steps(
         target_bytes,
         wide_block,
         rows_alone,
+        carried_bytes if discharge_carried else 0,
     )
-    budget = carried_bytes if discharge_carried else 0
+    budget = limits.carried_bytes
 
     def may_fuse(k: Kernel) -> bool:
         return len(carried_buffers(k)) - sum(threaded(k, budget)) <= max_carried
 
     kernel = widen_by_model(kernel, limits, may_fuse, notes)
-    plan = plan_of(kernel, chip)  # fused along with the kernel: it counts the unrolled copies
+    plan = plan_of(kernel, chip, budget)  # fused along with the kernel: it counts the copies
     unrolled = 1
     while (axis := innermost(kernel.grid)) is not None:
         moves = moves_along(kernel, axis)

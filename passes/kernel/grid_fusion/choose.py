@@ -27,6 +27,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from minipallas.ir.kernel_spec import Kernel
+from minipallas.passes.kernel.grid_fusion.carried import CARRIED_BYTES
 from minipallas.passes.kernel.grid_fusion.cost import Chip, Plan, plan_of
 from minipallas.passes.kernel.grid_fusion.index_maps import Motion, motion
 from minipallas.passes.kernel.grid_fusion.widen import widen_axis, widths
@@ -49,6 +50,7 @@ class Limits:
     target_bytes: int | None = None
     wide_block: int | None = None
     rows_alone: bool = False  # float row sums of a wider block keep their bits (widen.widths)
+    carried_bytes: int = CARRIED_BYTES  # scratch kept in values, at most (0: none; carried)
 
 
 def innermost(grid: Sequence[int | None]) -> int | None:
@@ -88,7 +90,7 @@ def widen_by_model(
     over = 0
     for combo in itertools.product(*factors):
         wide = _widened(kernel, zip(axes, combo, strict=True), limits.rows_alone)
-        plan = plan_of(wide, limits.chip)
+        plan = plan_of(wide, limits.chip, limits.carried_bytes)
         if plan.vmem > limits.vmem_budget:
             over += 1
             continue

@@ -221,8 +221,9 @@ def fetches(grid: tuple[int, ...], axes: frozenset[int]) -> int:
     return count
 
 
-def plan_of(kernel: Kernel, chip: Chip) -> Plan:
-    """``kernel`` as the model reads it."""
+def plan_of(kernel: Kernel, chip: Chip, carried_bytes: int = CARRIED_BYTES) -> Plan:
+    """``kernel`` as the model reads it; ``carried_bytes``: the most a scratch buffer kept in
+    values holds (``carried``; 0: none is)."""
     specs = (*kernel.in_specs, *kernel.out_specs)
     operands = tuple(
         Operand(
@@ -247,7 +248,7 @@ def plan_of(kernel: Kernel, chip: Chip) -> Plan:
             vpu_s += (elements / chip.vpu_elems_s + sum(over) / chip.vmem_traffic_s) * times
             spilled = max([spilled, *over])
     scratch = sum(tiled_bytes(t.shape, t.dtype) for t in kernel.scratch_types)
-    threads = any(threaded(kernel, CARRIED_BYTES))
+    threads = any(threaded(kernel, carried_bytes))
     grid, copies = kernel.grid, max(1, sum(map(_calls, kernel.body.body.ops)))
     return Plan(grid, operands, scratch, mxu_s * steps, vpu_s * steps, 0, spilled, copies, threads)
 
