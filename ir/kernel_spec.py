@@ -177,7 +177,7 @@ class Kernel:
 
     ``cost_estimate`` and ``metadata`` (``(key, value)`` strings, in the order given) go to the
     ``tpu_custom_call`` that runs the kernel on a TPU, as upstream's; no backend's values
-    depend on them.
+    depend on them, nor on ``vmem_limit_bytes``.
     """
 
     name: str
@@ -195,6 +195,9 @@ class Kernel:
     # upstream's ``fuse_transposed_lhs_in_matmul``: a matmul whose left side is contracted over
     # its first dim carries ``transpose_lhs_hint`` (a hint to Mosaic; the values are the same)
     fuse_transposed_lhs: bool = False
+    # upstream's ``vmem_limit_bytes``: the VMEM Mosaic may scope for the kernel (None: its
+    # default). The user's, or set by ``fuse-grid-steps`` when its windows need more
+    vmem_limit_bytes: int | None = None
 
     @property
     def dynamic_axes(self) -> tuple[int, ...]:
@@ -223,6 +226,8 @@ class Kernel:
             lines.append(f"  {self.cost_estimate}")
         if self.metadata:
             lines.append(f"  metadata {dict(self.metadata)}")
+        if self.vmem_limit_bytes is not None:
+            lines.append(f"  vmem limit {self.vmem_limit_bytes} bytes")
         for role, specs in (("input", self.in_specs), ("output", self.out_specs)):
             for k, spec in enumerate(specs):
                 block = "x".join("*" if n is None else str(n) for n in spec.block_shape)

@@ -86,7 +86,9 @@ def emit_mosaic(kernel: Kernel, body: Function, *, promote_scratch: bool = False
     ``Lowered.info`` holds ``"dimension_semantics"`` (a ``DimensionSemantics``: values, one
     reason per axis, whether inferred) and ``"promotion"`` (a ``PromotionReport``, or None
     when ``promote_scratch`` is False): the module is emitted once more from the pipeline
-    without promotion, to count what promotion saved.
+    without promotion, to count what promotion saved. ``"vmem_limit_bytes"`` is the
+    kernel's (``Kernel.vmem_limit_bytes``, fusion's when it widened past Mosaic's default
+    scope): the custom call asks for it.
     """
     check_output_reads(kernel, body)
     semantics = dimension_semantics(kernel)
@@ -96,9 +98,8 @@ def emit_mosaic(kernel: Kernel, body: Function, *, promote_scratch: bool = False
         unpromoted = run(kernel.body, TARGETS["tpu"].pipeline_for(kernel, optimize=False))
         baseline = _module(kernel, unpromoted, semantics)
         report = PromotionReport(promoted_count(unpromoted), count_ops(baseline), count_ops(module))
-    return Lowered(
-        "tpu", module, body, info={"dimension_semantics": semantics, "promotion": report}
-    )
+    info = {"dimension_semantics": semantics, "promotion": report}
+    return Lowered("tpu", module, body, info={**info, "vmem_limit_bytes": kernel.vmem_limit_bytes})
 
 
 def _module(

@@ -56,6 +56,9 @@ def compile_check(
         )
     if lowered is None:
         lowered = TARGETS["tpu"].lower(kernel)
+    limit = lowered.info.get("vmem_limit_bytes")
+    if limit is not None and (params or {}).get("vmem_limit_bytes") is None:
+        params = {**(params or {}), "vmem_limit_bytes": limit}  # as the custom call asks
     operands, results = custom_call_types(kernel)
     offset = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     aliases = [(offset + i, o) for i, o in kernel.input_output_aliases]

@@ -183,6 +183,7 @@ class PallasCall:
             fuse_transposed_lhs=bool(
                 getattr(self.compiler_params, "fuse_transposed_lhs_in_matmul", False)
             ),
+            vmem_limit_bytes=getattr(self.compiler_params, "vmem_limit_bytes", None),
         )
         self._programs: dict[tuple, Function] = {}
         self._compiled: dict[tuple, Compiled] = {}  # ((shape, numpy dtype) per input) -> Compiled

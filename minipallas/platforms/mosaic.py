@@ -72,7 +72,8 @@ def launch(
     ctx: Any, operands: Sequence[Any], call: KernelCall, platform: Platform
 ) -> Sequence[Any]:
     """In the primitive's lowering rule (``ctx``): the ``tpu_custom_call`` running ``call``."""
-    module = call.lowered(platform.target).module
+    lowered = call.lowered(platform.target)
+    module = lowered.module
     kernel = call.kernel
     first_input = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     aliases = tuple((first_input + i, o) for i, o in kernel.input_output_aliases)
@@ -91,7 +92,7 @@ def launch(
             output_memory_spaces=None,
             input_memory_spaces=None,
             **custom_call_extras(kernel),
-            **custom_call_params(call.compiler_params),
+            **custom_call_params(call.compiler_params, lowered.info.get("vmem_limit_bytes")),
         )
     bools = jax_mlir.lower_fun(
         lambda *xs: [x.astype(a.dtype) for x, a in zip(xs, ctx.avals_out, strict=True)],
@@ -129,9 +130,11 @@ def custom_call_extras(kernel: Kernel) -> dict[str, Any]:
     }
 
 
-def custom_call_params(params: Any) -> dict[str, Any]:
+def custom_call_params(params: Any, vmem_limit: int | None = None) -> dict[str, Any]:
     """The ``lower_module_to_custom_call`` arguments ``params`` give (upstream's defaults for
-    None); a field Mosaic cannot take for a TensorCore kernel is an error, as upstream's."""
+    None); a field Mosaic cannot take for a TensorCore kernel is an error, as upstream's.
+    ``vmem_limit``: the VMEM the emitted kernel asks for (``Kernel.vmem_limit_bytes`` after
+    its passes: fusion's wider windows), taken when ``params`` set none."""
     params = TpuCompilerParams() if params is None else params
     if getattr(params, "use_tc_tiling_on_sc", None) is not None:
         raise TraceError(
@@ -140,17 +143,21 @@ def custom_call_params(params: Any) -> dict[str, Any]:
             fix="leave use_tc_tiling_on_sc unset: it is for SparseCore kernels",
         )
     fields = {name: getattr(params, name) for name in PASSED_AS_IS}
+    if fields["vmem_limit_bytes"] is None:
+        fields["vmem_limit_bytes"] = vmem_limit
     fields["has_side_effects"] = _side_effects(params.has_side_effects)
     fields["tiling"] = None
     return fields
 
 
-def as_tpu_kernel_fields(params: Any) -> dict[str, Any]:
+def as_tpu_kernel_fields(params: Any, vmem_limit: int | None = None) -> dict[str, Any]:
     """``custom_call_params(params)`` as jax's ``as_tpu_kernel`` takes them (it has no field for
     some, and takes the side effect only as its enum): how minipallas's module is compiled ahead
     of time (``lowering.tpu.compile_check``) or run outside a lowering rule with a call's
     params."""
-    fields = {k: v for k, v in custom_call_params(params).items() if k in _AS_TPU_KERNEL}
+    fields = {
+        k: v for k, v in custom_call_params(params, vmem_limit).items() if k in _AS_TPU_KERNEL
+    }
     fields["has_side_effects"] = _effect(fields["has_side_effects"])
     return fields
 
@@ -183,18 +190,20 @@ def run_module(
     dtypes: Sequence[Any],
     module: ir.Module | None = None,
     output_memory_spaces: tuple | None = None,
+    vmem_limit: int | None = None,
 ) -> list:
     """``kernel``'s Mosaic module (``module``, else ``lower_to_mosaic``'s) run outside a
     lowering rule, in the ``tpu_custom_call`` upstream's lowering emits for it (``params``: its
     compiler params; aliases counted after the dynamic grid sizes and scalar prefetch; bools as
     int32 words), its outputs as ``dtypes`` (``output_memory_spaces``: upstream's, for a
-    semaphore result, which stays an int32 word).
+    semaphore result, which stays an int32 word), ``vmem_limit`` the module's own
+    (``custom_call_params``).
     The call's config is built by jax's own ``_lower_to_custom_call_config`` with every field
     upstream passes: ``as_tpu_kernel`` drops ``skip_device_barrier`` and
     ``allow_collective_id_without_custom_barrier`` on the way."""
     _, results = custom_call_types(kernel)
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
-    fields = {**custom_call_params(params), **custom_call_extras(kernel)}
+    fields = {**custom_call_params(params, vmem_limit), **custom_call_extras(kernel)}
     config = tpu_custom_call._lower_to_custom_call_config(
         lower_to_mosaic(kernel).module if module is None else module,
         **{k: v for k, v in fields.items() if k in _CONFIG},

@@ -48,6 +48,7 @@ class CallSpec:
     cost_estimate: CostEstimate | None = None
     metadata: tuple[tuple[str, str], ...] = ()
     fuse_transposed_lhs: bool = False  # ``Kernel.fuse_transposed_lhs``
+    vmem_limit_bytes: int | None = None  # ``Kernel.vmem_limit_bytes``
     _kernels: dict[tuple, Kernel] = field(default_factory=dict, repr=False)
 
     def trace(
@@ -75,6 +76,7 @@ class CallSpec:
                 cost_estimate=self.cost_estimate,
                 metadata=self.metadata,
                 fuse_transposed_lhs=self.fuse_transposed_lhs,
+                vmem_limit_bytes=self.vmem_limit_bytes,
             )
             self._kernels[key] = run(with_aliases(kernel, self.kernel_aliases()), self.passes)
             if self.debug:

@@ -51,6 +51,7 @@ def trace_kernel(
     cost_estimate: CostEstimate | None = None,
     metadata: tuple[tuple[str, str], ...] = (),
     fuse_transposed_lhs: bool = False,
+    vmem_limit_bytes: int | None = None,
 ) -> Kernel:
     """The ``Kernel`` of ``body`` for these operand types (see the module doc); ``grid`` has
     ``None`` for a dynamic size; with ``grid_names``, ``axis_index(name)`` in the body is the
@@ -87,6 +88,7 @@ def trace_kernel(
         name, fn, grid, tuple(traced_in), tuple(traced_out), tuple(scratch_types),
         dimension_semantics, scalar_prefetch=prefetch, cost_estimate=cost_estimate,
         metadata=metadata, fuse_transposed_lhs=fuse_transposed_lhs,
+        vmem_limit_bytes=vmem_limit_bytes,
     )  # fmt: skip
 
 

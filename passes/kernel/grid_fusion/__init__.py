@@ -40,6 +40,7 @@ Algorithm:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from minipallas.ir.core import Function
@@ -53,7 +54,14 @@ from minipallas.passes.kernel.grid_fusion.choose import (
     moves_along,
     widen_by_model,
 )
-from minipallas.passes.kernel.grid_fusion.cost import V5E, body_ops, plan_of
+from minipallas.passes.kernel.grid_fusion.cost import (
+    MOSAIC_VMEM,
+    V5E,
+    Plan,
+    body_ops,
+    plan_of,
+    vmem_limit,
+)
 from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, Motion, rebuilt, window_spec
 from minipallas.passes.kernel.grid_fusion.looped import loopable
 from minipallas.passes.kernel.grid_fusion.substeps import fused_body
@@ -111,9 +119,12 @@ def fuse_grid_steps(
         _note(notes, f"not fused: {declined}")
         return kernel
     chip = V5E
+    if vmem_budget is None:  # the user's limit, less Mosaic's own; else the most to ask for
+        given = kernel.vmem_limit_bytes
+        vmem_budget = chip.vmem_most if given is None else given - MOSAIC_VMEM
     limits = Limits(
         chip,
-        chip.vmem_bytes if vmem_budget is None else vmem_budget,
+        vmem_budget,
         max(1, chip.unrolled_ops // body_ops(kernel)) if max_unroll is None else max_unroll,
         target_bytes,
         wide_block,
@@ -125,6 +136,7 @@ def fuse_grid_steps(
     def may_fuse(k: Kernel) -> bool:
         return len(carried_buffers(k)) - sum(threaded(k, budget)) <= max_carried
 
+    written = kernel
     kernel = widen_by_model(kernel, limits, may_fuse, notes)
     plan = plan_of(kernel, chip, budget)  # fused along with the kernel: it counts the copies
     unrolled = 1
@@ -147,7 +159,17 @@ def fuse_grid_steps(
         plan, unrolled = plan.fused(axis, factor), unrolled * factor
         if kernel.grid[axis] > 1:  # the axis is left with steps: the outer ones stay apart
             break
-    return kernel
+    return _scoped(written, kernel, plan, notes)
+
+
+def _scoped(written: Kernel, fused: Kernel, plan: Plan, notes: list[str] | None) -> Kernel:
+    """``fused`` asking Mosaic for the VMEM its windows take, past the default scope."""
+    limit = vmem_limit(written, fused, plan, V5E)
+    if limit == fused.vmem_limit_bytes:
+        return fused
+    _note(notes, f"VMEM: the windows take {plan.vmem / (1 << 20):.1f} MiB, over Mosaic's default "
+                 f"scope: the kernel asks for {limit >> 20} MiB (vmem_limit_bytes)")  # fmt: skip
+    return dataclasses.replace(fused, vmem_limit_bytes=limit)
 
 
 def _loop(

@@ -14,7 +14,9 @@ many steps of the innermost axis to fuse (step 5). Both are answered by ``cost.P
 3. ``fuse_factor``: of the factors within the VMEM budget, the sub-step budget (``max_unroll``,
    or the chip's budget of unrolled ops over the body's), ``target_bytes`` (when set), the
    arrays and the index maps, the one of least modelled time, ties to the smaller (a factor
-   past a divisor only fills its last step); none when it gains less than ``MIN_GAIN``.
+   past a divisor only fills its last step); none when it gains less than ``MIN_GAIN``. A
+   factor that leaves as many steps as the one below it is not weighed: it only adds
+   sub-steps past the axis's end.
 
 Every choice and every refusal is written to ``notes`` when given: ``minipallas-opt --explain``.
 """
@@ -175,6 +177,8 @@ def fuse_factor(
     weighed = {1: plan.cost(limits.chip)}
     for c in range(2, limit + 1):
         fused = plan.fused(axis, c)
+        if -(-size // c) == -(-size // (c - 1)) and fused.vmem <= limits.vmem_budget:
+            continue  # as many steps as c - 1, with sub-steps past the end
         if all(m.allows(c) for m in moves) and fused.vmem <= limits.vmem_budget:
             weighed[c] = fused.cost(limits.chip)
         elif fused.vmem > limits.vmem_budget:

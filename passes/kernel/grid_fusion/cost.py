@@ -41,10 +41,22 @@ from minipallas.passes.kernel.grid_fusion.index_maps import STAYS, motion
 from minipallas.passes.kernel.grid_fusion.looped import INDEX
 from minipallas.passes.kernel.grid_fusion.vmem import tiled_bytes
 
-__all__ = ["V5E", "Chip", "Cost", "Operand", "Plan", "body_ops", "kernel_cost", "plan_of"]
+__all__ = [
+    "MOSAIC_VMEM",
+    "V5E",
+    "Chip",
+    "Cost",
+    "Operand",
+    "Plan",
+    "body_ops",
+    "kernel_cost",
+    "plan_of",
+    "vmem_limit",
+]
 
 
 LIVE_SPILLED = 1  # the largest spilled value
+MOSAIC_VMEM = 2 << 20  # of a scope's VMEM, what Mosaic keeps for its own (internal scratch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +73,10 @@ class Chip:
     vpu_elems_s: float  # elements an elementwise op or a reduction goes through per second
     register_bytes: int  # a body value larger than this lives in VMEM, not in registers
     vmem_traffic_s: float  # bytes per second such values are stored and loaded at
-    vmem_bytes: int  # the double-buffered windows, the scratch and spilled values fit in this
+    # the double-buffered windows, the scratch and spilled values: what fits in Mosaic's
+    # default scope, and the most a fused kernel asks the custom call for (``vmem_limit``)
+    vmem_bytes: int
+    vmem_most: int
     unrolled_ops: int  # the most ops the sub-steps of one fused step unroll, all told
 
     def mxu_rate(self, dtype: str) -> tuple[float, int]:
@@ -76,8 +91,8 @@ class Chip:
             f" HBM, MXU {rates} a dot,"
             f" VPU {self.vpu_elems_s / 1e12:.1f}e12 elements/s, values over"
             f" {self.register_bytes >> 10} KiB through VMEM at {self.vmem_traffic_s / 1e12:.0f}"
-            " TB/s, VMEM budget"
-            f" {self.vmem_bytes >> 20} MiB, at most {self.unrolled_ops} ops unrolled"
+            f" TB/s, VMEM {self.vmem_bytes >> 20} MiB in Mosaic's default scope and at most"
+            f" {self.vmem_most >> 20} MiB asked for, at most {self.unrolled_ops} ops unrolled"
         )
 
 
@@ -96,10 +111,11 @@ V5E = Chip(
     # softmax and layer norm over 32768x1024, 256 MiB, in 0.420 ms of which 0.02 are steps;
     # tanh's 128 MB in 0.209 ms in 25 steps (the HBM's peak is 819 GB/s)
     hbm_bytes_s=680e9,
-    # f32 (bf16 passes): fitted to matmul f32 2048^3 computing in 0.200 ms as 64 dots of 512^3,
-    # 0.160 ms as 32 of 1024x512x512 and 0.40 ms as 4096 of 128^3; bf16: the chip's peak, and
-    # at most 131 rows a dot (matmul bf16 4096^3 in 512-blocks took 0.944 ms, 0.70 at the peak)
-    mxu=(("bfloat16", 197e12, 128), ("float32", 143e12, 341)),
+    # bf16: the chip's peak, less 128 rows a dot (matmul bf16 4096^3 in 2048x2048x512 blocks:
+    # 0.804 ms, of which fill 0.031 and steps 0.028, 184 TFLOP/s). f32: matmul f32 2048^3 in
+    # 1024x2048x512 blocks 0.137 ms (fill 0.022, 151 TFLOP/s), 2048x2048x512 0.145 (fill 0.037,
+    # 160 TFLOP/s); at 512x512x512 (0.222 ms) and 1024x512x512 (0.183) it is bound by HBM
+    mxu=(("bfloat16", 197e12, 128), ("float32", 170e12, 128)),
     # (8, 128) lanes, 4 VALU slots at 1.5 GHz: the chip's figure, not measured (no kernel of
     # the bench is bound by it)
     vpu_elems_s=6.1e12,
@@ -110,9 +126,12 @@ V5E = Chip(
     # 1.158 and 1.145 ms: the spilled values' ops move 6.4 GB more through VMEM, 16 TB/s
     register_bytes=64 << 10,
     vmem_traffic_s=16e12,
-    # of the 16 MiB of VMEM Mosaic scopes by default, 2 left to Mosaic's own: matmul f32 2048^3
-    # ran 0.231 ms in 8 MiB, 0.189 in 14; bf16 4096^3 0.966 and 0.862; 24 MiB ran out of VMEM
+    # of the 16 MiB of VMEM Mosaic scopes by default, 2 left to Mosaic's own (MOSAIC_VMEM):
+    # matmul f32 2048^3 ran 0.231 ms in 8 MiB, 0.189 in 14; bf16 4096^3 0.966 and 0.862; 24 MiB
+    # ran out of VMEM. Asked for more (the v5e has 128 MiB), matmul f32 2048^3 ran 0.137 ms in
+    # 36 MiB of blocks and bf16 4096^3 0.804 in 52 (upstream's kernel, vmem_limit_bytes=100 MiB)
     vmem_bytes=14 << 20,
+    vmem_most=96 << 20,
     # tanh of 1.6e7 floats (15 ops a step): 0.342 ms at 25 sub-steps a step, 0.221 at 125
     # (1875 ops), 0.209 at 625; the sum of 2^24 floats (14 ops) held 2.25 ms at 32, 128 and 512
     # sub-steps (bound by its chain of sums, its output then stored and loaded every sub-step);
@@ -251,6 +270,15 @@ def plan_of(kernel: Kernel, chip: Chip, carried_bytes: int = CARRIED_BYTES) -> P
     threads = any(threaded(kernel, carried_bytes))
     grid, copies = kernel.grid, max(1, sum(map(_calls, kernel.body.body.ops)))
     return Plan(grid, operands, scratch, mxu_s * steps, vpu_s * steps, 0, spilled, copies, threads)
+
+
+def vmem_limit(kernel: Kernel, fused: Kernel, plan: Plan, chip: Chip) -> int | None:
+    """The scoped VMEM ``fused`` (of ``kernel``) asks for: the user's limit, when set; else
+    None while its ``plan`` fits in Mosaic's default scope, or its VMEM and Mosaic's own, in
+    whole MiB, when it does not."""
+    if kernel.vmem_limit_bytes is not None or fused is kernel or plan.vmem <= chip.vmem_bytes:
+        return kernel.vmem_limit_bytes
+    return -(-(plan.vmem + MOSAIC_VMEM) // (1 << 20)) << 20
 
 
 def _calls(op: Op) -> int:

@@ -163,6 +163,7 @@ def kernel_from_eqn(
         cost_estimate=kernel_params.cost_estimate(params.get("cost_estimate")),
         metadata=kernel_params.metadata(params.get("metadata")),
         fuse_transposed_lhs=_fuse_transposed_lhs(params.get("compiler_params")),
+        vmem_limit_bytes=_vmem_limit(params.get("compiler_params")),
     )
     return run(kernel, passes) if passes else kernel
 
@@ -315,6 +316,12 @@ def _fuse_transposed_lhs(compiler_params: object) -> bool:
         getattr(p, "fuse_transposed_lhs_in_matmul", False) for p in _candidates(compiler_params)
     )
     return any(bool(f) for f in fused)
+
+
+def _vmem_limit(compiler_params: object) -> int | None:
+    """Pallas TPU's ``vmem_limit_bytes`` (``Kernel.vmem_limit_bytes``): fusion stays within it."""
+    given = [getattr(p, "vmem_limit_bytes", None) for p in _candidates(compiler_params)]
+    return next((int(n) for n in given if n is not None), None)
 
 
 def _candidates(compiler_params: object) -> list[object]:
