@@ -87,7 +87,8 @@ class MosaicCompile:
                 lowered = row.lower(kernel, **options)
             except MiniPallasError:
                 continue
-            key = (lowered.as_text(debug_info=False), _signature(kernel))
+            limit = lowered.info.get("vmem_limit_bytes")  # the custom call's, beside the module
+            key = (lowered.as_text(debug_info=False), _signature(kernel), limit)
             if key not in self.verdicts:
                 compiled += 1
                 try:
