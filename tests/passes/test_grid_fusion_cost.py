@@ -183,7 +183,8 @@ CHECK-NEXT: axis 2: 16 sub-steps a step (16 -> 1 steps), {{[0-9.]+}} ms
 CHECK-NEXT: unfused {{[0-9.]+}} ms; more sub-steps: the axis's length
 CHECK-NEXT: axis 1: {{[0-9]+}} sub-steps a step (16 -> {{[0-9]+}} steps), [[BEST]] ms
 CHECK-NEXT: unfused {{[0-9.]+}} ms; more sub-steps: the model (the pipeline's fill and drain
-CHECK-NEXT: VMEM: the windows take {{[0-9.]+}} MiB, over Mosaic's default scope: the kernel asks for [[MIB:[0-9]+]] MiB (vmem_limit_bytes)
+CHECK-NEXT: VMEM: the windows take {{[0-9.]+}} MiB, over Mosaic's default scope: the kernel asks
+CHECK-SAME: for {{[0-9]+}} MiB (vmem_limit_bytes)
 """
 
 
