@@ -275,7 +275,7 @@ def plan_of(kernel: Kernel, chip: Chip, carried_bytes: int = CARRIED_BYTES) -> P
             spilled = max([spilled, *over])
     scratch = sum(tiled_bytes(t.shape, t.dtype) for t in kernel.scratch_types)
     threads = any(threaded(kernel, carried_bytes))
-    grid, copies = kernel.grid, max(1, sum(map(_calls, kernel.body.body.ops)))
+    grid, copies = kernel.grid, _copies(kernel.body.body)
     return Plan(grid, operands, scratch, mxu_s * steps, vpu_s * steps, 0, spilled, copies, threads)
 
 
@@ -288,10 +288,16 @@ def vmem_limit(kernel: Kernel, fused: Kernel, plan: Plan, chip: Chip) -> int | N
     return -(-(plan.vmem + MOSAIC_VMEM) // (1 << 20)) << 20
 
 
-def _calls(op: Op) -> int:
-    """1 for an unrolled sub-step of a fused body: a ``call``, or a ``cond`` skipping one."""
-    inside = op.name == "cond" and any(o.name == "call" for r in op.regions for o in r.ops)
-    return int(op.name == "call" or inside)
+def _copies(block: Block) -> int:
+    """The copies of the written body ``block`` runs unrolled: one per sub-step (a ``call``, or
+    a ``cond`` skipping one), times the sub-steps inside it when fused again."""
+    found = 0
+    for op in block.ops:
+        if op.name == "call":
+            found += _copies(op.attrs["callee"].body)
+        elif op.name == "cond" and any(o.name == "call" for r in op.regions for o in r.ops):
+            found += max(_copies(r) for r in op.regions)
+    return max(1, found)
 
 
 def body_ops(kernel: Kernel) -> int:
