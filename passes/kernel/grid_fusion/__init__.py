@@ -36,6 +36,10 @@ Algorithm:
 6. Build the fused kernel: window block specs (``index_maps.window_spec``), the axis ``c``
    times shorter, the body of sub-steps (``substeps.fused_body``). Then try the next axis out
    (step 4) when the axis was fused whole, until nothing is left to gain.
+7. ``vmem_budget`` is the user's ``vmem_limit_bytes`` less Mosaic's own 2 MiB, or, when the
+   kernel sets none, up to 96 MiB (``cost.V5E.vmem_most``): windows past Mosaic's default
+   16 MiB scope then make the kernel ask for what they take (``cost.vmem_limit``). On a v5e
+   matmul f32 2048^3 ran 0.137 ms so, against 0.182 within the default scope.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ ROWS_ALONE = False  # XLA:CPU's row sums depend on the rows beside them; the TPU
     "fuse-grid-steps",
     Option("max_unroll", INT, "the most old steps one fused step runs (default: the model's)"),
     Option("target_bytes", INT, "fuse no further than this many bytes of moving blocks a step"),
-    Option("vmem_budget", INT, "the most bytes the double-buffered windows and scratch take"),
+    Option("vmem_budget", INT, "the most bytes the windows, scratch and spills take (step 7)"),
     Option("min_steps", INT, "grids with fewer steps are left as they are"),
     Option("max_carried", INT, "kernels handing more scratch step to step fuse in a loop"),
     Option("wide_block", INT, "widen outer axes' moving blocks at most this long (1: never)"),

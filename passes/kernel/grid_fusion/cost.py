@@ -16,9 +16,13 @@ loads each 128x128 tile of the right side's weights before it streams the rows t
 four 128x128x128 dots cost more than one 512x128x128 (``dot_rows``: what a load costs, in rows).
 
 The MXU and the VPU overlap as far as a step holds independent copies of the body (fused
-sub-steps, unrolled). A value larger than ``register_bytes`` lives in VMEM: its elementwise ops
-also store and load it (``vmem_traffic_s``), and it takes VMEM room, in every unrolled copy
-when values carried across the copies (``carried``) keep them alive together.
+sub-steps, unrolled), while the copies spill at most ``overlap_bytes`` of values all told.
+A value larger than ``register_bytes`` lives in VMEM: its elementwise ops also store and load
+it (``vmem_traffic_s``), and it takes VMEM room, in every unrolled copy when values carried
+across the copies (``carried``) keep them alive together.
+
+VMEM is Mosaic's default scope (``vmem_bytes``) unless the fused kernel asks for more, up to
+``vmem_most`` (``vmem_limit``).
 
 Fusion and widening keep the work (the same ops on the same elements) and change the rest:
 fewer steps, bigger blocks copied fewer times, fewer and larger dots, more VMEM. ``Plan`` is
