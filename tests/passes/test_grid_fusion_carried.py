@@ -14,9 +14,11 @@ import re
 import numpy as np
 import pytest
 
+import minipallas as mp
 from bench.realistic_kernels import realistic_cases
 from minipallas.ir.types import TPU_VMEM
 from minipallas.ir.verifier import verify
+from minipallas.lowering import TARGETS
 from minipallas.passes.kernel.grid_fusion import fuse_grid_steps
 from minipallas.passes.kernel.grid_fusion.carried import threaded
 from minipallas.tools.corpora.suite import Case, inputs, normal
@@ -220,3 +222,42 @@ def test_an_output_that_stays_put_is_threaded_and_read_after_sub_step_0():
     # the TPU's check that no output is read before it is written sees the write first
     module = str(REDUCE.minipallas().lower(*args, target="tpu"))
     assert "iteration_bounds = array<i64: 5>" in module
+
+
+def _accumulating(x_ref, o_ref, acc_ref):
+    @mp.when(mp.program_id(0) == 0)
+    def _():
+        acc_ref[...] = mp.numpy.zeros(acc_ref.shape, acc_ref.dtype)
+
+    acc_ref[...] = acc_ref[...] + x_ref[...]
+    o_ref[...] = acc_ref[...]
+
+
+def _accumulating_kernel(dtype: str, steps: int):
+    spec = mp.BlockSpec((2048,), lambda i: (i,))
+    call = mp.pallas_call(
+        _accumulating,
+        mp.ArrayType((2048 * steps,), dtype),
+        grid=(steps,),
+        in_specs=[spec],
+        out_specs=spec,
+        scratch_shapes=[mp.tpu.VMEM((2048,), dtype)],
+    )
+    return call.trace(mp.ArrayType((2048 * steps,), dtype), memory_space=TPU_VMEM)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "int8", "float32"])
+def test_a_packed_1d_buffer_past_the_axis_end_stays_in_vmem(dtype):
+    """3 steps 2 a step: the cond skipping the sub-step past the end would yield the carried
+    value, and Mosaic refuses a packed 1-D one ("Invalid input layout", fuzz-tpu --aot seed
+    4912): a bf16 or int8 accumulator stays in VMEM there, an f32 one in values; 4 steps 2 a
+    step need no cond, and keep every one in values. libtpu compiles each after the test."""
+    value = f"-> ({mp.ArrayType((2048,), dtype)})"  # a sub-step returning the carried value
+    guarded = fuse_grid_steps(_accumulating_kernel(dtype, 3), min_steps=1, max_unroll=2)
+    assert guarded.grid == (2,)
+    assert (value in str(guarded)) == (dtype == "float32")
+    whole = fuse_grid_steps(_accumulating_kernel(dtype, 4), min_steps=1, max_unroll=2)
+    assert whole.grid == (2,) and value in str(whole)
+    for kernel in (guarded, whole):
+        verify(kernel.body)
+        TARGETS["tpu"].lower(kernel, optimize=False)

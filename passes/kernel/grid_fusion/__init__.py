@@ -156,7 +156,8 @@ def fuse_grid_steps(
         loop = _loop(kernel, axis, factor, substep_loop, not may_fuse(kernel), notes)
         if loop is None:
             break
-        keep = threaded(kernel, budget, moves if thread_outputs else None)
+        guarded = kernel.grid[axis] % factor != 0  # the last step's sub-steps past the end
+        keep = threaded(kernel, budget, moves if thread_outputs else None, guarded)
         if any(keep):
             _note(notes, f"axis {axis}: in values across the sub-steps: {_kept(kernel, keep)}")
         kernel = fuse_axis(kernel, axis, moves, factor, keep, loop)

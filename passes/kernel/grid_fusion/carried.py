@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minipallas.ir import indexing
+from minipallas.ir import dtypes, indexing
 from minipallas.ir.builder import Builder
 from minipallas.ir.core import Function, Value
 from minipallas.ir.effects import Accum, Read, Write, effects_with_swap_reads
@@ -48,11 +48,14 @@ def carried_buffers(kernel: Kernel) -> list[int]:
 
 
 def threaded(
-    kernel: Kernel, budget: int, moves: Sequence[Motion] | None = None
+    kernel: Kernel, budget: int, moves: Sequence[Motion] | None = None, guarded: bool = False
 ) -> tuple[bool, ...]:
     """Per body parameter, whether the fused body keeps it in values (step 1): carried scratch
     within ``budget``, and, given the operands' ``moves`` (inputs then outputs), the outputs
-    whose block stays put along the fused axis within ``CARRIED_BYTES``."""
+    whose block stays put along the fused axis within ``CARRIED_BYTES``. When sub-steps past
+    the axis's end are ``guarded`` (a ``cond`` yields the values past them), no 1-D buffer of
+    a packed dtype: Mosaic refuses such a yield ("Invalid input layout", bf16 and int8 alike;
+    fuzz-tpu --aot, seed 4912)."""
     body = kernel.body
     most = dict.fromkeys(_scratch(kernel), budget)
     if moves is not None:
@@ -66,6 +69,7 @@ def threaded(
         and fits(t, most[k])
         and tiled_bytes(t.shape, t.dtype) <= most[k]
         and static_uses(body.body, body.params[k])
+        and not (guarded and len(t.shape) == 1 and dtypes.itemsize(t.dtype) < 4)
     }
     return tuple(k in chosen for k in range(len(body.params)))
 
