@@ -420,8 +420,7 @@ def shard_map_rules(eqn: jax_core.JaxprEqn, rules: dict[str, Any]) -> dict[str, 
         dtypes = [np.int32 if s else v.aval.dtype for v, s in zip(call.outvars, sems, strict=True)]
         semaphore = tpu_custom_call.MemorySpace.SEMAPHORE_MEM
         spaces = tuple(semaphore if s else None for s in sems) if any(sems) else None
-        limit = lowered.info.get("vmem_limit_bytes")
-        return run_module(kernel, params, ins, dtypes, lowered.module, spaces, limit)
+        return run_module(kernel, params, ins, dtypes, lowered, spaces)
 
     return {**rules, "pallas_call": run}
 

@@ -43,6 +43,7 @@ from minipallas.lowering.tpu.aot import custom_call_types
 
 if TYPE_CHECKING:
     from minipallas.ir.kernel_spec import Kernel
+    from minipallas.lowering.lowered import Lowered
     from minipallas.platforms import Platform
     from minipallas.platforms.primitive import KernelCall
 
@@ -188,24 +189,25 @@ def run_module(
     params: Any,
     ins: Sequence[Any],
     dtypes: Sequence[Any],
-    module: ir.Module | None = None,
+    lowered: Lowered | None = None,
     output_memory_spaces: tuple | None = None,
-    vmem_limit: int | None = None,
 ) -> list:
-    """``kernel``'s Mosaic module (``module``, else ``lower_to_mosaic``'s) run outside a
+    """``kernel``'s Mosaic module (``lowered``, else ``lower_to_mosaic``'s) run outside a
     lowering rule, in the ``tpu_custom_call`` upstream's lowering emits for it (``params``: its
     compiler params; aliases counted after the dynamic grid sizes and scalar prefetch; bools as
-    int32 words), its outputs as ``dtypes`` (``output_memory_spaces``: upstream's, for a
-    semaphore result, which stays an int32 word), ``vmem_limit`` the module's own
-    (``custom_call_params``).
+    int32 words; the VMEM the module asks for, ``custom_call_params``), its outputs as
+    ``dtypes`` (``output_memory_spaces``: upstream's, for a semaphore result, which stays an
+    int32 word).
     The call's config is built by jax's own ``_lower_to_custom_call_config`` with every field
     upstream passes: ``as_tpu_kernel`` drops ``skip_device_barrier`` and
     ``allow_collective_id_without_custom_barrier`` on the way."""
     _, results = custom_call_types(kernel)
     first = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
-    fields = {**custom_call_params(params, vmem_limit), **custom_call_extras(kernel)}
+    lowered = lower_to_mosaic(kernel) if lowered is None else lowered
+    limit = lowered.info.get("vmem_limit_bytes")
+    fields = {**custom_call_params(params, limit), **custom_call_extras(kernel)}
     config = tpu_custom_call._lower_to_custom_call_config(
-        lower_to_mosaic(kernel).module if module is None else module,
+        lowered.module,
         **{k: v for k, v in fields.items() if k in _CONFIG},
         output_memory_spaces=output_memory_spaces,
     )
