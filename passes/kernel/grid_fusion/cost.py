@@ -138,7 +138,7 @@ V5E = Chip(
     # of the 16 MiB of VMEM Mosaic scopes by default, 2 left to Mosaic's own (MOSAIC_VMEM):
     # matmul f32 2048^3 ran 0.231 ms in 8 MiB, 0.189 in 14; bf16 4096^3 0.966 and 0.862; 24 MiB
     # ran out of VMEM. Asked for more (the v5e has 128 MiB), matmul f32 2048^3 ran 0.137 ms in
-    # 36 MiB of blocks and bf16 4096^3 0.804 in 56 (upstream's kernel, vmem_limit_bytes=120 MiB)
+    # 36 MiB of blocks and bf16 4096^3 0.804 in 56 (upstream's kernel, limits 100, 120 MiB)
     vmem_bytes=14 << 20,
     vmem_most=96 << 20,
     # tanh of 1.6e7 floats (15 ops a step): 0.342 ms at 25 sub-steps a step, 0.221 at 125
