@@ -74,7 +74,6 @@ def launch(
 ) -> Sequence[Any]:
     """In the primitive's lowering rule (``ctx``): the ``tpu_custom_call`` running ``call``."""
     lowered = call.lowered(platform.target)
-    module = lowered.module
     kernel = call.kernel
     first_input = len(kernel.dynamic_axes) + len(kernel.scalar_prefetch)
     aliases = tuple((first_input + i, o) for i, o in kernel.input_output_aliases)
@@ -86,7 +85,7 @@ def launch(
         results = mosaic.lower_module_to_custom_call(
             ctx.replace(avals_in=in_avals, avals_out=out_avals),
             *operands,
-            module=module,
+            module=lowered.module,
             out_type=out_avals,
             kernel_name=jax_mlir.sanitize_name(kernel.name),
             input_output_aliases=aliases,
@@ -151,14 +150,12 @@ def custom_call_params(params: Any, vmem_limit: int | None = None) -> dict[str, 
     return fields
 
 
-def as_tpu_kernel_fields(params: Any, vmem_limit: int | None = None) -> dict[str, Any]:
+def as_tpu_kernel_fields(params: Any) -> dict[str, Any]:
     """``custom_call_params(params)`` as jax's ``as_tpu_kernel`` takes them (it has no field for
     some, and takes the side effect only as its enum): how minipallas's module is compiled ahead
     of time (``lowering.tpu.compile_check``) or run outside a lowering rule with a call's
     params."""
-    fields = {
-        k: v for k, v in custom_call_params(params, vmem_limit).items() if k in _AS_TPU_KERNEL
-    }
+    fields = {k: v for k, v in custom_call_params(params).items() if k in _AS_TPU_KERNEL}
     fields["has_side_effects"] = _effect(fields["has_side_effects"])
     return fields
 

@@ -177,13 +177,13 @@ def fuse_factor(
     weighed = {1: plan.cost(limits.chip)}
     for c in range(2, limit + 1):
         fused = plan.fused(axis, c)
-        if -(-size // c) == -(-size // (c - 1)) and fused.vmem <= limits.vmem_budget:
-            continue  # as many steps as c - 1, with sub-steps past the end
-        if all(m.allows(c) for m in moves) and fused.vmem <= limits.vmem_budget:
-            weighed[c] = fused.cost(limits.chip)
-        elif fused.vmem > limits.vmem_budget:
+        if fused.vmem > limits.vmem_budget:
             why = "the VMEM budget"
             break
+        if -(-size // c) == -(-size // (c - 1)):
+            continue  # as many steps as c - 1, with sub-steps past the end
+        if all(m.allows(c) for m in moves):
+            weighed[c] = fused.cost(limits.chip)
     best = min(weighed, key=lambda c: (weighed[c].seconds, c))
     if weighed[best].seconds > weighed[1].seconds * (1 - MIN_GAIN):
         best, why = 1, f"the model (a gain under {MIN_GAIN:.0%})"
